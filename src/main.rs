@@ -1,1 +1,3 @@
-fn main() {}
+fn main() -> std::process::ExitCode {
+    bridgewire::cli::run(std::env::args_os())
+}

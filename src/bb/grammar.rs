@@ -1,0 +1,239 @@
+//! The thread-event grammar (reference §13): what bb's host refuses at its event intake.
+//!
+//! State is kept per event `threadId`; the assembler stamps every event with `""`, so in tooling
+//! one state covers a whole cell. A violating event is dropped ("grammar drop").
+
+use crate::protocol::GrammarDrop;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+const ITEM_CAP: usize = 512;
+
+pub const RULES: &[&str] = &[
+    "turn/starts-once",
+    "turn/settles-once",
+    "turn/known",
+    "item/settles-once",
+    "item/opens-before-delta",
+];
+
+const STREAMING_BY_ITEM_ID: &[&str] = &[
+    "item/agentMessage/delta",
+    "item/plan/delta",
+    "item/commandExecution/outputDelta",
+    "item/fileChange/outputDelta",
+    "item/reasoning/summaryTextDelta",
+    "item/reasoning/textDelta",
+    "item/mcpToolCall/progress",
+    "item/toolCall/progress",
+];
+
+const SETTLING: &[&str] = &[
+    "item/completed",
+    "item/backgroundTask/completed",
+    "item/delegation/completed",
+];
+
+/// A set that forgets its oldest members past a cap.
+#[derive(Default)]
+struct CappedSet {
+    order: VecDeque<String>,
+    members: HashSet<String>,
+}
+
+impl CappedSet {
+    fn contains(&self, k: &str) -> bool {
+        self.members.contains(k)
+    }
+    fn insert(&mut self, k: &str) {
+        if self.members.insert(k.to_string()) {
+            self.order.push_back(k.to_string());
+            if self.order.len() > ITEM_CAP {
+                if let Some(old) = self.order.pop_front() {
+                    self.members.remove(&old);
+                }
+            }
+        }
+    }
+    fn remove(&mut self, k: &str) {
+        if self.members.remove(k) {
+            self.order.retain(|x| x != k);
+        }
+    }
+}
+
+#[derive(Default)]
+struct ThreadGrammar {
+    open_items: CappedSet,
+    settled_items: CappedSet,
+    started_turns: HashSet<String>,
+    completed_turns: HashSet<String>,
+}
+
+#[derive(Default)]
+pub struct Grammar {
+    threads: HashMap<String, ThreadGrammar>,
+}
+
+impl Grammar {
+    pub fn new() -> Grammar {
+        Grammar::default()
+    }
+
+    /// Forgets a thread (after a release stop).
+    pub fn clear_thread(&mut self, thread_id: &str) {
+        self.threads.remove(thread_id);
+    }
+
+    /// Checks and applies one event; `Err` means the event must be dropped.
+    pub fn accept(&mut self, event: &Value) -> Result<(), GrammarDrop> {
+        let ty = event["type"].as_str().unwrap_or("");
+        let thread = event["threadId"].as_str().unwrap_or("").to_string();
+        let st = self.threads.entry(thread).or_default();
+        let turn = event["scope"]["turnId"].as_str();
+        let drop = |rule: &str, reason: String| GrammarDrop {
+            rule: rule.to_string(),
+            reason,
+            event_type: ty.to_string(),
+        };
+        match ty {
+            "turn/started" => {
+                let Some(t) = turn else { return Ok(()) };
+                if st.completed_turns.contains(t) {
+                    return Err(drop(
+                        "turn/starts-once",
+                        format!("turn {t} already completed"),
+                    ));
+                }
+                if st.started_turns.contains(t) {
+                    return Err(drop(
+                        "turn/starts-once",
+                        format!("turn {t} is already open"),
+                    ));
+                }
+                st.started_turns.insert(t.to_string());
+            }
+            "turn/completed" => {
+                let Some(t) = turn else { return Ok(()) };
+                if st.completed_turns.contains(t) {
+                    return Err(drop(
+                        "turn/settles-once",
+                        format!("turn {t} already completed"),
+                    ));
+                }
+                if !st.started_turns.contains(t) {
+                    return Err(drop("turn/known", format!("turn {t} never started")));
+                }
+                st.started_turns.remove(t);
+                st.completed_turns.insert(t.to_string());
+            }
+            "item/started" => {
+                let id = event["item"]["id"].as_str().unwrap_or("");
+                st.open_items.insert(id);
+                st.settled_items.remove(id);
+            }
+            t if SETTLING.contains(&t) => {
+                let id = event["item"]["id"].as_str().unwrap_or("");
+                if st.settled_items.contains(id) {
+                    return Err(drop(
+                        "item/settles-once",
+                        format!("item {id} already settled"),
+                    ));
+                }
+                st.open_items.remove(id);
+                st.settled_items.insert(id);
+            }
+            t if STREAMING_BY_ITEM_ID.contains(&t) => {
+                let id = event["itemId"].as_str().unwrap_or("");
+                if !st.open_items.contains(id) {
+                    return Err(drop(
+                        "item/opens-before-delta",
+                        format!("item {id} is not open"),
+                    ));
+                }
+            }
+            "item/backgroundTask/progress" | "item/delegation/progress" => {
+                let id = event["item"]["id"].as_str().unwrap_or("");
+                if !st.open_items.contains(id) {
+                    return Err(drop(
+                        "item/opens-before-delta",
+                        format!("item {id} is not open"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(ty: &str, turn: &str, extra: Value) -> Value {
+        let mut e = json!({"type": ty, "threadId": "", "scope": {"kind": "turn", "turnId": turn}});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        e
+    }
+
+    #[test]
+    fn each_rule_fires() {
+        let mut g = Grammar::new();
+        assert_eq!(
+            g.accept(&ev("turn/completed", "t0", json!({})))
+                .unwrap_err()
+                .rule,
+            "turn/known"
+        );
+        g.accept(&ev("turn/started", "t1", json!({}))).unwrap();
+        assert_eq!(
+            g.accept(&ev("turn/started", "t1", json!({})))
+                .unwrap_err()
+                .rule,
+            "turn/starts-once"
+        );
+        assert_eq!(
+            g.accept(&ev(
+                "item/agentMessage/delta",
+                "t1",
+                json!({"itemId": "i1"})
+            ))
+            .unwrap_err()
+            .rule,
+            "item/opens-before-delta"
+        );
+        g.accept(&ev("item/started", "t1", json!({"item": {"id": "i1"}})))
+            .unwrap();
+        g.accept(&ev(
+            "item/agentMessage/delta",
+            "t1",
+            json!({"itemId": "i1"}),
+        ))
+        .unwrap();
+        g.accept(&ev("item/completed", "t1", json!({"item": {"id": "i1"}})))
+            .unwrap();
+        assert_eq!(
+            g.accept(&ev("item/completed", "t1", json!({"item": {"id": "i1"}})))
+                .unwrap_err()
+                .rule,
+            "item/settles-once"
+        );
+        g.accept(&ev("turn/completed", "t1", json!({}))).unwrap();
+        assert_eq!(
+            g.accept(&ev("turn/completed", "t1", json!({})))
+                .unwrap_err()
+                .rule,
+            "turn/settles-once"
+        );
+        assert_eq!(
+            g.accept(&ev("turn/started", "t1", json!({})))
+                .unwrap_err()
+                .rule,
+            "turn/starts-once"
+        );
+    }
+}

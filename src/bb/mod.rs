@@ -1,0 +1,112 @@
+//! The bb provider-bridge protocol: line-delimited JSON-RPC 2.0 over a bridge's stdio, with the
+//! `thread/delta` grammar the runtime-side assembler turns into timeline events.
+//!
+//! Spec: `protocols/bb-provider-bridge-protocol.md`; bb's tooling: `reference/bb-tooling.md`.
+//!
+//! * [`delta`]: grammar v3 validation (§11);
+//! * [`assembler`]: deltas → ThreadEvents (§12);
+//! * [`grammar`]: the thread-event grammar (§13);
+//! * [`rows`]: bridgewire's row projection;
+//! * [`recorder`]: `record bb` / `record child`, the stdio tee;
+//! * [`BbModel`]: the offline pipeline the core calls (pins, parity, dumps).
+
+pub mod assembler;
+pub mod delta;
+pub mod grammar;
+pub mod recorder;
+pub mod rows;
+
+use crate::cell::Cell;
+use crate::lane::Entry;
+use crate::protocol::{EventSink, Model, Protocol, RowProjector};
+use serde_json::Value;
+
+/// What one bridge→runtime (or runtime→bridge) line is, as far as the offline pass cares.
+fn parse_object(line: &str) -> Option<serde_json::Map<String, Value>> {
+    match serde_json::from_str::<Value>(line) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
+
+pub struct BbModel;
+
+impl Model for BbModel {
+    fn protocol(&self) -> Protocol {
+        Protocol::Bb
+    }
+
+    /// The offline count procedure of reference §4.2.
+    fn assemble(
+        &self,
+        cell: &Cell,
+        entries: &mut dyn Iterator<Item = Entry>,
+        sink: &mut dyn EventSink,
+    ) {
+        let (provider, _) = cell.provider_and_name();
+        let mut assembler = assembler::Assembler::new(provider);
+        let mut grammar = grammar::Grammar::new();
+        for entry in entries {
+            match entry.dir.as_str() {
+                "runtime→bridge" => {
+                    // Cheap pre-filter: only a release stop matters offline.
+                    if !entry.line.contains("thread/stop") {
+                        continue;
+                    }
+                    if let Some(m) = parse_object(&entry.line) {
+                        if m.get("method").and_then(Value::as_str) == Some("thread/stop")
+                            && m.get("params")
+                                .and_then(|p| p.get("intent"))
+                                .and_then(Value::as_str)
+                                == Some("release")
+                        {
+                            if let Some(t) = m
+                                .get("params")
+                                .and_then(|p| p.get("threadId"))
+                                .and_then(Value::as_str)
+                            {
+                                grammar.clear_thread(t);
+                            }
+                        }
+                    }
+                }
+                "bridge→runtime" => {
+                    if !entry.line.contains("thread/delta") {
+                        continue;
+                    }
+                    let Some(m) = parse_object(&entry.line) else {
+                        continue;
+                    };
+                    if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
+                        continue;
+                    }
+                    let params = m.get("params").cloned().unwrap_or(Value::Null);
+                    match delta::validate_params(&params) {
+                        Err(e) => sink.invalid(format!(
+                            "bridge→runtime run {} seq {}: invalid thread/delta: {e}",
+                            crate::jsjson::format_f64(entry.run),
+                            crate::jsjson::format_f64(entry.seq)
+                        )),
+                        Ok((thread_id, deltas)) => {
+                            for ev in assembler.assemble(thread_id, deltas) {
+                                match grammar.accept(&ev) {
+                                    Ok(()) => sink.event(ev),
+                                    Err(drop) => sink.grammar_drop(drop),
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {} // provider lanes play no part offline
+            }
+        }
+    }
+
+    fn row_projector(&self) -> Box<dyn RowProjector> {
+        Box::<rows::BbRows>::default()
+    }
+
+    fn is_unhandled(&self, event: &Value) -> bool {
+        event["type"] == "provider/unhandled"
+    }
+}

@@ -1,0 +1,604 @@
+//! `record bb` and `record child`: stand in for a bridge (or a provider child) and tee its stdio
+//! into lanes.
+//!
+//! ```text
+//! runtime ──stdin──▶ bridgewire record bb ──▶ bridge ──▶ bridgewire record child ──▶ provider
+//!         ◀─stdout──                       ◀──        ◀──                        ◀──
+//! ```
+//!
+//! * Framing as bb's recorder (§1.8): only `\n` ends a line, one trailing `\r` is dropped from
+//!   the recorded line; the bytes forwarded are exactly the bytes read.
+//! * Record before forward: each chunk read is split into lines, the complete lines are appended
+//!   to their lanes (one `write` per lane file), and only then forwarded, so every line the other
+//!   side has seen is on disk. A crash loses at most the chunk being handled.
+//! * Scope (§1.7): runtime lanes are scoped by `params.threadId`, and a response goes to the scope
+//!   of the request it answers (pending maps R and B, keyed `number:3` / `string:x`).
+//! * A line longer than 64 MiB is forwarded but not recorded (named on stderr), as bb does.
+//! * Provider lanes come from `record child` wrappers that the bridge spawns in place of its
+//!   provider. They send their lines to this recorder over a Unix socket named by
+//!   `BRIDGEWIRE_RECORD_SOCKET` and wait for the ack before forwarding, so provider lines share
+//!   the process's one `seq` counter and the same record-before-forward guarantee. The scope is
+//!   `BRIDGEWIRE_RECORD_THREAD` (or `--thread`), set by the bridge when it spawns the child;
+//!   absent means `_process`. The wrapper removes both variables from the provider's
+//!   environment, so a recorded provider never records itself.
+
+use crate::lane::write::{LaneWriter, Line};
+use crate::rpc_scan;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{self, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+pub const SOCKET_ENV: &str = "BRIDGEWIRE_RECORD_SOCKET";
+pub const THREAD_ENV: &str = "BRIDGEWIRE_RECORD_THREAD";
+/// bb's own switch; removed from children like ours.
+pub const BB_RECORD_ENV: &str = "BB_PROVIDER_BRIDGE_RECORD_DIR";
+
+/// The longest line recorded (bb's JSON-RPC line limit).
+pub const MAX_RECORDED_LINE: usize = 64 * 1024 * 1024;
+
+const CHUNK: usize = 256 * 1024;
+
+/// Scopes runtime-lane lines as bb does: pending request maps per direction.
+#[derive(Default)]
+pub struct Scoper {
+    /// Runtime→bridge requests awaiting a bridge→runtime response.
+    r: HashMap<String, Option<String>>,
+    /// Bridge→runtime requests awaiting a runtime→bridge response.
+    b: HashMap<String, Option<String>>,
+}
+
+impl Scoper {
+    /// The scope of a line on `runtime→bridge` (`from_runtime`) or `bridge→runtime`.
+    pub fn scope(&mut self, line: &[u8], from_runtime: bool) -> Option<String> {
+        let Some(info) = rpc_scan::scan(line) else {
+            return None; // non-JSON and non-objects go to _process
+        };
+        let provisional = info.thread_id.clone();
+        let (own, opposite) = if from_runtime {
+            (&mut self.r, &mut self.b)
+        } else {
+            (&mut self.b, &mut self.r)
+        };
+        if info.is_request() {
+            own.insert(
+                info.id_key.clone().expect("request has id"),
+                provisional.clone(),
+            );
+            provisional
+        } else if info.is_response() {
+            match opposite.remove(info.id_key.as_deref().expect("response has id")) {
+                Some(scope) => scope,
+                None => provisional,
+            }
+        } else {
+            provisional
+        }
+    }
+}
+
+/// Splits a byte stream into lines, carrying partial lines between chunks and bounding memory.
+pub struct LineSplitter {
+    pending: Vec<u8>,
+    /// Inside a line longer than the limit: drop bytes until the next `\n`.
+    skipping: Option<usize>,
+}
+
+/// What a chunk produced.
+pub enum Piece<'a> {
+    Line(&'a [u8]),
+    /// A line over the limit ended here (its length), unrecorded.
+    Oversized(usize),
+}
+
+impl Default for LineSplitter {
+    fn default() -> Self {
+        LineSplitter {
+            pending: Vec::new(),
+            skipping: None,
+        }
+    }
+}
+
+impl LineSplitter {
+    /// Feeds a chunk and calls `f` for every complete line (without `\n` and one trailing `\r`).
+    pub fn feed(&mut self, chunk: &[u8], mut f: impl FnMut(Piece<'_>)) {
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            match memchr::memchr(b'\n', rest) {
+                Some(i) => {
+                    let part = &rest[..i];
+                    rest = &rest[i + 1..];
+                    if let Some(n) = self.skipping.take() {
+                        f(Piece::Oversized(n + part.len()));
+                        continue;
+                    }
+                    if self.pending.is_empty() {
+                        f(Piece::Line(strip_cr(part)));
+                    } else {
+                        self.pending.extend_from_slice(part);
+                        let line = std::mem::take(&mut self.pending);
+                        f(Piece::Line(strip_cr(&line)));
+                        self.pending = line;
+                        self.pending.clear();
+                    }
+                }
+                None => {
+                    if let Some(n) = &mut self.skipping {
+                        *n += rest.len();
+                    } else if self.pending.len() + rest.len() > MAX_RECORDED_LINE {
+                        self.skipping = Some(self.pending.len() + rest.len());
+                        self.pending = Vec::new();
+                    } else {
+                        self.pending.extend_from_slice(rest);
+                    }
+                    rest = &[];
+                }
+            }
+        }
+    }
+
+    /// The unterminated tail at end of stream.
+    pub fn finish(&mut self) -> Option<Vec<u8>> {
+        if self.skipping.is_some() || self.pending.is_empty() {
+            return None;
+        }
+        Some(std::mem::take(&mut self.pending))
+    }
+}
+
+fn strip_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+fn read_retry(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match r.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Copies `input` to `output`, handing each chunk's complete lines to `record` first.
+/// Stops forwarding (but keeps reading and recording) once `output` is gone.
+fn tee_pump(
+    mut input: impl Read,
+    mut output: impl Write,
+    direction: &str,
+    mut record: impl FnMut(&[&[u8]]),
+) {
+    let mut buf = vec![0u8; CHUNK];
+    let mut splitter = LineSplitter::default();
+    let mut output_open = true;
+    let mut lines: Vec<(usize, usize)> = Vec::new();
+    loop {
+        let n = match read_retry(&mut input, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        // Collect line spans within this chunk where possible; lines that straddle chunks are
+        // materialized by the splitter.
+        let mut owned: Vec<Vec<u8>> = Vec::new();
+        lines.clear();
+        splitter.feed(chunk, |piece| match piece {
+            Piece::Line(l) => {
+                let base = chunk.as_ptr() as usize;
+                let p = l.as_ptr() as usize;
+                if p >= base && p + l.len() <= base + chunk.len() {
+                    lines.push((p - base, l.len()));
+                } else {
+                    owned.push(l.to_vec());
+                    lines.push((usize::MAX, owned.len() - 1));
+                }
+            }
+            Piece::Oversized(len) => eprintln!(
+                "bridgewire: a {direction} line of {len} bytes exceeds {MAX_RECORDED_LINE} bytes; forwarded, not recorded"
+            ),
+        });
+        if !lines.is_empty() {
+            let refs: Vec<&[u8]> = lines
+                .iter()
+                .map(|&(off, len)| {
+                    if off == usize::MAX {
+                        owned[len].as_slice()
+                    } else {
+                        &chunk[off..off + len]
+                    }
+                })
+                .collect();
+            record(&refs);
+        }
+        if output_open && (output.write_all(chunk).is_err() || output.flush().is_err()) {
+            output_open = false;
+        }
+    }
+    if let Some(tail) = splitter.finish() {
+        // The line crossed even without its terminator: keep it.
+        record(&[strip_cr(&tail)]);
+    }
+}
+
+/// Options of `record bb`.
+pub struct RecordBridge {
+    pub dir: PathBuf,
+    pub provider: Option<String>,
+    pub command: Vec<OsString>,
+}
+
+/// Runs the bridge under the recorder; returns its exit status.
+pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitStatus> {
+    let root = match &opts.provider {
+        Some(p) => opts.dir.join(crate::lane::scope_dir_name(Some(p))),
+        None => opts.dir.clone(),
+    };
+    let writer = Arc::new(Mutex::new(LaneWriter::create(&root)?));
+    let scoper = Arc::new(Mutex::new(Scoper::default()));
+
+    // The socket provider wrappers report to.
+    let sock_dir = tempfile::Builder::new()
+        .prefix("bridgewire-rec-")
+        .tempdir()?;
+    let sock_path = sock_dir.path().join("lanes.sock");
+    let listener = UnixListener::bind(&sock_path)?;
+    {
+        let writer = writer.clone();
+        std::thread::Builder::new()
+            .name("child-lanes".into())
+            .spawn(move || serve_children(listener, writer))?;
+    }
+
+    let (program, args) = opts
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow::anyhow!("no bridge command given after --"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .env(SOCKET_ENV, &sock_path)
+        .env_remove(BB_RECORD_ENV);
+    crate::proc::isolate(&mut cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start bridge {:?}: {e}", program))?;
+    crate::proc::forward_signals(child.id())?;
+    let child_stdin = child.stdin.take().expect("piped");
+    let child_stdout = child.stdout.take().expect("piped");
+
+    let to_bridge = {
+        let writer = writer.clone();
+        let scoper = scoper.clone();
+        std::thread::Builder::new()
+            .name("runtime→bridge".into())
+            .spawn(move || {
+                record_direction(
+                    io::stdin().lock(),
+                    child_stdin,
+                    "runtime→bridge",
+                    true,
+                    &writer,
+                    &scoper,
+                );
+            })?
+    };
+    let from_bridge = {
+        let writer = writer.clone();
+        let scoper = scoper.clone();
+        std::thread::Builder::new()
+            .name("bridge→runtime".into())
+            .spawn(move || {
+                record_direction(
+                    child_stdout,
+                    io::stdout().lock(),
+                    "bridge→runtime",
+                    false,
+                    &writer,
+                    &scoper,
+                );
+            })?
+    };
+    let status = child.wait()?;
+    let _ = from_bridge.join();
+    // The runtime may keep its end open after the bridge is gone; stdin is not ours to wait on.
+    if to_bridge.is_finished() {
+        let _ = to_bridge.join();
+    }
+    drop(sock_dir);
+    Ok(status)
+}
+
+fn record_direction(
+    input: impl Read,
+    output: impl Write,
+    dir: &'static str,
+    from_runtime: bool,
+    writer: &Mutex<LaneWriter>,
+    scoper: &Mutex<Scoper>,
+) {
+    let mut scopes: Vec<Option<String>> = Vec::new();
+    tee_pump(input, output, dir, |lines| {
+        scopes.clear();
+        {
+            let mut s = scoper.lock().expect("scoper");
+            scopes.extend(lines.iter().map(|l| s.scope(l, from_runtime)));
+        }
+        let batch: Vec<Line<'_>> = lines
+            .iter()
+            .zip(&scopes)
+            .map(|(l, s)| Line {
+                scope: s.as_deref(),
+                dir,
+                bytes: l,
+            })
+            .collect();
+        writer.lock().expect("writer").append_batch(&batch);
+    });
+}
+
+/// Accepts `record child` connections and appends what they send.
+fn serve_children(listener: UnixListener, writer: Arc<Mutex<LaneWriter>>) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let writer = writer.clone();
+        let _ = std::thread::Builder::new()
+            .name("child-lane".into())
+            .spawn(move || {
+                if let Err(e) = serve_child(conn, &writer) {
+                    if e.kind() != io::ErrorKind::UnexpectedEof {
+                        eprintln!("bridgewire recorder: provider lane connection failed: {e}");
+                    }
+                }
+            });
+    }
+}
+
+/// Wire format of the child socket (little-endian):
+/// hello = `u32 scope_len` + scope bytes (`u32::MAX` = no scope);
+/// batch = `u8 dir` (0 provider→bridge, 1 bridge→provider) + `u32 count` + count × (`u32 len` +
+/// bytes); each batch is acknowledged with one byte once it is on disk.
+fn serve_child(mut conn: UnixStream, writer: &Mutex<LaneWriter>) -> io::Result<()> {
+    let scope_len = read_u32(&mut conn)?;
+    let scope = if scope_len == u32::MAX {
+        None
+    } else {
+        let mut s = vec![0u8; scope_len.min(1 << 20) as usize];
+        conn.read_exact(&mut s)?;
+        Some(String::from_utf8_lossy(&s).into_owned())
+    };
+    loop {
+        let mut d = [0u8; 1];
+        conn.read_exact(&mut d)?;
+        let dir = if d[0] == 0 {
+            "provider→bridge"
+        } else {
+            "bridge→provider"
+        };
+        let count = read_u32(&mut conn)?;
+        let mut lines = Vec::with_capacity(count.min(4096) as usize);
+        for _ in 0..count {
+            let len = read_u32(&mut conn)? as usize;
+            if len > MAX_RECORDED_LINE {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "line over the limit",
+                ));
+            }
+            let mut l = vec![0u8; len];
+            conn.read_exact(&mut l)?;
+            lines.push(l);
+        }
+        let batch: Vec<Line<'_>> = lines
+            .iter()
+            .map(|l| Line {
+                scope: scope.as_deref(),
+                dir,
+                bytes: l,
+            })
+            .collect();
+        writer.lock().expect("writer").append_batch(&batch);
+        conn.write_all(&[1])?;
+    }
+}
+
+fn read_u32(r: &mut impl Read) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// The client side of the child socket, used by `record child`.
+struct ChildLaneClient {
+    conn: UnixStream,
+}
+
+impl ChildLaneClient {
+    fn connect(path: &Path, scope: Option<&str>) -> io::Result<ChildLaneClient> {
+        let mut conn = UnixStream::connect(path)?;
+        match scope {
+            Some(s) => {
+                conn.write_all(&(s.len() as u32).to_le_bytes())?;
+                conn.write_all(s.as_bytes())?;
+            }
+            None => conn.write_all(&u32::MAX.to_le_bytes())?,
+        }
+        Ok(ChildLaneClient { conn })
+    }
+
+    fn send(&mut self, to_provider: bool, lines: &[&[u8]]) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 4).sum::<usize>() + 5);
+        buf.push(if to_provider { 1 } else { 0 });
+        buf.extend_from_slice(&(lines.len() as u32).to_le_bytes());
+        for l in lines {
+            buf.extend_from_slice(&(l.len() as u32).to_le_bytes());
+            buf.extend_from_slice(l);
+        }
+        self.conn.write_all(&buf)?;
+        let mut ack = [0u8; 1];
+        self.conn.read_exact(&mut ack)
+    }
+}
+
+/// Options of `record child`.
+pub struct RecordChild {
+    pub thread: Option<String>,
+    pub command: Vec<OsString>,
+}
+
+/// Runs a provider child under the wrapper; returns its exit status.
+pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStatus> {
+    let scope = opts
+        .thread
+        .clone()
+        .or_else(|| std::env::var(THREAD_ENV).ok().filter(|s| !s.is_empty()));
+    let socket = std::env::var_os(SOCKET_ENV).map(PathBuf::from);
+    let (program, args) = opts
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow::anyhow!("no provider command given after --"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .env_remove(SOCKET_ENV)
+        .env_remove(THREAD_ENV)
+        .env_remove(BB_RECORD_ENV);
+    crate::proc::isolate(&mut cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start provider {:?}: {e}", program))?;
+    crate::proc::forward_signals(child.id())?;
+    let child_stdin = child.stdin.take().expect("piped");
+    let child_stdout = child.stdout.take().expect("piped");
+
+    // Off when no recorder is listening, like bb's no-op when record mode is off.
+    let connect = |s: Option<&str>| -> Option<Arc<Mutex<ChildLaneClient>>> {
+        let path = socket.as_ref()?;
+        match ChildLaneClient::connect(path, s) {
+            Ok(c) => Some(Arc::new(Mutex::new(c))),
+            Err(e) => {
+                eprintln!(
+                    "bridgewire record child: cannot reach the recorder at {}: {e}; not recording",
+                    path.display()
+                );
+                None
+            }
+        }
+    };
+    // One connection per direction keeps the two pumps independent.
+    let up = connect(scope.as_deref());
+    let down = connect(scope.as_deref());
+
+    let to_provider = std::thread::Builder::new()
+        .name("bridge→provider".into())
+        .spawn(move || {
+            tee_pump(
+                io::stdin().lock(),
+                child_stdin,
+                "bridge→provider",
+                |lines| {
+                    if let Some(c) = &down {
+                        if let Err(e) = c.lock().expect("client").send(true, lines) {
+                            eprintln!(
+                                "bridgewire record child: recorder gone ({e}); lines not recorded"
+                            );
+                        }
+                    }
+                },
+            );
+        })?;
+    let from_provider = std::thread::Builder::new()
+        .name("provider→bridge".into())
+        .spawn(move || {
+            tee_pump(
+                child_stdout,
+                io::stdout().lock(),
+                "provider→bridge",
+                |lines| {
+                    if let Some(c) = &up {
+                        if let Err(e) = c.lock().expect("client").send(false, lines) {
+                            eprintln!(
+                                "bridgewire record child: recorder gone ({e}); lines not recorded"
+                            );
+                        }
+                    }
+                },
+            );
+        })?;
+    let status = child.wait()?;
+    let _ = from_provider.join();
+    if to_provider.is_finished() {
+        let _ = to_provider.join();
+    }
+    Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_responses_by_their_request() {
+        let mut s = Scoper::default();
+        let rt = |s: &mut Scoper, l: &str| s.scope(l.as_bytes(), true);
+        let br = |s: &mut Scoper, l: &str| s.scope(l.as_bytes(), false);
+        assert_eq!(rt(&mut s, r#"{"id":1,"method":"initialize"}"#), None);
+        assert_eq!(br(&mut s, r#"{"id":1,"result":{}}"#), None);
+        assert_eq!(
+            rt(
+                &mut s,
+                r#"{"id":2,"method":"thread/start","params":{"threadId":"thr_a"}}"#
+            )
+            .as_deref(),
+            Some("thr_a")
+        );
+        assert_eq!(
+            br(
+                &mut s,
+                r#"{"method":"thread/identity","params":{"threadId":"thr_a"}}"#
+            )
+            .as_deref(),
+            Some("thr_a")
+        );
+        assert_eq!(
+            br(&mut s, r#"{"id":2,"result":{}}"#).as_deref(),
+            Some("thr_a")
+        );
+        assert_eq!(
+            br(
+                &mut s,
+                r#"{"id":"echo-req-1","method":"item/tool/call","params":{"threadId":"thr_a"}}"#
+            )
+            .as_deref(),
+            Some("thr_a")
+        );
+        // "2" (string) is not 2 (number)
+        assert_eq!(rt(&mut s, r#"{"id":"2","result":{}}"#), None);
+        assert_eq!(
+            rt(&mut s, r#"{"id":"echo-req-1","result":{}}"#).as_deref(),
+            Some("thr_a")
+        );
+        assert_eq!(rt(&mut s, "not json"), None);
+    }
+
+    #[test]
+    fn splitter_frames_on_newline_only() {
+        let mut sp = LineSplitter::default();
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        let mut push = |p: Piece<'_>| {
+            if let Piece::Line(l) = p {
+                got.push(l.to_vec())
+            }
+        };
+        sp.feed(b"a\r\nb\xe2\x80", &mut push);
+        sp.feed(b"\xa8c\nd", &mut push);
+        assert_eq!(got, vec![b"a".to_vec(), "b\u{2028}c".as_bytes().to_vec()]);
+        assert_eq!(sp.finish(), Some(b"d".to_vec()));
+    }
+}

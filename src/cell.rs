@@ -1,0 +1,175 @@
+//! Cells: one recorded scenario = the lanes of one scope directory.
+//!
+//! A directory is a cell iff it holds at least one lane file of a known direction
+//! (`<dir>.ndjson`); a `<dir>.current.ndjson` file alone does not make a cell (bb §2.1). Cells
+//! are keyed by their path relative to the recordings root, `/`-joined: `claude-code/resume`.
+
+use crate::lane::CURRENT_SUFFIX;
+use crate::lane::merge::{LaneFile, MergedEntries};
+use crate::protocol::Protocol;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub protocol: Protocol,
+    /// `<provider>/<cell>` (or just `<cell>` at depth one).
+    pub key: String,
+    pub path: PathBuf,
+    /// Recorded lanes present, in the protocol's direction order.
+    pub lanes: Vec<LaneFile>,
+    /// `.current` re-recorded lanes present.
+    pub current: Vec<LaneFile>,
+}
+
+impl Cell {
+    /// The provider (first key segment) and cell name (the rest).
+    pub fn provider_and_name(&self) -> (&str, &str) {
+        self.key.split_once('/').unwrap_or(("", &self.key))
+    }
+
+    /// Loads one directory as a cell, if it is one.
+    pub fn at(root: &Path, path: &Path) -> Option<Cell> {
+        let names: Vec<String> = std::fs::read_dir(path)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        let protocol = Protocol::ALL.into_iter().find(|p| {
+            p.directions()
+                .iter()
+                .any(|d| names.iter().any(|n| *n == format!("{d}.ndjson")))
+        })?;
+        let mut lanes = Vec::new();
+        let mut current = Vec::new();
+        for d in protocol.directions() {
+            if names.iter().any(|n| *n == format!("{d}.ndjson")) {
+                lanes.push(LaneFile {
+                    dir: d.to_string(),
+                    path: path.join(format!("{d}.ndjson")),
+                });
+            }
+            if names
+                .iter()
+                .any(|n| *n == format!("{d}{CURRENT_SUFFIX}.ndjson"))
+            {
+                current.push(LaneFile {
+                    dir: d.to_string(),
+                    path: path.join(format!("{d}{CURRENT_SUFFIX}.ndjson")),
+                });
+            }
+        }
+        let key = path
+            .strip_prefix(root)
+            .ok()?
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        Some(Cell {
+            protocol,
+            key: if key.is_empty() { ".".into() } else { key },
+            path: path.to_path_buf(),
+            lanes,
+            current,
+        })
+    }
+
+    /// A bb-style cell whose only lane is a `.current` file is still readable for pins (the
+    /// shared corpus ships only re-recorded lanes): [`Cell::at`] refuses it, this accepts it.
+    fn at_lenient(root: &Path, path: &Path) -> Option<Cell> {
+        if let Some(c) = Cell::at(root, path) {
+            return Some(c);
+        }
+        let names: Vec<String> = std::fs::read_dir(path)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        let protocol = Protocol::ALL.into_iter().find(|p| {
+            p.directions().iter().any(|d| {
+                names
+                    .iter()
+                    .any(|n| *n == format!("{d}{CURRENT_SUFFIX}.ndjson"))
+            })
+        })?;
+        let mut cell = Cell {
+            protocol,
+            key: String::new(),
+            path: path.to_path_buf(),
+            lanes: Vec::new(),
+            current: Vec::new(),
+        };
+        for d in protocol.directions() {
+            if names
+                .iter()
+                .any(|n| *n == format!("{d}{CURRENT_SUFFIX}.ndjson"))
+            {
+                cell.current.push(LaneFile {
+                    dir: d.to_string(),
+                    path: path.join(format!("{d}{CURRENT_SUFFIX}.ndjson")),
+                });
+            }
+        }
+        cell.key = path
+            .strip_prefix(root)
+            .ok()?
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        Some(cell)
+    }
+
+    /// The merged view (bb §2.5): recorded lanes, with each lane that has a `.current`
+    /// re-recording replaced by it, ordered by `(run, seq)`.
+    pub fn merged(&self) -> MergedEntries {
+        let mut lanes: Vec<LaneFile> = self
+            .lanes
+            .iter()
+            .filter(|l| !self.current.iter().any(|c| c.dir == l.dir))
+            .cloned()
+            .collect();
+        lanes.extend(self.current.iter().cloned());
+        MergedEntries::open(&lanes)
+    }
+
+    /// The recorded view: the raw lanes only.
+    pub fn recorded(&self) -> MergedEntries {
+        MergedEntries::open(&self.lanes)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    #[error("{}: no such directory", .0.display())]
+    Missing(PathBuf),
+    #[error("{}: not a recordings folder (no lane files of any known direction below it)", .0.display())]
+    NotRecordings(PathBuf),
+}
+
+/// Finds every cell below `root` (or `root` itself), sorted by key. Symlinks are not followed,
+/// so a hostile tree cannot loop or escape.
+pub fn discover(root: &Path) -> Result<Vec<Cell>, DiscoverError> {
+    if !root.is_dir() {
+        return Err(DiscoverError::Missing(root.to_path_buf()));
+    }
+    let mut cells = Vec::new();
+    for entry in walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .max_depth(6)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_dir())
+    {
+        if let Some(cell) = Cell::at_lenient(root, entry.path()) {
+            cells.push(cell);
+        }
+    }
+    if cells.is_empty() {
+        return Err(DiscoverError::NotRecordings(root.to_path_buf()));
+    }
+    cells.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(cells)
+}

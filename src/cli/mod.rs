@@ -1,0 +1,199 @@
+//! Command-line dispatch: clap types → library calls → exit code.
+
+pub mod exit;
+mod pins_cmd;
+
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "bridgewire",
+    version,
+    about = "Record, replay, check and compare chat-bridge programs (bb, Bridle, Side Bridge)",
+    long_about = None,
+    after_help = "Exit codes: 0 all passed; 1 a verdict failed; 2 invalid input or usage; 4 nothing selected.\n`record` exits with the recorded process's own status."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Compute per-cell counts (events, rows, unhandled, grammarDrops) and check them against
+    /// `<recordings>/row-counts.json`, or rewrite it with --update.
+    Pins(PinsArgs),
+    /// Record a live wire into lanes.
+    #[command(subcommand)]
+    Record(RecordCommand),
+    /// Print a cell's merged view ((run, seq) order), one entry per line.
+    Lanes(LanesArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PinsArgs {
+    /// Recordings folders (each holds its own row-counts.json).
+    #[arg(required = true)]
+    pub recordings: Vec<PathBuf>,
+    /// Rewrite row-counts.json from the actual counts (on purpose: after an intended change).
+    #[arg(long)]
+    pub update: bool,
+    /// Write each cell's normalized events and rows as `<provider>-<cell>.{events,rows}.json`.
+    #[arg(long, value_name = "DIR")]
+    pub dump_dir: Option<PathBuf>,
+    /// Only cells whose key (`<provider>/<cell>`) contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub cell: Option<String>,
+    /// Worker threads (default: one per core).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RecordCommand {
+    /// Stand in for a bb bridge: spawn it, tee runtime↔bridge lines into lanes scoped per
+    /// thread, pass exit status, stderr and signals through.
+    Bb(RecordBbArgs),
+    /// Stand in for a provider child (spawned by a bridge under `record bb`): tee the
+    /// bridge↔provider lines into the same recording, sharing its seq counter.
+    Child(RecordChildArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordBbArgs {
+    /// Recording root; lanes go to `<dir>/[<provider>/]<scope>/<direction>.ndjson`.
+    #[arg(
+        long,
+        env = "BRIDGEWIRE_RECORD_DIR",
+        default_value = "bridgewire-recordings"
+    )]
+    pub dir: PathBuf,
+    /// Provider id, appended to the root as bb's daemon does.
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// The bridge command.
+    #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordChildArgs {
+    /// Thread scope of the child's lines (default: $BRIDGEWIRE_RECORD_THREAD, else _process).
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// The provider command.
+    #[arg(last = true, required = true, value_name = "PROVIDER COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LanesArgs {
+    /// A cell directory.
+    pub cell: PathBuf,
+    /// The recorded view (ignore `.current` re-recordings).
+    #[arg(long)]
+    pub recorded: bool,
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::INVALID_INPUT
+            } else {
+                exit::OK
+            });
+        }
+    };
+    let code = match cli.command {
+        Command::Pins(a) => pins_cmd::run(&a),
+        Command::Record(RecordCommand::Bb(a)) => {
+            let opts = crate::bb::recorder::RecordBridge {
+                dir: a.dir,
+                provider: a.provider,
+                command: a.command,
+            };
+            match crate::bb::recorder::record_bridge(&opts) {
+                Ok(status) => crate::proc::exit_like(status),
+                Err(e) => {
+                    eprintln!("bridgewire record bb: {e:#}");
+                    exit::INVALID_INPUT
+                }
+            }
+        }
+        Command::Record(RecordCommand::Child(a)) => {
+            let opts = crate::bb::recorder::RecordChild {
+                thread: a.thread,
+                command: a.command,
+            };
+            match crate::bb::recorder::record_child(&opts) {
+                Ok(status) => crate::proc::exit_like(status),
+                Err(e) => {
+                    eprintln!("bridgewire record child: {e:#}");
+                    exit::INVALID_INPUT
+                }
+            }
+        }
+        Command::Lanes(a) => lanes(&a),
+    };
+    ExitCode::from(code)
+}
+
+fn lanes(a: &LanesArgs) -> u8 {
+    let root = a.cell.parent().unwrap_or(&a.cell);
+    let cell = match crate::cell::discover(&a.cell) {
+        Ok(cells) if cells.len() == 1 => cells.into_iter().next().expect("one"),
+        Ok(_) => match crate::cell::Cell::at(root, &a.cell) {
+            Some(c) => c,
+            None => {
+                eprintln!("{}: not a single cell", a.cell.display());
+                return exit::INVALID_INPUT;
+            }
+        },
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let mut merged = if a.recorded {
+        cell.recorded()
+    } else {
+        cell.merged()
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    use std::io::Write;
+    for e in merged.by_ref() {
+        if writeln!(out, "{}", e.to_line()).is_err() {
+            return exit::OK; // a closed pipe (| head) is a quiet success
+        }
+    }
+    let _ = out.flush();
+    let report = merged.into_report();
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    for e in &report.errors {
+        eprintln!("error: {e}");
+    }
+    if report.errors.is_empty() {
+        exit::OK
+    } else {
+        exit::INVALID_INPUT
+    }
+}

@@ -1,0 +1,218 @@
+//! `bridgewire pins`.
+
+use super::{Format, PinsArgs, exit};
+use crate::pins::{self, CellOutcome, Counts, PinStatus};
+use rayon::prelude::*;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+pub fn run(a: &PinsArgs) -> u8 {
+    let pool = match rayon::ThreadPoolBuilder::new()
+        .num_threads(a.jobs.unwrap_or(0))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: cannot start workers: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    if let Some(d) = &a.dump_dir {
+        if let Err(e) = std::fs::create_dir_all(d) {
+            eprintln!("error: {}: cannot create dump dir: {e}", d.display());
+            return exit::INVALID_INPUT;
+        }
+    }
+    let mut worst = exit::OK;
+    let mut json_cells = Vec::new();
+    let (mut passed, mut failed) = (0u64, 0u64);
+    let mut selected_any = false;
+    for root in &a.recordings {
+        let cells = match crate::cell::discover(root) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                worst = worst.max(exit::INVALID_INPUT);
+                continue;
+            }
+        };
+        let cells: Vec<_> = cells
+            .into_iter()
+            .filter(|c| a.cell.as_deref().is_none_or(|f| c.key.contains(f)))
+            .collect();
+        if cells.is_empty() {
+            continue;
+        }
+        selected_any = true;
+        let outcomes: Vec<CellOutcome> = pool.install(|| {
+            cells
+                .par_iter()
+                .map(|c| pins::compute(c, a.dump_dir.as_deref()))
+                .collect()
+        });
+        let pins_path = pins::pins_path(root);
+        let pinned: BTreeMap<String, Value> = if pins_path.exists() {
+            match pins::load(&pins_path) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    worst = worst.max(exit::INVALID_INPUT);
+                    BTreeMap::new()
+                }
+            }
+        } else {
+            BTreeMap::new()
+        };
+        let text = a.format == Format::Text;
+        for o in &outcomes {
+            for w in &o.warnings {
+                eprintln!("warning: {}: {w}", o.key);
+            }
+            for e in &o.lane_errors {
+                eprintln!("error: {}: {e}", o.key);
+            }
+            for i in &o.invalid {
+                eprintln!("error: {}: {i}", o.key);
+            }
+        }
+        let mut fresh: BTreeMap<String, Counts> = BTreeMap::new();
+        for o in &outcomes {
+            let pin = pinned.get(&o.key).and_then(Counts::from_json);
+            let status = pins::check(o.counts, pin);
+            let bad_input = !o.lane_errors.is_empty();
+            let ok = matches!(status, PinStatus::Match | PinStatus::Improved { .. })
+                && o.invalid.is_empty()
+                && !bad_input;
+            if bad_input {
+                worst = worst.max(exit::INVALID_INPUT);
+            }
+            let c = o.counts;
+            let counts = format!(
+                "events {}, rows {}, unhandled {}, grammarDrops {}",
+                c.events, c.rows, c.unhandled, c.grammar_drops
+            );
+            let detail = match &status {
+                PinStatus::Match => String::new(),
+                PinStatus::Improved { pinned } => format!(
+                    " (improved: {}; --update lowers the pin)",
+                    pins::describe_change(*pinned, c)
+                ),
+                PinStatus::Mismatch { pinned } => {
+                    format!(": {}", pins::describe_change(*pinned, c))
+                }
+                PinStatus::NotPinned => format!(": not pinned ({counts})"),
+            };
+            if a.update {
+                fresh.insert(o.key.clone(), c);
+                if text {
+                    let verb = match status {
+                        PinStatus::Match => "KEEP",
+                        PinStatus::NotPinned => "ADD ",
+                        _ => "SET ",
+                    };
+                    println!(
+                        "{verb} {}{}",
+                        o.key,
+                        if matches!(status, PinStatus::Match) {
+                            String::new()
+                        } else {
+                            detail.clone()
+                        }
+                    );
+                }
+                if !o.invalid.is_empty() {
+                    worst = worst.max(exit::FAILED);
+                }
+            } else {
+                if ok {
+                    passed += 1;
+                } else {
+                    failed += 1;
+                    worst = worst.max(exit::FAILED);
+                }
+                if text {
+                    let extra = if o.invalid.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [{} invalid message(s)]", o.invalid.len())
+                    };
+                    if matches!(status, PinStatus::Match) {
+                        println!(
+                            "{} {}: {counts}{extra}",
+                            if ok { "PASS" } else { "FAIL" },
+                            o.key
+                        );
+                    } else {
+                        println!(
+                            "{} {}{detail}{extra}",
+                            if ok { "PASS" } else { "FAIL" },
+                            o.key
+                        );
+                    }
+                }
+            }
+            json_cells.push(json!({
+                "recordings": root.display().to_string(),
+                "cell": o.key,
+                "counts": c.to_json(),
+                "pinned": pinned.get(&o.key).cloned().unwrap_or(Value::Null),
+                "status": match status { PinStatus::Match => "match", PinStatus::Improved{..} => "improved", PinStatus::Mismatch{..} => "mismatch", PinStatus::NotPinned => "not-pinned" },
+                "invalid": o.invalid,
+                "grammarDrops": o.grammar_drops.iter().map(|d| json!({"rule": d.rule, "eventType": d.event_type, "reason": d.reason})).collect::<Vec<_>>(),
+                "laneErrors": o.lane_errors,
+                "warnings": o.warnings,
+            }));
+        }
+        // Pins whose recording is gone (only meaningful without a --cell filter).
+        if a.cell.is_none() {
+            for key in pinned.keys() {
+                if !outcomes.iter().any(|o| &o.key == key) {
+                    if a.update {
+                        if text {
+                            println!("DROP {key}: pinned but no recording");
+                        }
+                    } else {
+                        failed += 1;
+                        worst = worst.max(exit::FAILED);
+                        if text {
+                            println!("FAIL {key}: pinned but no recording");
+                        }
+                    }
+                }
+            }
+        }
+        if a.update {
+            let mut all = fresh;
+            if a.cell.is_some() {
+                // Keep pins of cells outside the filter.
+                for (k, v) in &pinned {
+                    if let Some(c) = Counts::from_json(v) {
+                        all.entry(k.clone()).or_insert(c);
+                    }
+                }
+            }
+            if let Err(e) = std::fs::write(&pins_path, pins::render(&all)) {
+                eprintln!("error: {}: cannot write pins: {e}", pins_path.display());
+                worst = worst.max(exit::INVALID_INPUT);
+            } else if text {
+                println!("wrote {} pins to {}", all.len(), pins_path.display());
+            }
+        }
+    }
+    if !selected_any && worst == exit::OK {
+        eprintln!("error: no cells selected");
+        return exit::NOTHING_SELECTED;
+    }
+    match a.format {
+        Format::Text => {
+            if !a.update {
+                println!("{passed} passed, {failed} failed");
+            }
+        }
+        Format::Json => {
+            let doc = json!({"format_version": 1, "cells": json_cells, "summary": {"passed": passed, "failed": failed}});
+            println!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
+        }
+    }
+    worst
+}

@@ -1,0 +1,285 @@
+//! Merging a scope's lanes into one stream ordered by `(run, seq)`.
+//!
+//! bb's reader concatenates the lanes (in the protocol's direction order) and sorts stably by
+//! `(run, seq)`. Lanes can be gigabytes, so bridgewire does the same without holding them: a
+//! cheap pre-scan reads only each line's `(run, seq)` and, when every lane is already in order
+//! (always true of recorder output), the lanes are k-way merged as streams with ties broken by
+//! lane order, which is exactly the stable sort's result. A lane out of order (hand-edited, or
+//! two processes appending one thread at once) falls back to an in-memory stable sort, with a
+//! warning, so the order is still bb's.
+
+use super::read::{LaneError, LaneReader, parse_entry, peek_key};
+use super::{Entry, SeqKey};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+
+/// One lane file of a cell.
+#[derive(Debug, Clone)]
+pub struct LaneFile {
+    /// The direction the entries must carry (`bridge→runtime`, even for a `.current` file).
+    pub dir: String,
+    pub path: PathBuf,
+}
+
+/// Diagnostics gathered while merging: errors name `file:line`; warnings are informational.
+#[derive(Debug, Default, Clone)]
+pub struct MergeReport {
+    pub errors: Vec<LaneError>,
+    pub warnings: Vec<String>,
+}
+
+impl MergeReport {
+    fn push(&mut self, e: LaneError) {
+        if e.is_warning() {
+            self.warnings.push(e.to_string());
+        } else {
+            self.errors.push(e);
+        }
+    }
+}
+
+/// A merged, ordered stream of entries. Bad entries are skipped and collected in
+/// [`MergedEntries::report`], so one bad line costs one entry, never the cell.
+pub struct MergedEntries {
+    mode: Mode,
+    report: MergeReport,
+}
+
+enum Mode {
+    Stream {
+        readers: Vec<LaneReader<BufReader<File>>>,
+        heads: Vec<Option<Entry>>,
+    },
+    Sorted(std::vec::IntoIter<Entry>),
+}
+
+impl MergedEntries {
+    /// Opens and merges `lanes` (given in tie-break order).
+    pub fn open(lanes: &[LaneFile]) -> MergedEntries {
+        let mut report = MergeReport::default();
+        let mut sorted = true;
+        for lane in lanes {
+            match lane_is_sorted(lane) {
+                Ok(true) => {}
+                Ok(false) => {
+                    report.warnings.push(format!(
+                        "{}: entries are not in (run, seq) order; sorting the cell in memory",
+                        lane.path.display()
+                    ));
+                    sorted = false;
+                }
+                Err(e) => report.push(e),
+            }
+        }
+        let mut readers = Vec::new();
+        for lane in lanes {
+            match LaneReader::open(&lane.path, Some(&lane.dir)) {
+                Ok(r) => readers.push(r),
+                Err(e) => report.push(e),
+            }
+        }
+        if sorted {
+            let heads = vec![None; readers.len()];
+            let mut merged = MergedEntries {
+                mode: Mode::Stream { readers, heads },
+                report,
+            };
+            merged.fill_all();
+            merged
+        } else {
+            let mut all = Vec::new();
+            for reader in readers {
+                for item in reader {
+                    match item {
+                        Ok(e) => all.push(e),
+                        Err(e) => report.push(e),
+                    }
+                }
+            }
+            all.sort_by(|a, b| a.key().cmp(&b.key())); // stable: lane order breaks ties
+            MergedEntries {
+                mode: Mode::Sorted(all.into_iter()),
+                report,
+            }
+        }
+    }
+
+    fn fill_all(&mut self) {
+        if let Mode::Stream { readers, .. } = &self.mode {
+            for i in 0..readers.len() {
+                self.fill(i);
+            }
+        }
+    }
+
+    fn fill(&mut self, i: usize) {
+        let Mode::Stream { readers, heads } = &mut self.mode else {
+            return;
+        };
+        loop {
+            match readers[i].next() {
+                None => {
+                    heads[i] = None;
+                    return;
+                }
+                Some(Ok(e)) => {
+                    heads[i] = Some(e);
+                    return;
+                }
+                Some(Err(e)) => self.report.push(e),
+            }
+        }
+    }
+
+    /// Diagnostics so far (complete once the iterator is exhausted).
+    pub fn report(&self) -> &MergeReport {
+        &self.report
+    }
+
+    pub fn into_report(self) -> MergeReport {
+        self.report
+    }
+}
+
+impl Iterator for MergedEntries {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        match &mut self.mode {
+            Mode::Sorted(it) => it.next(),
+            Mode::Stream { heads, .. } => {
+                let mut best: Option<(usize, SeqKey)> = None;
+                for (i, h) in heads.iter().enumerate() {
+                    if let Some(e) = h {
+                        let k = e.key();
+                        if best.is_none_or(|(_, bk)| k.cmp(&bk).is_lt()) {
+                            best = Some((i, k));
+                        }
+                    }
+                }
+                let (i, _) = best?;
+                let entry = heads[i].take();
+                self.fill(i);
+                entry
+            }
+        }
+    }
+}
+
+/// Pre-scan: is the lane in non-decreasing `(run, seq)` order? Unparsable lines are ignored
+/// here; the real read reports them.
+fn lane_is_sorted(lane: &LaneFile) -> Result<bool, LaneError> {
+    let file = File::open(&lane.path).map_err(|e| LaneError {
+        path: lane.path.clone(),
+        line: 0,
+        kind: super::read::LaneErrorKind::Io(e.to_string()),
+    })?;
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut prev: Option<SeqKey> = None;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        // Bound the memory of the pre-scan too: only the head of a line is needed.
+        let n = read_line_head(&mut reader, &mut buf, 4096).unwrap_or(0);
+        if n == 0 {
+            return Ok(true);
+        }
+        let key = peek_key(&buf).or_else(|| {
+            if buf.len() < 4096 {
+                parse_entry(&buf, None).ok().map(|e| e.key())
+            } else {
+                None
+            }
+        });
+        if let Some(k) = key {
+            if prev.is_some_and(|p| k.cmp(&p).is_lt()) {
+                return Ok(false);
+            }
+            prev = Some(k);
+        }
+    }
+}
+
+/// Reads one line, keeping at most `keep` bytes of it; returns the bytes consumed.
+fn read_line_head<R: BufRead>(r: &mut R, out: &mut Vec<u8>, keep: usize) -> std::io::Result<usize> {
+    let mut consumed = 0;
+    loop {
+        let chunk = r.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(consumed);
+        }
+        let (take, done) = match memchr::memchr(b'\n', chunk) {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = keep.saturating_sub(out.len());
+        let content = if done {
+            &chunk[..take - 1]
+        } else {
+            &chunk[..take]
+        };
+        out.extend_from_slice(&content[..content.len().min(room)]);
+        r.consume(take);
+        consumed += take;
+        if done {
+            return Ok(consumed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn lane(dir: &tempfile::TempDir, name: &str, d: &str, seqs: &[(f64, f64)]) -> LaneFile {
+        let path = dir.path().join(name);
+        let mut f = File::create(&path).unwrap();
+        for (run, seq) in seqs {
+            let e = Entry {
+                ts: 0.0,
+                run: *run,
+                seq: *seq,
+                dir: d.into(),
+                line: format!("{run}/{seq}"),
+                extra: Default::default(),
+            };
+            writeln!(f, "{}", e.to_line()).unwrap();
+        }
+        LaneFile {
+            dir: d.into(),
+            path,
+        }
+    }
+
+    #[test]
+    fn merges_by_run_then_seq_with_lane_order_ties() {
+        let t = tempfile::tempdir().unwrap();
+        let a = lane(
+            &t,
+            "a",
+            "runtime→bridge",
+            &[(1.0, 1.0), (1.0, 5.0), (2.0, 1.0)],
+        );
+        let b = lane(
+            &t,
+            "b",
+            "bridge→runtime",
+            &[(1.0, 2.0), (1.0, 5.0), (1.0, 5.5), (2.0, 0.5)],
+        );
+        let lines: Vec<String> = MergedEntries::open(&[a, b]).map(|e| e.line).collect();
+        assert_eq!(lines, ["1/1", "1/2", "1/5", "1/5", "1/5.5", "2/0.5", "2/1"]);
+    }
+
+    #[test]
+    fn unsorted_lane_falls_back_to_stable_sort() {
+        let t = tempfile::tempdir().unwrap();
+        let a = lane(&t, "a", "x", &[(1.0, 3.0), (1.0, 1.0)]);
+        let b = lane(&t, "b", "y", &[(1.0, 2.0)]);
+        let mut m = MergedEntries::open(&[a, b]);
+        let lines: Vec<String> = m.by_ref().map(|e| e.line).collect();
+        assert_eq!(lines, ["1/1", "1/2", "1/3"]);
+        assert_eq!(m.report().warnings.len(), 1);
+    }
+}

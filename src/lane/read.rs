@@ -1,0 +1,403 @@
+//! Streaming lane reader: one entry at a time, bounded memory, every problem named by
+//! `file:line`.
+
+use super::Entry;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::{Map, Value};
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+/// The longest lane line read whole: bb's largest JSON-RPC line is 64 MiB; a longer entry line
+/// is skipped (never buffered) and reported.
+pub const DEFAULT_MAX_LINE: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}:{line}: {kind}", path.display())]
+pub struct LaneError {
+    pub path: PathBuf,
+    /// 1-based line number; 0 for file-level problems.
+    pub line: u64,
+    pub kind: LaneErrorKind,
+}
+
+impl LaneError {
+    /// A recorder killed mid-write leaves a cut last line: worth a warning, not a failure.
+    pub fn is_warning(&self) -> bool {
+        matches!(self.kind, LaneErrorKind::TruncatedLastLine)
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LaneErrorKind {
+    #[error("cannot read: {0}")]
+    Io(String),
+    #[error("not valid UTF-8 (byte {0} of the line)")]
+    NotUtf8(usize),
+    #[error("not a JSON lane entry: {0}")]
+    Json(String),
+    #[error("missing field `{0}`")]
+    MissingField(&'static str),
+    #[error("field `{field}` must be {want}")]
+    WrongType {
+        field: &'static str,
+        want: &'static str,
+    },
+    #[error("`dir` is {found:?} but the file holds {expected:?}")]
+    DirMismatch { expected: String, found: String },
+    #[error("line of {0} bytes exceeds the {1}-byte limit; skipped")]
+    TooLong(usize, usize),
+    #[error(
+        "last line is cut short (no newline, not valid JSON): a recorder killed mid-write; ignored"
+    )]
+    TruncatedLastLine,
+}
+
+/// Reads entries from one lane file.
+pub struct LaneReader<R> {
+    path: PathBuf,
+    reader: R,
+    expected_dir: Option<String>,
+    max_line: usize,
+    line_no: u64,
+    buf: Vec<u8>,
+    done: bool,
+}
+
+impl LaneReader<BufReader<File>> {
+    /// Opens `path`; entries must carry `dir == expected_dir` when it is given.
+    pub fn open(path: &Path, expected_dir: Option<&str>) -> Result<Self, LaneError> {
+        let file = File::open(path).map_err(|e| LaneError {
+            path: path.to_path_buf(),
+            line: 0,
+            kind: LaneErrorKind::Io(e.to_string()),
+        })?;
+        Ok(Self::new(
+            BufReader::with_capacity(256 * 1024, file),
+            path,
+            expected_dir,
+        ))
+    }
+}
+
+impl<R: BufRead> LaneReader<R> {
+    pub fn new(reader: R, path: &Path, expected_dir: Option<&str>) -> Self {
+        LaneReader {
+            path: path.to_path_buf(),
+            reader,
+            expected_dir: expected_dir.map(str::to_string),
+            max_line: DEFAULT_MAX_LINE,
+            line_no: 0,
+            buf: Vec::new(),
+            done: false,
+        }
+    }
+
+    pub fn with_max_line(mut self, max: usize) -> Self {
+        self.max_line = max;
+        self
+    }
+
+    fn err(&self, kind: LaneErrorKind) -> LaneError {
+        LaneError {
+            path: self.path.clone(),
+            line: self.line_no,
+            kind,
+        }
+    }
+
+    /// Reads the next physical line into `self.buf`. Returns `Ok(None)` at end of file,
+    /// `Ok(Some(terminated))` otherwise; an over-long line is drained and reported.
+    fn next_line(&mut self) -> io::Result<Option<Result<bool, usize>>> {
+        self.buf.clear();
+        let mut total = 0usize;
+        let mut too_long = false;
+        loop {
+            let chunk = match self.reader.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                if total == 0 {
+                    return Ok(None);
+                }
+                return Ok(Some(if too_long { Err(total) } else { Ok(false) }));
+            }
+            let (take, found) = match memchr::memchr(b'\n', chunk) {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            let content = if found { &chunk[..take - 1] } else { chunk };
+            total += content.len();
+            if !too_long {
+                if total > self.max_line {
+                    too_long = true;
+                    self.buf = Vec::new(); // release the memory at once
+                } else {
+                    self.buf.extend_from_slice(content);
+                }
+            }
+            self.reader.consume(take);
+            if found {
+                return Ok(Some(if too_long { Err(total) } else { Ok(true) }));
+            }
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for LaneReader<R> {
+    type Item = Result<Entry, LaneError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let terminated = match self.next_line() {
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Ok(Some(Err(len))) => {
+                    self.line_no += 1;
+                    return Some(Err(self.err(LaneErrorKind::TooLong(len, self.max_line))));
+                }
+                Ok(Some(Ok(t))) => t,
+                Err(e) => {
+                    self.done = true;
+                    self.line_no += 1;
+                    return Some(Err(self.err(LaneErrorKind::Io(e.to_string()))));
+                }
+            };
+            self.line_no += 1;
+            if self.buf.last() == Some(&b'\r') {
+                self.buf.pop();
+            }
+            if self.buf.iter().all(|b| b.is_ascii_whitespace()) {
+                continue; // bb skips empty lines
+            }
+            let result = parse_entry(&self.buf, self.expected_dir.as_deref());
+            return Some(match result {
+                Ok(e) => Ok(e),
+                Err(LaneErrorKind::Json(_)) if !terminated => {
+                    Err(self.err(LaneErrorKind::TruncatedLastLine))
+                }
+                Err(kind) => Err(self.err(kind)),
+            });
+        }
+    }
+}
+
+/// Parses one lane line into an [`Entry`].
+pub fn parse_entry(bytes: &[u8], expected_dir: Option<&str>) -> Result<Entry, LaneErrorKind> {
+    let text = std::str::from_utf8(bytes).map_err(|e| LaneErrorKind::NotUtf8(e.valid_up_to()))?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let raw = de
+        .deserialize_map(RawEntryVisitor)
+        .map_err(|e| LaneErrorKind::Json(e.to_string()))?;
+    de.end().map_err(|e| LaneErrorKind::Json(e.to_string()))?;
+    let ts = number(raw.ts, "ts")?;
+    let run = match raw.run {
+        None => 0.0, // bb: an entry without `run` belongs to run 0
+        Some(v) => v.as_f64().ok_or(LaneErrorKind::WrongType {
+            field: "run",
+            want: "a number",
+        })?,
+    };
+    let seq = number(raw.seq, "seq")?;
+    let dir = string(raw.dir, "dir")?;
+    let line = string(raw.line, "line")?;
+    if let Some(expected) = expected_dir {
+        if dir != expected {
+            return Err(LaneErrorKind::DirMismatch {
+                expected: expected.to_string(),
+                found: dir,
+            });
+        }
+    }
+    Ok(Entry {
+        ts,
+        run,
+        seq,
+        dir,
+        line,
+        extra: raw.extra,
+    })
+}
+
+fn number(v: Option<Value>, field: &'static str) -> Result<f64, LaneErrorKind> {
+    match v {
+        None => Err(LaneErrorKind::MissingField(field)),
+        Some(v) => v.as_f64().ok_or(LaneErrorKind::WrongType {
+            field,
+            want: "a number",
+        }),
+    }
+}
+
+fn string(v: Option<Value>, field: &'static str) -> Result<String, LaneErrorKind> {
+    match v {
+        None => Err(LaneErrorKind::MissingField(field)),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(LaneErrorKind::WrongType {
+            field,
+            want: "a string",
+        }),
+    }
+}
+
+#[derive(Default)]
+struct RawEntry {
+    ts: Option<Value>,
+    run: Option<Value>,
+    seq: Option<Value>,
+    dir: Option<Value>,
+    line: Option<Value>,
+    extra: Map<String, Value>,
+}
+
+struct RawEntryVisitor;
+
+impl<'de> Visitor<'de> for RawEntryVisitor {
+    type Value = RawEntry;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a lane entry object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawEntry, A::Error> {
+        let mut raw = RawEntry::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let slot = match key.as_ref() {
+                "ts" => &mut raw.ts,
+                "run" => &mut raw.run,
+                "seq" => &mut raw.seq,
+                "dir" => &mut raw.dir,
+                "line" => &mut raw.line,
+                _ => {
+                    let v: Value = map.next_value()?;
+                    raw.extra.insert(key.into_owned(), v);
+                    continue;
+                }
+            };
+            *slot = Some(map.next_value()?);
+        }
+        Ok(raw)
+    }
+}
+
+/// Reads just `(run, seq)` of a lane line, cheaply, for the sortedness pre-scan.
+pub fn peek_key(bytes: &[u8]) -> Option<super::SeqKey> {
+    // Fast path for bb's fixed key order: {"ts":N,"run":N,"seq":N,...
+    let rest = bytes.strip_prefix(b"{\"ts\":")?;
+    let comma = memchr::memchr(b',', rest)?;
+    let rest = &rest[comma + 1..];
+    let (run, rest) = if let Some(r) = rest.strip_prefix(b"\"run\":") {
+        let comma = memchr::memchr(b',', r)?;
+        (parse_num(&r[..comma])?, &r[comma + 1..])
+    } else {
+        (0.0, rest)
+    };
+    let r = rest.strip_prefix(b"\"seq\":")?;
+    let comma = memchr::memchr(b',', r)?;
+    Some(super::SeqKey {
+        run,
+        seq: parse_num(&r[..comma])?,
+    })
+}
+
+fn parse_num(b: &[u8]) -> Option<f64> {
+    std::str::from_utf8(b).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(text: &[u8]) -> Vec<Result<Entry, LaneError>> {
+        LaneReader::new(text, Path::new("lane.ndjson"), Some("bridge→runtime"))
+            .with_max_line(200)
+            .collect()
+    }
+
+    const GOOD: &str = r#"{"ts":1,"run":2,"seq":3,"dir":"bridge→runtime","line":"x"}"#;
+
+    #[test]
+    fn reads_entries_and_keeps_extra_keys() {
+        let text = format!(
+            "{GOOD}\n\n{}\n",
+            r#"{"ts":1,"seq":4.5,"dir":"bridge→runtime","line":"y","z":[1]}"#
+        );
+        let got = read_all(text.as_bytes());
+        assert_eq!(got.len(), 2);
+        let second = got[1].as_ref().unwrap();
+        assert_eq!(second.run, 0.0);
+        assert_eq!(second.seq, 4.5);
+        assert_eq!(second.extra["z"], serde_json::json!([1]));
+    }
+
+    #[test]
+    fn names_each_bad_line() {
+        let text = format!(
+            "{GOOD}\nnot json\n{}\n{}\n\u{ff}\n{GOOD}\n",
+            r#"{"ts":1,"seq":3,"dir":"bridge→runtime"}"#,
+            r#"{"ts":1,"seq":3,"dir":"runtime→bridge","line":"x"}"#
+        );
+        let mut bytes = text.into_bytes();
+        // replace the U+00FF (two bytes) with a single invalid byte
+        let pos = bytes
+            .windows(2)
+            .position(|w| w == "\u{ff}".as_bytes())
+            .unwrap();
+        bytes.splice(pos..pos + 2, [0xffu8]);
+        let got = read_all(&bytes);
+        let errs: Vec<String> = got
+            .iter()
+            .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+            .collect();
+        assert_eq!(errs.len(), 4, "{errs:?}");
+        assert!(errs[0].starts_with("lane.ndjson:2: not a JSON lane entry"));
+        assert!(errs[1].starts_with("lane.ndjson:3: missing field `line`"));
+        assert!(errs[2].starts_with("lane.ndjson:4: `dir` is \"runtime→bridge\""));
+        assert!(errs[3].starts_with("lane.ndjson:5: not valid UTF-8"));
+        assert!(
+            got.last().unwrap().is_ok(),
+            "entries after bad lines still load"
+        );
+    }
+
+    #[test]
+    fn truncated_last_line_is_a_warning() {
+        let text = format!("{GOOD}\n{{\"ts\":1,\"run\":2,\"se");
+        let got = read_all(text.as_bytes());
+        assert!(got[0].is_ok());
+        let err = got[1].as_ref().unwrap_err();
+        assert!(err.is_warning());
+        assert_eq!(err.line, 2);
+    }
+
+    #[test]
+    fn over_long_lines_are_skipped_not_buffered() {
+        let long = format!(
+            "{{\"ts\":1,\"seq\":1,\"dir\":\"bridge→runtime\",\"line\":\"{}\"}}",
+            "a".repeat(500)
+        );
+        let text = format!("{long}\n{GOOD}\n");
+        let got = read_all(text.as_bytes());
+        assert!(matches!(
+            got[0].as_ref().unwrap_err().kind,
+            LaneErrorKind::TooLong(_, 200)
+        ));
+        assert!(got[1].is_ok());
+    }
+
+    #[test]
+    fn peeks_keys_fast() {
+        let k = peek_key(GOOD.as_bytes()).unwrap();
+        assert_eq!((k.run, k.seq), (2.0, 3.0));
+        let k = peek_key(br#"{"ts":1,"seq":868.25,"dir":"x","line":""}"#).unwrap();
+        assert_eq!((k.run, k.seq), (0.0, 868.25));
+    }
+}

@@ -1,0 +1,228 @@
+//! Append-only lane writer: the recording side of the lane format.
+//!
+//! One writer per recording process owns the process-wide `seq` counter and one append-mode file
+//! per `(scope, direction)`, opened lazily on its first line and kept open. Every call writes its
+//! entries straight to the file descriptors (no user-space buffer survives a call), so a crash of
+//! either peer or of bridgewire itself loses at most the lines still being handled. Recorders
+//! record a line *before* forwarding it, so whatever the other side has seen is on disk.
+
+use super::scope_dir_name;
+use crate::jsjson::{format_f64, write_str_bytes};
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// One line to record.
+#[derive(Debug, Clone, Copy)]
+pub struct Line<'a> {
+    /// Thread (or other scope) id; `None` → `_process`.
+    pub scope: Option<&'a str>,
+    pub dir: &'a str,
+    pub bytes: &'a [u8],
+}
+
+pub struct LaneWriter {
+    root: PathBuf,
+    run: i64,
+    seq: u64,
+    files: HashMap<(String, String), File>,
+    /// Reusable per-file byte buffers for a batch.
+    scratch: Vec<(usize, Vec<u8>)>,
+    failures: u64,
+}
+
+impl LaneWriter {
+    /// A writer whose `run` is now (ms since the epoch), like bb's recorder.
+    pub fn create(root: &Path) -> io::Result<LaneWriter> {
+        Self::with_run(root, crate::util::now_ms())
+    }
+
+    pub fn with_run(root: &Path, run: i64) -> io::Result<LaneWriter> {
+        std::fs::create_dir_all(root)?;
+        Ok(LaneWriter {
+            root: root.to_path_buf(),
+            run,
+            seq: 0,
+            files: HashMap::new(),
+            scratch: Vec::new(),
+            failures: 0,
+        })
+    }
+
+    pub fn run(&self) -> i64 {
+        self.run
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// How many appends failed (each failure is also reported once on stderr).
+    pub fn failures(&self) -> u64 {
+        self.failures
+    }
+
+    /// The last seq handed out.
+    pub fn last_seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Records one line and returns its seq.
+    pub fn append(&mut self, line: Line<'_>) -> u64 {
+        self.append_batch(std::slice::from_ref(&line));
+        self.seq
+    }
+
+    /// Records lines in order, one `write` per file touched. Seqs are consecutive.
+    pub fn append_batch(&mut self, lines: &[Line<'_>]) {
+        let ts = format_f64(crate::util::now_ms() as f64);
+        let run = format_f64(self.run as f64);
+        // Group by file, preserving order inside each file.
+        let mut groups: Vec<(String, String, Vec<u8>)> = Vec::new();
+        for line in lines {
+            self.seq += 1; // counted even if the write then fails, as bb does
+            let scope = scope_dir_name(line.scope);
+            let idx = match groups
+                .iter()
+                .position(|(s, d, _)| *s == scope && d == line.dir)
+            {
+                Some(i) => i,
+                None => {
+                    let buf = self
+                        .scratch
+                        .pop()
+                        .map(|(_, mut b)| {
+                            b.clear();
+                            b
+                        })
+                        .unwrap_or_default();
+                    groups.push((scope, line.dir.to_string(), buf));
+                    groups.len() - 1
+                }
+            };
+            encode_entry(
+                &mut groups[idx].2,
+                &ts,
+                &run,
+                self.seq,
+                line.dir,
+                line.bytes,
+            );
+        }
+        for (scope, dir, buf) in groups {
+            if let Err(e) = self.write_file(&scope, &dir, &buf) {
+                self.failures += 1;
+                eprintln!(
+                    "bridgewire recorder: failed to append to {}: {e}",
+                    self.root
+                        .join(&scope)
+                        .join(format!("{dir}.ndjson"))
+                        .display()
+                );
+            }
+            self.scratch.push((0, buf));
+        }
+    }
+
+    fn write_file(&mut self, scope: &str, dir: &str, bytes: &[u8]) -> io::Result<()> {
+        let key = (scope.to_string(), dir.to_string());
+        if !self.files.contains_key(&key) {
+            let folder = self.root.join(scope);
+            std::fs::create_dir_all(&folder)?;
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(folder.join(format!("{dir}.ndjson")))?;
+            self.files.insert(key.clone(), file);
+        }
+        self.files
+            .get_mut(&key)
+            .expect("just inserted")
+            .write_all(bytes)
+    }
+}
+
+/// Appends one encoded entry plus `\n` to `out`.
+pub fn encode_entry(out: &mut Vec<u8>, ts: &str, run: &str, seq: u64, dir: &str, bytes: &[u8]) {
+    out.extend_from_slice(b"{\"ts\":");
+    out.extend_from_slice(ts.as_bytes());
+    out.extend_from_slice(b",\"run\":");
+    out.extend_from_slice(run.as_bytes());
+    out.extend_from_slice(b",\"seq\":");
+    out.extend_from_slice(seq.to_string().as_bytes());
+    out.extend_from_slice(b",\"dir\":");
+    write_str_bytes(out, dir);
+    out.extend_from_slice(b",\"line\":");
+    match std::str::from_utf8(bytes) {
+        Ok(text) => write_str_bytes(out, text),
+        Err(_) => {
+            // bb's decoder would substitute U+FFFD; keep the exact bytes beside it.
+            write_str_bytes(out, &String::from_utf8_lossy(bytes));
+            out.extend_from_slice(b",\"lineBase64\":\"");
+            out.extend_from_slice(crate::util::base64_encode(bytes).as_bytes());
+            out.push(b'"');
+        }
+    }
+    out.extend_from_slice(b"}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lane::read::LaneReader;
+
+    #[test]
+    fn writes_scoped_lanes_with_one_seq_counter() {
+        let t = tempfile::tempdir().unwrap();
+        let mut w = LaneWriter::with_run(t.path(), 42).unwrap();
+        w.append(Line {
+            scope: None,
+            dir: "runtime→bridge",
+            bytes: b"{\"id\":1}",
+        });
+        w.append_batch(&[
+            Line {
+                scope: Some("thr/1"),
+                dir: "bridge→runtime",
+                bytes: b"a",
+            },
+            Line {
+                scope: Some("thr/1"),
+                dir: "bridge→runtime",
+                bytes: b"b\xff",
+            },
+            Line {
+                scope: Some("_process"),
+                dir: "bridge→runtime",
+                bytes: b"c",
+            },
+        ]);
+        let read = |p: PathBuf, d: &str| -> Vec<crate::lane::Entry> {
+            LaneReader::open(&p, Some(d))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        let p = read(
+            t.path().join("_process/runtime→bridge.ndjson"),
+            "runtime→bridge",
+        );
+        assert_eq!(
+            (p[0].run, p[0].seq, p[0].line.as_str()),
+            (42.0, 1.0, "{\"id\":1}")
+        );
+        let thr = read(
+            t.path().join("thr-1/bridge→runtime.ndjson"),
+            "bridge→runtime",
+        );
+        assert_eq!(thr.iter().map(|e| e.seq).collect::<Vec<_>>(), [2.0, 3.0]);
+        assert_eq!(thr[1].line, "b\u{fffd}");
+        assert_eq!(thr[1].raw_bytes(), b"b\xff");
+        let odd = read(
+            t.path().join("t-_process/bridge→runtime.ndjson"),
+            "bridge→runtime",
+        );
+        assert_eq!(odd[0].seq, 4.0);
+    }
+}

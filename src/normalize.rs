@@ -1,0 +1,155 @@
+//! Normalization of event and row lists before comparison (reference §7).
+//!
+//! Applied to a whole list at once, because interned id tokens are assigned in first-seen order
+//! over the list with one table shared by all id fields:
+//!
+//! * `providerCheckpointId` is removed;
+//! * `threadId`, `providerThreadId` become `""` unless null;
+//! * string values of id fields become `#1`, `#2`, …;
+//! * time fields holding a number or a string become `0`, at any depth.
+
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+pub const EVENT_ID_FIELDS: &[&str] = &["turnId", "itemId", "id", "parentToolCallId"];
+
+pub const ROW_ID_FIELDS: &[&str] = &[
+    "turnId",
+    "itemId",
+    "id",
+    "parentToolCallId",
+    "toolCallId",
+    "callId",
+    "requestId",
+    "messageId",
+    "rowId",
+    "agentId",
+    "taskId",
+    "backgroundTaskId",
+    "sourceItemId",
+    "interactionId",
+];
+
+pub const TIME_FIELDS: &[&str] = &[
+    "createdAt",
+    "updatedAt",
+    "startedAt",
+    "completedAt",
+    "startedAtMs",
+    "completedAtMs",
+    "timestamp",
+    "ts",
+    "resetsAtMs",
+    "resetsAt",
+    "expiresAt",
+];
+
+/// What to normalize: the id fields to intern, plus fields blanked to `""`.
+#[derive(Clone, Copy)]
+pub struct Rules<'a> {
+    pub id_fields: &'a [&'a str],
+    pub blank_fields: &'a [&'a str],
+    pub removed_fields: &'a [&'a str],
+    pub time_fields: &'a [&'a str],
+}
+
+pub const BB_EVENTS: Rules<'static> = Rules {
+    id_fields: EVENT_ID_FIELDS,
+    blank_fields: &["threadId", "providerThreadId"],
+    removed_fields: &["providerCheckpointId"],
+    time_fields: TIME_FIELDS,
+};
+
+pub const BB_ROWS: Rules<'static> = Rules {
+    id_fields: ROW_ID_FIELDS,
+    ..BB_EVENTS
+};
+
+/// Normalizes a whole list (consumes and returns it).
+pub fn normalize_list(list: Vec<Value>, rules: Rules<'_>) -> Vec<Value> {
+    let mut n = Normalizer::new(rules);
+    list.into_iter().map(|v| n.normalize(v)).collect()
+}
+
+/// Incremental normalizer: feed a list's elements in order (for streaming dumps).
+pub struct Normalizer<'a> {
+    rules: Rules<'a>,
+    table: HashMap<String, usize>,
+}
+
+impl<'a> Normalizer<'a> {
+    pub fn new(rules: Rules<'a>) -> Self {
+        Normalizer {
+            rules,
+            table: HashMap::new(),
+        }
+    }
+
+    pub fn normalize(&mut self, v: Value) -> Value {
+        walk(v, self.rules, &mut self.table)
+    }
+}
+
+fn walk(v: Value, rules: Rules<'_>, table: &mut HashMap<String, usize>) -> Value {
+    match v {
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|i| walk(i, rules, table)).collect())
+        }
+        Value::Object(map) => {
+            let mut out = Map::with_capacity(map.len());
+            for (k, v) in map {
+                let key = k.as_str();
+                if rules.removed_fields.contains(&key) {
+                    continue;
+                }
+                let nv = if rules.blank_fields.contains(&key) {
+                    if v.is_null() {
+                        v
+                    } else {
+                        Value::String(String::new())
+                    }
+                } else if rules.id_fields.contains(&key) && v.is_string() {
+                    let s = v.as_str().unwrap_or_default().to_string();
+                    let next = table.len() + 1;
+                    let n = *table.entry(s).or_insert(next);
+                    Value::String(format!("#{n}"))
+                } else if rules.time_fields.contains(&key) && (v.is_number() || v.is_string()) {
+                    Value::from(0)
+                } else {
+                    walk(v, rules, table)
+                };
+                out.insert(k, nv);
+            }
+            Value::Object(out)
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn matches_the_reference_example() {
+        let before = json!({"type":"item/started","threadId":"x","providerThreadId":"p","scope":{"kind":"turn","turnId":"da3f9c0a1b-t1"},"item":{"type":"fileRead","id":"da3f9c0a1b-i4","path":"/w/README.md","status":"pending"},"providerCheckpointId":"c","createdAt":"2026","nested":{"ts":5,"id":"da3f9c0a1b-t1"}});
+        let after = normalize_list(vec![before], BB_EVENTS);
+        assert_eq!(
+            crate::jsjson::to_string(&after[0]),
+            r##"{"type":"item/started","threadId":"","providerThreadId":"","scope":{"kind":"turn","turnId":"#1"},"item":{"type":"fileRead","id":"#2","path":"/w/README.md","status":"pending"},"createdAt":0,"nested":{"ts":0,"id":"#1"}}"##
+        );
+    }
+
+    #[test]
+    fn normalizing_twice_changes_nothing_more_than_renumbering() {
+        let list = vec![
+            json!({"id": "a", "threadId": null}),
+            json!({"id": "b", "itemId": "a"}),
+        ];
+        let once = normalize_list(list, BB_EVENTS);
+        let twice = normalize_list(once.clone(), BB_EVENTS);
+        assert_eq!(once, twice);
+        assert_eq!(once[0]["threadId"], Value::Null);
+    }
+}

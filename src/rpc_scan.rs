@@ -1,0 +1,265 @@
+//! A fast, allocation-light scanner for the top level of a JSON-RPC line.
+//!
+//! The recorder must classify every line that crosses (request, response or notification; its
+//! id; `params.threadId`) without slowing the wire. A full parse builds the whole tree; this
+//! scanner walks the bytes once, skipping values it does not need, and validates structure as
+//! it goes, so a line it cannot read is treated as bb treats non-JSON: scope `_process`.
+
+/// What the recorder needs to know about a line.
+#[derive(Debug, Default, PartialEq)]
+pub struct RpcInfo {
+    /// `number:<js number>` or `string:<text>`, bb's pending-map key; `None` without an id.
+    pub id_key: Option<String>,
+    pub method: Option<String>,
+    pub thread_id: Option<String>,
+}
+
+impl RpcInfo {
+    pub fn is_request(&self) -> bool {
+        self.id_key.is_some() && self.method.is_some()
+    }
+    pub fn is_response(&self) -> bool {
+        self.id_key.is_some() && self.method.is_none()
+    }
+}
+
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+/// Scans a line; `None` when it is not a JSON object.
+pub fn scan(line: &[u8]) -> Option<RpcInfo> {
+    let mut s = Scanner { b: line, i: 0 };
+    s.ws();
+    let mut info = RpcInfo::default();
+    s.object(|s, key| {
+        match key {
+            b"id" => {
+                s.ws();
+                match s.peek()? {
+                    b'"' => {
+                        let text = s.string_value()?;
+                        info.id_key = Some(format!("string:{text}"));
+                    }
+                    b'-' | b'0'..=b'9' => {
+                        let start = s.i;
+                        s.number()?;
+                        let n: f64 = std::str::from_utf8(&s.b[start..s.i]).ok()?.parse().ok()?;
+                        info.id_key = Some(format!("number:{}", crate::jsjson::format_f64(n)));
+                    }
+                    _ => {
+                        info.id_key = None;
+                        s.skip_value()?;
+                    }
+                }
+            }
+            b"method" => {
+                s.ws();
+                if s.peek()? == b'"' {
+                    info.method = Some(s.string_value()?);
+                } else {
+                    info.method = None;
+                    s.skip_value()?;
+                }
+            }
+            b"params" => {
+                s.ws();
+                info.thread_id = None;
+                if s.peek()? == b'{' {
+                    let mut tid = None;
+                    s.object(|s, k| {
+                        if k == b"threadId" {
+                            s.ws();
+                            if s.peek()? == b'"' {
+                                tid = Some(s.string_value()?);
+                            } else {
+                                tid = None;
+                                s.skip_value()?;
+                            }
+                        } else {
+                            s.skip_value()?;
+                        }
+                        Some(())
+                    })?;
+                    info.thread_id = tid;
+                } else {
+                    s.skip_value()?;
+                }
+            }
+            _ => s.skip_value()?,
+        }
+        Some(())
+    })?;
+    s.ws();
+    (s.i == s.b.len()).then_some(info)
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    fn expect(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// Walks an object, calling `f` with each raw key (escapes are rare in keys; a key with an
+    /// escape is compared in its raw form, which only matters for exotic spellings).
+    fn object(&mut self, mut f: impl FnMut(&mut Self, &[u8]) -> Option<()>) -> Option<()> {
+        self.expect(b'{')?;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let (start, end) = self.string_span()?;
+            let key = &self.b[start..end];
+            self.expect(b':')?;
+            f(self, key)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The span of a string's raw contents (between the quotes); the cursor moves past it.
+    fn string_span(&mut self) -> Option<(usize, usize)> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        self.i += 1;
+        let start = self.i;
+        loop {
+            let rel = memchr::memchr2(b'"', b'\\', &self.b[self.i..])?;
+            self.i += rel;
+            if self.b[self.i] == b'\\' {
+                self.i += 2;
+                if self.i > self.b.len() {
+                    return None;
+                }
+            } else {
+                let end = self.i;
+                self.i += 1;
+                if self.b[start..end].iter().any(|&c| c < 0x20) {
+                    return None; // raw control characters are not JSON
+                }
+                return Some((start, end));
+            }
+        }
+    }
+
+    fn string_value(&mut self) -> Option<String> {
+        let (start, end) = self.string_span()?;
+        let raw = &self.b[start..end];
+        if memchr::memchr(b'\\', raw).is_none() {
+            return std::str::from_utf8(raw).ok().map(str::to_string);
+        }
+        serde_json::from_slice::<String>(&self.b[start - 1..end + 1]).ok()
+    }
+
+    fn number(&mut self) -> Option<()> {
+        let start = self.i;
+        while let Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') = self.peek() {
+            self.i += 1;
+        }
+        (self.i > start).then_some(())
+    }
+
+    fn skip_value(&mut self) -> Option<()> {
+        self.ws();
+        match self.peek()? {
+            b'"' => self.string_span().map(|_| ()),
+            b'{' => self.object(|s, _| s.skip_value()),
+            b'[' => {
+                self.i += 1;
+                self.ws();
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    self.skip_value()?;
+                    self.ws();
+                    match self.peek()? {
+                        b',' => self.i += 1,
+                        b']' => {
+                            self.i += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.number(),
+        }
+    }
+
+    fn literal(&mut self, lit: &[u8]) -> Option<()> {
+        if self.b[self.i..].starts_with(lit) {
+            self.i += lit.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_like_a_full_parse() {
+        let r = scan(br#"{"jsonrpc":"2.0","id":3,"method":"thread/stop","params":{"x":[1,{"threadId":"no"}],"threadId":"thr_a"}}"#).unwrap();
+        assert_eq!(r.id_key.as_deref(), Some("number:3"));
+        assert_eq!(r.method.as_deref(), Some("thread/stop"));
+        assert_eq!(r.thread_id.as_deref(), Some("thr_a"));
+        assert!(r.is_request());
+        let r = scan(br#"{"id":"echo-req-1","result":{"a":"\"}"}}"#).unwrap();
+        assert_eq!(r.id_key.as_deref(), Some("string:echo-req-1"));
+        assert!(r.is_response());
+        let r = scan(br#" {"id":3.0,"error":{}} "#).unwrap();
+        assert_eq!(r.id_key.as_deref(), Some("number:3"));
+        let r = scan(br#"{"id":"a\u0041","method":"m"}"#).unwrap();
+        assert_eq!(r.id_key.as_deref(), Some("string:aA"));
+        assert_eq!(
+            scan(br#"{"method":"n","params":{"threadId":7}}"#)
+                .unwrap()
+                .thread_id,
+            None
+        );
+    }
+
+    #[test]
+    fn rejects_what_is_not_an_object() {
+        for bad in [
+            &b"this is { not json"[..],
+            b"[1]",
+            b"{\"a\":}",
+            b"{\"a\":1",
+            b"{\"a\":1} x",
+            b"\"s\"",
+        ] {
+            assert_eq!(scan(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}
