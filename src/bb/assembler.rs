@@ -92,9 +92,9 @@ impl<'a> Key<'a> {
 #[derive(Clone, Copy, PartialEq)]
 enum TurnRule {
     /// Vouched, else current.
-    VC,
+    Vc,
     /// Vouched, else current, else last.
-    VCL,
+    Vcl,
 }
 
 impl Assembler {
@@ -159,8 +159,8 @@ impl Assembler {
             return Some(self.vouched_turn(st, ptid));
         }
         match rule {
-            TurnRule::VC => st.current_turn.clone(),
-            TurnRule::VCL => st.current_turn.clone().or_else(|| st.last_turn.clone()),
+            TurnRule::Vc => st.current_turn.clone(),
+            TurnRule::Vcl => st.current_turn.clone().or_else(|| st.last_turn.clone()),
         }
     }
 
@@ -241,7 +241,7 @@ impl Assembler {
         match kind {
             "input.accepted" => {
                 let client = d["clientRequestId"].as_str().unwrap_or("").to_string();
-                match self.resolve_turn(st, d, TurnRule::VC) {
+                match self.resolve_turn(st, d, TurnRule::Vc) {
                     Some(t) => out.push(event(
                         "turn/input/accepted",
                         turn_scope(&t),
@@ -316,7 +316,7 @@ impl Assembler {
             "item.textDelta" => self.text_delta(st, d, out),
             "item.textClose" => self.text_close(st, d, out),
             "item.outputDelta" => {
-                let Some(t) = self.resolve_turn(st, d, TurnRule::VC) else {
+                let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
                     return self.fallback(st, d, out);
                 };
                 let key = Key::of(d);
@@ -371,7 +371,7 @@ impl Assembler {
                 ));
             }
             "usage" => {
-                let Some(t) = self.resolve_turn(st, d, TurnRule::VCL) else {
+                let Some(t) = self.resolve_turn(st, d, TurnRule::Vcl) else {
                     return;
                 };
                 let usage = obj([
@@ -425,7 +425,7 @@ impl Assembler {
                     obj([("contextWindowUsage", Value::Object(usage))]),
                 ));
             }
-            "context.compacted" => match self.resolve_turn(st, d, TurnRule::VCL) {
+            "context.compacted" => match self.resolve_turn(st, d, TurnRule::Vcl) {
                 Some(t) => out.push(event("thread/compacted", turn_scope(&t), Map::new())),
                 None => self.fallback(st, d, out),
             },
@@ -435,7 +435,7 @@ impl Assembler {
                 }
             }
             "turn.diff" => {
-                if let Some(t) = self.resolve_turn(st, d, TurnRule::VC) {
+                if let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) {
                     out.push(event(
                         "turn/diff/updated",
                         turn_scope(&t),
@@ -463,16 +463,16 @@ impl Assembler {
                 }
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
                 out.push(event("provider/error", scope, fields));
-                if d.get("settlesTurn") == Some(&Value::Bool(true)) {
-                    if let Some(t) = turn {
-                        out.push(event(
-                            "turn/completed",
-                            turn_scope(&t),
-                            obj([("status", json!("failed"))]),
-                        ));
-                        if st.current_turn.as_deref() == Some(t.as_str()) {
-                            Self::finish_turn(st);
-                        }
+                if d.get("settlesTurn") == Some(&Value::Bool(true))
+                    && let Some(t) = turn
+                {
+                    out.push(event(
+                        "turn/completed",
+                        turn_scope(&t),
+                        obj([("status", json!("failed"))]),
+                    ));
+                    if st.current_turn.as_deref() == Some(t.as_str()) {
+                        Self::finish_turn(st);
                     }
                 }
             }
@@ -654,7 +654,7 @@ impl Assembler {
 
     fn item_close(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
         let attached = is_thread_attached(&d["item"]);
-        let turn = self.resolve_turn(st, d, TurnRule::VC);
+        let turn = self.resolve_turn(st, d, TurnRule::Vc);
         if turn.is_none() && !attached {
             return self.fallback(st, d, out);
         }
@@ -666,19 +666,19 @@ impl Assembler {
         let shape_ty = d["item"]["type"].as_str().unwrap_or("");
         let open = Self::find_open(st, &ks).map(|i| st.open_items[i].1.clone());
         let parent = self.parent_tool_call_id(st, key.parent_ref);
-        if let (Some(o), Some(t)) = (&open, &turn) {
-            if o.shape != shape_ty {
-                // Mid-flight reclassification: settle the started item first, under the same id.
-                let mut first = o.item.clone();
-                if first.get("status").is_some() {
-                    first["status"] = d["status"].clone();
-                }
-                out.push(event(
-                    "item/completed",
-                    turn_scope(t),
-                    obj([("item", first)]),
-                ));
+        if let (Some(o), Some(t)) = (&open, &turn)
+            && o.shape != shape_ty
+        {
+            // Mid-flight reclassification: settle the started item first, under the same id.
+            let mut first = o.item.clone();
+            if first.get("status").is_some() {
+                first["status"] = d["status"].clone();
             }
+            out.push(event(
+                "item/completed",
+                turn_scope(t),
+                obj([("item", first)]),
+            ));
         }
         let id = match (&open, key.provider_item_id) {
             (Some(o), _) => o.id.clone(),
@@ -748,7 +748,7 @@ impl Assembler {
         let turn = if snapshot_ty.is_some() {
             None
         } else {
-            match self.resolve_turn(st, d, TurnRule::VC) {
+            match self.resolve_turn(st, d, TurnRule::Vc) {
                 Some(t) => Some(t),
                 None => return self.fallback(st, d, out),
             }
@@ -808,7 +808,7 @@ impl Assembler {
     }
 
     fn text_delta(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
-        let Some(t) = self.resolve_turn(st, d, TurnRule::VC) else {
+        let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
             return self.fallback(st, d, out);
         };
         let key = Key::of(d);
@@ -880,7 +880,7 @@ impl Assembler {
     }
 
     fn text_close(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
-        let Some(t) = self.resolve_turn(st, d, TurnRule::VC) else {
+        let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
             return self.fallback(st, d, out);
         };
         let key = Key::of(d);
@@ -1076,10 +1076,10 @@ fn build_item(
             m.insert("status".into(), status);
             if let Some(r) = shape.get("result") {
                 m.insert("result".into(), r.clone());
-            } else if phase == ItemPhase::Close {
-                if let Some(r) = delta.get("resultText") {
-                    m.insert("result".into(), r.clone());
-                }
+            } else if phase == ItemPhase::Close
+                && let Some(r) = delta.get("resultText")
+            {
+                m.insert("result".into(), r.clone());
             }
             copy(&mut m, "error");
             copy(&mut m, "durationMs");
@@ -1223,10 +1223,10 @@ fn build_item(
         m.insert("parentToolCallId".into(), json!(p));
     }
     let presentation = delta.get("presentation").cloned().or(open_presentation);
-    if let Some(p) = presentation {
-        if phase != ItemPhase::Snapshot {
-            m.insert("presentation".into(), p);
-        }
+    if let Some(p) = presentation
+        && phase != ItemPhase::Snapshot
+    {
+        m.insert("presentation".into(), p);
     }
     Value::Object(m)
 }
