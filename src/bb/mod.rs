@@ -12,7 +12,11 @@
 
 pub mod assembler;
 pub mod delta;
+pub mod double;
 pub mod grammar;
+pub mod msg;
+pub mod player;
+pub mod recorded;
 pub mod recorder;
 pub mod rows;
 

@@ -2,6 +2,7 @@
 
 pub mod exit;
 mod pins_cmd;
+pub mod replay_bb;
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -31,6 +32,15 @@ pub enum Command {
     Record(RecordCommand),
     /// Print a cell's merged view ((run, seq) order), one entry per line.
     Lanes(LanesArgs),
+    /// Replay recorded cells against a live program.
+    #[command(subcommand)]
+    Replay(replay_bb::ReplayCommand),
+    /// Re-record a cell's output lane with the current program.
+    #[command(subcommand)]
+    Rerecord(replay_bb::RerecordCommand),
+    /// The fake provider child a bridge spawns during replay (bb §6.11); run by the
+    /// `<state>/replay-provider` wrapper that `replay bb` writes.
+    ProviderDouble(replay_bb::ProviderDoubleArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -150,6 +160,9 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
         Command::Lanes(a) => lanes(&a),
+        Command::Replay(replay_bb::ReplayCommand::Bb(a)) => replay_bb::run_replay(&a),
+        Command::Rerecord(replay_bb::RerecordCommand::Bb(a)) => replay_bb::run_rerecord(&a),
+        Command::ProviderDouble(a) => replay_bb::run_double(&a),
     };
     ExitCode::from(code)
 }

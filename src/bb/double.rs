@@ -1,0 +1,694 @@
+//! `bridgewire provider-double`: the fake provider child of bb's replay (reference §6.11).
+//!
+//! A bridge under replay spawns this in place of its provider (through the wrapper script the
+//! player writes, `<state>/replay-provider`). It plays one **segment** of the cell's recorded
+//! provider lanes back to the bridge:
+//!
+//! * **Script**: the cell's `provider→bridge` and `bridge→provider` entries merged by
+//!   `(run, seq)`, cut into segments before every `bridge→provider` `initialize` request
+//!   (everything before the first one is segment 0). Each child claims the next free segment by
+//!   creating `<state>/segment-<n>`; a child without a segment answers everything generically.
+//! * **Playing**: a `provider→bridge` step is emitted (requests and notifications only once the
+//!   cursor file `<state>/cursor` allows their `(run, seq)`, responses with the live id of the
+//!   request they answer); a `bridge→provider` step is an **expectation**: the child waits until
+//!   the live bridge writes a line of the same kind and key (method, or id text for responses),
+//!   and maps the recorded request id to the live one.
+//! * **Session check**: the first live session-defining request (`thread/…` or `session/…` +
+//!   `start|resume|fork|new|load|archive|unarchive|name/set`) must have the key of the
+//!   segment's first such recorded request, else the segment is released (its directory
+//!   removed) and everything is answered generically.
+//! * **Divergence**: 750 ms after a live line arrives unmatched, look ahead: if it matches a
+//!   later expectation, jump there (skipped requests' recorded responses are dropped, provider
+//!   lines in between are emitted). After 5 s, every pending live request is answered
+//!   generically (`{"jsonrpc":"2.0","id":<id>,"result":{}}`) and playing continues. Both timers
+//!   re-arm on every live line. A live request past the end of the script is answered
+//!   generically too.
+//!
+//! Every generic answer is counted by cause; the counts go to stderr and to
+//! `<state>/double-report-<n>.json` (`double-report-none-<pid>.json` without a segment), which
+//! the player reads back. Dialects: `json-rpc` only (`claude-cli` and `pi-rpc` are refused).
+//! `--version` anywhere prints `0.0.0-replay`. Exits on stdin EOF or SIGTERM (and SIGTERM is
+//! delivered when the spawning bridge dies).
+
+use super::msg::{Kind, classify_line, id_text, with_id};
+use crate::lane::merge::{LaneFile, MergedEntries};
+use serde_json::{Map, Value, json};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ffi::OsString;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+pub const VERSION_TEXT: &str = "0.0.0-replay";
+pub const LOOK_AHEAD: Duration = Duration::from_millis(750);
+pub const STALL: Duration = Duration::from_secs(5);
+const POLL: Duration = Duration::from_millis(5);
+const GAP: Duration = Duration::from_millis(2);
+const GAP_AFTER_RESPONSE: Duration = Duration::from_millis(50);
+
+/// Parsed invocation (unknown arguments are ignored: an SDK may add its own).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DoubleArgs {
+    pub recording: Option<PathBuf>,
+    pub dialect: Option<String>,
+    pub state: Option<PathBuf>,
+    pub version: bool,
+}
+
+pub fn parse_args(args: &[OsString]) -> DoubleArgs {
+    let mut a = DoubleArgs::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let s = arg.to_string_lossy();
+        let (flag, inline) = match s.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(OsString::from(v))),
+            _ => (s.to_string(), None),
+        };
+        let mut value = || inline.clone().or_else(|| it.next().cloned());
+        match flag.as_str() {
+            "--version" => a.version = true,
+            "--recording" => a.recording = value().map(PathBuf::from),
+            "--dialect" => a.dialect = value().map(|v| v.to_string_lossy().into_owned()),
+            "--state" => a.state = value().map(PathBuf::from),
+            _ => {}
+        }
+    }
+    a
+}
+
+/// One script entry.
+#[derive(Debug, Clone)]
+struct Step {
+    from_provider: bool,
+    run: f64,
+    seq: f64,
+    line: String,
+    map: Option<Map<String, Value>>,
+    kind: Kind,
+}
+
+fn is_session_defining(method: &str) -> bool {
+    let rest = method
+        .strip_prefix("thread/")
+        .or_else(|| method.strip_prefix("session/"));
+    matches!(
+        rest,
+        Some("start" | "resume" | "fork" | "new" | "load" | "archive" | "unarchive" | "name/set")
+    )
+}
+
+/// Loads the script and cuts it into segments.
+fn load_segments(recording: &Path) -> Vec<Vec<Step>> {
+    let lanes: Vec<LaneFile> = ["provider→bridge", "bridge→provider"]
+        .iter()
+        .map(|d| LaneFile {
+            dir: d.to_string(),
+            path: recording.join(format!("{d}.ndjson")),
+        })
+        .filter(|l| l.path.is_file())
+        .collect();
+    // Sorted by (run, seq); ties broken by the canonical direction order.
+    let mut lanes = lanes;
+    lanes.sort_by_key(|l| {
+        crate::lane::BB_DIRECTIONS
+            .iter()
+            .position(|d| *d == l.dir)
+            .unwrap_or(9)
+    });
+    let mut segments: Vec<Vec<Step>> = vec![Vec::new()];
+    for e in MergedEntries::open(&lanes) {
+        let (map, kind) = classify_line(&e.line);
+        let from_provider = e.dir == "provider→bridge";
+        let is_init = !from_provider
+            && matches!(&kind, Kind::Request { method, .. } if method == "initialize");
+        if is_init && !segments.last().expect("one").is_empty() {
+            segments.push(Vec::new());
+        }
+        segments.last_mut().expect("one").push(Step {
+            from_provider,
+            run: e.run,
+            seq: e.seq,
+            line: e.line,
+            map,
+            kind,
+        });
+    }
+    if segments.len() == 1 && segments[0].is_empty() {
+        segments.clear();
+    }
+    segments
+}
+
+/// The cursor's verdict for a spontaneous line at `(run, seq)`.
+pub fn cursor_allows(cursor: &Path, run: f64, seq: f64) -> bool {
+    let text = match std::fs::read_to_string(cursor) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+        Err(_) => return false,
+        Ok(t) => t,
+    };
+    let t = text.trim();
+    if t == "end" {
+        return true;
+    }
+    let mut parts = t.split(' ');
+    let (Some(a), Some(b), None) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    const SAFE: i64 = (1 << 53) - 1;
+    let (Ok(r), Ok(s)) = (a.parse::<i64>(), b.parse::<i64>()) else {
+        return false;
+    };
+    if r.abs() > SAFE || s.abs() > SAFE {
+        return false;
+    }
+    (run, seq) < (r as f64, s as f64)
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Generic {
+    stall: u64,
+    past_end: u64,
+    released: u64,
+    no_segment: u64,
+}
+
+impl Generic {
+    fn total(&self) -> u64 {
+        self.stall + self.past_end + self.released + self.no_segment
+    }
+}
+
+struct Live {
+    kind: Kind,
+}
+
+struct Double {
+    segment: Option<usize>,
+    steps: Vec<Step>,
+    pos: usize,
+    /// Recorded ids of the segment's bridge→provider requests (text).
+    recorded_requests: HashSet<String>,
+    /// Recorded bridge→provider request id → live id.
+    id_map: HashMap<String, Value>,
+    skipped: HashSet<String>,
+    pending: VecDeque<Live>,
+    last_live: Instant,
+    looked_ahead: bool,
+    session_checked: bool,
+    generic: Generic,
+    jumps: u64,
+    state: PathBuf,
+    cursor: PathBuf,
+    out: std::io::Stdout,
+    broken_pipe: bool,
+}
+
+fn matches(step: &Step, live: &Live) -> bool {
+    match (&step.kind, &live.kind) {
+        (Kind::Request { method: a, .. }, Kind::Request { method: b, .. }) => a == b,
+        (Kind::Notification { method: a }, Kind::Notification { method: b }) => a == b,
+        (Kind::Response { id: a }, Kind::Response { id: b }) => id_text(a) == id_text(b),
+        _ => false,
+    }
+}
+
+impl Double {
+    fn tag(&self) -> String {
+        match self.segment {
+            Some(n) => format!("[replay-child #{n}]"),
+            None => "[replay-child #-]".into(),
+        }
+    }
+
+    fn emit(&mut self, line: &str) {
+        let mut o = self.out.lock();
+        if writeln!(o, "{line}").and_then(|()| o.flush()).is_err() {
+            self.broken_pipe = true;
+        }
+    }
+
+    fn answer_generic(&mut self, id: &Value) {
+        let line = crate::jsjson::to_string(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+        self.emit(&line);
+    }
+
+    fn report_path(&self) -> PathBuf {
+        match self.segment {
+            Some(n) => self.state.join(format!("double-report-{n}.json")),
+            None => self
+                .state
+                .join(format!("double-report-none-{}.json", std::process::id())),
+        }
+    }
+
+    fn write_report(&self) {
+        let g = self.generic;
+        let v = json!({
+            "segment": self.segment,
+            "generic": g.total(),
+            "stall": g.stall,
+            "pastEnd": g.past_end,
+            "released": g.released,
+            "noSegment": g.no_segment,
+            "lookAheadJumps": self.jumps,
+            "stepsPlayed": self.pos,
+            "steps": self.steps.len(),
+        });
+        let path = self.report_path();
+        let tmp = path.with_extension("json.tmp");
+        if std::fs::write(&tmp, crate::jsjson::to_string_pretty(&v)).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+
+    /// A live line arrived.
+    fn on_live(&mut self, line: String) {
+        let (map, kind) = classify_line(&line);
+        if map.is_none() {
+            return; // non-JSON is ignored
+        }
+        let live = Live { kind };
+        if !self.session_checked
+            && let Kind::Request { method, .. } = &live.kind
+            && is_session_defining(method)
+        {
+            self.session_checked = true;
+            let recorded = self.steps.iter().find_map(|s| match &s.kind {
+                Kind::Request { method, .. } if !s.from_provider && is_session_defining(method) => {
+                    Some(method.clone())
+                }
+                _ => None,
+            });
+            if let Some(r) = recorded
+                && r != *method
+            {
+                eprintln!(
+                    "{} live {method} is not the segment's {r}: releasing the segment",
+                    self.tag()
+                );
+                if let Some(n) = self.segment {
+                    let _ = std::fs::remove_dir(self.state.join(format!("segment-{n}")));
+                }
+                self.steps.clear();
+                self.pos = 0;
+                self.segment = None;
+                let pending: Vec<Live> = self.pending.drain(..).collect();
+                for p in pending.into_iter().chain(std::iter::once(live)) {
+                    if let Kind::Request { id, .. } = &p.kind {
+                        self.generic.released += 1;
+                        self.answer_generic(id);
+                    }
+                }
+                self.write_report();
+                return;
+            }
+        }
+        self.pending.push_back(live);
+        self.last_live = Instant::now();
+        self.looked_ahead = false;
+    }
+
+    /// Plays as far as possible; returns whether anything happened.
+    fn advance(&mut self) -> bool {
+        let mut progressed = false;
+        while self.pos < self.steps.len() && !self.broken_pipe {
+            let step = self.steps[self.pos].clone();
+            if step.from_provider {
+                match &step.kind {
+                    Kind::Response { id } => {
+                        let t = id_text(id).unwrap_or_default();
+                        if self.skipped.contains(&t) || !self.recorded_requests.contains(&t) {
+                            self.pos += 1; // a skipped request's answer, or one never asked here
+                        } else if let Some(live) = self.id_map.get(&t).cloned() {
+                            let m = step.map.clone().expect("a response is an object");
+                            self.emit(&with_id(m, live));
+                            self.pos += 1;
+                            std::thread::sleep(GAP_AFTER_RESPONSE);
+                        } else {
+                            break; // the live bridge has not asked yet
+                        }
+                    }
+                    Kind::Raw => {
+                        self.emit(&step.line);
+                        self.pos += 1;
+                        std::thread::sleep(GAP);
+                    }
+                    _ => {
+                        if !cursor_allows(&self.cursor, step.run, step.seq) {
+                            break;
+                        }
+                        self.emit(&step.line);
+                        self.pos += 1;
+                        std::thread::sleep(GAP);
+                    }
+                }
+                progressed = true;
+            } else {
+                if step.kind == Kind::Raw {
+                    self.pos += 1;
+                    progressed = true;
+                    continue;
+                }
+                let Some(i) = self.pending.iter().position(|l| matches(&step, l)) else {
+                    break;
+                };
+                let live = self.pending.remove(i).expect("found");
+                self.bind(&step, &live);
+                self.pos += 1;
+                progressed = true;
+            }
+        }
+        if self.pos >= self.steps.len() {
+            // Past the end (or no segment): answer requests generically, drop the rest.
+            while let Some(p) = self.pending.pop_front() {
+                if let Kind::Request { id, .. } = &p.kind {
+                    if self.segment.is_some() {
+                        self.generic.past_end += 1;
+                    } else {
+                        self.generic.no_segment += 1;
+                    }
+                    self.answer_generic(id);
+                    self.write_report();
+                    progressed = true;
+                }
+            }
+        }
+        progressed
+    }
+
+    fn bind(&mut self, step: &Step, live: &Live) {
+        if let (Kind::Request { id: rec, .. }, Kind::Request { id: got, .. }) =
+            (&step.kind, &live.kind)
+            && let Some(t) = id_text(rec)
+        {
+            self.id_map.insert(t, got.clone());
+        }
+    }
+
+    /// Look-ahead: jump to a later expectation an unmatched live line matches.
+    fn look_ahead(&mut self) {
+        for li in 0..self.pending.len() {
+            let Some(j) = (self.pos + 1..self.steps.len()).find(|&j| {
+                !self.steps[j].from_provider && matches(&self.steps[j], &self.pending[li])
+            }) else {
+                continue;
+            };
+            for k in self.pos..j {
+                let s = self.steps[k].clone();
+                if s.from_provider {
+                    match &s.kind {
+                        Kind::Response { id } => {
+                            let t = id_text(id).unwrap_or_default();
+                            if !self.skipped.contains(&t)
+                                && let Some(live) = self.id_map.get(&t).cloned()
+                            {
+                                let m = s.map.clone().expect("object");
+                                self.emit(&with_id(m, live));
+                            }
+                        }
+                        _ => self.emit(&s.line),
+                    }
+                } else if let Kind::Request { id, .. } = &s.kind
+                    && let Some(t) = id_text(id)
+                {
+                    self.skipped.insert(t);
+                }
+            }
+            eprintln!(
+                "{} look-ahead: jumped from step {} to {j}",
+                self.tag(),
+                self.pos
+            );
+            self.jumps += 1;
+            self.pos = j;
+            return;
+        }
+    }
+
+    fn stall(&mut self) {
+        let pending: Vec<Live> = self.pending.drain(..).collect();
+        for p in pending {
+            if let Kind::Request { id, .. } = &p.kind {
+                self.generic.stall += 1;
+                self.answer_generic(id);
+            }
+        }
+        eprintln!(
+            "{} stalled at step {}/{}: pending requests answered generically",
+            self.tag(),
+            self.pos,
+            self.steps.len()
+        );
+        self.write_report();
+    }
+
+    fn run(&mut self, rx: Receiver<Option<String>>, term: Arc<AtomicBool>) {
+        loop {
+            if term.load(Ordering::Relaxed) || self.broken_pipe {
+                return;
+            }
+            // Take every live line already there before playing on.
+            loop {
+                match rx.try_recv() {
+                    Ok(Some(line)) => self.on_live(line),
+                    Ok(None) => return,
+                    Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                    Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
+                }
+            }
+            if self.advance() {
+                continue;
+            }
+            if !self.pending.is_empty() {
+                let quiet = self.last_live.elapsed();
+                if quiet >= STALL {
+                    self.stall();
+                    continue;
+                }
+                if quiet >= LOOK_AHEAD && !self.looked_ahead {
+                    self.looked_ahead = true;
+                    self.look_ahead();
+                    continue;
+                }
+            }
+            match rx.recv_timeout(POLL) {
+                Ok(Some(line)) => self.on_live(line),
+                Ok(None) | Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+}
+
+/// Claims the next free segment directory.
+fn claim(state: &Path, count: usize) -> Option<usize> {
+    (0..count).find(|n| std::fs::create_dir(state.join(format!("segment-{n}"))).is_ok())
+}
+
+/// Runs the double; returns the process exit code.
+pub fn run(args: &[OsString]) -> u8 {
+    let a = parse_args(args);
+    if a.version {
+        println!("{VERSION_TEXT}");
+        return 0;
+    }
+    // Die with the bridge that spawned us.
+    // SAFETY: prctl on ourselves.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+    }
+    let term = Arc::new(AtomicBool::new(false));
+    let _ = signal_hook::flag::register(libc::SIGTERM, term.clone());
+    let (Some(recording), Some(state)) = (a.recording, a.state) else {
+        eprintln!("[replay-child] usage: --recording <cell dir> --dialect json-rpc --state <dir>");
+        return 2;
+    };
+    let dialect = a.dialect.unwrap_or_else(|| "json-rpc".into());
+    if dialect != "json-rpc" {
+        eprintln!("[replay-child] dialect {dialect} is not supported (json-rpc only)");
+        return 2;
+    }
+    let segments = load_segments(&recording);
+    let segment = claim(&state, segments.len());
+    let steps = segment.map(|n| segments[n].clone()).unwrap_or_default();
+    let recorded_requests = steps
+        .iter()
+        .filter(|s| !s.from_provider)
+        .filter_map(|s| match &s.kind {
+            Kind::Request { id, .. } => id_text(id),
+            _ => None,
+        })
+        .collect();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut lock = stdin.lock();
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match lock.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => {
+                    let _ = tx.send(None);
+                    return;
+                }
+                Ok(_) => {
+                    let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    if tx
+                        .send(Some(String::from_utf8_lossy(line).into_owned()))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let mut d = Double {
+        segment,
+        steps,
+        pos: 0,
+        recorded_requests,
+        id_map: HashMap::new(),
+        skipped: HashSet::new(),
+        pending: VecDeque::new(),
+        last_live: Instant::now(),
+        looked_ahead: false,
+        session_checked: false,
+        generic: Generic::default(),
+        jumps: 0,
+        cursor: state.join("cursor"),
+        state,
+        out: std::io::stdout(),
+        broken_pipe: false,
+    };
+    d.write_report();
+    d.run(rx, term);
+    d.write_report();
+    let g = d.generic;
+    eprintln!(
+        "{} done at step {}/{}: {} generic answer(s) (stall {}, past end {}, released {}, no segment {}), {} look-ahead jump(s)",
+        d.tag(),
+        d.pos,
+        d.steps.len(),
+        g.total(),
+        g.stall,
+        g.past_end,
+        g.released,
+        g.no_segment,
+        d.jumps
+    );
+    0
+}
+
+/// A double's report, as the player reads it back.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DoubleReport {
+    pub segment: Option<u64>,
+    pub generic: u64,
+    pub stall: u64,
+    pub past_end: u64,
+    pub released: u64,
+    pub no_segment: u64,
+    pub steps_played: u64,
+    pub steps: u64,
+}
+
+/// Reads every `double-report-*.json` in a state directory (sorted by file name).
+pub fn read_reports(state: &Path) -> Vec<DoubleReport> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(state)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("double-report-") && n.ends_with(".json"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    paths.sort();
+    paths
+        .iter()
+        .filter_map(|p| {
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()?;
+            let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+            Some(DoubleReport {
+                segment: v.get("segment").and_then(Value::as_u64),
+                generic: n("generic"),
+                stall: n("stall"),
+                past_end: n("pastEnd"),
+                released: n("released"),
+                no_segment: n("noSegment"),
+                steps_played: n("stepsPlayed"),
+                steps: n("steps"),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_ignore_unknown_and_find_version() {
+        let args: Vec<OsString> = [
+            "--foo",
+            "--recording",
+            "/r",
+            "--dialect=json-rpc",
+            "x",
+            "--state",
+            "/s",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        let a = parse_args(&args);
+        assert_eq!(a.recording, Some(PathBuf::from("/r")));
+        assert_eq!(a.dialect.as_deref(), Some("json-rpc"));
+        assert_eq!(a.state, Some(PathBuf::from("/s")));
+        assert!(!a.version);
+        assert!(parse_args(&[OsString::from("a"), OsString::from("--version")]).version);
+    }
+
+    #[test]
+    fn cursor_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("cursor");
+        assert!(cursor_allows(&c, 5.0, 5.0), "missing → no limit");
+        std::fs::write(&c, "end").unwrap();
+        assert!(cursor_allows(&c, 5.0, 5.0));
+        std::fs::write(&c, "1 10").unwrap();
+        assert!(cursor_allows(&c, 1.0, 9.0));
+        assert!(!cursor_allows(&c, 1.0, 10.0));
+        assert!(!cursor_allows(&c, 2.0, 0.0));
+        std::fs::write(&c, "1 x").unwrap();
+        assert!(
+            !cursor_allows(&c, 0.0, 0.0),
+            "malformed → nothing spontaneous"
+        );
+        std::fs::write(&c, "1 99999999999999999").unwrap();
+        assert!(!cursor_allows(&c, 0.0, 0.0), "not a safe integer");
+    }
+
+    #[test]
+    fn session_defining_keys() {
+        for m in [
+            "session/new",
+            "session/load",
+            "thread/name/set",
+            "thread/start",
+        ] {
+            assert!(is_session_defining(m), "{m}");
+        }
+        for m in ["prompt", "session/cancel", "thread/stop", "initialize"] {
+            assert!(!is_session_defining(m), "{m}");
+        }
+    }
+}

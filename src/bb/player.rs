@@ -1,0 +1,1104 @@
+//! Live replay of a bb cell against a freshly spawned bridge (reference §6), and the
+//! `.current` re-recording built on it (§2.6).
+//!
+//! ```text
+//! plan (recorded view, or merged view with exact_plan)
+//!   │ runtime→bridge steps, each with a gate: turn/started, turn/completed, events so far
+//!   ▼
+//! harness ──stdin──▶ bridge ──spawns──▶ <state>/replay-provider ──▶ bridgewire provider-double
+//!         ◀─stdout──        ◀─────────────────────────────────────  (recorded provider lanes)
+//!   │ live assembler (frozen-clock throttle) + grammar, recorded answers to bridge requests
+//!   ▼
+//! ReplayResult {lines, line_after, events, grammar_violations, stalls, stderr, exit_code}
+//! ```
+//!
+//! * **Options** ([`ReplayOptions`]): `timeout` 15000 ms bounds every wait and the exit wait;
+//!   `settle` 750 ms of bridge silence before stdin is closed; `drain` 300 ms of silence before
+//!   each runtime request; `order_timeout` 5000 ms (approximate plan only: silence that also
+//!   releases the events gate); `exact_plan`; `provider_env` (default
+//!   `BB_REF_PROVIDER_COMMAND`): the environment variables that receive the path of the
+//!   provider-double wrapper. All waits poll every 10 ms.
+//! * **Launch**: temp dirs `bb-parity-replay-*` (state), `bb-parity-ws-*` (workspace, real path)
+//!   and `bb-parity-data-*` (exported as `BRIDGEWIRE_REPLAY_DATA_DIR`); the bridge runs in its
+//!   own process group, which is SIGKILLed at the end whatever happened, so no provider double
+//!   or other grandchild survives.
+//! * **Handshake**: cursor, then `initialize` with id `parity-initialize`.
+//! * **Steps**: notifications written at once; requests after the four waits (earlier answers,
+//!   turn gate, events gate, drain); a release stop clears the live grammar's thread; machine
+//!   facts (`params.options.envVars.PATH`, `params.cwd`) are rewritten into this machine's PATH
+//!   and the temp workspace; responses are kept for answering bridge requests by method FIFO.
+//! * **Reading**: lines framed on `\n` (`\r` stripped, 64 MiB limit), workspace path mapped back
+//!   to the recorded cwd, bridge requests answered from the recorded FIFO with the live id,
+//!   `thread/delta` assembled and checked by the grammar (violations kept, events dropped).
+//! * **Stalls**: bb's exact texts (§6.9), plus two of bridgewire's own: `provider double #<n>
+//!   answered <k> request(s) generically` (the double had to help) and `bridge output over
+//!   <bytes> bytes; later lines not kept` (a flooding bridge).
+
+use super::assembler::Assembler;
+use super::double::{DoubleReport, read_reports};
+use super::grammar::Grammar;
+use super::msg::{Kind, classify, classify_line, id_text};
+use crate::cell::Cell;
+use crate::lane::Entry;
+use crate::protocol::GrammarDrop;
+use serde_json::{Map, Value, json};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const DEFAULT_TIMEOUT_MS: u64 = 15_000;
+pub const DEFAULT_SETTLE_MS: u64 = 750;
+pub const DEFAULT_DRAIN_MS: u64 = 300;
+pub const DEFAULT_ORDER_TIMEOUT_MS: u64 = 5_000;
+pub const DEFAULT_PROVIDER_ENV: &str = "BB_REF_PROVIDER_COMMAND";
+pub const INITIALIZE_ID: &str = "parity-initialize";
+/// The wrapper script's name inside the state directory.
+pub const WRAPPER_NAME: &str = "replay-provider";
+const POLL: Duration = Duration::from_millis(10);
+const MAX_STORED: usize = 256 * 1024 * 1024;
+const MAX_STDERR: usize = 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub timeout: Duration,
+    pub settle: Duration,
+    pub drain: Duration,
+    pub order_timeout: Duration,
+    pub exact_plan: bool,
+    /// Environment variables set to the provider-double wrapper's path.
+    pub provider_env: Vec<String>,
+    /// More environment for the bridge.
+    pub env: Vec<(OsString, OsString)>,
+    /// The `bridgewire` executable the wrapper runs (default: the current executable).
+    pub double_exe: Option<PathBuf>,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            settle: Duration::from_millis(DEFAULT_SETTLE_MS),
+            drain: Duration::from_millis(DEFAULT_DRAIN_MS),
+            order_timeout: Duration::from_millis(DEFAULT_ORDER_TIMEOUT_MS),
+            exact_plan: false,
+            provider_env: vec![DEFAULT_PROVIDER_ENV.to_string()],
+            env: Vec::new(),
+            double_exe: None,
+        }
+    }
+}
+
+/// The `{run, seq, ts}` of the last runtime entry written before a line arrived.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Anchor {
+    pub run: f64,
+    pub seq: f64,
+    pub ts: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ReplayResult {
+    /// Every stdout line, in arrival order, workspace path mapped back.
+    pub lines: Vec<String>,
+    /// Arrival times, ms since the bridge was spawned.
+    pub line_times: Vec<f64>,
+    pub line_after: Vec<Option<Anchor>>,
+    /// Live events the grammar accepted.
+    pub events: Vec<Value>,
+    pub grammar_violations: Vec<GrammarDrop>,
+    pub stalls: Vec<String>,
+    pub stderr: String,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// The provider doubles' own reports.
+    pub doubles: Vec<DoubleReport>,
+    /// Runtime lines written (the handshake excluded).
+    pub written: usize,
+}
+
+impl ReplayResult {
+    pub fn count(&self, ty: &str) -> usize {
+        self.events.iter().filter(|e| e["type"] == ty).count()
+    }
+}
+
+/// Why a cell was not replayed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReplayError {
+    /// Not replayable: the reason, to print as `SKIP <cell>: <reason>`.
+    #[error("{0}")]
+    Skip(String),
+    /// The harness could not run the replay at all (spawn failure, unreadable cell).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A runtime→bridge step of the pacing plan.
+#[derive(Debug, Clone)]
+struct Step {
+    entry: Entry,
+    map: Option<Map<String, Value>>,
+    kind: Kind,
+    started: usize,
+    completed: usize,
+    events_before: usize,
+}
+
+/// Everything the replay needs from the cell, computed offline.
+struct Plan {
+    steps: Vec<Step>,
+    /// method → recorded answers (response objects), FIFO.
+    answers: HashMap<String, VecDeque<Map<String, Value>>>,
+    recorded_cwd: Option<String>,
+    planned_events: Option<usize>,
+}
+
+fn is_release_stop(m: &Map<String, Value>) -> Option<String> {
+    if m.get("method").and_then(Value::as_str) != Some("thread/stop") {
+        return None;
+    }
+    let p = m.get("params")?;
+    if p.get("intent").and_then(Value::as_str) != Some("release") {
+        return None;
+    }
+    p.get("threadId").and_then(Value::as_str).map(String::from)
+}
+
+/// Whether a cell can be replayed; the reason when not.
+pub fn replayable(cell: &Cell) -> Result<(), ReplayError> {
+    if cell.protocol != crate::protocol::Protocol::Bb {
+        return Err(ReplayError::Skip(format!(
+            "{} cells are not replayed by `replay bb`",
+            cell.protocol
+        )));
+    }
+    if let Ok(text) = std::fs::read_to_string(cell.path.join("manifest.json"))
+        && let Ok(v) = serde_json::from_str::<Value>(&text)
+        && v["scope"] == "process"
+    {
+        return Err(ReplayError::Skip(
+            "process-scoped recording (no thread events to compare)".into(),
+        ));
+    }
+    if !cell.lanes.iter().any(|l| l.dir == "runtime→bridge") {
+        return Err(ReplayError::Skip(
+            "no runtime→bridge lane (nothing to replay)".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn collect(mut m: crate::lane::merge::MergedEntries) -> Result<Vec<Entry>, ReplayError> {
+    let entries: Vec<Entry> = m.by_ref().collect();
+    let report = m.into_report();
+    if let Some(e) = report.errors.first() {
+        return Err(ReplayError::Failed(format!("unreadable lane entry: {e}")));
+    }
+    Ok(entries)
+}
+
+fn build_plan(cell: &Cell, exact: bool) -> Result<Plan, ReplayError> {
+    let recorded = collect(cell.recorded())?;
+    let plan_view = if exact {
+        collect(cell.merged())?
+    } else {
+        recorded.clone()
+    };
+    let (provider, _) = cell.provider_and_name();
+    let mut asm = Assembler::new(provider);
+    let (mut events, mut started, mut completed) = (0usize, 0usize, 0usize);
+    let mut steps = Vec::new();
+    for e in &plan_view {
+        match e.dir.as_str() {
+            "bridge→runtime" => {
+                if !e.line.contains("thread/delta") {
+                    continue;
+                }
+                let Some(m) = super::msg::object(&e.line) else {
+                    continue;
+                };
+                if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
+                    continue;
+                }
+                let params = m.get("params").cloned().unwrap_or(Value::Null);
+                if let Ok((tid, deltas)) = super::delta::validate_params(&params) {
+                    for ev in asm.assemble(tid, deltas) {
+                        events += 1;
+                        match ev["type"].as_str() {
+                            Some("turn/started") => started += 1,
+                            Some("turn/completed") => completed += 1,
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            "runtime→bridge" => {
+                let (map, kind) = classify_line(&e.line);
+                steps.push(Step {
+                    entry: e.clone(),
+                    map,
+                    kind,
+                    started,
+                    completed,
+                    events_before: events,
+                });
+            }
+            _ => {}
+        }
+    }
+    // Recorded answers: responses queued under the method of the recorded bridge→runtime
+    // request with the same run and id text.
+    let mut methods: HashMap<(u64, String), String> = HashMap::new();
+    for e in &recorded {
+        if e.dir == "bridge→runtime"
+            && let Some(m) = super::msg::object(&e.line)
+            && let Kind::Request { id, method } = classify(&m)
+            && let Some(t) = id_text(&id)
+        {
+            methods.entry((e.run.to_bits(), t)).or_insert(method);
+        }
+    }
+    let mut answers: HashMap<String, VecDeque<Map<String, Value>>> = HashMap::new();
+    for s in &steps {
+        if let (Some(m), Kind::Response { id }) = (&s.map, &s.kind) {
+            let method = id_text(id)
+                .and_then(|t| methods.get(&(s.entry.run.to_bits(), t)).cloned())
+                .unwrap_or_else(|| "?".into());
+            answers.entry(method).or_default().push_back(m.clone());
+        }
+    }
+    let recorded_cwd = recorded
+        .iter()
+        .filter(|e| e.dir == "runtime→bridge" && e.line.contains("cwd"))
+        .find_map(|e| {
+            let m = super::msg::object(&e.line)?;
+            let c = m.get("params")?.get("cwd")?.as_str()?;
+            (!c.is_empty()).then(|| c.to_string())
+        });
+    let planned_events = exact.then(|| crate::pins::compute(cell, None).counts.events as usize);
+    Ok(Plan {
+        steps,
+        answers,
+        recorded_cwd,
+        planned_events,
+    })
+}
+
+/// Live state shared by the main loop and the stdout reader.
+struct Live {
+    started_at: Instant,
+    lines: Vec<String>,
+    line_times: Vec<f64>,
+    line_after: Vec<Option<Anchor>>,
+    stored: usize,
+    events: Vec<Value>,
+    violations: Vec<GrammarDrop>,
+    stalls: Vec<String>,
+    answered: HashSet<String>,
+    started: usize,
+    completed: usize,
+    last_output: Instant,
+    eof: bool,
+    anchor: Option<Anchor>,
+    answers: HashMap<String, VecDeque<Map<String, Value>>>,
+    assembler: Assembler,
+    grammar: Grammar,
+    /// (live workspace, recorded cwd) when they differ.
+    map_path: Option<(String, String)>,
+    to_bridge: Sender<Option<Vec<u8>>>,
+}
+
+impl Live {
+    fn on_line(&mut self, raw: &[u8]) {
+        self.last_output = Instant::now();
+        let mut line = String::from_utf8_lossy(raw).into_owned();
+        if let Some((ws, rec)) = &self.map_path
+            && line.contains(ws.as_str())
+        {
+            line = line.replace(ws.as_str(), rec);
+        }
+        if self.stored <= MAX_STORED {
+            self.stored += line.len();
+            if self.stored > MAX_STORED {
+                self.stalls.push(format!(
+                    "bridge output over {MAX_STORED} bytes; later lines not kept"
+                ));
+            } else {
+                self.lines.push(line.clone());
+                self.line_times
+                    .push(self.started_at.elapsed().as_secs_f64() * 1000.0);
+                self.line_after.push(self.anchor);
+            }
+        }
+        let Some(m) = super::msg::object(&line) else {
+            return; // non-JSON lines are kept and otherwise ignored
+        };
+        match classify(&m) {
+            Kind::Response { id } => {
+                if let Some(t) = id_text(&id) {
+                    self.answered.insert(t);
+                }
+            }
+            Kind::Request { id, method } => {
+                let answer = self.answers.get_mut(&method).and_then(VecDeque::pop_front);
+                let reply = match answer {
+                    Some(rec) => {
+                        let mut out = Map::new();
+                        out.insert("id".into(), id.clone());
+                        out.insert(
+                            "jsonrpc".into(),
+                            rec.get("jsonrpc").cloned().unwrap_or(json!("2.0")),
+                        );
+                        for (k, v) in rec {
+                            if k != "id" && k != "jsonrpc" {
+                                out.insert(k, v);
+                            }
+                        }
+                        Value::Object(out)
+                    }
+                    None => {
+                        self.stalls.push(format!(
+                            "no recorded answer for bridge request {method} ({})",
+                            id_text(&id).unwrap_or_default()
+                        ));
+                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": "parity replay: no recorded answer"}})
+                    }
+                };
+                let mut bytes = crate::jsjson::to_string(&reply).into_bytes();
+                bytes.push(b'\n');
+                let _ = self.to_bridge.send(Some(bytes));
+            }
+            Kind::Notification { method } if method == "thread/delta" => {
+                let params = m.get("params").cloned().unwrap_or(Value::Null);
+                match super::delta::validate_params(&params) {
+                    Err(e) => self.stalls.push(format!("invalid thread/delta: {e}")),
+                    Ok((tid, deltas)) => {
+                        for ev in self.assembler.assemble(tid, deltas) {
+                            match self.grammar.accept(&ev) {
+                                Err(d) => self.violations.push(d),
+                                Ok(()) => {
+                                    match ev["type"].as_str() {
+                                        Some("turn/started") => self.started += 1,
+                                        Some("turn/completed") => self.completed += 1,
+                                        _ => {}
+                                    }
+                                    self.events.push(ev);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Writes the cursor file atomically: `<run> <seq>` or `end`.
+fn write_cursor(state: &Path, at: Option<&Entry>) {
+    let text = match at {
+        Some(e) => format!(
+            "{} {}",
+            crate::jsjson::format_f64(e.run),
+            crate::jsjson::format_f64(e.seq)
+        ),
+        None => "end".into(),
+    };
+    let tmp = state.join("cursor.tmp");
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, state.join("cursor"));
+    }
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.to_string_lossy().replace('\'', "'\\''"))
+}
+
+/// Writes `<state>/replay-provider`, an executable that runs the provider double for `cell_dir`.
+pub fn write_wrapper(state: &Path, cell_dir: &Path, exe: &Path) -> std::io::Result<PathBuf> {
+    let path = state.join(WRAPPER_NAME);
+    let script = format!(
+        "#!/bin/sh\nexec {} provider-double --recording {} --dialect json-rpc --state {} \"$@\"\n",
+        shell_quote(exe),
+        shell_quote(cell_dir),
+        shell_quote(state)
+    );
+    std::fs::write(&path, script)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(path)
+}
+
+/// Rewrites machine facts (bb §6.6) in a runtime line; `None` when nothing changed.
+pub fn rewrite_machine_facts(
+    line: &str,
+    path_env: Option<&str>,
+    workspace: &str,
+) -> Option<String> {
+    if !line.contains("\"PATH\"") && !line.contains("\"cwd\"") {
+        return None;
+    }
+    let mut v: Value = serde_json::from_str(line).ok()?;
+    let params = v.get_mut("params")?.as_object_mut()?;
+    let mut changed = false;
+    if let Some(p) = path_env
+        && let Some(Value::String(s)) = params
+            .get_mut("options")
+            .and_then(|o| o.get_mut("envVars"))
+            .and_then(|e| e.get_mut("PATH"))
+        && s != p
+    {
+        *s = p.to_string();
+        changed = true;
+    }
+    if let Some(Value::String(c)) = params.get_mut("cwd")
+        && c != workspace
+    {
+        *c = workspace.to_string();
+        changed = true;
+    }
+    changed.then(|| crate::jsjson::to_string(&v))
+}
+
+/// A wait condition over the live state.
+type Cond<'a> = Box<dyn Fn(&Live) -> bool + 'a>;
+
+enum WaitEnd {
+    Met,
+    TimedOut,
+    Exited,
+}
+
+struct Harness {
+    live: Arc<Mutex<Live>>,
+    child: Child,
+    opts: ReplayOptions,
+    exited_at: Option<Instant>,
+    status: Option<std::process::ExitStatus>,
+}
+
+impl Harness {
+    fn exited(&mut self) -> bool {
+        if self.status.is_none()
+            && let Ok(Some(s)) = self.child.try_wait()
+        {
+            self.status = Some(s);
+            self.exited_at = Some(Instant::now());
+        }
+        match self.exited_at {
+            // Give the reader a moment to take the last lines the bridge wrote.
+            Some(t) => {
+                self.live.lock().expect("live").eof || t.elapsed() > Duration::from_millis(200)
+            }
+            None => false,
+        }
+    }
+
+    /// Waits for `cond`; a timeout is a stall only when `stall_on_timeout`.
+    fn wait(
+        &mut self,
+        label: &str,
+        stall_on_timeout: bool,
+        cond: impl Fn(&Live) -> bool,
+    ) -> WaitEnd {
+        let start = Instant::now();
+        loop {
+            if cond(&self.live.lock().expect("live")) {
+                return WaitEnd::Met;
+            }
+            if self.exited() {
+                self.stall(format!("bridge exited while waiting for {label}"));
+                return WaitEnd::Exited;
+            }
+            if start.elapsed() >= self.opts.timeout {
+                if stall_on_timeout {
+                    self.stall(format!("timed out waiting for {label}"));
+                }
+                return WaitEnd::TimedOut;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    fn stall(&self, s: String) {
+        self.live.lock().expect("live").stalls.push(s);
+    }
+
+    fn write(&self, entry: Option<&Entry>, line: &str) {
+        let mut live = self.live.lock().expect("live");
+        if let Some(e) = entry {
+            live.anchor = Some(Anchor {
+                run: e.run,
+                seq: e.seq,
+                ts: e.ts,
+            });
+        }
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.push(b'\n');
+        let _ = live.to_bridge.send(Some(bytes));
+    }
+}
+
+fn temp(prefix: &str) -> Result<tempfile::TempDir, ReplayError> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| ReplayError::Failed(format!("cannot create a temp dir: {e}")))
+}
+
+/// Replays one cell through a freshly spawned bridge.
+pub fn replay_cell(
+    cell: &Cell,
+    bridge: &[OsString],
+    opts: &ReplayOptions,
+) -> Result<ReplayResult, ReplayError> {
+    replayable(cell)?;
+    let plan = build_plan(cell, opts.exact_plan)?;
+    let (program, args) = bridge
+        .split_first()
+        .ok_or_else(|| ReplayError::Failed("no bridge command given".into()))?;
+    let state = temp("bb-parity-replay-")?;
+    let ws = temp("bb-parity-ws-")?;
+    let data = temp("bb-parity-data-")?;
+    let ws_path = std::fs::canonicalize(ws.path()).unwrap_or_else(|_| ws.path().to_path_buf());
+    let ws_str = ws_path.to_string_lossy().into_owned();
+    let exe = match &opts.double_exe {
+        Some(p) => p.clone(),
+        None => {
+            std::env::current_exe().map_err(|e| ReplayError::Failed(format!("current_exe: {e}")))?
+        }
+    };
+    let cell_dir = std::fs::canonicalize(&cell.path).unwrap_or_else(|_| cell.path.clone());
+    let wrapper = write_wrapper(state.path(), &cell_dir, &exe)
+        .map_err(|e| ReplayError::Failed(format!("cannot write the provider wrapper: {e}")))?;
+
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("BRIDGEWIRE_REPLAY_DATA_DIR", data.path())
+        .env_remove(super::recorder::SOCKET_ENV)
+        .env_remove(super::recorder::BB_RECORD_ENV);
+    for name in &opts.provider_env {
+        cmd.env(name, &wrapper);
+    }
+    for (k, v) in &opts.env {
+        cmd.env(k, v);
+    }
+    crate::proc::isolate(&mut cmd);
+    let first_request = plan
+        .steps
+        .iter()
+        .find(|s| matches!(s.kind, Kind::Request { .. }))
+        .map(|s| s.entry.clone());
+    // The cursor comes before anything the bridge could make the double do.
+    write_cursor(state.path(), first_request.as_ref());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ReplayError::Failed(format!("cannot start bridge {program:?}: {e}")))?;
+    let stdin = child.stdin.take().expect("piped");
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+
+    let (tx, rx) = channel::<Option<Vec<u8>>>();
+    let writer = std::thread::spawn(move || {
+        let mut stdin = Some(stdin);
+        while let Ok(msg) = rx.recv() {
+            match msg {
+                Some(bytes) => {
+                    if let Some(s) = &mut stdin
+                        && s.write_all(&bytes).and_then(|()| s.flush()).is_err()
+                    {
+                        stdin = None;
+                    }
+                }
+                None => stdin = None, // close
+            }
+        }
+    });
+    let map_path = plan
+        .recorded_cwd
+        .clone()
+        .filter(|c| *c != ws_str)
+        .map(|c| (ws_str.clone(), c));
+    let live = Arc::new(Mutex::new(Live {
+        started_at: Instant::now(),
+        lines: Vec::new(),
+        line_times: Vec::new(),
+        line_after: Vec::new(),
+        stored: 0,
+        events: Vec::new(),
+        violations: Vec::new(),
+        stalls: Vec::new(),
+        answered: HashSet::new(),
+        started: 0,
+        completed: 0,
+        last_output: Instant::now(),
+        eof: false,
+        anchor: None,
+        answers: plan.answers.clone(),
+        assembler: Assembler::new(cell.provider_and_name().0),
+        grammar: Grammar::new(),
+        map_path,
+        to_bridge: tx.clone(),
+    }));
+    let reader = {
+        let live = live.clone();
+        std::thread::spawn(move || {
+            let mut stdout = stdout;
+            let mut splitter = super::recorder::LineSplitter::default();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match stdout.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                };
+                let mut l = live.lock().expect("live");
+                splitter.feed(&buf[..n], |p| match p {
+                    super::recorder::Piece::Line(line) => l.on_line(line),
+                    super::recorder::Piece::Oversized(len) => {
+                        l.last_output = Instant::now();
+                        l.stalls
+                            .push(format!("oversized bridge line ({len} bytes)"));
+                    }
+                });
+            }
+            let mut l = live.lock().expect("live");
+            if let Some(tail) = splitter.finish() {
+                l.on_line(&tail);
+            }
+            l.eof = true;
+        })
+    };
+    let stderr_text = Arc::new(Mutex::new(Vec::new()));
+    let err_reader = {
+        let sink = stderr_text.clone();
+        std::thread::spawn(move || {
+            let mut stderr = stderr;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut s = sink.lock().expect("stderr");
+                let room = MAX_STDERR.saturating_sub(s.len());
+                s.extend_from_slice(&buf[..n.min(room)]);
+            }
+        })
+    };
+
+    let mut h = Harness {
+        live: live.clone(),
+        child,
+        opts: opts.clone(),
+        exited_at: None,
+        status: None,
+    };
+    let path_env = std::env::var("PATH").ok();
+
+    // Handshake.
+    h.write(
+        None,
+        r#"{"jsonrpc":"2.0","id":"parity-initialize","method":"initialize","params":{"protocolVersion":2,"client":{"name":"bb-parity","version":"0"}}}"#,
+    );
+    let mut gone = matches!(
+        h.wait("initialize response", true, |l| l
+            .answered
+            .contains(INITIALIZE_ID)),
+        WaitEnd::Exited
+    );
+
+    // Steps.
+    let mut written_ids: Vec<String> = Vec::new();
+    let mut written = 0usize;
+    for (i, step) in plan.steps.iter().enumerate() {
+        if gone {
+            break;
+        }
+        match &step.kind {
+            Kind::Raw => continue,
+            Kind::Response { .. } => continue,
+            Kind::Notification { .. } => {
+                h.write(Some(&step.entry), &step.entry.line);
+                written += 1;
+                continue;
+            }
+            Kind::Request { id, method } => {
+                let ids = written_ids.clone();
+                let waits: [(String, bool, Cond); 4] = [
+                    (
+                        format!("earlier requests before {method}"),
+                        true,
+                        Box::new(move |l: &Live| ids.iter().all(|i| l.answered.contains(i))),
+                    ),
+                    (
+                        format!(
+                            "{} turn/started and {} turn/completed before {method}",
+                            step.started, step.completed
+                        ),
+                        true,
+                        Box::new(move |l: &Live| {
+                            l.started >= step.started && l.completed >= step.completed
+                        }),
+                    ),
+                    (
+                        format!("{} events before {method}", step.events_before),
+                        opts.exact_plan,
+                        {
+                            let exact = opts.exact_plan;
+                            let order = opts.order_timeout;
+                            Box::new(move |l: &Live| {
+                                l.events.len() >= step.events_before
+                                    || (!exact && l.last_output.elapsed() >= order)
+                            })
+                        },
+                    ),
+                    (format!("the stream to drain before {method}"), false, {
+                        let drain = opts.drain;
+                        Box::new(move |l: &Live| l.last_output.elapsed() >= drain)
+                    }),
+                ];
+                for (label, stall, cond) in waits {
+                    if let WaitEnd::Exited = h.wait(&label, stall, cond) {
+                        gone = true;
+                        break;
+                    }
+                }
+                if gone {
+                    break;
+                }
+                if let Some(m) = &step.map
+                    && let Some(t) = is_release_stop(m)
+                {
+                    live.lock().expect("live").grammar.clear_thread(&t);
+                }
+                let line = rewrite_machine_facts(&step.entry.line, path_env.as_deref(), &ws_str)
+                    .unwrap_or_else(|| step.entry.line.clone());
+                h.write(Some(&step.entry), &line);
+                written += 1;
+                if let Some(t) = id_text(id) {
+                    written_ids.push(t);
+                }
+                let next = plan.steps[i + 1..]
+                    .iter()
+                    .find(|s| matches!(s.kind, Kind::Request { .. }))
+                    .map(|s| &s.entry);
+                write_cursor(state.path(), next);
+            }
+        }
+    }
+    write_cursor(state.path(), None);
+
+    // Finishing.
+    if !gone {
+        let ids = written_ids.clone();
+        gone = matches!(
+            h.wait("the last responses", true, move |l| ids
+                .iter()
+                .all(|i| l.answered.contains(i))),
+            WaitEnd::Exited
+        );
+    }
+    if !gone && let Some(n) = plan.planned_events {
+        gone = matches!(
+            h.wait(
+                &format!("all {n} planned events before closing the bridge"),
+                true,
+                move |l| l.events.len() >= n
+            ),
+            WaitEnd::Exited
+        );
+    }
+    if !gone {
+        let settle = opts.settle;
+        h.wait("the stream to settle", true, move |l| {
+            l.last_output.elapsed() >= settle
+        });
+    }
+    let _ = tx.send(None); // close the bridge's stdin
+    let deadline = Instant::now() + opts.timeout;
+    loop {
+        if h.status.is_some() {
+            break;
+        }
+        if let Ok(Some(s)) = h.child.try_wait() {
+            h.status = Some(s);
+            break;
+        }
+        if Instant::now() >= deadline {
+            h.stall("bridge did not exit after stdin closed; killed".into());
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    // Whatever happened: the whole group goes (provider doubles included), then reap.
+    // SAFETY: kill(2) on the bridge's own process group (see proc::isolate).
+    unsafe {
+        libc::kill(-(h.child.id() as libc::pid_t), libc::SIGKILL);
+    }
+    let status = match h.status {
+        Some(s) => s,
+        None => h
+            .child
+            .wait()
+            .map_err(|e| ReplayError::Failed(format!("wait: {e}")))?,
+    };
+    drop(tx);
+    join_bounded(reader, Duration::from_secs(2));
+    join_bounded(err_reader, Duration::from_secs(2));
+    join_bounded(writer, Duration::from_secs(2));
+
+    let mut doubles = read_reports(state.path());
+    doubles.sort_by_key(|d| d.segment.unwrap_or(u64::MAX));
+    let mut l = live.lock().expect("live");
+    for d in &doubles {
+        if let Some(n) = d.segment
+            && d.generic > 0
+        {
+            l.stalls.push(format!(
+                "provider double #{n} answered {} request(s) generically",
+                d.generic
+            ));
+        }
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let stderr = String::from_utf8_lossy(&stderr_text.lock().expect("stderr")).into_owned();
+    Ok(ReplayResult {
+        lines: std::mem::take(&mut l.lines),
+        line_times: std::mem::take(&mut l.line_times),
+        line_after: std::mem::take(&mut l.line_after),
+        events: std::mem::take(&mut l.events),
+        grammar_violations: std::mem::take(&mut l.violations),
+        stalls: std::mem::take(&mut l.stalls),
+        stderr,
+        exit_code: status.code(),
+        exit_signal: status.signal(),
+        doubles,
+        written,
+    })
+}
+
+/// Joins a helper thread, giving up (detaching it) after `limit`.
+fn join_bounded(t: std::thread::JoinHandle<()>, limit: Duration) {
+    let start = Instant::now();
+    while !t.is_finished() {
+        if start.elapsed() >= limit {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = t.join();
+}
+
+/// The recorded view's entries of a cell (for [`rerecord_entries`]).
+pub fn recorded_entries(cell: &Cell) -> Result<Vec<Entry>, ReplayError> {
+    collect(cell.recorded())
+}
+
+/// bb's fractional seq (§2.6): divide first, then add to the anchor's seq.
+pub fn fractional_seq(anchor_seq: f64, k: usize, n: usize) -> f64 {
+    anchor_seq + (k as f64 / (n as f64 + 1.0))
+}
+
+/// The `.current` lane entries for a replay (bb §2.6 step 3), from the live lines and the
+/// recorded view.
+pub fn rerecord_entries(result: &ReplayResult, recorded: &[Entry]) -> Vec<Entry> {
+    let n = result.lines.len();
+    let mut fifo: HashMap<String, VecDeque<Value>> = HashMap::new();
+    for e in recorded.iter().filter(|e| e.dir == "bridge→runtime") {
+        if let Some(m) = super::msg::object(&e.line)
+            && let Kind::Request { id, method } = classify(&m)
+        {
+            fifo.entry(method).or_default().push_back(id);
+        }
+    }
+    let fallback = recorded
+        .iter()
+        .find(|e| e.dir == "runtime→bridge")
+        .map(|e| Anchor {
+            run: e.run,
+            seq: e.seq - 1.0,
+            ts: e.ts,
+        })
+        .unwrap_or(Anchor {
+            run: 0.0,
+            seq: 0.0,
+            ts: 0.0,
+        });
+    let mut per_anchor: HashMap<(u64, u64), usize> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, line) in result.lines.iter().enumerate() {
+        let mut text = line.clone();
+        if let Some(m) = super::msg::object(line) {
+            if m.get("id").and_then(Value::as_str) == Some(INITIALIZE_ID) {
+                continue;
+            }
+            if let Kind::Request { id, method } = classify(&m)
+                && let Some(rec) = fifo.get_mut(&method).and_then(VecDeque::pop_front)
+                && id_text(&rec) != id_text(&id)
+            {
+                text = super::msg::with_id(m, rec);
+            }
+        }
+        let anchor = result
+            .line_after
+            .get(i)
+            .copied()
+            .flatten()
+            .unwrap_or(fallback);
+        let k = per_anchor
+            .entry((anchor.run.to_bits(), anchor.seq.to_bits()))
+            .or_insert(0);
+        *k += 1;
+        out.push(Entry {
+            ts: anchor.ts + *k as f64,
+            run: anchor.run,
+            seq: fractional_seq(anchor.seq, *k, n),
+            dir: "bridge→runtime".into(),
+            line: text,
+            extra: Map::new(),
+        });
+    }
+    out
+}
+
+/// Renders lane entries as bb writes a lane file: JS JSON joined by `\n`, trailing `\n` when
+/// non-empty.
+pub fn render_lane(entries: &[Entry]) -> String {
+    let mut s = String::new();
+    for e in entries {
+        s.push_str(&e.to_line());
+        s.push('\n');
+    }
+    s
+}
+
+/// Outcome of re-recording one cell.
+#[derive(Debug)]
+pub struct Rerecord {
+    pub result: ReplayResult,
+    /// The `.current` file written, `None` when the replay stalled (lane left untouched).
+    pub written: Option<(PathBuf, usize)>,
+}
+
+/// Re-records `bridge→runtime.current.ndjson` for a cell (plan from the recorded lane); writes
+/// nothing when the replay stalled. (bb's §3 redaction pass is not applied: bridgewire has none.)
+pub fn rerecord_cell(
+    cell: &Cell,
+    bridge: &[OsString],
+    opts: &ReplayOptions,
+) -> Result<Rerecord, ReplayError> {
+    let mut o = opts.clone();
+    o.exact_plan = false;
+    let result = replay_cell(cell, bridge, &o)?;
+    if !result.stalls.is_empty() {
+        return Ok(Rerecord {
+            result,
+            written: None,
+        });
+    }
+    let recorded = recorded_entries(cell)?;
+    let entries = rerecord_entries(&result, &recorded);
+    let path = cell.path.join("bridge→runtime.current.ndjson");
+    let tmp = cell.path.join(".bridge→runtime.current.ndjson.tmp");
+    std::fs::write(&tmp, render_lane(&entries))
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| ReplayError::Failed(format!("{}: {e}", path.display())))?;
+    Ok(Rerecord {
+        result,
+        written: Some((path, entries.len())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fractional_seq_matches_bb_worked_examples() {
+        let f = |a, k, n| crate::jsjson::format_f64(fractional_seq(a, k, n));
+        assert_eq!(f(868.0, 1, 11), "868.0833333333334");
+        assert_eq!(f(868.0, 2, 11), "868.1666666666666");
+        assert_eq!(f(868.0, 3, 11), "868.25");
+        assert_eq!(f(312.0, 1, 57), "312.01724137931035");
+        assert_eq!(f(3030.0, 1, 2), "3030.3333333333335");
+    }
+
+    fn entry(dir: &str, run: f64, seq: f64, line: &str) -> Entry {
+        Entry {
+            ts: 1000.0 + seq,
+            run,
+            seq,
+            dir: dir.into(),
+            line: line.into(),
+            extra: Map::new(),
+        }
+    }
+
+    #[test]
+    fn rerecord_entries_anchor_restore_ids_and_skip_initialize() {
+        let recorded = vec![
+            entry(
+                "runtime→bridge",
+                7.0,
+                3.0,
+                r#"{"jsonrpc":"2.0","id":1,"method":"turn/start"}"#,
+            ),
+            entry(
+                "bridge→runtime",
+                7.0,
+                5.0,
+                r#"{"jsonrpc":"2.0","id":"echo-req-1","method":"item/tool/call"}"#,
+            ),
+        ];
+        let a = Anchor {
+            run: 7.0,
+            seq: 3.0,
+            ts: 1003.0,
+        };
+        let result = ReplayResult {
+            lines: vec![
+                r#"{"jsonrpc":"2.0","id":"parity-initialize","result":{}}"#.into(),
+                "not json".into(),
+                r#"{"jsonrpc":"2.0","id":"live-9","method":"item/tool/call"}"#.into(),
+            ],
+            line_after: vec![None, None, Some(a)],
+            ..Default::default()
+        };
+        let out = rerecord_entries(&result, &recorded);
+        assert_eq!(out.len(), 2);
+        // Before any runtime line: the first runtime entry with seq lowered by one.
+        assert_eq!(out[0].seq, 2.0 + 1.0 / 4.0);
+        assert_eq!(out[0].ts, 1004.0);
+        assert_eq!(out[0].line, "not json");
+        assert_eq!(out[1].seq, 3.25);
+        assert_eq!(out[1].ts, 1004.0);
+        assert_eq!(
+            out[1].line,
+            r#"{"jsonrpc":"2.0","id":"echo-req-1","method":"item/tool/call"}"#
+        );
+        assert!(render_lane(&out).ends_with("}\n"));
+        assert_eq!(render_lane(&[]), "");
+    }
+
+    #[test]
+    fn machine_facts_rewritten_only_when_present() {
+        let line = r#"{"jsonrpc":"2.0","id":2,"method":"thread/start","params":{"threadId":"t","cwd":"/rec","options":{"envVars":{"PATH":"/old"}}}}"#;
+        let out = rewrite_machine_facts(line, Some("/usr/bin"), "/tmp/ws").unwrap();
+        assert!(out.contains(r#""cwd":"/tmp/ws""#), "{out}");
+        assert!(out.contains(r#""PATH":"/usr/bin""#), "{out}");
+        assert_eq!(
+            rewrite_machine_facts(r#"{"id":1,"method":"x"}"#, Some("/p"), "/w"),
+            None
+        );
+        assert_eq!(rewrite_machine_facts(line, None, "/rec"), None);
+    }
+}

@@ -1,0 +1,225 @@
+//! Recorded-traffic rules (reference §9.8): one cell replay (exact plan) → five verdicts under
+//! `recorded/<cell>/`. Each passes or fails; there is no `skipped`.
+//!
+//! | Rule | Pass condition |
+//! | --- | --- |
+//! | `replays` | zero stalls |
+//! | `events-schema-valid` | every replayed event is a ThreadEvent ([`event_schema_check`]) |
+//! | `grammar` | the replay's **own** grammar violation list is empty (bb re-checks the already filtered events, which can hardly fail; §16.4) |
+//! | `turn-lifecycle` | replay `turn/started`/`turn/completed` counts equal the recording's offline counts, and started == completed |
+//! | `not-empty` | the recording assembled 0 events, or the replay produced at least one |
+
+use super::player::ReplayResult;
+use crate::cell::Cell;
+use crate::protocol::{EventSink, GrammarDrop};
+use crate::rule::Verdict;
+use serde_json::Value;
+
+/// The recording's own counts (offline assembly of the merged view, §4.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OfflineCounts {
+    pub events: usize,
+    pub turn_started: usize,
+    pub turn_completed: usize,
+    pub grammar_drops: usize,
+}
+
+#[derive(Default)]
+struct TurnSink(OfflineCounts);
+
+impl EventSink for TurnSink {
+    fn event(&mut self, event: Value) {
+        self.0.events += 1;
+        match event["type"].as_str() {
+            Some("turn/started") => self.0.turn_started += 1,
+            Some("turn/completed") => self.0.turn_completed += 1,
+            _ => {}
+        }
+    }
+    fn grammar_drop(&mut self, _drop: GrammarDrop) {
+        self.0.grammar_drops += 1;
+    }
+    fn invalid(&mut self, _message: String) {}
+}
+
+/// Offline counts of a cell's merged view.
+pub fn offline_counts(cell: &Cell) -> OfflineCounts {
+    let mut sink = TurnSink::default();
+    let mut merged = cell.merged();
+    cell.protocol.model().assemble(cell, &mut merged, &mut sink);
+    sink.0
+}
+
+/// The ThreadEvent check behind `events-schema-valid`: `Err(message)` when invalid.
+pub type EventCheck = fn(&Value) -> Result<(), String>;
+
+/// Structural stand-in for the ThreadEvent JSON Schema (to be swapped for the schemas in
+/// `rules/schema/`): an object with a non-empty string `type`, a string `threadId` when
+/// present, and, when `scope` is present, an object whose `kind` is a string and whose
+/// `turnId` (if any) is a string.
+pub fn event_schema_check(event: &Value) -> Result<(), String> {
+    let Some(obj) = event.as_object() else {
+        return Err("not an object".into());
+    };
+    match obj.get("type") {
+        Some(Value::String(s)) if !s.is_empty() => {}
+        Some(_) => return Err("type must be a non-empty string".into()),
+        None => return Err("type is missing".into()),
+    }
+    if let Some(t) = obj.get("threadId")
+        && !t.is_string()
+    {
+        return Err("threadId must be a string".into());
+    }
+    if let Some(scope) = obj.get("scope") {
+        let Some(s) = scope.as_object() else {
+            return Err("scope must be an object".into());
+        };
+        if !s.get("kind").is_some_and(Value::is_string) {
+            return Err("scope.kind must be a string".into());
+        }
+        if let Some(t) = s.get("turnId")
+            && !t.is_string()
+        {
+            return Err("scope.turnId must be a string".into());
+        }
+    }
+    Ok(())
+}
+
+/// The five recorded rules for one replay, with the default event check.
+pub fn recorded_verdicts(
+    cell: &str,
+    replay: &ReplayResult,
+    offline: &OfflineCounts,
+) -> Vec<Verdict> {
+    recorded_verdicts_with(cell, replay, offline, event_schema_check)
+}
+
+/// [`recorded_verdicts`] with a caller-supplied ThreadEvent check.
+pub fn recorded_verdicts_with(
+    cell: &str,
+    replay: &ReplayResult,
+    offline: &OfflineCounts,
+    check: EventCheck,
+) -> Vec<Verdict> {
+    let id = |r: &str| format!("recorded/{cell}/{r}");
+    let mut out = Vec::new();
+
+    out.push(if replay.stalls.is_empty() {
+        Verdict::pass(&id("replays"))
+    } else {
+        Verdict::fail(&id("replays"), replay.stalls.join("; "))
+    });
+
+    let bad = replay.events.iter().enumerate().find_map(|(i, e)| {
+        check(e).err().map(|m| {
+            format!(
+                "event {i} ({}) failed: {m}",
+                e["type"].as_str().unwrap_or("?")
+            )
+        })
+    });
+    out.push(match bad {
+        None => Verdict::pass(&id("events-schema-valid")),
+        Some(d) => Verdict::fail(&id("events-schema-valid"), d),
+    });
+
+    out.push(match replay.grammar_violations.first() {
+        None => Verdict::pass(&id("grammar")),
+        Some(v) => Verdict::fail(
+            &id("grammar"),
+            format!("{} on {}: {}", v.rule, v.event_type, v.reason),
+        )
+        .with_context(
+            replay
+                .grammar_violations
+                .iter()
+                .skip(1)
+                .map(|v| format!("{} on {}: {}", v.rule, v.event_type, v.reason))
+                .collect(),
+        ),
+    });
+
+    let (s, c) = (replay.count("turn/started"), replay.count("turn/completed"));
+    out.push(
+        if s == offline.turn_started && c == offline.turn_completed && s == c {
+            Verdict::pass(&id("turn-lifecycle"))
+        } else {
+            Verdict::fail(
+                &id("turn-lifecycle"),
+                format!(
+                    "replay {s} started/{c} completed, recording {}/{}",
+                    offline.turn_started, offline.turn_completed
+                ),
+            )
+        },
+    );
+
+    out.push(if offline.events == 0 || !replay.events.is_empty() {
+        Verdict::pass(&id("not-empty"))
+    } else {
+        Verdict::fail(
+            &id("not-empty"),
+            format!(
+                "the recording assembled {} events, the replay none",
+                offline.events
+            ),
+        )
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule::Status;
+    use serde_json::json;
+
+    #[test]
+    fn verdicts_pass_and_fail() {
+        let ok = ReplayResult {
+            events: vec![
+                json!({"type": "turn/started", "threadId": "", "scope": {"kind": "turn", "turnId": "t1"}}),
+                json!({"type": "turn/completed", "threadId": "", "scope": {"kind": "turn", "turnId": "t1"}}),
+            ],
+            ..Default::default()
+        };
+        let off = OfflineCounts {
+            events: 2,
+            turn_started: 1,
+            turn_completed: 1,
+            grammar_drops: 0,
+        };
+        let v = recorded_verdicts("resume", &ok, &off);
+        assert_eq!(v.len(), 5);
+        assert!(v.iter().all(|v| v.status == Status::Pass), "{v:?}");
+        assert_eq!(v[0].id, "recorded/resume/replays");
+
+        let bad = ReplayResult {
+            events: vec![json!({"type": "turn/started", "scope": "turn"})],
+            stalls: vec!["a".into(), "b".into()],
+            grammar_violations: vec![GrammarDrop {
+                rule: "item/settles-once".into(),
+                reason: "again".into(),
+                event_type: "item/completed".into(),
+            }],
+            ..Default::default()
+        };
+        let v = recorded_verdicts("resume", &bad, &off);
+        assert!(v.iter().all(|v| v.status == Status::Fail), "{v:?}");
+        assert_eq!(v[0].detail, "a; b");
+        assert_eq!(
+            v[1].detail,
+            "event 0 (turn/started) failed: scope must be an object"
+        );
+        assert_eq!(v[2].detail, "item/settles-once on item/completed: again");
+        assert_eq!(v[3].detail, "replay 1 started/0 completed, recording 1/1");
+        let empty = ReplayResult::default();
+        let v = recorded_verdicts("x", &empty, &off);
+        assert_eq!(
+            v[4].detail,
+            "the recording assembled 2 events, the replay none"
+        );
+    }
+}

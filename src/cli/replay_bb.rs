@@ -1,0 +1,254 @@
+//! `replay bb`, `rerecord bb` and `provider-double`.
+
+use super::exit;
+use crate::bb::player::{self, ReplayError, ReplayOptions};
+use crate::bb::recorded;
+use crate::cell::Cell;
+use crate::rule::Status;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ReplayCommand {
+    /// Replay bb cells against a freshly spawned bridge per cell (bb §6), with a provider
+    /// double playing the recorded provider lanes; prints the recorded rules per cell.
+    Bb(ReplayBbArgs),
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum RerecordCommand {
+    /// Re-record `bridge→runtime.current.ndjson` of bb cells with the given bridge (bb §2.6,
+    /// §8.4); a cell whose replay stalls is left untouched.
+    Bb(ReplayBbArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReplayBbArgs {
+    /// Bound of every wait, and of the exit wait, in ms.
+    #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_TIMEOUT_MS)]
+    pub timeout_ms: u64,
+    /// Bridge silence required before stdin is closed, in ms.
+    #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_SETTLE_MS)]
+    pub settle_ms: u64,
+    /// Bridge silence required before each runtime request, in ms.
+    #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_DRAIN_MS)]
+    pub drain_ms: u64,
+    /// Approximate plan only: bridge silence that also releases the events gate, in ms.
+    #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_ORDER_TIMEOUT_MS)]
+    pub order_timeout_ms: u64,
+    /// Pace from the merged view (with `.current` lanes) and wait for every planned event.
+    /// Ignored by `rerecord`, which always plans from the recorded lane.
+    #[arg(long)]
+    pub exact_plan: bool,
+    /// Cells replayed at once.
+    #[arg(short = 'j', long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Environment variable the bridge reads its provider command from; set to the provider
+    /// double's wrapper script (repeatable).
+    #[arg(long = "provider-env", value_name = "NAME", default_values_t = [player::DEFAULT_PROVIDER_ENV.to_string()])]
+    pub provider_env: Vec<String>,
+    /// Print each replay's stderr and stalls in full.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Cell directories or recordings folders.
+    #[arg(required = true, value_name = "CELLS")]
+    pub cells: Vec<PathBuf>,
+    /// The bridge command.
+    #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(disable_help_flag = false)]
+pub struct ProviderDoubleArgs {
+    /// `--recording <cell dir> --dialect json-rpc --state <dir>` (other arguments ignored;
+    /// `--version` prints 0.0.0-replay).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<OsString>,
+}
+
+impl ReplayBbArgs {
+    pub fn options(&self) -> ReplayOptions {
+        ReplayOptions {
+            timeout: Duration::from_millis(self.timeout_ms),
+            settle: Duration::from_millis(self.settle_ms),
+            drain: Duration::from_millis(self.drain_ms),
+            order_timeout: Duration::from_millis(self.order_timeout_ms),
+            exact_plan: self.exact_plan,
+            provider_env: self.provider_env.clone(),
+            ..ReplayOptions::default()
+        }
+    }
+}
+
+/// Resolves each argument to cells: a cell directory itself (keyed `<provider>/<cell>` by its
+/// parent), or every cell of a recordings folder.
+pub fn resolve_cells(paths: &[PathBuf]) -> Result<Vec<Cell>, String> {
+    let mut out = Vec::new();
+    for p in paths {
+        let root = p.parent().and_then(Path::parent).unwrap_or(p);
+        if let Some(c) = Cell::at(root, p) {
+            out.push(c);
+            continue;
+        }
+        out.extend(crate::cell::discover(p).map_err(|e| e.to_string())?);
+    }
+    Ok(out)
+}
+
+/// Runs `f` over `items` on `jobs` threads; results in input order.
+fn parallel<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1).min(items.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= items.len() {
+                        break;
+                    }
+                    let r = f(&items[i]);
+                    *results[i].lock().expect("slot") = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|m| m.into_inner().expect("slot").expect("every item ran"))
+        .collect()
+}
+
+pub fn run_replay(a: &ReplayBbArgs) -> u8 {
+    let cells = match resolve_cells(&a.cells) {
+        Ok(c) if !c.is_empty() => c,
+        Ok(_) => {
+            eprintln!("no cells selected");
+            return exit::NOTHING_SELECTED;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let opts = a.options();
+    let results = parallel(&cells, a.jobs, |cell| {
+        (
+            player::replay_cell(cell, &a.command, &opts),
+            recorded::offline_counts(cell),
+        )
+    });
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for (cell, (res, offline)) in cells.iter().zip(results) {
+        match res {
+            Err(ReplayError::Skip(why)) => {
+                skipped += 1;
+                println!("SKIP {}: {why}", cell.key);
+            }
+            Err(ReplayError::Failed(why)) => {
+                failed += 1;
+                println!("FAIL {}: {why}", cell.key);
+            }
+            Ok(r) => {
+                let name = cell.provider_and_name().1;
+                let verdicts = recorded::recorded_verdicts(name, &r, &offline);
+                let ok = verdicts.iter().all(|v| v.status == Status::Pass)
+                    && r.events.len() == offline.events;
+                if ok {
+                    passed += 1;
+                } else {
+                    failed += 1;
+                }
+                println!(
+                    "{} {}: {} lines, {} events (recording {}), grammar violations {}, {} stall(s), exit {}",
+                    if ok { "PASS" } else { "FAIL" },
+                    cell.key,
+                    r.lines.len(),
+                    r.events.len(),
+                    offline.events,
+                    r.grammar_violations.len(),
+                    r.stalls.len(),
+                    exit_text(&r)
+                );
+                for v in &verdicts {
+                    if v.status != Status::Pass || a.verbose {
+                        println!("  {}", v.line());
+                    }
+                }
+                if a.verbose {
+                    for s in &r.stalls {
+                        println!("  stall: {s}");
+                    }
+                    for l in r.stderr.lines() {
+                        println!("  stderr: {l}");
+                    }
+                }
+            }
+        }
+    }
+    println!();
+    println!(
+        "{passed} passed, {failed} failed, {skipped} skipped ({} cells)",
+        cells.len()
+    );
+    if failed > 0 { exit::FAILED } else { exit::OK }
+}
+
+fn exit_text(r: &player::ReplayResult) -> String {
+    match (r.exit_code, r.exit_signal) {
+        (Some(c), _) => c.to_string(),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "?".into(),
+    }
+}
+
+pub fn run_rerecord(a: &ReplayBbArgs) -> u8 {
+    let cells = match resolve_cells(&a.cells) {
+        Ok(c) if !c.is_empty() => c,
+        Ok(_) => {
+            eprintln!("no cells selected");
+            return exit::NOTHING_SELECTED;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let opts = a.options();
+    let results = parallel(&cells, a.jobs, |cell| {
+        player::rerecord_cell(cell, &a.command, &opts)
+    });
+    let mut bad = false;
+    for (cell, res) in cells.iter().zip(results) {
+        match res {
+            Err(ReplayError::Skip(why)) => println!("SKIP {}: {why}", cell.key),
+            Err(ReplayError::Failed(why)) => {
+                bad = true;
+                println!("FAIL {}: {why}", cell.key);
+            }
+            Ok(r) => match r.written {
+                Some((_, n)) => println!(
+                    "OK {}: {n} bridge→runtime lines ({} events)",
+                    cell.key,
+                    r.result.events.len()
+                ),
+                None => {
+                    bad = true;
+                    println!(
+                        "STALL {}: {} (current lane left untouched)",
+                        cell.key,
+                        r.result.stalls.join("; ")
+                    );
+                }
+            },
+        }
+    }
+    if bad { exit::FAILED } else { exit::OK }
+}
+
+pub fn run_double(a: &ProviderDoubleArgs) -> u8 {
+    crate::bb::double::run(&a.args)
+}
