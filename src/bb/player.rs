@@ -60,7 +60,7 @@ pub const INITIALIZE_ID: &str = "parity-initialize";
 /// The wrapper script's name inside the state directory.
 pub const WRAPPER_NAME: &str = "replay-provider";
 const POLL: Duration = Duration::from_millis(10);
-const MAX_STORED: usize = 256 * 1024 * 1024;
+const MAX_STORED: usize = 64 * 1024 * 1024;
 const MAX_STDERR: usize = 1024 * 1024;
 
 #[derive(Debug, Clone)]
