@@ -1,0 +1,324 @@
+//! Live replay of the bundled bb-ref cells through the reference bridge and the provider
+//! double: a good bridge passes with zero stalls, broken bridges give named stalls and failing
+//! recorded rules, damaged cells give a named skip or failure, every wait is bounded, and no
+//! process outlives a replay.
+
+use bridgewire::bb::player::{self, ReplayError, ReplayOptions, ReplayResult};
+use bridgewire::bb::recorded;
+use bridgewire::cell::Cell;
+use bridgewire::rule::Status;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const BRIDGEWIRE: &str = env!("CARGO_BIN_EXE_bridgewire");
+const BRIDGE: &str = env!("CARGO_BIN_EXE_bb-ref-bridge");
+
+fn cells_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings/bb-ref")
+}
+
+/// A copy of a bundled cell under a temp recordings root (`<tmp>/bb-ref/<name>`).
+fn copy_cell(name: &str) -> (tempfile::TempDir, Cell) {
+    let tmp = tempfile::tempdir().unwrap();
+    let to = tmp.path().join("bb-ref").join(name);
+    std::fs::create_dir_all(&to).unwrap();
+    for e in std::fs::read_dir(cells_root().join("bb-ref").join(name)).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+    let cell = Cell::at(tmp.path(), &to).expect("a cell");
+    (tmp, cell)
+}
+
+fn bundled(name: &str) -> Cell {
+    let root = cells_root();
+    Cell::at(&root, &root.join("bb-ref").join(name)).expect("bundled cell")
+}
+
+fn opts(marker: &str, timeout_ms: u64, breaks: &str) -> ReplayOptions {
+    ReplayOptions {
+        timeout: Duration::from_millis(timeout_ms),
+        double_exe: Some(PathBuf::from(BRIDGEWIRE)),
+        env: vec![
+            (
+                OsString::from("BRIDGEWIRE_TEST_MARK"),
+                OsString::from(marker),
+            ),
+            (
+                OsString::from("BB_REF_BRIDGE_BREAK"),
+                OsString::from(breaks),
+            ),
+        ],
+        ..ReplayOptions::default()
+    }
+}
+
+/// Processes (of any kind) whose environment carries the marker.
+fn marked(marker: &str) -> usize {
+    let needle = format!("BRIDGEWIRE_TEST_MARK={marker}");
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    rd.filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+/// Replays while sampling the marked processes; returns the result and the peak count seen.
+fn replay_counted(
+    cell: &Cell,
+    o: &ReplayOptions,
+    marker: &str,
+) -> (Result<ReplayResult, ReplayError>, usize) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let sampler = {
+        let (stop, peak, marker) = (stop.clone(), peak.clone(), marker.to_string());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                peak.fetch_max(marked(&marker), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let r = player::replay_cell(cell, &[BRIDGE.into()], o);
+    stop.store(true, Ordering::Relaxed);
+    sampler.join().unwrap();
+    (r, peak.load(Ordering::Relaxed))
+}
+
+fn verdict<'a>(v: &'a [bridgewire::rule::Verdict], rule: &str) -> &'a bridgewire::rule::Verdict {
+    v.iter().find(|v| v.id.ends_with(rule)).expect(rule)
+}
+
+#[test]
+fn bundled_cell_replays_with_zero_stalls_and_leaves_no_process() {
+    let marker = uuid::Uuid::new_v4().to_string();
+    let cell = bundled("stop-interrupt");
+    let (r, peak) = replay_counted(&cell, &opts(&marker, 15_000, ""), &marker);
+    let r = r.expect("replayed");
+    assert!(r.stalls.is_empty(), "stalls: {:?}\n{}", r.stalls, r.stderr);
+    let offline = recorded::offline_counts(&cell);
+    assert_eq!(r.events.len(), offline.events);
+    let v = recorded::recorded_verdicts("stop-interrupt", &r, &offline);
+    assert!(v.iter().all(|v| v.status == Status::Pass), "{v:?}");
+    // Two provider children (the start and the resume), each a double with its own segment.
+    assert_eq!(r.doubles.len(), 2, "{:?}", r.doubles);
+    assert!(
+        r.doubles
+            .iter()
+            .all(|d| d.generic == 0 && d.steps_played == d.steps)
+    );
+    // The workspace path is mapped back to the recorded cwd.
+    assert!(r.lines.iter().all(|l| !l.contains("bb-parity-ws-")));
+    assert_eq!(r.exit_code, Some(0));
+    assert!(
+        peak >= 2,
+        "the sampler saw the bridge and a double ({peak})"
+    );
+    assert_eq!(marked(&marker), 0, "processes outlived the replay");
+}
+
+#[test]
+fn cli_replays_every_bundled_cell_in_parallel() {
+    let out = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb", "-j", "2"])
+        .arg(cells_root())
+        .arg("--")
+        .arg(BRIDGE)
+        .env_remove("BB_REF_BRIDGE_BREAK")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("PASS bb-ref/resume:"), "{text}");
+    assert!(
+        text.contains("4 passed, 0 failed, 0 skipped (4 cells)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn crash_mid_turn_is_a_named_stall_and_fails_the_rules() {
+    let marker = uuid::Uuid::new_v4().to_string();
+    let cell = bundled("turn-tools");
+    let start = Instant::now();
+    let (r, _) = replay_counted(&cell, &opts(&marker, 3_000, "crash-mid-turn"), &marker);
+    let r = r.expect("replayed");
+    assert!(start.elapsed() < Duration::from_secs(20));
+    assert_eq!(r.exit_code, Some(7));
+    assert!(
+        r.stalls
+            .iter()
+            .any(|s| s.starts_with("bridge exited while waiting for ")),
+        "{:?}",
+        r.stalls
+    );
+    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell));
+    assert_eq!(verdict(&v, "/replays").status, Status::Fail);
+    assert_eq!(verdict(&v, "/turn-lifecycle").status, Status::Fail);
+    assert_eq!(marked(&marker), 0, "processes outlived the replay");
+}
+
+#[test]
+fn missing_turn_completed_times_out_by_name() {
+    let marker = uuid::Uuid::new_v4().to_string();
+    let cell = bundled("turn-tools");
+    let (r, _) = replay_counted(&cell, &opts(&marker, 2_000, "no-turn-completed"), &marker);
+    let r = r.expect("replayed");
+    assert!(
+        r.stalls.contains(
+            &"timed out waiting for 2 turn/started and 2 turn/completed before thread/stop"
+                .to_string()
+        ),
+        "{:?}",
+        r.stalls
+    );
+    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell));
+    assert_eq!(
+        verdict(&v, "/turn-lifecycle").detail,
+        "replay 2 started/1 completed, recording 2/2"
+    );
+    assert_eq!(marked(&marker), 0);
+}
+
+#[test]
+fn hanging_and_flooding_bridges_end_in_bounded_time() {
+    let cell = bundled("turn-tools");
+    let o = ReplayOptions {
+        timeout: Duration::from_millis(500),
+        double_exe: Some(PathBuf::from(BRIDGEWIRE)),
+        ..ReplayOptions::default()
+    };
+    // Silent and never exits on EOF.
+    let start = Instant::now();
+    let r = player::replay_cell(
+        &cell,
+        &["sh".into(), "-c".into(), "exec sleep 600".into()],
+        &o,
+    )
+    .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        r.stalls
+            .contains(&"timed out waiting for initialize response".to_string())
+    );
+    assert!(
+        r.stalls
+            .contains(&"bridge did not exit after stdin closed; killed".to_string())
+    );
+    assert!(r.events.is_empty());
+    // Garbage at full speed.
+    let start = Instant::now();
+    let r = player::replay_cell(&cell, &["yes".into(), "not json {".into()], &o).unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        r.stalls
+            .contains(&"timed out waiting for the stream to settle".to_string())
+    );
+    assert!(r.events.is_empty());
+    // A bridge that is not there at all.
+    let e = player::replay_cell(&cell, &["/nonexistent/bridge".into()], &o).unwrap_err();
+    assert!(matches!(e, ReplayError::Failed(m) if m.contains("cannot start bridge")));
+}
+
+#[test]
+fn missing_runtime_lane_is_a_named_skip() {
+    let (_tmp, cell) = copy_cell("resume");
+    std::fs::remove_file(cell.path.join("runtime→bridge.ndjson")).unwrap();
+    let cell = Cell::at(cell.path.parent().unwrap().parent().unwrap(), &cell.path).unwrap();
+    let e = player::replay_cell(&cell, &[BRIDGE.into()], &ReplayOptions::default()).unwrap_err();
+    assert_eq!(
+        e,
+        ReplayError::Skip("no runtime→bridge lane (nothing to replay)".into())
+    );
+}
+
+#[test]
+fn runtime_lane_cut_short_fails_by_name_without_hanging() {
+    let (_tmp, cell) = copy_cell("resume");
+    let lane = cell.path.join("runtime→bridge.ndjson");
+    let text = std::fs::read_to_string(&lane).unwrap();
+    // The first request, then half of the second line (a truncated tail).
+    let mut lines = text.lines();
+    let first = lines.next().unwrap();
+    let second = lines.next().unwrap();
+    std::fs::write(&lane, format!("{first}\n{}", &second[..second.len() / 2])).unwrap();
+    let marker = uuid::Uuid::new_v4().to_string();
+    let start = Instant::now();
+    let (r, _) = replay_counted(&cell, &opts(&marker, 3_000, ""), &marker);
+    let r = r.expect("replayed");
+    assert!(start.elapsed() < Duration::from_secs(20));
+    let v = recorded::recorded_verdicts("resume", &r, &recorded::offline_counts(&cell));
+    assert_eq!(
+        verdict(&v, "/turn-lifecycle").detail,
+        "replay 0 started/0 completed, recording 4/4"
+    );
+    assert_eq!(marked(&marker), 0);
+}
+
+#[test]
+fn rerecord_writes_a_current_lane_with_the_recorded_pins() {
+    let (_tmp, cell) = copy_cell("resume");
+    let before = bridgewire::pins::compute(&cell, None).counts;
+    let o = ReplayOptions {
+        double_exe: Some(PathBuf::from(BRIDGEWIRE)),
+        ..ReplayOptions::default()
+    };
+    let rr = player::rerecord_cell(&cell, &[BRIDGE.into()], &o).unwrap();
+    let (path, n) = rr.written.expect("written");
+    assert!(n > 0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.ends_with('\n'));
+    assert!(!text.contains("parity-initialize"));
+    let root = cell.path.parent().unwrap().parent().unwrap();
+    let cell = Cell::at(root, &cell.path).unwrap();
+    assert_eq!(cell.current.len(), 1);
+    let after = bridgewire::pins::compute(&cell, None).counts;
+    assert_eq!(
+        after, before,
+        "the .current lane assembles as the recorded one"
+    );
+    // Every re-recorded seq sits strictly between its anchor and the next integer.
+    for l in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let seq = v["seq"].as_f64().unwrap();
+        assert!(seq.fract() > 0.0, "{l}");
+    }
+}
+
+#[test]
+fn rerecord_leaves_the_lane_untouched_after_a_stall() {
+    let (_tmp, cell) = copy_cell("turn-tools");
+    let o = opts("unused", 2_000, "crash-mid-turn");
+    let rr = player::rerecord_cell(&cell, &[BRIDGE.into()], &o).unwrap();
+    assert!(rr.written.is_none());
+    assert!(!rr.result.stalls.is_empty());
+    assert!(!cell.path.join("bridge→runtime.current.ndjson").exists());
+}
+
+#[test]
+fn provider_double_prints_its_version() {
+    let out = Command::new(BRIDGEWIRE)
+        .args(["provider-double", "--sdk-flag", "--version"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0.0.0-replay\n");
+}
