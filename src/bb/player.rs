@@ -618,7 +618,7 @@ pub fn replay_cell(
                         stdin = None;
                     }
                 }
-                None => stdin = None, // close
+                None => break, // close the bridge's stdin (dropped with this thread)
             }
         }
     });

@@ -51,6 +51,10 @@ pub struct ReplayBbArgs {
     /// Print each replay's stderr and stalls in full.
     #[arg(long)]
     pub verbose: bool,
+    /// Print wall time, lines and CPU time (getrusage: this process, and its reaped children
+    /// = bridges and provider doubles) to stderr.
+    #[arg(long)]
+    pub stats: bool,
     /// Cell directories or recordings folders.
     #[arg(required = true, value_name = "CELLS")]
     pub cells: Vec<PathBuf>,
@@ -135,12 +139,32 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         }
     };
     let opts = a.options();
+    let wall = std::time::Instant::now();
     let results = parallel(&cells, a.jobs, |cell| {
         (
             player::replay_cell(cell, &a.command, &opts),
             recorded::offline_counts(cell),
         )
     });
+    if a.stats {
+        let lines: usize = results
+            .iter()
+            .filter_map(|(r, _)| r.as_ref().ok())
+            .map(|r| r.lines.len() + r.written)
+            .sum();
+        let (me, kids) = (cpu_ms(libc::RUSAGE_SELF), cpu_ms(libc::RUSAGE_CHILDREN));
+        eprintln!(
+            "stats: cells {}, jobs {}, lines {lines} (read + written), wall {} ms, harness cpu {me:.1} ms, children cpu {kids:.1} ms, harness cpu per line {:.1} µs",
+            cells.len(),
+            a.jobs,
+            wall.elapsed().as_millis(),
+            if lines == 0 {
+                0.0
+            } else {
+                me * 1000.0 / lines as f64
+            }
+        );
+    }
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for (cell, (res, offline)) in cells.iter().zip(results) {
         match res {
@@ -195,6 +219,17 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         cells.len()
     );
     if failed > 0 { exit::FAILED } else { exit::OK }
+}
+
+/// User + system CPU time in ms (getrusage).
+fn cpu_ms(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage fills the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 fn exit_text(r: &player::ReplayResult) -> String {
