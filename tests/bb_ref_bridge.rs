@@ -776,12 +776,13 @@ fn break_release_interrupts_fabricates_an_interruption() {
     bridge.initialize();
     let ptid = bridge.start_thread("thr_ri", json!({}));
     let release = bridge.stop("thr_ri", &ptid, "release");
-    bridge.result(release);
+    let (answered_at, _) = bridge.response(release, WAIT).expect("release answered");
+    let (at, _) = bridge
+        .wait_delta("thr_ri", |d| is_final_boundary(d, "interrupted"))
+        .expect("a fabricated interruption");
     assert!(
-        bridge
-            .deltas("thr_ri")
-            .iter()
-            .any(|(_, d)| is_final_boundary(d, "interrupted"))
+        at > answered_at,
+        "written inside the settling window after the answer"
     );
 }
 
