@@ -72,12 +72,19 @@ pub struct AllowlistError {
 impl Entry {
     /// Whether the entry applies to `<provider>/<cell>`.
     pub fn applies(&self, provider: &str, cell: &str) -> bool {
-        (self.provider == "*" || self.provider == provider) && (self.cell == "*" || self.cell == cell)
+        (self.provider == "*" || self.provider == provider)
+            && (self.cell == "*" || self.cell == cell)
     }
 
     /// One-line description used in reports.
     pub fn describe(&self) -> String {
-        format!("({}) {} {} — {}", self.pr, self.layer.name(), self.path, self.reason)
+        format!(
+            "({}) {} {} — {}",
+            self.pr,
+            self.layer.name(),
+            self.path,
+            self.reason
+        )
     }
 
     /// Masks `list`; returns how many slots it removed.
@@ -190,15 +197,24 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<Entry>, AllowlistError> {
         index,
         message,
     };
-    let v: Value = serde_json::from_str(text)
-        .map_err(|e| err("-".into(), format!("not valid JSON (line {}): {e}", e.line())))?;
+    let v: Value = serde_json::from_str(text).map_err(|e| {
+        err(
+            "-".into(),
+            format!("not valid JSON (line {}): {e}", e.line()),
+        )
+    })?;
     let Value::Array(items) = v else {
-        return Err(err("-".into(), "an allowlist is a JSON array of entries".into()));
+        return Err(err(
+            "-".into(),
+            "an allowlist is a JSON array of entries".into(),
+        ));
     };
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let e = |m: String| err(i.to_string(), m);
-        let obj = item.as_object().ok_or_else(|| e("an entry must be an object".into()))?;
+        let obj = item
+            .as_object()
+            .ok_or_else(|| e("an entry must be an object".into()))?;
         let field = |k: &str| -> Result<String, AllowlistError> {
             match obj.get(k) {
                 Some(Value::String(s)) => Ok(s.clone()),
@@ -214,7 +230,11 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<Entry>, AllowlistError> {
         let layer = match field("layer")?.as_str() {
             "events" => Layer::Events,
             "rows" => Layer::Rows,
-            other => return Err(e(format!("unknown layer {other:?} (expected events or rows)"))),
+            other => {
+                return Err(e(format!(
+                    "unknown layer {other:?} (expected events or rows)"
+                )));
+            }
         };
         let path = field("path")?;
         let segments = parse_path(&path).map_err(e)?;
@@ -315,7 +335,11 @@ mod tests {
         assert!(l.is_empty());
         assert_eq!(entry("/").mask(&mut l), 0, "an empty layer masks nothing");
         let mut l = base.clone();
-        assert_eq!(entry("/**").mask(&mut l), 0, "a trailing ** selects nothing");
+        assert_eq!(
+            entry("/**").mask(&mut l),
+            0,
+            "a trailing ** selects nothing"
+        );
         let mut l = base;
         assert_eq!(entry("/7/type").mask(&mut l), 0);
     }
@@ -323,11 +347,26 @@ mod tests {
     #[test]
     fn rejects_bad_entries_with_their_position() {
         let bad = [
-            (r##"[{"provider":"*","cell":"*","layer":"event","path":"/","pr":"#1","reason":"r"}]"##, "unknown layer"),
-            (r##"[{"provider":"*","cell":"*","layer":"rows","path":"x","pr":"#1","reason":"r"}]"##, "must start with /"),
-            (r##"[{"provider":"*","cell":"*","layer":"rows","path":"/a*","pr":"#1","reason":"r"}]"##, "mixes *"),
-            (r##"[{"provider":"*","cell":"*","layer":"rows","path":"/","pr":"12","reason":"r"}]"##, "#123"),
-            (r##"[{"provider":"*","cell":"*","layer":"rows","path":"/","pr":"#1","reason":" "}]"##, "reason"),
+            (
+                r##"[{"provider":"*","cell":"*","layer":"event","path":"/","pr":"#1","reason":"r"}]"##,
+                "unknown layer",
+            ),
+            (
+                r##"[{"provider":"*","cell":"*","layer":"rows","path":"x","pr":"#1","reason":"r"}]"##,
+                "must start with /",
+            ),
+            (
+                r##"[{"provider":"*","cell":"*","layer":"rows","path":"/a*","pr":"#1","reason":"r"}]"##,
+                "mixes *",
+            ),
+            (
+                r##"[{"provider":"*","cell":"*","layer":"rows","path":"/","pr":"12","reason":"r"}]"##,
+                "#123",
+            ),
+            (
+                r##"[{"provider":"*","cell":"*","layer":"rows","path":"/","pr":"#1","reason":" "}]"##,
+                "reason",
+            ),
         ];
         for (text, want) in bad {
             let e = parse(text, "al.json").unwrap_err();
@@ -339,7 +378,12 @@ mod tests {
     #[test]
     fn stale_entries_are_reported() {
         let entries = vec![entry("/*/nope"), entry("/0/type")];
-        let (mut be, mut br, mut he, mut hr) = (vec![json!({"type":"a"})], vec![], vec![json!({"type":"b"})], vec![]);
+        let (mut be, mut br, mut he, mut hr) = (
+            vec![json!({"type":"a"})],
+            vec![],
+            vec![json!({"type":"b"})],
+            vec![],
+        );
         let out = apply(&entries, "p", "c", (&mut be, &mut br), (&mut he, &mut hr));
         assert_eq!(out.stale.len(), 1);
         assert_eq!(out.stale[0].path, "/*/nope");

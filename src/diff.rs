@@ -15,7 +15,11 @@ pub fn canonical(v: &Value) -> String {
             Value::Object(m) => {
                 let mut keys: Vec<&String> = m.keys().collect();
                 keys.sort();
-                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
             }
             Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
             other => other.clone(),
@@ -62,18 +66,41 @@ pub fn diff_lists(base: &[Value], head: &[Value], context: usize) -> ListDiff {
     for op in &ops {
         match *op {
             DiffOp::Equal { .. } => {}
-            DiffOp::Delete { old_index, old_len, new_index } => {
-                out.only_in_base.extend((old_index..old_index + old_len).map(|i| (i, base[i].clone())));
-                out.first.get_or_insert_with(|| divergence(base, head, old_index, new_index, old_len, 0, context));
+            DiffOp::Delete {
+                old_index,
+                old_len,
+                new_index,
+            } => {
+                out.only_in_base
+                    .extend((old_index..old_index + old_len).map(|i| (i, base[i].clone())));
+                out.first.get_or_insert_with(|| {
+                    divergence(base, head, old_index, new_index, old_len, 0, context)
+                });
             }
-            DiffOp::Insert { old_index, new_index, new_len } => {
-                out.only_in_head.extend((new_index..new_index + new_len).map(|i| (i, head[i].clone())));
-                out.first.get_or_insert_with(|| divergence(base, head, old_index, new_index, 0, new_len, context));
+            DiffOp::Insert {
+                old_index,
+                new_index,
+                new_len,
+            } => {
+                out.only_in_head
+                    .extend((new_index..new_index + new_len).map(|i| (i, head[i].clone())));
+                out.first.get_or_insert_with(|| {
+                    divergence(base, head, old_index, new_index, 0, new_len, context)
+                });
             }
-            DiffOp::Replace { old_index, old_len, new_index, new_len } => {
-                out.only_in_base.extend((old_index..old_index + old_len).map(|i| (i, base[i].clone())));
-                out.only_in_head.extend((new_index..new_index + new_len).map(|i| (i, head[i].clone())));
-                out.first.get_or_insert_with(|| divergence(base, head, old_index, new_index, old_len, new_len, context));
+            DiffOp::Replace {
+                old_index,
+                old_len,
+                new_index,
+                new_len,
+            } => {
+                out.only_in_base
+                    .extend((old_index..old_index + old_len).map(|i| (i, base[i].clone())));
+                out.only_in_head
+                    .extend((new_index..new_index + new_len).map(|i| (i, head[i].clone())));
+                out.first.get_or_insert_with(|| {
+                    divergence(base, head, old_index, new_index, old_len, new_len, context)
+                });
             }
         }
     }
@@ -89,9 +116,13 @@ fn divergence(
     hlen: usize,
     context: usize,
 ) -> Divergence {
-    let before = (bi.saturating_sub(context)..bi).map(|i| (i, base[i].clone())).collect();
+    let before = (bi.saturating_sub(context)..bi)
+        .map(|i| (i, base[i].clone()))
+        .collect();
     let take = |list: &[Value], start: usize, len: usize| -> Vec<(usize, Value)> {
-        (start..start + len.min(context.max(1))).map(|i| (i, list[i].clone())).collect()
+        (start..start + len.min(context.max(1)))
+            .map(|i| (i, list[i].clone()))
+            .collect()
     };
     let entry_diff = if blen > 0 && hlen > 0 {
         json_diff(&base[bi], &head[hi])
@@ -194,7 +225,12 @@ mod tests {
 
     #[test]
     fn order_matters_and_the_reference_example_holds() {
-        let (a, b, c, d) = (json!({"type":"A"}), json!({"type":"B"}), json!({"type":"C"}), json!({"type":"D"}));
+        let (a, b, c, d) = (
+            json!({"type":"A"}),
+            json!({"type":"B"}),
+            json!({"type":"C"}),
+            json!({"type":"D"}),
+        );
         let diff = diff_lists(&[a.clone(), b.clone(), c.clone()], &[a, c, d.clone()], 2);
         assert_eq!(diff.only_in_base, vec![(1, b)]);
         assert_eq!(diff.only_in_head, vec![(2, d)]);

@@ -40,7 +40,7 @@ pub struct LegRun {
 }
 
 /// A way to produce a cell's events.
-pub trait LegRunner: Sync {
+pub trait LegRunner: Sync + Send {
     fn label(&self) -> String;
     fn run(&self, key: &str, cell: Option<&Cell>) -> LegRun;
 }
@@ -78,7 +78,8 @@ pub fn assemble_offline(cell: &Cell) -> LegRun {
     model.assemble(cell, &mut merged, &mut sink);
     let report = merged.into_report();
     let mut run = sink.run;
-    run.stalls.extend(report.errors.iter().map(|e| e.to_string()));
+    run.stalls
+        .extend(report.errors.iter().map(|e| e.to_string()));
     let mut rows = model.row_projector();
     for e in &run.events {
         rows.push(e);
@@ -101,7 +102,10 @@ impl LegRunner for RecordingsLeg {
         match Cell::at(&self.root, &path) {
             Some(c) => assemble_offline(&c),
             None => LegRun {
-                error: Some(format!("{}: no cell {key} in this leg", self.root.display())),
+                error: Some(format!(
+                    "{}: no cell {key} in this leg",
+                    self.root.display()
+                )),
                 ..Default::default()
             },
         }
@@ -141,8 +145,11 @@ impl DumpLeg {
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().into_string().ok())
             .filter_map(|n| {
-                n.strip_suffix(".events.json")
-                    .map(|s| s.trim_end_matches(".base").trim_end_matches(".head").to_string())
+                n.strip_suffix(".events.json").map(|s| {
+                    s.trim_end_matches(".base")
+                        .trim_end_matches(".head")
+                        .to_string()
+                })
             })
             .collect();
         keys.sort();
@@ -167,7 +174,10 @@ impl LegRunner for DumpLeg {
             run.rows = rows;
         }
         if let Some(Ok(g)) = self.read_list(&stem, "grammar") {
-            run.grammar = g.iter().filter_map(|v| v.as_str().map(str::to_string)).collect();
+            run.grammar = g
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
         }
         run.unhandled = run
             .events
@@ -230,7 +240,9 @@ impl LegSpec {
             if crate::cell::discover(p).is_ok() {
                 return Ok(LegSpec::Recordings(p.into()));
             }
-            return Err(format!("{s}: a directory, but not a checkout, a recordings folder or a dump"));
+            return Err(format!(
+                "{s}: a directory, but not a checkout, a recordings folder or a dump"
+            ));
         }
         if !s.contains(char::is_whitespace) && git_resolves(s) {
             return Ok(LegSpec::GitRef(s.into()));
@@ -319,12 +331,18 @@ impl CheckoutConfig {
         if !path.exists() {
             return Ok(CheckoutConfig::default());
         }
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let doc: toml::Table = text
             .parse()
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let parity = doc.get("parity").and_then(|v| v.as_table());
-        let get = |k: &str| parity.and_then(|t| t.get(k)).and_then(|v| v.as_str()).map(str::to_string);
+        let get = |k: &str| {
+            parity
+                .and_then(|t| t.get(k))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
         Ok(CheckoutConfig {
             build: get("build"),
             bridge: get("bridge"),
@@ -333,7 +351,10 @@ impl CheckoutConfig {
 }
 
 /// Builds a checkout; returns the bridge command (absolute program path when relative).
-pub fn build_checkout(checkout: &Path, timeout: std::time::Duration) -> Result<Vec<String>, String> {
+pub fn build_checkout(
+    checkout: &Path,
+    timeout: std::time::Duration,
+) -> Result<Vec<String>, String> {
     let cfg = CheckoutConfig::load(checkout)?;
     if let Some(build) = &cfg.build {
         let mut child = Command::new("sh")
@@ -356,21 +377,30 @@ pub fn build_checkout(checkout: &Path, timeout: std::time::Duration) -> Result<V
                     }
                     let tail: Vec<&str> = err.lines().rev().take(5).collect();
                     let tail: Vec<&str> = tail.into_iter().rev().collect();
-                    return Err(format!("build `{build}` failed ({status}): {}", tail.join(" | ")));
+                    return Err(format!(
+                        "build `{build}` failed ({status}): {}",
+                        tail.join(" | ")
+                    ));
                 }
                 Ok(None) if start.elapsed() > timeout => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(format!("build `{build}` timed out after {}s", timeout.as_secs()));
+                    return Err(format!(
+                        "build `{build}` timed out after {}s",
+                        timeout.as_secs()
+                    ));
                 }
                 Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
                 Err(e) => return Err(format!("build `{build}`: {e}")),
             }
         }
     }
-    let bridge = cfg
-        .bridge
-        .ok_or_else(|| format!("{}: bridgewire.toml has no [parity] bridge command", checkout.display()))?;
+    let bridge = cfg.bridge.ok_or_else(|| {
+        format!(
+            "{}: bridgewire.toml has no [parity] bridge command",
+            checkout.display()
+        )
+    })?;
     let mut words = split_words(&bridge)?;
     if words[0].contains('/') && !Path::new(&words[0]).is_absolute() {
         words[0] = checkout.join(&words[0]).display().to_string();
@@ -459,10 +489,13 @@ pub fn compare_cell(
         for s in &run.stalls {
             problems.push(format!("{side} stall: {s}"));
         }
-        if run.error.is_none() && run.events.is_empty() {
-            if let Some(n) = run.recorded_events.filter(|n| *n > 0) {
-                problems.push(format!("{side} empty replay: the recording assembles {n} events"));
-            }
+        if run.error.is_none()
+            && run.events.is_empty()
+            && let Some(n) = run.recorded_events.filter(|n| *n > 0)
+        {
+            problems.push(format!(
+                "{side} empty replay: the recording assembles {n} events"
+            ));
         }
     }
     base.events = model.normalize_events(std::mem::take(&mut base.events));
@@ -482,14 +515,28 @@ pub fn compare_cell(
     }
     let (mut be, mut br) = (base.events.clone(), base.rows.clone());
     let (mut he, mut hr) = (head.events.clone(), head.rows.clone());
-    let masked = allowlist::apply(allow, provider, cell, (&mut be, &mut br), (&mut he, &mut hr));
-    let grammar_list = |g: &[String]| g.iter().map(|s| Value::String(s.clone())).collect::<Vec<_>>();
+    let masked = allowlist::apply(
+        allow,
+        provider,
+        cell,
+        (&mut be, &mut br),
+        (&mut he, &mut hr),
+    );
+    let grammar_list = |g: &[String]| {
+        g.iter()
+            .map(|s| Value::String(s.clone()))
+            .collect::<Vec<_>>()
+    };
     CellParity {
         key: key.to_string(),
         skipped: None,
         events: diff::diff_lists(&be, &he, 2),
         rows: diff::diff_lists(&br, &hr, 2),
-        grammar: diff::diff_lists(&grammar_list(&base.grammar), &grammar_list(&head.grammar), 2),
+        grammar: diff::diff_lists(
+            &grammar_list(&base.grammar),
+            &grammar_list(&head.grammar),
+            2,
+        ),
         stale: masked.stale,
         problems,
         base,
@@ -516,7 +563,11 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
         c.head.grammar.len(),
         {
             let stalls = c.base.stalls.len() + c.head.stalls.len();
-            if stalls > 0 { format!(", {stalls} stall(s)") } else { String::new() }
+            if stalls > 0 {
+                format!(", {stalls} stall(s)")
+            } else {
+                String::new()
+            }
         }
     )];
     for (layer, d) in [("events", &c.events), ("rows", &c.rows)] {
@@ -546,10 +597,16 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
         }
     }
     for (_, v) in &c.grammar.only_in_base {
-        out.push(format!("  grammar drop only in base: {}", v.as_str().unwrap_or("?")));
+        out.push(format!(
+            "  grammar drop only in base: {}",
+            v.as_str().unwrap_or("?")
+        ));
     }
     for (_, v) in &c.grammar.only_in_head {
-        out.push(format!("  grammar drop only in head: {}", v.as_str().unwrap_or("?")));
+        out.push(format!(
+            "  grammar drop only in head: {}",
+            v.as_str().unwrap_or("?")
+        ));
     }
     for e in &c.stale {
         out.push(format!("  stale allowlist entry {}", e.describe()));
@@ -558,4 +615,37 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
         out.push(format!("  {p}"));
     }
     out
+}
+
+/// A leg that replays cells live against a bridge command.
+pub struct LiveLeg {
+    pub label: String,
+    pub command: Vec<String>,
+    pub timeout_ms: u64,
+}
+
+impl LegRunner for LiveLeg {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+    fn run(&self, key: &str, cell: Option<&Cell>) -> LegRun {
+        let Some(cell) = cell else {
+            return LegRun {
+                error: Some(format!("no recording for {key}")),
+                ..Default::default()
+            };
+        };
+        live_replay(cell, &self.command, self.timeout_ms)
+    }
+}
+
+/// Replays one cell against a bridge command (dispatches on the cell's protocol).
+pub fn live_replay(cell: &Cell, _command: &[String], _timeout_ms: u64) -> LegRun {
+    LegRun {
+        error: Some(format!(
+            "live replay of {} cells is not available in this build",
+            cell.protocol
+        )),
+        ..Default::default()
+    }
 }
