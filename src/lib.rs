@@ -32,6 +32,7 @@ pub mod parity;
 pub mod pins;
 pub mod proc;
 pub mod protocol;
+pub mod redact;
 pub mod rpc_scan;
 pub mod rule;
 pub mod util;

@@ -234,6 +234,8 @@ pub struct RecordBridge {
     pub dir: PathBuf,
     pub provider: Option<String>,
     pub command: Vec<OsString>,
+    /// Credential redaction of every recorded line (bb §1.9); on by default.
+    pub redact: bool,
 }
 
 /// Runs the bridge under the recorder; returns its exit status.
@@ -242,7 +244,11 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
         Some(p) => opts.dir.join(crate::lane::scope_dir_name(Some(p))),
         None => opts.dir.clone(),
     };
-    let writer = Arc::new(Mutex::new(LaneWriter::create(&root)?));
+    let mut lanes = LaneWriter::create(&root)?;
+    if opts.redact {
+        lanes = lanes.with_redactor(crate::redact::redact_line);
+    }
+    let writer = Arc::new(Mutex::new(lanes));
     let scoper = Arc::new(Mutex::new(Scoper::default()));
 
     // The socket provider wrappers report to.

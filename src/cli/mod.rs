@@ -121,6 +121,10 @@ pub struct RecordBbArgs {
     /// Provider id, appended to the root as bb's daemon does.
     #[arg(long)]
     pub provider: Option<String>,
+    /// Record lines exactly as they cross, without credential redaction (bb §1.9 rules:
+    /// secret keys, env/header containers, cross-referenced values).
+    #[arg(long)]
+    pub no_redact: bool,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
@@ -165,6 +169,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 dir: a.dir,
                 provider: a.provider,
                 command: a.command,
+                redact: !a.no_redact,
             };
             match crate::bb::recorder::record_bridge(&opts) {
                 Ok(status) => crate::proc::exit_like(status),
