@@ -200,10 +200,11 @@ impl Walk {
             (Some(Value::String(n)), Some(Value::String(_))) if is_secret_env_name(n)
         );
         for (k, v) in m.iter_mut() {
-            if let Value::String(s) = v {
-                if s != REDACTED && (is_secret_env_name(k) || (named_secret && k == "value")) {
-                    self.replaced.push(std::mem::replace(s, REDACTED.into()));
-                }
+            if let Value::String(s) = v
+                && s != REDACTED
+                && (is_secret_env_name(k) || (named_secret && k == "value"))
+            {
+                self.replaced.push(std::mem::replace(s, REDACTED.into()));
             }
         }
     }
