@@ -214,3 +214,40 @@ fn record_child_without_a_recorder_is_a_plain_pipe() {
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(out.stdout, b"a\nb");
 }
+
+#[test]
+fn secrets_are_redacted_unless_asked_not_to() {
+    let input = r#"{"jsonrpc":"2.0","id":1,"method":"thread/start","params":{"threadId":"thr_s","options":{"envVars":{"GH_TOKEN":"ghp_0123456789"}},"note":"ghp_0123456789"}}"#.to_string() + "\n";
+    for (flag, redacted) in [(None, true), (Some("--no-redact"), false)] {
+        let t = tempfile::tempdir().unwrap();
+        let mut cmd = Command::cargo_bin("bridgewire").unwrap();
+        cmd.args(["record", "bb", "--dir"]).arg(t.path());
+        if let Some(f) = flag {
+            cmd.arg(f);
+        }
+        let out = cmd
+            .args(["--", "python3", PY_BRIDGE])
+            .write_stdin(input.clone())
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let rt = read(
+            &t.path().join("thr_s/runtime→bridge.ndjson"),
+            "runtime→bridge",
+        );
+        assert_eq!(
+            rt[0].line.contains("ghp_0123456789"),
+            !redacted,
+            "{}",
+            rt[0].line
+        );
+        if redacted {
+            assert!(rt[0].line.contains(r#""GH_TOKEN":"[redacted]""#));
+            assert!(
+                rt[0].line.contains(r#""note":"[redacted]""#),
+                "cross-referenced"
+            );
+        }
+    }
+}

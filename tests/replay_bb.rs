@@ -322,3 +322,27 @@ fn provider_double_prints_its_version() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0.0.0-replay\n");
 }
+
+#[test]
+fn parity_of_the_recording_against_a_live_replay_passes() {
+    let root = cells_root();
+    let out = Command::new(BRIDGEWIRE)
+        .args(["parity", "-j", "2", "--cell", "resume", "--base"])
+        .arg(format!("rec:{}", root.display()))
+        .arg("--head")
+        .arg(format!("cmd:{BRIDGE}"))
+        .arg(&root)
+        .env_remove("BB_REF_BRIDGE_BREAK")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("PASS bb-ref/resume: base 50 events"),
+        "{text}"
+    );
+}

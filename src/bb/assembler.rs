@@ -15,6 +15,7 @@
 //! normalizes ids anyway, and fixed ids make dumps reproducible).
 
 use super::delta::KEY_SEPARATOR;
+use crate::util::{CappedMap, CappedSet};
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -28,7 +29,6 @@ pub struct Assembler {
     threads: HashMap<String, ThreadState>,
 }
 
-#[derive(Default)]
 struct ThreadState {
     current_turn: Option<String>,
     last_turn: Option<String>,
@@ -36,12 +36,33 @@ struct ThreadState {
     /// Open items by key string, in opening order (session.ended settles them in that order).
     open_items: Vec<(String, OpenItem)>,
     cumulative_output: HashMap<String, String>,
-    provider_items: HashMap<String, String>,
-    provider_turns: HashMap<String, String>,
-    bb_turns_to_provider: HashMap<String, String>,
-    settled_keys: HashSet<String>,
+    provider_items: CappedMap,
+    provider_turns: CappedMap,
+    bb_turns_to_provider: CappedMap,
+    settled_keys: CappedSet,
     /// Keys whose progress clock is set (frozen clock: set means "emitted within 500 ms").
     progress_clock: HashSet<String>,
+}
+
+/// bb's caps: id maps keep 1024 entries, settled keys 512 (oldest dropped).
+const MAP_CAP: usize = 1024;
+const SETTLED_CAP: usize = 512;
+
+impl Default for ThreadState {
+    fn default() -> Self {
+        ThreadState {
+            current_turn: None,
+            last_turn: None,
+            queued_inputs: VecDeque::new(),
+            open_items: Vec::new(),
+            cumulative_output: HashMap::new(),
+            provider_items: CappedMap::new(MAP_CAP),
+            provider_turns: CappedMap::new(MAP_CAP),
+            bb_turns_to_provider: CappedMap::new(MAP_CAP),
+            settled_keys: CappedSet::new(SETTLED_CAP),
+            progress_clock: HashSet::new(),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -713,7 +734,7 @@ impl Assembler {
         st.cumulative_output.remove(&ks);
         st.progress_clock.remove(&ks);
         if key.provider_item_id.is_some() {
-            st.settled_keys.insert(ks);
+            st.settled_keys.insert(&ks);
         }
         let background_delegation = shape_ty == "delegation" && d["item"]["background"] == true;
         if shape_ty == "backgroundTask" {
@@ -940,8 +961,10 @@ impl Assembler {
         };
         if let Some(pid) = key.provider_item_id {
             let id = item["id"].as_str().unwrap_or("").to_string();
-            st.provider_items.entry(pid.to_string()).or_insert(id);
-            st.settled_keys.insert(ks);
+            if st.provider_items.get(pid).is_none() {
+                st.provider_items.insert(pid.to_string(), id);
+            }
+            st.settled_keys.insert(&ks);
         }
         out.push(event(
             "item/completed",

@@ -24,7 +24,7 @@
 
 use crate::lane::write::{LaneWriter, Line};
 use crate::rpc_scan;
-use std::collections::HashMap;
+use crate::util::CappedMap;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -43,12 +43,26 @@ pub const MAX_RECORDED_LINE: usize = 64 * 1024 * 1024;
 const CHUNK: usize = 256 * 1024;
 
 /// Scopes runtime-lane lines as bb does: pending request maps per direction.
-#[derive(Default)]
+///
+/// Unlike bb's, each map holds at most [`PENDING_CAP`] requests (oldest forgotten), so a peer
+/// that never answers cannot grow the recorder without bound; a response to a forgotten request
+/// keeps its provisional scope, as an unmatched response does in bb.
 pub struct Scoper {
-    /// Runtime→bridge requests awaiting a bridge→runtime response.
-    r: HashMap<String, Option<String>>,
+    /// Runtime→bridge requests awaiting a bridge→runtime response (`""` = `_process`).
+    r: CappedMap,
     /// Bridge→runtime requests awaiting a runtime→bridge response.
-    b: HashMap<String, Option<String>>,
+    b: CappedMap,
+}
+
+pub const PENDING_CAP: usize = 1 << 16;
+
+impl Default for Scoper {
+    fn default() -> Self {
+        Scoper {
+            r: CappedMap::new(PENDING_CAP),
+            b: CappedMap::new(PENDING_CAP),
+        }
+    }
 }
 
 impl Scoper {
@@ -66,12 +80,12 @@ impl Scoper {
         if info.is_request() {
             own.insert(
                 info.id_key.clone().expect("request has id"),
-                provisional.clone(),
+                provisional.clone().unwrap_or_default(),
             );
             provisional
         } else if info.is_response() {
             match opposite.remove(info.id_key.as_deref().expect("response has id")) {
-                Some(scope) => scope,
+                Some(scope) => Some(scope).filter(|s| !s.is_empty()),
                 None => provisional,
             }
         } else {
@@ -220,6 +234,8 @@ pub struct RecordBridge {
     pub dir: PathBuf,
     pub provider: Option<String>,
     pub command: Vec<OsString>,
+    /// Credential redaction of every recorded line (bb §1.9); on by default.
+    pub redact: bool,
 }
 
 /// Runs the bridge under the recorder; returns its exit status.
@@ -228,7 +244,11 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
         Some(p) => opts.dir.join(crate::lane::scope_dir_name(Some(p))),
         None => opts.dir.clone(),
     };
-    let writer = Arc::new(Mutex::new(LaneWriter::create(&root)?));
+    let mut lanes = LaneWriter::create(&root)?;
+    if opts.redact {
+        lanes = lanes.with_redactor(crate::redact::redact_line);
+    }
+    let writer = Arc::new(Mutex::new(lanes));
     let scoper = Arc::new(Mutex::new(Scoper::default()));
 
     // The socket provider wrappers report to.

@@ -1,6 +1,7 @@
 //! Command-line dispatch: clap types → library calls → exit code.
 
 pub mod exit;
+mod parity_cmd;
 mod pins_cmd;
 pub mod replay_bb;
 
@@ -32,6 +33,8 @@ pub enum Command {
     Record(RecordCommand),
     /// Print a cell's merged view ((run, seq) order), one entry per line.
     Lanes(LanesArgs),
+    /// Compare two builds ("legs") cell by cell on normalized events, rows and grammar drops.
+    Parity(ParityArgs),
     /// Replay recorded cells against a live program.
     #[command(subcommand)]
     Replay(replay_bb::ReplayCommand),
@@ -41,6 +44,41 @@ pub enum Command {
     /// The fake provider child a bridge spawns during replay (bb §6.11); run by the
     /// `<state>/replay-provider` wrapper that `replay bb` writes.
     ProviderDouble(replay_bb::ProviderDoubleArgs),
+}
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "A leg is `cmd:<bridge command>`, `dir:<checkout>`, `ref:<git rev>`, \
+`rec:<recordings dir>` or `dump:<dump dir>`; without a prefix it is guessed from what exists.\n\
+Exit codes: 0 nothing failed; 1 a cell failed; 2 usage error, invalid allowlist or no matching recordings."
+)]
+pub struct ParityArgs {
+    /// The reference leg (e.g. main).
+    #[arg(long)]
+    pub base: String,
+    /// The leg under test (e.g. a branch).
+    #[arg(long)]
+    pub head: String,
+    /// Only cells of this provider.
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Only cells with this name.
+    #[arg(long)]
+    pub cell: Option<String>,
+    /// Intended differences (bb's parity-allowlist.json shape); stale entries fail the run.
+    #[arg(long, value_name = "FILE")]
+    pub allowlist: Option<PathBuf>,
+    /// Write both legs' normalized lists per cell (`<provider>-<cell>.{base,head}.{events,rows}.json`).
+    #[arg(long, value_name = "DIR")]
+    pub dump_dir: Option<PathBuf>,
+    /// Worker threads (default: one per core).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// Bound of every wait in a live replay.
+    #[arg(long, default_value_t = 15000)]
+    pub timeout_ms: u64,
+    /// Recordings folders (default: ./recordings).
+    pub recordings: Vec<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -93,6 +131,10 @@ pub struct RecordBbArgs {
     /// Provider id, appended to the root as bb's daemon does.
     #[arg(long)]
     pub provider: Option<String>,
+    /// Record lines exactly as they cross, without credential redaction (bb §1.9 rules:
+    /// secret keys, env/header containers, cross-referenced values).
+    #[arg(long)]
+    pub no_redact: bool,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
@@ -137,6 +179,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 dir: a.dir,
                 provider: a.provider,
                 command: a.command,
+                redact: !a.no_redact,
             };
             match crate::bb::recorder::record_bridge(&opts) {
                 Ok(status) => crate::proc::exit_like(status),
@@ -163,6 +206,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Replay(replay_bb::ReplayCommand::Bb(a)) => replay_bb::run_replay(&a),
         Command::Rerecord(replay_bb::RerecordCommand::Bb(a)) => replay_bb::run_rerecord(&a),
         Command::ProviderDouble(a) => replay_bb::run_double(&a),
+        Command::Parity(a) => parity_cmd::run(&a),
     };
     ExitCode::from(code)
 }

@@ -30,7 +30,11 @@ pub struct LaneWriter {
     /// Reusable per-file byte buffers for a batch.
     scratch: Vec<(usize, Vec<u8>)>,
     failures: u64,
+    redactor: Option<Redactor>,
 }
+
+/// Rewrites a line before it is written (`None` = keep the original bytes).
+pub type Redactor = fn(&str) -> Option<String>;
 
 impl LaneWriter {
     /// A writer whose `run` is now (ms since the epoch), like bb's recorder.
@@ -47,7 +51,15 @@ impl LaneWriter {
             files: HashMap::new(),
             scratch: Vec::new(),
             failures: 0,
+            redactor: None,
         })
+    }
+
+    /// Passes every UTF-8 line through `redactor` before it is written (e.g.
+    /// [`crate::redact::redact_line`]).
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = Some(redactor);
+        self
     }
 
     pub fn run(&self) -> i64 {
@@ -101,14 +113,14 @@ impl LaneWriter {
                     groups.len() - 1
                 }
             };
-            encode_entry(
-                &mut groups[idx].2,
-                &ts,
-                &run,
-                self.seq,
-                line.dir,
-                line.bytes,
-            );
+            let redacted = self
+                .redactor
+                .and_then(|r| std::str::from_utf8(line.bytes).ok().and_then(r));
+            let bytes = redacted
+                .as_ref()
+                .map(|s| s.as_bytes())
+                .unwrap_or(line.bytes);
+            encode_entry(&mut groups[idx].2, &ts, &run, self.seq, line.dir, bytes);
         }
         for (scope, dir, buf) in groups {
             if let Err(e) = self.write_file(&scope, &dir, &buf) {
