@@ -27,8 +27,8 @@
 //! Every generic answer is counted by cause; the counts go to stderr and to
 //! `<state>/double-report-<n>.json` (`double-report-none-<pid>.json` without a segment), which
 //! the player reads back. Dialects: `json-rpc` only (`claude-cli` and `pi-rpc` are refused).
-//! `--version` anywhere prints `0.0.0-replay`. Exits on stdin EOF or SIGTERM (and SIGTERM is
-//! delivered when the spawning bridge dies).
+//! `--version` anywhere prints `0.0.0-replay`. Exits on stdin EOF, on SIGTERM, and when the
+//! spawning bridge dies (re-parenting).
 
 use super::msg::{Kind, classify_line, id_text, with_id};
 use crate::lane::merge::{LaneFile, MergedEntries};
@@ -445,9 +445,11 @@ impl Double {
         self.write_report();
     }
 
-    fn run(&mut self, rx: Receiver<Option<String>>, term: Arc<AtomicBool>) {
+    fn run(&mut self, rx: Receiver<Option<String>>, term: Arc<AtomicBool>, parent: libc::pid_t) {
         loop {
-            if term.load(Ordering::Relaxed) || self.broken_pipe {
+            // SAFETY: getppid has no preconditions.
+            let orphaned = unsafe { libc::getppid() } != parent;
+            if term.load(Ordering::Relaxed) || self.broken_pipe || orphaned {
                 return;
             }
             // Take every live line already there before playing on.
@@ -495,11 +497,11 @@ pub fn run(args: &[OsString]) -> u8 {
         println!("{VERSION_TEXT}");
         return 0;
     }
-    // Die with the bridge that spawned us.
-    // SAFETY: prctl on ourselves.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
-    }
+    // Die with the bridge that spawned us: PR_SET_PDEATHSIG would fire when the spawning
+    // *thread* ends, which is too early for bridges that spawn from short-lived threads, so the
+    // loop watches for re-parenting instead.
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
     let term = Arc::new(AtomicBool::new(false));
     let _ = signal_hook::flag::register(libc::SIGTERM, term.clone());
     let (Some(recording), Some(state)) = (a.recording, a.state) else {
@@ -566,7 +568,7 @@ pub fn run(args: &[OsString]) -> u8 {
         broken_pipe: false,
     };
     d.write_report();
-    d.run(rx, term);
+    d.run(rx, term, parent);
     d.write_report();
     let g = d.generic;
     eprintln!(
