@@ -7,7 +7,8 @@
 //!   its recordings folder's `row-counts.json` (events and rows equal; unhandled and
 //!   grammarDrops may only go down). For `recordings/bb` also against `bb-row-counts.json`,
 //!   bb's own pins (an independent source): events equal, unhandled and grammarDrops not above.
-//!   Cells of every protocol get this trial.
+//!   Any invalid protocol message (e.g. an invalid `thread/delta`) fails. Cells of every
+//!   protocol get this trial.
 //! * `<protocol>::<provider>::<cell>::replay` — bb cells with a runtime lane whose bridge is
 //!   known (provider `bb-ref` → `bb-ref-bridge`): a live replay through the reference bridge
 //!   and the provider double, which must show no stall, all recorded rules passing, and the
@@ -43,6 +44,13 @@ fn pins_trial(root: &Path, cell: &Cell) -> Result<(), Failed> {
     let outcome = pins::compute(cell, None);
     if let Some(e) = outcome.lane_errors.first() {
         return Err(format!("unreadable lane: {e}").into());
+    }
+    if let Some(i) = outcome.invalid.first() {
+        return Err(format!(
+            "{} invalid protocol message(s); first: {i}",
+            outcome.invalid.len()
+        )
+        .into());
     }
     let actual = outcome.counts;
     match pins::check(actual, pin_of(&pins::pins_path(root), &cell.key)?) {
