@@ -105,12 +105,16 @@ struct Double {
 
 impl Double {
     fn spawn(cell: &Path, state: &Path) -> Double {
+        Self::spawn_with(cell, state, "json-rpc", &["--an-sdk-flag"])
+    }
+
+    fn spawn_with(cell: &Path, state: &Path, dialect: &str, extra: &[&str]) -> Double {
         let mut child = Command::new(BRIDGEWIRE)
             .args(["provider-double", "--recording"])
             .arg(cell)
-            .args(["--dialect", "json-rpc", "--state"])
+            .args(["--dialect", dialect, "--state"])
             .arg(state)
-            .arg("--an-sdk-flag")
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -277,4 +281,121 @@ fn an_unmatched_request_is_answered_generically_after_the_stall() {
     assert_eq!(d.next(), json!({"jsonrpc":"2.0","id":9,"result":{}}));
     d.finish();
     assert_eq!(report(state.path(), "double-report-0.json")["stall"], 1);
+}
+
+fn write_lanes(dir: &Path, script: &[(u64, &str, Value)]) {
+    for d in ["bridge→provider", "provider→bridge"] {
+        let text: String = script
+            .iter()
+            .filter(|(_, dir, _)| *dir == d)
+            .map(|(s, dir, v)| lane_line(*s, dir, v) + "\n")
+            .collect();
+        std::fs::write(dir.join(format!("{d}.ndjson")), text).unwrap();
+    }
+}
+
+#[test]
+fn claude_cli_dialect_remaps_request_and_hook_callback_ids() {
+    let cell = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (b, p) = ("bridge→provider", "provider→bridge");
+    write_lanes(
+        cell.path(),
+        &[
+            (
+                1,
+                b,
+                json!({"type":"control_request","request_id":"req_1","request":{"subtype":"initialize","hooks":{"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["hook_0"]}]}}}),
+            ),
+            (
+                2,
+                p,
+                json!({"type":"control_response","response":{"subtype":"success","request_id":"req_1","response":{"commands":[]}}}),
+            ),
+            (
+                3,
+                b,
+                json!({"type":"user","message":{"role":"user","content":"hi"}}),
+            ),
+            (
+                4,
+                p,
+                json!({"type":"system","subtype":"init","session_id":"s"}),
+            ),
+            (
+                5,
+                p,
+                json!({"type":"control_request","request_id":"cb_1","request":{"subtype":"hook_callback","callback_id":"hook_0","input":{}}}),
+            ),
+            (
+                6,
+                b,
+                json!({"type":"control_response","response":{"subtype":"success","request_id":"cb_1","response":{}}}),
+            ),
+            (7, p, json!({"type":"result","subtype":"success"})),
+        ],
+    );
+    let mut d = Double::spawn_with(cell.path(), state.path(), "claude-cli", &[]);
+    d.send(json!({"type":"control_request","request_id":"live_9","request":{"subtype":"initialize","hooks":{"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["hook_live"]}]}}}));
+    let r = d.next();
+    assert_eq!(r["response"]["request_id"], "live_9");
+    assert_eq!(r["response"]["response"]["commands"], json!([]));
+    d.send(json!({"type":"user","message":{"role":"user","content":"hi"}}));
+    assert_eq!(d.next()["subtype"], "init");
+    let cb = d.next();
+    assert_eq!(cb["request"]["callback_id"], "hook_live");
+    assert_eq!(cb["request_id"], "cb_1", "provider-minted ids are verbatim");
+    d.send(json!({"type":"control_response","response":{"subtype":"success","request_id":"cb_1","response":{}}}));
+    assert_eq!(d.next()["type"], "result");
+    // Past the end: the claude-cli generic answer.
+    d.send(json!({"type":"control_request","request_id":"x","request":{"subtype":"interrupt"}}));
+    assert_eq!(
+        d.next(),
+        json!({"type":"control_response","response":{"subtype":"success","request_id":"x","response":{}}})
+    );
+    d.finish();
+}
+
+#[test]
+fn pi_catalog_mode_answers_from_recorded_state_and_models() {
+    let cell = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (b, p) = ("bridge→provider", "provider→bridge");
+    let model_a = json!({"provider":"x","id":"a"});
+    let model_b = json!({"provider":"x","id":"b"});
+    write_lanes(
+        cell.path(),
+        &[
+            (1, b, json!({"id":"bb-1","type":"get_state"})),
+            (
+                2,
+                p,
+                json!({"id":"bb-1","type":"response","command":"get_state","success":true,"data":{"model":model_a,"thinkingLevel":"off"}}),
+            ),
+            (3, b, json!({"id":"bb-2","type":"get_available_models"})),
+            (
+                4,
+                p,
+                json!({"id":"bb-2","type":"response","command":"get_available_models","success":true,"data":{"models":[model_a, model_b]}}),
+            ),
+        ],
+    );
+    let mut d = Double::spawn_with(
+        cell.path(),
+        state.path(),
+        "pi-rpc",
+        &["--mode", "rpc", "--no-session"],
+    );
+    d.send(json!({"id":"q1","type":"get_available_models"}));
+    assert_eq!(
+        d.next(),
+        json!({"id":"q1","type":"response","command":"get_available_models","success":true,"data":{"models":[model_a, model_b]}})
+    );
+    d.send(json!({"id":"q2","type":"get_state"}));
+    assert_eq!(d.next()["data"]["thinkingLevel"], "off");
+    d.finish();
+    assert!(
+        !state.path().join("segment-0").exists(),
+        "catalog mode claims no segment"
+    );
 }

@@ -26,11 +26,18 @@
 //!
 //! Every generic answer is counted by cause; the counts go to stderr and to
 //! `<state>/double-report-<n>.json` (`double-report-none-<pid>.json` without a segment), which
-//! the player reads back. Dialects: `json-rpc` only (`claude-cli` and `pi-rpc` are refused).
+//! the player reads back.
+//!
+//! Dialects ([`Dialect`]): `json-rpc` (tested end to end with `bb-ref-bridge`), `claude-cli`
+//! (control requests/responses, hook callback ids remapped per hook event and matcher
+//! position) and `pi-rpc` (commands/events, `{"bbChannel": m}` messages out on fd 3 and in on
+//! fd 4, catalog mode with `--no-session` and no `--session-dir`; a channel `model-scope`
+//! request gets the generic channel reply there). The last two are checked on synthetic
+//! scripts only.
 //! `--version` anywhere prints `0.0.0-replay`. Exits on stdin EOF, on SIGTERM, and when the
 //! spawning bridge dies (re-parenting).
 
-use super::msg::{Kind, classify_line, id_text, with_id};
+use super::msg::{Kind, id_text};
 use crate::lane::merge::{LaneFile, MergedEntries};
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -56,6 +63,9 @@ pub struct DoubleArgs {
     pub dialect: Option<String>,
     pub state: Option<PathBuf>,
     pub version: bool,
+    /// pi: `--no-session` (with no `--session-dir`: catalog mode).
+    pub no_session: bool,
+    pub session_dir: Option<PathBuf>,
 }
 
 pub fn parse_args(args: &[OsString]) -> DoubleArgs {
@@ -73,10 +83,203 @@ pub fn parse_args(args: &[OsString]) -> DoubleArgs {
             "--recording" => a.recording = value().map(PathBuf::from),
             "--dialect" => a.dialect = value().map(|v| v.to_string_lossy().into_owned()),
             "--state" => a.state = value().map(PathBuf::from),
+            "--no-session" => a.no_session = true,
+            "--session-dir" => a.session_dir = value().map(PathBuf::from),
             _ => {}
         }
     }
     a
+}
+
+/// How the provider's wire is classified (§6.11 table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// JSON-RPC: `id` + `method` requests, key = method; segments start at `initialize`.
+    JsonRpc,
+    /// Claude CLI stream-json: `control_request` / `control_response`, key =
+    /// `control_request:<subtype>` or `<type>[:<subtype>]`; segments start at
+    /// `control_request:initialize`; hook callback ids are remapped.
+    ClaudeCli,
+    /// pi RPC: `{id, type}` commands, `type: "response"` answers, key `event:<type>` for
+    /// events; `{"bbChannel": m}` channel messages (fd 3 out, fd 4 in); segments start at
+    /// `get_state` with id `bb-1`.
+    PiRpc,
+}
+
+fn str_of<'a>(m: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
+    m.get(k).and_then(Value::as_str)
+}
+
+fn id_value(v: Option<&Value>) -> Option<Value> {
+    v.filter(|v| v.is_string() || v.is_number()).cloned()
+}
+
+impl Dialect {
+    pub fn parse(s: &str) -> Option<Dialect> {
+        match s {
+            "json-rpc" => Some(Dialect::JsonRpc),
+            "claude-cli" => Some(Dialect::ClaudeCli),
+            "pi-rpc" => Some(Dialect::PiRpc),
+            _ => None,
+        }
+    }
+
+    /// Classifies one parsed line; the key is carried in `method`.
+    pub fn classify(self, m: &Map<String, Value>) -> Kind {
+        match self {
+            Dialect::JsonRpc => super::msg::classify(m),
+            Dialect::ClaudeCli => match str_of(m, "type") {
+                Some("control_request") => {
+                    let key = format!(
+                        "control_request:{}",
+                        m.get("request")
+                            .and_then(|r| r.get("subtype"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("?")
+                    );
+                    match id_value(m.get("request_id")) {
+                        Some(id) => Kind::Request { id, method: key },
+                        None => Kind::Notification { method: key },
+                    }
+                }
+                Some("control_response") => Kind::Response {
+                    id: m
+                        .get("response")
+                        .and_then(|r| r.get("request_id"))
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                },
+                Some(t) => Kind::Notification {
+                    method: match str_of(m, "subtype") {
+                        Some(st) => format!("{t}:{st}"),
+                        None => t.to_string(),
+                    },
+                },
+                None => Kind::Raw,
+            },
+            Dialect::PiRpc => {
+                if let Some(Value::Object(c)) = m.get("bbChannel") {
+                    let kind = str_of(c, "kind").unwrap_or("?");
+                    return match kind {
+                        "tool-call" | "request" => Kind::Request {
+                            id: c.get("id").cloned().unwrap_or(Value::Null),
+                            method: match str_of(c, "method") {
+                                Some(me) => format!("channel:{kind}:{me}"),
+                                None => format!("channel:{kind}"),
+                            },
+                        },
+                        "tool-result" | "reply" => Kind::Response {
+                            id: c.get("id").cloned().unwrap_or(Value::Null),
+                        },
+                        k => Kind::Notification {
+                            method: format!("channel:{k}"),
+                        },
+                    };
+                }
+                match (str_of(m, "type"), m.get("id")) {
+                    (Some("response"), id) => Kind::Response {
+                        id: id.cloned().unwrap_or(Value::Null),
+                    },
+                    (Some(t), Some(Value::String(id))) => Kind::Request {
+                        id: Value::String(id.clone()),
+                        method: t.to_string(),
+                    },
+                    (Some(t), _) => Kind::Notification {
+                        method: format!("event:{t}"),
+                    },
+                    (None, _) => Kind::Raw,
+                }
+            }
+        }
+    }
+
+    /// Whether a bridge→provider line starts a segment.
+    fn starts_segment(self, kind: &Kind) -> bool {
+        match (self, kind) {
+            (Dialect::JsonRpc, Kind::Request { method, .. }) => method == "initialize",
+            (Dialect::ClaudeCli, Kind::Request { method, .. }) => {
+                method == "control_request:initialize"
+            }
+            (Dialect::PiRpc, Kind::Request { id, method }) => {
+                method == "get_state" && id_text(id).as_deref() == Some("bb-1")
+            }
+            _ => false,
+        }
+    }
+
+    /// The generic answer to a live request; `true` when it goes to the pi channel (fd 3).
+    fn generic(self, id: &Value, channel: bool) -> (Value, bool) {
+        match self {
+            Dialect::JsonRpc => (json!({"jsonrpc": "2.0", "id": id, "result": {}}), false),
+            Dialect::ClaudeCli => (
+                json!({"type": "control_response", "response": {"subtype": "success", "request_id": id, "response": {}}}),
+                false,
+            ),
+            Dialect::PiRpc if channel => (json!({"kind": "reply", "id": id, "result": {}}), true),
+            Dialect::PiRpc => (
+                json!({"id": id, "type": "response", "command": "?", "success": true, "data": {}}),
+                false,
+            ),
+        }
+    }
+
+    /// A recorded response re-addressed to the live request id.
+    fn with_live_id(self, mut m: Map<String, Value>, live: Value) -> Map<String, Value> {
+        match self {
+            Dialect::ClaudeCli => {
+                if let Some(Value::Object(r)) = m.get_mut("response") {
+                    r.insert("request_id".into(), live);
+                }
+            }
+            Dialect::PiRpc if m.contains_key("bbChannel") => {
+                if let Some(Value::Object(c)) = m.get_mut("bbChannel") {
+                    c.insert("id".into(), live);
+                }
+            }
+            _ => {
+                m.insert("id".into(), live);
+            }
+        }
+        m
+    }
+}
+
+/// Claude initialize: recorded hook callback id → live id, per hook event and matcher position.
+fn map_hooks(
+    rec: &Map<String, Value>,
+    live: &Map<String, Value>,
+    out: &mut HashMap<String, Value>,
+) {
+    let hooks = |m: &Map<String, Value>| {
+        m.get("request")
+            .and_then(|r| r.get("hooks"))
+            .and_then(Value::as_object)
+            .cloned()
+    };
+    let (Some(rh), Some(lh)) = (hooks(rec), hooks(live)) else {
+        return;
+    };
+    for (event, matchers) in rh {
+        let (Some(rm), Some(lm)) = (
+            matchers.as_array(),
+            lh.get(&event).and_then(Value::as_array),
+        ) else {
+            continue;
+        };
+        for (i, r) in rm.iter().enumerate() {
+            let ids = |v: Option<&Value>| {
+                v.and_then(|v| v.get("hookCallbackIds"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            for (r, l) in ids(Some(r)).iter().zip(ids(lm.get(i)).iter()) {
+                if let Some(t) = id_text(r) {
+                    out.insert(t, l.clone());
+                }
+            }
+        }
+    }
 }
 
 /// One script entry.
@@ -101,7 +304,7 @@ fn is_session_defining(method: &str) -> bool {
 }
 
 /// Loads the script and cuts it into segments.
-fn load_segments(recording: &Path) -> Vec<Vec<Step>> {
+fn load_segments(recording: &Path, dialect: Dialect) -> Vec<Vec<Step>> {
     let lanes: Vec<LaneFile> = ["provider→bridge", "bridge→provider"]
         .iter()
         .map(|d| LaneFile {
@@ -120,10 +323,10 @@ fn load_segments(recording: &Path) -> Vec<Vec<Step>> {
     });
     let mut segments: Vec<Vec<Step>> = vec![Vec::new()];
     for e in MergedEntries::open(&lanes) {
-        let (map, kind) = classify_line(&e.line);
+        let map = super::msg::object(&e.line);
+        let kind = map.as_ref().map_or(Kind::Raw, |m| dialect.classify(m));
         let from_provider = e.dir == "provider→bridge";
-        let is_init = !from_provider
-            && matches!(&kind, Kind::Request { method, .. } if method == "initialize");
+        let is_init = !from_provider && dialect.starts_segment(&kind);
         if is_init && !segments.last().expect("one").is_empty() {
             segments.push(Vec::new());
         }
@@ -183,9 +386,15 @@ impl Generic {
 
 struct Live {
     kind: Kind,
+    map: Map<String, Value>,
 }
 
 struct Double {
+    dialect: Dialect,
+    /// Claude hook callback ids, recorded → live.
+    hook_map: HashMap<String, Value>,
+    /// pi channel output (fd 3), when open.
+    fd3: Option<std::fs::File>,
     segment: Option<usize>,
     steps: Vec<Step>,
     pos: usize,
@@ -230,9 +439,63 @@ impl Double {
         }
     }
 
-    fn answer_generic(&mut self, id: &Value) {
-        let line = crate::jsjson::to_string(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
-        self.emit(&line);
+    /// Writes a message: pi channel messages (`{"bbChannel": m}`) go unwrapped to fd 3.
+    fn emit_value(&mut self, v: &Value) {
+        if self.dialect == Dialect::PiRpc
+            && let Some(c) = v.get("bbChannel").filter(|c| c.is_object())
+            && let Some(f) = &mut self.fd3
+        {
+            let line = crate::jsjson::to_string(c);
+            if writeln!(f, "{line}").and_then(|()| f.flush()).is_err() {
+                self.fd3 = None;
+            }
+            return;
+        }
+        self.emit(&crate::jsjson::to_string(v));
+    }
+
+    fn answer_generic(&mut self, live: &Live) {
+        let Kind::Request { id, method } = &live.kind else {
+            return;
+        };
+        let (v, channel) = self.dialect.generic(id, method.starts_with("channel:"));
+        if channel {
+            self.emit_value(&json!({ "bbChannel": v }));
+        } else {
+            self.emit_value(&v);
+        }
+    }
+
+    /// Emits a provider→bridge step: responses re-addressed, Claude hook callbacks remapped,
+    /// everything else verbatim.
+    fn emit_step(&mut self, step: &Step, live_id: Option<Value>) {
+        let Some(m) = step.map.clone() else {
+            self.emit(&step.line);
+            return;
+        };
+        if let Some(live) = live_id {
+            let m = self.dialect.with_live_id(m, live);
+            self.emit_value(&Value::Object(m));
+            return;
+        }
+        if self.dialect == Dialect::ClaudeCli
+            && matches!(&step.kind, Kind::Request { method, .. } if method == "control_request:hook_callback")
+        {
+            let mut m = m;
+            if let Some(Value::Object(r)) = m.get_mut("request")
+                && let Some(t) = r.get("callback_id").and_then(id_text)
+                && let Some(live) = self.hook_map.get(&t)
+            {
+                r.insert("callback_id".into(), live.clone());
+            }
+            self.emit_value(&Value::Object(m));
+            return;
+        }
+        if m.contains_key("bbChannel") {
+            self.emit_value(&Value::Object(m));
+        } else {
+            self.emit(&step.line);
+        }
     }
 
     fn report_path(&self) -> PathBuf {
@@ -266,11 +529,13 @@ impl Double {
 
     /// A live line arrived.
     fn on_live(&mut self, line: String) {
-        let (map, kind) = classify_line(&line);
-        if map.is_none() {
+        let Some(map) = super::msg::object(&line) else {
             return; // non-JSON is ignored
-        }
-        let live = Live { kind };
+        };
+        let live = Live {
+            kind: self.dialect.classify(&map),
+            map,
+        };
         if !self.session_checked
             && let Kind::Request { method, .. } = &live.kind
             && is_session_defining(method)
@@ -297,9 +562,9 @@ impl Double {
                 self.segment = None;
                 let pending: Vec<Live> = self.pending.drain(..).collect();
                 for p in pending.into_iter().chain(std::iter::once(live)) {
-                    if let Kind::Request { id, .. } = &p.kind {
+                    if let Kind::Request { .. } = &p.kind {
                         self.generic.released += 1;
-                        self.answer_generic(id);
+                        self.answer_generic(&p);
                     }
                 }
                 self.write_report();
@@ -323,8 +588,7 @@ impl Double {
                         if self.skipped.contains(&t) || !self.recorded_requests.contains(&t) {
                             self.pos += 1; // a skipped request's answer, or one never asked here
                         } else if let Some(live) = self.id_map.get(&t).cloned() {
-                            let m = step.map.clone().expect("a response is an object");
-                            self.emit(&with_id(m, live));
+                            self.emit_step(&step, Some(live));
                             self.pos += 1;
                             std::thread::sleep(GAP_AFTER_RESPONSE);
                         } else {
@@ -340,7 +604,7 @@ impl Double {
                         if !cursor_allows(&self.cursor, step.run, step.seq) {
                             break;
                         }
-                        self.emit(&step.line);
+                        self.emit_step(&step, None);
                         self.pos += 1;
                         std::thread::sleep(GAP);
                     }
@@ -364,13 +628,13 @@ impl Double {
         if self.pos >= self.steps.len() {
             // Past the end (or no segment): answer requests generically, drop the rest.
             while let Some(p) = self.pending.pop_front() {
-                if let Kind::Request { id, .. } = &p.kind {
+                if let Kind::Request { .. } = &p.kind {
                     if self.segment.is_some() {
                         self.generic.past_end += 1;
                     } else {
                         self.generic.no_segment += 1;
                     }
-                    self.answer_generic(id);
+                    self.answer_generic(&p);
                     self.write_report();
                     progressed = true;
                 }
@@ -385,6 +649,12 @@ impl Double {
             && let Some(t) = id_text(rec)
         {
             self.id_map.insert(t, got.clone());
+        }
+        if self.dialect == Dialect::ClaudeCli
+            && matches!(&step.kind, Kind::Request { method, .. } if method == "control_request:initialize")
+            && let Some(rec) = &step.map
+        {
+            map_hooks(rec, &live.map, &mut self.hook_map);
         }
     }
 
@@ -405,11 +675,10 @@ impl Double {
                             if !self.skipped.contains(&t)
                                 && let Some(live) = self.id_map.get(&t).cloned()
                             {
-                                let m = s.map.clone().expect("object");
-                                self.emit(&with_id(m, live));
+                                self.emit_step(&s, Some(live));
                             }
                         }
-                        _ => self.emit(&s.line),
+                        _ => self.emit_step(&s, None),
                     }
                 } else if let Kind::Request { id, .. } = &s.kind
                     && let Some(t) = id_text(id)
@@ -431,9 +700,9 @@ impl Double {
     fn stall(&mut self) {
         let pending: Vec<Live> = self.pending.drain(..).collect();
         for p in pending {
-            if let Kind::Request { id, .. } = &p.kind {
+            if let Kind::Request { .. } = &p.kind {
                 self.generic.stall += 1;
-                self.answer_generic(id);
+                self.answer_generic(&p);
             }
         }
         eprintln!(
@@ -508,13 +777,18 @@ pub fn run(args: &[OsString]) -> u8 {
         eprintln!("[replay-child] usage: --recording <cell dir> --dialect json-rpc --state <dir>");
         return 2;
     };
-    let dialect = a.dialect.unwrap_or_else(|| "json-rpc".into());
-    if dialect != "json-rpc" {
-        eprintln!("[replay-child] dialect {dialect} is not supported (json-rpc only)");
+    let name = a.dialect.unwrap_or_else(|| "json-rpc".into());
+    let Some(dialect) = Dialect::parse(&name) else {
+        eprintln!("[replay-child] unknown dialect {name} (json-rpc, claude-cli or pi-rpc)");
         return 2;
-    }
-    let segments = load_segments(&recording);
-    let segment = claim(&state, segments.len());
+    };
+    let segments = load_segments(&recording, dialect);
+    let catalog = dialect == Dialect::PiRpc && a.no_session && a.session_dir.is_none();
+    let segment = if catalog {
+        None
+    } else {
+        claim(&state, segments.len())
+    };
     let steps = segment.map(|n| segments[n].clone()).unwrap_or_default();
     let recorded_requests = steps
         .iter()
@@ -525,6 +799,36 @@ pub fn run(args: &[OsString]) -> u8 {
         })
         .collect();
     let (tx, rx) = channel();
+    let fd_open = |fd: libc::c_int| {
+        // SAFETY: F_GETFD only queries the descriptor.
+        unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+    };
+    let (fd3, fd4) = if dialect == Dialect::PiRpc {
+        use std::os::fd::FromRawFd;
+        // SAFETY: the descriptors are open (checked) and owned by this process from here on.
+        (
+            fd_open(3).then(|| unsafe { std::fs::File::from_raw_fd(3) }),
+            fd_open(4).then(|| unsafe { std::fs::File::from_raw_fd(4) }),
+        )
+    } else {
+        (None, None)
+    };
+    if let Some(f) = fd4 {
+        // pi channel input: wrapped as {"bbChannel": m} before matching; its end is not ours.
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(f).lines() {
+                let Ok(line) = line else { return };
+                let Ok(m) = serde_json::from_str::<Value>(line.trim_end_matches('\r')) else {
+                    continue;
+                };
+                let wrapped = crate::jsjson::to_string(&json!({ "bbChannel": m }));
+                if tx.send(Some(wrapped)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
         let mut lock = stdin.lock();
@@ -550,6 +854,9 @@ pub fn run(args: &[OsString]) -> u8 {
         }
     });
     let mut d = Double {
+        dialect,
+        hook_map: HashMap::new(),
+        fd3,
         segment,
         steps,
         pos: 0,
@@ -567,6 +874,10 @@ pub fn run(args: &[OsString]) -> u8 {
         out: std::io::stdout(),
         broken_pipe: false,
     };
+    if catalog {
+        pi_catalog(&mut d, &segments, rx, term, parent);
+        return 0;
+    }
     d.write_report();
     d.run(rx, term, parent);
     d.write_report();
@@ -584,6 +895,81 @@ pub fn run(args: &[OsString]) -> u8 {
         d.jumps
     );
     0
+}
+
+/// pi catalog mode: every stdin command `{id, type}` is answered from the recorded
+/// `get_state` / `get_available_models` responses. (Channel `model-scope` requests get the
+/// generic channel reply: the scoped-model answer is not reproduced.)
+fn pi_catalog(
+    d: &mut Double,
+    segments: &[Vec<Step>],
+    rx: Receiver<Option<String>>,
+    term: Arc<AtomicBool>,
+    parent: libc::pid_t,
+) {
+    let mut models: Vec<Value> = Vec::new();
+    let mut state_data: Option<Value> = None;
+    for step in segments.iter().flatten().filter(|s| s.from_provider) {
+        let Some(m) = &step.map else { continue };
+        if str_of(m, "type") != Some("response") || m.get("success") != Some(&Value::Bool(true)) {
+            continue;
+        }
+        let data = m.get("data").cloned().unwrap_or(Value::Null);
+        let mut add = |v: &Value| {
+            if v.is_object() && !models.contains(v) {
+                models.push(v.clone());
+            }
+        };
+        match str_of(m, "command") {
+            Some("get_state") => {
+                if let Some(model) = data.get("model") {
+                    add(model);
+                }
+                if state_data.is_none() {
+                    state_data = Some(data.clone());
+                }
+            }
+            Some("get_available_models") => {
+                for model in data
+                    .get("models")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    add(model);
+                }
+            }
+            _ => {}
+        }
+    }
+    loop {
+        // SAFETY: getppid has no preconditions.
+        if term.load(Ordering::Relaxed) || d.broken_pipe || unsafe { libc::getppid() } != parent {
+            return;
+        }
+        let line = match rx.recv_timeout(POLL) {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => continue,
+        };
+        let Some(m) = super::msg::object(&line) else {
+            continue;
+        };
+        let kind = Dialect::PiRpc.classify(&m);
+        let Kind::Request { id, method } = &kind else {
+            continue;
+        };
+        if method.starts_with("channel:") {
+            d.answer_generic(&Live { kind, map: m });
+            continue;
+        }
+        let data = if method == "get_available_models" {
+            json!({ "models": models })
+        } else {
+            state_data.clone().unwrap_or_else(|| json!({}))
+        };
+        d.emit_value(&json!({"id": id, "type": "response", "command": method, "success": true, "data": data}));
+    }
 }
 
 /// A double's report, as the player reads it back.
@@ -677,6 +1063,99 @@ mod tests {
         );
         std::fs::write(&c, "1 99999999999999999").unwrap();
         assert!(!cursor_allows(&c, 0.0, 0.0), "not a safe integer");
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn dialect_classification() {
+        let c = Dialect::ClaudeCli;
+        assert_eq!(
+            c.classify(&obj(json!({"type":"control_request","request_id":"r1","request":{"subtype":"initialize"}}))),
+            Kind::Request { id: json!("r1"), method: "control_request:initialize".into() }
+        );
+        assert_eq!(
+            c.classify(&obj(json!({"type":"control_response","response":{"subtype":"success","request_id":"r1"}}))),
+            Kind::Response { id: json!("r1") }
+        );
+        assert_eq!(
+            c.classify(&obj(json!({"type":"system","subtype":"init"}))),
+            Kind::Notification {
+                method: "system:init".into()
+            }
+        );
+        assert_eq!(
+            c.classify(&obj(json!({"type":"assistant"}))),
+            Kind::Notification {
+                method: "assistant".into()
+            }
+        );
+        let p = Dialect::PiRpc;
+        let init = p.classify(&obj(json!({"id":"bb-1","type":"get_state"})));
+        assert!(p.starts_segment(&init));
+        assert!(!p.starts_segment(&p.classify(&obj(json!({"id":"bb-2","type":"get_state"})))));
+        assert_eq!(
+            p.classify(&obj(
+                json!({"id":"bb-1","type":"response","command":"get_state"})
+            )),
+            Kind::Response { id: json!("bb-1") }
+        );
+        assert_eq!(
+            p.classify(&obj(json!({"type":"agent_start"}))),
+            Kind::Notification {
+                method: "event:agent_start".into()
+            }
+        );
+        assert_eq!(
+            p.classify(&obj(
+                json!({"bbChannel":{"kind":"request","id":4,"method":"model-scope"}})
+            )),
+            Kind::Request {
+                id: json!(4),
+                method: "channel:request:model-scope".into()
+            }
+        );
+        assert_eq!(
+            p.classify(&obj(json!({"bbChannel":{"kind":"reply","id":4}}))),
+            Kind::Response { id: json!(4) }
+        );
+        assert!(Dialect::JsonRpc.starts_segment(
+            &Dialect::JsonRpc.classify(&obj(json!({"jsonrpc":"2.0","id":1,"method":"initialize"})))
+        ));
+        assert_eq!(
+            Dialect::ClaudeCli.generic(&json!("x"), false).0,
+            json!({"type":"control_response","response":{"subtype":"success","request_id":"x","response":{}}})
+        );
+        assert_eq!(
+            Dialect::PiRpc.generic(&json!(3), true),
+            (json!({"kind":"reply","id":3,"result":{}}), true)
+        );
+    }
+
+    #[test]
+    fn claude_hook_ids_map_by_event_and_matcher_position() {
+        let rec = obj(
+            json!({"type":"control_request","request_id":"a","request":{"subtype":"initialize",
+            "hooks":{"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["hook_0","hook_1"]},{"matcher":null,"hookCallbackIds":["hook_2"]}],
+                     "Stop":[{"hookCallbackIds":["hook_3"]}]}}}),
+        );
+        let live = obj(
+            json!({"type":"control_request","request_id":"b","request":{"subtype":"initialize",
+            "hooks":{"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["h7","h8"]},{"matcher":null,"hookCallbackIds":["h9"]}]}}}),
+        );
+        let mut m = HashMap::new();
+        map_hooks(&rec, &live, &mut m);
+        assert_eq!(m.get("hook_0"), Some(&json!("h7")));
+        assert_eq!(m.get("hook_1"), Some(&json!("h8")));
+        assert_eq!(m.get("hook_2"), Some(&json!("h9")));
+        assert_eq!(m.get("hook_3"), None, "no live Stop hooks");
+        let resp = Dialect::ClaudeCli.with_live_id(
+            obj(json!({"type":"control_response","response":{"subtype":"success","request_id":"a","response":{}}})),
+            json!("b"),
+        );
+        assert_eq!(resp["response"]["request_id"], "b");
     }
 
     #[test]

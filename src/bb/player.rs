@@ -76,6 +76,8 @@ pub struct ReplayOptions {
     pub env: Vec<(OsString, OsString)>,
     /// The `bridgewire` executable the wrapper runs (default: the current executable).
     pub double_exe: Option<PathBuf>,
+    /// The provider double's dialect: `json-rpc` (default), `claude-cli` or `pi-rpc`.
+    pub dialect: String,
 }
 
 impl Default for ReplayOptions {
@@ -89,6 +91,7 @@ impl Default for ReplayOptions {
             provider_env: vec![DEFAULT_PROVIDER_ENV.to_string()],
             env: Vec::new(),
             double_exe: None,
+            dialect: "json-rpc".into(),
         }
     }
 }
@@ -419,13 +422,20 @@ fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.to_string_lossy().replace('\'', "'\\''"))
 }
 
-/// Writes `<state>/replay-provider`, an executable that runs the provider double for `cell_dir`.
-pub fn write_wrapper(state: &Path, cell_dir: &Path, exe: &Path) -> std::io::Result<PathBuf> {
+/// Writes `<state>/replay-provider`, an executable that runs the provider double for `cell_dir`
+/// (extra arguments the bridge passes are forwarded; the double ignores unknown ones).
+pub fn write_wrapper(
+    state: &Path,
+    cell_dir: &Path,
+    exe: &Path,
+    dialect: &str,
+) -> std::io::Result<PathBuf> {
     let path = state.join(WRAPPER_NAME);
     let script = format!(
-        "#!/bin/sh\nexec {} provider-double --recording {} --dialect json-rpc --state {} \"$@\"\n",
+        "#!/bin/sh\nexec {} provider-double --recording {} --dialect {} --state {} \"$@\"\n",
         shell_quote(exe),
         shell_quote(cell_dir),
+        shell_quote(Path::new(dialect)),
         shell_quote(state)
     );
     std::fs::write(&path, script)?;
@@ -574,7 +584,7 @@ pub fn replay_cell(
         }
     };
     let cell_dir = std::fs::canonicalize(&cell.path).unwrap_or_else(|_| cell.path.clone());
-    let wrapper = write_wrapper(state.path(), &cell_dir, &exe)
+    let wrapper = write_wrapper(state.path(), &cell_dir, &exe, &opts.dialect)
         .map_err(|e| ReplayError::Failed(format!("cannot write the provider wrapper: {e}")))?;
 
     let mut cmd = Command::new(program);

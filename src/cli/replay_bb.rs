@@ -48,6 +48,9 @@ pub struct ReplayBbArgs {
     /// double's wrapper script (repeatable).
     #[arg(long = "provider-env", value_name = "NAME", default_values_t = [player::DEFAULT_PROVIDER_ENV.to_string()])]
     pub provider_env: Vec<String>,
+    /// The provider double's dialect (bb §6.11): json-rpc, claude-cli or pi-rpc.
+    #[arg(long, default_value = "json-rpc", value_parser = ["json-rpc", "claude-cli", "pi-rpc"])]
+    pub dialect: String,
     /// Print each replay's stderr and stalls in full.
     #[arg(long)]
     pub verbose: bool,
@@ -81,6 +84,7 @@ impl ReplayBbArgs {
             order_timeout: Duration::from_millis(self.order_timeout_ms),
             exact_plan: self.exact_plan,
             provider_env: self.provider_env.clone(),
+            dialect: self.dialect.clone(),
             ..ReplayOptions::default()
         }
     }
