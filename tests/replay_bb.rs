@@ -346,3 +346,25 @@ fn parity_of_the_recording_against_a_live_replay_passes() {
         "{text}"
     );
 }
+
+#[test]
+fn every_provider_env_variable_gets_the_wrapper() {
+    let cell = bundled("turn-tools");
+    let o = ReplayOptions {
+        double_exe: Some(PathBuf::from(BRIDGEWIRE)),
+        provider_env: vec![
+            "MY_BRIDGE_PROVIDER".into(),
+            "BB_REF_PROVIDER_COMMAND".into(),
+        ],
+        ..ReplayOptions::default()
+    };
+    let script = format!("echo \"provider=$MY_BRIDGE_PROVIDER\" >&2; exec '{BRIDGE}'");
+    let r = player::replay_cell(&cell, &["sh".into(), "-c".into(), script.into()], &o).unwrap();
+    assert!(r.stalls.is_empty(), "{:?}", r.stalls);
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("provider="))
+        .expect("the bridge saw the variable");
+    assert!(line.ends_with("/replay-provider"), "{line}");
+}

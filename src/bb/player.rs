@@ -1000,7 +1000,9 @@ pub struct Rerecord {
 }
 
 /// Re-records `bridge→runtime.current.ndjson` for a cell (plan from the recorded lane); writes
-/// nothing when the replay stalled. (bb's §3 redaction pass is not applied: bridgewire has none.)
+/// nothing when the replay stalled. Lines go through bridgewire's record-time credential
+/// redaction ([`crate::redact::redact_line`], bb §1.9) — not bb's checked-in §3 pass, which
+/// bridgewire does not have.
 pub fn rerecord_cell(
     cell: &Cell,
     bridge: &[OsString],
@@ -1016,7 +1018,12 @@ pub fn rerecord_cell(
         });
     }
     let recorded = recorded_entries(cell)?;
-    let entries = rerecord_entries(&result, &recorded);
+    let mut entries = rerecord_entries(&result, &recorded);
+    for e in &mut entries {
+        if let Some(r) = crate::redact::redact_line(&e.line) {
+            e.line = r;
+        }
+    }
     let path = cell.path.join("bridge→runtime.current.ndjson");
     let tmp = cell.path.join(".bridge→runtime.current.ndjson.tmp");
     std::fs::write(&tmp, render_lane(&entries))
