@@ -326,7 +326,7 @@ impl Live {
             line = line.replace(ws.as_str(), rec);
         }
         if self.stored <= MAX_STORED {
-            self.stored += line.len();
+            self.stored += line.len() + 64; // + bookkeeping per kept line
             if self.stored > MAX_STORED {
                 self.stalls.push(format!(
                     "bridge output over {MAX_STORED} bytes; later lines not kept"

@@ -9,6 +9,14 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// `println!` that ignores a closed stdout (`| head`).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub enum ReplayCommand {
     /// Replay bb cells against a freshly spawned bridge per cell (bb §6), with a provider
@@ -174,11 +182,11 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         match res {
             Err(ReplayError::Skip(why)) => {
                 skipped += 1;
-                println!("SKIP {}: {why}", cell.key);
+                say!("SKIP {}: {why}", cell.key);
             }
             Err(ReplayError::Failed(why)) => {
                 failed += 1;
-                println!("FAIL {}: {why}", cell.key);
+                say!("FAIL {}: {why}", cell.key);
             }
             Ok(r) => {
                 let name = cell.provider_and_name().1;
@@ -190,7 +198,7 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                 } else {
                     failed += 1;
                 }
-                println!(
+                say!(
                     "{} {}: {} lines, {} events (recording {}), grammar violations {}, {} stall(s), exit {}",
                     if ok { "PASS" } else { "FAIL" },
                     cell.key,
@@ -203,22 +211,22 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                 );
                 for v in &verdicts {
                     if v.status != Status::Pass || a.verbose {
-                        println!("  {}", v.line());
+                        say!("  {}", v.line());
                     }
                 }
                 if a.verbose {
                     for s in &r.stalls {
-                        println!("  stall: {s}");
+                        say!("  stall: {s}");
                     }
                     for l in r.stderr.lines() {
-                        println!("  stderr: {l}");
+                        say!("  stderr: {l}");
                     }
                 }
             }
         }
     }
-    println!();
-    println!(
+    say!("");
+    say!(
         "{passed} passed, {failed} failed, {skipped} skipped ({} cells)",
         cells.len()
     );
@@ -263,20 +271,20 @@ pub fn run_rerecord(a: &ReplayBbArgs) -> u8 {
     let mut bad = false;
     for (cell, res) in cells.iter().zip(results) {
         match res {
-            Err(ReplayError::Skip(why)) => println!("SKIP {}: {why}", cell.key),
+            Err(ReplayError::Skip(why)) => say!("SKIP {}: {why}", cell.key),
             Err(ReplayError::Failed(why)) => {
                 bad = true;
-                println!("FAIL {}: {why}", cell.key);
+                say!("FAIL {}: {why}", cell.key);
             }
             Ok(r) => match r.written {
-                Some((_, n)) => println!(
+                Some((_, n)) => say!(
                     "OK {}: {n} bridge→runtime lines ({} events)",
                     cell.key,
                     r.result.events.len()
                 ),
                 None => {
                     bad = true;
-                    println!(
+                    say!(
                         "STALL {}: {} (current lane left untouched)",
                         cell.key,
                         r.result.stalls.join("; ")
