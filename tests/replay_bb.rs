@@ -368,3 +368,35 @@ fn every_provider_env_variable_gets_the_wrapper() {
         .expect("the bridge saw the variable");
     assert!(line.ends_with("/replay-provider"), "{line}");
 }
+
+#[test]
+fn cli_json_report_and_named_skip() {
+    let (tmp, cell) = copy_cell("fork");
+    std::fs::remove_file(cell.path.join("runtime→bridge.ndjson")).unwrap();
+    let out = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb", "--format", "json"])
+        .arg(tmp.path())
+        .arg(cells_root().join("bb-ref/turn-tools"))
+        .arg("--")
+        .arg(BRIDGE)
+        .env_remove("BB_REF_BRIDGE_BREAK")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["passed"], 1);
+    assert_eq!(v["skipped"], 1);
+    assert_eq!(v["cells"][0]["cell"], "bb-ref/fork");
+    assert_eq!(v["cells"][0]["status"], "skip");
+    assert_eq!(
+        v["cells"][0]["detail"],
+        "no runtime→bridge lane (nothing to replay)"
+    );
+    assert_eq!(v["cells"][1]["cell"], "bb-ref/turn-tools");
+    assert_eq!(v["cells"][1]["verdicts"].as_array().unwrap().len(), 5);
+    assert_eq!(v["cells"][1]["stalls"], serde_json::json!([]));
+}

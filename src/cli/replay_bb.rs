@@ -62,6 +62,9 @@ pub struct ReplayBbArgs {
     /// Print each replay's stderr and stalls in full.
     #[arg(long)]
     pub verbose: bool,
+    /// Output format (`replay` only): text, or one JSON document with every cell's result.
+    #[arg(long, value_enum, default_value_t = super::Format::Text)]
+    pub format: super::Format,
     /// Print wall time, lines and CPU time (getrusage: this process, and its reaped children
     /// = bridges and provider doubles) to stderr.
     #[arg(long)]
@@ -178,25 +181,61 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         );
     }
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let json = a.format == super::Format::Json;
+    let mut docs = Vec::new();
     for (cell, (res, offline)) in cells.iter().zip(results) {
         match res {
             Err(ReplayError::Skip(why)) => {
                 skipped += 1;
-                say!("SKIP {}: {why}", cell.key);
+                if json {
+                    docs.push(
+                        serde_json::json!({"cell": cell.key, "status": "skip", "detail": why}),
+                    );
+                } else {
+                    say!("SKIP {}: {why}", cell.key);
+                }
             }
             Err(ReplayError::Failed(why)) => {
                 failed += 1;
-                say!("FAIL {}: {why}", cell.key);
+                if json {
+                    docs.push(
+                        serde_json::json!({"cell": cell.key, "status": "fail", "detail": why}),
+                    );
+                } else {
+                    say!("FAIL {}: {why}", cell.key);
+                }
             }
             Ok(r) => {
                 let name = cell.provider_and_name().1;
                 let verdicts = recorded::recorded_verdicts(name, &r, &offline);
-                let ok = verdicts.iter().all(|v| v.status == Status::Pass)
-                    && r.events.len() == offline.events;
+                let same_count = r.events.len() == offline.events;
+                let ok = verdicts.iter().all(|v| v.status == Status::Pass) && same_count;
                 if ok {
                     passed += 1;
                 } else {
                     failed += 1;
+                }
+                if json {
+                    docs.push(serde_json::json!({
+                        "cell": cell.key,
+                        "status": if ok { "pass" } else { "fail" },
+                        "lines": r.lines.len(),
+                        "written": r.written,
+                        "events": r.events.len(),
+                        "recordingEvents": offline.events,
+                        "grammarViolations": r.grammar_violations.iter().map(|v| v.layer_key()).collect::<Vec<_>>(),
+                        "stalls": r.stalls,
+                        "exitCode": r.exit_code,
+                        "exitSignal": r.exit_signal,
+                        "verdicts": verdicts.iter().map(|v| serde_json::json!({
+                            "id": v.id, "status": v.status.label(), "detail": v.detail,
+                        })).collect::<Vec<_>>(),
+                        "doubles": r.doubles.iter().map(|d| serde_json::json!({
+                            "segment": d.segment, "generic": d.generic,
+                            "stepsPlayed": d.steps_played, "steps": d.steps,
+                        })).collect::<Vec<_>>(),
+                    }));
+                    continue;
                 }
                 say!(
                     "{} {}: {} lines, {} events (recording {}), grammar violations {}, {} stall(s), exit {}",
@@ -214,6 +253,13 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                         say!("  {}", v.line());
                     }
                 }
+                if !same_count {
+                    say!(
+                        "  event count: replay {}, recording {}",
+                        r.events.len(),
+                        offline.events
+                    );
+                }
                 if a.verbose {
                     for s in &r.stalls {
                         say!("  stall: {s}");
@@ -225,11 +271,18 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
             }
         }
     }
-    say!("");
-    say!(
-        "{passed} passed, {failed} failed, {skipped} skipped ({} cells)",
-        cells.len()
-    );
+    if json {
+        let doc = serde_json::json!({
+            "passed": passed, "failed": failed, "skipped": skipped, "cells": docs,
+        });
+        say!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
+    } else {
+        say!("");
+        say!(
+            "{passed} passed, {failed} failed, {skipped} skipped ({} cells)",
+            cells.len()
+        );
+    }
     if failed > 0 { exit::FAILED } else { exit::OK }
 }
 
