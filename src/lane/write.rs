@@ -202,6 +202,32 @@ fn encode_entry_text(
     out.extend_from_slice(b"}\n");
 }
 
+/// Decimal digits of `n` without allocating.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn as_mut_slice(&mut self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+fn itoa_buf(mut n: u64) -> Digits {
+    let mut buf = [0u8; 20];
+    let mut i = 20;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    Digits { buf, start: i }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,30 +286,4 @@ mod tests {
         );
         assert_eq!(odd[0].seq, 4.0);
     }
-}
-
-/// Decimal digits of `n` without allocating.
-struct Digits {
-    buf: [u8; 20],
-    start: usize,
-}
-
-impl Digits {
-    fn as_mut_slice(&mut self) -> &[u8] {
-        &self.buf[self.start..]
-    }
-}
-
-fn itoa_buf(mut n: u64) -> Digits {
-    let mut buf = [0u8; 20];
-    let mut i = 20;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    Digits { buf, start: i }
 }
