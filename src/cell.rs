@@ -28,6 +28,10 @@ impl Cell {
     }
 
     /// Loads one directory as a cell, if it is one.
+    ///
+    /// bb's rule is that a `.current` file alone does not make a cell; bridgewire accepts such a
+    /// directory too (the shared corpus ships only re-recorded lanes), since its merged view is
+    /// well defined.
     pub fn at(root: &Path, path: &Path) -> Option<Cell> {
         let names: Vec<String> = std::fs::read_dir(path)
             .ok()?
@@ -35,24 +39,22 @@ impl Cell {
             .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
+        let has = |name: String| names.contains(&name);
         let protocol = Protocol::ALL.into_iter().find(|p| {
             p.directions()
                 .iter()
-                .any(|d| names.iter().any(|n| *n == format!("{d}.ndjson")))
+                .any(|d| has(format!("{d}.ndjson")) || has(format!("{d}{CURRENT_SUFFIX}.ndjson")))
         })?;
         let mut lanes = Vec::new();
         let mut current = Vec::new();
         for d in protocol.directions() {
-            if names.iter().any(|n| *n == format!("{d}.ndjson")) {
+            if has(format!("{d}.ndjson")) {
                 lanes.push(LaneFile {
                     dir: d.to_string(),
                     path: path.join(format!("{d}.ndjson")),
                 });
             }
-            if names
-                .iter()
-                .any(|n| *n == format!("{d}{CURRENT_SUFFIX}.ndjson"))
-            {
+            if has(format!("{d}{CURRENT_SUFFIX}.ndjson")) {
                 current.push(LaneFile {
                     dir: d.to_string(),
                     path: path.join(format!("{d}{CURRENT_SUFFIX}.ndjson")),
@@ -73,52 +75,6 @@ impl Cell {
             lanes,
             current,
         })
-    }
-
-    /// A bb-style cell whose only lane is a `.current` file is still readable for pins (the
-    /// shared corpus ships only re-recorded lanes): [`Cell::at`] refuses it, this accepts it.
-    fn at_lenient(root: &Path, path: &Path) -> Option<Cell> {
-        if let Some(c) = Cell::at(root, path) {
-            return Some(c);
-        }
-        let names: Vec<String> = std::fs::read_dir(path)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
-        let protocol = Protocol::ALL.into_iter().find(|p| {
-            p.directions().iter().any(|d| {
-                names
-                    .iter()
-                    .any(|n| *n == format!("{d}{CURRENT_SUFFIX}.ndjson"))
-            })
-        })?;
-        let mut cell = Cell {
-            protocol,
-            key: String::new(),
-            path: path.to_path_buf(),
-            lanes: Vec::new(),
-            current: Vec::new(),
-        };
-        for d in protocol.directions() {
-            if names
-                .iter()
-                .any(|n| *n == format!("{d}{CURRENT_SUFFIX}.ndjson"))
-            {
-                cell.current.push(LaneFile {
-                    dir: d.to_string(),
-                    path: path.join(format!("{d}{CURRENT_SUFFIX}.ndjson")),
-                });
-            }
-        }
-        cell.key = path
-            .strip_prefix(root)
-            .ok()?
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("/");
-        Some(cell)
     }
 
     /// The merged view (bb §2.5): recorded lanes, with each lane that has a `.current`
@@ -163,7 +119,7 @@ pub fn discover(root: &Path) -> Result<Vec<Cell>, DiscoverError> {
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_dir())
     {
-        if let Some(cell) = Cell::at_lenient(root, entry.path()) {
+        if let Some(cell) = Cell::at(root, entry.path()) {
             cells.push(cell);
         }
     }

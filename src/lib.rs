@@ -20,12 +20,15 @@
 //! * [`pins`], [`normalize`]: counts and comparison-ready lists;
 //! * [`jsjson`]: JSON exactly as JavaScript writes it.
 
+pub mod allowlist;
 pub mod bb;
 pub mod cell;
 pub mod cli;
+pub mod diff;
 pub mod jsjson;
 pub mod lane;
 pub mod normalize;
+pub mod parity;
 pub mod pins;
 pub mod proc;
 pub mod protocol;

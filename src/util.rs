@@ -70,3 +70,82 @@ mod tests {
         assert_eq!(super::base64_encode(b"foob"), "Zm9vYg==");
     }
 }
+
+/// A string map that forgets its oldest entries past a cap (bb caps its assembler maps so a
+/// long-lived thread holds bounded state).
+#[derive(Debug, Clone)]
+pub struct CappedMap {
+    map: std::collections::HashMap<String, String>,
+    order: std::collections::VecDeque<String>,
+    cap: usize,
+}
+
+impl CappedMap {
+    pub fn new(cap: usize) -> Self {
+        CappedMap {
+            map: Default::default(),
+            order: Default::default(),
+            cap,
+        }
+    }
+
+    pub fn get(&self, k: &str) -> Option<&String> {
+        self.map.get(k)
+    }
+
+    /// Removes `k`. Its slot in the eviction order is dropped lazily (the order never holds more
+    /// than `cap` keys, so memory stays bounded).
+    pub fn remove(&mut self, k: &str) -> Option<String> {
+        self.map.remove(k)
+    }
+
+    pub fn insert(&mut self, k: String, v: String) {
+        if self.map.insert(k.clone(), v).is_none() {
+            self.order.push_back(k);
+            while self.order.len() > self.cap {
+                if let Some(old) = self.order.pop_front() {
+                    self.map.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+/// A string set that forgets its oldest members past a cap.
+#[derive(Debug, Clone)]
+pub struct CappedSet {
+    members: std::collections::HashSet<String>,
+    order: std::collections::VecDeque<String>,
+    cap: usize,
+}
+
+impl CappedSet {
+    pub fn new(cap: usize) -> Self {
+        CappedSet {
+            members: Default::default(),
+            order: Default::default(),
+            cap,
+        }
+    }
+
+    pub fn contains(&self, k: &str) -> bool {
+        self.members.contains(k)
+    }
+
+    pub fn insert(&mut self, k: &str) {
+        if self.members.insert(k.to_string()) {
+            self.order.push_back(k.to_string());
+            while self.order.len() > self.cap {
+                if let Some(old) = self.order.pop_front() {
+                    self.members.remove(&old);
+                }
+            }
+        }
+    }
+
+    pub fn remove(&mut self, k: &str) {
+        if self.members.remove(k) {
+            self.order.retain(|x| x != k);
+        }
+    }
+}

@@ -776,12 +776,13 @@ fn break_release_interrupts_fabricates_an_interruption() {
     bridge.initialize();
     let ptid = bridge.start_thread("thr_ri", json!({}));
     let release = bridge.stop("thr_ri", &ptid, "release");
-    bridge.result(release);
+    let (answered_at, _) = bridge.response(release, WAIT).expect("release answered");
+    let (at, _) = bridge
+        .wait_delta("thr_ri", |d| is_final_boundary(d, "interrupted"))
+        .expect("a fabricated interruption");
     assert!(
-        bridge
-            .deltas("thr_ri")
-            .iter()
-            .any(|(_, d)| is_final_boundary(d, "interrupted"))
+        at > answered_at,
+        "written inside the settling window after the answer"
     );
 }
 
@@ -1125,4 +1126,48 @@ fn provider_speaks_the_json_rpc_dialect() {
         updates.contains(&"command_started".to_owned())
             && updates.contains(&"agent_message_end".to_owned())
     );
+}
+
+#[test]
+fn steer_joins_the_running_turn_and_unknown_threads_are_refused() {
+    let mut bridge = Bridge::spawn("");
+    bridge.initialize();
+    let unknown = bridge.turn("thr_missing", "p", "hello", "creq_0");
+    let error = bridge.error(unknown);
+    assert_eq!(error["code"], -32602);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("No session for thread thr_missing")
+    );
+
+    let ptid = bridge.start_thread("thr_s", json!({}));
+    bridge.turn("thr_s", &ptid, "/hold", "creq_h");
+    bridge
+        .wait_delta("thr_s", |d| d["kind"] == "turn.open")
+        .unwrap();
+    let busy = bridge.turn("thr_s", &ptid, "again", "creq_busy");
+    assert_eq!(
+        bridge.error(busy)["code"],
+        -32004,
+        "one turn at a time per thread"
+    );
+    let steer = bridge.request(
+        "turn/steer",
+        json!({"threadId": "thr_s", "providerThreadId": ptid, "input": [{"type": "text", "text": "more"}],
+            "clientRequestId": "creq_steer", "options": {}, "expectedTurnId": "whatever"}),
+    );
+    assert_eq!(bridge.result(steer), json!({}));
+    let (accepted_at, _) = bridge
+        .wait_delta("thr_s", |d| {
+            d["kind"] == "input.accepted" && d["clientRequestId"] == "creq_steer"
+        })
+        .expect("the steer is accepted into the open turn");
+    let stop = bridge.stop("thr_s", &ptid, "interrupt");
+    let (answer_at, _) = bridge.response(stop, WAIT).unwrap();
+    let (boundary_at, _) = bridge
+        .wait_delta("thr_s", |d| is_final_boundary(d, "interrupted"))
+        .unwrap();
+    assert!(accepted_at < boundary_at && boundary_at < answer_at);
 }

@@ -15,6 +15,7 @@
 //! normalizes ids anyway, and fixed ids make dumps reproducible).
 
 use super::delta::KEY_SEPARATOR;
+use crate::util::{CappedMap, CappedSet};
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -28,7 +29,6 @@ pub struct Assembler {
     threads: HashMap<String, ThreadState>,
 }
 
-#[derive(Default)]
 struct ThreadState {
     current_turn: Option<String>,
     last_turn: Option<String>,
@@ -36,12 +36,33 @@ struct ThreadState {
     /// Open items by key string, in opening order (session.ended settles them in that order).
     open_items: Vec<(String, OpenItem)>,
     cumulative_output: HashMap<String, String>,
-    provider_items: HashMap<String, String>,
-    provider_turns: HashMap<String, String>,
-    bb_turns_to_provider: HashMap<String, String>,
-    settled_keys: HashSet<String>,
+    provider_items: CappedMap,
+    provider_turns: CappedMap,
+    bb_turns_to_provider: CappedMap,
+    settled_keys: CappedSet,
     /// Keys whose progress clock is set (frozen clock: set means "emitted within 500 ms").
     progress_clock: HashSet<String>,
+}
+
+/// bb's caps: id maps keep 1024 entries, settled keys 512 (oldest dropped).
+const MAP_CAP: usize = 1024;
+const SETTLED_CAP: usize = 512;
+
+impl Default for ThreadState {
+    fn default() -> Self {
+        ThreadState {
+            current_turn: None,
+            last_turn: None,
+            queued_inputs: VecDeque::new(),
+            open_items: Vec::new(),
+            cumulative_output: HashMap::new(),
+            provider_items: CappedMap::new(MAP_CAP),
+            provider_turns: CappedMap::new(MAP_CAP),
+            bb_turns_to_provider: CappedMap::new(MAP_CAP),
+            settled_keys: CappedSet::new(SETTLED_CAP),
+            progress_clock: HashSet::new(),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -92,9 +113,9 @@ impl<'a> Key<'a> {
 #[derive(Clone, Copy, PartialEq)]
 enum TurnRule {
     /// Vouched, else current.
-    VC,
+    Vc,
     /// Vouched, else current, else last.
-    VCL,
+    Vcl,
 }
 
 impl Assembler {
@@ -159,8 +180,8 @@ impl Assembler {
             return Some(self.vouched_turn(st, ptid));
         }
         match rule {
-            TurnRule::VC => st.current_turn.clone(),
-            TurnRule::VCL => st.current_turn.clone().or_else(|| st.last_turn.clone()),
+            TurnRule::Vc => st.current_turn.clone(),
+            TurnRule::Vcl => st.current_turn.clone().or_else(|| st.last_turn.clone()),
         }
     }
 
@@ -241,7 +262,7 @@ impl Assembler {
         match kind {
             "input.accepted" => {
                 let client = d["clientRequestId"].as_str().unwrap_or("").to_string();
-                match self.resolve_turn(st, d, TurnRule::VC) {
+                match self.resolve_turn(st, d, TurnRule::Vc) {
                     Some(t) => out.push(event(
                         "turn/input/accepted",
                         turn_scope(&t),
@@ -316,7 +337,7 @@ impl Assembler {
             "item.textDelta" => self.text_delta(st, d, out),
             "item.textClose" => self.text_close(st, d, out),
             "item.outputDelta" => {
-                let Some(t) = self.resolve_turn(st, d, TurnRule::VC) else {
+                let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
                     return self.fallback(st, d, out);
                 };
                 let key = Key::of(d);
@@ -371,7 +392,7 @@ impl Assembler {
                 ));
             }
             "usage" => {
-                let Some(t) = self.resolve_turn(st, d, TurnRule::VCL) else {
+                let Some(t) = self.resolve_turn(st, d, TurnRule::Vcl) else {
                     return;
                 };
                 let usage = obj([
@@ -425,7 +446,7 @@ impl Assembler {
                     obj([("contextWindowUsage", Value::Object(usage))]),
                 ));
             }
-            "context.compacted" => match self.resolve_turn(st, d, TurnRule::VCL) {
+            "context.compacted" => match self.resolve_turn(st, d, TurnRule::Vcl) {
                 Some(t) => out.push(event("thread/compacted", turn_scope(&t), Map::new())),
                 None => self.fallback(st, d, out),
             },
@@ -435,7 +456,7 @@ impl Assembler {
                 }
             }
             "turn.diff" => {
-                if let Some(t) = self.resolve_turn(st, d, TurnRule::VC) {
+                if let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) {
                     out.push(event(
                         "turn/diff/updated",
                         turn_scope(&t),
@@ -463,16 +484,16 @@ impl Assembler {
                 }
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
                 out.push(event("provider/error", scope, fields));
-                if d.get("settlesTurn") == Some(&Value::Bool(true)) {
-                    if let Some(t) = turn {
-                        out.push(event(
-                            "turn/completed",
-                            turn_scope(&t),
-                            obj([("status", json!("failed"))]),
-                        ));
-                        if st.current_turn.as_deref() == Some(t.as_str()) {
-                            Self::finish_turn(st);
-                        }
+                if d.get("settlesTurn") == Some(&Value::Bool(true))
+                    && let Some(t) = turn
+                {
+                    out.push(event(
+                        "turn/completed",
+                        turn_scope(&t),
+                        obj([("status", json!("failed"))]),
+                    ));
+                    if st.current_turn.as_deref() == Some(t.as_str()) {
+                        Self::finish_turn(st);
                     }
                 }
             }
@@ -654,7 +675,7 @@ impl Assembler {
 
     fn item_close(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
         let attached = is_thread_attached(&d["item"]);
-        let turn = self.resolve_turn(st, d, TurnRule::VC);
+        let turn = self.resolve_turn(st, d, TurnRule::Vc);
         if turn.is_none() && !attached {
             return self.fallback(st, d, out);
         }
@@ -666,19 +687,19 @@ impl Assembler {
         let shape_ty = d["item"]["type"].as_str().unwrap_or("");
         let open = Self::find_open(st, &ks).map(|i| st.open_items[i].1.clone());
         let parent = self.parent_tool_call_id(st, key.parent_ref);
-        if let (Some(o), Some(t)) = (&open, &turn) {
-            if o.shape != shape_ty {
-                // Mid-flight reclassification: settle the started item first, under the same id.
-                let mut first = o.item.clone();
-                if first.get("status").is_some() {
-                    first["status"] = d["status"].clone();
-                }
-                out.push(event(
-                    "item/completed",
-                    turn_scope(t),
-                    obj([("item", first)]),
-                ));
+        if let (Some(o), Some(t)) = (&open, &turn)
+            && o.shape != shape_ty
+        {
+            // Mid-flight reclassification: settle the started item first, under the same id.
+            let mut first = o.item.clone();
+            if first.get("status").is_some() {
+                first["status"] = d["status"].clone();
             }
+            out.push(event(
+                "item/completed",
+                turn_scope(t),
+                obj([("item", first)]),
+            ));
         }
         let id = match (&open, key.provider_item_id) {
             (Some(o), _) => o.id.clone(),
@@ -713,7 +734,7 @@ impl Assembler {
         st.cumulative_output.remove(&ks);
         st.progress_clock.remove(&ks);
         if key.provider_item_id.is_some() {
-            st.settled_keys.insert(ks);
+            st.settled_keys.insert(&ks);
         }
         let background_delegation = shape_ty == "delegation" && d["item"]["background"] == true;
         if shape_ty == "backgroundTask" {
@@ -748,7 +769,7 @@ impl Assembler {
         let turn = if snapshot_ty.is_some() {
             None
         } else {
-            match self.resolve_turn(st, d, TurnRule::VC) {
+            match self.resolve_turn(st, d, TurnRule::Vc) {
                 Some(t) => Some(t),
                 None => return self.fallback(st, d, out),
             }
@@ -808,7 +829,7 @@ impl Assembler {
     }
 
     fn text_delta(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
-        let Some(t) = self.resolve_turn(st, d, TurnRule::VC) else {
+        let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
             return self.fallback(st, d, out);
         };
         let key = Key::of(d);
@@ -880,7 +901,7 @@ impl Assembler {
     }
 
     fn text_close(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
-        let Some(t) = self.resolve_turn(st, d, TurnRule::VC) else {
+        let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
             return self.fallback(st, d, out);
         };
         let key = Key::of(d);
@@ -940,8 +961,10 @@ impl Assembler {
         };
         if let Some(pid) = key.provider_item_id {
             let id = item["id"].as_str().unwrap_or("").to_string();
-            st.provider_items.entry(pid.to_string()).or_insert(id);
-            st.settled_keys.insert(ks);
+            if st.provider_items.get(pid).is_none() {
+                st.provider_items.insert(pid.to_string(), id);
+            }
+            st.settled_keys.insert(&ks);
         }
         out.push(event(
             "item/completed",
@@ -1076,10 +1099,10 @@ fn build_item(
             m.insert("status".into(), status);
             if let Some(r) = shape.get("result") {
                 m.insert("result".into(), r.clone());
-            } else if phase == ItemPhase::Close {
-                if let Some(r) = delta.get("resultText") {
-                    m.insert("result".into(), r.clone());
-                }
+            } else if phase == ItemPhase::Close
+                && let Some(r) = delta.get("resultText")
+            {
+                m.insert("result".into(), r.clone());
             }
             copy(&mut m, "error");
             copy(&mut m, "durationMs");
@@ -1223,10 +1246,10 @@ fn build_item(
         m.insert("parentToolCallId".into(), json!(p));
     }
     let presentation = delta.get("presentation").cloned().or(open_presentation);
-    if let Some(p) = presentation {
-        if phase != ItemPhase::Snapshot {
-            m.insert("presentation".into(), p);
-        }
+    if let Some(p) = presentation
+        && phase != ItemPhase::Snapshot
+    {
+        m.insert("presentation".into(), p);
     }
     Value::Object(m)
 }

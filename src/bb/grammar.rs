@@ -4,8 +4,9 @@
 //! one state covers a whole cell. A violating event is dropped ("grammar drop").
 
 use crate::protocol::GrammarDrop;
+use crate::util::CappedSet;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 
 const ITEM_CAP: usize = 512;
 
@@ -34,40 +35,22 @@ const SETTLING: &[&str] = &[
     "item/delegation/completed",
 ];
 
-/// A set that forgets its oldest members past a cap.
-#[derive(Default)]
-struct CappedSet {
-    order: VecDeque<String>,
-    members: HashSet<String>,
-}
-
-impl CappedSet {
-    fn contains(&self, k: &str) -> bool {
-        self.members.contains(k)
-    }
-    fn insert(&mut self, k: &str) {
-        if self.members.insert(k.to_string()) {
-            self.order.push_back(k.to_string());
-            if self.order.len() > ITEM_CAP {
-                if let Some(old) = self.order.pop_front() {
-                    self.members.remove(&old);
-                }
-            }
-        }
-    }
-    fn remove(&mut self, k: &str) {
-        if self.members.remove(k) {
-            self.order.retain(|x| x != k);
-        }
-    }
-}
-
-#[derive(Default)]
 struct ThreadGrammar {
     open_items: CappedSet,
     settled_items: CappedSet,
     started_turns: HashSet<String>,
     completed_turns: HashSet<String>,
+}
+
+impl Default for ThreadGrammar {
+    fn default() -> Self {
+        ThreadGrammar {
+            open_items: CappedSet::new(ITEM_CAP),
+            settled_items: CappedSet::new(ITEM_CAP),
+            started_turns: HashSet::new(),
+            completed_turns: HashSet::new(),
+        }
+    }
 }
 
 #[derive(Default)]

@@ -24,7 +24,7 @@
 
 use crate::lane::write::{LaneWriter, Line};
 use crate::rpc_scan;
-use std::collections::HashMap;
+use crate::util::CappedMap;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -43,12 +43,26 @@ pub const MAX_RECORDED_LINE: usize = 64 * 1024 * 1024;
 const CHUNK: usize = 256 * 1024;
 
 /// Scopes runtime-lane lines as bb does: pending request maps per direction.
-#[derive(Default)]
+///
+/// Unlike bb's, each map holds at most [`PENDING_CAP`] requests (oldest forgotten), so a peer
+/// that never answers cannot grow the recorder without bound; a response to a forgotten request
+/// keeps its provisional scope, as an unmatched response does in bb.
 pub struct Scoper {
-    /// Runtime→bridge requests awaiting a bridge→runtime response.
-    r: HashMap<String, Option<String>>,
+    /// Runtime→bridge requests awaiting a bridge→runtime response (`""` = `_process`).
+    r: CappedMap,
     /// Bridge→runtime requests awaiting a runtime→bridge response.
-    b: HashMap<String, Option<String>>,
+    b: CappedMap,
+}
+
+pub const PENDING_CAP: usize = 1 << 16;
+
+impl Default for Scoper {
+    fn default() -> Self {
+        Scoper {
+            r: CappedMap::new(PENDING_CAP),
+            b: CappedMap::new(PENDING_CAP),
+        }
+    }
 }
 
 impl Scoper {
@@ -66,12 +80,12 @@ impl Scoper {
         if info.is_request() {
             own.insert(
                 info.id_key.clone().expect("request has id"),
-                provisional.clone(),
+                provisional.clone().unwrap_or_default(),
             );
             provisional
         } else if info.is_response() {
             match opposite.remove(info.id_key.as_deref().expect("response has id")) {
-                Some(scope) => scope,
+                Some(scope) => Some(scope).filter(|s| !s.is_empty()),
                 None => provisional,
             }
         } else {
@@ -81,6 +95,7 @@ impl Scoper {
 }
 
 /// Splits a byte stream into lines, carrying partial lines between chunks and bounding memory.
+#[derive(Default)]
 pub struct LineSplitter {
     pending: Vec<u8>,
     /// Inside a line longer than the limit: drop bytes until the next `\n`.
@@ -92,15 +107,6 @@ pub enum Piece<'a> {
     Line(&'a [u8]),
     /// A line over the limit ended here (its length), unrecorded.
     Oversized(usize),
-}
-
-impl Default for LineSplitter {
-    fn default() -> Self {
-        LineSplitter {
-            pending: Vec::new(),
-            skipping: None,
-        }
-    }
 }
 
 impl LineSplitter {
@@ -349,10 +355,10 @@ fn serve_children(listener: UnixListener, writer: Arc<Mutex<LaneWriter>>) {
         let _ = std::thread::Builder::new()
             .name("child-lane".into())
             .spawn(move || {
-                if let Err(e) = serve_child(conn, &writer) {
-                    if e.kind() != io::ErrorKind::UnexpectedEof {
-                        eprintln!("bridgewire recorder: provider lane connection failed: {e}");
-                    }
+                if let Err(e) = serve_child(conn, &writer)
+                    && e.kind() != io::ErrorKind::UnexpectedEof
+                {
+                    eprintln!("bridgewire recorder: provider lane connection failed: {e}");
                 }
             });
     }
@@ -503,12 +509,12 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
                 child_stdin,
                 "bridge→provider",
                 |lines| {
-                    if let Some(c) = &down {
-                        if let Err(e) = c.lock().expect("client").send(true, lines) {
-                            eprintln!(
-                                "bridgewire record child: recorder gone ({e}); lines not recorded"
-                            );
-                        }
+                    if let Some(c) = &down
+                        && let Err(e) = c.lock().expect("client").send(true, lines)
+                    {
+                        eprintln!(
+                            "bridgewire record child: recorder gone ({e}); lines not recorded"
+                        );
                     }
                 },
             );
@@ -521,12 +527,12 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
                 io::stdout().lock(),
                 "provider→bridge",
                 |lines| {
-                    if let Some(c) = &up {
-                        if let Err(e) = c.lock().expect("client").send(false, lines) {
-                            eprintln!(
-                                "bridgewire record child: recorder gone ({e}); lines not recorded"
-                            );
-                        }
+                    if let Some(c) = &up
+                        && let Err(e) = c.lock().expect("client").send(false, lines)
+                    {
+                        eprintln!(
+                            "bridgewire record child: recorder gone ({e}); lines not recorded"
+                        );
                     }
                 },
             );

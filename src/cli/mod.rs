@@ -1,6 +1,7 @@
 //! Command-line dispatch: clap types → library calls → exit code.
 
 pub mod exit;
+mod parity_cmd;
 mod pins_cmd;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +32,43 @@ pub enum Command {
     Record(RecordCommand),
     /// Print a cell's merged view ((run, seq) order), one entry per line.
     Lanes(LanesArgs),
+    /// Compare two builds ("legs") cell by cell on normalized events, rows and grammar drops.
+    Parity(ParityArgs),
+}
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "A leg is `cmd:<bridge command>`, `dir:<checkout>`, `ref:<git rev>`, \
+`rec:<recordings dir>` or `dump:<dump dir>`; without a prefix it is guessed from what exists.\n\
+Exit codes: 0 nothing failed; 1 a cell failed; 2 usage error, invalid allowlist or no matching recordings."
+)]
+pub struct ParityArgs {
+    /// The reference leg (e.g. main).
+    #[arg(long)]
+    pub base: String,
+    /// The leg under test (e.g. a branch).
+    #[arg(long)]
+    pub head: String,
+    /// Only cells of this provider.
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Only cells with this name.
+    #[arg(long)]
+    pub cell: Option<String>,
+    /// Intended differences (bb's parity-allowlist.json shape); stale entries fail the run.
+    #[arg(long, value_name = "FILE")]
+    pub allowlist: Option<PathBuf>,
+    /// Write both legs' normalized lists per cell (`<provider>-<cell>.{base,head}.{events,rows}.json`).
+    #[arg(long, value_name = "DIR")]
+    pub dump_dir: Option<PathBuf>,
+    /// Worker threads (default: one per core).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// Bound of every wait in a live replay.
+    #[arg(long, default_value_t = 15000)]
+    pub timeout_ms: u64,
+    /// Recordings folders (default: ./recordings).
+    pub recordings: Vec<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -150,6 +188,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
         Command::Lanes(a) => lanes(&a),
+        Command::Parity(a) => parity_cmd::run(&a),
     };
     ExitCode::from(code)
 }

@@ -97,7 +97,7 @@ impl MergedEntries {
                     }
                 }
             }
-            all.sort_by(|a, b| a.key().cmp(&b.key())); // stable: lane order breaks ties
+            all.sort_by_key(Entry::key); // stable: lane order breaks ties
             MergedEntries {
                 mode: Mode::Sorted(all.into_iter()),
                 report,

@@ -87,29 +87,43 @@ impl Entry {
 
     /// The raw bytes of the line: `lineBase64` when present, else `line`.
     pub fn raw_bytes(&self) -> Vec<u8> {
-        if let Some(Value::String(b64)) = self.extra.get("lineBase64") {
-            if let Some(bytes) = crate::util::base64_decode(b64) {
-                return bytes;
-            }
+        if let Some(Value::String(b64)) = self.extra.get("lineBase64")
+            && let Some(bytes) = crate::util::base64_decode(b64)
+        {
+            return bytes;
         }
         self.line.as_bytes().to_vec()
     }
 }
 
-/// `(run, seq)`, compared numerically.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// `(run, seq)`, compared numerically (a total order over doubles).
+#[derive(Debug, Clone, Copy)]
 pub struct SeqKey {
     pub run: f64,
     pub seq: f64,
 }
 
-impl SeqKey {
-    pub fn cmp(&self, other: &SeqKey) -> Ordering {
+impl Ord for SeqKey {
+    fn cmp(&self, other: &SeqKey) -> Ordering {
         self.run
             .total_cmp(&other.run)
             .then(self.seq.total_cmp(&other.seq))
     }
 }
+
+impl PartialOrd for SeqKey {
+    fn partial_cmp(&self, other: &SeqKey) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for SeqKey {
+    fn eq(&self, other: &SeqKey) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for SeqKey {}
 
 /// The scope directory name for a thread id, as bb derives it (§1.4), made safe.
 ///

@@ -78,7 +78,7 @@
 //! | --- | --- | --- |
 //! | `drop-unknown-method` | `rpc/unknown-method` (then `rpc/non-json-ignored` and `rpc/response-not-request` are skipped: no aliveness probe) | unknown methods get no answer |
 //! | `drop-invalid-params` | `rpc/invalid-params` | `-32602` answers are never written |
-//! | `crash-on-non-json` | `rpc/non-json-ignored`, then every later rule (the bridge is gone) | exits with status 3 on a non-JSON line |
+//! | `crash-on-non-json` | `rpc/non-json-ignored`, then every later rule that needs an answer (`rpc/response-not-request`, `handshake/initialize`, `session/start-identity`; the other lifecycle rules are then skipped) | exits with status 3 on a non-JSON line |
 //! | `error-on-response` | `rpc/response-not-request` | a response matching no pending request is answered with error `-32600` under its id |
 //! | `no-grammar-versions` | `handshake/initialize` (capabilities then unknown, so `skills/configure-declared` does not run) | capabilities omit `grammarVersions` (default `[2, 2]` misses 3) |
 //! | `wrong-protocol-version` | `handshake/initialize` (as above) | answers `protocolVersion: 1` |
@@ -88,7 +88,7 @@
 //! | `no-turn-completed` | `turn/lifecycle` | the process's first ordinary turn never gets its final `turn.boundary` (later turns do, so later rules still see settled turns) |
 //! | `invalid-event` | `events/schema-valid` | after every `usage`, a separate batch with one more `usage` whose token counts are negative and fractional numbers: grammar-valid, but the assembled `thread/tokenUsage/updated` is no valid ThreadEvent |
 //! | `delta-before-open` | `item/opens-before-delta` | a command's `item.open` is held back until after its first `item.outputDelta`, so `item/commandExecution/outputDelta` precedes `item/started` |
-//! | `release-interrupts` | `stop/release-not-interrupted` | `thread/stop {release}` on an idle thread writes `turn.open` + `turn.boundary {interrupted}` |
+//! | `release-interrupts` | `stop/release-not-interrupted` | `thread/stop {release}` on an idle thread writes `turn.open` + `turn.boundary {interrupted}` right after its answer |
 //! | `resume-reuses-ids` | `session/resume-id-uniqueness` | `thread/resume` sends no `session.reset`; the resumed provider restarts its item ids, so bb item ids (and the vouched child turn id) repeat |
 //! | `fork-no-identity` | `session/fork-identity` | the `thread/fork` result lacks `providerThreadId` |
 //! | `zero-work-hangs` | `turn/settles-without-activity` | a zero-work prompt gets `input.accepted` but never its settling `turn.boundary` |
@@ -97,7 +97,7 @@
 //! | `stop-before-settle` | `stop/interrupt-settles-before-result` | `thread/stop` is answered before the interrupted `turn.boundary` is written |
 //! | `undeclared-icon` | `presentation/icon-namespaced-declared` | `fileRead` items use the glyph `bb-ref/sparkles`, not a declared name |
 //! | `stray-stdout` | `rpc/unknown-method` (then `rpc/non-json-ignored`, `rpc/response-not-request` skipped) | writes `bb-ref-bridge: starting ` to stdout at startup without a newline: it is glued to the first response line (the kit's unknown-method probe answer), which the reader then ignores as non-JSON |
-//! | `crash-mid-turn` | `turn/lifecycle`, then every later rule (the bridge is gone) | exits with status 7 right after the first turn's command output delta |
+//! | `crash-mid-turn` | `turn/lifecycle`, then every later rule that needs an answer (from `stop/release-not-interrupted` on; `events/schema-valid`, `item/opens-before-delta` and the presentation rule still pass on the events received) | exits with status 7 right after the first turn's command output delta |
 
 mod breaks;
 mod child;

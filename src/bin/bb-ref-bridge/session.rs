@@ -486,6 +486,9 @@ impl ThreadHandle {
             (st.turn.take(), st.provider_thread_id.clone())
         };
         let mut deltas = Vec::new();
+        // Break `release-interrupts`: written after the answer, inside the runtime's
+        // settling window, so it shows up however "after the stop" is measured.
+        let mut fabricated = Vec::new();
         if let Some(mut turn) = turn {
             // Ask the provider to stop cleanly (bounded); the session on its side stays
             // resumable. A provider that does not answer is killed below anyway.
@@ -504,8 +507,8 @@ impl ThreadHandle {
             );
         } else if interrupt_or_release == "release" && breaks::on(Break::ReleaseInterrupts) {
             // Fabricate an interruption of an idle session.
-            deltas.push(json!({"kind": "turn.open"}));
-            deltas.push(json!({"kind": "turn.boundary", "status": "interrupted"}));
+            fabricated.push(json!({"kind": "turn.open"}));
+            fabricated.push(json!({"kind": "turn.boundary", "status": "interrupted"}));
         }
         if breaks::on(Break::StopBeforeSettle) {
             respond();
@@ -516,6 +519,7 @@ impl ThreadHandle {
             self.child().shutdown(Duration::from_millis(500));
             respond();
         }
+        out::deltas(&self.thread_id, fabricated);
     }
 }
 

@@ -1,0 +1,97 @@
+//! Shared helpers for the benchmark programs (not a benchmark itself).
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
+
+/// Runs a shell pipeline `reps` times; returns the median wall time.
+pub fn time_sh(script: &str, reps: usize) -> Duration {
+    let mut times: Vec<Duration> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            let st = Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .status()
+                .expect("sh");
+            assert!(st.success(), "benchmark step failed: {script}");
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// Runs a command, returning (wall time, peak RSS in KiB) measured with wait4(2).
+pub fn time_rss(cmd: &mut Command) -> (Duration, u64) {
+    let t = Instant::now();
+    #[expect(
+        clippy::zombie_processes,
+        reason = "reaped below with wait4(2) to read its rusage"
+    )]
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: plain wait4 on our own child; rusage is written by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid);
+    assert!(libc::WIFEXITED(status), "child did not exit normally");
+    (t.elapsed(), usage.ru_maxrss as u64)
+}
+
+pub fn mb_per_s(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0) / d.as_secs_f64()
+}
+
+pub fn dir_bytes(root: &Path) -> u64 {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// A deterministic pseudo-random generator (xorshift), so data is the same on every run.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn text(&mut self, len: usize) -> String {
+        const WORDS: &[&str] = &[
+            "the", "bridge", "turn", "item", "delta", "runtime", "provider", "thread", "echo",
+            "lane", "seq", "run",
+        ];
+        let mut s = String::with_capacity(len + 8);
+        while s.len() < len {
+            s.push_str(WORDS[(self.next_u64() % WORDS.len() as u64) as usize]);
+            s.push(' ');
+        }
+        s
+    }
+}
+
+/// Prints the machine line every results table starts with.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown cpu".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    format!("{cpu}, {cores} cores")
+}

@@ -1,0 +1,651 @@
+//! Parity: compare two builds ("legs") cell by cell on normalized event lists, rows and the
+//! grammar layer (reference §8), for any protocol with a [`crate::protocol::Model`].
+//!
+//! A leg is where a cell's events come from:
+//!
+//! | leg | spelled | events from |
+//! | --- | --- | --- |
+//! | command | `cmd:<shell words>` (or anything that is not a path or ref) | a live replay of the cell against that bridge command |
+//! | checkout | `dir:<path>` (a directory with `bridgewire.toml` or `Cargo.toml`) | built with `[parity] build`, replayed against `[parity] bridge` |
+//! | git ref | `ref:<rev>` (or a name `git rev-parse` resolves) | a temporary worktree of this repository at that ref, then as a checkout |
+//! | recordings | `rec:<dir>` (a recordings folder) | the same cell recorded in that folder, assembled offline |
+//! | dump | `dump:<dir>` (a `--dump-dir` output) | `<stem>.<leg>.events.json` / `<stem>.events.json` lists |
+//!
+//! Both legs of a cell run concurrently, cells in parallel. Lists are normalized (ids interned,
+//! times zeroed), the allowlist masks both legs in file order, then events, rows and the grammar
+//! layer (`<rule>:<eventType>`) are LCS-diffed. A cell fails on any difference, any stale
+//! allowlist entry, any replay stall, a leg error, or an empty replay.
+
+use crate::allowlist::{self, Entry as AllowEntry};
+use crate::cell::Cell;
+use crate::diff::{self, ListDiff};
+use crate::protocol::{EventSink, GrammarDrop};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What one leg produced for one cell.
+#[derive(Debug, Clone, Default)]
+pub struct LegRun {
+    pub events: Vec<Value>,
+    pub rows: Vec<Value>,
+    /// `<rule>:<eventType>` per grammar violation, in order.
+    pub grammar: Vec<String>,
+    pub unhandled: u64,
+    pub stalls: Vec<String>,
+    /// The leg could not run this cell at all (build failure, missing cell, no replay support).
+    pub error: Option<String>,
+    /// Events the recording itself assembles (for the empty-replay check), when known.
+    pub recorded_events: Option<u64>,
+}
+
+/// A way to produce a cell's events.
+pub trait LegRunner: Sync + Send {
+    fn label(&self) -> String;
+    fn run(&self, key: &str, cell: Option<&Cell>) -> LegRun;
+}
+
+/// Collects assembly output into a [`LegRun`].
+#[derive(Default)]
+struct Collect {
+    run: LegRun,
+    unhandled_of: Option<&'static dyn crate::protocol::Model>,
+}
+
+impl EventSink for Collect {
+    fn event(&mut self, event: Value) {
+        if self.unhandled_of.is_some_and(|m| m.is_unhandled(&event)) {
+            self.run.unhandled += 1;
+        }
+        self.run.events.push(event);
+    }
+    fn grammar_drop(&mut self, drop: GrammarDrop) {
+        self.run.grammar.push(drop.layer_key());
+    }
+    fn invalid(&mut self, message: String) {
+        self.run.stalls.push(message);
+    }
+}
+
+/// Offline assembly of a cell (the recording's own view).
+pub fn assemble_offline(cell: &Cell) -> LegRun {
+    let model = cell.protocol.model();
+    let mut sink = Collect {
+        unhandled_of: Some(model),
+        ..Default::default()
+    };
+    let mut merged = cell.merged();
+    model.assemble(cell, &mut merged, &mut sink);
+    let report = merged.into_report();
+    let mut run = sink.run;
+    run.stalls
+        .extend(report.errors.iter().map(|e| e.to_string()));
+    let mut rows = model.row_projector();
+    for e in &run.events {
+        rows.push(e);
+    }
+    run.rows = rows.finish();
+    run
+}
+
+/// A leg reading another recordings folder.
+pub struct RecordingsLeg {
+    pub root: PathBuf,
+}
+
+impl LegRunner for RecordingsLeg {
+    fn label(&self) -> String {
+        format!("rec:{}", self.root.display())
+    }
+    fn run(&self, key: &str, _cell: Option<&Cell>) -> LegRun {
+        let path = self.root.join(key);
+        match Cell::at(&self.root, &path) {
+            Some(c) => assemble_offline(&c),
+            None => LegRun {
+                error: Some(format!(
+                    "{}: no cell {key} in this leg",
+                    self.root.display()
+                )),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// A leg reading `--dump-dir` output.
+pub struct DumpLeg {
+    pub root: PathBuf,
+    /// `base` or `head`: which of a parity dump's two lists to read (plain pins dumps have one).
+    pub side: &'static str,
+}
+
+impl DumpLeg {
+    fn read_list(&self, stem: &str, layer: &str) -> Option<Result<Vec<Value>, String>> {
+        let candidates = [
+            self.root.join(format!("{stem}.{}.{layer}.json", self.side)),
+            self.root.join(format!("{stem}.{layer}.json")),
+        ];
+        let path = candidates.iter().find(|p| p.exists())?;
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+        };
+        Some(match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Array(items)) => Ok(items),
+            Ok(_) => Err(format!("{}: not a JSON array", path.display())),
+            Err(e) => Err(format!("{}:{}: {e}", path.display(), e.line())),
+        })
+    }
+
+    /// Cell keys present in the dump (`<stem>` names, dashes for slashes).
+    pub fn keys(root: &Path) -> Vec<String> {
+        let mut keys: Vec<String> = std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|n| {
+                n.strip_suffix(".events.json").map(|s| {
+                    s.trim_end_matches(".base")
+                        .trim_end_matches(".head")
+                        .to_string()
+                })
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+}
+
+impl LegRunner for DumpLeg {
+    fn label(&self) -> String {
+        format!("dump:{}", self.root.display())
+    }
+    fn run(&self, key: &str, _cell: Option<&Cell>) -> LegRun {
+        let stem = crate::pins::dump_stem(key);
+        let mut run = LegRun::default();
+        match self.read_list(&stem, "events") {
+            None => run.error = Some(format!("{}: no events dump for {key}", self.root.display())),
+            Some(Err(e)) => run.error = Some(e),
+            Some(Ok(events)) => run.events = events,
+        }
+        if let Some(Ok(rows)) = self.read_list(&stem, "rows") {
+            run.rows = rows;
+        }
+        if let Some(Ok(g)) = self.read_list(&stem, "grammar") {
+            run.grammar = g
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+        }
+        run.unhandled = run
+            .events
+            .iter()
+            .filter(|e| e["type"] == "provider/unhandled")
+            .count() as u64;
+        run
+    }
+}
+
+/// A leg that cannot run (e.g. its build failed): every cell reports the error.
+pub struct BrokenLeg {
+    pub label: String,
+    pub error: String,
+}
+
+impl LegRunner for BrokenLeg {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+    fn run(&self, _key: &str, _cell: Option<&Cell>) -> LegRun {
+        LegRun {
+            error: Some(self.error.clone()),
+            ..Default::default()
+        }
+    }
+}
+
+/// How a leg was spelled on the command line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LegSpec {
+    Command(Vec<String>),
+    Checkout(PathBuf),
+    GitRef(String),
+    Recordings(PathBuf),
+    Dump(PathBuf),
+}
+
+impl LegSpec {
+    /// Parses `kind:value`, or guesses from what exists.
+    pub fn parse(s: &str) -> Result<LegSpec, String> {
+        if let Some((kind, rest)) = s.split_once(':') {
+            match kind {
+                "cmd" => return split_words(rest).map(LegSpec::Command),
+                "dir" => return Ok(LegSpec::Checkout(rest.into())),
+                "ref" => return Ok(LegSpec::GitRef(rest.into())),
+                "rec" => return Ok(LegSpec::Recordings(rest.into())),
+                "dump" => return Ok(LegSpec::Dump(rest.into())),
+                _ => {}
+            }
+        }
+        let p = Path::new(s);
+        if p.is_dir() {
+            if p.join("bridgewire.toml").exists() || p.join("Cargo.toml").exists() {
+                return Ok(LegSpec::Checkout(p.into()));
+            }
+            if !DumpLeg::keys(p).is_empty() {
+                return Ok(LegSpec::Dump(p.into()));
+            }
+            if crate::cell::discover(p).is_ok() {
+                return Ok(LegSpec::Recordings(p.into()));
+            }
+            return Err(format!(
+                "{s}: a directory, but not a checkout, a recordings folder or a dump"
+            ));
+        }
+        if !s.contains(char::is_whitespace) && git_resolves(s) {
+            return Ok(LegSpec::GitRef(s.into()));
+        }
+        split_words(s).map(LegSpec::Command)
+    }
+}
+
+fn git_resolves(rev: &str) -> bool {
+    Command::new("git")
+        .args(["rev-parse", "--verify", "--quiet"])
+        .arg(format!("{rev}^{{commit}}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Splits a command line into words, honouring single and double quotes and backslashes.
+pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => cur.push(c),
+                        None => return Err(format!("unterminated ' in {s:?}")),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => cur.extend(chars.next()),
+                        Some(c) => cur.push(c),
+                        None => return Err(format!("unterminated \" in {s:?}")),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                cur.extend(chars.next());
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    if words.is_empty() {
+        return Err("empty command".into());
+    }
+    Ok(words)
+}
+
+/// The `[parity]` table of a checkout's `bridgewire.toml`.
+#[derive(Debug, Clone, Default)]
+pub struct CheckoutConfig {
+    /// Shell command run in the checkout to build it.
+    pub build: Option<String>,
+    /// The bridge command, relative paths resolved against the checkout.
+    pub bridge: Option<String>,
+}
+
+impl CheckoutConfig {
+    pub fn load(checkout: &Path) -> Result<CheckoutConfig, String> {
+        let path = checkout.join("bridgewire.toml");
+        if !path.exists() {
+            return Ok(CheckoutConfig::default());
+        }
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let doc: toml::Table = text
+            .parse()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let parity = doc.get("parity").and_then(|v| v.as_table());
+        let get = |k: &str| {
+            parity
+                .and_then(|t| t.get(k))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        Ok(CheckoutConfig {
+            build: get("build"),
+            bridge: get("bridge"),
+        })
+    }
+}
+
+/// Builds a checkout; returns the bridge command (absolute program path when relative).
+pub fn build_checkout(
+    checkout: &Path,
+    timeout: std::time::Duration,
+) -> Result<Vec<String>, String> {
+    let cfg = CheckoutConfig::load(checkout)?;
+    if let Some(build) = &cfg.build {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(build)
+            .current_dir(checkout)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run build `{build}`: {e}"))?;
+        let start = std::time::Instant::now();
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) if status.success() => break,
+                Ok(Some(status)) => {
+                    let mut err = String::new();
+                    if let Some(mut s) = child.stderr.take() {
+                        use std::io::Read;
+                        let _ = s.read_to_string(&mut err);
+                    }
+                    let tail: Vec<&str> = err.lines().rev().take(5).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    return Err(format!(
+                        "build `{build}` failed ({status}): {}",
+                        tail.join(" | ")
+                    ));
+                }
+                Ok(None) if start.elapsed() > timeout => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "build `{build}` timed out after {}s",
+                        timeout.as_secs()
+                    ));
+                }
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
+                Err(e) => return Err(format!("build `{build}`: {e}")),
+            }
+        }
+    }
+    let bridge = cfg.bridge.ok_or_else(|| {
+        format!(
+            "{}: bridgewire.toml has no [parity] bridge command",
+            checkout.display()
+        )
+    })?;
+    let mut words = split_words(&bridge)?;
+    if words[0].contains('/') && !Path::new(&words[0]).is_absolute() {
+        words[0] = checkout.join(&words[0]).display().to_string();
+    }
+    Ok(words)
+}
+
+/// A temporary worktree of the current repository at `rev`, removed on drop.
+pub struct Worktree {
+    pub path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Worktree {
+    pub fn add(rev: &str) -> Result<Worktree, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("bridgewire-leg-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let path = dir.path().join("wt");
+        let out = Command::new("git")
+            .args(["worktree", "add", "--detach", "--quiet"])
+            .arg(&path)
+            .arg(rev)
+            .output()
+            .map_err(|e| format!("git: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "git worktree add {rev}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Worktree { path, _dir: dir })
+    }
+}
+
+impl Drop for Worktree {
+    fn drop(&mut self) {
+        let _ = Command::new("git")
+            .args(["worktree", "remove", "--force"])
+            .arg(&self.path)
+            .output();
+    }
+}
+
+/// The comparison of one cell.
+#[derive(Debug, Clone)]
+pub struct CellParity {
+    pub key: String,
+    pub skipped: Option<String>,
+    pub base: LegRun,
+    pub head: LegRun,
+    pub events: ListDiff,
+    pub rows: ListDiff,
+    pub grammar: ListDiff,
+    pub stale: Vec<AllowEntry>,
+    pub problems: Vec<String>,
+}
+
+impl CellParity {
+    pub fn passed(&self) -> bool {
+        self.skipped.is_none()
+            && self.events.is_empty()
+            && self.rows.is_empty()
+            && self.grammar.is_empty()
+            && self.stale.is_empty()
+            && self.problems.is_empty()
+    }
+}
+
+/// Compares two already-produced leg runs of one cell.
+pub fn compare_cell(
+    key: &str,
+    model: &dyn crate::protocol::Model,
+    mut base: LegRun,
+    mut head: LegRun,
+    allow: &[AllowEntry],
+    dump_dir: Option<&Path>,
+) -> CellParity {
+    let (provider, cell) = key.split_once('/').unwrap_or(("", key));
+    let mut problems = Vec::new();
+    for (side, run) in [("base", &base), ("head", &head)] {
+        if let Some(e) = &run.error {
+            problems.push(format!("{side} leg: {e}"));
+        }
+        for s in &run.stalls {
+            problems.push(format!("{side} stall: {s}"));
+        }
+        if run.error.is_none()
+            && run.events.is_empty()
+            && let Some(n) = run.recorded_events.filter(|n| *n > 0)
+        {
+            problems.push(format!(
+                "{side} empty replay: the recording assembles {n} events"
+            ));
+        }
+    }
+    base.events = model.normalize_events(std::mem::take(&mut base.events));
+    head.events = model.normalize_events(std::mem::take(&mut head.events));
+    base.rows = model.normalize_rows(std::mem::take(&mut base.rows));
+    head.rows = model.normalize_rows(std::mem::take(&mut head.rows));
+    if let Some(d) = dump_dir {
+        let stem = crate::pins::dump_stem(key);
+        for (side, run) in [("base", &base), ("head", &head)] {
+            for (layer, list) in [("events", &run.events), ("rows", &run.rows)] {
+                let _ = std::fs::write(
+                    d.join(format!("{stem}.{side}.{layer}.json")),
+                    crate::jsjson::to_string_pretty(&Value::Array(list.clone())),
+                );
+            }
+        }
+    }
+    let (mut be, mut br) = (base.events.clone(), base.rows.clone());
+    let (mut he, mut hr) = (head.events.clone(), head.rows.clone());
+    let masked = allowlist::apply(
+        allow,
+        provider,
+        cell,
+        (&mut be, &mut br),
+        (&mut he, &mut hr),
+    );
+    let grammar_list = |g: &[String]| {
+        g.iter()
+            .map(|s| Value::String(s.clone()))
+            .collect::<Vec<_>>()
+    };
+    CellParity {
+        key: key.to_string(),
+        skipped: None,
+        events: diff::diff_lists(&be, &he, 2),
+        rows: diff::diff_lists(&br, &hr, 2),
+        grammar: diff::diff_lists(
+            &grammar_list(&base.grammar),
+            &grammar_list(&head.grammar),
+            2,
+        ),
+        stale: masked.stale,
+        problems,
+        base,
+        head,
+    }
+}
+
+/// Renders one cell's result as bb-style text lines.
+pub fn render_cell(c: &CellParity) -> Vec<String> {
+    if let Some(reason) = &c.skipped {
+        return vec![format!("SKIP {}: {reason}", c.key)];
+    }
+    let mut out = vec![format!(
+        "{} {}: base {} events/{} rows, head {} events/{} rows, unhandled {}→{}, grammar drops {}→{}{}",
+        if c.passed() { "PASS" } else { "FAIL" },
+        c.key,
+        c.base.events.len(),
+        c.base.rows.len(),
+        c.head.events.len(),
+        c.head.rows.len(),
+        c.base.unhandled,
+        c.head.unhandled,
+        c.base.grammar.len(),
+        c.head.grammar.len(),
+        {
+            let stalls = c.base.stalls.len() + c.head.stalls.len();
+            if stalls > 0 {
+                format!(", {stalls} stall(s)")
+            } else {
+                String::new()
+            }
+        }
+    )];
+    for (layer, d) in [("events", &c.events), ("rows", &c.rows)] {
+        if let Some(first) = &d.first {
+            out.push(format!(
+                "  first {layer} divergence at base #{} / head #{}:",
+                first.base_index, first.head_index
+            ));
+            for (i, v) in &first.before {
+                out.push(format!("      {i:>4}   {}", diff::describe(v)));
+            }
+            for (i, v) in &first.base {
+                out.push(format!("    - {i:>4}   {}", diff::describe(v)));
+            }
+            for (i, v) in &first.head {
+                out.push(format!("    + {i:>4}   {}", diff::describe(v)));
+            }
+            for line in first.entry_diff.iter().take(12) {
+                out.push(format!("      {line}"));
+            }
+        }
+        for (_, v) in &d.only_in_base {
+            out.push(format!("  {layer} only in base: {}", diff::describe(v)));
+        }
+        for (_, v) in &d.only_in_head {
+            out.push(format!("  {layer} only in head: {}", diff::describe(v)));
+        }
+    }
+    for (_, v) in &c.grammar.only_in_base {
+        out.push(format!(
+            "  grammar drop only in base: {}",
+            v.as_str().unwrap_or("?")
+        ));
+    }
+    for (_, v) in &c.grammar.only_in_head {
+        out.push(format!(
+            "  grammar drop only in head: {}",
+            v.as_str().unwrap_or("?")
+        ));
+    }
+    for e in &c.stale {
+        out.push(format!("  stale allowlist entry {}", e.describe()));
+    }
+    for p in &c.problems {
+        out.push(format!("  {p}"));
+    }
+    out
+}
+
+/// A leg that replays cells live against a bridge command.
+pub struct LiveLeg {
+    pub label: String,
+    pub command: Vec<String>,
+    pub timeout_ms: u64,
+}
+
+impl LegRunner for LiveLeg {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+    fn run(&self, key: &str, cell: Option<&Cell>) -> LegRun {
+        let Some(cell) = cell else {
+            return LegRun {
+                error: Some(format!("no recording for {key}")),
+                ..Default::default()
+            };
+        };
+        live_replay(cell, &self.command, self.timeout_ms)
+    }
+}
+
+/// Replays one cell against a bridge command (dispatches on the cell's protocol).
+pub fn live_replay(cell: &Cell, _command: &[String], _timeout_ms: u64) -> LegRun {
+    LegRun {
+        error: Some(format!(
+            "live replay of {} cells is not available in this build",
+            cell.protocol
+        )),
+        ..Default::default()
+    }
+}

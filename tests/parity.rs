@@ -1,0 +1,207 @@
+//! `bridgewire parity` on recorded legs: one changed event fails on exactly that event, an
+//! allowlist entry masks it, a stale entry fails, bad allowlists are refused before anything runs.
+
+use assert_cmd::Command;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn bw() -> Command {
+    Command::cargo_bin("bridgewire").unwrap()
+}
+
+const CELL: &str = "claude-code/fork";
+const LANE: &str = "bridge→runtime.current.ndjson";
+
+/// Copies one corpus cell into `<tmp>/<leg>/claude-code/fork`.
+fn leg(tmp: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings/bb")
+        .join(CELL)
+        .join(LANE);
+    let dst = tmp.join(name).join(CELL);
+    fs::create_dir_all(&dst).unwrap();
+    fs::copy(src, dst.join(LANE)).unwrap();
+    tmp.join(name)
+}
+
+/// Changes the first streamed text delta of the head leg ("Hi" → something else).
+fn change_one_text_delta(root: &Path) -> String {
+    let path = root.join(CELL).join(LANE);
+    let text = fs::read_to_string(&path).unwrap();
+    let mut out = Vec::new();
+    let mut changed = None;
+    for line in text.lines() {
+        let mut entry: serde_json::Value = serde_json::from_str(line).unwrap();
+        let mut msg: serde_json::Value =
+            serde_json::from_str(entry["line"].as_str().unwrap()).unwrap();
+        if changed.is_none()
+            && msg["method"] == "thread/delta"
+            && let Some(d) = msg["params"]["deltas"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .find(|d| d["kind"] == "item.textDelta")
+        {
+            changed = Some(d["text"].as_str().unwrap().to_string());
+            d["text"] = "CHANGED".into();
+            entry["line"] = bridgewire::jsjson::to_string(&msg).into();
+        }
+        out.push(bridgewire::jsjson::to_string(&entry));
+    }
+    fs::write(&path, out.join("\n") + "\n").unwrap();
+    changed.expect("the cell streams text")
+}
+
+fn run(args: &[&str], base: &Path, head: &Path) -> (i32, String, String) {
+    let out = bw()
+        .arg("parity")
+        .arg("--base")
+        .arg(format!("rec:{}", base.display()))
+        .arg("--head")
+        .arg(format!("rec:{}", head.display()))
+        .args(args)
+        .arg(base)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn identical_legs_pass() {
+    let t = tempfile::tempdir().unwrap();
+    let (base, head) = (leg(t.path(), "base"), leg(t.path(), "head"));
+    let (code, stdout, _) = run(&[], &base, &head);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains(&format!("PASS {CELL}: ")), "{stdout}");
+    assert!(
+        stdout
+            .trim_end()
+            .ends_with("1 passed, 0 failed, 0 skipped (1 cells)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn one_changed_event_fails_on_exactly_that_event_and_the_allowlist_masks_it() {
+    let t = tempfile::tempdir().unwrap();
+    let (base, head) = (leg(t.path(), "base"), leg(t.path(), "head"));
+    let original = change_one_text_delta(&head);
+    let dump = t.path().join("dump");
+    let (code, stdout, _) = run(&["--dump-dir", dump.to_str().unwrap()], &base, &head);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains(&format!("FAIL {CELL}: ")), "{stdout}");
+    let only_base: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("events only in base"))
+        .collect();
+    let only_head: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("events only in head"))
+        .collect();
+    assert_eq!(only_base.len(), 1, "{stdout}");
+    assert_eq!(only_head.len(), 1, "{stdout}");
+    assert!(only_base[0].contains("item/agentMessage/delta") && only_base[0].contains(&original));
+    assert!(only_head[0].contains("CHANGED"));
+    assert!(
+        stdout.contains("/delta: "),
+        "a JSON-aware entry diff: {stdout}"
+    );
+
+    // Find the event's position in the dump, as a user would, and allow it.
+    let events: Vec<serde_json::Value> = serde_json::from_str(
+        &fs::read_to_string(dump.join("claude-code-fork.head.events.json")).unwrap(),
+    )
+    .unwrap();
+    let pos = events.iter().position(|e| e["delta"] == "CHANGED").unwrap();
+    let allow = t.path().join("allow.json");
+    fs::write(
+        &allow,
+        format!(r##"[{{"provider":"claude-code","cell":"fork","layer":"events","path":"/{pos}/delta","pr":"#7","reason":"wording"}}]"##),
+    )
+    .unwrap();
+    let (code, stdout, _) = run(&["--allowlist", allow.to_str().unwrap()], &base, &head);
+    assert_eq!(code, 0, "{stdout}");
+
+    // A stale entry (masks nothing on either leg) fails, named.
+    fs::write(
+        &allow,
+        format!(
+            r##"[{{"provider":"*","cell":"*","layer":"events","path":"/{pos}/delta","pr":"#7","reason":"wording"}},
+               {{"provider":"*","cell":"fork","layer":"rows","path":"/*/nothing-here","pr":"#8","reason":"old"}}]"##
+        ),
+    )
+    .unwrap();
+    let (code, stdout, _) = run(&["--allowlist", allow.to_str().unwrap()], &base, &head);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("stale allowlist entry (#8) rows /*/nothing-here — old"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_allowlist_is_refused_before_anything_runs() {
+    let t = tempfile::tempdir().unwrap();
+    let (base, head) = (leg(t.path(), "base"), leg(t.path(), "head"));
+    let allow = t.path().join("allow.json");
+    fs::write(
+        &allow,
+        r##"[{"provider":"*","cell":"*","layer":"events","path":"/0","pr":"#1","reason":"ok"},
+            {"provider":"*","cell":"*","layer":"timeline","path":"/0","pr":"#1","reason":"bad"}]"##,
+    )
+    .unwrap();
+    let (code, _, stderr) = run(&["--allowlist", allow.to_str().unwrap()], &base, &head);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("entry 1: unknown layer \"timeline\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn no_matching_recordings_is_a_usage_error() {
+    let t = tempfile::tempdir().unwrap();
+    let (base, head) = (leg(t.path(), "base"), leg(t.path(), "head"));
+    let (code, _, stderr) = run(&["--provider", "nobody"], &base, &head);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no matching recordings"));
+}
+
+#[test]
+fn a_leg_that_cannot_build_is_named_and_the_other_leg_is_kept() {
+    let t = tempfile::tempdir().unwrap();
+    let base = leg(t.path(), "base");
+    let checkout = t.path().join("checkout");
+    fs::create_dir_all(&checkout).unwrap();
+    fs::write(
+        checkout.join("bridgewire.toml"),
+        "[parity]\nbuild = \"echo nope >&2; exit 3\"\nbridge = \"./bridge\"\n",
+    )
+    .unwrap();
+    let out = bw()
+        .arg("parity")
+        .arg("--base")
+        .arg(format!("rec:{}", base.display()))
+        .arg("--head")
+        .arg(format!("dir:{}", checkout.display()))
+        .arg(&base)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout.contains("head leg: build `echo nope >&2; exit 3` failed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("nope"),
+        "the build's own error is shown: {stdout}"
+    );
+    // The base leg's results are still there.
+    assert!(stdout.contains(&format!("FAIL {CELL}: base ")), "{stdout}");
+    assert!(!stdout.contains("base 0 events"), "{stdout}");
+}

@@ -1,0 +1,216 @@
+//! `record bb` / `record child` end to end over real pipes: lanes scoped as bb scopes them,
+//! every crossed line kept, exit status and signals passed through.
+
+use assert_cmd::Command;
+use bridgewire::lane::Entry;
+use bridgewire::lane::read::LaneReader;
+use std::path::Path;
+
+const PY_BRIDGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/py_bridge.py");
+
+fn read(path: &Path, dir: &str) -> Vec<Entry> {
+    LaneReader::open(path, Some(dir))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+fn lines(entries: &[Entry]) -> Vec<&str> {
+    entries.iter().map(|e| e.line.as_str()).collect()
+}
+
+#[test]
+fn tees_both_runtime_lanes_scoped_per_thread() {
+    let t = tempfile::tempdir().unwrap();
+    let input = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+        "this is { not json",
+        r#"{"jsonrpc":"2.0","id":2,"method":"thread/start","params":{"threadId":"thr_a"}}"#,
+        r#"{"jsonrpc":"2.0","id":"3","method":"thread/stop","params":{"threadId":"../../x"}}"#,
+    ]
+    .join("\n")
+        + "\n";
+    let out = Command::cargo_bin("bridgewire")
+        .unwrap()
+        .args(["record", "bb", "--dir"])
+        .arg(t.path())
+        .args(["--provider", "py", "--", "python3", PY_BRIDGE])
+        .env("PY_BRIDGE_EXIT", "7")
+        .write_stdin(input)
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "the bridge's exit status passes through"
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout.lines().count(),
+        4,
+        "the runtime sees every bridge line: {stdout}"
+    );
+
+    let root = t.path().join("py");
+    let p_rt = read(
+        &root.join("_process/runtime→bridge.ndjson"),
+        "runtime→bridge",
+    );
+    assert_eq!(
+        lines(&p_rt),
+        [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+            "this is { not json"
+        ]
+    );
+    let p_br = read(
+        &root.join("_process/bridge→runtime.ndjson"),
+        "bridge→runtime",
+    );
+    assert_eq!(lines(&p_br), [r#"{"jsonrpc":"2.0","id":1,"result":{}}"#]);
+    let a_br = read(&root.join("thr_a/bridge→runtime.ndjson"), "bridge→runtime");
+    assert_eq!(
+        a_br.len(),
+        2,
+        "identity and the response land in the request's scope"
+    );
+    assert!(a_br[1].line.contains(r#""id":2"#));
+    // A hostile thread id stays inside the recording folder.
+    let x = read(
+        &root.join("..-..-x/runtime→bridge.ndjson"),
+        "runtime→bridge",
+    );
+    assert_eq!(x.len(), 1);
+    let x_br = read(
+        &root.join("..-..-x/bridge→runtime.ndjson"),
+        "bridge→runtime",
+    );
+    assert!(x_br[0].line.contains(r#""id":"3""#));
+    // One seq counter across lanes, one run.
+    let a_rt = read(&root.join("thr_a/runtime→bridge.ndjson"), "runtime→bridge");
+    let mut all: Vec<&Entry> = p_rt
+        .iter()
+        .chain(&p_br)
+        .chain(&a_rt)
+        .chain(&a_br)
+        .chain(&x)
+        .chain(&x_br)
+        .collect();
+    all.sort_by(|a, b| a.seq.total_cmp(&b.seq));
+    let seqs: Vec<f64> = all.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=8).map(|n| n as f64).collect::<Vec<_>>());
+    assert!(all.iter().all(|e| e.run == all[0].run));
+    // A runtime line is recorded before the bridge can answer it.
+    let init_req = p_rt[0].seq;
+    assert!(p_br[0].seq > init_req);
+}
+
+#[test]
+fn a_bridge_killed_mid_run_keeps_every_line_and_its_signal() {
+    let t = tempfile::tempdir().unwrap();
+    let input = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#,
+        r#"{"jsonrpc":"2.0","method":"die"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"never-answered"}"#,
+    ]
+    .join("\n")
+        + "\n";
+    let out = Command::cargo_bin("bridgewire")
+        .unwrap()
+        .args(["record", "bb", "--dir"])
+        .arg(t.path())
+        .args(["--", "python3", PY_BRIDGE])
+        .write_stdin(input)
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "bridgewire ends as the bridge did: {:?}",
+        out.status
+    );
+    let br = read(
+        &t.path().join("_process/bridge→runtime.ndjson"),
+        "bridge→runtime",
+    );
+    assert_eq!(
+        lines(&br),
+        [
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"dying"}"#
+        ]
+    );
+    let rt = read(
+        &t.path().join("_process/runtime→bridge.ndjson"),
+        "runtime→bridge",
+    );
+    assert!(rt.len() >= 2, "every runtime line that crossed is kept");
+}
+
+#[test]
+fn record_child_shares_the_seq_counter_and_scopes_by_thread() {
+    let t = tempfile::tempdir().unwrap();
+    let bw = assert_cmd::cargo::cargo_bin("bridgewire");
+    // The provider: answers its one request, via `record child`.
+    let provider = serde_json::json!([
+        bw.to_str().unwrap(),
+        "record",
+        "child",
+        "--",
+        "python3",
+        "-c",
+        "import sys\nfor l in sys.stdin:\n    print('{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"ok\":true}}', flush=True)"
+    ]);
+    let input =
+        r#"{"jsonrpc":"2.0","id":1,"method":"spawn-provider","params":{"threadId":"thr_p"}}"#
+            .to_string()
+            + "\n";
+    let out = Command::cargo_bin("bridgewire")
+        .unwrap()
+        .args(["record", "bb", "--dir"])
+        .arg(t.path())
+        .args(["--", "python3", PY_BRIDGE])
+        .env("PY_BRIDGE_PROVIDER", provider.to_string())
+        .write_stdin(input)
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scope = t.path().join("thr_p");
+    let to_p = read(&scope.join("bridge→provider.ndjson"), "bridge→provider");
+    let from_p = read(&scope.join("provider→bridge.ndjson"), "provider→bridge");
+    let rt = read(&scope.join("runtime→bridge.ndjson"), "runtime→bridge");
+    let br = read(&scope.join("bridge→runtime.ndjson"), "bridge→runtime");
+    assert_eq!(
+        lines(&to_p),
+        [r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#]
+    );
+    assert_eq!(
+        lines(&from_p),
+        [r#"{"jsonrpc":"2.0","id":1,"result":{"ok":true}}"#]
+    );
+    // Cause before effect across all four lanes, on one counter.
+    assert!(rt[0].seq < to_p[0].seq && to_p[0].seq < from_p[0].seq && from_p[0].seq < br[0].seq);
+    assert_eq!(to_p[0].run, rt[0].run);
+}
+
+#[test]
+fn record_child_without_a_recorder_is_a_plain_pipe() {
+    let out = Command::cargo_bin("bridgewire")
+        .unwrap()
+        .args(["record", "child", "--", "sh", "-c", "cat; exit 3"])
+        .env_remove("BRIDGEWIRE_RECORD_SOCKET")
+        .write_stdin("a\nb")
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(out.stdout, b"a\nb");
+}
