@@ -58,6 +58,8 @@ pub const OTHER_THREAD: &str = "thr_conformance_1_other";
 pub const RELEASE_SETTLE: Duration = Duration::from_millis(150);
 /// Wire lines kept per failing verdict as context.
 pub const CONTEXT_LINES: usize = 16;
+/// Of those, the first lines of the rule's window (normally its request).
+pub const CONTEXT_HEAD: usize = 4;
 const CONTEXT_LINE_CHARS: usize = 400;
 const WIRE_RING: usize = 256;
 const PREREQ: &str = "prerequisite session/start-identity failed";
@@ -295,7 +297,8 @@ impl Client {
         }
     }
 
-    /// The wire lines after `mark`, the last [`CONTEXT_LINES`] of them.
+    /// The wire lines after `mark`: the first [`CONTEXT_HEAD`] (what the rule sent) and the
+    /// last of them, [`CONTEXT_LINES`] at most, with a gap marker between.
     fn context_since(&self, mark: u64) -> Vec<String> {
         let lines: Vec<String> = self
             .wire
@@ -309,8 +312,15 @@ impl Client {
                 format!("{arrow} {}", clip(l, CONTEXT_LINE_CHARS))
             })
             .collect();
-        let skip = lines.len().saturating_sub(CONTEXT_LINES);
-        lines.into_iter().skip(skip).collect()
+        if lines.len() <= CONTEXT_LINES {
+            return lines;
+        }
+        let tail = CONTEXT_LINES - CONTEXT_HEAD;
+        let gap = lines.len() - CONTEXT_LINES;
+        let mut out: Vec<String> = lines[..CONTEXT_HEAD].to_vec();
+        out.push(format!("… {gap} more line(s) …"));
+        out.extend_from_slice(&lines[lines.len() - tail..]);
+        out
     }
 
     fn send_raw(&mut self, line: &str) {
@@ -493,6 +503,15 @@ impl Client {
             parts.push(format!("bridge exited ({})", describe_status(s)));
         }
         parts.extend(self.diag.notes());
+        let partial = self.bridge.partial_line_len();
+        if partial > 0 {
+            let cap = self.bridge.limits().max_line;
+            parts.push(if partial > cap {
+                format!("an oversized stdout line without newline: {partial} bytes so far, over the {cap}-byte cap")
+            } else {
+                format!("{partial} bytes of stdout without a newline")
+            });
+        }
         if parts.is_empty() {
             String::new()
         } else {
@@ -1265,6 +1284,14 @@ impl Kit<'_> {
             }
             Some(r) => r,
         };
+        // The resume was rejected: resume again (after the unarchive) whatever the hint said.
+        let id = self.c.request("thread/resume", params);
+        let second = self.c.wait_response(id);
+        let resumed = match &second {
+            Some(r) if !is_error(r) => parse_identity(r),
+            Some(r) => Err(format!("failed: {}", describe_answer(r))),
+            None => Err(format!("unanswered{}", self.c.why_silent())),
+        };
         let kind = first["error"]["data"]["recovery"]["kind"].as_str();
         if kind != Some("sessionArchived") {
             let d = match kind {
@@ -1277,40 +1304,17 @@ impl Kit<'_> {
                 ),
             };
             self.fail(RULE, m, d);
-            return None;
+            return resumed.ok();
         }
-        let id = self.c.request("thread/resume", params);
-        match self.c.wait_response(id) {
-            None => {
-                let d = self.unanswered("thread/resume after thread/unarchive");
-                self.fail(RULE, m, d);
+        match resumed {
+            Ok(p) => {
+                self.pass(RULE, m);
+                Some(p)
+            }
+            Err(e) => {
+                self.fail(RULE, m, format!("thread/resume after thread/unarchive {e}"));
                 None
             }
-            Some(r) if is_error(&r) => {
-                self.fail(
-                    RULE,
-                    m,
-                    format!(
-                        "thread/resume after thread/unarchive failed: {}",
-                        describe_answer(&r)
-                    ),
-                );
-                None
-            }
-            Some(r) => match parse_identity(&r) {
-                Ok(p) => {
-                    self.pass(RULE, m);
-                    Some(p)
-                }
-                Err(e) => {
-                    self.fail(
-                        RULE,
-                        m,
-                        format!("thread/resume after thread/unarchive: {e}"),
-                    );
-                    None
-                }
-            },
         }
     }
 

@@ -60,6 +60,8 @@ pub enum Incoming {
 struct Inbox {
     queue: VecDeque<Incoming>,
     eof: bool,
+    /// Bytes of the current line read so far (no newline yet).
+    partial: usize,
 }
 
 type Shared = Arc<(Mutex<Inbox>, Condvar)>;
@@ -74,6 +76,7 @@ pub struct Bridge {
     stderr: Arc<Mutex<VecDeque<u8>>>,
     status: Option<ExitStatus>,
     killed: bool,
+    limits: Limits,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -136,6 +139,7 @@ impl Bridge {
             stderr: tail,
             status: None,
             killed: false,
+            limits,
         })
     }
 
@@ -185,6 +189,16 @@ impl Bridge {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// Bytes of an unterminated stdout line read so far (0 when the last line ended).
+    pub fn partial_line_len(&self) -> usize {
+        lock(&self.inbox.0).partial
+    }
+
+    /// The buffer bounds this bridge runs with.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Whether stdout closed and everything was delivered.
@@ -347,6 +361,7 @@ fn read_stdout(mut stdout: impl Read, limits: Limits, inbox: Shared) {
                 }
             }
         }
+        lock(&inbox.0).partial = line_len;
         if !flooded && total > limits.max_total {
             flooded = true;
             line = Vec::new();
@@ -362,6 +377,7 @@ fn read_stdout(mut stdout: impl Read, limits: Limits, inbox: Shared) {
     let mut g = lock(m);
     g.queue.push_back(Incoming::Eof);
     g.eof = true;
+    g.partial = 0;
     cv.notify_all();
 }
 

@@ -155,6 +155,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
             target_exit: info.bridge_exit.clone(),
             notes: info.notes.clone(),
             stderr_tail: info.stderr_tail.clone(),
+            target_pid: Some(info.pid),
         },
         verdicts,
     };

@@ -32,6 +32,7 @@ pub fn to_value(r: &Report) -> Value {
         "timeout_ms": r.meta.timeout_ms,
         "fixture": r.meta.fixture,
         "target_exit": r.meta.target_exit,
+        "target_pid": r.meta.target_pid,
         "notes": r.meta.notes,
         "stderr_tail": r.meta.stderr_tail,
         "summary": {"passed": s.passed, "failed": s.failed, "skipped": s.skipped, "ok": s.ok()},

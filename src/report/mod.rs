@@ -37,6 +37,8 @@ pub struct RunMeta {
     pub notes: Vec<String>,
     /// The tail of the target's stderr.
     pub stderr_tail: String,
+    /// The target's pid (= its process group id, killed at the end of the run).
+    pub target_pid: Option<u32>,
 }
 
 /// One run's report.
@@ -104,6 +106,7 @@ pub(crate) fn sample() -> Report {
             target_exit: Some("exit status 3".into()),
             notes: vec!["1 non-JSON stdout line(s), first: oops".into()],
             stderr_tail: "boom\n".into(),
+            target_pid: Some(42),
         },
         verdicts: vec![
             Verdict::pass("rpc/unknown-method"),
