@@ -615,6 +615,50 @@ fn crashing_bridge_is_named_and_its_group_is_reaped() {
 }
 
 #[test]
+fn sigterm_to_bridgewire_kills_the_bridge_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let script = format!(
+        "sleep 1000 & echo $! >> {p}.tmp; echo $$ > {p}; cat {p}.tmp >> {p}; exec sleep 1000",
+        p = pidfile.display()
+    );
+    let mut child = Command::new(BRIDGEWIRE)
+        .args([
+            "check",
+            "bb",
+            "--timeout-ms",
+            "20000",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .current_dir(std::env::temp_dir())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids(&pidfile).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "bridgewire ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert_all_gone(&pidfile);
+}
+
+#[test]
 fn crash_with_closed_stdout_ends_at_once() {
     let (out, took) = run_check(&["--format", "json"], &["sh", "-c", "exit 7"], &[]);
     assert!(took < Duration::from_secs(5), "took {took:?}");
@@ -709,4 +753,45 @@ fn rules_lists_the_catalogue() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(4));
+}
+
+#[test]
+fn flooding_bridge_is_bounded_and_named() {
+    use bridgewire::bb::conformance;
+    use bridgewire::bb::transport::Limits;
+    let opts = conformance::Options {
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            r#"exec yes '{"jsonrpc":"2.0","method":"x"}'"#.into(),
+        ],
+        fixture: Default::default(),
+        timeout: Duration::from_millis(300),
+        limits: Limits {
+            max_line: 1 << 16,
+            max_total: 4 << 20,
+            stderr_tail: 4096,
+        },
+    };
+    let t0 = Instant::now();
+    let (verdicts, info) = conformance::run(&opts, &mut |_| {}).unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        info.notes.iter().any(|n| n.contains("flood")),
+        "{:?}",
+        info.notes
+    );
+    let first = &verdicts[0];
+    assert_eq!(first.id, "rpc/unknown-method");
+    assert_eq!(first.status, bridgewire::rule::Status::Fail);
+    let init = verdicts
+        .iter()
+        .find(|v| v.id == "handshake/initialize")
+        .unwrap();
+    assert!(init.detail.contains("flood"), "{}", init.detail);
+    assert!(bridgewire::bb::transport::live_group_members(info.pid).is_empty());
 }

@@ -250,9 +250,12 @@ struct Client {
     timeout: Duration,
     next_id: u64,
     creq: u64,
-    /// Received JSON messages, in order.
-    log: Vec<Value>,
-    /// Response positions by id (numeric ids only; the kit sends integers).
+    /// JSON objects received so far (a message's position is its index in this count).
+    received: usize,
+    /// Received responses (messages without `method`) with their positions. Notifications
+    /// are not kept: deltas are assembled on arrival, so a flood cannot grow this log.
+    resp_log: Vec<(usize, Value)>,
+    /// Index into `resp_log` by response id (numeric ids only; the kit sends integers).
     responses: HashMap<u64, usize>,
     events: Vec<Ev>,
     assembler: Assembler,
@@ -279,7 +282,8 @@ impl Client {
             timeout,
             next_id: 1,
             creq: 0,
-            log: Vec::new(),
+            received: 0,
+            resp_log: Vec::new(),
             responses: HashMap::new(),
             events: Vec::new(),
             assembler: Assembler::new("conformance"),
@@ -395,13 +399,15 @@ impl Client {
                 return;
             }
         };
-        let pos = self.log.len();
+        let pos = self.received;
+        self.received += 1;
         let method = v.get("method").and_then(Value::as_str).map(str::to_string);
         match method {
             None => {
                 if let Some(id) = v.get("id").and_then(Value::as_u64) {
-                    self.responses.entry(id).or_insert(pos);
+                    self.responses.entry(id).or_insert(self.resp_log.len());
                 }
+                self.resp_log.push((pos, v));
             }
             Some(m) if m == "thread/delta" => {
                 let params = v.get("params").cloned().unwrap_or(Value::Null);
@@ -430,7 +436,6 @@ impl Client {
                 }
             }
         }
-        self.log.push(v);
     }
 
     /// Pumps until `done` holds or the per-wait timeout passes or stdout is drained.
@@ -440,7 +445,8 @@ impl Client {
             if done(self) {
                 return true;
             }
-            if !self.pump(deadline) {
+            // Checked here too: a flooding bridge always has something queued.
+            if Instant::now() >= deadline || !self.pump(deadline) {
                 return done(self);
             }
         }
@@ -449,16 +455,21 @@ impl Client {
     /// Pumps everything that arrives for `d` (no early end but EOF).
     fn settle(&mut self, d: Duration) {
         let deadline = Instant::now() + d;
-        while self.pump(deadline) {}
+        while Instant::now() < deadline && self.pump(deadline) {}
     }
 
     fn wait_response(&mut self, id: u64) -> Option<Value> {
         self.wait(|c| c.responses.contains_key(&id));
-        self.responses.get(&id).map(|&p| self.log[p].clone())
+        self.response(id).cloned()
     }
 
+    fn response(&self, id: u64) -> Option<&Value> {
+        self.responses.get(&id).map(|&i| &self.resp_log[i].1)
+    }
+
+    /// The position (in the received count) of the response to `id`.
     fn response_pos(&self, id: u64) -> Option<usize> {
-        self.responses.get(&id).copied()
+        self.responses.get(&id).map(|&i| self.resp_log[i].0)
     }
 
     /// Index of the first event at or after `from` on `thread` matching `pred`.
@@ -680,7 +691,7 @@ impl Kit<'_> {
         if !probe_possible {
             self.skip("rpc/response-not-request", m, NO_PROBE);
         } else {
-            let from = self.c.log.len();
+            let from = self.c.received;
             self.c
                 .send_raw(r#"{"jsonrpc":"2.0","id":999999,"result":{}}"#);
             let id = self.c.request("bb/conformance/alive-probe", json!({}));
@@ -690,11 +701,17 @@ impl Kit<'_> {
                     self.fail("rpc/response-not-request", m, d)
                 }
                 Some(_) => {
-                    let answered = self.c.log[from..].iter().find(|v| {
-                        v.get("method").is_none()
-                            && v.get("id").and_then(Value::as_u64) == Some(999_999)
-                            && is_error(v)
-                    });
+                    let answered = self
+                        .c
+                        .resp_log
+                        .iter()
+                        .filter(|(p, _)| *p >= from)
+                        .map(|(_, v)| v)
+                        .find(|v| {
+                            v.get("method").is_none()
+                                && v.get("id").and_then(Value::as_u64) == Some(999_999)
+                                && is_error(v)
+                        });
                     match answered {
                         Some(r) => {
                             let d = format!(
@@ -1072,10 +1089,10 @@ impl Kit<'_> {
             );
             let mut done = None;
             self.c.wait(|c| {
-                if let Some(p) = c.response_pos(id)
-                    && is_error(&c.log[p])
+                if let Some(r) = c.response(id)
+                    && is_error(r)
                 {
-                    done = Some(Err(describe_answer(&c.log[p])));
+                    done = Some(Err(describe_answer(r)));
                     return true;
                 }
                 if c.find_event(MAIN_THREAD, from, |e| is_type(e, "turn/completed"))
@@ -1139,10 +1156,10 @@ impl Kit<'_> {
         );
         let Some(si) = self.c.wait_event(thread, from, is_main_turn_start) else {
             let mut why = self.c.why_silent();
-            if let Some(p) = self.c.response_pos(id)
-                && is_error(&self.c.log[p])
+            if let Some(r) = self.c.response(id)
+                && is_error(r)
             {
-                why = format!(" (turn/start answered {})", describe_answer(&self.c.log[p]));
+                why = format!(" (turn/start answered {})", describe_answer(r));
             }
             return TurnOutcome::NeverStarted(why);
         };
@@ -1330,10 +1347,10 @@ impl Kit<'_> {
         );
         let Some(si) = self.c.wait_event(MAIN_THREAD, from, is_main_turn_start) else {
             let mut why = self.c.why_silent();
-            if let Some(p) = self.c.response_pos(id)
-                && is_error(&self.c.log[p])
+            if let Some(r) = self.c.response(id)
+                && is_error(r)
             {
-                why = format!(" (turn/start answered {})", describe_answer(&self.c.log[p]));
+                why = format!(" (turn/start answered {})", describe_answer(r));
             }
             self.fail(RULE, m, format!("the held turn never opened{why}"));
             return None;

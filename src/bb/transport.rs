@@ -66,6 +66,22 @@ struct Inbox {
 
 type Shared = Arc<(Mutex<Inbox>, Condvar)>;
 
+/// Process groups of bridges that are running (spawned and not yet killed), so a signal
+/// handler can end them all ([`kill_live_groups`]).
+static LIVE_GROUPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// SIGKILLs the process group of every bridge still running. For a signal handler thread
+/// (`check bb` on SIGINT/SIGTERM/SIGHUP): the bridges run in their own process groups, so a
+/// terminal's Ctrl-C does not reach them or their children.
+pub fn kill_live_groups() {
+    for &pg in lock(&LIVE_GROUPS).iter() {
+        // SAFETY: kill(2) on a process group we created and have not reaped.
+        unsafe {
+            libc::kill(-(pg as libc::pid_t), libc::SIGKILL);
+        }
+    }
+}
+
 /// A running bridge process.
 pub struct Bridge {
     child: Child,
@@ -100,6 +116,7 @@ impl Bridge {
         crate::proc::isolate(&mut cmd);
         let mut child = cmd.spawn()?;
         let pid = child.id();
+        lock(&LIVE_GROUPS).push(pid);
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
         let mut stdin = child.stdin.take().expect("piped stdin");
@@ -250,6 +267,8 @@ impl Bridge {
         unsafe {
             libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL);
         }
+        // Forget the group before reaping: after that its id may be reused.
+        lock(&LIVE_GROUPS).retain(|&pg| pg != self.pid);
         let _ = self.child.kill();
         if let Ok(s) = self.child.wait() {
             self.status.get_or_insert(s);
