@@ -233,6 +233,23 @@ bogus = true
     }
 
     #[test]
+    fn the_repository_config_loads_without_warnings() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("bridgewire.toml");
+        let cfg = Config::load(&p).unwrap();
+        assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+        let f = &cfg.bb_fixture;
+        assert_eq!(
+            f.zero_work_prompt_input,
+            Some(json!([{"type": "text", "text": "/noop"}]))
+        );
+        assert_eq!(
+            f.interruptible_prompt_input,
+            Some(json!([{"type": "text", "text": "/hold"}]))
+        );
+        assert_eq!(f.icons.as_ref().unwrap().plugin_id, "bb-ref");
+    }
+
+    #[test]
     fn wrong_types_are_errors_naming_the_key() {
         let e = Config::parse("[bb.fixture]\npromptInput = 3\n", Path::new("c.toml")).unwrap_err();
         assert!(

@@ -260,9 +260,10 @@ const TABLE: &[Expect] = &[
     },
     Expect {
         mode: "crash-mid-turn",
-        // The bridge doc says "every later rule"; by the kit's semantics the rules that only
-        // inspect events received so far still pass, and an unanswered resume is skipped
-        // (with the uniqueness rule after it).
+        // The bridge doc: every later rule that needs an answer fails, from
+        // stop/release-not-interrupted on, while the event rules pass on what was received.
+        // The kit refines that: an unanswered thread/resume is *skipped*, with the uniqueness
+        // rule after it (§9.6).
         fail: &[
             "turn/lifecycle",
             "stop/release-not-interrupted",
@@ -364,6 +365,22 @@ fn reference_bridge_passes_every_rule() {
     assert_eq!(order, ALL);
     assert_eq!(report["format_version"], 1);
     assert_eq!(report["summary"]["ok"], true);
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/schema/report.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let errors: Vec<String> = jsonschema::validator_for(&schema)
+        .unwrap()
+        .iter_errors(&report)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match its schema: {errors:?}"
+    );
     assert_eq!(out.status.code(), Some(0));
     // The bridge and its provider children (same process group) are gone.
     let pid = report["target_pid"].as_u64().expect("target_pid") as u32;

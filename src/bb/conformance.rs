@@ -363,11 +363,15 @@ impl Client {
         };
         match item {
             Incoming::Line(line) => self.on_line(line),
-            Incoming::NonUtf8 { len, prefix } => {
+            Incoming::NonUtf8 { len, head } => {
                 self.diag.non_utf8 += 1;
+                // Bytes are kept, not replaced: base64 of the line's head.
                 self.note_wire(
                     Dir::Received,
-                    format!("<non-UTF-8 line, {len} bytes: {prefix}>"),
+                    format!(
+                        "<non-UTF-8 line, {len} bytes, starting base64:{}>",
+                        crate::util::base64_encode(&head)
+                    ),
                 );
             }
             Incoming::Oversized { len } => {

@@ -46,8 +46,8 @@ impl Default for Limits {
 pub enum Incoming {
     /// A complete UTF-8 line without its `\n` (a trailing `\r` is kept).
     Line(String),
-    /// A line that is not valid UTF-8: its length and a lossy prefix.
-    NonUtf8 { len: usize, prefix: String },
+    /// A line that is not valid UTF-8: its length and its first (up to 80) raw bytes.
+    NonUtf8 { len: usize, head: Vec<u8> },
     /// A line longer than the limit, discarded: the bytes seen (at least `max_line + 1`).
     Oversized { len: usize },
     /// The total limit was reached; later output is drained and dropped.
@@ -338,7 +338,7 @@ fn read_stdout(mut stdout: impl Read, limits: Limits, inbox: Shared) {
                     let end = bytes.len().min(80);
                     Incoming::NonUtf8 {
                         len: bytes.len(),
-                        prefix: String::from_utf8_lossy(&bytes[..end]).into_owned(),
+                        head: bytes[..end].to_vec(),
                     }
                 }
             }

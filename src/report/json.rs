@@ -1,5 +1,29 @@
 //! The JSON report. `format_version` bumps on any incompatible change; fields are only added
-//! within a version.
+//! within a version. Schema: `rules/schema/report.schema.json`.
+//!
+//! ```text
+//! {
+//!   "format_version": 1,
+//!   "tool": {"name": "bridgewire", "version": "0.1.0"},
+//!   "protocol": "bb",                       // which kit ran
+//!   "target": "bb-ref-bridge --x",          // the checked command line (lossy UTF-8)
+//!   "started_at": "2026-01-01T00:00:00.000Z",
+//!   "duration_ms": 250, "timeout_ms": 5000, // run time; the per-wait bound
+//!   "fixture": "bridgewire.toml" | null,    // the fixture file read, if any
+//!   "target_exit": "exit status 3" | null,  // when the target exited on its own
+//!   "target_pid": 1234 | null,              // also its process group, killed at the end
+//!   "notes": ["1 non-UTF-8 stdout line(s)"],// transport anomalies
+//!   "stderr_tail": "...",                   // last 64 KiB of the target's stderr, lossy
+//!   "summary": {"passed": 19, "failed": 1, "skipped": 0, "ok": false},
+//!   "verdicts": [{"id": "turn/lifecycle", "status": "pass" | "fail" | "skipped",
+//!                 "detail": "...", "title": "<catalogue description>",
+//!                 "context": ["→ <line sent>", "← <line received>"]}]  // non-pass only
+//! }
+//! ```
+//!
+//! Rules that do not apply produce no entry in `verdicts`. A `skipped` verdict fails the run
+//! (`summary.ok` is false). Wire lines in `context` are clipped; a line that was not UTF-8 is
+//! shown as `<non-UTF-8 line, N bytes, starting base64:...>`, never with replaced bytes.
 
 use super::Report;
 use serde_json::{Value, json};
@@ -48,6 +72,19 @@ pub fn render(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn matches_its_schema() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../rules/schema/report.schema.json")).unwrap();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let doc = super::to_value(&super::super::sample());
+        let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        let mut bad = doc.clone();
+        bad["verdicts"][0]["status"] = "maybe".into();
+        assert!(!v.is_valid(&bad));
+    }
+
     #[test]
     fn versioned_and_complete() {
         let v = super::to_value(&super::super::sample());
