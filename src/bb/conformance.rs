@@ -275,6 +275,22 @@ fn clip(s: &str, n: usize) -> String {
     format!("{}… ({} bytes)", &s[..end], s.len())
 }
 
+/// Control characters (a terminal escape a bridge wrote, say) shown as `\u{..}` escapes.
+fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 impl Client {
     fn new(bridge: Bridge, timeout: Duration) -> Client {
         Client {
@@ -313,7 +329,7 @@ impl Client {
                     Dir::Sent => "→",
                     Dir::Received => "←",
                 };
-                format!("{arrow} {}", clip(l, CONTEXT_LINE_CHARS))
+                format!("{arrow} {}", printable(&clip(l, CONTEXT_LINE_CHARS)))
             })
             .collect();
         if lines.len() <= CONTEXT_LINES {
@@ -1565,6 +1581,18 @@ mod tests {
             c.client_request_id();
         }
         assert_eq!(c.client_request_id(), "creq_2222222232");
+    }
+
+    #[test]
+    fn context_lines_are_printable_and_clipped() {
+        assert_eq!(printable("a\u{1b}[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(printable("plain"), "plain");
+        let long = "é".repeat(300);
+        let c = clip(&long, 401);
+        assert!(
+            c.starts_with(&"é".repeat(200)) && c.ends_with("(600 bytes)"),
+            "{c}"
+        );
     }
 
     #[test]
