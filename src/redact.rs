@@ -81,13 +81,32 @@ fn normalize_key(k: &str) -> String {
         .collect()
 }
 
+/// Runs `f` on the normalized key; ASCII keys (nearly all) are normalized on the stack, because
+/// the recorder checks every key of every line.
+fn with_normalized<R>(k: &str, f: impl FnOnce(&str) -> R) -> R {
+    if k.len() <= 64 && k.is_ascii() {
+        let mut buf = [0u8; 64];
+        let mut n = 0;
+        for &b in k.as_bytes() {
+            if !matches!(b, b'-' | b'_' | b'.') && !b.is_ascii_whitespace() {
+                buf[n] = b.to_ascii_lowercase();
+                n += 1;
+            }
+        }
+        f(std::str::from_utf8(&buf[..n]).expect("ascii"))
+    } else {
+        f(&normalize_key(k))
+    }
+}
+
 pub fn is_secret_key(k: &str) -> bool {
-    let n = normalize_key(k);
-    SECRET_EXACT.contains(&n.as_str()) || SECRET_SUFFIXES.iter().any(|s| n.ends_with(s))
+    with_normalized(k, |n| {
+        SECRET_EXACT.contains(&n) || SECRET_SUFFIXES.iter().any(|s| n.ends_with(s))
+    })
 }
 
 fn is_container_key(k: &str) -> bool {
-    CONTAINERS.contains(&normalize_key(k).as_str())
+    with_normalized(k, |n| CONTAINERS.contains(&n))
 }
 
 pub fn is_secret_env_name(name: &str) -> bool {
@@ -98,38 +117,10 @@ pub fn is_secret_env_name(name: &str) -> bool {
     ENV_PARTS.iter().any(|p| upper.contains(p))
 }
 
-/// Cheap pre-filter: could this line hold anything to redact? (Avoids parsing most lines.)
+/// Cheap pre-filter: does the line have a key that could lead to a redaction? One structural
+/// pass over the keys (string values are skipped), so clean lines are never parsed.
 pub fn may_need_redaction(line: &[u8]) -> bool {
-    // Lower-cased with separators dropped, as keys are normalized; env names are matched
-    // case-insensitively, so the same buffer serves both.
-    let mut norm = Vec::with_capacity(line.len());
-    for &b in line {
-        if !matches!(b, b'-' | b'_' | b'.' | b' ' | b'\t') {
-            norm.push(b.to_ascii_lowercase());
-        }
-    }
-    const NEEDLES: &[&str] = &[
-        "token",
-        "secret",
-        "passw",
-        "passphrase",
-        "credential",
-        "apikey",
-        "privatekey",
-        "authorization",
-        "cookie",
-        "auth",
-        "bearer",
-        "sig",
-        "env",
-        "header",
-        "key",
-        "private",
-        "pool",
-    ];
-    NEEDLES
-        .iter()
-        .any(|n| memchr::memmem::find(&norm, n.as_bytes()).is_some())
+    crate::rpc_scan::any_key(line, &|k| is_secret_key(k) || is_container_key(k))
 }
 
 struct Walk {

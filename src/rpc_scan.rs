@@ -95,6 +95,64 @@ pub fn scan(line: &[u8]) -> Option<RpcInfo> {
     (s.i == s.b.len()).then_some(info)
 }
 
+/// Whether any object key anywhere in the JSON text satisfies `pred` (false for non-JSON). One
+/// structural pass that skips string values with memchr: the redaction pre-filter.
+pub fn any_key(line: &[u8], pred: &dyn Fn(&str) -> bool) -> bool {
+    fn walk(
+        s: &mut Scanner<'_>,
+        pred: &dyn Fn(&str) -> bool,
+        found: &mut bool,
+        depth: usize,
+    ) -> Option<()> {
+        s.ws();
+        match s.peek()? {
+            b'{' if depth < 128 => s.object(|s, key| {
+                if !*found {
+                    let hit = if memchr::memchr(b'\\', key).is_some() {
+                        let mut quoted = Vec::with_capacity(key.len() + 2);
+                        quoted.push(b'"');
+                        quoted.extend_from_slice(key);
+                        quoted.push(b'"');
+                        serde_json::from_slice::<String>(&quoted).is_ok_and(|k| pred(&k))
+                    } else {
+                        std::str::from_utf8(key).is_ok_and(pred)
+                    };
+                    *found |= hit;
+                }
+                walk(s, pred, found, depth + 1)
+            }),
+            b'[' if depth < 128 => {
+                s.i += 1;
+                s.ws();
+                if s.peek()? == b']' {
+                    s.i += 1;
+                    return Some(());
+                }
+                loop {
+                    walk(s, pred, found, depth + 1)?;
+                    s.ws();
+                    match s.peek()? {
+                        b',' => s.i += 1,
+                        b']' => {
+                            s.i += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'{' | b'[' => {
+                *found = true; // too deep to look inside: let the full pass decide
+                s.skip_value()
+            }
+            _ => s.skip_value(),
+        }
+    }
+    let mut s = Scanner { b: line, i: 0 };
+    let mut found = false;
+    walk(&mut s, pred, &mut found, 0).is_some() && found
+}
+
 impl<'a> Scanner<'a> {
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
@@ -156,9 +214,9 @@ impl<'a> Scanner<'a> {
             } else {
                 let end = self.i;
                 self.i += 1;
-                if self.b[start..end].iter().any(|&c| c < 0x20) {
-                    return None; // raw control characters are not JSON
-                }
+                // Raw control characters inside a *skipped* string are not checked: the scan
+                // only needs the structure, and checking every byte of every payload would cost
+                // the recorder a pass over the whole line. Extracted values are checked.
                 return Some((start, end));
             }
         }
@@ -167,6 +225,9 @@ impl<'a> Scanner<'a> {
     fn string_value(&mut self) -> Option<String> {
         let (start, end) = self.string_span()?;
         let raw = &self.b[start..end];
+        if raw.iter().any(|&c| c < 0x20) {
+            return None; // raw control characters are not JSON
+        }
         if memchr::memchr(b'\\', raw).is_none() {
             return std::str::from_utf8(raw).ok().map(str::to_string);
         }

@@ -400,3 +400,18 @@ fn cli_json_report_and_named_skip() {
     assert_eq!(v["cells"][1]["verdicts"].as_array().unwrap().len(), 5);
     assert_eq!(v["cells"][1]["stalls"], serde_json::json!([]));
 }
+
+#[test]
+fn an_invalid_event_fails_events_schema_valid() {
+    let cell = bundled("turn-tools");
+    let o = opts("unused-mark", 3_000, "invalid-event");
+    let r = player::replay_cell(&cell, &[BRIDGE.into()], &o).unwrap();
+    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell));
+    let bad = verdict(&v, "/events-schema-valid");
+    assert_eq!(bad.status, Status::Fail, "{v:?}");
+    assert!(
+        bad.detail.contains("thread/tokenUsage/updated"),
+        "{}",
+        bad.detail
+    );
+}

@@ -8,9 +8,12 @@
 //! * [`grammar`]: the thread-event grammar (§13);
 //! * [`rows`]: bridgewire's row projection;
 //! * [`recorder`]: `record bb` / `record child`, the stdio tee;
+//! * [`transport`]: a spawned bridge over real pipes (bounded framing and waits);
+//! * [`conformance`]: the live conformance kit (`check bb`);
 //! * [`BbModel`]: the offline pipeline the core calls (pins, parity, dumps).
 
 pub mod assembler;
+pub mod conformance;
 pub mod delta;
 pub mod double;
 pub mod grammar;
@@ -19,6 +22,7 @@ pub mod player;
 pub mod recorded;
 pub mod recorder;
 pub mod rows;
+pub mod transport;
 
 use crate::cell::Cell;
 use crate::lane::Entry;

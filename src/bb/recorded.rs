@@ -4,7 +4,7 @@
 //! | Rule | Pass condition |
 //! | --- | --- |
 //! | `replays` | zero stalls |
-//! | `events-schema-valid` | every replayed event is a ThreadEvent ([`event_schema_check`]) |
+//! | `events-schema-valid` | every replayed event is a ThreadEvent ([`event_schema_check`]: the ThreadEvent JSON Schema; swap with [`recorded_verdicts_with`]) |
 //! | `grammar` | the replay's **own** grammar violation list is empty (bb re-checks the already filtered events, which can hardly fail; §16.4) |
 //! | `turn-lifecycle` | replay `turn/started`/`turn/completed` counts equal the recording's offline counts, and started == completed |
 //! | `not-empty` | the recording assembled 0 events, or the replay produced at least one |
@@ -53,11 +53,18 @@ pub fn offline_counts(cell: &Cell) -> OfflineCounts {
 /// The ThreadEvent check behind `events-schema-valid`: `Err(message)` when invalid.
 pub type EventCheck = fn(&Value) -> Result<(), String>;
 
-/// Structural stand-in for the ThreadEvent JSON Schema (to be swapped for the schemas in
-/// `rules/schema/`): an object with a non-empty string `type`, a string `threadId` when
+/// The default check: the ThreadEvent JSON Schema of `rules/schema/bb-thread-event.schema.json`
+/// (the conformance kit's, after a JSON round trip as bb does), after the structural check.
+pub fn event_schema_check(event: &Value) -> Result<(), String> {
+    event_structure_check(event)?;
+    let v: Value = serde_json::from_str(&event.to_string()).unwrap_or(Value::Null);
+    super::conformance::THREAD_EVENT.check(&v)
+}
+
+/// Structural check only: an object with a non-empty string `type`, a string `threadId` when
 /// present, and, when `scope` is present, an object whose `kind` is a string and whose
 /// `turnId` (if any) is a string.
-pub fn event_schema_check(event: &Value) -> Result<(), String> {
+pub fn event_structure_check(event: &Value) -> Result<(), String> {
     let Some(obj) = event.as_object() else {
         return Err("not an object".into());
     };
@@ -191,7 +198,7 @@ mod tests {
             turn_completed: 1,
             grammar_drops: 0,
         };
-        let v = recorded_verdicts("resume", &ok, &off);
+        let v = recorded_verdicts_with("resume", &ok, &off, event_structure_check);
         assert_eq!(v.len(), 5);
         assert!(v.iter().all(|v| v.status == Status::Pass), "{v:?}");
         assert_eq!(v[0].id, "recorded/resume/replays");
@@ -206,7 +213,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let v = recorded_verdicts("resume", &bad, &off);
+        let v = recorded_verdicts_with("resume", &bad, &off, event_structure_check);
         assert!(v[..4].iter().all(|v| v.status == Status::Fail), "{v:?}");
         assert_eq!(v[4].status, Status::Pass, "one replayed event is not empty");
         assert_eq!(v[0].detail, "a; b");

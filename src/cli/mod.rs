@@ -1,9 +1,12 @@
 //! Command-line dispatch: clap types → library calls → exit code.
 
+mod check_bb;
 pub mod exit;
 mod parity_cmd;
 mod pins_cmd;
 pub mod replay_bb;
+
+pub use check_bb::{CheckBbArgs, CheckCommand, RulesArgs};
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -16,7 +19,7 @@ use std::process::ExitCode;
     version,
     about = "Record, replay, check and compare chat-bridge programs (bb, Bridle, Side Bridge)",
     long_about = None,
-    after_help = "Exit codes: 0 all passed; 1 a verdict failed; 2 invalid input or usage; 4 nothing selected.\n`record` exits with the recorded process's own status."
+    after_help = "Exit codes: 0 all passed; 1 a verdict failed (or, for `check`, was skipped); 2 invalid input or usage; 4 nothing selected.\n`record` exits with the recorded process's own status."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -35,6 +38,11 @@ pub enum Command {
     Lanes(LanesArgs),
     /// Compare two builds ("legs") cell by cell on normalized events, rows and grammar drops.
     Parity(ParityArgs),
+    /// Check a live program against a protocol's conformance rules.
+    #[command(subcommand)]
+    Check(CheckCommand),
+    /// List the rule catalogue.
+    Rules(RulesArgs),
     /// Replay recorded cells against a live program.
     #[command(subcommand)]
     Replay(replay_bb::ReplayCommand),
@@ -207,6 +215,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Rerecord(replay_bb::RerecordCommand::Bb(a)) => replay_bb::run_rerecord(&a),
         Command::ProviderDouble(a) => replay_bb::run_double(&a),
         Command::Parity(a) => parity_cmd::run(&a),
+        Command::Check(CheckCommand::Bb(a)) => check_bb::run_check_bb(&a),
+        Command::Rules(a) => check_bb::run_rules(&a),
     };
     ExitCode::from(code)
 }

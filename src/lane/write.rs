@@ -113,14 +113,17 @@ impl LaneWriter {
                     groups.len() - 1
                 }
             };
-            let redacted = self
-                .redactor
-                .and_then(|r| std::str::from_utf8(line.bytes).ok().and_then(r));
-            let bytes = redacted
-                .as_ref()
-                .map(|s| s.as_bytes())
-                .unwrap_or(line.bytes);
-            encode_entry(&mut groups[idx].2, &ts, &run, self.seq, line.dir, bytes);
+            // UTF-8 is validated once per line and the result shared with the redactor.
+            let text = std::str::from_utf8(line.bytes).map_err(|_| line.bytes);
+            let redacted = match (self.redactor, text) {
+                (Some(r), Ok(t)) => r(t),
+                _ => None,
+            };
+            let text = match &redacted {
+                Some(s) => Ok(s.as_str()),
+                None => text,
+            };
+            encode_entry_text(&mut groups[idx].2, &ts, &run, self.seq, line.dir, text);
         }
         for (scope, dir, buf) in groups {
             if let Err(e) = self.write_file(&scope, &dir, &buf) {
@@ -157,18 +160,38 @@ impl LaneWriter {
 
 /// Appends one encoded entry plus `\n` to `out`.
 pub fn encode_entry(out: &mut Vec<u8>, ts: &str, run: &str, seq: u64, dir: &str, bytes: &[u8]) {
+    encode_entry_text(
+        out,
+        ts,
+        run,
+        seq,
+        dir,
+        std::str::from_utf8(bytes).map_err(|_| bytes),
+    );
+}
+
+/// As [`encode_entry`], with the line already checked: `Ok` text or `Err` non-UTF-8 bytes.
+fn encode_entry_text(
+    out: &mut Vec<u8>,
+    ts: &str,
+    run: &str,
+    seq: u64,
+    dir: &str,
+    text: Result<&str, &[u8]>,
+) {
     out.extend_from_slice(b"{\"ts\":");
     out.extend_from_slice(ts.as_bytes());
     out.extend_from_slice(b",\"run\":");
     out.extend_from_slice(run.as_bytes());
     out.extend_from_slice(b",\"seq\":");
-    out.extend_from_slice(seq.to_string().as_bytes());
+    let mut digits = itoa_buf(seq);
+    out.extend_from_slice(digits.as_mut_slice());
     out.extend_from_slice(b",\"dir\":");
     write_str_bytes(out, dir);
     out.extend_from_slice(b",\"line\":");
-    match std::str::from_utf8(bytes) {
+    match text {
         Ok(text) => write_str_bytes(out, text),
-        Err(_) => {
+        Err(bytes) => {
             // bb's decoder would substitute U+FFFD; keep the exact bytes beside it.
             write_str_bytes(out, &String::from_utf8_lossy(bytes));
             out.extend_from_slice(b",\"lineBase64\":\"");
@@ -177,6 +200,32 @@ pub fn encode_entry(out: &mut Vec<u8>, ts: &str, run: &str, seq: u64, dir: &str,
         }
     }
     out.extend_from_slice(b"}\n");
+}
+
+/// Decimal digits of `n` without allocating.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn as_mut_slice(&mut self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+fn itoa_buf(mut n: u64) -> Digits {
+    let mut buf = [0u8; 20];
+    let mut i = 20;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    Digits { buf, start: i }
 }
 
 #[cfg(test)]

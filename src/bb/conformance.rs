@@ -1,0 +1,1671 @@
+//! The live conformance kit (`bridgewire check bb`, reference §9): one bridge process, one
+//! scripted run, one verdict per rule, in the kit's order and with its exact pass / fail /
+//! skipped / not-applicable semantics (not applicable = no verdict at all).
+//!
+//! Order: hygiene (no thread) → handshake → one shared lifecycle on `thr_conformance_1` → a
+//! final release of `thr_conformance_1` (no verdict). `commands/list-declared`, which bb's kit
+//! lacks (§9.7), runs right after `skills/configure-declared` and is pinned both ways the same
+//! way (protocol document, "Command catalog").
+//!
+//! `thread/delta` notifications are validated and assembled as they arrive (text window 0);
+//! each event is attributed to the `threadId` of the params it came from and remembers the
+//! position of its message in the received log. Every wait is bounded by the per-wait timeout
+//! (default 5000 ms). A bridge that exits, closes stdout, writes non-UTF-8, non-JSON or
+//! oversized lines, or floods stdout never hangs the run: waits end at EOF, and the verdicts
+//! name what the bridge did. bridgewire is stricter than bb's kit in one place: a `thread/delta`
+//! whose params are invalid (the runtime refuses the whole message) fails `events/schema-valid`.
+
+use super::assembler::Assembler;
+use super::delta;
+use super::grammar::Grammar;
+use super::transport::{Bridge, Incoming, Limits};
+use crate::config::{BbFixture, Icons};
+use crate::rule::{Status, Verdict};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ffi::OsString;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+/// Every live rule this module checks, in the kit's order.
+pub const LIVE_RULES: &[&str] = &[
+    "rpc/unknown-method",
+    "rpc/invalid-params",
+    "rpc/non-json-ignored",
+    "rpc/response-not-request",
+    "handshake/initialize",
+    "skills/configure-declared",
+    "commands/list-declared",
+    "session/start-identity",
+    "turn/lifecycle",
+    "events/schema-valid",
+    "item/opens-before-delta",
+    "presentation/icon-namespaced-declared",
+    "stop/release-not-interrupted",
+    "session/resume-identity",
+    "session/resume-id-uniqueness",
+    "session/fork-identity",
+    "turn/settles-without-activity",
+    "recovery/session-archived",
+    "session/threads-independent",
+    "stop/interrupt-settles-before-result",
+];
+
+pub const MAIN_THREAD: &str = "thr_conformance_1";
+pub const FORK_THREAD: &str = "thr_conformance_1_fork";
+pub const OTHER_THREAD: &str = "thr_conformance_1_other";
+/// How long the kit lets a release stop settle before looking for fabricated interruptions.
+pub const RELEASE_SETTLE: Duration = Duration::from_millis(150);
+/// Wire lines kept per failing verdict as context.
+pub const CONTEXT_LINES: usize = 16;
+/// Of those, the first lines of the rule's window (normally its request).
+pub const CONTEXT_HEAD: usize = 4;
+const CONTEXT_LINE_CHARS: usize = 400;
+const WIRE_RING: usize = 256;
+const PREREQ: &str = "prerequisite session/start-identity failed";
+
+/// Schemas (JSON Schema 2020-12) for the wire messages the kit validates.
+pub mod schema {
+    pub const INITIALIZE_RESULT: &str =
+        include_str!("../../rules/schema/bb-initialize-result.schema.json");
+    pub const IDENTITY_RESULT: &str =
+        include_str!("../../rules/schema/bb-identity-result.schema.json");
+    pub const THREAD_DELTA_PARAMS: &str =
+        include_str!("../../rules/schema/bb-thread-delta-params.schema.json");
+    pub const THREAD_EVENT: &str = include_str!("../../rules/schema/bb-thread-event.schema.json");
+    pub const COMMANDS_LIST_RESULT: &str =
+        include_str!("../../rules/schema/bb-commands-list-result.schema.json");
+    pub const ERROR_RESPONSE: &str =
+        include_str!("../../rules/schema/bb-error-response.schema.json");
+}
+
+/// A compiled schema.
+pub struct Schema(jsonschema::Validator);
+
+impl Schema {
+    pub fn compile(text: &str) -> Schema {
+        let v: Value = serde_json::from_str(text).expect("embedded schema is JSON");
+        Schema(jsonschema::validator_for(&v).expect("embedded schema compiles"))
+    }
+
+    /// `Err` with the first error (instance path and message).
+    pub fn check(&self, instance: &Value) -> Result<(), String> {
+        match self.0.iter_errors(instance).next() {
+            None => Ok(()),
+            Some(e) => {
+                let path = e.instance_path().to_string();
+                Err(if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                })
+            }
+        }
+    }
+}
+
+static INITIALIZE_RESULT: LazyLock<Schema> =
+    LazyLock::new(|| Schema::compile(schema::INITIALIZE_RESULT));
+static IDENTITY_RESULT: LazyLock<Schema> =
+    LazyLock::new(|| Schema::compile(schema::IDENTITY_RESULT));
+static THREAD_DELTA_PARAMS: LazyLock<Schema> =
+    LazyLock::new(|| Schema::compile(schema::THREAD_DELTA_PARAMS));
+pub static THREAD_EVENT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(schema::THREAD_EVENT));
+static COMMANDS_LIST_RESULT: LazyLock<Schema> =
+    LazyLock::new(|| Schema::compile(schema::COMMANDS_LIST_RESULT));
+static ERROR_RESPONSE: LazyLock<Schema> = LazyLock::new(|| Schema::compile(schema::ERROR_RESPONSE));
+
+/// How to run the kit.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The bridge command (program and arguments).
+    pub command: Vec<OsString>,
+    pub fixture: BbFixture,
+    /// Per-wait timeout.
+    pub timeout: Duration,
+    pub limits: Limits,
+}
+
+/// What a run produced besides the verdicts.
+#[derive(Debug, Clone, Default)]
+pub struct RunInfo {
+    /// The bridge's exit as seen at the end (before bridgewire killed it), if it had exited.
+    pub bridge_exit: Option<String>,
+    /// The tail of the bridge's stderr.
+    pub stderr_tail: String,
+    /// Transport anomalies (non-UTF-8, oversized, flood, non-JSON lines).
+    pub notes: Vec<String>,
+    /// Events assembled over the run.
+    pub events: usize,
+    /// The bridge's pid (= its process group id).
+    pub pid: u32,
+}
+
+/// Runs the whole kit; `progress` is called with each verdict as it is decided.
+pub fn run(
+    opts: &Options,
+    progress: &mut dyn FnMut(&Verdict),
+) -> std::io::Result<(Vec<Verdict>, RunInfo)> {
+    let temp;
+    let cwd = match &opts.fixture.cwd {
+        Some(c) => c.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("bridgewire-conformance-")
+                .tempdir()?;
+            temp.path().to_string_lossy().into_owned()
+        }
+    };
+    let bridge = Bridge::spawn(&opts.command, opts.limits)?;
+    let mut kit = Kit {
+        c: Client::new(bridge, opts.timeout),
+        fx: &opts.fixture,
+        cwd,
+        verdicts: Vec::new(),
+        progress,
+    };
+    kit.run_all();
+    let mut c = kit.c;
+    let verdicts = kit.verdicts;
+    // Give a bridge that exited a moment to be reaped, so its status can be reported.
+    let exit = c.bridge.try_status().map(describe_status);
+    c.bridge.kill();
+    let info = RunInfo {
+        bridge_exit: exit,
+        stderr_tail: c.bridge.stderr_tail(),
+        notes: c.diag.notes(),
+        events: c.events.len(),
+        pid: c.bridge.pid(),
+    };
+    Ok((verdicts, info))
+}
+
+fn describe_status(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (_, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "exited".into(),
+    }
+}
+
+// ───────────────────────────── the client ─────────────────────────────
+
+#[derive(Default, Debug)]
+struct Diag {
+    non_json: usize,
+    first_non_json: Option<String>,
+    non_utf8: usize,
+    oversized: Vec<usize>,
+    flooded: Option<usize>,
+    eof: bool,
+    invalid_deltas: Vec<String>,
+}
+
+impl Diag {
+    fn notes(&self) -> Vec<String> {
+        let mut n = Vec::new();
+        if self.non_json > 0 {
+            n.push(format!(
+                "{} non-JSON stdout line(s), first: {}",
+                self.non_json,
+                self.first_non_json.as_deref().unwrap_or("")
+            ));
+        }
+        if self.non_utf8 > 0 {
+            n.push(format!("{} non-UTF-8 stdout line(s)", self.non_utf8));
+        }
+        if let Some(len) = self.oversized.first() {
+            n.push(format!(
+                "{} oversized stdout line(s) discarded (first: {len} bytes)",
+                self.oversized.len()
+            ));
+        }
+        if let Some(t) = self.flooded {
+            n.push(format!(
+                "stdout flood: more than {t} bytes, the rest was dropped"
+            ));
+        }
+        n
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Dir {
+    Sent,
+    Received,
+}
+
+/// One assembled event, attributed to its thread.
+#[derive(Debug, Clone)]
+struct Ev {
+    thread: String,
+    /// Position of its `thread/delta` message in the received log.
+    pos: usize,
+    event: Value,
+}
+
+struct Client {
+    bridge: Bridge,
+    timeout: Duration,
+    next_id: u64,
+    creq: u64,
+    /// JSON objects received so far (a message's position is its index in this count).
+    received: usize,
+    /// Received responses (messages without `method`) with their positions. Notifications
+    /// are not kept: deltas are assembled on arrival, so a flood cannot grow this log.
+    resp_log: Vec<(usize, Value)>,
+    /// Index into `resp_log` by response id (numeric ids only; the kit sends integers).
+    responses: HashMap<u64, usize>,
+    events: Vec<Ev>,
+    assembler: Assembler,
+    wire: VecDeque<(u64, Dir, String)>,
+    wire_count: u64,
+    diag: Diag,
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_string();
+    }
+    let mut end = n;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &s[..end], s.len())
+}
+
+/// Control characters (a terminal escape a bridge wrote, say) shown as `\u{..}` escapes.
+fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+impl Client {
+    fn new(bridge: Bridge, timeout: Duration) -> Client {
+        Client {
+            bridge,
+            timeout,
+            next_id: 1,
+            creq: 0,
+            received: 0,
+            resp_log: Vec::new(),
+            responses: HashMap::new(),
+            events: Vec::new(),
+            assembler: Assembler::new("conformance"),
+            wire: VecDeque::new(),
+            wire_count: 0,
+            diag: Diag::default(),
+        }
+    }
+
+    fn note_wire(&mut self, dir: Dir, line: String) {
+        self.wire_count += 1;
+        self.wire.push_back((self.wire_count, dir, line));
+        if self.wire.len() > WIRE_RING {
+            self.wire.pop_front();
+        }
+    }
+
+    /// The wire lines after `mark`: the first [`CONTEXT_HEAD`] (what the rule sent) and the
+    /// last of them, [`CONTEXT_LINES`] at most, with a gap marker between.
+    fn context_since(&self, mark: u64) -> Vec<String> {
+        let lines: Vec<String> = self
+            .wire
+            .iter()
+            .filter(|(n, _, _)| *n > mark)
+            .map(|(_, d, l)| {
+                let arrow = match d {
+                    Dir::Sent => "→",
+                    Dir::Received => "←",
+                };
+                format!("{arrow} {}", printable(&clip(l, CONTEXT_LINE_CHARS)))
+            })
+            .collect();
+        if lines.len() <= CONTEXT_LINES {
+            return lines;
+        }
+        let tail = CONTEXT_LINES - CONTEXT_HEAD;
+        let gap = lines.len() - CONTEXT_LINES;
+        let mut out: Vec<String> = lines[..CONTEXT_HEAD].to_vec();
+        out.push(format!("… {gap} more line(s) …"));
+        out.extend_from_slice(&lines[lines.len() - tail..]);
+        out
+    }
+
+    fn send_raw(&mut self, line: &str) {
+        self.note_wire(Dir::Sent, line.to_string());
+        self.bridge.send_line(line);
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(&msg.to_string());
+        id
+    }
+
+    fn client_request_id(&mut self) -> String {
+        const ALPHABET: &[u8] = b"23456789abcdefghijkmnpqrstuvwxyz";
+        self.creq += 1;
+        let mut n = self.creq;
+        let mut digits = Vec::new();
+        while n > 0 {
+            digits.push(ALPHABET[(n % 32) as usize]);
+            n /= 32;
+        }
+        while digits.len() < 10 {
+            digits.push(b'2');
+        }
+        digits.reverse();
+        format!("creq_{}", String::from_utf8(digits).expect("ascii"))
+    }
+
+    /// Processes one incoming item; waits until `deadline` at most. `false` on timeout/EOF.
+    fn pump(&mut self, deadline: Instant) -> bool {
+        let Some(item) = self.bridge.recv(deadline) else {
+            return false;
+        };
+        match item {
+            Incoming::Line(line) => self.on_line(line),
+            Incoming::NonUtf8 { len, head } => {
+                self.diag.non_utf8 += 1;
+                // Bytes are kept, not replaced: base64 of the line's head.
+                self.note_wire(
+                    Dir::Received,
+                    format!(
+                        "<non-UTF-8 line, {len} bytes, starting base64:{}>",
+                        crate::util::base64_encode(&head)
+                    ),
+                );
+            }
+            Incoming::Oversized { len } => {
+                self.diag.oversized.push(len);
+                self.note_wire(Dir::Received, format!("<oversized line, {len} bytes>"));
+            }
+            Incoming::Flooded { total } => {
+                self.diag.flooded = Some(total);
+                self.note_wire(Dir::Received, format!("<flood: {total} bytes>"));
+            }
+            Incoming::Eof => {
+                self.diag.eof = true;
+                self.note_wire(Dir::Received, "<stdout closed>".into());
+            }
+        }
+        true
+    }
+
+    fn on_line(&mut self, line: String) {
+        let parsed = serde_json::from_str::<Value>(&line);
+        self.note_wire(Dir::Received, clip(&line, 4096));
+        let v = match parsed {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                self.diag.non_json += 1;
+                if self.diag.first_non_json.is_none() {
+                    self.diag.first_non_json = Some(clip(&line, 120));
+                }
+                return;
+            }
+        };
+        let pos = self.received;
+        self.received += 1;
+        let method = v.get("method").and_then(Value::as_str).map(str::to_string);
+        match method {
+            None => {
+                if let Some(id) = v.get("id").and_then(Value::as_u64) {
+                    self.responses.entry(id).or_insert(self.resp_log.len());
+                }
+                self.resp_log.push((pos, v));
+            }
+            Some(m) if m == "thread/delta" => {
+                let params = v.get("params").cloned().unwrap_or(Value::Null);
+                let checked = THREAD_DELTA_PARAMS
+                    .check(&params)
+                    .and_then(|()| delta::validate_params(&params).map(|_| ()));
+                match checked {
+                    Err(e) => self.diag.invalid_deltas.push(format!("message {pos}: {e}")),
+                    Ok(()) => {
+                        let (thread, deltas) = delta::validate_params(&params).expect("checked");
+                        for event in self.assembler.assemble(thread, deltas) {
+                            self.events.push(Ev {
+                                thread: thread.to_string(),
+                                pos,
+                                event,
+                            });
+                        }
+                    }
+                }
+            }
+            Some(_) => {
+                // A bridge→runtime request: the kit offers no runtime services.
+                if let Some(id) = v.get("id").filter(|i| i.is_u64() || i.is_string()) {
+                    let answer = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not supported by the conformance client"}});
+                    self.send_raw(&answer.to_string());
+                }
+            }
+        }
+    }
+
+    /// Pumps until `done` holds or the per-wait timeout passes or stdout is drained.
+    fn wait(&mut self, mut done: impl FnMut(&Client) -> bool) -> bool {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if done(self) {
+                return true;
+            }
+            // Checked here too: a flooding bridge always has something queued.
+            if Instant::now() >= deadline || !self.pump(deadline) {
+                return done(self);
+            }
+        }
+    }
+
+    /// Pumps everything that arrives for `d` (no early end but EOF).
+    fn settle(&mut self, d: Duration) {
+        let deadline = Instant::now() + d;
+        while Instant::now() < deadline && self.pump(deadline) {}
+    }
+
+    fn wait_response(&mut self, id: u64) -> Option<Value> {
+        self.wait(|c| c.responses.contains_key(&id));
+        self.response(id).cloned()
+    }
+
+    fn response(&self, id: u64) -> Option<&Value> {
+        self.responses.get(&id).map(|&i| &self.resp_log[i].1)
+    }
+
+    /// The position (in the received count) of the response to `id`.
+    fn response_pos(&self, id: u64) -> Option<usize> {
+        self.responses.get(&id).map(|&i| self.resp_log[i].0)
+    }
+
+    /// Index of the first event at or after `from` on `thread` matching `pred`.
+    fn find_event(
+        &self,
+        thread: &str,
+        from: usize,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Option<usize> {
+        (from..self.events.len())
+            .find(|&i| self.events[i].thread == thread && pred(&self.events[i].event))
+    }
+
+    fn wait_event(
+        &mut self,
+        thread: &str,
+        from: usize,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Option<usize> {
+        let mut cursor = from;
+        let mut found = None;
+        self.wait(|c| {
+            if let Some(i) = c.find_event(thread, cursor, &pred) {
+                found = Some(i);
+                return true;
+            }
+            cursor = c.events.len();
+            false
+        });
+        found
+    }
+
+    /// What the bridge did, for "no answer" details.
+    fn why_silent(&mut self) -> String {
+        let mut parts = Vec::new();
+        if self.diag.eof {
+            match self.bridge.wait_status(Duration::from_millis(200)) {
+                Some(s) => parts.push(format!("bridge exited ({})", describe_status(s))),
+                None => parts.push("bridge closed stdout".to_string()),
+            }
+        } else if let Some(s) = self.bridge.try_status() {
+            parts.push(format!("bridge exited ({})", describe_status(s)));
+        }
+        parts.extend(self.diag.notes());
+        let partial = self.bridge.partial_line_len();
+        if partial > 0 {
+            let cap = self.bridge.limits().max_line;
+            parts.push(if partial > cap {
+                format!("an oversized stdout line without newline: {partial} bytes so far, over the {cap}-byte cap")
+            } else {
+                format!("{partial} bytes of stdout without a newline")
+            });
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join("; "))
+        }
+    }
+}
+
+fn error_code(resp: &Value) -> Option<i64> {
+    resp.get("error")?.get("code")?.as_i64()
+}
+
+fn is_error(resp: &Value) -> bool {
+    resp.get("error").is_some()
+}
+
+fn describe_answer(resp: &Value) -> String {
+    match resp.get("error") {
+        Some(e) => format!(
+            "error {} {}",
+            e.get("code").map(Value::to_string).unwrap_or_default(),
+            e.get("message").and_then(Value::as_str).unwrap_or("")
+        )
+        .trim_end()
+        .to_string(),
+        None => format!(
+            "result {}",
+            clip(
+                &resp
+                    .get("result")
+                    .cloned()
+                    .unwrap_or(Value::Null)
+                    .to_string(),
+                200
+            )
+        ),
+    }
+}
+
+fn is_type(ev: &Value, ty: &str) -> bool {
+    ev.get("type").and_then(Value::as_str) == Some(ty)
+}
+
+fn turn_id(ev: &Value) -> Option<&str> {
+    ev.get("scope")?.get("turnId")?.as_str()
+}
+
+/// A top-level (non-child) `turn/started`.
+fn is_main_turn_start(ev: &Value) -> bool {
+    is_type(ev, "turn/started") && turn_id(ev).is_some() && ev.get("parentToolCallId").is_none()
+}
+
+// ───────────────────────────── the kit ─────────────────────────────
+
+#[derive(Debug, Clone, Default)]
+struct Caps {
+    fork: String,
+    skills_configure: bool,
+    commands_list: bool,
+}
+
+struct Kit<'a> {
+    c: Client,
+    fx: &'a BbFixture,
+    cwd: String,
+    verdicts: Vec<Verdict>,
+    progress: &'a mut dyn FnMut(&Verdict),
+}
+
+impl Kit<'_> {
+    fn mark(&self) -> u64 {
+        self.c.wire_count
+    }
+
+    fn emit(&mut self, mark: u64, mut v: Verdict) {
+        if v.status != Status::Pass && v.context.is_empty() {
+            v.context = self.c.context_since(mark);
+        }
+        (self.progress)(&v);
+        self.verdicts.push(v);
+    }
+
+    fn pass(&mut self, id: &str, mark: u64) {
+        self.emit(mark, Verdict::pass(id));
+    }
+
+    fn fail(&mut self, id: &str, mark: u64, detail: impl Into<String>) {
+        self.emit(mark, Verdict::fail(id, detail));
+    }
+
+    fn skip(&mut self, id: &str, mark: u64, detail: impl Into<String>) {
+        self.emit(mark, Verdict::skipped(id, detail));
+    }
+
+    fn unanswered(&mut self, what: &str) -> String {
+        format!("{what} unanswered{}", self.c.why_silent())
+    }
+
+    fn run_all(&mut self) {
+        let probe_possible = self.hygiene();
+        let _ = probe_possible;
+        let caps = self.handshake();
+        self.lifecycle(caps);
+    }
+
+    fn hygiene(&mut self) -> bool {
+        // rpc/unknown-method
+        let m = self.mark();
+        let id = self
+            .c
+            .request("bb/conformance/definitely-unknown-method", json!({}));
+        let resp = self.c.wait_response(id);
+        let probe_possible = resp.is_some();
+        match resp {
+            None => {
+                let why = self.c.why_silent();
+                self.fail(
+                    "rpc/unknown-method",
+                    m,
+                    format!("request was silently dropped{why}"),
+                )
+            }
+            Some(r) if error_code(&r) == Some(-32601) => self.pass("rpc/unknown-method", m),
+            Some(r) => self.fail(
+                "rpc/unknown-method",
+                m,
+                format!("expected error -32601, got {}", describe_answer(&r)),
+            ),
+        }
+
+        // rpc/invalid-params
+        let m = self.mark();
+        let id = self.c.request("thread/stop", json!({}));
+        match self.c.wait_response(id) {
+            None => {
+                let d = self.unanswered("thread/stop {}");
+                self.fail("rpc/invalid-params", m, d)
+            }
+            Some(r) if error_code(&r) == Some(-32602) => self.pass("rpc/invalid-params", m),
+            Some(r) => self.fail(
+                "rpc/invalid-params",
+                m,
+                format!("expected error -32602, got {}", describe_answer(&r)),
+            ),
+        }
+
+        const NO_PROBE: &str = "aliveness probe unavailable: bridge drops unknown methods";
+        // rpc/non-json-ignored
+        let m = self.mark();
+        if !probe_possible {
+            self.skip("rpc/non-json-ignored", m, NO_PROBE);
+        } else {
+            self.c.send_raw("this is { not json");
+            let id = self.c.request("bb/conformance/alive-probe", json!({}));
+            match self.c.wait_response(id) {
+                Some(_) => self.pass("rpc/non-json-ignored", m),
+                None => {
+                    let d = self.unanswered("alive probe after a non-JSON line");
+                    self.fail("rpc/non-json-ignored", m, d)
+                }
+            }
+        }
+
+        // rpc/response-not-request
+        let m = self.mark();
+        if !probe_possible {
+            self.skip("rpc/response-not-request", m, NO_PROBE);
+        } else {
+            let from = self.c.received;
+            self.c
+                .send_raw(r#"{"jsonrpc":"2.0","id":999999,"result":{}}"#);
+            let id = self.c.request("bb/conformance/alive-probe", json!({}));
+            match self.c.wait_response(id) {
+                None => {
+                    let d = self.unanswered("alive probe after a stray response");
+                    self.fail("rpc/response-not-request", m, d)
+                }
+                Some(_) => {
+                    let answered = self
+                        .c
+                        .resp_log
+                        .iter()
+                        .filter(|(p, _)| *p >= from)
+                        .map(|(_, v)| v)
+                        .find(|v| {
+                            v.get("method").is_none()
+                                && v.get("id").and_then(Value::as_u64) == Some(999_999)
+                                && is_error(v)
+                        });
+                    match answered {
+                        Some(r) => {
+                            let d = format!(
+                                "the stray response (id 999999) was answered with {}",
+                                describe_answer(r)
+                            );
+                            self.fail("rpc/response-not-request", m, d)
+                        }
+                        None => self.pass("rpc/response-not-request", m),
+                    }
+                }
+            }
+        }
+        probe_possible
+    }
+
+    /// `None`: the handshake failed (capabilities unknown, fork treated as `none`).
+    fn handshake(&mut self) -> Option<Caps> {
+        let m = self.mark();
+        let id = self.c.request(
+            "initialize",
+            json!({"protocolVersion": 2, "client": {"name": "bb-conformance", "version": "0.0.1"}, "grammarVersions": [3, 3]}),
+        );
+        let caps = match self.c.wait_response(id) {
+            None => Err(self.unanswered("initialize")),
+            Some(r) if is_error(&r) => Err(format!("initialize failed: {}", describe_answer(&r))),
+            Some(r) => check_initialize(r.get("result").unwrap_or(&Value::Null)),
+        };
+        let caps = match caps {
+            Ok(c) => {
+                self.pass("handshake/initialize", m);
+                c
+            }
+            Err(d) => {
+                self.fail("handshake/initialize", m, d);
+                return None;
+            }
+        };
+
+        // skills/configure-declared
+        let m = self.mark();
+        let id = self.c.request("skills/configure", json!({"roots": []}));
+        let r = self.c.wait_response(id);
+        self.pinned(
+            "skills/configure-declared",
+            m,
+            "skills/configure",
+            "capabilities.skills.configure",
+            caps.skills_configure,
+            r,
+            |_| Ok(()),
+        );
+
+        // commands/list-declared
+        let m = self.mark();
+        let cwd = self.cwd.clone();
+        let id = self.c.request("commands/list", json!({"cwd": cwd}));
+        let r = self.c.wait_response(id);
+        self.pinned(
+            "commands/list-declared",
+            m,
+            "commands/list",
+            "capabilities.commands.list",
+            caps.commands_list,
+            r,
+            |res| COMMANDS_LIST_RESULT.check(res),
+        );
+        Some(caps)
+    }
+
+    /// A capability-gated method pinned both ways: declared → answered without error;
+    /// undeclared → `-32601`.
+    #[allow(clippy::too_many_arguments)]
+    fn pinned(
+        &mut self,
+        rule: &str,
+        m: u64,
+        method: &str,
+        cap: &str,
+        declared: bool,
+        resp: Option<Value>,
+        check: impl Fn(&Value) -> Result<(), String>,
+    ) {
+        let Some(r) = resp else {
+            let d = self.unanswered(method);
+            return self.fail(rule, m, d);
+        };
+        if declared {
+            if is_error(&r) {
+                return self.fail(
+                    rule,
+                    m,
+                    format!(
+                        "{cap} is declared, yet {method} answered {}",
+                        describe_answer(&r)
+                    ),
+                );
+            }
+            match check(r.get("result").unwrap_or(&Value::Null)) {
+                Ok(()) => self.pass(rule, m),
+                Err(e) => self.fail(rule, m, format!("{method} result is invalid: {e}")),
+            }
+        } else if error_code(&r) == Some(-32601) {
+            self.pass(rule, m)
+        } else {
+            self.fail(
+                rule,
+                m,
+                format!(
+                    "{cap} is not declared, so {method} must answer -32601, got {}",
+                    describe_answer(&r)
+                ),
+            )
+        }
+    }
+
+    fn construction(&self, thread: &str) -> Value {
+        json!({"threadId": thread, "cwd": self.cwd, "options": self.fx.options, "instructionMode": "append"})
+    }
+
+    fn lifecycle(&mut self, caps: Option<Caps>) {
+        let fork_enabled = caps.as_ref().is_some_and(|c| c.fork != "none");
+
+        // session/start-identity
+        let m = self.mark();
+        let id = self
+            .c
+            .request("thread/start", self.construction(MAIN_THREAD));
+        let ptid = match self.c.wait_response(id) {
+            None => Err(self.unanswered("thread/start")),
+            Some(r) if is_error(&r) => Err(format!("thread/start failed: {}", describe_answer(&r))),
+            Some(r) => parse_identity(&r).map_err(|e| format!("thread/start result: {e}")),
+        };
+        let mut ptid = match ptid {
+            Ok(p) => {
+                self.pass("session/start-identity", m);
+                p
+            }
+            Err(d) => {
+                self.fail("session/start-identity", m, d);
+                let mut later: Vec<&str> = vec![
+                    "turn/lifecycle",
+                    "events/schema-valid",
+                    "item/opens-before-delta",
+                    "stop/release-not-interrupted",
+                    "session/resume-identity",
+                    "session/resume-id-uniqueness",
+                ];
+                if fork_enabled {
+                    later.push("session/fork-identity");
+                }
+                if self.fx.zero_work_prompt_input.is_some() {
+                    later.push("turn/settles-without-activity");
+                }
+                later.push("recovery/session-archived");
+                if self.fx.interruptible_prompt_input.is_some() {
+                    later.push("session/threads-independent");
+                    later.push("stop/interrupt-settles-before-result");
+                }
+                for r in later {
+                    let m = self.mark();
+                    self.skip(r, m, PREREQ);
+                }
+                return;
+            }
+        };
+
+        // turn/lifecycle
+        let m = self.mark();
+        let input = self.fx.prompt_input.clone();
+        let r = self.turn(MAIN_THREAD, &ptid, &input);
+        match r {
+            TurnOutcome::Settled { .. } => self.pass("turn/lifecycle", m),
+            TurnOutcome::NeverStarted(why) => self.fail(
+                "turn/lifecycle",
+                m,
+                format!("turn never started (no turn/started){why}"),
+            ),
+            TurnOutcome::NeverSettled { why, .. } => self.fail(
+                "turn/lifecycle",
+                m,
+                format!("turn never settled (no turn/completed){why}"),
+            ),
+        }
+
+        // events/schema-valid
+        let m = self.mark();
+        self.events_schema_valid(m);
+
+        // item/opens-before-delta
+        let m = self.mark();
+        let mut grammar = Grammar::new();
+        let mut n = 0;
+        let mut violation = None;
+        for ev in self.c.events.iter().filter(|e| e.thread == MAIN_THREAD) {
+            n += 1;
+            if let Err(d) = grammar.accept(&ev.event)
+                && d.rule == "item/opens-before-delta"
+                && violation.is_none()
+            {
+                violation = Some(format!("{} on {}: {}", d.rule, d.event_type, d.reason));
+            }
+        }
+        match (n, violation) {
+            (0, _) => self.skip("item/opens-before-delta", m, "no events on the thread"),
+            (_, Some(v)) => self.fail("item/opens-before-delta", m, v),
+            (_, None) => self.pass("item/opens-before-delta", m),
+        }
+
+        // presentation/icon-namespaced-declared
+        if let Some(icons) = self.fx.icons.clone() {
+            let m = self.mark();
+            self.icons(m, &icons);
+        }
+
+        // stop/release-not-interrupted
+        let m = self.mark();
+        let from = self.c.events.len();
+        let id = self.c.request(
+            "thread/stop",
+            json!({"threadId": MAIN_THREAD, "providerThreadId": ptid, "intent": "release", "activeTurnId": null}),
+        );
+        match self.c.wait_response(id) {
+            None => {
+                let d = self.unanswered("release thread/stop");
+                self.fail("stop/release-not-interrupted", m, d)
+            }
+            Some(r) if is_error(&r) => self.fail(
+                "stop/release-not-interrupted",
+                m,
+                format!("release thread/stop failed: {}", describe_answer(&r)),
+            ),
+            Some(_) => {
+                self.c.settle(RELEASE_SETTLE);
+                let fabricated = self.c.find_event(MAIN_THREAD, from, |e| {
+                    is_type(e, "system/thread/interrupted")
+                        || (is_type(e, "turn/completed") && e["status"] == "interrupted")
+                });
+                match fabricated {
+                    Some(i) => {
+                        let ty = self.c.events[i].event["type"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string();
+                        self.fail(
+                            "stop/release-not-interrupted",
+                            m,
+                            format!("a release stop fabricated an interruption ({ty} status interrupted)"),
+                        )
+                    }
+                    None => self.pass("stop/release-not-interrupted", m),
+                }
+            }
+        }
+
+        // session/resume-identity
+        let m = self.mark();
+        let mut params = self.construction(MAIN_THREAD);
+        params["providerThreadId"] = json!(ptid);
+        let id = self.c.request("thread/resume", params);
+        let resumed = match self.c.wait_response(id) {
+            None => {
+                let d = self.unanswered("thread/resume");
+                self.skip("session/resume-identity", m, d.clone());
+                self.skip("session/resume-id-uniqueness", m, d);
+                false
+            }
+            Some(r) if is_error(&r) => {
+                let d = format!("thread/resume failed: {}", describe_answer(&r));
+                self.skip("session/resume-identity", m, d.clone());
+                self.skip("session/resume-id-uniqueness", m, d);
+                false
+            }
+            Some(r) => match parse_identity(&r) {
+                Ok(p) => {
+                    ptid = p;
+                    self.pass("session/resume-identity", m);
+                    true
+                }
+                Err(e) => {
+                    self.fail(
+                        "session/resume-identity",
+                        m,
+                        format!("thread/resume result: {e}"),
+                    );
+                    self.skip(
+                        "session/resume-id-uniqueness",
+                        m,
+                        "prerequisite session/resume-identity failed",
+                    );
+                    false
+                }
+            },
+        };
+
+        // session/resume-id-uniqueness
+        if resumed {
+            let m = self.mark();
+            let input = self.fx.prompt_input.clone();
+            match self.turn(MAIN_THREAD, &ptid, &input) {
+                TurnOutcome::Settled { .. } => {
+                    let mut turns = HashSet::new();
+                    let mut items = HashSet::new();
+                    let mut repeat = None;
+                    for ev in self.c.events.iter().filter(|e| e.thread == MAIN_THREAD) {
+                        let e = &ev.event;
+                        if is_type(e, "turn/started") {
+                            if let Some(t) = turn_id(e)
+                                && !turns.insert(t.to_string())
+                                && repeat.is_none()
+                            {
+                                repeat = Some(format!("turn id {t} started twice"));
+                            }
+                        } else if is_type(e, "item/started")
+                            && let Some(i) = e["item"]["id"].as_str()
+                            && !items.insert(i.to_string())
+                            && repeat.is_none()
+                        {
+                            repeat = Some(format!("item id {i} started twice"));
+                        }
+                    }
+                    match repeat {
+                        Some(r) => self.fail("session/resume-id-uniqueness", m, r),
+                        None if turns.len() < 2 => self.fail(
+                            "session/resume-id-uniqueness",
+                            m,
+                            format!("only {} turn(s) seen, at least 2 expected", turns.len()),
+                        ),
+                        None => self.pass("session/resume-id-uniqueness", m),
+                    }
+                }
+                TurnOutcome::NeverStarted(why) | TurnOutcome::NeverSettled { why, .. } => self
+                    .fail(
+                        "session/resume-id-uniqueness",
+                        m,
+                        format!("second turn never settled{why}"),
+                    ),
+            }
+        }
+
+        // session/fork-identity
+        if fork_enabled {
+            let m = self.mark();
+            let mut params = self.construction(FORK_THREAD);
+            params["sourceProviderThreadId"] = json!(ptid);
+            let id = self.c.request("thread/fork", params);
+            let res = match self.c.wait_response(id) {
+                None => Err(self.unanswered("thread/fork")),
+                Some(r) if is_error(&r) => {
+                    Err(format!("thread/fork failed: {}", describe_answer(&r)))
+                }
+                Some(r) => parse_identity(&r).map_err(|e| format!("thread/fork result: {e}")),
+            };
+            // Release the fork whatever happened (no verdict).
+            let fork_ptid = res.clone().unwrap_or_default();
+            let id = self.c.request(
+                "thread/stop",
+                json!({"threadId": FORK_THREAD, "providerThreadId": fork_ptid, "intent": "release", "activeTurnId": null}),
+            );
+            self.c.wait_response(id);
+            match res {
+                Ok(_) => self.pass("session/fork-identity", m),
+                Err(d) => self.fail("session/fork-identity", m, d),
+            }
+        }
+
+        // turn/settles-without-activity
+        if let Some(input) = self.fx.zero_work_prompt_input.clone() {
+            let m = self.mark();
+            let from = self.c.events.len();
+            let creq = self.c.client_request_id();
+            let id = self.c.request(
+                "turn/start",
+                json!({"threadId": MAIN_THREAD, "providerThreadId": ptid, "input": input, "clientRequestId": creq, "options": self.fx.options}),
+            );
+            let mut done = None;
+            self.c.wait(|c| {
+                if let Some(r) = c.response(id)
+                    && is_error(r)
+                {
+                    done = Some(Err(describe_answer(r)));
+                    return true;
+                }
+                if c.find_event(MAIN_THREAD, from, |e| is_type(e, "turn/completed"))
+                    .is_some()
+                {
+                    done = Some(Ok(()));
+                    return true;
+                }
+                false
+            });
+            match done {
+                Some(Ok(())) => {
+                    self.c.wait_response(id);
+                    self.pass("turn/settles-without-activity", m)
+                }
+                Some(Err(e)) => self.skip(
+                    "turn/settles-without-activity",
+                    m,
+                    format!("turn/start with the zero-work prompt was refused: {e}"),
+                ),
+                None => {
+                    let why = self.c.why_silent();
+                    self.fail(
+                        "turn/settles-without-activity",
+                        m,
+                        format!("the zero-work turn never settled (no turn/completed){why}"),
+                    )
+                }
+            }
+        }
+
+        // recovery/session-archived
+        {
+            let m = self.mark();
+            if let Some(p) = self.archive(m, &ptid) {
+                ptid = p;
+            }
+        }
+
+        // session/threads-independent + stop/interrupt-settles-before-result
+        if let Some(input) = self.fx.interruptible_prompt_input.clone() {
+            let held = self.threads_independent(&ptid, &input);
+            self.interrupt(&ptid, &input, held);
+        }
+
+        // Final release (no verdict).
+        let id = self.c.request(
+            "thread/stop",
+            json!({"threadId": MAIN_THREAD, "providerThreadId": ptid, "intent": "release", "activeTurnId": null}),
+        );
+        self.c.wait_response(id);
+    }
+
+    /// Starts a turn and waits for its `turn/started`, its `turn/completed`, then the response.
+    fn turn(&mut self, thread: &str, ptid: &str, input: &Value) -> TurnOutcome {
+        let from = self.c.events.len();
+        let creq = self.c.client_request_id();
+        let id = self.c.request(
+            "turn/start",
+            json!({"threadId": thread, "providerThreadId": ptid, "input": input, "clientRequestId": creq, "options": self.fx.options}),
+        );
+        let Some(si) = self.c.wait_event(thread, from, is_main_turn_start) else {
+            let mut why = self.c.why_silent();
+            if let Some(r) = self.c.response(id)
+                && is_error(r)
+            {
+                why = format!(" (turn/start answered {})", describe_answer(r));
+            }
+            return TurnOutcome::NeverStarted(why);
+        };
+        let t = turn_id(&self.c.events[si].event).unwrap_or("").to_string();
+        let tt = t.clone();
+        let done = self.c.wait_event(thread, si, move |e| {
+            is_type(e, "turn/completed") && turn_id(e) == Some(tt.as_str())
+        });
+        if done.is_none() {
+            let why = self.c.why_silent();
+            return TurnOutcome::NeverSettled { turn: t, why };
+        }
+        self.c.wait_response(id);
+        TurnOutcome::Settled { turn: t }
+    }
+
+    fn events_schema_valid(&mut self, m: u64) {
+        let mut invalid = 0;
+        let mut first = None;
+        for (i, ev) in self.c.events.iter().enumerate() {
+            // JSON round trip, as the kit does.
+            let v: Value = serde_json::from_str(&ev.event.to_string()).unwrap_or(Value::Null);
+            if let Err(e) = THREAD_EVENT.check(&v) {
+                invalid += 1;
+                if first.is_none() {
+                    let ty = v["type"].as_str().unwrap_or("?").to_string();
+                    first = Some(format!("event {i} ({ty}) failed: {e}"));
+                }
+            }
+        }
+        let total = self.c.events.len();
+        let bad_deltas = self.c.diag.invalid_deltas.clone();
+        if let Some(f) = first {
+            self.fail(
+                "events/schema-valid",
+                m,
+                format!("{invalid} of {total} events invalid; first: {f}"),
+            );
+        } else if let Some(first) = bad_deltas.first() {
+            self.fail(
+                "events/schema-valid",
+                m,
+                format!(
+                    "{} thread/delta message(s) invalid (refused whole by the runtime); first: {first}",
+                    bad_deltas.len()
+                ),
+            );
+        } else {
+            self.pass("events/schema-valid", m);
+        }
+    }
+
+    fn icons(&mut self, m: u64, icons: &Icons) {
+        let mut seen = 0;
+        let mut bad = None;
+        for ev in self.c.events.iter().filter(|e| e.thread == MAIN_THREAD) {
+            let Some(item) = ev.event.get("item") else {
+                continue;
+            };
+            let Some(glyph) = item
+                .get("presentation")
+                .and_then(|p| p.get("icon"))
+                .and_then(|i| i.get("glyph"))
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            seen += 1;
+            if item["type"] == "toolCall" && item["server"] == "bb" {
+                continue;
+            }
+            let Some((plugin, name)) = glyph.split_once('/') else {
+                continue; // not namespaced
+            };
+            let ok = plugin == icons.plugin_id && icons.names.iter().any(|n| n == name);
+            if !ok && bad.is_none() {
+                let why = if plugin != icons.plugin_id {
+                    format!("names plugin {plugin:?}, not {:?}", icons.plugin_id)
+                } else {
+                    format!("{name:?} is not a declared icon name")
+                };
+                bad = Some(format!(
+                    "glyph {glyph:?} on a {} item {why}",
+                    item["type"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+        match (seen, bad) {
+            (0, _) => self.skip(
+                "presentation/icon-namespaced-declared",
+                m,
+                "no item carries a glyph",
+            ),
+            (_, Some(b)) => self.fail("presentation/icon-namespaced-declared", m, b),
+            (_, None) => self.pass("presentation/icon-namespaced-declared", m),
+        }
+    }
+
+    /// `recovery/session-archived`; returns the new provider thread id when resumed.
+    fn archive(&mut self, m: u64, ptid: &str) -> Option<String> {
+        const RULE: &str = "recovery/session-archived";
+        let id = self.c.request(
+            "thread/archive",
+            json!({"threadId": MAIN_THREAD, "providerThreadId": ptid}),
+        );
+        match self.c.wait_response(id) {
+            None => {
+                let d = self.unanswered("thread/archive");
+                self.fail(RULE, m, d);
+                return None;
+            }
+            Some(r) if is_error(&r) => return None, // no result
+            Some(_) => {}
+        }
+        let mut params = self.construction(MAIN_THREAD);
+        params["providerThreadId"] = json!(ptid);
+        let id = self.c.request("thread/resume", params.clone());
+        let first = self.c.wait_response(id);
+        let id = self.c.request(
+            "thread/unarchive",
+            json!({"threadId": MAIN_THREAD, "providerThreadId": ptid}),
+        );
+        self.c.wait_response(id);
+        let first = match first {
+            None => {
+                let d = self.unanswered("thread/resume of the archived session");
+                self.fail(RULE, m, d);
+                return None;
+            }
+            Some(r) if !is_error(&r) => {
+                // Resumed although archived: no result, unless the result is unparsable.
+                return match parse_identity(&r) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        self.fail(RULE, m, format!("thread/resume result: {e}"));
+                        None
+                    }
+                };
+            }
+            Some(r) => r,
+        };
+        // The resume was rejected: resume again (after the unarchive) whatever the hint said.
+        let id = self.c.request("thread/resume", params);
+        let second = self.c.wait_response(id);
+        let resumed = match &second {
+            Some(r) if !is_error(r) => parse_identity(r),
+            Some(r) => Err(format!("failed: {}", describe_answer(r))),
+            None => Err(format!("unanswered{}", self.c.why_silent())),
+        };
+        let kind = first["error"]["data"]["recovery"]["kind"].as_str();
+        if kind != Some("sessionArchived") {
+            let d = match kind {
+                Some(k) => format!(
+                    "the archived resume was rejected with recovery kind {k:?}, not \"sessionArchived\""
+                ),
+                None => format!(
+                    "the archived resume was rejected without error.data.recovery ({})",
+                    describe_answer(&first)
+                ),
+            };
+            self.fail(RULE, m, d);
+            return resumed.ok();
+        }
+        match resumed {
+            Ok(p) => {
+                self.pass(RULE, m);
+                Some(p)
+            }
+            Err(e) => {
+                self.fail(RULE, m, format!("thread/resume after thread/unarchive {e}"));
+                None
+            }
+        }
+    }
+
+    /// `session/threads-independent`; returns the held turn (bb id) when it opened.
+    fn threads_independent(&mut self, ptid: &str, input: &Value) -> Option<String> {
+        const RULE: &str = "session/threads-independent";
+        let m = self.mark();
+        let from = self.c.events.len();
+        let creq = self.c.client_request_id();
+        let id = self.c.request(
+            "turn/start",
+            json!({"threadId": MAIN_THREAD, "providerThreadId": ptid, "input": input, "clientRequestId": creq, "options": self.fx.options}),
+        );
+        let Some(si) = self.c.wait_event(MAIN_THREAD, from, is_main_turn_start) else {
+            let mut why = self.c.why_silent();
+            if let Some(r) = self.c.response(id)
+                && is_error(r)
+            {
+                why = format!(" (turn/start answered {})", describe_answer(r));
+            }
+            self.fail(RULE, m, format!("the held turn never opened{why}"));
+            return None;
+        };
+        let held = turn_id(&self.c.events[si].event).unwrap_or("").to_string();
+        let sid = self
+            .c
+            .request("thread/start", self.construction(OTHER_THREAD));
+        let other = match self.c.wait_response(sid) {
+            None => Err(self.unanswered("thread/start of the other thread")),
+            Some(r) if is_error(&r) => Err(format!(
+                "the other thread cannot start: {}",
+                describe_answer(&r)
+            )),
+            Some(r) => parse_identity(&r).map_err(|e| format!("the other thread's identity: {e}")),
+        };
+        let other = match other {
+            Ok(p) => p,
+            Err(d) => {
+                self.fail(RULE, m, d);
+                return Some(held);
+            }
+        };
+        let input = self.fx.prompt_input.clone();
+        let outcome = self.turn(OTHER_THREAD, &other, &input);
+        let held_done = {
+            let h = held.clone();
+            self.c
+                .find_event(MAIN_THREAD, si, move |e| {
+                    is_type(e, "turn/completed") && turn_id(e) == Some(h.as_str())
+                })
+                .is_some()
+        };
+        let id = self.c.request(
+            "thread/stop",
+            json!({"threadId": OTHER_THREAD, "providerThreadId": other, "intent": "release", "activeTurnId": null}),
+        );
+        self.c.wait_response(id);
+        match outcome {
+            TurnOutcome::Settled { .. } if !held_done => self.pass(RULE, m),
+            TurnOutcome::Settled { .. } => self.fail(
+                RULE,
+                m,
+                "the main thread's held turn completed before the other thread's turn did",
+            ),
+            TurnOutcome::NeverStarted(why) => self.fail(
+                RULE,
+                m,
+                format!("the other thread's turn never started while the main thread's turn was held{why}"),
+            ),
+            TurnOutcome::NeverSettled { why, .. } => self.fail(
+                RULE,
+                m,
+                format!("the other thread's turn never completed while the main thread's turn was held{why}"),
+            ),
+        }
+        Some(held)
+    }
+
+    fn interrupt(&mut self, ptid: &str, input: &Value, held: Option<String>) {
+        const RULE: &str = "stop/interrupt-settles-before-result";
+        let m = self.mark();
+        // The most recent still-open turn of the main thread.
+        let mut open: Vec<String> = Vec::new();
+        for ev in self.c.events.iter().filter(|e| e.thread == MAIN_THREAD) {
+            let e = &ev.event;
+            if is_main_turn_start(e) {
+                open.push(turn_id(e).unwrap_or("").to_string());
+            } else if is_type(e, "turn/completed")
+                && let Some(t) = turn_id(e)
+            {
+                open.retain(|o| o != t);
+            }
+        }
+        let mut turn = open.last().cloned();
+        let _ = held;
+        if turn.is_none() {
+            let from = self.c.events.len();
+            let creq = self.c.client_request_id();
+            let _id = self.c.request(
+                "turn/start",
+                json!({"threadId": MAIN_THREAD, "providerThreadId": ptid, "input": input, "clientRequestId": creq, "options": self.fx.options}),
+            );
+            turn = self
+                .c
+                .wait_event(MAIN_THREAD, from, is_main_turn_start)
+                .and_then(|i| turn_id(&self.c.events[i].event).map(str::to_string));
+        }
+        let Some(turn) = turn else {
+            let why = self.c.why_silent();
+            return self.fail(RULE, m, format!("no open turn to interrupt{why}"));
+        };
+        let active = self
+            .c
+            .assembler
+            .provider_turn_id(MAIN_THREAD, &turn)
+            .unwrap_or(&turn)
+            .to_string();
+        let id = self.c.request(
+            "thread/stop",
+            json!({"threadId": MAIN_THREAD, "providerThreadId": ptid, "intent": "interrupt", "activeTurnId": active}),
+        );
+        let resp = self.c.wait_response(id);
+        let Some(r) = resp else {
+            let d = self.unanswered("interrupt thread/stop");
+            return self.fail(RULE, m, d);
+        };
+        if is_error(&r) {
+            return self.fail(
+                RULE,
+                m,
+                format!("interrupt thread/stop failed: {}", describe_answer(&r)),
+            );
+        }
+        let resp_pos = self.c.response_pos(id).expect("answered");
+        let t = turn.clone();
+        let completed =
+            move |e: &Value| is_type(e, "turn/completed") && turn_id(e) == Some(t.as_str());
+        let found = match self.c.find_event(MAIN_THREAD, 0, &completed) {
+            Some(i) => Some(i),
+            None => self.c.wait_event(MAIN_THREAD, 0, &completed),
+        };
+        match found {
+            None => self.fail(
+                RULE,
+                m,
+                format!("the interrupted turn {turn} never settled (no turn/completed)"),
+            ),
+            Some(i) if self.c.events[i].pos > resp_pos => self.fail(
+                RULE,
+                m,
+                format!(
+                    "the interrupted turn's turn/completed arrived after the stop response (message {} > {resp_pos})",
+                    self.c.events[i].pos
+                ),
+            ),
+            Some(_) => self.pass(RULE, m),
+        }
+    }
+}
+
+enum TurnOutcome {
+    Settled {
+        #[allow(dead_code)]
+        turn: String,
+    },
+    NeverStarted(String),
+    NeverSettled {
+        #[allow(dead_code)]
+        turn: String,
+        why: String,
+    },
+}
+
+/// Parses an identity result `{providerThreadId, sessionRestorable?}` from a response.
+fn parse_identity(resp: &Value) -> Result<String, String> {
+    let res = resp.get("result").unwrap_or(&Value::Null);
+    IDENTITY_RESULT.check(res)?;
+    Ok(res["providerThreadId"].as_str().unwrap_or("").to_string())
+}
+
+/// Checks an `initialize` result: shape, `protocolVersion == 2`, grammar ranges intersect.
+fn check_initialize(res: &Value) -> Result<Caps, String> {
+    INITIALIZE_RESULT
+        .check(res)
+        .map_err(|e| format!("initialize result is invalid: {e}"))?;
+    let v = res["protocolVersion"].as_i64().unwrap_or(0);
+    if v != 2 {
+        return Err(format!("protocolVersion {v}, expected 2"));
+    }
+    let caps = res.get("capabilities").cloned().unwrap_or(json!({}));
+    let (lo, hi) = match caps.get("grammarVersions").and_then(Value::as_array) {
+        Some(a) => (a[0].as_i64().unwrap_or(0), a[1].as_i64().unwrap_or(0)),
+        None => (2, 2),
+    };
+    if lo.max(3) > hi.min(3) {
+        return Err(format!(
+            "grammar versions [{lo}, {hi}] do not intersect the runtime's [3, 3]{}",
+            if caps.get("grammarVersions").is_none() {
+                " (capabilities.grammarVersions absent: default [2, 2])"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(Caps {
+        fork: caps["fork"].as_str().unwrap_or("none").to_string(),
+        skills_configure: caps["skills"]["configure"] == true,
+        commands_list: caps["commands"]["list"] == true,
+    })
+}
+
+/// Validates a JSON-RPC error response (used by tests and the catalogue of shapes).
+pub fn check_error_response(v: &Value) -> Result<(), String> {
+    ERROR_RESPONSE.check(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_request_ids_follow_the_kit() {
+        let b = Bridge::spawn(&["true".into()], Limits::default()).unwrap();
+        let mut c = Client::new(b, Duration::from_millis(10));
+        assert_eq!(c.client_request_id(), "creq_2222222223");
+        for _ in 0..30 {
+            c.client_request_id();
+        }
+        assert_eq!(c.client_request_id(), "creq_2222222232");
+    }
+
+    #[test]
+    fn context_lines_are_printable_and_clipped() {
+        assert_eq!(printable("a\u{1b}[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(printable("plain"), "plain");
+        let long = "é".repeat(300);
+        let c = clip(&long, 401);
+        assert!(
+            c.starts_with(&"é".repeat(200)) && c.ends_with("(600 bytes)"),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn every_schema_compiles() {
+        for s in [
+            schema::INITIALIZE_RESULT,
+            schema::IDENTITY_RESULT,
+            schema::THREAD_DELTA_PARAMS,
+            schema::THREAD_EVENT,
+            schema::COMMANDS_LIST_RESULT,
+            schema::ERROR_RESPONSE,
+        ] {
+            Schema::compile(s);
+        }
+    }
+
+    #[test]
+    fn initialize_checks() {
+        let ok = json!({"protocolVersion": 2, "capabilities": {"grammarVersions": [3, 3], "fork": "tip", "skills": {"configure": true}}});
+        let caps = check_initialize(&ok).unwrap();
+        assert_eq!(caps.fork, "tip");
+        assert!(caps.skills_configure && !caps.commands_list);
+        let e = check_initialize(&json!({"protocolVersion": 2, "capabilities": {}})).unwrap_err();
+        assert!(e.contains("default [2, 2]"), "{e}");
+        let e = check_initialize(
+            &json!({"protocolVersion": 1, "capabilities": {"grammarVersions": [3, 3]}}),
+        )
+        .unwrap_err();
+        assert!(e.contains("protocolVersion 1"), "{e}");
+        assert!(check_initialize(&json!({"capabilities": {}})).is_err());
+        assert!(check_initialize(&json!("x")).is_err());
+    }
+
+    #[test]
+    fn identity_parsing() {
+        assert_eq!(
+            parse_identity(
+                &json!({"result": {"providerThreadId": "p1", "sessionRestorable": true}})
+            ),
+            Ok("p1".into())
+        );
+        assert!(parse_identity(&json!({"result": {"sessionRestorable": true}})).is_err());
+        assert!(parse_identity(&json!({"result": {"providerThreadId": 3}})).is_err());
+        assert!(parse_identity(&json!({"result": null})).is_err());
+    }
+
+    #[test]
+    fn thread_event_schema_accepts_assembled_events_and_refuses_bad_usage() {
+        let mut a = Assembler::new("p");
+        let evs = a.assemble(
+            "t",
+            &[
+                json!({"kind": "input.accepted", "clientRequestId": "c"}),
+                json!({"kind": "turn.open"}),
+                json!({"kind": "item.open", "key": {"providerItemId": "x"}, "item": {"type": "command", "command": "ls", "cwd": "/"}}),
+                json!({"kind": "item.outputDelta", "key": {"providerItemId": "x"}, "channel": "command", "text": "hi"}),
+                json!({"kind": "item.close", "key": {"providerItemId": "x"}, "item": {"type": "command", "command": "ls", "cwd": "/"}, "status": "completed"}),
+                json!({"kind": "item.textDelta", "key": {"channel": "assistant"}, "channel": "agentMessage", "text": "he"}),
+                json!({"kind": "item.textClose", "key": {"channel": "assistant"}, "channel": "agentMessage"}),
+                json!({"kind": "usage", "total": {"inputTokens": 1, "cachedInputTokens": 0, "outputTokens": 2, "reasoningOutputTokens": 0, "totalTokens": 3}, "last": {"inputTokens": 1, "cachedInputTokens": 0, "outputTokens": 2, "reasoningOutputTokens": 0, "totalTokens": 3}, "modelContextWindow": 1000}),
+                json!({"kind": "contextWindow", "used": 3, "size": 1000, "estimated": true}),
+                json!({"kind": "turn.boundary", "status": "completed"}),
+            ],
+        );
+        assert!(evs.len() >= 8, "{evs:?}");
+        for e in &evs {
+            THREAD_EVENT
+                .check(e)
+                .unwrap_or_else(|err| panic!("{e}: {err}"));
+        }
+        let bad = json!({"type": "thread/tokenUsage/updated", "threadId": "", "providerThreadId": "", "scope": {"kind": "turn", "turnId": "t1"},
+            "tokenUsage": {"total": {"inputTokens": -1, "cachedInputTokens": 0, "outputTokens": 0.5, "reasoningOutputTokens": 0, "totalTokens": -0.5}, "last": {"inputTokens": 0, "cachedInputTokens": 0, "outputTokens": 0, "reasoningOutputTokens": 0, "totalTokens": 0}, "modelContextWindow": 5}});
+        assert!(THREAD_EVENT.check(&bad).is_err());
+        assert!(THREAD_EVENT.check(&json!({"type": "nope"})).is_err());
+    }
+}

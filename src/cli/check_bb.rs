@@ -1,0 +1,268 @@
+//! `bridgewire check bb` (the live conformance kit) and `bridgewire rules` (the catalogue).
+//!
+//! Exit codes (see [`super::exit`]): 0 every verdict passed; 1 a verdict failed or was skipped;
+//! 2 invalid input or usage (unreadable fixture, a bridge command that cannot start);
+//! 4 nothing selected (no verdicts, or no catalogue entry matched).
+
+use super::exit;
+use crate::bb::conformance;
+use crate::config::Config;
+use crate::report::{self, Report, RunMeta};
+use crate::rule::{RuleInfo, Verdict};
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum CheckCommand {
+    /// Run the bb conformance kit against a live bridge process.
+    Bb(CheckBbArgs),
+}
+
+/// Default fixture file, read when present.
+pub const DEFAULT_FIXTURE: &str = "bridgewire.toml";
+/// Default HTML report path for a bare `--html`.
+pub const DEFAULT_HTML: &str = "reports/bridgewire-check-bb.html";
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Exit codes: 0 every rule passed; 1 a rule failed or was skipped; \
+2 invalid input or usage (bad fixture, bridge cannot start); 4 nothing selected."
+)]
+pub struct CheckBbArgs {
+    /// Fixture file with a `[bb.fixture]` section (default: ./bridgewire.toml when it exists).
+    #[arg(long, value_name = "PATH")]
+    pub fixture: Option<PathBuf>,
+    /// Per-wait timeout in milliseconds (every wait of the kit is bounded by it).
+    #[arg(long, value_name = "N", default_value_t = 5000)]
+    pub timeout_ms: u64,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = super::Format::Text)]
+    pub format: super::Format,
+    /// Also write a JUnit XML report.
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+    /// Also write a Markdown summary (for CI step summaries).
+    #[arg(long, value_name = "PATH")]
+    pub markdown: Option<PathBuf>,
+    /// Also write a self-contained HTML report (default path: reports/bridgewire-check-bb.html).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_HTML)]
+    pub html: Option<PathBuf>,
+    /// The bridge command.
+    #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RulesFormat {
+    Text,
+    Json,
+    Markdown,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RulesArgs {
+    /// Only rules of this protocol (bb, …).
+    #[arg(long, value_name = "P")]
+    pub protocol: Option<String>,
+    /// Only rules of this mode (live, recorded, offline).
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = RulesFormat::Text)]
+    pub format: RulesFormat,
+}
+
+/// On SIGINT/SIGTERM/SIGHUP: kill every running bridge's process group, then exit 128 + sig.
+fn install_signal_cleanup() {
+    let sigs = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new(sigs) {
+        let _ = std::thread::Builder::new()
+            .name("check-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    crate::bb::transport::kill_live_groups();
+                    std::process::exit(128 + sig);
+                }
+            });
+    }
+}
+
+pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
+    install_signal_cleanup();
+    let config = match &a.fixture {
+        Some(p) => match Config::load(p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("bridgewire check bb: {e}");
+                return exit::INVALID_INPUT;
+            }
+        },
+        None if Path::new(DEFAULT_FIXTURE).is_file() => {
+            match Config::load(Path::new(DEFAULT_FIXTURE)) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("bridgewire check bb: {e}");
+                    return exit::INVALID_INPUT;
+                }
+            }
+        }
+        None => Config::default(),
+    };
+    for w in &config.warnings {
+        eprintln!("warning: {w}");
+    }
+    if a.timeout_ms == 0 {
+        eprintln!("bridgewire check bb: --timeout-ms must be positive");
+        return exit::INVALID_INPUT;
+    }
+    let opts = conformance::Options {
+        command: a.command.clone(),
+        fixture: config.bb_fixture.clone(),
+        timeout: Duration::from_millis(a.timeout_ms),
+        limits: Default::default(),
+    };
+    let target = a
+        .command
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+
+    let bar = if std::io::stderr().is_terminal() {
+        let pb = indicatif::ProgressBar::new(conformance::LIVE_RULES.len() as u64);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb.enable_steady_tick(Duration::from_millis(120));
+        Some(pb)
+    } else {
+        None
+    };
+    let started_ms = crate::util::now_ms();
+    let t0 = Instant::now();
+    let mut on_verdict = |v: &Verdict| {
+        if let Some(pb) = &bar {
+            pb.inc(1);
+            pb.set_message(v.line());
+        }
+    };
+    let result = conformance::run(&opts, &mut on_verdict);
+    if let Some(pb) = &bar {
+        pb.finish_and_clear();
+    }
+    let (verdicts, info) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bridgewire check bb: cannot start the bridge `{target}`: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let report = Report {
+        meta: RunMeta {
+            protocol: "bb".into(),
+            target,
+            started_at: report::rfc3339_utc(started_ms),
+            duration_ms: t0.elapsed().as_millis() as u64,
+            timeout_ms: a.timeout_ms,
+            fixture: config.path.as_ref().map(|p| p.display().to_string()),
+            target_exit: info.bridge_exit.clone(),
+            notes: info.notes.clone(),
+            stderr_tail: info.stderr_tail.clone(),
+            target_pid: Some(info.pid),
+        },
+        verdicts,
+    };
+    let stdout = match a.format {
+        super::Format::Text => report::terminal::render(&report),
+        super::Format::Json => report::json::render(&report),
+    };
+    print!("{stdout}");
+    let mut code = if report.verdicts.is_empty() {
+        exit::NOTHING_SELECTED
+    } else if report.summary().ok() {
+        exit::OK
+    } else {
+        exit::FAILED
+    };
+    type Render = fn(&Report) -> String;
+    let files: [(&Option<PathBuf>, Render); 3] = [
+        (&a.junit, report::junit::render),
+        (&a.markdown, report::markdown::render),
+        (&a.html, report::html::render),
+    ];
+    for (path, render) in files {
+        if let Some(p) = path
+            && let Err(e) = write_file(p, &render(&report))
+        {
+            eprintln!("bridgewire check bb: cannot write {}: {e}", p.display());
+            code = exit::INVALID_INPUT;
+        }
+    }
+    code
+}
+
+fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)
+}
+
+pub fn run_rules(a: &RulesArgs) -> u8 {
+    let rules: Vec<RuleInfo> = crate::rule::catalogue()
+        .into_iter()
+        .filter(|r| a.protocol.as_ref().is_none_or(|p| &r.protocol == p))
+        .filter(|r| a.mode.as_ref().is_none_or(|m| &r.mode == m))
+        .collect();
+    let text = match a.format {
+        RulesFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&rules).expect("serializable");
+            s.push('\n');
+            s
+        }
+        RulesFormat::Markdown => {
+            let mut s = String::from(
+                "| Rule | Protocol | Level | Mode | Fixture | Section | Description |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+            );
+            for r in &rules {
+                s.push_str(&format!(
+                    "| `{}` | {} | {} | {} | {} | {} | {} |\n",
+                    r.id,
+                    r.protocol,
+                    r.level,
+                    r.mode,
+                    r.fixture.as_deref().unwrap_or(""),
+                    report::markdown::cell(&r.section),
+                    report::markdown::cell(&r.description)
+                ));
+            }
+            s
+        }
+        RulesFormat::Text => {
+            let w = rules.iter().map(|r| r.id.len()).max().unwrap_or(0);
+            let mut s = String::new();
+            for r in &rules {
+                let fx = r
+                    .fixture
+                    .as_ref()
+                    .map(|f| format!(" [fixture: {f}]"))
+                    .unwrap_or_default();
+                s.push_str(&format!(
+                    "{:<w$}  {:<6} {:<8} {:<6} {}{fx}\n",
+                    r.id, r.level, r.mode, r.protocol, r.description
+                ));
+            }
+            s
+        }
+    };
+    print!("{text}");
+    if rules.is_empty() {
+        eprintln!("no rules selected");
+        exit::NOTHING_SELECTED
+    } else {
+        exit::OK
+    }
+}

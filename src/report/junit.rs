@@ -1,0 +1,54 @@
+//! JUnit XML: one suite per protocol/target, one case per rule id. A kit `skipped` verdict is a
+//! failure of type `skipped` (it fails the run, §9.1).
+
+use super::Report;
+use crate::rule::Status;
+use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
+use std::time::Duration;
+
+pub fn render(r: &Report) -> String {
+    let mut report = quick_junit::Report::new("bridgewire");
+    let mut suite = TestSuite::new(format!("{}: {}", r.meta.protocol, r.meta.target));
+    suite.set_time(Duration::from_millis(r.meta.duration_ms));
+    suite.add_property(("timeout_ms", r.meta.timeout_ms.to_string().as_str()));
+    if let Some(f) = &r.meta.fixture {
+        suite.add_property(("fixture", f.as_str()));
+    }
+    for v in &r.verdicts {
+        let status = match v.status {
+            Status::Pass => TestCaseStatus::success(),
+            Status::Fail | Status::Skipped => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_type(v.status.label());
+                s.set_message(v.detail.clone());
+                if !v.context.is_empty() {
+                    s.set_description(v.context.join("\n"));
+                }
+                s
+            }
+        };
+        let mut case = TestCase::new(v.id.clone(), status);
+        case.set_classname(format!("{}.conformance", r.meta.protocol));
+        suite.add_test_case(case);
+    }
+    if !r.meta.stderr_tail.is_empty() {
+        suite.set_system_err(r.meta.stderr_tail.clone());
+    }
+    report.add_test_suite(suite);
+    report
+        .to_string()
+        .unwrap_or_else(|e| format!("<!-- junit serialization failed: {e} -->\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_case_per_verdict_skips_fail() {
+        let x = super::render(&super::super::sample());
+        assert!(x.contains("tests=\"3\""), "{x}");
+        assert!(x.contains("failures=\"2\""), "{x}");
+        assert!(x.contains("name=\"turn/lifecycle\""));
+        assert!(x.contains("type=\"skipped\""));
+        assert!(x.contains("bridge --x &lt;&amp;&gt;"), "{x}");
+    }
+}

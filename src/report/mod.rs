@@ -1,0 +1,130 @@
+//! Reports over verdicts: protocol-neutral, one run = metadata + `Vec<Verdict>`.
+//!
+//! * [`terminal`]: bb's text form, the frames around the first failure, the summary line;
+//! * [`json`]: a versioned machine-readable document (`format_version`);
+//! * [`junit`]: JUnit XML, one suite per protocol/target, one case per rule id;
+//! * [`markdown`]: a table for CI step summaries;
+//! * [`html`]: one self-contained file.
+//!
+//! A kit `skipped` verdict fails the run (reference §9.1), so JUnit reports it as a failure of
+//! type `skipped`, not as a JUnit skip.
+
+pub mod html;
+pub mod json;
+pub mod junit;
+pub mod markdown;
+pub mod terminal;
+
+use crate::rule::{Summary, Verdict};
+
+/// What was run, for the report headers.
+#[derive(Debug, Clone, Default)]
+pub struct RunMeta {
+    /// `bb`, `bridle`, …
+    pub protocol: String,
+    /// What was checked: the bridge command line.
+    pub target: String,
+    /// Start time, RFC 3339 UTC.
+    pub started_at: String,
+    pub duration_ms: u64,
+    /// Per-wait timeout.
+    pub timeout_ms: u64,
+    /// The fixture file, if one was read.
+    pub fixture: Option<String>,
+    /// How the target ended (`exit status 3`), when it exited on its own.
+    pub target_exit: Option<String>,
+    /// Transport anomalies seen over the run.
+    pub notes: Vec<String>,
+    /// The tail of the target's stderr.
+    pub stderr_tail: String,
+    /// The target's pid (= its process group id, killed at the end of the run).
+    pub target_pid: Option<u32>,
+}
+
+/// One run's report.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub meta: RunMeta,
+    pub verdicts: Vec<Verdict>,
+}
+
+impl Report {
+    pub fn summary(&self) -> Summary {
+        Summary::of(&self.verdicts)
+    }
+
+    /// The catalogue title (description) of a rule, if catalogued.
+    pub fn title(&self, id: &str) -> Option<String> {
+        crate::rule::catalogue()
+            .into_iter()
+            .find(|r| r.id == id && r.protocol == self.meta.protocol && r.mode == "live")
+            .or_else(|| {
+                crate::rule::catalogue()
+                    .into_iter()
+                    .find(|r| r.id == id && r.protocol == self.meta.protocol)
+            })
+            .map(|r| r.description)
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for milliseconds since the Unix epoch.
+pub fn rfc3339_utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let milli = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+pub(crate) fn sample() -> Report {
+    use crate::rule::Verdict;
+    Report {
+        meta: RunMeta {
+            protocol: "bb".into(),
+            target: "bridge --x <&>".into(),
+            started_at: rfc3339_utc(0),
+            duration_ms: 12,
+            timeout_ms: 5000,
+            fixture: Some("bridgewire.toml".into()),
+            target_exit: Some("exit status 3".into()),
+            notes: vec!["1 non-JSON stdout line(s), first: oops".into()],
+            stderr_tail: "boom\n".into(),
+            target_pid: Some(42),
+        },
+        verdicts: vec![
+            Verdict::pass("rpc/unknown-method"),
+            Verdict::fail("turn/lifecycle", "turn never settled (no turn/completed)")
+                .with_context(vec!["→ {\"id\":1}".into(), "← <stdout closed>".into()]),
+            Verdict::skipped("session/resume-identity", "thread/resume unanswered"),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_utc(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(rfc3339_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+}

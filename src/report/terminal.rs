@@ -1,0 +1,68 @@
+//! The terminal report: one line per verdict in bb's text form, the wire frames around the
+//! first failing rule, what the target did, and the closing `N passed, N failed` line.
+
+use super::Report;
+use crate::rule::Status;
+use std::fmt::Write;
+
+/// Stderr lines of the target shown after a failure.
+const STDERR_LINES: usize = 10;
+
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    for v in &r.verdicts {
+        let _ = writeln!(out, "{}", v.line());
+    }
+    let first_bad = r.verdicts.iter().find(|v| v.status == Status::Fail);
+    if let Some(v) = first_bad
+        && !v.context.is_empty()
+    {
+        let _ = writeln!(out, "\nfirst failure: {} — wire frames:", v.id);
+        for l in &v.context {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+    if !r.summary().ok() {
+        if let Some(e) = &r.meta.target_exit {
+            let _ = writeln!(out, "\ntarget: {e}");
+        }
+        for n in &r.meta.notes {
+            let _ = writeln!(out, "note: {n}");
+        }
+        let lines: Vec<&str> = r.meta.stderr_tail.lines().collect();
+        if !lines.is_empty() {
+            let _ = writeln!(
+                out,
+                "target stderr (last {} lines):",
+                STDERR_LINES.min(lines.len())
+            );
+            for l in &lines[lines.len().saturating_sub(STDERR_LINES)..] {
+                let _ = writeln!(out, "  {l}");
+            }
+        }
+    }
+    let _ = writeln!(out, "{}", r.summary().line());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lines_context_and_summary() {
+        let text = super::render(&super::super::sample());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "pass    rpc/unknown-method");
+        assert_eq!(
+            lines[1],
+            "fail    turn/lifecycle — turn never settled (no turn/completed)"
+        );
+        assert_eq!(
+            lines[2],
+            "skipped session/resume-identity — thread/resume unanswered"
+        );
+        assert!(text.contains("first failure: turn/lifecycle"));
+        assert!(text.contains("  ← <stdout closed>"));
+        assert!(text.contains("target: exit status 3"));
+        assert_eq!(*lines.last().unwrap(), "1 passed, 1 failed, 1 skipped");
+    }
+}

@@ -1,0 +1,814 @@
+//! `bridgewire check bb` end to end: the real CLI drives the real reference bridge (and its
+//! real provider child) over real pipes. The clean bridge passes every rule; each break mode
+//! fails exactly its rule(s) plus the kit's documented skip cascade (reference §9.5/§9.6);
+//! misbehaving programs (hanging, crashing, non-UTF-8, invalid JSON, a 100 MB line, silence)
+//! get named verdicts in bounded time and leave no process behind.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const BRIDGEWIRE: &str = env!("CARGO_BIN_EXE_bridgewire");
+const BRIDGE: &str = env!("CARGO_BIN_EXE_bb-ref-bridge");
+const PROVIDER: &str = env!("CARGO_BIN_EXE_bb-ref-provider");
+
+/// The repository's fixture (the reference bridge's: `/noop`, `/hold`, its icons).
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("bridgewire.toml")
+}
+
+fn run_check(extra: &[&str], bridge: &[&str], envs: &[(&str, &str)]) -> (Output, Duration) {
+    let mut cmd = Command::new(BRIDGEWIRE);
+    cmd.arg("check")
+        .arg("bb")
+        .args(extra)
+        .arg("--")
+        .args(bridge);
+    cmd.env("BB_REF_PROVIDER_COMMAND", PROVIDER);
+    cmd.env_remove("BB_REF_BRIDGE_BREAK");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    // Never read a bridgewire.toml from the test's working directory by accident.
+    cmd.current_dir(std::env::temp_dir());
+    let t0 = Instant::now();
+    let out = cmd.output().expect("run bridgewire");
+    (out, t0.elapsed())
+}
+
+fn json_report(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not a JSON report ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// `id → (status, detail)`.
+fn statuses(report: &Value) -> BTreeMap<String, (String, String)> {
+    report["verdicts"]
+        .as_array()
+        .expect("verdicts")
+        .iter()
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap().to_string(),
+                (
+                    v["status"].as_str().unwrap().to_string(),
+                    v["detail"].as_str().unwrap_or("").to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+const ALL: &[&str] = &[
+    "rpc/unknown-method",
+    "rpc/invalid-params",
+    "rpc/non-json-ignored",
+    "rpc/response-not-request",
+    "handshake/initialize",
+    "skills/configure-declared",
+    "commands/list-declared",
+    "session/start-identity",
+    "turn/lifecycle",
+    "events/schema-valid",
+    "item/opens-before-delta",
+    "presentation/icon-namespaced-declared",
+    "stop/release-not-interrupted",
+    "session/resume-identity",
+    "session/resume-id-uniqueness",
+    "session/fork-identity",
+    "turn/settles-without-activity",
+    "recovery/session-archived",
+    "session/threads-independent",
+    "stop/interrupt-settles-before-result",
+];
+
+/// After a failed `session/start-identity` (fork declared, every opt-in fixture given).
+const START_CASCADE: &[&str] = &[
+    "turn/lifecycle",
+    "events/schema-valid",
+    "item/opens-before-delta",
+    "stop/release-not-interrupted",
+    "session/resume-identity",
+    "session/resume-id-uniqueness",
+    "session/fork-identity",
+    "turn/settles-without-activity",
+    "recovery/session-archived",
+    "session/threads-independent",
+    "stop/interrupt-settles-before-result",
+];
+
+struct Expect {
+    mode: &'static str,
+    fail: &'static [&'static str],
+    skipped: &'static [&'static str],
+    /// Rules that produce no verdict (not applicable).
+    absent: &'static [&'static str],
+}
+
+const NO_PROBE: &[&str] = &["rpc/non-json-ignored", "rpc/response-not-request"];
+const HANDSHAKE_ABSENT: &[&str] = &[
+    "skills/configure-declared",
+    "commands/list-declared",
+    "session/fork-identity",
+];
+
+/// Break mode → expected verdicts, from the bridge's module doc and the kit's cascade.
+const TABLE: &[Expect] = &[
+    Expect {
+        mode: "drop-unknown-method",
+        fail: &["rpc/unknown-method"],
+        skipped: NO_PROBE,
+        absent: &[],
+    },
+    Expect {
+        mode: "drop-invalid-params",
+        fail: &["rpc/invalid-params"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "crash-on-non-json",
+        // The bridge is gone: the handshake and the start fail, the start cascade skips the rest.
+        fail: &[
+            "rpc/non-json-ignored",
+            "rpc/response-not-request",
+            "handshake/initialize",
+            "session/start-identity",
+        ],
+        skipped: START_CASCADE_NO_FORK,
+        absent: &[
+            "skills/configure-declared",
+            "commands/list-declared",
+            "session/fork-identity",
+            "presentation/icon-namespaced-declared",
+        ],
+    },
+    Expect {
+        mode: "error-on-response",
+        fail: &["rpc/response-not-request"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "no-grammar-versions",
+        fail: &["handshake/initialize"],
+        skipped: &[],
+        absent: HANDSHAKE_ABSENT,
+    },
+    Expect {
+        mode: "wrong-protocol-version",
+        fail: &["handshake/initialize"],
+        skipped: &[],
+        absent: HANDSHAKE_ABSENT,
+    },
+    Expect {
+        mode: "skills-undeclared-accepted",
+        fail: &["skills/configure-declared"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "commands-declared-refused",
+        fail: &["commands/list-declared"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "start-no-identity",
+        fail: &["session/start-identity"],
+        skipped: START_CASCADE,
+        absent: &["presentation/icon-namespaced-declared"],
+    },
+    Expect {
+        mode: "no-turn-completed",
+        fail: &["turn/lifecycle"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "invalid-event",
+        fail: &["events/schema-valid"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "delta-before-open",
+        fail: &["item/opens-before-delta"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "release-interrupts",
+        fail: &["stop/release-not-interrupted"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "resume-reuses-ids",
+        fail: &["session/resume-id-uniqueness"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "fork-no-identity",
+        fail: &["session/fork-identity"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "zero-work-hangs",
+        fail: &["turn/settles-without-activity"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "archived-no-hint",
+        fail: &["recovery/session-archived"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "threads-serialized",
+        fail: &["session/threads-independent"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "stop-before-settle",
+        fail: &["stop/interrupt-settles-before-result"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "undeclared-icon",
+        fail: &["presentation/icon-namespaced-declared"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "stray-stdout",
+        fail: &["rpc/unknown-method"],
+        skipped: NO_PROBE,
+        absent: &[],
+    },
+    Expect {
+        mode: "crash-mid-turn",
+        // The bridge doc: every later rule that needs an answer fails, from
+        // stop/release-not-interrupted on, while the event rules pass on what was received.
+        // The kit refines that: an unanswered thread/resume is *skipped*, with the uniqueness
+        // rule after it (§9.6).
+        fail: &[
+            "turn/lifecycle",
+            "stop/release-not-interrupted",
+            "session/fork-identity",
+            "turn/settles-without-activity",
+            "recovery/session-archived",
+            "session/threads-independent",
+            "stop/interrupt-settles-before-result",
+        ],
+        skipped: &["session/resume-identity", "session/resume-id-uniqueness"],
+        absent: &[],
+    },
+];
+
+/// The start cascade when the handshake failed too (fork treated as `none`: no fork verdict).
+const START_CASCADE_NO_FORK: &[&str] = &[
+    "turn/lifecycle",
+    "events/schema-valid",
+    "item/opens-before-delta",
+    "stop/release-not-interrupted",
+    "session/resume-identity",
+    "session/resume-id-uniqueness",
+    "turn/settles-without-activity",
+    "recovery/session-archived",
+    "session/threads-independent",
+    "stop/interrupt-settles-before-result",
+];
+
+fn check_mode(e: &Expect) -> Result<(), String> {
+    let fx = fixture();
+    let (out, _) = run_check(
+        &[
+            "--format",
+            "json",
+            "--timeout-ms",
+            "3000",
+            "--fixture",
+            fx.to_str().unwrap(),
+        ],
+        &[BRIDGE],
+        &[("BB_REF_BRIDGE_BREAK", e.mode)],
+    );
+    let report = json_report(&out);
+    let got = statuses(&report);
+    let mut problems = Vec::new();
+    for id in ALL {
+        let want = if e.fail.contains(id) {
+            Some("fail")
+        } else if e.skipped.contains(id) {
+            Some("skipped")
+        } else if e.absent.contains(id) {
+            None
+        } else {
+            Some("pass")
+        };
+        let have = got.get(*id).map(|(s, _)| s.as_str());
+        if want != have {
+            problems.push(format!(
+                "  {id}: expected {}, got {} {}",
+                want.unwrap_or("no verdict"),
+                have.unwrap_or("no verdict"),
+                got.get(*id).map(|(_, d)| d.as_str()).unwrap_or("")
+            ));
+        }
+    }
+    let code = out.status.code();
+    if code != Some(1) {
+        problems.push(format!("  exit code {code:?}, expected 1"));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("break mode {}:\n{}", e.mode, problems.join("\n")))
+    }
+}
+
+#[test]
+fn reference_bridge_passes_every_rule() {
+    let fx = fixture();
+    let (out, _) = run_check(
+        &["--format", "json", "--fixture", fx.to_str().unwrap()],
+        &[BRIDGE],
+        &[],
+    );
+    let report = json_report(&out);
+    let got = statuses(&report);
+    let ids: BTreeSet<&str> = got.keys().map(String::as_str).collect();
+    assert_eq!(ids, ALL.iter().copied().collect(), "{report:#}");
+    for (id, (st, d)) in &got {
+        assert_eq!(st, "pass", "{id}: {d}");
+    }
+    // The kit's order.
+    let order: Vec<&str> = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ALL);
+    assert_eq!(report["format_version"], 1);
+    assert_eq!(report["summary"]["ok"], true);
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/schema/report.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let errors: Vec<String> = jsonschema::validator_for(&schema)
+        .unwrap()
+        .iter_errors(&report)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match its schema: {errors:?}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+    // The bridge and its provider children (same process group) are gone.
+    let pid = report["target_pid"].as_u64().expect("target_pid") as u32;
+    let members = bridgewire::bb::transport::live_group_members(pid);
+    assert!(
+        members.is_empty(),
+        "bridge group {pid} still has {members:?}"
+    );
+}
+
+#[test]
+fn each_break_mode_fails_exactly_its_rules() {
+    // Four at a time: the machine is shared.
+    let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let chunks: Vec<Vec<&Expect>> = TABLE.chunks(6).map(|c| c.iter().collect()).collect();
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let mine: Vec<&Expect> = chunks
+                    .iter()
+                    .flatten()
+                    .skip(w)
+                    .step_by(4)
+                    .copied()
+                    .collect();
+                s.spawn(move || mine.into_iter().map(check_mode).collect::<Vec<_>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("worker"))
+            .collect()
+    });
+    assert_eq!(results.len(), TABLE.len());
+    let errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    assert!(errors.is_empty(), "\n{}", errors.join("\n"));
+}
+
+#[test]
+fn without_opt_in_fixtures_opt_in_rules_produce_no_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("empty.toml");
+    std::fs::write(&fx, "[bb.fixture]\npromptInput = \"hello\"\n").unwrap();
+    let (out, _) = run_check(
+        &["--format", "json", "--fixture", fx.to_str().unwrap()],
+        &[BRIDGE],
+        &[],
+    );
+    let got = statuses(&json_report(&out));
+    for id in [
+        "presentation/icon-namespaced-declared",
+        "turn/settles-without-activity",
+        "session/threads-independent",
+        "stop/interrupt-settles-before-result",
+    ] {
+        assert!(!got.contains_key(id), "{id} ran without its fixture");
+    }
+    assert_eq!(got.len(), ALL.len() - 4);
+    assert!(got.values().all(|(s, _)| s == "pass"), "{got:?}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn text_report_and_report_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixture();
+    let junit = dir.path().join("out/junit.xml");
+    let md = dir.path().join("summary.md");
+    let html = dir.path().join("r/report.html");
+    let (out, _) = run_check(
+        &[
+            "--fixture",
+            fx.to_str().unwrap(),
+            "--timeout-ms",
+            "3000",
+            "--junit",
+            junit.to_str().unwrap(),
+            "--markdown",
+            md.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        &[BRIDGE],
+        &[("BB_REF_BRIDGE_BREAK", "no-turn-completed")],
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "pass    rpc/unknown-method");
+    assert!(
+        text.contains("fail    turn/lifecycle — turn never settled (no turn/completed)"),
+        "{text}"
+    );
+    // The frames around the first failure: the turn/start that was sent.
+    assert!(
+        text.contains("first failure: turn/lifecycle — wire frames:"),
+        "{text}"
+    );
+    assert!(text.contains("→ {\"jsonrpc\":\"2.0\""), "{text}");
+    assert!(text.contains("\"method\":\"turn/start\""), "{text}");
+    assert_eq!(*lines.last().unwrap(), "19 passed, 1 failed");
+    assert_eq!(out.status.code(), Some(1));
+
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        x.contains("tests=\"20\"") && x.contains("failures=\"1\""),
+        "{x}"
+    );
+    let m = std::fs::read_to_string(&md).unwrap();
+    assert!(m.contains("| ❌ fail | `turn/lifecycle` |"), "{m}");
+    let h = std::fs::read_to_string(&html).unwrap();
+    assert!(h.starts_with("<!DOCTYPE html>") && h.contains("turn/lifecycle"));
+}
+
+#[test]
+fn html_defaults_under_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixture();
+    let out = Command::new(BRIDGEWIRE)
+        .args([
+            "check",
+            "bb",
+            "--fixture",
+            fx.to_str().unwrap(),
+            "--html",
+            "--",
+            BRIDGE,
+        ])
+        .env("BB_REF_PROVIDER_COMMAND", PROVIDER)
+        .env_remove("BB_REF_BRIDGE_BREAK")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        dir.path()
+            .join("reports/bridgewire-check-bb.html")
+            .is_file()
+    );
+}
+
+/// Pids listed one per line in `file`.
+fn pids(file: &Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Whether `pid` is a live (non-zombie) process.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .unwrap_or("");
+            state != "Z"
+        }
+        Err(_) => false,
+    }
+}
+
+fn assert_all_gone(pidfile: &Path) {
+    let list = pids(pidfile);
+    assert!(list.len() >= 2, "pid file {pidfile:?} holds {list:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while list.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<u32> = list.iter().copied().filter(|&p| alive(p)).collect();
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    // And nothing else in the bridge's process group.
+    let members = bridgewire::bb::transport::live_group_members(list[0]);
+    assert!(
+        members.is_empty(),
+        "process group {} still has {members:?}",
+        list[0]
+    );
+}
+
+#[test]
+fn hanging_bridge_gets_named_verdicts_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let script = format!(
+        "echo $$ > {p}; sleep 1000 & echo $! >> {p}; exec sleep 1000",
+        p = pidfile.display()
+    );
+    let (out, took) = run_check(
+        &["--format", "json", "--timeout-ms", "300"],
+        &["sh", "-c", &script],
+        &[],
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    let report = json_report(&out);
+    let got = statuses(&report);
+    assert_eq!(got["rpc/unknown-method"].0, "fail");
+    assert!(
+        got["rpc/unknown-method"].1.contains("silently dropped"),
+        "{got:?}"
+    );
+    assert_eq!(got["rpc/non-json-ignored"].0, "skipped");
+    assert_eq!(got["handshake/initialize"].0, "fail");
+    assert!(got["handshake/initialize"].1.contains("unanswered"));
+    assert_eq!(got["session/start-identity"].0, "fail");
+    assert_eq!(
+        got["turn/lifecycle"],
+        (
+            "skipped".into(),
+            "prerequisite session/start-identity failed".into()
+        )
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_all_gone(&pidfile);
+}
+
+#[test]
+fn crashing_bridge_is_named_and_its_group_is_reaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let script = format!(
+        "echo $$ > {p}; sleep 1000 & echo $! >> {p}; echo oops >&2; exit 3",
+        p = pidfile.display()
+    );
+    let (out, took) = run_check(
+        &["--format", "json", "--timeout-ms", "500"],
+        &["sh", "-c", &script],
+        &[],
+    );
+    // Stdout stays open in the orphaned sleep, so waits run to their bound, but no longer.
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    let report = json_report(&out);
+    let got = statuses(&report);
+    assert_eq!(got["rpc/unknown-method"].0, "fail");
+    assert!(
+        got["rpc/unknown-method"]
+            .1
+            .contains("bridge exited (exit status 3)"),
+        "{got:?}"
+    );
+    assert_eq!(report["target_exit"], "exit status 3");
+    assert!(report["stderr_tail"].as_str().unwrap().contains("oops"));
+    assert_all_gone(&pidfile);
+}
+
+#[test]
+fn sigterm_to_bridgewire_kills_the_bridge_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let script = format!(
+        "sleep 1000 & echo $! >> {p}.tmp; echo $$ > {p}; cat {p}.tmp >> {p}; exec sleep 1000",
+        p = pidfile.display()
+    );
+    let mut child = Command::new(BRIDGEWIRE)
+        .args([
+            "check",
+            "bb",
+            "--timeout-ms",
+            "20000",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .current_dir(std::env::temp_dir())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids(&pidfile).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "bridgewire ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert_all_gone(&pidfile);
+}
+
+#[test]
+fn crash_with_closed_stdout_ends_at_once() {
+    let (out, took) = run_check(&["--format", "json"], &["sh", "-c", "exit 7"], &[]);
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let got = statuses(&json_report(&out));
+    assert!(
+        got["rpc/unknown-method"].1.contains("exit status 7"),
+        "{got:?}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn garbage_output_gets_named_verdicts() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "printf '\\377\\376 not utf8\\n'; cat >/dev/null",
+            "non-UTF-8",
+        ),
+        ("echo '{not json'; cat >/dev/null", "non-JSON"),
+        ("head -c 100000000 /dev/zero; cat >/dev/null", "oversized"),
+        ("cat >/dev/null", "initialize unanswered"),
+    ];
+    for (script, word) in cases {
+        let (out, took) = run_check(
+            &["--format", "json", "--timeout-ms", "1000"],
+            &["sh", "-c", script],
+            &[],
+        );
+        assert!(took < Duration::from_secs(30), "{script}: took {took:?}");
+        let report = json_report(&out);
+        let got = statuses(&report);
+        assert_eq!(got["rpc/unknown-method"].0, "fail", "{script}");
+        // The handshake comes a few bounded waits later: by then even a 100 MB line was read.
+        let (st, detail) = &got["handshake/initialize"];
+        assert_eq!(st, "fail", "{script}");
+        assert!(detail.contains(word), "{script}: {detail}");
+        assert_eq!(out.status.code(), Some(1), "{script}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (out, _) = run_check(&[], &["/nonexistent/bridge-program"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot start the bridge"));
+    let (out, _) = run_check(
+        &["--fixture", "/nonexistent/bridgewire.toml"],
+        &[BRIDGE],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(BRIDGEWIRE)
+        .args(["check", "bb"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn rules_lists_the_catalogue() {
+    let out = Command::new(BRIDGEWIRE)
+        .args(["rules", "--protocol", "bb", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let live: BTreeSet<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["mode"] == "live")
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(live, ALL.iter().copied().collect());
+    let out = Command::new(BRIDGEWIRE)
+        .args(["rules", "--format", "markdown", "--mode", "recorded"])
+        .output()
+        .unwrap();
+    let md = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        md.contains("| `recorded/replays` | bb | MUST | recorded |"),
+        "{md}"
+    );
+    let out = Command::new(BRIDGEWIRE).args(["rules"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.lines().any(|l| l.starts_with("turn/lifecycle ")),
+        "{text}"
+    );
+    let out = Command::new(BRIDGEWIRE)
+        .args(["rules", "--protocol", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+}
+
+#[test]
+fn flooding_bridge_is_bounded_and_named() {
+    use bridgewire::bb::conformance;
+    use bridgewire::bb::transport::Limits;
+    let opts = conformance::Options {
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            r#"exec yes '{"jsonrpc":"2.0","method":"x"}'"#.into(),
+        ],
+        fixture: Default::default(),
+        timeout: Duration::from_millis(300),
+        limits: Limits {
+            max_line: 1 << 16,
+            max_total: 4 << 20,
+            stderr_tail: 4096,
+        },
+    };
+    let t0 = Instant::now();
+    let (verdicts, info) = conformance::run(&opts, &mut |_| {}).unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        info.notes.iter().any(|n| n.contains("flood")),
+        "{:?}",
+        info.notes
+    );
+    let first = &verdicts[0];
+    assert_eq!(first.id, "rpc/unknown-method");
+    assert_eq!(first.status, bridgewire::rule::Status::Fail);
+    let init = verdicts
+        .iter()
+        .find(|v| v.id == "handshake/initialize")
+        .unwrap();
+    assert!(init.detail.contains("flood"), "{}", init.detail);
+    assert!(bridgewire::bb::transport::live_group_members(info.pid).is_empty());
+}
