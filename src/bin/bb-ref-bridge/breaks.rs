@@ -30,6 +30,7 @@ pub enum Break {
     UndeclaredIcon,
     StrayStdout,
     CrashMidTurn,
+    RewordFinalMessage,
 }
 
 /// Every mode with its command-line / environment spelling.
@@ -59,6 +60,7 @@ pub const ALL: &[(&str, Break)] = &[
     ("undeclared-icon", Break::UndeclaredIcon),
     ("stray-stdout", Break::StrayStdout),
     ("crash-mid-turn", Break::CrashMidTurn),
+    ("reword-final-message", Break::RewordFinalMessage),
 ];
 
 static ACTIVE: OnceLock<Vec<Break>> = OnceLock::new();

@@ -769,7 +769,11 @@ fn translate(st: &mut State, update: &Value) -> Vec<Vec<Value>> {
         "agent_message_end" => {
             let message_id = str_of(update, "messageId").to_owned();
             turn.open.retain(|(k, _)| *k != message_id);
-            deltas.push(json!({"kind": "item.textClose", "key": key(&message_id), "channel": "agentMessage", "text": str_of(update, "text")}));
+            let mut text = str_of(update, "text").to_owned();
+            if breaks::on(Break::RewordFinalMessage) {
+                text.push_str(" (reworded)");
+            }
+            deltas.push(json!({"kind": "item.textClose", "key": key(&message_id), "channel": "agentMessage", "text": text}));
         }
         "usage" => {
             let last = Tokens {
