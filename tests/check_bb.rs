@@ -812,3 +812,71 @@ fn flooding_bridge_is_bounded_and_named() {
     assert!(init.detail.contains("flood"), "{}", init.detail);
     assert!(bridgewire::bb::transport::live_group_members(info.pid).is_empty());
 }
+
+/// `--recordings` adds the recorded-traffic rules: they pass on the reference bridge and fail,
+/// named, when the bridge crashes mid-turn.
+#[test]
+fn recordings_add_the_recorded_cell_rules() {
+    let cells = concat!(env!("CARGO_MANIFEST_DIR"), "/recordings/bb-ref");
+    let run = |breaks: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+            .args([
+                "check",
+                "bb",
+                "--format",
+                "json",
+                "--recordings",
+                cells,
+                "--",
+            ])
+            .arg(env!("CARGO_BIN_EXE_bb-ref-bridge"))
+            .env(
+                "BB_REF_PROVIDER_COMMAND",
+                env!("CARGO_BIN_EXE_bb-ref-provider"),
+            )
+            .env("BB_REF_BRIDGE_BREAK", breaks)
+            .output()
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), doc)
+    };
+    let status_of = |doc: &serde_json::Value, id: &str| -> String {
+        doc["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id)
+            .map(|v| v["status"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no verdict {id}"))
+    };
+    let (code, doc) = run("");
+    assert_eq!(code, Some(0), "{doc:#}");
+    for cell in ["fork", "resume", "stop-interrupt", "turn-tools"] {
+        for rule in [
+            "replays",
+            "events-schema-valid",
+            "grammar",
+            "turn-lifecycle",
+            "not-empty",
+        ] {
+            assert_eq!(status_of(&doc, &format!("recorded/{cell}/{rule}")), "pass");
+        }
+    }
+    let (code, doc) = run("crash-mid-turn");
+    assert_eq!(code, Some(1));
+    assert_eq!(status_of(&doc, "recorded/turn-tools/replays"), "fail");
+    let detail = doc["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == "recorded/turn-tools/replays")
+        .unwrap()["detail"]
+        .clone();
+    assert!(
+        detail
+            .as_str()
+            .unwrap()
+            .contains("bridge exited while waiting for"),
+        "{detail}"
+    );
+}

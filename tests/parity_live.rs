@@ -8,17 +8,26 @@ use std::path::Path;
 const BRIDGE: &str = env!("CARGO_BIN_EXE_bb-ref-bridge");
 
 fn recordings() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings/bb-ref").display().to_string()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings/bb-ref")
+        .display()
+        .to_string()
 }
 
 fn parity(base: &str, head: &str, extra: &[&str], cwd: Option<&Path>) -> (i32, String) {
     let mut cmd = Command::cargo_bin("bridgewire").unwrap();
-    cmd.args(["parity", "--base", base, "--head", head]).args(extra).arg(recordings());
+    cmd.args(["parity", "--base", base, "--head", head])
+        .args(extra)
+        .arg(recordings());
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
-    let out = cmd.timeout(std::time::Duration::from_secs(300)).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let out = cmd
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), text)
 }
 
@@ -28,22 +37,49 @@ fn variant() -> String {
 
 #[test]
 fn the_reference_bridge_against_itself_passes() {
-    let (code, out) = parity(&format!("cmd:{BRIDGE}"), &format!("cmd:{BRIDGE}"), &[], None);
+    let (code, out) = parity(
+        &format!("cmd:{BRIDGE}"),
+        &format!("cmd:{BRIDGE}"),
+        &[],
+        None,
+    );
     assert_eq!(code, 0, "{out}");
-    let cells = fs::read_dir(Path::new(&recordings()).join("bb-ref")).unwrap().count();
-    assert!(out.contains(&format!("{cells} passed, 0 failed, 0 skipped")), "{out}");
+    let cells = fs::read_dir(Path::new(&recordings()).join("bb-ref"))
+        .unwrap()
+        .count();
+    assert!(
+        out.contains(&format!("{cells} passed, 0 failed, 0 skipped")),
+        "{out}"
+    );
 }
 
 #[test]
 fn a_variant_fails_on_exactly_the_changed_event_and_the_allowlist_masks_it() {
     let t = tempfile::tempdir().unwrap();
-    let (code, out) = parity(&format!("cmd:{BRIDGE}"), &variant(), &["--cell", "turn-tools"], None);
+    let (code, out) = parity(
+        &format!("cmd:{BRIDGE}"),
+        &variant(),
+        &["--cell", "turn-tools"],
+        None,
+    );
     assert_eq!(code, 1, "{out}");
-    let base_only: Vec<&str> = out.lines().filter(|l| l.starts_with("  events only in base")).collect();
-    let head_only: Vec<&str> = out.lines().filter(|l| l.starts_with("  events only in head")).collect();
+    let base_only: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("  events only in base"))
+        .collect();
+    let head_only: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("  events only in head"))
+        .collect();
     assert_eq!((base_only.len(), head_only.len()), (1, 1), "{out}");
-    assert!(base_only[0].contains("item/completed:agentMessage"), "{out}");
-    assert!(out.contains("(reworded)\""), "the entry diff shows the change: {out}");
+    assert!(
+        base_only[0].contains("item/completed:agentMessage"),
+        "{out}"
+    );
+    assert!(
+        out.contains("(reworded)\""),
+        "the entry diff shows the change: {out}"
+    );
 
     let allow = t.path().join("allow.json");
     fs::write(
@@ -52,7 +88,17 @@ fn a_variant_fails_on_exactly_the_changed_event_and_the_allowlist_masks_it() {
             {"provider":"bb-ref","cell":"turn-tools","layer":"rows","path":"/*/text","pr":"#12","reason":"final message reworded"}]"##,
     )
     .unwrap();
-    let (code, out) = parity(&format!("cmd:{BRIDGE}"), &variant(), &["--cell", "turn-tools", "--allowlist", allow.to_str().unwrap()], None);
+    let (code, out) = parity(
+        &format!("cmd:{BRIDGE}"),
+        &variant(),
+        &[
+            "--cell",
+            "turn-tools",
+            "--allowlist",
+            allow.to_str().unwrap(),
+        ],
+        None,
+    );
     assert_eq!(code, 0, "{out}");
 
     // The same allowlist against two identical legs: the entries still mask (the texts exist
@@ -62,9 +108,22 @@ fn a_variant_fails_on_exactly_the_changed_event_and_the_allowlist_masks_it() {
         r##"[{"provider":"bb-ref","cell":"turn-tools","layer":"events","path":"/*/item/nonexistent","pr":"#13","reason":"gone"}]"##,
     )
     .unwrap();
-    let (code, out) = parity(&format!("cmd:{BRIDGE}"), &format!("cmd:{BRIDGE}"), &["--cell", "turn-tools", "--allowlist", allow.to_str().unwrap()], None);
+    let (code, out) = parity(
+        &format!("cmd:{BRIDGE}"),
+        &format!("cmd:{BRIDGE}"),
+        &[
+            "--cell",
+            "turn-tools",
+            "--allowlist",
+            allow.to_str().unwrap(),
+        ],
+        None,
+    );
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("stale allowlist entry (#13) events /*/item/nonexistent — gone"), "{out}");
+    assert!(
+        out.contains("stale allowlist entry (#13) events /*/item/nonexistent — gone"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -73,12 +132,23 @@ fn two_git_refs_of_a_scratch_repository() {
     let repo = t.path();
     let git = |args: &[&str]| {
         let st = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
             .args(args)
             .current_dir(repo)
             .output()
             .unwrap();
-        assert!(st.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&st.stderr));
+        assert!(
+            st.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
     };
     git(&["init", "-q"]);
     // The build step writes the bridge script, as a real build would produce its binary.
@@ -87,7 +157,11 @@ fn two_git_refs_of_a_scratch_repository() {
         "[parity]\nbuild = \"sh build.sh\"\nbridge = \"./out/bridge.sh\"\n",
     )
     .unwrap();
-    let build = |mode: &str| format!("mkdir -p out\nprintf '#!/bin/sh\\nBB_REF_BRIDGE_BREAK={mode} exec {BRIDGE}\\n' > out/bridge.sh\nchmod +x out/bridge.sh\n");
+    let build = |mode: &str| {
+        format!(
+            "mkdir -p out\nprintf '#!/bin/sh\\nBB_REF_BRIDGE_BREAK={mode} exec {BRIDGE}\\n' > out/bridge.sh\nchmod +x out/bridge.sh\n"
+        )
+    };
     fs::write(repo.join("build.sh"), build("")).unwrap();
     git(&["add", "."]);
     git(&["commit", "-qm", "base"]);
@@ -100,8 +174,23 @@ fn two_git_refs_of_a_scratch_repository() {
     let (code, out) = parity("ref:v1", "ref:HEAD", &["--cell", "fork"], Some(repo));
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("FAIL bb-ref/fork"), "{out}");
-    assert_eq!(out.lines().filter(|l| l.starts_with("  events only in head")).count(), 1, "{out}");
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("  events only in head"))
+            .count(),
+        1,
+        "{out}"
+    );
     // The worktrees are gone afterwards.
-    let list = std::process::Command::new("git").args(["worktree", "list"]).current_dir(repo).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 1, "{}", String::from_utf8_lossy(&list.stdout));
+    let list = std::process::Command::new("git")
+        .args(["worktree", "list"])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&list.stdout).lines().count(),
+        1,
+        "{}",
+        String::from_utf8_lossy(&list.stdout)
+    );
 }

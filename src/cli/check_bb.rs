@@ -49,9 +49,64 @@ pub struct CheckBbArgs {
     /// Also write a self-contained HTML report (default path: reports/bridgewire-check-bb.html).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_HTML)]
     pub html: Option<PathBuf>,
+    /// Also replay the thread cells of these recordings folders against the bridge and add
+    /// the recorded-traffic rules `recorded/<cell>/{replays, events-schema-valid, grammar,
+    /// turn-lifecycle, not-empty}` (exact plan, as bb's kit).
+    #[arg(long, value_name = "DIR")]
+    pub recordings: Vec<PathBuf>,
+    /// Environment variable(s) the bridge reads its provider command from; each is pointed at
+    /// the provider double during recorded replays (default: BB_REF_PROVIDER_COMMAND).
+    #[arg(long, value_name = "NAME")]
+    pub provider_env: Vec<String>,
+    /// Bound of every wait of a recorded replay, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 15000)]
+    pub replay_timeout_ms: u64,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// Replays every thread cell of `roots` and returns the recorded-traffic verdicts.
+fn recorded_rules(a: &CheckBbArgs) -> Result<Vec<Verdict>, String> {
+    use crate::bb::player::{self, ReplayError, ReplayOptions};
+    use rayon::prelude::*;
+    let mut cells = Vec::new();
+    for root in &a.recordings {
+        let found = crate::cell::discover(root).map_err(|e| e.to_string())?;
+        cells.extend(found.into_iter().filter(|c| {
+            c.protocol == crate::protocol::Protocol::Bb && !c.key.ends_with("_process")
+        }));
+    }
+    let mut opts = ReplayOptions {
+        exact_plan: true,
+        timeout: Duration::from_millis(a.replay_timeout_ms),
+        ..Default::default()
+    };
+    if !a.provider_env.is_empty() {
+        opts.provider_env = a.provider_env.clone();
+    }
+    let verdicts: Vec<Vec<Verdict>> = cells
+        .par_iter()
+        .map(|cell| {
+            let (_, name) = cell.provider_and_name();
+            match player::replay_cell(cell, &a.command, &opts) {
+                Ok(result) => {
+                    let offline = crate::bb::recorded::offline_counts(cell);
+                    crate::bb::recorded::recorded_verdicts(name, &result, &offline)
+                }
+                Err(ReplayError::Skip(reason)) => {
+                    vec![Verdict::skipped(
+                        &format!("recorded/{name}/replays"),
+                        reason,
+                    )]
+                }
+                Err(ReplayError::Failed(reason)) => {
+                    vec![Verdict::fail(&format!("recorded/{name}/replays"), reason)]
+                }
+            }
+        })
+        .collect();
+    Ok(verdicts.into_iter().flatten().collect())
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,13 +208,22 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
     if let Some(pb) = &bar {
         pb.finish_and_clear();
     }
-    let (verdicts, info) = match result {
+    let (mut verdicts, info) = match result {
         Ok(r) => r,
         Err(e) => {
             eprintln!("bridgewire check bb: cannot start the bridge `{target}`: {e}");
             return exit::INVALID_INPUT;
         }
     };
+    if !a.recordings.is_empty() {
+        match recorded_rules(a) {
+            Ok(v) => verdicts.extend(v),
+            Err(e) => {
+                eprintln!("bridgewire check bb: {e}");
+                return exit::INVALID_INPUT;
+            }
+        }
+    }
     let report = Report {
         meta: RunMeta {
             protocol: "bb".into(),
