@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The main job on the bundled default: every check bridgewire offers, run against the reference
+# peers and recordings in this repository. This is what a bridge author's CI step looks like,
+# with our reference peers standing in for theirs. Reports land in reports/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --locked --bins
+bw=target/release/bridgewire
+status=0
+step() { echo; echo "==> $*"; "$@" || status=1; }
+
+# Pins: every recordings folder reproduces its pinned counts (bb's corpus included).
+for dir in recordings/*/; do
+  step "$bw" pins "${dir%/}"
+done
+# bb: the live catalogue plus the recorded-traffic rules, against the reference bridge.
+step "$bw" check bb --recordings recordings/bb-ref \
+  --junit reports/check-bb.junit.xml --markdown reports/check-bb.md --html reports/check-bb.html \
+  -- target/release/bb-ref-bridge
+# bb: replay the bundled cells and compare the bridge with itself (parity smoke).
+step "$bw" parity --base "cmd:target/release/bb-ref-bridge" --head "cmd:target/release/bb-ref-bridge" recordings/bb-ref
+if [ -x target/release/sidebridge-ref ]; then
+  step "$bw" check sidebridge -- target/release/sidebridge-ref --listen 127.0.0.1:0
+fi
+if [ -x target/release/bridle-ref-hub ]; then
+  step "$bw" check bridle hub -- target/release/bridle-ref-hub --listen 127.0.0.1:0
+fi
+echo
+if [ "$status" -eq 0 ]; then echo "main job: all steps passed"; else echo "main job: a step failed"; fi
+exit "$status"
