@@ -31,4 +31,5 @@ pub mod proc;
 pub mod protocol;
 pub mod rpc_scan;
 pub mod rule;
+pub mod sidebridge;
 pub mod util;

@@ -31,6 +31,60 @@ pub enum Command {
     Record(RecordCommand),
     /// Print a cell's merged view ((run, seq) order), one entry per line.
     Lanes(LanesArgs),
+    /// Check a live bridge against a protocol's rule table.
+    #[command(subcommand)]
+    Check(CheckCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CheckCommand {
+    /// Play the Side Search client against a Side Bridge server and judge the rule table
+    /// (without --url or a command: the bundled sidebridge-ref).
+    Sidebridge(CheckSidebridgeArgs),
+}
+
+/// Where a Side Bridge under test is, and how long to wait for it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SidebridgeTarget {
+    /// The bridge's endpoint URL (http://).
+    #[arg(long, conflicts_with = "command")]
+    pub url: Option<String>,
+    /// The key configured on the bridge (sent as x-sidebridge-key). Without it the bridge is
+    /// taken to have no key.
+    #[arg(long, env = "SIDEBRIDGE_KEY")]
+    pub key: Option<String>,
+    /// Seconds to wait for a spawned bridge to print its address.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub startup_timeout: f64,
+    /// Seconds to wait for a whole reply (the app's timeout).
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub timeout: f64,
+    /// Seconds to wait for a TCP connection.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    pub connect_timeout: f64,
+    /// Largest reply body read, in bytes.
+    #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
+    pub max_body: usize,
+    /// A bridge command that prints its URL (or host:port) as its first stdout line.
+    #[arg(last = true, value_name = "BRIDGE COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CheckSidebridgeArgs {
+    #[command(flatten)]
+    pub target: SidebridgeTarget,
+    /// SB-H2 warns above this many seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub warn_after: f64,
+    /// Seed for chat ids, message ids and key order (runs are reproducible per seed).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print, per reply, what every client profile would do with it.
+    #[arg(short, long)]
+    pub verbose: bool,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(clap::Args, Debug)]
@@ -150,8 +204,42 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
         Command::Lanes(a) => lanes(&a),
+        Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_check(&a),
     };
     ExitCode::from(code)
+}
+
+fn secs(s: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s } else { 0.001 })
+}
+
+impl SidebridgeTarget {
+    fn spec(&self) -> crate::sidebridge::cmd::BridgeSpec {
+        crate::sidebridge::cmd::BridgeSpec {
+            url: self.url.clone(),
+            command: self.command.clone(),
+            key: self.key.clone().filter(|k| !k.is_empty()),
+            startup: secs(self.startup_timeout),
+        }
+    }
+    fn limits(&self) -> crate::sidebridge::transport::Limits {
+        crate::sidebridge::transport::Limits {
+            connect: secs(self.connect_timeout),
+            total: secs(self.timeout),
+            max_body: self.max_body,
+        }
+    }
+}
+
+fn sidebridge_check(a: &CheckSidebridgeArgs) -> u8 {
+    crate::sidebridge::cmd::check(&crate::sidebridge::cmd::CheckOptions {
+        bridge: a.target.spec(),
+        limits: a.target.limits(),
+        warn_after: secs(a.warn_after),
+        seed: a.seed,
+        json: a.format == Format::Json,
+        verbose: a.verbose,
+    })
 }
 
 fn lanes(a: &LanesArgs) -> u8 {
