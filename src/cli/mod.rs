@@ -123,6 +123,38 @@ pub enum RecordCommand {
     /// Stand in for a provider child (spawned by a bridge under `record bb`): tee the
     /// bridge↔provider lines into the same recording, sharing its seq counter.
     Child(RecordChildArgs),
+    /// A recording reverse proxy for a Side Bridge server: tees client→bridge and
+    /// bridge→client lanes per chatId under `<dir>/<bridge>/`. Prints its URL first.
+    Sidebridge(RecordSidebridgeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordSidebridgeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// The bridge's endpoint URL; requests to `/` go to it, other paths are appended.
+    #[arg(long)]
+    pub upstream: String,
+    /// Recording root.
+    #[arg(
+        long,
+        env = "BRIDGEWIRE_RECORD_DIR",
+        default_value = "bridgewire-recordings"
+    )]
+    pub dir: PathBuf,
+    /// Bridge name: the folder under the root that holds one cell per chatId.
+    #[arg(long, default_value = "bridge")]
+    pub bridge: String,
+    /// Record x-sidebridge-key and Authorization values instead of `[redacted]`.
+    #[arg(long)]
+    pub keep_key: bool,
+    /// Seconds to wait for the upstream's whole reply.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub timeout: f64,
+    /// Largest request or reply body forwarded, in bytes.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
+    pub max_body: usize,
 }
 
 #[derive(clap::Args, Debug)]
@@ -204,6 +236,23 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
         Command::Lanes(a) => lanes(&a),
+        Command::Record(RecordCommand::Sidebridge(a)) => {
+            let cfg = crate::sidebridge::proxy::ProxyConfig {
+                listen: a.listen,
+                upstream: a.upstream,
+                dir: a.dir.join(crate::lane::scope_dir_name(Some(&a.bridge))),
+                keep_key: a.keep_key,
+                timeout: secs(a.timeout),
+                max_body: a.max_body,
+            };
+            match crate::sidebridge::proxy::run(cfg) {
+                Ok(()) => exit::OK,
+                Err(e) => {
+                    eprintln!("bridgewire record sidebridge: {e:#}");
+                    exit::INVALID_INPUT
+                }
+            }
+        }
         Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_check(&a),
     };
     ExitCode::from(code)
