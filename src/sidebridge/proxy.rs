@@ -247,13 +247,13 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let mut r = Response::new(Body::from(Bytes::from(buf)));
     *r.status_mut() = status;
     for (k, v) in headers.iter() {
-        if !HOP.contains(&k.as_str()) {
-            if let (Ok(k), Ok(v)) = (
+        if !HOP.contains(&k.as_str())
+            && let (Ok(k), Ok(v)) = (
                 HeaderName::from_bytes(k.as_str().as_bytes()),
                 HeaderValue::from_bytes(v.as_bytes()),
-            ) {
-                r.headers_mut().append(k, v);
-            }
+            )
+        {
+            r.headers_mut().append(k, v);
         }
     }
     r

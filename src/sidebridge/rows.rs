@@ -54,11 +54,12 @@ impl RowProjector for SideBridgeRows {
                             self.upsert(m);
                         }
                     }
-                } else if kind == "send" && !self.ended {
-                    if let Some(ms) = e["messages"].as_array() {
-                        for m in ms {
-                            self.upsert(m);
-                        }
+                } else if kind == "send"
+                    && !self.ended
+                    && let Some(ms) = e["messages"].as_array()
+                {
+                    for m in ms {
+                        self.upsert(m);
                     }
                 }
                 self.last_kind = kind;
