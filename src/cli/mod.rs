@@ -34,6 +34,30 @@ pub enum Command {
     /// Check a live bridge against a protocol's rule table.
     #[command(subcommand)]
     Check(CheckCommand),
+    /// Re-send recorded requests to a bridge build and compare normalized events.
+    #[command(subcommand)]
+    Replay(ReplayCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReplayCommand {
+    /// Replay Side Bridge cells (without --url or a command: the bundled sidebridge-ref).
+    Sidebridge(ReplaySidebridgeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReplaySidebridgeArgs {
+    /// Recordings folders or cells.
+    #[arg(required = true)]
+    pub recordings: Vec<PathBuf>,
+    /// Only cells whose key (`<bridge>/<chat>`) contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub cell: Option<String>,
+    /// Write the replayed replies as `bridge→client.current.ndjson` in each cell.
+    #[arg(long)]
+    pub write_current: bool,
+    #[command(flatten)]
+    pub target: SidebridgeTarget,
 }
 
 #[derive(Subcommand, Debug)]
@@ -149,6 +173,10 @@ pub struct RecordSidebridgeArgs {
     /// Record x-sidebridge-key and Authorization values instead of `[redacted]`.
     #[arg(long)]
     pub keep_key: bool,
+    /// The bridge's key: values that differ from it are recorded as `[redacted:other]`, so a
+    /// replay can tell right-key from wrong-key requests.
+    #[arg(long, env = "SIDEBRIDGE_KEY")]
+    pub key: Option<String>,
     /// Seconds to wait for the upstream's whole reply.
     #[arg(long, default_value_t = 60.0, value_name = "SECS")]
     pub timeout: f64,
@@ -242,6 +270,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 upstream: a.upstream,
                 dir: a.dir.join(crate::lane::scope_dir_name(Some(&a.bridge))),
                 keep_key: a.keep_key,
+                key: a.key.filter(|k| !k.is_empty()),
                 timeout: secs(a.timeout),
                 max_body: a.max_body,
             };
@@ -254,6 +283,15 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
         Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_check(&a),
+        Command::Replay(ReplayCommand::Sidebridge(a)) => {
+            crate::sidebridge::player::replay(&crate::sidebridge::player::ReplayOptions {
+                recordings: a.recordings.clone(),
+                cell: a.cell.clone(),
+                bridge: a.target.spec(),
+                limits: a.target.limits(),
+                write_current: a.write_current,
+            })
+        }
     };
     ExitCode::from(code)
 }

@@ -127,3 +127,4 @@ impl Model for SideBridgeModel {
         normalizer::SIDEBRIDGE_ROWS
     }
 }
+pub mod player;

@@ -27,6 +27,8 @@ pub struct ProxyConfig {
     /// Lanes go to `<dir>/<chatId>/<direction>.ndjson`.
     pub dir: PathBuf,
     pub keep_key: bool,
+    /// The bridge's key, if known: a differing value is recorded as `[redacted:other]`.
+    pub key: Option<String>,
     /// Per upstream exchange (default 60 s, the app's timeout).
     pub timeout: Duration,
     /// Largest request or reply body forwarded (default 64 MiB).
@@ -176,7 +178,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             exchange: n,
             method: Some(parts.method.as_str().to_string()),
             path: Some(path.clone()),
-            headers: wire::redact(headers, shared.cfg.keep_key),
+            headers: wire::redact(headers, shared.cfg.keep_key, shared.cfg.key.as_deref()),
             body: body.to_vec(),
             ..Default::default()
         },
@@ -238,7 +240,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         &Envelope {
             exchange: n,
             status: Some(status.as_u16()),
-            headers: wire::redact(rec_headers, shared.cfg.keep_key),
+            headers: wire::redact(rec_headers, shared.cfg.keep_key, shared.cfg.key.as_deref()),
             body: buf.clone(),
             elapsed_ms: elapsed,
             ..Default::default()

@@ -9,7 +9,9 @@
 //!
 //! * `exchange` pairs a reply with its request (one counter per recording process);
 //! * `headers` keep order, duplicates and the name's case as received; the values of
-//!   `x-sidebridge-key` and `authorization` are `[redacted]` unless recording with `--keep-key`;
+//!   `x-sidebridge-key` and `authorization` are `[redacted]` unless recording with `--keep-key`
+//!   (`[redacted:other]` when the recorder knows the bridge's key and the value differs, so a
+//!   replay can send the right key or a wrong one);
 //! * `body` is the body as text; when it is not UTF-8, `bodyBase64` holds the exact bytes and
 //!   `body` the lossy text;
 //! * a reply the upstream never gave carries `error` (and the 502 the proxy answered).
@@ -17,6 +19,8 @@
 use serde_json::{Map, Value, json};
 
 pub const REDACTED: &str = "[redacted]";
+/// A redacted value that differed from the key the recorder was told (`record --key`).
+pub const REDACTED_OTHER: &str = "[redacted:other]";
 pub const SECRET_HEADERS: &[&str] = &["x-sidebridge-key", "authorization"];
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -118,13 +122,22 @@ pub fn chat_scope(body: &[u8]) -> Option<String> {
     (!id.is_empty()).then(|| id.to_ascii_uppercase())
 }
 
-/// Headers with secret values replaced, unless `keep`.
-pub fn redact(headers: Vec<(String, String)>, keep: bool) -> Vec<(String, String)> {
+/// Headers with secret values replaced, unless `keep`. With the bridge's key known, a value
+/// that differs from it becomes [`REDACTED_OTHER`].
+pub fn redact(
+    headers: Vec<(String, String)>,
+    keep: bool,
+    key: Option<&str>,
+) -> Vec<(String, String)> {
     headers
         .into_iter()
         .map(|(k, v)| {
             if !keep && SECRET_HEADERS.iter().any(|s| k.eq_ignore_ascii_case(s)) {
-                (k, REDACTED.to_string())
+                let differs = key.is_some_and(|key| v != key && v != format!("Bearer {key}"));
+                (
+                    k,
+                    if differs { REDACTED_OTHER } else { REDACTED }.to_string(),
+                )
             } else {
                 (k, v)
             }
@@ -142,13 +155,19 @@ mod tests {
             exchange: 3,
             method: Some("POST".into()),
             path: Some("/".into()),
-            headers: redact(vec![("X-SideBridge-Key".into(), "k".into())], false),
+            headers: redact(vec![("X-SideBridge-Key".into(), "k".into())], false, None),
             body: vec![b'{', 0xff, b'}'],
             ..Default::default()
         };
         let line = String::from_utf8(e.to_line()).unwrap();
         assert!(!line.contains('\n'));
         assert!(line.contains(REDACTED));
+        let other = redact(
+            vec![("x-sidebridge-key".into(), "bad".into())],
+            false,
+            Some("k"),
+        );
+        assert_eq!(other[0].1, REDACTED_OTHER);
         assert_eq!(Envelope::parse(&line).unwrap(), e);
         assert_eq!(
             chat_scope(br#"{"chatId":"abc-d"}"#).as_deref(),
