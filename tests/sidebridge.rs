@@ -282,3 +282,236 @@ fn bad_input_ends_in_named_verdicts_within_bounds() {
         );
     }
 }
+
+/// A spawned process that prints its URL first; killed on drop.
+struct Spawned {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_url(cmd: &mut Command) -> Spawned {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = r.read_line(&mut line);
+        let _ = tx.send(line);
+        let mut sink = String::new();
+        while r.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+            sink.clear();
+        }
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("printed its URL")
+        .trim()
+        .to_string();
+    assert!(url.starts_with("http://"), "{url:?}");
+    Spawned { child, url }
+}
+
+fn all_lane_text(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    for e in walk(dir) {
+        if e.extension().is_some_and(|x| x == "ndjson") {
+            text.push_str(&std::fs::read_to_string(&e).unwrap());
+        }
+    }
+    text
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn recording_proxy_tees_lanes_per_chat_then_pins_and_replay_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bridge = spawn_url(Command::new(REF).args(["--key", KEY, "--listen", "127.0.0.1:0"]));
+    let mut proxy = spawn_url(
+        Command::new(BW)
+            .args([
+                "record",
+                "sidebridge",
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                &bridge.url,
+                "--bridge",
+                "ref",
+                "--key",
+                KEY,
+                "--dir",
+            ])
+            .arg(tmp.path()),
+    );
+    // The proxy is transparent: the whole rule table passes through it.
+    let (out, v) = check(&["--url", &proxy.url, "--key", KEY], &[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    // Graceful stop on SIGTERM.
+    unsafe {
+        libc_kill(proxy.child.id() as i32, 15);
+    }
+    let status = proxy.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+
+    let root = tmp.path().join("ref");
+    let chats: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    // One cell per chatId (upper-case UUID), probes without a chatId under _process.
+    assert!(
+        chats
+            .iter()
+            .filter(|c| c.len() == 36 && c.to_ascii_uppercase() == **c)
+            .count()
+            > 10,
+        "{chats:?}"
+    );
+    let text = all_lane_text(&root);
+    assert!(!text.contains(KEY), "the key leaked into a lane");
+    assert!(text.contains("[redacted]") && text.contains("[redacted:other]"));
+    let first = text
+        .lines()
+        .find(|l| l.contains("\"dir\":\"client→bridge\""))
+        .unwrap();
+    let entry: Value = serde_json::from_str(first).unwrap();
+    let env: Value = serde_json::from_str(entry["line"].as_str().unwrap()).unwrap();
+    assert_eq!(env["method"], "POST");
+    assert_eq!(env["path"], "/");
+    assert!(
+        env["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h[0] == "content-type")
+    );
+    assert!(text.contains("\"dir\":\"bridge→client\"") && text.contains("\\\"status\\\":401"));
+
+    // Pins on the fresh recording.
+    let pins = Command::new(BW)
+        .args(["pins", "--update"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        pins.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&pins.stdout)
+    );
+    let pins = Command::new(BW)
+        .arg("pins")
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(pins.status.code(), Some(0));
+
+    // Replay against a fresh reference bridge: every cell matches.
+    let replay = Command::new(BW)
+        .args(["replay", "sidebridge"])
+        .arg(tmp.path())
+        .args(["--key", KEY, "--", REF, "--key", KEY])
+        .output()
+        .unwrap();
+    let so = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(replay.status.code(), Some(0), "{so}");
+    assert!(!so.contains("FAIL"));
+    // Against a flawed build: a divergence, shown as a diff of normalized events.
+    let replay = Command::new(BW)
+        .args(["replay", "sidebridge"])
+        .arg(tmp.path())
+        .args(["--key", KEY, "--", REF, "--key", KEY, "--break", "from-bot"])
+        .output()
+        .unwrap();
+    let so = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(replay.status.code(), Some(1), "{so}");
+    assert!(
+        so.contains("-      \"from\": \"assistant\"")
+            && so.contains("+      \"from\": \"unknown\""),
+        "{so}"
+    );
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+#[test]
+fn committed_cells_are_pinned_and_replay_against_the_bundled_bridge() {
+    let rec = concat!(env!("CARGO_MANIFEST_DIR"), "/recordings/sidebridge");
+    let pins = Command::new(BW).args(["pins", rec]).output().unwrap();
+    assert_eq!(
+        pins.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&pins.stdout)
+    );
+    let replay = Command::new(BW)
+        .args(["replay", "sidebridge", rec, "--key", "s3cret"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        replay.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&replay.stdout)
+    );
+}
+
+#[test]
+fn proxy_answers_a_side_bridge_502_when_the_bridge_is_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proxy = spawn_url(
+        Command::new(BW)
+            .args([
+                "record",
+                "sidebridge",
+                "--upstream",
+                "http://127.0.0.1:1/",
+                "--timeout",
+                "2",
+                "--dir",
+            ])
+            .arg(tmp.path()),
+    );
+    let (out, v) = check(&["--url", &proxy.url, "--timeout", "5"], &[], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let h1 = verdicts(&v).into_iter().find(|x| x.0 == "SB-H1").unwrap();
+    // The 502 body is a Side Bridge message, so H1 passes and the failure shows in the sends.
+    assert_eq!(h1.1, "pass", "{h1:?}");
+    let r1 = verdicts(&v).into_iter().find(|x| x.0 == "SB-R1").unwrap();
+    assert_eq!(r1.1, "fail");
+    drop(proxy);
+    let text = all_lane_text(tmp.path());
+    assert!(
+        text.contains("\\\"error\\\":\\\"cannot connect"),
+        "{}",
+        &text[..text.len().min(400)]
+    );
+}

@@ -128,3 +128,177 @@ impl Model for SideBridgeModel {
     }
 }
 pub mod player;
+
+#[cfg(test)]
+mod tests {
+    use super::wire::Envelope;
+    use super::*;
+    use crate::protocol::RowProjector;
+
+    struct Collect(Vec<Value>, Vec<GrammarDrop>, Vec<String>);
+    impl EventSink for Collect {
+        fn event(&mut self, e: Value) {
+            self.0.push(e);
+        }
+        fn grammar_drop(&mut self, d: GrammarDrop) {
+            self.1.push(d);
+        }
+        fn invalid(&mut self, m: String) {
+            self.2.push(m);
+        }
+    }
+
+    fn entry(seq: u64, dir: &str, e: Envelope) -> Entry {
+        Entry {
+            ts: 0.0,
+            run: 1.0,
+            seq: seq as f64,
+            dir: dir.into(),
+            line: String::from_utf8(e.to_line()).unwrap(),
+            extra: Default::default(),
+        }
+    }
+
+    fn req(n: u64, body: &str) -> Envelope {
+        Envelope {
+            exchange: n,
+            method: Some("POST".into()),
+            path: Some("/".into()),
+            body: body.as_bytes().to_vec(),
+            ..Default::default()
+        }
+    }
+
+    fn rep(n: u64, status: u16, body: &str) -> Envelope {
+        Envelope {
+            exchange: n,
+            status: Some(status),
+            body: body.as_bytes().to_vec(),
+            ..Default::default()
+        }
+    }
+
+    const C: &str = "401790B9-38C5-429D-AE6A-FC4CF35A88AD";
+    const U1: &str = "00C5D592-6B1E-4C3A-9D2F-0A7E5B3C1D44";
+    const A1: &str = "d2df7849-0000-4000-8000-000000000001";
+
+    fn run(entries: Vec<Entry>) -> (Collect, Vec<Value>) {
+        let cell = Cell {
+            protocol: Protocol::SideBridge,
+            key: "b/c".into(),
+            path: "/nonexistent".into(),
+            lanes: vec![],
+            current: vec![],
+        };
+        let mut sink = Collect(vec![], vec![], vec![]);
+        SideBridgeModel.assemble(&cell, &mut entries.into_iter(), &mut sink);
+        let mut rows = SideBridgeModel.row_projector();
+        for e in &sink.0 {
+            rows.push(e);
+        }
+        let rows = rows.finish();
+        (sink, rows)
+    }
+
+    #[test]
+    fn rows_upsert_case_insensitively_skip_empty_and_stop_after_end() {
+        let send = format!(
+            r#"{{"chatId":"{C}","sidebridge":"1.0","messages":[{{"id":"{U1}","from":"user","content":"hi","sources":[]}}]}}"#
+        );
+        let entries = vec![
+            entry(
+                1,
+                "client→bridge",
+                req(
+                    1,
+                    &format!(r#"{{"chatId":"{C}","sidebridge":"1.0","history":[]}}"#),
+                ),
+            ),
+            entry(2, "bridge→client", rep(1, 200, "{}")),
+            entry(3, "client→bridge", req(2, &send)),
+            entry(
+                4,
+                "bridge→client",
+                rep(
+                    2,
+                    200,
+                    &format!(
+                        r#"{{"messages":[{{"id":"{A1}","from":"assistant","content":"first"}},{{"id":"{}","from":"assistant","content":"second"}},{{"id":"d2df7849-0000-4000-8000-000000000009","from":"assistant","content":""}}],"options":{{"endSession":true}}}}"#,
+                        A1.to_ascii_uppercase()
+                    ),
+                ),
+            ),
+            entry(5, "client→bridge", req(3, &send)),
+            entry(6, "bridge→client", rep(3, 200, "{}")),
+        ];
+        let (sink, rows) = run(entries);
+        assert_eq!(sink.0.len(), 4);
+        assert_eq!(
+            sink.1.len(),
+            2,
+            "the send after endSession and its reply are dropped"
+        );
+        assert_eq!(sink.1[0].rule, "SB-S1");
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            rows[1]["content"], "second",
+            "upserted by id, case-insensitively"
+        );
+    }
+
+    #[test]
+    fn an_undecodable_reply_is_unhandled_and_becomes_an_error_bubble_after_a_send() {
+        let send = format!(
+            r#"{{"chatId":"{C}","sidebridge":"1.0","messages":[{{"id":"{U1}","from":"user","content":"hi","sources":[]}}]}}"#
+        );
+        let entries = vec![
+            entry(
+                1,
+                "client→bridge",
+                req(
+                    1,
+                    &format!(r#"{{"chatId":"{C}","sidebridge":"1.0","history":[]}}"#),
+                ),
+            ),
+            entry(2, "bridge→client", rep(1, 200, "<html>")),
+            entry(3, "client→bridge", req(2, &send)),
+            entry(4, "bridge→client", rep(2, 500, "<html>")),
+        ];
+        let (sink, rows) = run(entries);
+        assert_eq!(
+            sink.0
+                .iter()
+                .filter(|e| SideBridgeModel.is_unhandled(e))
+                .count(),
+            2
+        );
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1]["from"], "system");
+        assert!(
+            rows[1]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("Failed to communicate with Side Bridge: ")
+        );
+    }
+
+    #[test]
+    fn normalized_events_intern_ids_across_case() {
+        let a = normalizer::reply_event(&rep(
+            1,
+            200,
+            &format!(r#"{{"messages":[{{"id":"{A1}","from":"assistant","content":"x"}}]}}"#),
+        ));
+        let b = normalizer::request_event(&req(
+            2,
+            &format!(
+                r#"{{"chatId":"{C}","sidebridge":"1.0","history":[{{"id":"{}","from":"assistant","content":"x"}}]}}"#,
+                A1.to_ascii_uppercase()
+            ),
+        ));
+        let n = crate::normalize::normalize_list(vec![a, b], normalizer::SIDEBRIDGE_EVENTS);
+        assert_eq!(n[0]["messages"][0]["id"], "#1");
+        assert_eq!(n[1]["history"][0]["id"], "#1");
+        assert_eq!(n[1]["chatId"], "#2");
+    }
+}

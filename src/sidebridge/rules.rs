@@ -281,6 +281,10 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         None => Verdict::skipped("SB-R1", "the session ended before the first send"),
         Some(i) => match d.log[i].judged(Profile::Gamma) {
             Err(e) => Verdict::fail("SB-R1", format!("{}: {e}", d.log[i].label)),
+            Ok(_) if is_5xx(&d.log[i]) => Verdict::fail(
+                "SB-R1",
+                format!("the message was not answered: status {}", d.log[i].status().unwrap_or(0)),
+            ),
             Ok(r) => {
                 let shown: Vec<&Msg> = r.messages.iter().filter(|m| !m.content.is_empty()).collect();
                 let dup = shown
