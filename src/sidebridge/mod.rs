@@ -133,7 +133,6 @@ pub mod player;
 mod tests {
     use super::wire::Envelope;
     use super::*;
-    use crate::protocol::RowProjector;
 
     struct Collect(Vec<Value>, Vec<GrammarDrop>, Vec<String>);
     impl EventSink for Collect {
