@@ -128,6 +128,7 @@ const BREAKS: &[(&str, &str, bool)] = &[
     ("crash-on-ended", "SB-R12", true),
     ("latin1", "SB-D1", true),
     ("bad-ids", "SB-D2", false),
+    ("missing-from", "SB-D2", false),
     ("from-bot", "SB-D3", true),
     ("reuse-user-id", "SB-D4", true),
     ("relative-sources", "SB-D5", true),

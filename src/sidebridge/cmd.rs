@@ -102,6 +102,22 @@ fn print_text(url: &str, r: &CheckReport, verbose: bool) {
     for v in &r.verdicts {
         println!("{}", v.line());
     }
+    let na: Vec<String> = crate::rule::catalogue()
+        .into_iter()
+        .filter(|c| c.protocol == "sidebridge" && !r.verdicts.iter().any(|v| v.id == c.id))
+        .map(|c| c.id)
+        .collect();
+    if !na.is_empty() {
+        println!(
+            "not applicable: {} ({})",
+            na.join(", "),
+            if na.iter().any(|i| i == "SB-A4") {
+                "--key given: the bridge has a key"
+            } else {
+                "no --key: the bridge is taken to have none"
+            }
+        );
+    }
     println!(
         "profiles ({} replies to the emulated client):",
         r.profiles.len()
@@ -136,12 +152,21 @@ fn print_text(url: &str, r: &CheckReport, verbose: bool) {
     }
     if verbose {
         for v in &r.profiles {
+            if let Some((_, Ok(n))) = v.outcomes.first()
+                && v.outcomes.iter().all(|(_, o)| o.as_ref().ok() == Some(n))
+            {
+                println!(
+                    "  reply {}: would render {n} message(s) in every profile",
+                    v.label
+                );
+                continue;
+            }
             let parts: Vec<String> = v
                 .outcomes
                 .iter()
                 .map(|(p, o)| match o {
-                    Ok(n) => format!("{}: renders {n} message(s)", p.id()),
-                    Err(e) => format!("{}: dropped ({e})", p.id()),
+                    Ok(n) => format!("{}: would render {n} message(s)", p.id()),
+                    Err(e) => format!("{}: would be dropped ({e})", p.id()),
                 })
                 .collect();
             println!("  reply {}: {}", v.label, parts.join("; "));

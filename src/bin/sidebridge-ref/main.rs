@@ -91,6 +91,7 @@ const BREAKS: &[(&str, &str)] = &[
         "SB-D1: bodies with non-ASCII text are sent as Latin-1",
     ),
     ("bad-ids", "SB-D2: search results carry non-UUID ids"),
+    ("missing-from", "SB-D2: search results lack `from`"),
     ("from-bot", "SB-D3: replies say from: \"bot\""),
     (
         "reuse-user-id",
@@ -652,6 +653,11 @@ fn respond(app: &App, req: Map<String, Value>, raw: &[u8]) -> Response {
             reply["sources"] = json!([{"title": format!("Results for {term}"), "url": url}]);
             if app.is("bad-ids") {
                 reply["id"] = json!(format!("result-{}", chat.sent.len() + 1));
+            }
+            if app.is("missing-from")
+                && let Some(o) = reply.as_object_mut()
+            {
+                o.remove("from");
             }
             format!("Here is what I found about {term}.")
         } else {
