@@ -384,15 +384,25 @@ fn recording_proxy_tees_lanes_per_chat_then_pins_and_replay_work() {
         .flatten()
         .map(|e| e.file_name().into_string().unwrap())
         .collect();
-    // One cell per chatId (upper-case UUID), probes without a chatId under _process.
-    assert!(
-        chats
-            .iter()
-            .filter(|c| c.len() == 36 && c.to_ascii_uppercase() == **c)
-            .count()
-            > 10,
-        "{chats:?}"
-    );
+    // One cell per chatId: every request in a chat's lanes names that chat (upper-cased);
+    // requests without a chatId (probes) are under _process.
+    assert!(chats.len() > 1, "{chats:?}");
+    for c in &chats {
+        let lane = std::fs::read_to_string(root.join(c).join("client→bridge.ndjson")).unwrap();
+        for l in lane.lines() {
+            let entry: Value = serde_json::from_str(l).unwrap();
+            let env: Value = serde_json::from_str(entry["line"].as_str().unwrap()).unwrap();
+            let body: Option<Value> = serde_json::from_str(env["body"].as_str().unwrap()).ok();
+            let chat = body
+                .as_ref()
+                .and_then(|b| b["chatId"].as_str())
+                .map(str::to_ascii_uppercase);
+            match chat {
+                Some(id) if !id.is_empty() => assert_eq!(&id, c),
+                _ => assert_eq!(c, "_process"),
+            }
+        }
+    }
     let text = all_lane_text(&root);
     assert!(!text.contains(KEY), "the key leaked into a lane");
     assert!(text.contains("[redacted]") && text.contains("[redacted:other]"));
@@ -515,4 +525,97 @@ fn proxy_answers_a_side_bridge_502_when_the_bridge_is_down() {
         "{}",
         &text[..text.len().min(400)]
     );
+}
+
+#[test]
+fn concurrent_chats_through_the_proxy_pair_up_per_cell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bridge = spawn_url(Command::new(REF).args(["--listen", "127.0.0.1:0", "--key", KEY]));
+    let proxy = spawn_url(
+        Command::new(BW)
+            .args([
+                "record",
+                "sidebridge",
+                "--upstream",
+                &bridge.url,
+                "--bridge",
+                "ref",
+                "--dir",
+            ])
+            .arg(tmp.path()),
+    );
+    // Several checks at once through one proxy: their chats interleave on the wire.
+    std::thread::scope(|s| {
+        for seed in 1..=4 {
+            let url = proxy.url.clone();
+            s.spawn(move || {
+                let (out, v) = check(
+                    &["--url", &url, "--key", KEY, "--seed", &seed.to_string()],
+                    &[],
+                    &[],
+                );
+                assert_eq!(out.status.code(), Some(0), "{v}");
+            });
+        }
+    });
+    drop(proxy);
+    let pins = Command::new(BW)
+        .args(["pins", "--update", "--format", "json"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&pins.stdout).unwrap();
+    let cells = doc["cells"].as_array().unwrap();
+    assert!(cells.len() > 1);
+    for c in cells {
+        // Every reply found its request in the same cell, and nothing was invalid.
+        assert_eq!(c["invalid"].as_array().unwrap().len(), 0, "{c}");
+        assert!(c["grammarDrops"].as_array().unwrap().is_empty(), "{c}");
+        assert!(c["laneErrors"].as_array().unwrap().is_empty(), "{c}");
+    }
+}
+
+#[test]
+fn invalid_input_and_a_silent_bridge_exit_2_without_orphans() {
+    let out = Command::new(BW)
+        .args(["check", "sidebridge", "--url", "https://example.com/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only http://"));
+    let out = Command::new(BW)
+        .args([
+            "check",
+            "sidebridge",
+            "--url",
+            "http://127.0.0.1:1/",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let marker = format!("{}", 4000 + std::process::id() % 1000);
+    let t = Instant::now();
+    let out = Command::new(BW)
+        .args([
+            "check",
+            "sidebridge",
+            "--startup-timeout",
+            "0.5",
+            "--",
+            "sleep",
+            &marker,
+        ])
+        .output()
+        .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("printed no address"));
+    std::thread::sleep(Duration::from_millis(200));
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let orphan = String::from_utf8_lossy(&ps.stdout)
+        .lines()
+        .any(|l| l.trim() == format!("sleep {marker}"));
+    assert!(!orphan, "the silent bridge was left running");
 }

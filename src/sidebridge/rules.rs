@@ -482,6 +482,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         });
     }
     v.push(pass_with("SB-R9", notes));
+    let chat = rng.uuid(); // a chat of its own: the 2.0 probe may have ended the other
     let probes = [
         (
             "malformed/truncated-json",
@@ -929,12 +930,12 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Vec<Verd
         Ok(format!("status {}", x.status().unwrap_or(0)))
     };
     // For A1/A2 a session start and a send, so assistant content has a chance to show.
-    let chat = rng.uuid();
+    // A fresh chat per send: a rejection ends its chat.
     let send_body = |d: &mut Driver, rng: &mut Rng| {
         let m = Msg::user(&rng.uuid(), "Hello without a key");
         profiles::Request {
             version: "1.0".into(),
-            chat_id: chat.clone(),
+            chat_id: rng.uuid(),
             messages: Some(vec![m.clone()]),
             history: Some(vec![m]),
             extra: vec![],
