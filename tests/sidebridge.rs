@@ -619,3 +619,31 @@ fn invalid_input_and_a_silent_bridge_exit_2_without_orphans() {
         .any(|l| l.trim() == format!("sleep {marker}"));
     assert!(!orphan, "the silent bridge was left running");
 }
+
+#[test]
+fn a_recorder_with_many_chats_keeps_a_bounded_number_of_files_open() {
+    use bridgewire::lane::write::{LaneWriter, Line, MAX_OPEN_FILES};
+    let t = tempfile::tempdir().unwrap();
+    let mut w = LaneWriter::with_run(t.path(), 1).unwrap();
+    let chats: Vec<String> = (0..MAX_OPEN_FILES + 20)
+        .map(|i| format!("CHAT-{i}"))
+        .collect();
+    for round in 0..2 {
+        for c in &chats {
+            for dir in ["client→bridge", "bridge→client"] {
+                w.append(Line {
+                    scope: Some(c),
+                    dir,
+                    bytes: format!("{{\"round\":{round}}}").as_bytes(),
+                });
+            }
+        }
+    }
+    assert_eq!(w.failures(), 0);
+    let open = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(open < MAX_OPEN_FILES + 64, "{open} descriptors open");
+    let first = std::fs::read_to_string(t.path().join("CHAT-0/client→bridge.ndjson")).unwrap();
+    assert_eq!(first.lines().count(), 2, "reopened files append");
+}
