@@ -104,6 +104,10 @@ pub struct CheckSidebridgeArgs {
     /// Seed for chat ids, message ids and key order (runs are reproducible per seed).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// After this many timeouts in a row, send nothing more (those exchanges fail at once;
+    /// 0: never give up).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub give_up_after: usize,
     /// Print, per reply, what every client profile would do with it.
     #[arg(short, long)]
     pub verbose: bool,
@@ -324,6 +328,7 @@ fn sidebridge_check(a: &CheckSidebridgeArgs) -> u8 {
         limits: a.target.limits(),
         warn_after: secs(a.warn_after),
         seed: a.seed,
+        give_up_after: a.give_up_after,
         json: a.format == Format::Json,
         verbose: a.verbose,
     })

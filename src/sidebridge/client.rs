@@ -65,6 +65,11 @@ pub struct Driver {
     pub limits: Limits,
     pub rng: Rng,
     pub log: Vec<Exchange>,
+    /// After this many consecutive timeouts the bridge is taken as gone: later exchanges fail
+    /// at once with [`TransportError::GaveUp`] (so a hanging bridge costs a few timeouts, not
+    /// one per exchange).
+    pub give_up_after: usize,
+    timeouts_in_a_row: usize,
 }
 
 impl Driver {
@@ -80,6 +85,8 @@ impl Driver {
             limits,
             rng: Rng::new(seed),
             log: Vec::new(),
+            give_up_after: 3,
+            timeouts_in_a_row: 0,
         })
     }
 
@@ -108,23 +115,32 @@ impl Driver {
         let mut t = target.unwrap_or_else(|| self.target.clone());
         let url = t.url.to_string();
         let mut redirects = Vec::new();
-        let result = loop {
-            let r = transport::send(&t, method, &headers, &body, self.limits).await;
-            match &r {
-                Ok(reply) if matches!(reply.status, 307 | 308) && redirects.len() < 5 => {
-                    redirects.push(reply.status);
-                    match reply.header("location").map(|l| t.join(l)) {
-                        Some(Ok(next)) => t = next,
-                        _ => break r,
+        let result = if self.give_up_after > 0 && self.timeouts_in_a_row >= self.give_up_after {
+            Err(TransportError::GaveUp(self.timeouts_in_a_row))
+        } else {
+            loop {
+                let r = transport::send(&t, method, &headers, &body, self.limits).await;
+                match &r {
+                    Ok(reply) if matches!(reply.status, 307 | 308) && redirects.len() < 5 => {
+                        redirects.push(reply.status);
+                        match reply.header("location").map(|l| t.join(l)) {
+                            Some(Ok(next)) => t = next,
+                            _ => break r,
+                        }
                     }
+                    Ok(reply) if matches!(reply.status, 301..=303) => {
+                        redirects.push(reply.status);
+                        break r;
+                    }
+                    _ => break r,
                 }
-                Ok(reply) if matches!(reply.status, 301..=303) => {
-                    redirects.push(reply.status);
-                    break r;
-                }
-                _ => break r,
             }
         };
+        if matches!(result, Err(TransportError::Timeout(_))) {
+            self.timeouts_in_a_row += 1;
+        } else if !matches!(result, Err(TransportError::GaveUp(_))) {
+            self.timeouts_in_a_row = 0;
+        }
         self.log.push(Exchange {
             label: label.into(),
             kind,

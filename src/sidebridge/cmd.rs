@@ -50,6 +50,7 @@ pub struct CheckOptions {
     pub limits: Limits,
     pub warn_after: Duration,
     pub seed: u64,
+    pub give_up_after: usize,
     pub json: bool,
     pub verbose: bool,
 }
@@ -76,6 +77,7 @@ pub fn check(o: &CheckOptions) -> u8 {
         limits: o.limits,
         warn_after: o.warn_after,
         seed: o.seed,
+        give_up_after: o.give_up_after,
     };
     let report = match runtime().block_on(super::rules::check(&cfg)) {
         Ok(r) => r,

@@ -49,6 +49,8 @@ pub enum TransportError {
     Malformed(String),
     #[error("i/o error: {0}")]
     Io(String),
+    #[error("not sent: the bridge timed out {0} times in a row")]
+    GaveUp(usize),
 }
 
 #[derive(Debug, Clone)]
