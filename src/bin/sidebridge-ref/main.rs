@@ -587,8 +587,8 @@ fn respond(app: &App, req: Map<String, Value>, raw: &[u8]) -> Response {
         let text = content.trim().to_string();
         let lower = text.to_lowercase();
         let mut reply = msg(app, "assistant", "");
-        let answer = if let Some(word) = lower.strip_prefix("remember ") {
-            let word = text[text.len() - word.len()..].trim().to_string();
+        let answer = if let Some(word) = strip_prefix_ci(&text, "remember ") {
+            let word = word.trim().to_string();
             if app.is("global-memory") {
                 *app.global_memory.lock().unwrap_or_else(|e| e.into_inner()) = Some(word.clone());
             } else if !app.is("stateless") {
@@ -606,9 +606,9 @@ fn respond(app: &App, req: Map<String, Value>, raw: &[u8]) -> Response {
             };
             let from_history = history.as_ref().and_then(|h| {
                 h.iter().rev().find_map(|m| {
-                    let l = m.content.to_lowercase();
-                    (m.from == "user" && l.starts_with("remember "))
-                        .then(|| m.content["remember ".len()..].trim().to_string())
+                    strip_prefix_ci(&m.content, "remember ")
+                        .filter(|_| m.from == "user")
+                        .map(|w| w.trim().to_string())
                 })
             });
             match from_state.or(from_history) {
@@ -643,7 +643,7 @@ fn respond(app: &App, req: Map<String, Value>, raw: &[u8]) -> Response {
             chat.ended = true;
             options.insert("endSession".into(), json!(true));
             "Goodbye!".into()
-        } else if let Some(term) = lower.strip_prefix("search ") {
+        } else if let Some(term) = strip_prefix_ci(&text, "search ") {
             let term = term.trim().replace(' ', "-");
             let url = if app.is("relative-sources") {
                 format!("/search/{term}")
@@ -708,6 +708,12 @@ fn respond(app: &App, req: Map<String, Value>, raw: &[u8]) -> Response {
         v["options"] = Value::Object(options);
     }
     json_reply(app, StatusCode::OK, &v)
+}
+
+/// `text` without an ASCII `prefix`, compared case-insensitively (never splits a character).
+fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &text[prefix.len()..])
 }
 
 /// The flawed extraction of `raw-body-scan`: the first `"content":"…"` cut out of the bytes.
