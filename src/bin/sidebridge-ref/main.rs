@@ -713,7 +713,8 @@ fn respond(app: &App, req: Map<String, Value>, raw: &[u8]) -> Response {
 /// `text` without an ASCII `prefix`, compared case-insensitively (never splits a character).
 fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     let head = text.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix).then(|| &text[prefix.len()..])
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
 }
 
 /// The flawed extraction of `raw-body-scan`: the first `"content":"…"` cut out of the bytes.
