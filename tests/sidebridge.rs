@@ -658,3 +658,64 @@ fn a_recorder_with_many_chats_keeps_a_bounded_number_of_files_open() {
     let first = std::fs::read_to_string(t.path().join("CHAT-0/client→bridge.ndjson")).unwrap();
     assert_eq!(first.lines().count(), 2, "reopened files append");
 }
+
+#[test]
+fn the_proxy_passes_redirects_through_and_bounds_bad_upstream_replies() {
+    // A redirect reaches the client unchanged, so SB-H3 still fails through the proxy.
+    let tmp = tempfile::tempdir().unwrap();
+    let bridge = spawn_url(Command::new(REF).args(["--break", "slash-redirect"]));
+    let proxy = spawn_url(
+        Command::new(BW)
+            .args(["record", "sidebridge", "--upstream", &bridge.url, "--dir"])
+            .arg(tmp.path()),
+    );
+    let (_, v) = check(&["--url", &format!("{}sb", proxy.url)], &[], &[]);
+    let h3 = verdicts(&v).into_iter().find(|x| x.0 == "SB-H3").unwrap();
+    assert_eq!(h3.1, "fail", "{h3:?}");
+    assert!(h3.2.contains("301"));
+    drop(proxy);
+    drop(bridge);
+    // An endless body and an oversized body end in a recorded upstream error and a 502.
+    for (mode, flags, needle) in [
+        ("endless-body", vec!["--timeout", "0.2"], "no reply within"),
+        (
+            "huge-body",
+            vec!["--max-body", "1000000"],
+            "reply body over",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let bridge = spawn_url(Command::new(REF).args(["--break", mode]));
+        let proxy = spawn_url(
+            Command::new(BW)
+                .args(["record", "sidebridge", "--upstream", &bridge.url])
+                .args(&flags)
+                .arg("--dir")
+                .arg(tmp.path()),
+        );
+        let t = Instant::now();
+        let out = Command::new(BW)
+            .args([
+                "check",
+                "sidebridge",
+                "--url",
+                &proxy.url,
+                "--timeout",
+                "5",
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{mode}: {:?}",
+            t.elapsed()
+        );
+        assert_eq!(out.status.code(), Some(1), "{mode}");
+        drop(proxy);
+        let text = all_lane_text(tmp.path());
+        assert!(text.contains(needle), "{mode}: lanes lack {needle:?}");
+        assert!(text.contains("\\\"status\\\":502"), "{mode}");
+    }
+}
