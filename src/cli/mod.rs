@@ -162,8 +162,8 @@ pub struct RecordSidebridgeArgs {
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: String,
     /// The bridge's endpoint URL; requests to `/` go to it, other paths are appended.
-    #[arg(long)]
-    pub upstream: String,
+    #[arg(long, required_unless_present = "command")]
+    pub upstream: Option<String>,
     /// Recording root.
     #[arg(
         long,
@@ -187,6 +187,14 @@ pub struct RecordSidebridgeArgs {
     /// Largest request or reply body forwarded, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub max_body: usize,
+    /// Instead of --upstream: a bridge command that prints its URL first (started, and killed
+    /// when recording stops).
+    #[arg(
+        last = true,
+        value_name = "BRIDGE COMMAND",
+        conflicts_with = "upstream"
+    )]
+    pub command: Vec<OsString>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -269,9 +277,22 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
         Command::Lanes(a) => lanes(&a),
         Command::Record(RecordCommand::Sidebridge(a)) => {
+            let spec = crate::sidebridge::cmd::BridgeSpec {
+                url: a.upstream,
+                command: a.command,
+                key: None,
+                startup: secs(10.0),
+            };
+            let (upstream, _bridge) = match spec.resolve() {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("bridgewire record sidebridge: {e:#}");
+                    return ExitCode::from(exit::INVALID_INPUT);
+                }
+            };
             let cfg = crate::sidebridge::proxy::ProxyConfig {
                 listen: a.listen,
-                upstream: a.upstream,
+                upstream,
                 dir: a.dir.join(crate::lane::scope_dir_name(Some(&a.bridge))),
                 keep_key: a.keep_key,
                 key: a.key.filter(|k| !k.is_empty()),
