@@ -90,6 +90,7 @@ impl<'a> Key<'a> {
 }
 
 #[derive(Clone, Copy, PartialEq)]
+#[allow(clippy::upper_case_acronyms)] // V(ouched), C(urrent), L(ast)
 enum TurnRule {
     /// Vouched, else current.
     VC,
@@ -463,16 +464,16 @@ impl Assembler {
                 }
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
                 out.push(event("provider/error", scope, fields));
-                if d.get("settlesTurn") == Some(&Value::Bool(true)) {
-                    if let Some(t) = turn {
-                        out.push(event(
-                            "turn/completed",
-                            turn_scope(&t),
-                            obj([("status", json!("failed"))]),
-                        ));
-                        if st.current_turn.as_deref() == Some(t.as_str()) {
-                            Self::finish_turn(st);
-                        }
+                if d.get("settlesTurn") == Some(&Value::Bool(true))
+                    && let Some(t) = turn
+                {
+                    out.push(event(
+                        "turn/completed",
+                        turn_scope(&t),
+                        obj([("status", json!("failed"))]),
+                    ));
+                    if st.current_turn.as_deref() == Some(t.as_str()) {
+                        Self::finish_turn(st);
                     }
                 }
             }
@@ -666,19 +667,19 @@ impl Assembler {
         let shape_ty = d["item"]["type"].as_str().unwrap_or("");
         let open = Self::find_open(st, &ks).map(|i| st.open_items[i].1.clone());
         let parent = self.parent_tool_call_id(st, key.parent_ref);
-        if let (Some(o), Some(t)) = (&open, &turn) {
-            if o.shape != shape_ty {
-                // Mid-flight reclassification: settle the started item first, under the same id.
-                let mut first = o.item.clone();
-                if first.get("status").is_some() {
-                    first["status"] = d["status"].clone();
-                }
-                out.push(event(
-                    "item/completed",
-                    turn_scope(t),
-                    obj([("item", first)]),
-                ));
+        if let (Some(o), Some(t)) = (&open, &turn)
+            && o.shape != shape_ty
+        {
+            // Mid-flight reclassification: settle the started item first, under the same id.
+            let mut first = o.item.clone();
+            if first.get("status").is_some() {
+                first["status"] = d["status"].clone();
             }
+            out.push(event(
+                "item/completed",
+                turn_scope(t),
+                obj([("item", first)]),
+            ));
         }
         let id = match (&open, key.provider_item_id) {
             (Some(o), _) => o.id.clone(),
@@ -1076,10 +1077,10 @@ fn build_item(
             m.insert("status".into(), status);
             if let Some(r) = shape.get("result") {
                 m.insert("result".into(), r.clone());
-            } else if phase == ItemPhase::Close {
-                if let Some(r) = delta.get("resultText") {
-                    m.insert("result".into(), r.clone());
-                }
+            } else if phase == ItemPhase::Close
+                && let Some(r) = delta.get("resultText")
+            {
+                m.insert("result".into(), r.clone());
             }
             copy(&mut m, "error");
             copy(&mut m, "durationMs");
@@ -1223,10 +1224,10 @@ fn build_item(
         m.insert("parentToolCallId".into(), json!(p));
     }
     let presentation = delta.get("presentation").cloned().or(open_presentation);
-    if let Some(p) = presentation {
-        if phase != ItemPhase::Snapshot {
-            m.insert("presentation".into(), p);
-        }
+    if let Some(p) = presentation
+        && phase != ItemPhase::Snapshot
+    {
+        m.insert("presentation".into(), p);
     }
     Value::Object(m)
 }

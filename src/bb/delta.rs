@@ -198,10 +198,10 @@ fn validate_delta(d: &Value) -> R {
             opt_key_part(o, "providerTurnId")
         }
         "contextWindow" => {
-            if let Some(s) = o.get("snapshot") {
-                if !s.is_object() {
-                    return Err("snapshot must be an object".into());
-                }
+            if let Some(s) = o.get("snapshot")
+                && !s.is_object()
+            {
+                return Err("snapshot must be an object".into());
             }
             req_num_or_null(o, "used")?;
             if o.contains_key("size") {

@@ -48,10 +48,10 @@ impl CappedSet {
     fn insert(&mut self, k: &str) {
         if self.members.insert(k.to_string()) {
             self.order.push_back(k.to_string());
-            if self.order.len() > ITEM_CAP {
-                if let Some(old) = self.order.pop_front() {
-                    self.members.remove(&old);
-                }
+            if self.order.len() > ITEM_CAP
+                && let Some(old) = self.order.pop_front()
+            {
+                self.members.remove(&old);
             }
         }
     }

@@ -53,21 +53,18 @@ impl Model for BbModel {
                     if !entry.line.contains("thread/stop") {
                         continue;
                     }
-                    if let Some(m) = parse_object(&entry.line) {
-                        if m.get("method").and_then(Value::as_str) == Some("thread/stop")
-                            && m.get("params")
-                                .and_then(|p| p.get("intent"))
-                                .and_then(Value::as_str)
-                                == Some("release")
-                        {
-                            if let Some(t) = m
-                                .get("params")
-                                .and_then(|p| p.get("threadId"))
-                                .and_then(Value::as_str)
-                            {
-                                grammar.clear_thread(t);
-                            }
-                        }
+                    if let Some(m) = parse_object(&entry.line)
+                        && m.get("method").and_then(Value::as_str) == Some("thread/stop")
+                        && m.get("params")
+                            .and_then(|p| p.get("intent"))
+                            .and_then(Value::as_str)
+                            == Some("release")
+                        && let Some(t) = m
+                            .get("params")
+                            .and_then(|p| p.get("threadId"))
+                            .and_then(Value::as_str)
+                    {
+                        grammar.clear_thread(t);
                     }
                 }
                 "bridge→runtime" => {

@@ -81,6 +81,7 @@ impl Scoper {
 }
 
 /// Splits a byte stream into lines, carrying partial lines between chunks and bounding memory.
+#[derive(Default)]
 pub struct LineSplitter {
     pending: Vec<u8>,
     /// Inside a line longer than the limit: drop bytes until the next `\n`.
@@ -92,15 +93,6 @@ pub enum Piece<'a> {
     Line(&'a [u8]),
     /// A line over the limit ended here (its length), unrecorded.
     Oversized(usize),
-}
-
-impl Default for LineSplitter {
-    fn default() -> Self {
-        LineSplitter {
-            pending: Vec::new(),
-            skipping: None,
-        }
-    }
 }
 
 impl LineSplitter {
@@ -349,10 +341,10 @@ fn serve_children(listener: UnixListener, writer: Arc<Mutex<LaneWriter>>) {
         let _ = std::thread::Builder::new()
             .name("child-lane".into())
             .spawn(move || {
-                if let Err(e) = serve_child(conn, &writer) {
-                    if e.kind() != io::ErrorKind::UnexpectedEof {
-                        eprintln!("bridgewire recorder: provider lane connection failed: {e}");
-                    }
+                if let Err(e) = serve_child(conn, &writer)
+                    && e.kind() != io::ErrorKind::UnexpectedEof
+                {
+                    eprintln!("bridgewire recorder: provider lane connection failed: {e}");
                 }
             });
     }
@@ -503,12 +495,12 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
                 child_stdin,
                 "bridge→provider",
                 |lines| {
-                    if let Some(c) = &down {
-                        if let Err(e) = c.lock().expect("client").send(true, lines) {
-                            eprintln!(
-                                "bridgewire record child: recorder gone ({e}); lines not recorded"
-                            );
-                        }
+                    if let Some(c) = &down
+                        && let Err(e) = c.lock().expect("client").send(true, lines)
+                    {
+                        eprintln!(
+                            "bridgewire record child: recorder gone ({e}); lines not recorded"
+                        );
                     }
                 },
             );
@@ -521,12 +513,12 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
                 io::stdout().lock(),
                 "provider→bridge",
                 |lines| {
-                    if let Some(c) = &up {
-                        if let Err(e) = c.lock().expect("client").send(false, lines) {
-                            eprintln!(
-                                "bridgewire record child: recorder gone ({e}); lines not recorded"
-                            );
-                        }
+                    if let Some(c) = &up
+                        && let Err(e) = c.lock().expect("client").send(false, lines)
+                    {
+                        eprintln!(
+                            "bridgewire record child: recorder gone ({e}); lines not recorded"
+                        );
                     }
                 },
             );

@@ -17,11 +17,11 @@ pub fn run(a: &PinsArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    if let Some(d) = &a.dump_dir {
-        if let Err(e) = std::fs::create_dir_all(d) {
-            eprintln!("error: {}: cannot create dump dir: {e}", d.display());
-            return exit::INVALID_INPUT;
-        }
+    if let Some(d) = &a.dump_dir
+        && let Err(e) = std::fs::create_dir_all(d)
+    {
+        eprintln!("error: {}: cannot create dump dir: {e}", d.display());
+        return exit::INVALID_INPUT;
     }
     let mut worst = exit::OK;
     let mut json_cells = Vec::new();

@@ -87,10 +87,10 @@ impl Entry {
 
     /// The raw bytes of the line: `lineBase64` when present, else `line`.
     pub fn raw_bytes(&self) -> Vec<u8> {
-        if let Some(Value::String(b64)) = self.extra.get("lineBase64") {
-            if let Some(bytes) = crate::util::base64_decode(b64) {
-                return bytes;
-            }
+        if let Some(Value::String(b64)) = self.extra.get("lineBase64")
+            && let Some(bytes) = crate::util::base64_decode(b64)
+        {
+            return bytes;
         }
         self.line.as_bytes().to_vec()
     }
@@ -104,6 +104,7 @@ pub struct SeqKey {
 }
 
 impl SeqKey {
+    #[allow(clippy::should_implement_trait)] // f64 fields: no total Ord to derive
     pub fn cmp(&self, other: &SeqKey) -> Ordering {
         self.run
             .total_cmp(&other.run)

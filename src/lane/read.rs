@@ -209,13 +209,13 @@ pub fn parse_entry(bytes: &[u8], expected_dir: Option<&str>) -> Result<Entry, La
     let seq = number(raw.seq, "seq")?;
     let dir = string(raw.dir, "dir")?;
     let line = string(raw.line, "line")?;
-    if let Some(expected) = expected_dir {
-        if dir != expected {
-            return Err(LaneErrorKind::DirMismatch {
-                expected: expected.to_string(),
-                found: dir,
-            });
-        }
+    if let Some(expected) = expected_dir
+        && dir != expected
+    {
+        return Err(LaneErrorKind::DirMismatch {
+            expected: expected.to_string(),
+            found: dir,
+        });
     }
     Ok(Entry {
         ts,
