@@ -591,15 +591,13 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut s = Screen::new(&mut rng);
     s.start(&mut d, "no-history/start").await;
     s.send(&mut d, "remember plum", "no-history/remember").await;
-    let dis = s
-        .send(&mut d, "disable history", "no-history/disable")
+    s.send(&mut d, "disable history", "no-history/disable")
         .await;
     if s.send_history {
         let why = "the bridge did not set disableSendHistory on `disable history`";
         v.push(Verdict::skipped("SB-R6", why));
         v.push(Verdict::skipped("SB-S2", why));
     } else {
-        let _ = dis;
         let mut s2 = Vec::new();
         let r = s.send(&mut d, "recall", "no-history/recall").await;
         v.push(match r {
@@ -688,7 +686,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     // SB-S1 and SB-R12: endSession, then the ended chat reopened.
     let mut s = Screen::new(&mut rng);
     s.start(&mut d, "end/start").await;
-    let bye = s.send(&mut d, "bye", "end/bye").await;
+    s.send(&mut d, "bye", "end/bye").await;
     if !s.ended {
         v.push(Verdict::skipped(
             "SB-S1",
@@ -717,7 +715,6 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                     ));
             }
         }
-        let _ = bye;
         v.push(if s1.is_empty() {
             Verdict::pass("SB-S1")
         } else {
