@@ -37,4 +37,5 @@ pub mod redact;
 pub mod report;
 pub mod rpc_scan;
 pub mod rule;
+pub mod sidebridge;
 pub mod util;

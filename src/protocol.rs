@@ -58,7 +58,7 @@ impl Protocol {
         match self {
             Protocol::Bb => &crate::bb::BbModel,
             Protocol::Bridle => &crate::protocol::Unsupported(Protocol::Bridle),
-            Protocol::SideBridge => &crate::protocol::Unsupported(Protocol::SideBridge),
+            Protocol::SideBridge => &crate::sidebridge::SideBridgeModel,
         }
     }
 }

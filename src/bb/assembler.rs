@@ -111,6 +111,7 @@ impl<'a> Key<'a> {
 }
 
 #[derive(Clone, Copy, PartialEq)]
+#[allow(clippy::upper_case_acronyms)] // V(ouched), C(urrent), L(ast)
 enum TurnRule {
     /// Vouched, else current.
     Vc,

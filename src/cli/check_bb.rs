@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 pub enum CheckCommand {
     /// Run the bb conformance kit against a live bridge process.
     Bb(CheckBbArgs),
+    /// Play the Side Search client against a Side Bridge server and judge the rule table
+    /// (without --url or a command: the bundled sidebridge-ref).
+    Sidebridge(super::CheckSidebridgeArgs),
 }
 
 /// Default fixture file, read when present.

@@ -22,6 +22,8 @@ pub enum ReplayCommand {
     /// Replay bb cells against a freshly spawned bridge per cell (bb §6), with a provider
     /// double playing the recorded provider lanes; prints the recorded rules per cell.
     Bb(ReplayBbArgs),
+    /// Replay Side Bridge cells (without --url or a command: the bundled sidebridge-ref).
+    Sidebridge(super::ReplaySidebridgeArgs),
 }
 
 #[derive(clap::Subcommand, Debug)]

@@ -22,6 +22,9 @@ pub struct Line<'a> {
     pub bytes: &'a [u8],
 }
 
+/// Lane files a writer keeps open at once.
+pub const MAX_OPEN_FILES: usize = 256;
+
 pub struct LaneWriter {
     root: PathBuf,
     run: i64,
@@ -143,6 +146,11 @@ impl LaneWriter {
     fn write_file(&mut self, scope: &str, dir: &str, bytes: &[u8]) -> io::Result<()> {
         let key = (scope.to_string(), dir.to_string());
         if !self.files.contains_key(&key) {
+            // A long-running recorder (one scope per chat) must not run out of descriptors:
+            // past the cap, close them all; files are reopened in append mode on demand.
+            if self.files.len() >= MAX_OPEN_FILES {
+                self.files.clear();
+            }
             let folder = self.root.join(scope);
             std::fs::create_dir_all(&folder)?;
             let file = OpenOptions::new()

@@ -1,0 +1,299 @@
+//! The emulated Side Search client: a [`Driver`] that sends requests and logs every exchange,
+//! and a [`Screen`] holding one open chat's state (history, options, ended) as the app does
+//! (reference §1.3–§3, §6).
+
+use super::profiles::{self, From, Msg, Profile, Reply, Request, Rng, Style};
+use super::transport::{self, HttpReply, Limits, Target, TransportError};
+use std::time::Duration;
+
+/// How an exchange was made, which decides the rules it feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A request exactly as the emulated client builds it (with the right key).
+    Client,
+    /// A deliberate probe: no/wrong key, malformed body, other methods, unknown versions.
+    Probe,
+}
+
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// `scenario/step`.
+    pub label: String,
+    pub kind: Kind,
+    pub method: String,
+    pub url: String,
+    pub request: Vec<u8>,
+    /// Ids present in the request (messages and history), upper-cased.
+    pub request_ids: Vec<String>,
+    /// Statuses of redirects followed (307/308) or refused (301/302/303) on the way.
+    pub redirects: Vec<u16>,
+    pub result: Result<HttpReply, TransportError>,
+}
+
+impl Exchange {
+    pub fn status(&self) -> Option<u16> {
+        self.result.as_ref().ok().map(|r| r.status)
+    }
+    pub fn body(&self) -> Option<&[u8]> {
+        self.result.as_ref().ok().map(|r| r.body.as_slice())
+    }
+    /// What profile `p` makes of the reply; transport failures are dropped replies too.
+    pub fn judged(&self, p: Profile) -> Result<Reply, String> {
+        match &self.result {
+            Ok(r) => profiles::judge(p, r.status, &r.body),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+    pub fn elapsed(&self) -> Option<Duration> {
+        self.result.as_ref().ok().map(|r| r.elapsed)
+    }
+    /// The status and what the current app makes of it, for details.
+    pub fn describe(&self) -> String {
+        match &self.result {
+            Err(e) => format!("{}: {e}", self.label),
+            Ok(r) => match profiles::decode(Profile::Gamma, &r.body) {
+                Ok(_) => format!("{}: status {}", self.label, r.status),
+                Err(e) => format!("{}: status {}, undecodable ({e})", self.label, r.status),
+            },
+        }
+    }
+}
+
+pub struct Driver {
+    pub target: Target,
+    pub key: Option<String>,
+    pub limits: Limits,
+    pub rng: Rng,
+    pub log: Vec<Exchange>,
+    /// After this many consecutive timeouts the bridge is taken as gone: later exchanges fail
+    /// at once with [`TransportError::GaveUp`] (so a hanging bridge costs a few timeouts, not
+    /// one per exchange).
+    pub give_up_after: usize,
+    timeouts_in_a_row: usize,
+}
+
+impl Driver {
+    pub fn new(
+        url: &str,
+        key: Option<String>,
+        limits: Limits,
+        seed: u64,
+    ) -> Result<Driver, TransportError> {
+        Ok(Driver {
+            target: Target::parse(url)?,
+            key: key.filter(|k| !k.is_empty()),
+            limits,
+            rng: Rng::new(seed),
+            log: Vec::new(),
+            give_up_after: 3,
+            timeouts_in_a_row: 0,
+        })
+    }
+
+    /// The app's headers: `Content-Type`, and the key only when one is saved.
+    pub fn client_headers(&self) -> Vec<(String, String)> {
+        let mut h = vec![("Content-Type".to_string(), "application/json".to_string())];
+        if let Some(k) = &self.key {
+            h.push(("x-sidebridge-key".into(), k.clone()));
+        }
+        h
+    }
+
+    /// Sends and logs one exchange; follows 307/308 (same method and body, as the platform
+    /// does) up to 5 times; a 301/302/303 is recorded and not followed.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn exchange(
+        &mut self,
+        label: &str,
+        kind: Kind,
+        target: Option<Target>,
+        method: &str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        request_ids: Vec<String>,
+    ) -> usize {
+        let mut t = target.unwrap_or_else(|| self.target.clone());
+        let url = t.url.to_string();
+        let mut redirects = Vec::new();
+        let result = if self.give_up_after > 0 && self.timeouts_in_a_row >= self.give_up_after {
+            Err(TransportError::GaveUp(self.timeouts_in_a_row))
+        } else {
+            loop {
+                let r = transport::send(&t, method, &headers, &body, self.limits).await;
+                match &r {
+                    Ok(reply) if matches!(reply.status, 307 | 308) && redirects.len() < 5 => {
+                        redirects.push(reply.status);
+                        match reply.header("location").map(|l| t.join(l)) {
+                            Some(Ok(next)) => t = next,
+                            _ => break r,
+                        }
+                    }
+                    Ok(reply) if matches!(reply.status, 301..=303) => {
+                        redirects.push(reply.status);
+                        break r;
+                    }
+                    _ => break r,
+                }
+            }
+        };
+        if matches!(result, Err(TransportError::Timeout(_))) {
+            self.timeouts_in_a_row += 1;
+        } else if !matches!(result, Err(TransportError::GaveUp(_))) {
+            self.timeouts_in_a_row = 0;
+        }
+        self.log.push(Exchange {
+            label: label.into(),
+            kind,
+            method: method.into(),
+            url,
+            request: body,
+            request_ids,
+            redirects,
+            result,
+        });
+        self.log.len() - 1
+    }
+}
+
+/// One open assistant screen of one chat.
+#[derive(Debug, Clone)]
+pub struct Screen {
+    pub chat_id: String,
+    /// Everything the chat holds, oldest first (what `history` carries).
+    pub history: Vec<Msg>,
+    pub send_history: bool,
+    pub ended: bool,
+    pub style: Style,
+    pub version: String,
+    /// Extra top-level request keys (legacy `type`, future fields).
+    pub extra: Vec<(String, serde_json::Value)>,
+}
+
+impl Screen {
+    pub fn new(rng: &mut Rng) -> Screen {
+        Screen {
+            chat_id: rng.uuid(),
+            history: Vec::new(),
+            send_history: true,
+            ended: false,
+            style: Style::App,
+            version: "1.0".into(),
+            extra: Vec::new(),
+        }
+    }
+
+    /// The same chat reopened from the app's history: a new screen, fresh options.
+    pub fn reopen(&self) -> Screen {
+        Screen {
+            send_history: true,
+            ended: false,
+            ..self.clone()
+        }
+    }
+
+    fn ids(req: &Request) -> Vec<String> {
+        req.messages
+            .iter()
+            .chain(req.history.iter())
+            .flatten()
+            .map(Msg::key)
+            .collect()
+    }
+
+    /// Session start: no `messages`, `history` always present (§1.3).
+    pub async fn start(&mut self, d: &mut Driver, label: &str) -> usize {
+        let req = Request {
+            version: self.version.clone(),
+            chat_id: self.chat_id.clone(),
+            messages: None,
+            history: Some(self.history.clone()),
+            extra: self.extra.clone(),
+        };
+        let body = req.encode(self.style, &mut d.rng);
+        let headers = d.client_headers();
+        let i = d
+            .exchange(
+                label,
+                Kind::Client,
+                None,
+                "POST",
+                headers,
+                body,
+                Self::ids(&req),
+            )
+            .await;
+        // A session-start reply that fails to decode is silently ignored.
+        if let Ok(reply) = d.log[i].judged(Profile::App) {
+            self.apply(reply);
+        }
+        i
+    }
+
+    /// A send (§1.4); `None` when the screen has ended (refused locally, nothing sent).
+    pub async fn send(&mut self, d: &mut Driver, text: &str, label: &str) -> Option<usize> {
+        if self.ended {
+            return None;
+        }
+        let id = d.rng.uuid();
+        let m = Msg::user(&id, text);
+        if !text.is_empty() {
+            self.history.push(m.clone());
+        }
+        let req = Request {
+            version: self.version.clone(),
+            chat_id: self.chat_id.clone(),
+            messages: Some(vec![m]),
+            history: self.send_history.then(|| self.history.clone()),
+            extra: self.extra.clone(),
+        };
+        let body = req.encode(self.style, &mut d.rng);
+        let headers = d.client_headers();
+        let i = d
+            .exchange(
+                label,
+                Kind::Client,
+                None,
+                "POST",
+                headers,
+                body,
+                Self::ids(&req),
+            )
+            .await;
+        match d.log[i].judged(Profile::App) {
+            Ok(reply) => self.apply(reply),
+            Err(e) => {
+                let bubble_id = d.rng.uuid();
+                self.history.push(Msg {
+                    id: bubble_id,
+                    from: From::System,
+                    content: format!("Failed to communicate with Side Bridge: {e}"),
+                    sources: Vec::new(),
+                });
+            }
+        }
+        Some(i)
+    }
+
+    /// Messages first (upsert by id, empty content skipped), then options merged (§2, §3.1).
+    pub fn apply(&mut self, reply: Reply) {
+        for m in reply.messages {
+            if m.content.is_empty() {
+                continue;
+            }
+            let mut m = m;
+            m.id = m.key();
+            match self.history.iter_mut().find(|h| h.key() == m.id) {
+                Some(slot) => *slot = m,
+                None => self.history.push(m),
+            }
+        }
+        if let Some(o) = reply.options {
+            if let Some(d) = o.disable_send_history {
+                self.send_history = !d;
+            }
+            if o.end_session == Some(true) {
+                self.ended = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Side Bridge events from lane envelopes, and how they are normalized for comparison.
+//!
+//! A cell is one chat (`<bridge>/<chatId>`). Each recorded request becomes a `request` event
+//! and each reply a `reply` event:
+//!
+//! ```text
+//! {"type":"request","method":"POST","path":"/","kind":"sessionStart"|"send"|"other","chatId":"…","sidebridge":"1.0","messages":[{id,from,content}]|null,"history":[…]|null}
+//! {"type":"reply","status":200,"messages":[{id,from,content,sources}],"options":{"disableSendHistory":true,"endSession":null}|null}
+//! {"type":"reply","status":500,"dropped":"<why the current app drops it>"}
+//! {"type":"reply","status":502,"error":"<why the bridge gave no reply>"}
+//! ```
+//!
+//! Every id is upper-cased (ids compare as UUID values) and then interned (`#1`, `#2`, … in
+//! first-seen order over the list), so two runs with fresh UUIDs compare equal when they say
+//! the same things. `elapsedMs` is removed; time fields are zeroed.
+
+use super::profiles::{self, Profile};
+use super::wire::Envelope;
+use crate::normalize::{Rules, TIME_FIELDS};
+use serde_json::{Map, Value, json};
+
+pub const SIDEBRIDGE_EVENTS: Rules<'static> = Rules {
+    id_fields: &["id", "chatId"],
+    blank_fields: &[],
+    removed_fields: &["elapsedMs"],
+    time_fields: TIME_FIELDS,
+};
+
+pub const SIDEBRIDGE_ROWS: Rules<'static> = SIDEBRIDGE_EVENTS;
+
+fn message_json(m: &Value) -> Value {
+    let s = |k: &str| m.get(k).cloned().unwrap_or(Value::Null);
+    let id = match m.get("id") {
+        Some(Value::String(s)) => json!(s.to_ascii_uppercase()),
+        other => other.cloned().unwrap_or(Value::Null),
+    };
+    json!({"id": id, "from": s("from"), "content": s("content")})
+}
+
+/// The `request` event of a client→bridge envelope.
+pub fn request_event(e: &Envelope) -> Value {
+    let mut o = Map::new();
+    o.insert("type".into(), json!("request"));
+    o.insert("method".into(), json!(e.method.clone().unwrap_or_default()));
+    o.insert("path".into(), json!(e.path.clone().unwrap_or_default()));
+    let parsed: Option<Map<String, Value>> = serde_json::from_slice::<Value>(&e.body)
+        .ok()
+        .and_then(|v| v.as_object().cloned());
+    match parsed {
+        Some(b) if e.method.as_deref() == Some("POST") => {
+            let kind = if b.get("messages").is_some_and(|m| !m.is_null()) {
+                "send"
+            } else {
+                "sessionStart"
+            };
+            o.insert("kind".into(), json!(kind));
+            o.insert(
+                "chatId".into(),
+                match b.get("chatId") {
+                    Some(Value::String(c)) => json!(c.to_ascii_uppercase()),
+                    other => other.cloned().unwrap_or(Value::Null),
+                },
+            );
+            o.insert(
+                "sidebridge".into(),
+                b.get("sidebridge").cloned().unwrap_or(Value::Null),
+            );
+            for k in ["messages", "history"] {
+                o.insert(
+                    k.into(),
+                    match b.get(k) {
+                        Some(Value::Array(a)) => Value::Array(a.iter().map(message_json).collect()),
+                        Some(other) => other.clone(),
+                        None => Value::Null,
+                    },
+                );
+            }
+        }
+        _ => {
+            o.insert("kind".into(), json!("other"));
+            o.insert("body".into(), json!(String::from_utf8_lossy(&e.body)));
+        }
+    }
+    Value::Object(o)
+}
+
+/// The `reply` event of a bridge→client envelope, as the current app decodes it.
+pub fn reply_event(e: &Envelope) -> Value {
+    let status = e.status.unwrap_or(0);
+    if let Some(err) = &e.error {
+        return json!({"type": "reply", "status": status, "error": err});
+    }
+    match profiles::judge(Profile::App, status, &e.body) {
+        Err(why) => json!({"type": "reply", "status": status, "dropped": why}),
+        Ok(r) => json!({
+            "type": "reply",
+            "status": status,
+            "messages": r.messages.iter().map(|m| {
+                let mut v = json!({"id": m.key(), "from": m.from.as_str(), "content": m.content});
+                if !m.sources.is_empty() {
+                    v["sources"] = Value::Array(m.sources.iter().map(|s| json!({"title": s.title, "url": s.url})).collect());
+                }
+                v
+            }).collect::<Vec<_>>(),
+            "options": r.options.map(|o| json!({
+                "disableSendHistory": o.disable_send_history,
+                "endSession": o.end_session,
+            })).unwrap_or(Value::Null),
+        }),
+    }
+}

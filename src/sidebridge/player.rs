@@ -1,0 +1,287 @@
+//! `replay sidebridge`: re-sends a recorded cell's requests to a bridge build and compares the
+//! normalized events (ids interned) of the recorded and the replayed exchanges.
+//!
+//! Per request: the method, path, headers (hop-by-hop dropped; a `[redacted]` key replaced by
+//! `--key`, or dropped without one; `[redacted:other]` replaced by a wrong key) and body are sent again, in recorded order, one at a time.
+//! Reply ids differ between runs, so ids the recorded bridge gave are rewritten in later
+//! request bodies to the ids the replayed bridge gave in the same position (the client would
+//! carry the new ids in its history). The first differing event is shown as a diff.
+//! `--write-current` writes the replayed replies as `bridge→client.current.ndjson` beside the
+//! recorded lane (same `run`/`seq`), which the merged view then prefers.
+
+use super::cmd::BridgeSpec;
+use super::normalizer::{self, SIDEBRIDGE_EVENTS};
+use super::transport::{self, Limits, Target};
+use super::wire::{self, Envelope};
+use crate::cell::Cell;
+use crate::cli::exit;
+use crate::lane::Entry;
+use crate::protocol::Protocol;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+pub struct ReplayOptions {
+    pub recordings: Vec<PathBuf>,
+    pub cell: Option<String>,
+    pub bridge: BridgeSpec,
+    pub limits: Limits,
+    pub write_current: bool,
+}
+
+/// The outcome of one cell.
+#[derive(Debug, Clone)]
+pub struct CellReplay {
+    pub key: String,
+    pub exchanges: usize,
+    /// `None` when every event matched.
+    pub divergence: Option<String>,
+}
+
+struct Pair {
+    request: Envelope,
+    reply: Option<(Envelope, f64, f64)>,
+}
+
+fn reply_ids(body: &[u8]) -> Vec<String> {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("messages").and_then(Value::as_array).cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|m| {
+            m.get("id")
+                .and_then(Value::as_str)
+                .map(str::to_ascii_uppercase)
+        })
+        .collect()
+}
+
+fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>) {
+    let mut out: Vec<Pair> = Vec::new();
+    let mut problems = Vec::new();
+    let mut merged = cell.recorded();
+    for e in merged.by_ref() {
+        let Some(env) = Envelope::parse(&e.line) else {
+            problems.push(format!("{} seq {}: not an envelope", e.dir, e.seq));
+            continue;
+        };
+        if e.dir == "client→bridge" {
+            out.push(Pair {
+                request: env,
+                reply: None,
+            });
+        } else if let Some(p) = out
+            .iter_mut()
+            .rev()
+            .find(|p| p.request.exchange == env.exchange)
+        {
+            p.reply = Some((env, e.run, e.seq));
+        }
+    }
+    problems.extend(merged.into_report().errors.iter().map(|e| e.to_string()));
+    (out, problems)
+}
+
+async fn replay_cell(
+    cell: &Cell,
+    target: &Target,
+    key: Option<&str>,
+    limits: Limits,
+    write_current: bool,
+) -> CellReplay {
+    let (pairs, problems) = pairs(cell);
+    if !problems.is_empty() {
+        return CellReplay {
+            key: cell.key.clone(),
+            exchanges: 0,
+            divergence: Some(format!("unreadable recording: {}", problems.join("; "))),
+        };
+    }
+    let mut ids: HashMap<String, String> = HashMap::new();
+    let mut recorded_events = Vec::new();
+    let mut replayed_events = Vec::new();
+    let mut current_lines = Vec::new();
+    for p in &pairs {
+        let mut body = String::from_utf8_lossy(&p.request.body).into_owned();
+        for (old, new) in &ids {
+            body = body
+                .replace(old, new)
+                .replace(&old.to_ascii_lowercase(), new);
+        }
+        let headers: Vec<(String, String)> = p
+            .request
+            .headers
+            .iter()
+            .filter(|(k, _)| {
+                !["host", "content-length", "connection", "transfer-encoding"]
+                    .contains(&k.to_ascii_lowercase().as_str())
+            })
+            .filter_map(|(k, v)| {
+                if v == wire::REDACTED {
+                    key.map(|key| (k.clone(), key.to_string()))
+                } else if v == wire::REDACTED_OTHER {
+                    Some((k.clone(), "bridgewire-replay-wrong-key".to_string()))
+                } else {
+                    Some((k.clone(), v.clone()))
+                }
+            })
+            .collect();
+        let path = p.request.path.clone().unwrap_or_else(|| "/".into());
+        let t = if path == "/" {
+            target.clone()
+        } else {
+            let mut u = target.url.clone();
+            let base = u.path().trim_end_matches('/').to_string();
+            let (pp, q) = path
+                .split_once('?')
+                .map(|(a, b)| (a, Some(b)))
+                .unwrap_or((&path, None));
+            u.set_path(&format!("{base}{pp}"));
+            u.set_query(q);
+            Target::from_url(u).unwrap_or_else(|_| target.clone())
+        };
+        let method = p.request.method.clone().unwrap_or_else(|| "POST".into());
+        let sent = Envelope {
+            body: body.clone().into_bytes(),
+            ..p.request.clone()
+        };
+        let new = match transport::send(&t, &method, &headers, body.as_bytes(), limits).await {
+            Ok(r) => Envelope {
+                exchange: p.request.exchange,
+                status: Some(r.status),
+                headers: r.headers,
+                body: r.body,
+                ..Default::default()
+            },
+            Err(e) => Envelope {
+                exchange: p.request.exchange,
+                status: Some(502),
+                error: Some(e.to_string()),
+                ..Default::default()
+            },
+        };
+        recorded_events.push(normalizer::request_event(&p.request));
+        replayed_events.push(normalizer::request_event(&sent));
+        if let Some((rec, run, seq)) = &p.reply {
+            for (o, n) in reply_ids(&rec.body).into_iter().zip(reply_ids(&new.body)) {
+                if o != n {
+                    ids.insert(o, n);
+                }
+            }
+            recorded_events.push(normalizer::reply_event(rec));
+            replayed_events.push(normalizer::reply_event(&new));
+            if write_current {
+                current_lines.push(
+                    Entry {
+                        ts: crate::util::now_ms() as f64,
+                        run: *run,
+                        seq: *seq,
+                        dir: "bridge→client".into(),
+                        line: String::from_utf8_lossy(&new.to_line()).into_owned(),
+                        extra: Default::default(),
+                    }
+                    .to_line(),
+                );
+            }
+        }
+    }
+    if write_current {
+        let path = cell.path.join(format!(
+            "bridge→client{}.ndjson",
+            crate::lane::CURRENT_SUFFIX
+        ));
+        let mut text = current_lines.join("\n");
+        text.push('\n');
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("warning: {}: {e}", path.display());
+        }
+    }
+    let a = crate::normalize::normalize_list(recorded_events, SIDEBRIDGE_EVENTS);
+    let b = crate::normalize::normalize_list(replayed_events, SIDEBRIDGE_EVENTS);
+    let divergence = first_divergence(&a, &b);
+    CellReplay {
+        key: cell.key.clone(),
+        exchanges: pairs.len(),
+        divergence,
+    }
+}
+
+/// The first differing event, as a unified diff of the two pretty JSON texts.
+pub fn first_divergence(recorded: &[Value], replayed: &[Value]) -> Option<String> {
+    let n = recorded.len().max(replayed.len());
+    for i in 0..n {
+        let (a, b) = (recorded.get(i), replayed.get(i));
+        if a == b {
+            continue;
+        }
+        let show = |v: Option<&Value>| {
+            v.map(crate::jsjson::to_string_pretty)
+                .unwrap_or_else(|| "<none>\n".into())
+        };
+        let (ta, tb) = (show(a), show(b));
+        let diff = similar::TextDiff::from_lines(&ta, &tb)
+            .unified_diff()
+            .header("recorded", "replayed")
+            .to_string();
+        return Some(format!("event {i} differs:\n{diff}"));
+    }
+    None
+}
+
+pub fn replay(o: &ReplayOptions) -> u8 {
+    let mut cells = Vec::new();
+    for root in &o.recordings {
+        match crate::cell::discover(root) {
+            Ok(cs) => cells.extend(cs.into_iter().filter(|c| {
+                c.protocol == Protocol::SideBridge
+                    && o.cell.as_deref().is_none_or(|f| c.key.contains(f))
+            })),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::INVALID_INPUT;
+            }
+        }
+    }
+    if cells.is_empty() {
+        eprintln!("error: no Side Bridge cells selected");
+        return exit::NOTHING_SELECTED;
+    }
+    let (url, _guard) = match o.bridge.resolve() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("bridgewire replay sidebridge: {e:#}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let target = match Target::parse(&url) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("bridgewire replay sidebridge: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let rt = super::cmd::runtime();
+    let (mut passed, mut failed) = (0, 0);
+    for c in &cells {
+        let r = rt.block_on(replay_cell(
+            c,
+            &target,
+            o.bridge.key.as_deref(),
+            o.limits,
+            o.write_current,
+        ));
+        match &r.divergence {
+            None => {
+                passed += 1;
+                println!("PASS {} ({} exchanges)", r.key, r.exchanges);
+            }
+            Some(d) => {
+                failed += 1;
+                println!("FAIL {}: {}", r.key, d.trim_end());
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 { exit::FAILED } else { exit::OK }
+}

@@ -1,0 +1,492 @@
+//! Side Search as a client: its request byte habits and the decoders of its builds.
+//!
+//! Reference: `reference/side-bridge-clients.md` §1 (request bytes), §2 (decoding), §8
+//! (profiles). Encoding reproduces the app's Swift `JSONEncoder` output: compact, optional keys
+//! omitted, key order shuffled per object, `/` escaped as `\/`, upper-case UUIDs, `sources` on
+//! every message. Decoding reproduces the library's synthesized `Decodable` per revision.
+
+use serde_json::{Map, Value};
+
+/// One client build (§8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// Early library revision: `sources` required, strict `from`.
+    Alpha,
+    /// Intermediate library revision: tolerant `from`, optional `sources`.
+    Beta,
+    /// Current library revision.
+    Gamma,
+    /// Pre-release app branch: non-2xx status → generic error bubble, body never read.
+    AppDev,
+    /// The current app (library γ, status ignored).
+    App,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 5] = [
+        Profile::App,
+        Profile::Gamma,
+        Profile::Beta,
+        Profile::Alpha,
+        Profile::AppDev,
+    ];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Profile::Alpha => "alpha",
+            Profile::Beta => "beta",
+            Profile::Gamma => "gamma",
+            Profile::AppDev => "app-dev",
+            Profile::App => "app",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Profile::Alpha => "α, the strict early library types",
+            Profile::Beta => "β, the intermediate library types",
+            Profile::Gamma => "γ, the current library types",
+            Profile::AppDev => "app-dev, the older pre-release app build",
+            Profile::App => "app, the current app",
+        }
+    }
+}
+
+/// `from` as the library decodes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum From {
+    User,
+    Assistant,
+    System,
+    Unknown,
+}
+
+impl From {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            From::User => "user",
+            From::Assistant => "assistant",
+            From::System => "system",
+            From::Unknown => "unknown",
+        }
+    }
+    pub fn parse(s: &str) -> Option<From> {
+        match s {
+            "user" => Some(From::User),
+            "assistant" => Some(From::Assistant),
+            "system" => Some(From::System),
+            "unknown" => Some(From::Unknown),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub title: String,
+    pub url: String,
+}
+
+/// A decoded message. `id` is kept as the bridge wrote it; [`Msg::key`] compares as a UUID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Msg {
+    pub id: String,
+    pub from: From,
+    pub content: String,
+    pub sources: Vec<Source>,
+}
+
+impl Msg {
+    pub fn user(id: &str, content: &str) -> Msg {
+        Msg {
+            id: id.to_ascii_uppercase(),
+            from: From::User,
+            content: content.into(),
+            sources: Vec::new(),
+        }
+    }
+    /// The id as a UUID value compares (letter case ignored).
+    pub fn key(&self) -> String {
+        self.id.to_ascii_uppercase()
+    }
+}
+
+/// Session options as decoded (`None` = absent or null).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    pub disable_send_history: Option<bool>,
+    pub end_session: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reply {
+    pub messages: Vec<Msg>,
+    pub options: Option<Options>,
+}
+
+/// `8-4-4-4-12` hex digits, either case (Foundation's `UUID(uuidString:)`).
+pub fn is_textual_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != 36 {
+        return false;
+    }
+    b.iter().enumerate().all(|(i, c)| match i {
+        8 | 13 | 18 | 23 => *c == b'-',
+        _ => c.is_ascii_hexdigit(),
+    })
+}
+
+/// The library's decoding of a reply body (no HTTP status involved).
+pub fn decode(profile: Profile, body: &[u8]) -> Result<Reply, String> {
+    let text = std::str::from_utf8(body).map_err(|e| format!("body is not UTF-8 ({e})"))?;
+    if text.trim().is_empty() {
+        return Err("empty body".into());
+    }
+    let v: Value = serde_json::from_str(text).map_err(|e| {
+        let head: String = text.chars().take(40).collect();
+        format!("not JSON ({e}); body starts {head:?}")
+    })?;
+    let Value::Object(top) = v else {
+        return Err(format!("top level is {} not an object", kind(&v)));
+    };
+    let mut reply = Reply::default();
+    match top.get("messages") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                reply.messages.push(
+                    decode_message(profile, item).map_err(|e| format!("messages[{i}]: {e}"))?,
+                );
+            }
+        }
+        Some(other) => return Err(format!("`messages` is {} not an array", kind(other))),
+    }
+    match top.get("options") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(o)) => {
+            let flag = |k: &str| -> Result<Option<bool>, String> {
+                match o.get(k) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::Bool(b)) => Ok(Some(*b)),
+                    Some(other) => Err(format!("options.{k} is {other} not a boolean")),
+                }
+            };
+            reply.options = Some(Options {
+                disable_send_history: flag("disableSendHistory")?,
+                end_session: flag("endSession")?,
+            });
+        }
+        Some(other) => return Err(format!("`options` is {} not an object", kind(other))),
+    }
+    Ok(reply)
+}
+
+fn decode_message(profile: Profile, v: &Value) -> Result<Msg, String> {
+    let Value::Object(m) = v else {
+        return Err(format!("is {} not an object", kind(v)));
+    };
+    let id = match m.get("id") {
+        None => return Err("missing required key `id`".into()),
+        Some(Value::String(s)) if is_textual_uuid(s) => s.clone(),
+        Some(Value::String(s)) => return Err(format!("id {s:?} is not a UUID string")),
+        Some(other) => return Err(format!("id is {} not a string", kind(other))),
+    };
+    let from = match m.get("from") {
+        None => return Err("missing required key `from`".into()),
+        Some(Value::String(s)) => match From::parse(s) {
+            Some(f) => f,
+            None if profile == Profile::Alpha => {
+                return Err(format!("from {s:?} is not user/assistant/system"));
+            }
+            None => From::Unknown,
+        },
+        Some(other) if profile == Profile::Alpha => {
+            return Err(format!("from is {} not a string", kind(other)));
+        }
+        Some(_) => From::Unknown,
+    };
+    let content = match m.get("content") {
+        None => return Err("missing required key `content`".into()),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => return Err(format!("content is {} not a string", kind(other))),
+    };
+    let sources = match m.get("sources") {
+        None | Some(Value::Null) if profile == Profile::Alpha => {
+            return Err("missing required key `sources`".into());
+        }
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            for (i, s) in items.iter().enumerate() {
+                let title = s.get("title").and_then(Value::as_str);
+                let url = s.get("url").and_then(Value::as_str);
+                match (title, url) {
+                    (Some(_), Some("")) => return Err(format!("sources[{i}].url is empty")),
+                    (Some(t), Some(u)) => out.push(Source {
+                        title: t.into(),
+                        url: u.into(),
+                    }),
+                    _ => return Err(format!("sources[{i}] lacks a string title and url")),
+                }
+            }
+            out
+        }
+        Some(other) => return Err(format!("sources is {} not an array", kind(other))),
+    };
+    Ok(Msg {
+        id,
+        from,
+        content,
+        sources,
+    })
+}
+
+/// What a client build does with a whole HTTP reply: `Ok` = rendered, `Err` = dropped.
+pub fn judge(profile: Profile, status: u16, body: &[u8]) -> Result<Reply, String> {
+    if profile == Profile::AppDev && !(200..300).contains(&status) {
+        return Err(format!(
+            "status {status}: app-dev shows a generic error bubble and never reads the body"
+        ));
+    }
+    decode(profile, body)
+}
+
+/// A JSON type name for messages.
+pub fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+/// How request bytes are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// The app's habits (§1.2).
+    App,
+    /// Canonical bytes: fixed key order, `/` unescaped, `sources` only when non-empty.
+    Canonical,
+}
+
+/// A small deterministic generator (xorshift64*), enough to shuffle keys and make ids.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// A fresh upper-case v4 UUID.
+    pub fn uuid(&mut self) -> String {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&self.next_u64().to_le_bytes());
+        bytes[8..].copy_from_slice(&self.next_u64().to_le_bytes());
+        uuid::Builder::from_random_bytes(bytes)
+            .into_uuid()
+            .hyphenated()
+            .to_string()
+            .to_ascii_uppercase()
+    }
+    fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next_u64() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+fn write_json_str(out: &mut String, s: &str, style: Style) {
+    let q = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    if style == Style::App {
+        out.push_str(&q.replace('/', "\\/"));
+    } else {
+        out.push_str(&q);
+    }
+}
+
+fn write_value(out: &mut String, v: &Value, style: Style, rng: &mut Rng) {
+    match v {
+        Value::String(s) => write_json_str(out, s, style),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item, style, rng);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => write_object(out, map, style, rng),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_object(out: &mut String, map: &Map<String, Value>, style: Style, rng: &mut Rng) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    if style == Style::App {
+        rng.shuffle(&mut entries);
+    }
+    out.push('{');
+    for (i, (k, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_json_str(out, k, style);
+        out.push(':');
+        write_value(out, v, style, rng);
+    }
+    out.push('}');
+}
+
+/// A message as a request carries it.
+pub fn message_value(m: &Msg, style: Style) -> Value {
+    let mut o = Map::new();
+    let id = if style == Style::App {
+        m.id.to_ascii_uppercase()
+    } else {
+        m.id.clone()
+    };
+    o.insert("id".into(), Value::String(id));
+    o.insert("from".into(), Value::String(m.from.as_str().into()));
+    o.insert("content".into(), Value::String(m.content.clone()));
+    if style == Style::App || !m.sources.is_empty() {
+        o.insert(
+            "sources".into(),
+            Value::Array(
+                m.sources
+                    .iter()
+                    .map(|s| serde_json::json!({"title": s.title, "url": s.url}))
+                    .collect(),
+            ),
+        );
+    }
+    Value::Object(o)
+}
+
+/// A User Request's fields before encoding.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub version: String,
+    pub chat_id: String,
+    pub messages: Option<Vec<Msg>>,
+    pub history: Option<Vec<Msg>>,
+    /// Extra top-level keys (legacy `type`, future fields).
+    pub extra: Vec<(String, Value)>,
+}
+
+impl Request {
+    pub fn to_value(&self, style: Style) -> Map<String, Value> {
+        let mut o = Map::new();
+        o.insert("sidebridge".into(), Value::String(self.version.clone()));
+        let chat = if style == Style::App {
+            self.chat_id.to_ascii_uppercase()
+        } else {
+            self.chat_id.clone()
+        };
+        o.insert("chatId".into(), Value::String(chat));
+        if let Some(ms) = &self.messages {
+            o.insert(
+                "messages".into(),
+                Value::Array(ms.iter().map(|m| message_value(m, style)).collect()),
+            );
+        }
+        if let Some(h) = &self.history {
+            o.insert(
+                "history".into(),
+                Value::Array(h.iter().map(|m| message_value(m, style)).collect()),
+            );
+        }
+        for (k, v) in &self.extra {
+            o.insert(k.clone(), v.clone());
+        }
+        o
+    }
+
+    /// The request body, as the app (or canonically) writes it.
+    pub fn encode(&self, style: Style, rng: &mut Rng) -> Vec<u8> {
+        let mut out = String::new();
+        write_object(&mut out, &self.to_value(style), style, rng);
+        out.into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_bytes_have_the_habits() {
+        let mut rng = Rng::new(7);
+        let m = Msg::user(
+            "00c5d592-6b1e-4c3a-9d2f-0a7e5b3c1d44",
+            "see https://example.com/a",
+        );
+        let r = Request {
+            version: "1.0".into(),
+            chat_id: "401790b9-38c5-429d-ae6a-fc4cf35a88ad".into(),
+            messages: Some(vec![m.clone()]),
+            history: Some(vec![m]),
+            extra: vec![],
+        };
+        let text = String::from_utf8(r.encode(Style::App, &mut rng)).unwrap();
+        assert!(text.contains("https:\\/\\/example.com\\/a"));
+        assert!(text.contains("401790B9-38C5-429D-AE6A-FC4CF35A88AD"));
+        assert!(text.contains("\"sources\":[]"));
+        assert!(!text.contains(' ') || text.contains("see https"));
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["messages"][0]["content"], "see https://example.com/a");
+        // Key order varies between encodings.
+        let orders: std::collections::HashSet<String> = (0..20)
+            .map(|_| {
+                let t = String::from_utf8(r.encode(Style::App, &mut rng)).unwrap();
+                t.chars().take(12).collect()
+            })
+            .collect();
+        assert!(orders.len() > 1);
+    }
+
+    #[test]
+    fn profiles_differ_as_the_reference_says() {
+        let no_sources = br#"{"messages":[{"id":"D2DF7849-0000-4000-8000-000000000000","from":"assistant","content":"hi"}]}"#;
+        assert!(decode(Profile::Gamma, no_sources).is_ok());
+        assert!(decode(Profile::Alpha, no_sources).is_err());
+        let bot = br#"{"messages":[{"id":"D2DF7849-0000-4000-8000-000000000000","from":"bot","content":"hi","sources":[]}]}"#;
+        assert_eq!(
+            decode(Profile::Beta, bot).unwrap().messages[0].from,
+            From::Unknown
+        );
+        assert!(decode(Profile::Alpha, bot).is_err());
+        let null_from = br#"{"messages":[{"id":"d2df7849-0000-4000-8000-000000000000","from":null,"content":"hi"}]}"#;
+        assert_eq!(
+            decode(Profile::Gamma, null_from).unwrap().messages[0].from,
+            From::Unknown
+        );
+        let missing_from =
+            br#"{"messages":[{"id":"d2df7849-0000-4000-8000-000000000000","content":"hi"}]}"#;
+        assert!(decode(Profile::Gamma, missing_from).is_err());
+        assert!(decode(Profile::Gamma, br#"{"options":{"endSession":1}}"#).is_err());
+        assert!(decode(Profile::Gamma, br#"{"options":{"endSession":null}}"#).is_ok());
+        assert!(decode(Profile::Gamma, b"[]").is_err());
+        assert!(decode(Profile::Gamma, b"<html>").is_err());
+        assert!(judge(Profile::App, 500, b"{}").is_ok());
+        assert!(judge(Profile::AppDev, 500, b"{}").is_err());
+        let bad_id = br#"{"messages":[{"id":"msg-1","from":"assistant","content":"hi"}]}"#;
+        assert!(decode(Profile::Gamma, bad_id).is_err());
+    }
+}

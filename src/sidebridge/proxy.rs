@@ -1,0 +1,311 @@
+//! `record sidebridge`: a recording reverse proxy.
+//!
+//! Listens on `--listen`, forwards every request to `--upstream` (method, path, headers and
+//! body unchanged, hop-by-hop headers dropped, redirects *not* followed so the client sees
+//! them), and tees each request (`client→bridge`) and reply (`bridge→client`) as one
+//! [`super::wire::Envelope`] line into lanes under `<dir>/<bridge>/<chatId>/`. A request is
+//! recorded before it is forwarded, a reply before it is returned. When the upstream fails
+//! (refused, timeout, body over the cap) the client gets a 502 whose body is a Side Bridge
+//! system message, and the lane records the error.
+
+use super::wire::{self, Envelope};
+use crate::lane::write::{LaneWriter, Line};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    pub listen: String,
+    pub upstream: String,
+    /// Lanes go to `<dir>/<chatId>/<direction>.ndjson`.
+    pub dir: PathBuf,
+    pub keep_key: bool,
+    /// The bridge's key, if known: a differing value is recorded as `[redacted:other]`.
+    pub key: Option<String>,
+    /// Per upstream exchange (default 60 s, the app's timeout).
+    pub timeout: Duration,
+    /// Largest request or reply body forwarded (default 64 MiB).
+    pub max_body: usize,
+}
+
+struct Shared {
+    cfg: ProxyConfig,
+    upstream: reqwest::Url,
+    client: reqwest::Client,
+    lanes: Mutex<LaneWriter>,
+    exchange: AtomicU64,
+}
+
+const HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "host",
+    "content-length",
+];
+
+/// A bound proxy; `serve` runs it until `shutdown` resolves.
+pub struct Proxy {
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    pub async fn bind(cfg: ProxyConfig) -> anyhow::Result<Proxy> {
+        let upstream = reqwest::Url::parse(&cfg.upstream)
+            .map_err(|e| anyhow::anyhow!("--upstream {}: {e}", cfg.upstream))?;
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(cfg.timeout)
+            .no_proxy()
+            .build()?;
+        let lanes = LaneWriter::create(&cfg.dir)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.dir.display()))?;
+        let listener = tokio::net::TcpListener::bind(&cfg.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
+        Ok(Proxy {
+            listener,
+            shared: Arc::new(Shared {
+                cfg,
+                upstream,
+                client,
+                lanes: Mutex::new(lanes),
+                exchange: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let router = Router::new().fallback(handle).with_state(self.shared);
+        axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+}
+
+fn forward_url(upstream: &reqwest::Url, path_and_query: &str) -> reqwest::Url {
+    let mut u = upstream.clone();
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path_and_query, None),
+    };
+    if path != "/" {
+        let base = upstream.path().trim_end_matches('/');
+        u.set_path(&format!("{base}{path}"));
+    }
+    if query.is_some() {
+        u.set_query(query);
+    }
+    u
+}
+
+fn record(shared: &Shared, scope: Option<&str>, dir: &str, e: &Envelope) {
+    let line = e.to_line();
+    let mut w = shared.lanes.lock().unwrap_or_else(|p| p.into_inner());
+    w.append(Line {
+        scope,
+        dir,
+        bytes: &line,
+    });
+}
+
+fn system_reply(status: StatusCode, text: &str) -> Response {
+    let body = serde_json::json!({"messages": [{
+        "id": uuid::Uuid::new_v4().hyphenated().to_string().to_ascii_uppercase(),
+        "from": "system",
+        "content": text,
+        "sources": [],
+    }]});
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    r
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let n = shared.exchange.fetch_add(1, Ordering::SeqCst) + 1;
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, shared.cfg.max_body).await {
+        Ok(b) => b,
+        Err(e) => {
+            return system_reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("bridgewire proxy: request body unreadable or over the cap: {e}"),
+            );
+        }
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    let headers: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let scope = wire::chat_scope(&body);
+    record(
+        &shared,
+        scope.as_deref(),
+        "client→bridge",
+        &Envelope {
+            exchange: n,
+            method: Some(parts.method.as_str().to_string()),
+            path: Some(path.clone()),
+            headers: wire::redact(headers, shared.cfg.keep_key, shared.cfg.key.as_deref()),
+            body: body.to_vec(),
+            ..Default::default()
+        },
+    );
+    let start = Instant::now();
+    let mut rb = shared
+        .client
+        .request(parts.method.clone(), forward_url(&shared.upstream, &path));
+    for (k, v) in parts.headers.iter() {
+        if !HOP.contains(&k.as_str()) {
+            rb = rb.header(k, v);
+        }
+    }
+    let result = async {
+        let mut resp = rb.body(body).send().await?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let mut buf = Vec::new();
+        while let Some(chunk) = resp.chunk().await? {
+            buf.extend_from_slice(&chunk);
+            if buf.len() > shared.cfg.max_body {
+                return Ok(Err(format!(
+                    "reply body over {} bytes",
+                    shared.cfg.max_body
+                )));
+            }
+        }
+        Ok::<_, reqwest::Error>(Ok((status, headers, buf)))
+    }
+    .await;
+    let elapsed = Some(start.elapsed().as_millis() as u64);
+    let (status, headers, buf) = match result {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => return upstream_failure(&shared, scope.as_deref(), n, e, elapsed),
+        Err(e) => {
+            let what = if e.is_timeout() {
+                format!("no reply within {:?}", shared.cfg.timeout)
+            } else if e.is_connect() {
+                format!("cannot connect: {e}")
+            } else {
+                format!("{e}")
+            };
+            return upstream_failure(&shared, scope.as_deref(), n, what, elapsed);
+        }
+    };
+    let rec_headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    record(
+        &shared,
+        scope.as_deref(),
+        "bridge→client",
+        &Envelope {
+            exchange: n,
+            status: Some(status.as_u16()),
+            headers: wire::redact(rec_headers, shared.cfg.keep_key, shared.cfg.key.as_deref()),
+            body: buf.clone(),
+            elapsed_ms: elapsed,
+            ..Default::default()
+        },
+    );
+    let mut r = Response::new(Body::from(Bytes::from(buf)));
+    *r.status_mut() = status;
+    for (k, v) in headers.iter() {
+        if !HOP.contains(&k.as_str())
+            && let (Ok(k), Ok(v)) = (
+                HeaderName::from_bytes(k.as_str().as_bytes()),
+                HeaderValue::from_bytes(v.as_bytes()),
+            )
+        {
+            r.headers_mut().append(k, v);
+        }
+    }
+    r
+}
+
+fn upstream_failure(
+    shared: &Shared,
+    scope: Option<&str>,
+    n: u64,
+    error: String,
+    elapsed: Option<u64>,
+) -> Response {
+    record(
+        shared,
+        scope,
+        "bridge→client",
+        &Envelope {
+            exchange: n,
+            status: Some(502),
+            error: Some(error.clone()),
+            elapsed_ms: elapsed,
+            ..Default::default()
+        },
+    );
+    system_reply(
+        StatusCode::BAD_GATEWAY,
+        &format!("bridgewire proxy: the bridge did not answer ({error})"),
+    )
+}
+
+/// `record sidebridge`: binds, prints the proxy URL as the first stdout line, serves until
+/// SIGINT/SIGTERM.
+pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
+    let rt = super::cmd::runtime();
+    rt.block_on(async move {
+        let proxy = Proxy::bind(cfg).await?;
+        let addr = proxy.local_addr()?;
+        println!("http://{addr}/");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let shutdown = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+            }
+        };
+        proxy.serve(shutdown).await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,346 @@
+//! A raw HTTP/1.1 client over a tokio `TcpStream`: exact request bytes out, and every reply
+//! read under bounds (connect timeout, whole-exchange deadline, body size cap), so an HTML page,
+//! a truncated or endless body, a 50 MB body or a refused connection each end in a named
+//! [`TransportError`] instead of a hang or a panic.
+//!
+//! One connection per request (`Connection: close`), like a fresh `URLSession` task as far as
+//! a bridge can tell. Plain `http://` only.
+
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Bounds on one exchange. Defaults: connect 5 s, whole exchange 60 s (the app's timeout),
+/// body 10 MiB.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub connect: Duration,
+    pub total: Duration,
+    pub max_body: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connect: Duration::from_secs(5),
+            total: Duration::from_secs(60),
+            max_body: 10 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    #[error("invalid URL {0}")]
+    BadUrl(String),
+    #[error("connection refused")]
+    Refused,
+    #[error("connect failed: {0}")]
+    Connect(String),
+    #[error("no complete reply within {0:?}")]
+    Timeout(Duration),
+    #[error("body larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("truncated body: connection closed after {got} of {expected} bytes")]
+    Truncated { got: usize, expected: usize },
+    #[error("truncated chunked body: {0}")]
+    BadChunks(String),
+    #[error("malformed HTTP reply: {0}")]
+    Malformed(String),
+    #[error("i/o error: {0}")]
+    Io(String),
+    #[error("not sent: the bridge timed out {0} times in a row")]
+    GaveUp(usize),
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpReply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub elapsed: Duration,
+}
+
+impl HttpReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// `http://host[:port]/path?query` split for a raw request.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub url: reqwest::Url,
+    pub host_port: String,
+    pub path: String,
+}
+
+impl Target {
+    pub fn parse(url: &str) -> Result<Target, TransportError> {
+        let u =
+            reqwest::Url::parse(url).map_err(|e| TransportError::BadUrl(format!("{url}: {e}")))?;
+        Target::from_url(u)
+    }
+
+    pub fn from_url(u: reqwest::Url) -> Result<Target, TransportError> {
+        if u.scheme() != "http" {
+            return Err(TransportError::BadUrl(format!(
+                "{u}: only http:// is supported (put a TLS terminator in front for https)"
+            )));
+        }
+        let host = u
+            .host_str()
+            .ok_or_else(|| TransportError::BadUrl(format!("{u}: no host")))?;
+        let port = u.port_or_known_default().unwrap_or(80);
+        let mut path = u.path().to_string();
+        if let Some(q) = u.query() {
+            path.push('?');
+            path.push_str(q);
+        }
+        Ok(Target {
+            host_port: format!("{host}:{port}"),
+            path,
+            url: u,
+        })
+    }
+
+    /// Resolves a `Location` header against this target.
+    pub fn join(&self, location: &str) -> Result<Target, TransportError> {
+        let u = self
+            .url
+            .join(location)
+            .map_err(|e| TransportError::BadUrl(format!("{location}: {e}")))?;
+        Target::from_url(u)
+    }
+}
+
+/// Sends one request and reads the whole reply, within `limits`.
+pub async fn send(
+    target: &Target,
+    method: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    limits: Limits,
+) -> Result<HttpReply, TransportError> {
+    let start = Instant::now();
+    let deadline = tokio::time::Instant::now() + limits.total;
+    let connect = tokio::time::timeout(
+        limits.connect.min(limits.total),
+        TcpStream::connect(&target.host_port),
+    )
+    .await;
+    let mut stream = match connect {
+        Err(_) => {
+            return Err(TransportError::Connect(format!(
+                "timed out after {:?}",
+                limits.connect
+            )));
+        }
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            return Err(TransportError::Refused);
+        }
+        Ok(Err(e)) => return Err(TransportError::Connect(e.to_string())),
+        Ok(Ok(s)) => s,
+    };
+    let _ = stream.set_nodelay(true);
+    let mut head = format!(
+        "{method} {} HTTP/1.1\r\nHost: {}\r\n",
+        target.path, target.host_port
+    );
+    for (k, v) in headers {
+        head.push_str(k);
+        head.push_str(": ");
+        head.push_str(v);
+        head.push_str("\r\n");
+    }
+    if !body.is_empty() || method != "GET" && method != "HEAD" && method != "OPTIONS" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body);
+    let io = async {
+        stream
+            .write_all(&out)
+            .await
+            .map_err(|e| TransportError::Io(e.to_string()))?;
+        read_reply(&mut stream, method == "HEAD", limits.max_body).await
+    };
+    match tokio::time::timeout_at(deadline, io).await {
+        Err(_) => Err(TransportError::Timeout(limits.total)),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok((status, headers, body))) => Ok(HttpReply {
+            status,
+            headers,
+            body,
+            elapsed: start.elapsed(),
+        }),
+    }
+}
+
+type Parsed = (u16, Vec<(String, String)>, Vec<u8>);
+
+async fn read_reply(
+    stream: &mut TcpStream,
+    head_only: bool,
+    max_body: usize,
+) -> Result<Parsed, TransportError> {
+    let mut buf = Vec::with_capacity(8192);
+    let mut chunk = [0u8; 16384];
+    // Head (skipping interim 1xx replies).
+    loop {
+        let end = loop {
+            if let Some(p) = memchr::memmem::find(&buf, b"\r\n\r\n") {
+                break p;
+            }
+            if buf.len() > 64 * 1024 {
+                return Err(TransportError::Malformed(
+                    "header section over 64 KiB".into(),
+                ));
+            }
+            let n = stream
+                .read(&mut chunk)
+                .await
+                .map_err(|e| TransportError::Io(e.to_string()))?;
+            if n == 0 {
+                return Err(TransportError::Malformed(if buf.is_empty() {
+                    "connection closed before any reply".into()
+                } else {
+                    "connection closed inside the header section".into()
+                }));
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+        let rest = buf[end + 4..].to_vec();
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap_or_default();
+        let mut parts = status_line.splitn(3, ' ');
+        let version = parts.next().unwrap_or_default();
+        let status: u16 = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .filter(|_| version.starts_with("HTTP/1."))
+            .ok_or_else(|| TransportError::Malformed(format!("bad status line {status_line:?}")))?;
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        if (100..200).contains(&status) && status != 101 {
+            buf = rest;
+            continue;
+        }
+        let get = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(n))
+                .map(|(_, v)| v.clone())
+        };
+        if head_only || status == 204 || status == 304 {
+            return Ok((status, headers, Vec::new()));
+        }
+        let chunked =
+            get("transfer-encoding").is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
+        let body = if chunked {
+            read_chunked(stream, rest, max_body).await?
+        } else if let Some(len) = get("content-length") {
+            let len: usize = len
+                .parse()
+                .map_err(|_| TransportError::Malformed(format!("bad Content-Length {len:?}")))?;
+            if len > max_body {
+                return Err(TransportError::TooLarge(max_body));
+            }
+            let mut body = rest;
+            while body.len() < len {
+                let n = stream
+                    .read(&mut chunk)
+                    .await
+                    .map_err(|e| TransportError::Io(e.to_string()))?;
+                if n == 0 {
+                    return Err(TransportError::Truncated {
+                        got: body.len(),
+                        expected: len,
+                    });
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+            body.truncate(len);
+            body
+        } else {
+            let mut body = rest;
+            loop {
+                if body.len() > max_body {
+                    return Err(TransportError::TooLarge(max_body));
+                }
+                let n = stream
+                    .read(&mut chunk)
+                    .await
+                    .map_err(|e| TransportError::Io(e.to_string()))?;
+                if n == 0 {
+                    break body;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+        };
+        return Ok((status, headers, body));
+    }
+}
+
+async fn read_chunked(
+    stream: &mut TcpStream,
+    mut buf: Vec<u8>,
+    max_body: usize,
+) -> Result<Vec<u8>, TransportError> {
+    let mut body = Vec::new();
+    let mut chunk = [0u8; 16384];
+    let mut pos = 0usize;
+    async fn fill(
+        stream: &mut TcpStream,
+        buf: &mut Vec<u8>,
+        chunk: &mut [u8],
+        got: usize,
+    ) -> Result<(), TransportError> {
+        let n = stream
+            .read(chunk)
+            .await
+            .map_err(|e| TransportError::Io(e.to_string()))?;
+        if n == 0 {
+            return Err(TransportError::BadChunks(format!(
+                "connection closed after {got} body bytes without the final chunk"
+            )));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        Ok(())
+    }
+    loop {
+        let line_end = loop {
+            if let Some(p) = memchr::memmem::find(&buf[pos..], b"\r\n") {
+                break pos + p;
+            }
+            fill(stream, &mut buf, &mut chunk, body.len()).await?;
+        };
+        let size_text = String::from_utf8_lossy(&buf[pos..line_end]);
+        let size_text = size_text.split(';').next().unwrap_or("").trim().to_string();
+        let size = usize::from_str_radix(&size_text, 16)
+            .map_err(|_| TransportError::BadChunks(format!("bad chunk size {size_text:?}")))?;
+        pos = line_end + 2;
+        if size == 0 {
+            return Ok(body);
+        }
+        if body.len() + size > max_body {
+            return Err(TransportError::TooLarge(max_body));
+        }
+        while buf.len() < pos + size + 2 {
+            fill(stream, &mut buf, &mut chunk, body.len()).await?;
+        }
+        body.extend_from_slice(&buf[pos..pos + size]);
+        pos += size + 2;
+        if pos > 1 << 20 {
+            buf.drain(..pos);
+            pos = 0;
+        }
+    }
+}
