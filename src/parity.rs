@@ -643,6 +643,27 @@ impl LegRunner for LiveLeg {
 /// through [`crate::bb::player::replay_cell`] (approximate plan, provider double wired through
 /// `BB_REF_PROVIDER_COMMAND`); other protocols report that they cannot be replayed yet.
 pub fn live_replay(cell: &Cell, command: &[String], timeout_ms: u64) -> LegRun {
+    if cell.protocol == crate::protocol::Protocol::SideBridge {
+        let timeout = std::time::Duration::from_millis(timeout_ms);
+        return match crate::sidebridge::player::replay_for_parity(cell, command, timeout) {
+            Err(e) => LegRun {
+                error: Some(e),
+                ..Default::default()
+            },
+            Ok(events) => {
+                let model = cell.protocol.model();
+                let mut rows = model.row_projector();
+                for e in &events {
+                    rows.push(e);
+                }
+                LegRun {
+                    rows: rows.finish(),
+                    events,
+                    ..Default::default()
+                }
+            }
+        };
+    }
     if cell.protocol != crate::protocol::Protocol::Bb {
         return LegRun {
             error: Some(format!(

@@ -194,3 +194,38 @@ fn two_git_refs_of_a_scratch_repository() {
         String::from_utf8_lossy(&list.stdout)
     );
 }
+
+/// Parity is protocol-generic: Side Bridge cells replay live on both legs too.
+#[test]
+fn side_bridge_cells_compare_live() {
+    let sb = env!("CARGO_BIN_EXE_sidebridge-ref");
+    let cells = Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings/sidebridge");
+    let run = |head: &str| {
+        let out = Command::cargo_bin("bridgewire")
+            .unwrap()
+            .args([
+                "parity",
+                "--base",
+                &format!("cmd:{sb} --key s3cret"),
+                "--head",
+                head,
+            ])
+            .arg(&cells)
+            .env("SIDEBRIDGE_KEY", "s3cret")
+            .timeout(std::time::Duration::from_secs(300))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run(&format!("cmd:{sb} --key s3cret"));
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = run(&format!("cmd:{sb} --key s3cret --break from-bot"));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("/messages/0/from: \"assistant\" → "),
+        "the entry diff names the changed sender: {out}"
+    );
+}

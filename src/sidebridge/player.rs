@@ -36,6 +36,8 @@ pub struct CellReplay {
     pub exchanges: usize,
     /// `None` when every event matched.
     pub divergence: Option<String>,
+    /// The replayed events, before normalization (what a parity leg compares).
+    pub events: Vec<Value>,
 }
 
 struct Pair {
@@ -96,6 +98,7 @@ async fn replay_cell(
             key: cell.key.clone(),
             exchanges: 0,
             divergence: Some(format!("unreadable recording: {}", problems.join("; "))),
+            events: Vec::new(),
         };
     }
     let mut ids: HashMap<String, String> = HashMap::new();
@@ -198,13 +201,51 @@ async fn replay_cell(
         }
     }
     let a = crate::normalize::normalize_list(recorded_events, SIDEBRIDGE_EVENTS);
-    let b = crate::normalize::normalize_list(replayed_events, SIDEBRIDGE_EVENTS);
+    let b = crate::normalize::normalize_list(replayed_events.clone(), SIDEBRIDGE_EVENTS);
     let divergence = first_divergence(&a, &b);
     CellReplay {
         key: cell.key.clone(),
         exchanges: pairs.len(),
         divergence,
+        events: replayed_events,
     }
+}
+
+/// Replays one cell against a bridge command for a parity leg: starts the bridge, re-sends the
+/// recorded requests, returns the replayed events (raw) or a named error. The key for
+/// `[redacted]` headers comes from `$SIDEBRIDGE_KEY`.
+pub fn replay_for_parity(
+    cell: &Cell,
+    command: &[String],
+    timeout: std::time::Duration,
+) -> Result<Vec<Value>, String> {
+    let spec = BridgeSpec {
+        url: None,
+        command: command.iter().map(Into::into).collect(),
+        key: std::env::var("SIDEBRIDGE_KEY")
+            .ok()
+            .filter(|k| !k.is_empty()),
+        startup: std::time::Duration::from_secs(10),
+    };
+    let (url, _guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;
+    let target = Target::parse(&url).map_err(|e| e.to_string())?;
+    let limits = Limits {
+        total: timeout,
+        ..Limits::default()
+    };
+    let r = super::cmd::runtime().block_on(replay_cell(
+        cell,
+        &target,
+        spec.key.as_deref(),
+        limits,
+        false,
+    ));
+    if r.exchanges == 0 {
+        if let Some(d) = r.divergence {
+            return Err(d);
+        }
+    }
+    Ok(r.events)
 }
 
 /// The first differing event, as a unified diff of the two pretty JSON texts.
