@@ -240,10 +240,10 @@ pub fn replay_for_parity(
         limits,
         false,
     ));
-    if r.exchanges == 0 {
-        if let Some(d) = r.divergence {
-            return Err(d);
-        }
+    if r.exchanges == 0
+        && let Some(d) = r.divergence
+    {
+        return Err(d);
     }
     Ok(r.events)
 }
