@@ -21,6 +21,7 @@
 //! * [`jsjson`]: JSON exactly as JavaScript writes it.
 
 pub mod bb;
+pub mod bridle;
 pub mod cell;
 pub mod cli;
 pub mod jsjson;
