@@ -175,3 +175,121 @@ async fn client_interops_with_canonical_socket_io_server() {
     );
     drop(server);
 }
+
+const SECRET: &str = "test-jwt-secret";
+const API_KEY: &str = "test-api-key";
+
+fn hub_cmd(brk: Option<&str>) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bridle-ref-hub"));
+    c.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--jwt-secret",
+        SECRET,
+        "--api-key",
+        API_KEY,
+    ])
+    .env("BRIDLE_SYNC_TIMEOUT_MS", "1500")
+    .env_remove("BRIDLE_REF_BREAK");
+    if let Some(b) = brk {
+        c.args(["--break", b]);
+    }
+    c
+}
+
+fn spawn_hub(brk: Option<&str>) -> (Proc, String) {
+    let p = Proc::spawn(hub_cmd(brk));
+    let url = p.first_line().trim().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    (p, url)
+}
+
+fn spawn_agent(url: &str, agent_id: &str, brk: Option<&str>) -> Proc {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bridle-ref-agent"));
+    c.env("BRIDLE_URL", url)
+        .env("BRIDLE_API_KEY", API_KEY)
+        .env("BRIDLE_AGENT_ID", agent_id)
+        .env("BRIDLE_RECONNECT_MS", "200")
+        .env_remove("BRIDLE_REF_BREAK");
+    if let Some(b) = brk {
+        c.args(["--break", b]);
+    }
+    Proc::spawn(c)
+}
+
+#[test]
+fn canonical_socket_io_client_against_reference_hub() {
+    if !node_ready() {
+        return;
+    }
+    let (_hub, url) = spawn_hub(None);
+    let token = bridgewire::bridle::sign_jwt(SECRET, "user-7", &[]);
+    let mut c = node("ref-hub-client.js");
+    c.env("HUB_URL", &url)
+        .env("TOKEN", &token)
+        .env("API_KEY", API_KEY);
+    let p = Proc::spawn(c);
+    let line = p.first_line();
+    let out: serde_json::Value = serde_json::from_str(&line).expect(&line);
+    assert_eq!(out["welcome"], json!({"clientId": "user-7"}), "{out}");
+    let events = out["events"].as_array().unwrap();
+    // pong answers a different event, so its place among the relay is free.
+    assert_eq!(events.iter().filter(|e| e[0] == "pong").count(), 1, "{out}");
+    let relay: Vec<&serde_json::Value> = events.iter().filter(|e| e[0] != "pong").collect();
+    let names: Vec<&str> = relay.iter().map(|e| e[0].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["typing", "stream", "stream", "stream", "stream_end"],
+        "{out}"
+    );
+    assert_eq!(relay[4][1]["text"], "Hello, node");
+    assert_eq!(relay[3][1]["parts"][0]["text"], "Hello, node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_agent_streams_through_reference_hub() {
+    let (_hub, url) = spawn_hub(None);
+    let _agent = spawn_agent(&url, "bot-1", None);
+    let token = bridgewire::bridle::sign_jwt(SECRET, "u-1", &[]);
+    let auth = json!({"token": token, "agentId": "bot-1"});
+    // Wait (bounded) for the agent to register.
+    let mut registered = false;
+    for _ in 0..50 {
+        let h: serde_json::Value = reqwest::get(format!("{url}/api/agent/bot-1/health"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if h["agentConnected"] == true {
+            registered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(registered, "the reference agent never connected");
+    let mut b = Socket::connect(&url, "/ws/client", Some(auth), &opts())
+        .await
+        .unwrap();
+    assert_eq!(b.recv(W).await.unwrap().data, json!({"clientId": "u-1"}));
+    b.emit("message", json!({"text": "think with a tool"}));
+    let mut names = Vec::new();
+    loop {
+        let e = b.recv(W).await.expect("event");
+        names.push(e.name.clone());
+        if e.name == "stream_end" {
+            assert!(
+                e.data["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("You said: think")
+            );
+            break;
+        }
+    }
+    assert_eq!(names[..3], ["typing", "message", "message"], "{names:?}");
+    assert!(
+        names.iter().filter(|n| *n == "stream").count() >= 2,
+        "{names:?}"
+    );
+}
