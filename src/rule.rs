@@ -100,7 +100,10 @@ pub struct RuleInfo {
 }
 
 /// The embedded catalogue files, one per protocol.
-pub const CATALOGUE_FILES: &[(&str, &str)] = &[("bb", include_str!("../rules/bb.json"))];
+pub const CATALOGUE_FILES: &[(&str, &str)] = &[
+    ("bb", include_str!("../rules/bb.json")),
+    ("bridle", include_str!("../rules/bridle.json")),
+];
 
 /// Every catalogue entry, in file order.
 pub fn catalogue() -> Vec<RuleInfo> {

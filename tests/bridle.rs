@@ -293,3 +293,194 @@ async fn reference_agent_streams_through_reference_hub() {
         "{names:?}"
     );
 }
+
+fn bridgewire(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("bridgewire runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+const HUB: &str = env!("CARGO_BIN_EXE_bridle-ref-hub");
+const AGENT: &str = env!("CARGO_BIN_EXE_bridle-ref-agent");
+
+fn check_hub(rule: Option<&str>, brk: Option<&str>) -> (i32, String) {
+    let mut args = vec![
+        "check",
+        "bridle",
+        "hub",
+        "--wait-ms",
+        "2000",
+        "--sync-timeout-ms",
+        "800",
+    ];
+    if let Some(r) = rule {
+        args.extend(["--rule", r]);
+    }
+    args.extend(["--", HUB, "--listen", "127.0.0.1:0"]);
+    if let Some(b) = brk {
+        args.extend(["--break", b]);
+    }
+    bridgewire(&args)
+}
+
+/// Runs jobs on a few threads (the machine is shared) and returns their results in order.
+fn parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T> {
+    let jobs = std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>());
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                loop {
+                    let Some((i, job)) = jobs.lock().unwrap().pop() else {
+                        break;
+                    };
+                    let r = job();
+                    results.lock().unwrap().push((i, r));
+                }
+            });
+        }
+    });
+    let mut r = results.into_inner().unwrap();
+    r.sort_by_key(|(i, _)| *i);
+    r.into_iter().map(|(_, v)| v).collect()
+}
+
+#[test]
+fn check_hub_passes_every_rule_on_the_reference_hub() {
+    let (code, out) = check_hub(None, None);
+    assert_eq!(code, 0, "{out}");
+    for rule in bridgewire::bridle::rules::id::HUB {
+        assert!(
+            out.contains(&format!("pass    {rule}\n")),
+            "{rule} did not pass:\n{out}"
+        );
+    }
+    assert!(out.ends_with("16 passed, 0 failed\n"), "{out}");
+    // The bundled default (no command) is the same reference hub.
+    let (code, out) = bridgewire(&["check", "bridle", "hub", "--rule", "welcome"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Every hub rule fails on the break mode planted for it, with a named verdict.
+#[test]
+fn check_hub_fails_each_rule_on_its_break_mode() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "handshake-auth",
+            "accept-any-token",
+            "JWT signed by another secret",
+        ),
+        ("handshake-auth", "accept-any-api-key", "wrong apiKey"),
+        ("welcome", "welcome-random-id", "want clientId \"user-42\""),
+        ("welcome", "no-welcome", "no welcome within"),
+        ("ping-pong", "no-pong", "no pong within"),
+        ("agent-isolation", "leak-agents", "other agent"),
+        ("client-routing", "broadcast-clients", "was not theirs"),
+        (
+            "agent-not-connected",
+            "silent-no-agent",
+            "no message within",
+        ),
+        (
+            "legacy-parts",
+            "drop-legacy-images",
+            "text + images became parts",
+        ),
+        ("stream-relay", "drop-typing", "after 4 of 5 events"),
+        ("streaming-replace", "delta-stream", "does not extend"),
+        ("notes", "strip-kind", "kind not relayed"),
+        ("agent-reconnect", "stale-agent", "did not resume"),
+        ("http-health", "health-miscount", "browserClients\":3"),
+        ("http-message", "fire-and-forget-drop", "no message within"),
+        ("http-sync", "sync-first-stream", "final text"),
+        ("http-sync-timeout", "sync-timeout-504", "answered 504"),
+        ("robustness", "flood", "unsolicited"),
+        ("robustness", "crash-on-bad-message", "not an object"),
+    ];
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = cases
+        .iter()
+        .map(|&(rule, brk, _)| {
+            Box::new(move || check_hub(Some(rule), Some(brk))) as Box<dyn FnOnce() -> _ + Send>
+        })
+        .collect();
+    for ((rule, brk, detail), (code, out)) in cases.iter().zip(parallel(jobs)) {
+        assert_eq!(code, 1, "--break {brk}: {out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("fail    {rule} — ")))
+            .unwrap_or_else(|| panic!("--break {brk}: {rule} did not fail:\n{out}"));
+        assert!(line.contains(detail), "--break {brk}: {line}");
+        assert!(
+            out.ends_with("0 passed, 1 failed\n"),
+            "--break {brk}: {out}"
+        );
+    }
+}
+
+fn check_agent(brk: Option<&str>) -> (i32, String) {
+    let mut args = vec![
+        "check",
+        "bridle",
+        "agent",
+        "--wait-ms",
+        "2000",
+        "--reconnect-wait-ms",
+        "4000",
+        "--",
+        AGENT,
+    ];
+    if let Some(b) = brk {
+        args.extend(["--break", b]);
+    }
+    bridgewire(&args)
+}
+
+#[test]
+fn check_agent_passes_on_the_reference_agent_and_fails_each_break() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("agent-auth", "no-api-key", "lacks the right apiKey"),
+        ("agent-register", "no-register", "no register within"),
+        (
+            "agent-client-id",
+            "wrong-client-id",
+            "bridgewire-browser-1-x",
+        ),
+        ("streaming-replace", "delta-stream", "does not extend"),
+        (
+            "stream-end-final",
+            "end-mismatch",
+            "differs from the last accumulation",
+        ),
+        ("notes", "no-kind", "want thinking or tool"),
+        ("agent-reconnect", "no-reconnect", "exited"),
+    ];
+    let mut jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> =
+        vec![Box::new(|| check_agent(None))];
+    for &(_, brk, _) in cases {
+        jobs.push(Box::new(move || check_agent(Some(brk))));
+    }
+    let results = parallel(jobs);
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.ends_with("8 passed, 0 failed\n"), "{out}");
+    let cadence = out.lines().find(|l| l.contains("stream-cadence")).unwrap();
+    assert!(
+        cadence.contains("median") && cadence.contains("spec: 100 ms"),
+        "{cadence}"
+    );
+    for ((rule, brk, detail), (code, out)) in cases.iter().zip(&results[1..]) {
+        assert_eq!(*code, 1, "--break {brk}: {out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("fail    {rule} — ")))
+            .unwrap_or_else(|| panic!("--break {brk}: {rule} did not fail:\n{out}"));
+        assert!(line.contains(detail), "--break {brk}: {line}");
+    }
+}

@@ -3,8 +3,15 @@
 //! Spec: `protocols/bridle-protocol.txt`.
 //!
 //! * [`wire`]: Engine.IO 4 / Socket.IO 5 frames, pure;
-//! * [`transport`]: the harness client on tokio-tungstenite.
+//! * [`transport`]: the harness client on tokio-tungstenite;
+//! * [`rules`]: rule ids and the pure checks (`streaming-replace`);
+//! * [`check_hub`], [`check_agent`]: the live checkers;
+//! * [`spawn`]: peers under test as child processes.
 
+pub mod check_agent;
+pub mod check_hub;
+pub mod rules;
+pub mod spawn;
 pub mod transport;
 pub mod wire;
 

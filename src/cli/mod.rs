@@ -1,5 +1,6 @@
 //! Command-line dispatch: clap types → library calls → exit code.
 
+mod bridle_cmd;
 pub mod exit;
 mod pins_cmd;
 
@@ -31,6 +32,16 @@ pub enum Command {
     Record(RecordCommand),
     /// Print a cell's merged view ((run, seq) order), one entry per line.
     Lanes(LanesArgs),
+    /// Check a live peer against a protocol's rules.
+    #[command(subcommand)]
+    Check(CheckCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CheckCommand {
+    /// Bridle hubs and agent runtimes.
+    #[command(subcommand)]
+    Bridle(bridle_cmd::BridleCheck),
 }
 
 #[derive(clap::Args, Debug)]
@@ -150,6 +161,12 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
         Command::Lanes(a) => lanes(&a),
+        Command::Check(CheckCommand::Bridle(bridle_cmd::BridleCheck::Hub(a))) => {
+            bridle_cmd::check_hub_cmd(&a)
+        }
+        Command::Check(CheckCommand::Bridle(bridle_cmd::BridleCheck::Agent(a))) => {
+            bridle_cmd::check_agent_cmd(&a)
+        }
     };
     ExitCode::from(code)
 }
