@@ -484,3 +484,129 @@ fn check_agent_passes_on_the_reference_agent_and_fails_each_break() {
         assert!(line.contains(detail), "--break {brk}: {line}");
     }
 }
+
+fn spawn_proxy(upstream: &str, dir: &std::path::Path, extra: &[&str]) -> (Proc, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bridgewire"));
+    c.args([
+        "record",
+        "bridle",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        upstream,
+    ])
+    .arg("--dir")
+    .arg(dir)
+    .args(extra);
+    let p = Proc::spawn(c);
+    let url = p.first_line().trim().to_string();
+    (p, url)
+}
+
+async fn wait_agent(url: &str, agent: &str) {
+    for _ in 0..100 {
+        if let Ok(r) = reqwest::get(format!("{url}/api/agent/{agent}/health")).await
+            && let Ok(v) = r.json::<serde_json::Value>().await
+            && v["agentConnected"] == true
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("agent {agent} never connected");
+}
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_hub, hub_url) = spawn_hub(None);
+    let (_proxy, url) = spawn_proxy(&hub_url, tmp.path(), &["--hub", "ref-hub"]);
+    let _agent = spawn_agent(&url, "bot-r", None);
+    wait_agent(&url, "bot-r").await;
+    let token = bridgewire::bridle::sign_jwt(SECRET, "u-rec", &[]);
+    let mut b = Socket::connect(
+        &url,
+        "/ws/client",
+        Some(json!({"token": token, "agentId": "bot-r"})),
+        &opts(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.recv(W).await.unwrap().data["clientId"], "u-rec");
+    b.emit("message", json!({"text": "hello"}));
+    let end = b.recv_named("stream_end", W).await.unwrap();
+    assert!(
+        end.data["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("You said: hello")
+    );
+    // The canonical client through the proxy: long-polling, then the WebSocket upgrade.
+    if node_ready() {
+        let mut c = node("browser-script.js");
+        c.env("HUB_URL", &url)
+            .env("JWT_SECRET", SECRET)
+            .env("AGENT_ID", "bot-r")
+            .env("SUB", "u-node")
+            .env("MESSAGES", "think with a tool|plain please|legacy image");
+        let p = Proc::spawn(c);
+        let line = p.first_line();
+        let out: serde_json::Value = serde_json::from_str(&line).expect(&line);
+        assert_eq!(out["answers"].as_array().map(Vec::len), Some(3), "{out}");
+    }
+    // The HTTP API through the proxy.
+    let r: serde_json::Value = reqwest::Client::new()
+        .post(format!("{url}/api/agent/bot-r/message/sync"))
+        .json(&json!({"text": "plain sync"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["text"], "Plain answer to: plain sync");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let root = tmp.path().join("ref-hub");
+    let cell = root.join("bot-r__u-rec");
+    let up = read(&cell.join("browser→hub.ndjson"));
+    assert!(up.contains("[redacted]"), "{up}");
+    assert!(!up.contains(&token), "the JWT leaked into the lanes");
+    let down = read(&cell.join("hub→browser.ndjson"));
+    for needle in ["welcome", "typing", "stream_end"] {
+        assert!(down.contains(needle), "{needle} missing from {down}");
+    }
+    let agent_up = read(&cell.join("agent→hub.ndjson"));
+    assert!(agent_up.contains("stream_end") && agent_up.contains("u-rec"));
+    assert!(read(&cell.join("hub→agent.ndjson")).contains("hello"));
+    let own = read(&root.join("bot-r__agent/agent→hub.ndjson"));
+    assert!(
+        own.contains("register") && own.contains("[redacted]"),
+        "{own}"
+    );
+    assert!(!own.contains(API_KEY), "the apiKey leaked into the lanes");
+    let http = read(&root.join("bot-r__http/http→hub.ndjson"));
+    assert!(http.contains("plain sync"), "{http}");
+    assert!(read(&root.join("bot-r__http/hub→http.ndjson")).contains("Plain answer"));
+    if node_ready() {
+        let polled = read(&root.join("bot-r__u-node/hub→browser.ndjson"));
+        assert!(
+            polled.contains("welcome") && polled.contains("stream_end"),
+            "{polled}"
+        );
+        assert!(read(&root.join("bot-r__u-node/browser→hub.ndjson")).contains("iVBORw0KGgo="));
+    }
+    // Every lane line is a well-formed entry and seqs are unique across lanes.
+    let cells = bridgewire::cell::discover(&root).unwrap();
+    assert!(cells.len() >= 3, "{cells:?}");
+    for c in cells {
+        let mut m = c.merged();
+        let n = m.by_ref().count();
+        assert!(n > 0);
+        assert!(m.into_report().errors.is_empty());
+    }
+}

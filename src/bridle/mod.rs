@@ -6,10 +6,12 @@
 //! * [`transport`]: the harness client on tokio-tungstenite;
 //! * [`rules`]: rule ids and the pure checks (`streaming-replace`);
 //! * [`check_hub`], [`check_agent`]: the live checkers;
+//! * [`proxy`]: `record bridle`, the recording proxy;
 //! * [`spawn`]: peers under test as child processes.
 
 pub mod check_agent;
 pub mod check_hub;
+pub mod proxy;
 pub mod rules;
 pub mod spawn;
 pub mod transport;

@@ -6,6 +6,7 @@ use crate::bridle::check_hub::{HubCheck, check_hub};
 use crate::bridle::spawn::{ChildGuard, bundled, parse_address};
 use crate::rule::{Summary, Verdict};
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(clap::Subcommand, Debug)]
@@ -217,4 +218,69 @@ pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
     let verdicts = rt.block_on(check_agent(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
     report(&verdicts, a.format)
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordBridleArgs {
+    /// Where browsers and agents connect (port 0 picks one; the bound address is printed as
+    /// the first stdout line).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// The hub (`http://host:port`).
+    #[arg(long)]
+    pub upstream: String,
+    /// Recording root; cells go to `<dir>/[<hub>/]<agentId>__<clientId>/<direction>.ndjson`.
+    #[arg(
+        long,
+        env = "BRIDGEWIRE_RECORD_DIR",
+        default_value = "bridgewire-recordings"
+    )]
+    pub dir: PathBuf,
+    /// Hub name, appended to the root (`recordings/bridle/<hub>/…`).
+    #[arg(long)]
+    pub hub: Option<String>,
+    /// Keep handshake secrets (apiKey, token) in the lanes.
+    #[arg(long)]
+    pub no_redact: bool,
+}
+
+pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
+    let Some(rt) = runtime() else {
+        return exit::INVALID_INPUT;
+    };
+    let dir = match &a.hub {
+        Some(h) => a.dir.join(h),
+        None => a.dir.clone(),
+    };
+    let cfg = crate::bridle::proxy::ProxyConfig {
+        upstream: a.upstream.trim_end_matches('/').to_string(),
+        dir,
+        redact: !a.no_redact,
+    };
+    let listen = a.listen.clone();
+    let r = rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&listen).await?;
+        println!("http://{}", listener.local_addr()?);
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let shutdown = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        };
+        crate::bridle::proxy::serve(listener, cfg, shutdown).await
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    match r {
+        Ok(frames) => {
+            eprintln!("bridgewire record bridle: {frames} frames recorded");
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("bridgewire record bridle: {e:#}");
+            exit::INVALID_INPUT
+        }
+    }
 }

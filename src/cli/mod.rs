@@ -80,6 +80,8 @@ pub enum RecordCommand {
     /// Stand in for a provider child (spawned by a bridge under `record bb`): tee the
     /// bridge↔provider lines into the same recording, sharing its seq counter.
     Child(RecordChildArgs),
+    /// A Socket.IO-aware recording proxy between browsers/agents and a Bridle hub.
+    Bridle(bridle_cmd::RecordBridleArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -161,6 +163,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             }
         }
         Command::Lanes(a) => lanes(&a),
+        Command::Record(RecordCommand::Bridle(a)) => bridle_cmd::record_cmd(&a),
         Command::Check(CheckCommand::Bridle(bridle_cmd::BridleCheck::Hub(a))) => {
             bridle_cmd::check_hub_cmd(&a)
         }
