@@ -610,3 +610,52 @@ async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
         assert!(m.into_report().errors.is_empty());
     }
 }
+
+#[test]
+fn committed_bridle_cells_match_their_pins_and_fold_rows() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let (code, out) = bridgewire(&["pins", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__alice"), "{out}");
+    let dump = tempfile::tempdir().unwrap();
+    let (code, out) = bridgewire(&[
+        "pins",
+        root.to_str().unwrap(),
+        "--cell",
+        "alice",
+        "--dump-dir",
+        dump.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&read(&dump.path().join("ref-hub-bot-1__alice.rows.json"))).unwrap();
+    let roles: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "user",
+            "worklog",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant"
+        ]
+    );
+    // Normalized: messageIds interned, no streaming bubble left open, legacy image kept.
+    assert_eq!(rows[1]["id"], "#1");
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["streaming"] != true)
+    );
+    assert_eq!(rows[7]["parts"][1]["type"], "image");
+}

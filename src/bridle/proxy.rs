@@ -7,7 +7,8 @@
 //!   `hub→agent` (namespace `/ws/agent`), `http→hub`, `hub→http` (the HTTP API);
 //! * scope (the cell) `<agentId>__<clientId>`: a browser's frames, and the agent frames that
 //!   carry that clientId; `<agentId>__agent` for an agent's own frames (register, ping, …);
-//!   `<agentId>__http` for the HTTP API; Engine.IO control frames go to their connection's scope
+//!   `<agentId>__http` for the HTTP API and the agent frames answering it (clientIds no
+//!   recorded browser holds); Engine.IO control frames go to their connection's scope
 //!   (held back until the namespace CONNECT names it);
 //! * a frame is recorded as its WebSocket text (`42/ws/client,["message",{…}]`); a binary frame
 //!   as `binary:` + base64;
@@ -78,6 +79,8 @@ impl Session {
 pub struct Recorder {
     writer: LaneWriter,
     sessions: HashMap<String, Session>,
+    /// (agentId, clientId) of every browser seen connecting.
+    browsers: std::collections::HashSet<(String, String)>,
     redact: bool,
     /// Frames recorded, for reports.
     pub frames: u64,
@@ -88,6 +91,7 @@ impl Recorder {
         Recorder {
             writer,
             sessions: HashMap::new(),
+            browsers: Default::default(),
             redact,
             frames: 0,
         }
@@ -138,6 +142,9 @@ impl Recorder {
                     .and_then(peek_jwt)
                     .map(|c| c.client_id())
                     .unwrap_or_else(|| "_anonymous".into());
+                if role == Role::Browser {
+                    self.browsers.insert((agent.clone(), client.clone()));
+                }
                 session.nsps.insert(p.nsp.clone(), (role, agent, client));
             }
             if self.redact {
@@ -161,7 +168,11 @@ impl Recorder {
         let scope = match role {
             Role::Browser => home,
             Role::Agent => match p.as_event().and_then(|(_, d)| d["clientId"].as_str()) {
-                Some(c) if !c.is_empty() => format!("{agent}__{c}"),
+                Some(c) if self.browsers.contains(&(agent.clone(), c.to_string())) => {
+                    format!("{agent}__{c}")
+                }
+                // A clientId no recorded browser holds: the HTTP API's.
+                Some(c) if !c.is_empty() => format!("{agent}__http"),
                 _ => home,
             },
         };
