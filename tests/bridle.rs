@@ -659,3 +659,33 @@ fn committed_bridle_cells_match_their_pins_and_fold_rows() {
     );
     assert_eq!(rows[7]["parts"][1]["type"], "image");
 }
+
+#[test]
+fn replay_bridle_plays_recorded_cells_against_a_hub_build() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let r = root.to_str().unwrap();
+    let (code, out) = bridgewire(&["replay", "bridle", r, "--", HUB, "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__alice"), "{out}");
+    assert!(out.contains("SKIP ref-hub/bot-1__agent"), "{out}");
+    let (code, out) = bridgewire(&[
+        "replay",
+        "bridle",
+        r,
+        "--cell",
+        "alice",
+        "--",
+        HUB,
+        "--listen",
+        "127.0.0.1:0",
+        "--break",
+        "delta-stream",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__alice: hub→browser event"),
+        "{out}"
+    );
+    let (code, _) = bridgewire(&["replay", "bridle", r, "--cell", "no-such-cell"]);
+    assert_eq!(code, 4);
+}

@@ -7,12 +7,14 @@
 //! * [`rules`]: rule ids and the pure checks (`streaming-replace`);
 //! * [`check_hub`], [`check_agent`]: the live checkers;
 //! * [`model`]: the offline model (events, grammar, rows) behind pins and parity;
+//! * [`player`]: `replay bridle`;
 //! * [`proxy`]: `record bridle`, the recording proxy;
 //! * [`spawn`]: peers under test as child processes.
 
 pub mod check_agent;
 pub mod check_hub;
 pub mod model;
+pub mod player;
 pub mod proxy;
 pub mod rules;
 pub mod spawn;

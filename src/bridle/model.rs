@@ -60,13 +60,14 @@ impl Grammar {
             ));
         }
         let text = data["text"].as_str().unwrap_or("").to_string();
-        if let Some(prev) = self.last.get(&key) {
-            if name == "stream" && !text.starts_with(prev.as_str()) {
-                return Err(drop(
-                    "streaming-replace",
-                    format!("stream {text:?} does not extend {prev:?}"),
-                ));
-            }
+        if let Some(prev) = self.last.get(&key)
+            && name == "stream"
+            && !text.starts_with(prev.as_str())
+        {
+            return Err(drop(
+                "streaming-replace",
+                format!("stream {text:?} does not extend {prev:?}"),
+            ));
         }
         if name == "stream_end" {
             self.ended.insert(key.clone(), true);

@@ -158,3 +158,24 @@ mod tests {
         assert!(streaming_replace(&[]).is_err());
     }
 }
+
+#[cfg(test)]
+mod catalogue_tests {
+    #[test]
+    fn catalogue_and_checks_agree() {
+        let mut cat: Vec<String> = crate::rule::catalogue()
+            .into_iter()
+            .filter(|r| r.protocol == "bridle")
+            .map(|r| r.id)
+            .collect();
+        let mut checks: Vec<String> = super::id::HUB
+            .iter()
+            .chain(super::id::AGENT)
+            .map(|s| s.to_string())
+            .collect();
+        cat.sort();
+        checks.sort();
+        checks.dedup();
+        assert_eq!(cat, checks);
+    }
+}

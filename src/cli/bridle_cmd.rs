@@ -120,61 +120,15 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     }
-    let (jwt_secret, api_key, _hub, url) = if let Some(url) = &a.url {
-        let (Some(s), Some(k)) = (&a.jwt_secret, &a.api_key) else {
-            eprintln!(
-                "bridgewire check bridle hub: --url needs --jwt-secret and --api-key (or JWT_SECRET, BRIDLE_API_KEY)"
-            );
-            return exit::INVALID_INPUT;
-        };
-        (
-            s.clone(),
-            k.clone(),
-            None,
-            url.trim_end_matches('/').to_string(),
-        )
-    } else {
-        let command = if a.command.is_empty() {
-            match default_command("bridle-ref-hub") {
-                Ok(c) => {
-                    let mut c = c;
-                    c.extend(["--listen".into(), "127.0.0.1:0".into()]);
-                    c
-                }
-                Err(e) => {
-                    eprintln!("bridgewire check bridle hub: {e}");
-                    return exit::INVALID_INPUT;
-                }
-            }
-        } else {
-            a.command.clone()
-        };
-        let secret = a.jwt_secret.clone().unwrap_or_else(|| random_secret("jwt"));
-        let key = a.api_key.clone().unwrap_or_else(|| random_secret("key"));
-        let env = [
-            ("JWT_SECRET", secret.clone()),
-            ("BRIDLE_API_KEY", key.clone()),
-            ("BRIDLE_SYNC_TIMEOUT_MS", a.sync_timeout_ms.to_string()),
-        ];
-        let mut hub = match ChildGuard::spawn(&command, &env) {
-            Ok(h) => h,
-            Err(e) => {
-                eprintln!("bridgewire check bridle hub: cannot start the hub: {e}");
-                return exit::INVALID_INPUT;
-            }
-        };
-        let Some(url) = hub
-            .line(Duration::from_secs(20))
-            .and_then(|l| parse_address(&l))
-        else {
-            let why = match hub.exited() {
-                Some(st) => format!("the hub exited ({st})"),
-                None => "no address on its first stdout line within 20 s".into(),
-            };
-            eprintln!("bridgewire check bridle hub: {why}");
-            return exit::INVALID_INPUT;
-        };
-        (secret, key, Some(hub), url)
+    let Some((jwt_secret, api_key, _hub, url)) = start_hub(
+        "check bridle hub",
+        a.url.as_deref(),
+        a.jwt_secret.as_deref(),
+        a.api_key.as_deref(),
+        &a.command,
+        a.sync_timeout_ms,
+    ) else {
+        return exit::INVALID_INPUT;
     };
     let cfg = HubCheck {
         url,
@@ -283,4 +237,166 @@ pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
             exit::INVALID_INPUT
         }
     }
+}
+
+/// The hub under test: `--url` (with its secrets), or a started command (default: the bundled
+/// reference hub) given the secrets as env, its address read from its first stdout line.
+fn start_hub(
+    who: &str,
+    url: Option<&str>,
+    jwt_secret: Option<&str>,
+    api_key: Option<&str>,
+    command: &[OsString],
+    sync_timeout_ms: u64,
+) -> Option<(String, String, Option<ChildGuard>, String)> {
+    if let Some(url) = url {
+        let (Some(s), Some(k)) = (jwt_secret, api_key) else {
+            eprintln!(
+                "bridgewire {who}: --url needs --jwt-secret and --api-key (or JWT_SECRET, BRIDLE_API_KEY)"
+            );
+            return None;
+        };
+        return Some((
+            s.to_string(),
+            k.to_string(),
+            None,
+            url.trim_end_matches('/').to_string(),
+        ));
+    }
+    let command = if command.is_empty() {
+        match default_command("bridle-ref-hub") {
+            Ok(mut c) => {
+                c.extend(["--listen".into(), "127.0.0.1:0".into()]);
+                c
+            }
+            Err(e) => {
+                eprintln!("bridgewire {who}: {e}");
+                return None;
+            }
+        }
+    } else {
+        command.to_vec()
+    };
+    let secret = jwt_secret
+        .map(str::to_string)
+        .unwrap_or_else(|| random_secret("jwt"));
+    let key = api_key
+        .map(str::to_string)
+        .unwrap_or_else(|| random_secret("key"));
+    let env = [
+        ("JWT_SECRET", secret.clone()),
+        ("BRIDLE_API_KEY", key.clone()),
+        ("BRIDLE_SYNC_TIMEOUT_MS", sync_timeout_ms.to_string()),
+    ];
+    let mut hub = match ChildGuard::spawn(&command, &env) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("bridgewire {who}: cannot start the hub: {e}");
+            return None;
+        }
+    };
+    let Some(url) = hub
+        .line(Duration::from_secs(20))
+        .and_then(|l| parse_address(&l))
+    else {
+        let why = match hub.exited() {
+            Some(st) => format!("the hub exited ({st})"),
+            None => "no address on its first stdout line within 20 s".into(),
+        };
+        eprintln!("bridgewire {who}: {why}");
+        return None;
+    };
+    Some((secret, key, Some(hub), url))
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ReplayCommand {
+    /// Play recorded Bridle cells (browser and agent) against a hub and compare what the
+    /// browser sees (normalized hub→browser events and rows) with the recording.
+    Bridle(ReplayBridleArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReplayBridleArgs {
+    /// Recordings folders or cells.
+    #[arg(required = true)]
+    pub recordings: Vec<PathBuf>,
+    /// Only cells whose key contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub cell: Option<String>,
+    /// A running hub; otherwise the command after `--` (default: the bundled reference hub).
+    #[arg(long, conflicts_with = "command")]
+    pub url: Option<String>,
+    #[arg(long, env = "JWT_SECRET")]
+    pub jwt_secret: Option<String>,
+    #[arg(long, env = "BRIDLE_API_KEY")]
+    pub api_key: Option<String>,
+    /// Bound on each expected frame, in ms.
+    #[arg(long, default_value_t = 3000)]
+    pub wait_ms: u64,
+    /// The hub command.
+    #[arg(last = true, value_name = "HUB COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
+    use crate::bridle::player::{Outcome, ReplayConfig, replay_cell};
+    let mut cells = Vec::new();
+    for r in &a.recordings {
+        match crate::cell::discover(r) {
+            Ok(c) => cells.extend(c),
+            Err(e) => {
+                eprintln!("bridgewire replay bridle: {e}");
+                return exit::INVALID_INPUT;
+            }
+        }
+    }
+    cells.retain(|c| c.protocol == crate::protocol::Protocol::Bridle);
+    if let Some(f) = &a.cell {
+        cells.retain(|c| c.key.contains(f.as_str()));
+    }
+    if cells.is_empty() {
+        eprintln!("bridgewire replay bridle: no Bridle cells selected");
+        return exit::NOTHING_SELECTED;
+    }
+    let Some((jwt_secret, api_key, _hub, url)) = start_hub(
+        "replay bridle",
+        a.url.as_deref(),
+        a.jwt_secret.as_deref(),
+        a.api_key.as_deref(),
+        &a.command,
+        120_000,
+    ) else {
+        return exit::INVALID_INPUT;
+    };
+    let cfg = ReplayConfig {
+        url,
+        jwt_secret,
+        api_key,
+        wait: Duration::from_millis(a.wait_ms),
+    };
+    let Some(rt) = runtime() else {
+        return exit::INVALID_INPUT;
+    };
+    let (mut passed, mut failed) = (0, 0);
+    for cell in &cells {
+        let budget = cfg.wait * 40;
+        let outcome = rt
+            .block_on(async { tokio::time::timeout(budget, replay_cell(cell, &cfg)).await })
+            .unwrap_or_else(|_| Outcome::Fail(format!("timed out after {budget:?}")));
+        match outcome {
+            Outcome::Pass { events, rows } => {
+                passed += 1;
+                println!("PASS {}: events {events}, rows {rows}", cell.key);
+            }
+            Outcome::Fail(why) => {
+                failed += 1;
+                println!("FAIL {}: {why}", cell.key);
+            }
+            Outcome::NotReplayable(why) => println!("SKIP {}: {why}", cell.key),
+        }
+    }
+    rt.shutdown_timeout(Duration::from_secs(1));
+    println!("{passed} passed, {failed} failed");
+    if failed == 0 { exit::OK } else { exit::FAILED }
 }

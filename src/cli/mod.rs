@@ -35,6 +35,9 @@ pub enum Command {
     /// Check a live peer against a protocol's rules.
     #[command(subcommand)]
     Check(CheckCommand),
+    /// Replay recorded cells against a live peer.
+    #[command(subcommand)]
+    Replay(bridle_cmd::ReplayCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -164,6 +167,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
         Command::Lanes(a) => lanes(&a),
         Command::Record(RecordCommand::Bridle(a)) => bridle_cmd::record_cmd(&a),
+        Command::Replay(bridle_cmd::ReplayCommand::Bridle(a)) => bridle_cmd::replay_cmd(&a),
         Command::Check(CheckCommand::Bridle(bridle_cmd::BridleCheck::Hub(a))) => {
             bridle_cmd::check_hub_cmd(&a)
         }
