@@ -689,3 +689,131 @@ fn replay_bridle_plays_recorded_cells_against_a_hub_build() {
     let (code, _) = bridgewire(&["replay", "bridle", r, "--cell", "no-such-cell"]);
     assert_eq!(code, 4);
 }
+
+/// The client against a bad hub: a flood is bounded by the reader's buffer and the caller's
+/// deadline, an oversized frame closes the connection as TooLarge, and dropping sockets closes
+/// them (the hub's own count goes back to zero: no leaked socket or task).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_survives_flood_oversize_and_releases_sockets() {
+    use bridgewire::bridle::transport::CloseReason;
+    let (_flood_hub, url) = spawn_hub(Some("flood"));
+    let token = bridgewire::bridle::sign_jwt(SECRET, "u-flood", &[]);
+    let auth = json!({"token": token, "agentId": "bot-f"});
+    let small = Options {
+        buffer: 16,
+        ..opts()
+    };
+    let mut s = Socket::connect(&url, "/ws/client", Some(auth.clone()), &small)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let got = s.drain(Duration::from_millis(500)).await;
+    assert!(got.len() > 100, "the flood arrived ({})", got.len());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "drain is bounded"
+    );
+    drop(s);
+
+    let (_hub, url) = spawn_hub(None);
+    // Oversized: the "Agent is not connected" reply exceeds a 150-byte frame limit.
+    let tiny = Options {
+        max_frame: 150,
+        ..opts()
+    };
+    let token = bridgewire::bridle::sign_jwt(SECRET, "u-big", &[]);
+    let mut s = Socket::connect(
+        &url,
+        "/ws/client",
+        Some(json!({"token": token, "agentId": "bot-none"})),
+        &tiny,
+    )
+    .await
+    .unwrap();
+    s.recv_named("welcome", W).await.unwrap();
+    s.emit("message", json!({"text": "hi"}));
+    assert_eq!(
+        s.recv(W).await,
+        Err(RecvError::Closed(CloseReason::TooLarge))
+    );
+
+    // Released sockets: three browsers come and go; the hub's count returns to 0.
+    let mut browsers = Vec::new();
+    for i in 0..3 {
+        let token = bridgewire::bridle::sign_jwt(SECRET, &format!("u-{i}"), &[]);
+        browsers.push(
+            Socket::connect(
+                &url,
+                "/ws/client",
+                Some(json!({"token": token, "agentId": "bot-c"})),
+                &opts(),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    let count = || async {
+        let v: serde_json::Value = reqwest::get(format!("{url}/api/agent/bot-c/health"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["browserClients"].as_u64().unwrap()
+    };
+    assert_eq!(count().await, 3);
+    drop(browsers);
+    let mut n = 3;
+    for _ in 0..50 {
+        n = count().await;
+        if n == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(n, 0, "dropped sockets stayed open");
+}
+
+#[test]
+fn check_hub_against_a_running_hub_by_url() {
+    let (_hub, url) = spawn_hub(None);
+    let (code, out) = bridgewire(&[
+        "check",
+        "bridle",
+        "hub",
+        "--url",
+        &url,
+        "--jwt-secret",
+        SECRET,
+        "--api-key",
+        API_KEY,
+        "--rule",
+        "welcome",
+        "--rule",
+        "http-health",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["passed"], 2, "{v}");
+    // A wrong secret: the hub refuses the browsers, a named failure.
+    let (code, out) = bridgewire(&[
+        "check",
+        "bridle",
+        "hub",
+        "--url",
+        &url,
+        "--jwt-secret",
+        "not-the-secret",
+        "--api-key",
+        API_KEY,
+        "--rule",
+        "welcome",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("fail    welcome"), "{out}");
+    // --url without secrets is a usage error.
+    let (code, _) = bridgewire(&["check", "bridle", "hub", "--url", &url]);
+    assert_eq!(code, 2);
+}

@@ -111,15 +111,14 @@ impl Recorder {
         let session = self.sessions.entry(sid.to_string()).or_default();
         // Fast path: a browser-namespace event of a known session needs no JSON parse (its
         // scope is the session's); only CONNECTs and agent events are decoded in full.
-        if let Some((nsp, _)) = text.strip_prefix("42").and_then(|r| r.split_once(',')) {
-            if session.pending.is_empty() {
-                if let Some((Role::Browser, agent, client)) = session.nsps.get(nsp) {
-                    let scope = format!("{agent}__{client}");
-                    let (up, down) = Role::Browser.dirs();
-                    self.write(&scope, if from_client { up } else { down }, text);
-                    return;
-                }
-            }
+        if let Some((nsp, _)) = text.strip_prefix("42").and_then(|r| r.split_once(','))
+            && session.pending.is_empty()
+            && let Some((Role::Browser, agent, client)) = session.nsps.get(nsp)
+        {
+            let scope = format!("{agent}__{client}");
+            let (up, down) = Role::Browser.dirs();
+            self.write(&scope, if from_client { up } else { down }, text);
+            return;
         }
         let sio = match decode_frame(text) {
             Ok((_, Some(p))) => Some(p),
