@@ -817,3 +817,28 @@ fn check_hub_against_a_running_hub_by_url() {
     let (code, _) = bridgewire(&["check", "bridle", "hub", "--url", &url]);
     assert_eq!(code, 2);
 }
+
+/// bridgewire's hub double against the canonical socket.io-client (long-polling, upgrade,
+/// its own reconnection): a spec-following JS agent passes every agent rule.
+#[test]
+fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
+    if !node_ready() {
+        return;
+    }
+    let script = node_dir().join("agent.js");
+    let (code, out) = bridgewire(&[
+        "check",
+        "bridle",
+        "agent",
+        "--wait-ms",
+        "3000",
+        "--reconnect-wait-ms",
+        "8000",
+        "--",
+        "node",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.ends_with("8 passed, 0 failed\n"), "{out}");
+    assert!(out.contains("pass    notes\n"), "{out}");
+}

@@ -183,14 +183,18 @@ impl Drop for FakeHub {
 struct Turn {
     frames: Vec<(String, Value, Instant)>,
     complete: bool,
+    /// The agent's connection ended while waiting.
+    disconnected: bool,
 }
 
 async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
     let deadline = Instant::now() + wait;
     let mut frames = Vec::new();
     let mut open = false;
+    let mut disconnected = false;
     while let Some(seen) = hub.next(deadline).await {
         let Seen::Event { name, data, at } = seen else {
+            disconnected |= matches!(seen, Seen::Disconnected);
             continue;
         };
         if name == "ping" || name == "register" {
@@ -210,12 +214,14 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
             return Turn {
                 frames,
                 complete: true,
+                disconnected,
             };
         }
     }
     Turn {
         frames,
         complete: false,
+        disconnected,
     }
 }
 
@@ -420,12 +426,25 @@ async fn reconnect(hub: &mut FakeHub, c: &AgentCheck, child: &mut ChildGuard) ->
     if !wait_register(hub, c.wait).await {
         return Verdict::fail(id::AGENT_RECONNECT, "reconnected but sent no register");
     }
-    hub.send("bridgewire-browser-2", &c.agent_id, "Are you back?");
+    if !hub.send("bridgewire-browser-2", &c.agent_id, "Are you back?") {
+        return Verdict::fail(
+            id::AGENT_RECONNECT,
+            "reconnected and registered, but the connection was gone when a message was sent",
+        );
+    }
     let turn = collect_turn(hub, c.turn_wait).await;
     if turn.frames.is_empty() {
         return Verdict::fail(
             id::AGENT_RECONNECT,
-            "reconnected and registered, but did not answer a message",
+            format!(
+                "reconnected and registered, but did not answer a message within {:?}{}",
+                c.turn_wait,
+                if turn.disconnected {
+                    " (it disconnected meanwhile)"
+                } else {
+                    ""
+                }
+            ),
         );
     }
     Verdict::pass(id::AGENT_RECONNECT)

@@ -191,42 +191,45 @@ async fn answer(cfg: &Cfg, s: &Socket, msg: &Value) {
     let tokens: Vec<&str> = reply.split_inclusive(' ').collect();
     let mut acc = String::new();
     let mut flushed = String::new();
-    let mut last_flush = tokio::time::Instant::now();
-    for t in tokens {
-        tokio::time::sleep(cfg.token).await;
-        acc.push_str(t);
-        if last_flush.elapsed() >= cfg.flush {
-            last_flush = tokio::time::Instant::now();
-            let out = if cfg.broken("delta-stream") {
-                acc[flushed.len()..].to_string()
-            } else {
-                acc.clone()
-            };
-            flushed = acc.clone();
-            s.emit(
-                "stream",
-                json!({"clientId": client_id, "text": out, "parts": text_parts(&out),
-                       "messageId": message_id, "ts": now()}),
-            );
+    // Tokens arrive every `token`; the latest accumulation is flushed on a `flush` timer, as the
+    // SDK's BridleRepository does.
+    let mut tick = tokio::time::interval(cfg.flush);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    let mut next_token = tokio::time::Instant::now() + cfg.token;
+    let mut i = 0;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next_token), if i < tokens.len() => {
+                acc.push_str(tokens[i]);
+                i += 1;
+                next_token += cfg.token;
+            }
+            _ = tick.tick() => {
+                if acc != flushed {
+                    let out = if cfg.broken("delta-stream") {
+                        acc[flushed.len()..].to_string()
+                    } else {
+                        acc.clone()
+                    };
+                    flushed = acc.clone();
+                    s.emit(
+                        "stream",
+                        json!({"clientId": client_id, "text": out, "parts": text_parts(&out),
+                               "messageId": message_id, "ts": now()}),
+                    );
+                }
+                if i == tokens.len() {
+                    break;
+                }
+            }
         }
     }
+    // The final text is the last accumulation (the `end-mismatch` flaw edits it).
     let end = if cfg.broken("end-mismatch") {
-        flushed.clone()
+        format!("{acc} (edited)")
     } else {
-        acc.clone()
-    };
-    if !cfg.broken("end-mismatch") && flushed != acc {
-        // The last accumulation goes out as a stream before the end, as the SDK's flush does.
-        s.emit(
-            "stream",
-            json!({"clientId": client_id, "text": acc, "parts": text_parts(&acc),
-                   "messageId": message_id, "ts": now()}),
-        );
-    }
-    let end = if cfg.broken("end-mismatch") {
-        format!("{end} (edited)")
-    } else {
-        end
+        acc
     };
     s.emit(
         "stream_end",
