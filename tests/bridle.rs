@@ -667,6 +667,7 @@ fn replay_bridle_plays_recorded_cells_against_a_hub_build() {
     let (code, out) = bridgewire(&["replay", "bridle", r, "--", HUB, "--listen", "127.0.0.1:0"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("PASS ref-hub/bot-1__alice"), "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__http"), "{out}");
     assert!(out.contains("SKIP ref-hub/bot-1__agent"), "{out}");
     let (code, out) = bridgewire(&[
         "replay",

@@ -4,7 +4,8 @@
 //! The cell's merged entries become a script, in `(run, seq)` order: a `browser→hub` event is
 //! sent by the replayed browser; a `hub→agent` message is awaited by the replayed agent; an
 //! `agent→hub` event is sent by it (clientId rewritten to the live message's); a `hub→browser`
-//! event is awaited (bounded) and collected. The browser's JWT is signed afresh for the cell's
+//! event is awaited (bounded) and collected; an `http→hub` request is sent without waiting and
+//! its answer collected at the recorded `hub→http` line. The browser's JWT is signed afresh for the cell's
 //! clientId (`admin` → the ADMIN role); the recorded handshake secrets were redacted.
 
 use super::model::{BRIDLE_RULES, BridleModel, event_of};
@@ -37,6 +38,11 @@ pub enum Outcome {
 
 enum Step {
     BrowserSend(String, Value),
+    /// An HTTP API request, sent without waiting (a `/message/sync` answers only after the
+    /// agent steps that follow it).
+    HttpSend(Value),
+    /// The oldest outstanding HTTP answer.
+    HttpExpect,
     AgentAwait,
     AgentSend(String, Value),
     BrowserExpect,
@@ -52,10 +58,24 @@ pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
     let mut recorded = Vec::new();
     let mut has_agent = false;
     let mut has_browser = false;
+    let mut has_http = false;
     for entry in cell.recorded() {
         let Ok(Some(ev)) = event_of(&entry) else {
             continue;
         };
+        match entry.dir.as_str() {
+            "http→hub" => {
+                has_http = true;
+                steps.push(Step::HttpSend(ev["http"].clone()));
+                continue;
+            }
+            "hub→http" => {
+                recorded.push(ev.clone());
+                steps.push(Step::HttpExpect);
+                continue;
+            }
+            _ => {}
+        }
         let (Some(name), data) = (ev["event"].as_str(), ev["data"].clone()) else {
             continue;
         };
@@ -78,8 +98,8 @@ pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
             _ => {}
         }
     }
-    if !has_browser {
-        return Outcome::NotReplayable("no browser in this cell".into());
+    if !has_browser && !has_http {
+        return Outcome::NotReplayable("no browser and no HTTP client in this cell".into());
     }
     let opts = Options {
         open_timeout: cfg.wait,
@@ -110,30 +130,70 @@ pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
         &[]
     };
     let token = sign_jwt(&cfg.jwt_secret, client_id, roles);
-    let mut browser = match Socket::connect(
-        &cfg.url,
-        CLIENT_NSP,
-        Some(json!({ "token": token, "agentId": agent_id })),
-        &opts,
-    )
-    .await
-    {
-        Ok(s) => s,
-        Err(e) => return Outcome::Fail(format!("the replayed browser could not connect: {e}")),
+    let mut browser = if has_browser {
+        match Socket::connect(
+            &cfg.url,
+            CLIENT_NSP,
+            Some(json!({ "token": token, "agentId": agent_id })),
+            &opts,
+        )
+        .await
+        {
+            Ok(s) => Some(s),
+            Err(e) => {
+                return Outcome::Fail(format!("the replayed browser could not connect: {e}"));
+            }
+        }
+    } else {
+        None
     };
+    let http = reqwest::Client::new();
+    let mut pending = std::collections::VecDeque::new();
     let mut live = Vec::new();
     let mut live_client = client_id.to_string();
     for step in steps {
         match step {
             Step::BrowserSend(n, d) => {
-                browser.emit(&n, d);
-            }
-            Step::BrowserExpect => match browser.recv(cfg.wait).await {
-                Ok(e) => {
-                    live.push(json!({ "dir": "hub→browser", "event": e.name, "data": e.data }))
+                if let Some(b) = browser.as_ref() {
+                    b.emit(&n, d);
                 }
-                Err(e) => live.push(json!({ "dir": "hub→browser", "missing": e.to_string() })),
+            }
+            Step::BrowserExpect => match browser.as_mut() {
+                None => {}
+                Some(b) => match b.recv(cfg.wait).await {
+                    Ok(e) => {
+                        live.push(json!({ "dir": "hub→browser", "event": e.name, "data": e.data }))
+                    }
+                    Err(e) => live.push(json!({ "dir": "hub→browser", "missing": e.to_string() })),
+                },
             },
+            Step::HttpSend(req) => {
+                let method = req["method"].as_str().unwrap_or("GET").to_string();
+                let url = format!("{}{}", cfg.url, req["path"].as_str().unwrap_or("/"));
+                let rb = if method == "POST" {
+                    http.post(url).json(&req["body"])
+                } else {
+                    http.get(url)
+                }
+                .timeout(cfg.wait * 4);
+                pending.push_back(tokio::spawn(async move {
+                    match rb.send().await {
+                        Ok(r) => {
+                            let status = r.status().as_u16();
+                            let body = r.json::<Value>().await.unwrap_or(Value::Null);
+                            json!({ "status": status, "body": body })
+                        }
+                        Err(e) => json!({ "error": e.to_string() }),
+                    }
+                }));
+            }
+            Step::HttpExpect => {
+                let got = match pending.pop_front() {
+                    Some(t) => t.await.unwrap_or(Value::Null),
+                    None => Value::Null,
+                };
+                live.push(json!({ "dir": "hub→http", "http": got }));
+            }
             Step::AgentAwait => {
                 if let Some(a) = agent.as_mut() {
                     match a.recv_named("message", cfg.wait).await {
@@ -163,8 +223,8 @@ pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
     compare(&recorded, &live)
 }
 
-/// Normalized comparison of hub→browser events (pong, whose place is free, left out) and of
-/// the rows both project to.
+/// Normalized comparison of hub→browser events and HTTP answers (pong, whose place is free,
+/// left out) and of the rows both project to.
 fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
     let keep = |v: &&Value| v["event"] != "pong";
     let model = BridleModel;

@@ -215,16 +215,16 @@ impl Recorder {
         }
     }
 
-    /// Records one HTTP API exchange.
-    pub fn http(&mut self, path: &str, request: &Value, response: &Value) {
+    /// Records one HTTP API line: the request (`http→hub`, before it is forwarded) or the
+    /// answer (`hub→http`).
+    pub fn http(&mut self, path: &str, dir: &str, line: &Value) {
         let rest = path.strip_prefix("/api/agent/").unwrap_or("");
         let agent = match rest.split('/').next() {
             Some(a) if !a.is_empty() && rest != "health" => a,
             _ => "_hub",
         };
         let scope = format!("{agent}__http");
-        self.write(&scope, "http→hub", &request.to_string());
-        self.write(&scope, "hub→http", &response.to_string());
+        self.write(&scope, dir, &line.to_string());
     }
 }
 
@@ -403,6 +403,14 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
             rec.frame(sid, true, packet);
         }
     }
+    if !polling {
+        let req_json = json!({
+            "method": method.as_str(),
+            "path": uri.path(),
+            "body": serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+        });
+        p.rec().http(uri.path(), "http→hub", &req_json);
+    }
     let url = format!("{}{path_q}", p.cfg.upstream.trim_end_matches('/'));
     let mut rb = p
         .http
@@ -433,16 +441,11 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
             }
         }
     } else if !polling {
-        let req_json = json!({
-            "method": method.as_str(),
-            "path": uri.path(),
-            "body": serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
-        });
         let resp_json = json!({
             "status": status.as_u16(),
             "body": serde_json::from_slice::<Value>(&rbody).unwrap_or(Value::Null),
         });
-        p.rec().http(uri.path(), &req_json, &resp_json);
+        p.rec().http(uri.path(), "hub→http", &resp_json);
     }
     let mut out = Response::new(Body::from(rbody));
     *out.status_mut() = status;
