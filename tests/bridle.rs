@@ -598,7 +598,14 @@ async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
             polled.contains("welcome") && polled.contains("stream_end"),
             "{polled}"
         );
-        assert!(read(&root.join("bot-r__u-node/browser→hub.ndjson")).contains("iVBORw0KGgo="));
+        let polled_up = read(&root.join("bot-r__u-node/browser→hub.ndjson"));
+        assert!(polled_up.contains("iVBORw0KGgo="));
+        // The CONNECT rode a long-polling POST: redacted all the same.
+        assert!(
+            polled_up.contains(r#"40/ws/client,{\"token\":\"[redacted]\""#),
+            "{polled_up}"
+        );
+        assert!(!polled_up.contains("eyJ"), "a JWT leaked into the lanes");
     }
     // Every lane line is a well-formed entry and seqs are unique across lanes.
     let cells = bridgewire::cell::discover(&root).unwrap();
