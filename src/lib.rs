@@ -22,6 +22,7 @@
 
 pub mod allowlist;
 pub mod bb;
+pub mod bridle;
 pub mod cell;
 pub mod cli;
 pub mod config;

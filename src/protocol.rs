@@ -57,7 +57,7 @@ impl Protocol {
     pub fn model(self) -> &'static dyn Model {
         match self {
             Protocol::Bb => &crate::bb::BbModel,
-            Protocol::Bridle => &crate::protocol::Unsupported(Protocol::Bridle),
+            Protocol::Bridle => &crate::bridle::model::BridleModel,
             Protocol::SideBridge => &crate::sidebridge::SideBridgeModel,
         }
     }

@@ -103,6 +103,7 @@ pub struct RuleInfo {
 pub const CATALOGUE_FILES: &[(&str, &str)] = &[
     ("bb", include_str!("../rules/bb.json")),
     ("sidebridge", include_str!("../rules/sidebridge.json")),
+    ("bridle", include_str!("../rules/bridle.json")),
 ];
 
 /// Every catalogue entry, in file order.

@@ -21,6 +21,9 @@ pub enum CheckCommand {
     /// Play the Side Search client against a Side Bridge server and judge the rule table
     /// (without --url or a command: the bundled sidebridge-ref).
     Sidebridge(super::CheckSidebridgeArgs),
+    /// Bridle hubs and agent runtimes.
+    #[command(subcommand)]
+    Bridle(super::bridle_cmd::BridleCheck),
 }
 
 /// Default fixture file, read when present.

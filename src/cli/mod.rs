@@ -1,5 +1,6 @@
 //! Command-line dispatch: clap types → library calls → exit code.
 
+mod bridle_cmd;
 mod check_bb;
 pub mod exit;
 mod parity_cmd;
@@ -191,6 +192,8 @@ pub enum RecordCommand {
     /// A recording reverse proxy for a Side Bridge server: tees client→bridge and
     /// bridge→client lanes per chatId under `<dir>/<bridge>/`. Prints its URL first.
     Sidebridge(RecordSidebridgeArgs),
+    /// A Socket.IO-aware recording proxy between browsers/agents and a Bridle hub.
+    Bridle(bridle_cmd::RecordBridleArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -364,6 +367,14 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 limits: a.target.limits(),
                 write_current: a.write_current,
             })
+        }
+        Command::Record(RecordCommand::Bridle(a)) => bridle_cmd::record_cmd(&a),
+        Command::Replay(replay_bb::ReplayCommand::Bridle(a)) => bridle_cmd::replay_cmd(&a),
+        Command::Check(CheckCommand::Bridle(bridle_cmd::BridleCheck::Hub(a))) => {
+            bridle_cmd::check_hub_cmd(&a)
+        }
+        Command::Check(CheckCommand::Bridle(bridle_cmd::BridleCheck::Agent(a))) => {
+            bridle_cmd::check_agent_cmd(&a)
         }
     };
     ExitCode::from(code)

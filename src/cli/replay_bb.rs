@@ -24,6 +24,9 @@ pub enum ReplayCommand {
     Bb(ReplayBbArgs),
     /// Replay Side Bridge cells (without --url or a command: the bundled sidebridge-ref).
     Sidebridge(super::ReplaySidebridgeArgs),
+    /// Play recorded Bridle cells (browser and agent) against a hub and compare what the
+    /// browser sees (normalized hub→browser events and rows) with the recording.
+    Bridle(super::bridle_cmd::ReplayBridleArgs),
 }
 
 #[derive(clap::Subcommand, Debug)]

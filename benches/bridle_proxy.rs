@@ -1,0 +1,269 @@
+//! Recording-proxy overhead: 100 browsers × 20 messages, each answered by an in-process agent
+//! with typing → 5 accumulated streams → stream_end, against the reference hub, run directly,
+//! through `bridgewire record bridle`, and (when `mitmdump` is on PATH) through
+//! `mitmdump --mode reverse:… -w flows` recording the same WebSocket traffic.
+//!
+//! Run (dev profile, no release build needed): `cargo bench --profile dev --bench bridle_proxy`.
+//! Env: `BENCH_BROWSERS` (100), `BENCH_MESSAGES` (20). Prints a Markdown table.
+
+use bridgewire::bridle::spawn::{ChildGuard, parse_address};
+use bridgewire::bridle::transport::{Options, Socket};
+use bridgewire::bridle::{AGENT_NSP, CLIENT_NSP, sign_jwt, text_parts};
+use serde_json::json;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "bench-secret";
+const KEY: &str = "bench-key";
+
+fn bin(name: &str) -> PathBuf {
+    // benches run from target/<profile>/deps; the binaries sit one level up.
+    let exe = std::env::current_exe().expect("exe");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    dir.join(name)
+}
+
+fn start(argv: Vec<OsString>, env: &[(&str, String)]) -> (ChildGuard, String) {
+    let g = ChildGuard::spawn(&argv, env).expect("spawn");
+    let line = g.line(Duration::from_secs(30)).expect("address line");
+    let url = parse_address(&line).unwrap_or_else(|| panic!("address in {line:?}"));
+    (g, url)
+}
+
+struct Result {
+    name: String,
+    p50: f64,
+    p99: f64,
+    frames_per_s: f64,
+    wall: f64,
+}
+
+async fn agent(url: String, agent_id: String) {
+    let mut a = Socket::connect(
+        &url,
+        AGENT_NSP,
+        Some(json!({"apiKey": KEY, "agentId": agent_id})),
+        &Options::default(),
+    )
+    .await
+    .expect("agent connects");
+    a.emit("register", json!({}));
+    while let Ok(m) = a.recv(Duration::from_secs(60)).await {
+        if m.name != "message" {
+            continue;
+        }
+        let cid = m.data["clientId"].clone();
+        let mid = uuid::Uuid::new_v4().to_string();
+        a.emit("typing", json!({"clientId": cid, "ts": 0}));
+        let mut acc = String::new();
+        for w in ["Lorem ", "ipsum ", "dolor ", "sit ", "amet."] {
+            acc.push_str(w);
+            a.emit(
+                "stream",
+                json!({"clientId": cid, "text": acc, "parts": text_parts(&acc), "messageId": mid, "ts": 0}),
+            );
+        }
+        a.emit(
+            "stream_end",
+            json!({"clientId": cid, "text": acc, "parts": text_parts(&acc), "messageId": mid, "ts": 0}),
+        );
+    }
+}
+
+async fn workload(name: &str, url: &str, browsers: usize, messages: usize) -> Result {
+    let agent_id = format!("bench-{}", uuid::Uuid::new_v4().simple());
+    let agent_task = tokio::spawn(agent(url.to_string(), agent_id.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..browsers {
+        let url = url.to_string();
+        let agent_id = agent_id.clone();
+        tasks.push(tokio::spawn(async move {
+            let token = sign_jwt(SECRET, &format!("user-{i}"), &[]);
+            let opts = Options {
+                open_timeout: Duration::from_secs(30),
+                ..Options::default()
+            };
+            let mut b = Socket::connect(
+                &url,
+                CLIENT_NSP,
+                Some(json!({"token": token, "agentId": agent_id})),
+                &opts,
+            )
+            .await
+            .expect("browser connects");
+            b.recv_named("welcome", Duration::from_secs(30))
+                .await
+                .expect("welcome");
+            let mut lat = Vec::new();
+            let mut frames = 0u64;
+            for n in 0..messages {
+                let t = Instant::now();
+                b.emit("message", json!({"text": format!("m{n}")}));
+                loop {
+                    let e = b.recv(Duration::from_secs(30)).await.expect("answer");
+                    frames += 1;
+                    if e.name == "stream_end" {
+                        break;
+                    }
+                }
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            (lat, frames)
+        }));
+    }
+    let mut lat = Vec::new();
+    let mut frames = 0;
+    for t in tasks {
+        let (l, f) = t.await.expect("browser task");
+        lat.extend(l);
+        frames += f;
+    }
+    let wall = start.elapsed().as_secs_f64();
+    agent_task.abort();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| lat[((lat.len() as f64 - 1.0) * p).round() as usize];
+    // Frames crossing the hub per answer: the agent's 7 in, the browser's 7 out, plus the
+    // message both ways.
+    let total_frames = frames * 2 + (browsers * messages) as u64 * 2;
+    Result {
+        name: name.into(),
+        p50: pct(0.5),
+        p99: pct(0.99),
+        frames_per_s: total_frames as f64 / wall,
+        wall,
+    }
+}
+
+fn main() {
+    let browsers: usize = std::env::var("BENCH_BROWSERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let messages: usize = std::env::var("BENCH_MESSAGES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let env = [
+        ("JWT_SECRET", SECRET.to_string()),
+        ("BRIDLE_API_KEY", KEY.to_string()),
+    ];
+    let (_hub, hub) = start(
+        vec![
+            bin("bridle-ref-hub").into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ],
+        &env,
+    );
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut results = Vec::new();
+    results.push(rt.block_on(workload("direct", &hub, browsers, messages)));
+    {
+        let (_proxy, url) = start(
+            vec![
+                bin("bridgewire").into(),
+                "record".into(),
+                "bridle".into(),
+                "--upstream".into(),
+                hub.clone().into(),
+                "--dir".into(),
+                tmp.path().join("bridgewire").into(),
+            ],
+            &[],
+        );
+        results.push(rt.block_on(workload(
+            "bridgewire record bridle",
+            &url,
+            browsers,
+            messages,
+        )));
+    }
+    let mitm = std::env::var("MITMDUMP").unwrap_or_else(|_| "mitmdump".into());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let flows = tmp.path().join("mitm.flows");
+    let mitm_argv: Vec<OsString> = vec![
+        mitm.clone().into(),
+        "--mode".into(),
+        format!("reverse:{hub}").into(),
+        "--listen-host".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        port.to_string().into(),
+        "-q".into(),
+        "-w".into(),
+        flows.clone().into(),
+    ];
+    match ChildGuard::spawn(&mitm_argv, &[]) {
+        Ok(_g) => {
+            let url = format!("http://127.0.0.1:{port}");
+            let ready = (0..100).any(|_| {
+                std::thread::sleep(Duration::from_millis(100));
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            });
+            if ready {
+                results.push(rt.block_on(workload(
+                    "mitmdump -w (reverse proxy)",
+                    &url,
+                    browsers,
+                    messages,
+                )));
+            } else {
+                eprintln!("mitmdump did not listen; skipped");
+            }
+        }
+        Err(e) => eprintln!("mitmdump unavailable ({e}); skipped"),
+    }
+    let direct = results[0].p50;
+    println!("| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | wall s |");
+    println!("|---|---|---|---|---|---|---|");
+    for r in &results {
+        println!(
+            "| {} | {:.2} | {:.2} | {:+.2} | {:+.2} | {:.0} | {:.2} |",
+            r.name,
+            r.p50,
+            r.p99,
+            r.p50 - direct,
+            r.p99 - results[0].p99,
+            r.frames_per_s,
+            r.wall
+        );
+    }
+    if results.len() == 3 {
+        println!(
+            "\nbridgewire vs mitmdump: p50 {:.2}x, p99 {:.2}x, frames/s {:.2}x",
+            results[1].p50 / results[2].p50,
+            results[1].p99 / results[2].p99,
+            results[1].frames_per_s / results[2].frames_per_s
+        );
+    }
+    let recorded: usize = walk(&tmp.path().join("bridgewire"));
+    println!(
+        "\nbridgewire recorded {recorded} lane lines for {browsers} browsers × {messages} messages"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> usize {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                n += walk(&p);
+            } else if let Ok(s) = std::fs::read_to_string(&p) {
+                n += s.lines().count();
+            }
+        }
+    }
+    n
+}

@@ -1,0 +1,569 @@
+//! `check bridle agent`: bridgewire plays the hub (an in-process socketioxide server, so agents
+//! on the canonical socket.io-client can use polling or WebSocket) and a browser toward an
+//! agent runtime it spawns with `BRIDLE_URL`, `BRIDLE_API_KEY`, `BRIDLE_AGENT_ID`.
+
+use super::rules::{self, id};
+use super::spawn::ChildGuard;
+use super::{AGENT_NSP, text_parts};
+use crate::rule::Verdict;
+use serde_json::{Value, json};
+use socketioxide::SocketIo;
+use socketioxide::extract::{Data, Event, SocketRef, TryData};
+use socketioxide::handler::ConnectHandler;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct AgentCheck {
+    pub command: Vec<OsString>,
+    pub agent_id: String,
+    pub api_key: String,
+    /// Bound on a connection or a single expected frame.
+    pub wait: Duration,
+    /// Bound on a whole answer (typing … stream_end).
+    pub turn_wait: Duration,
+    /// Bound on reconnection after the hub restarts (the spec's agents retry after 3 s).
+    pub reconnect_wait: Duration,
+}
+
+#[derive(Debug)]
+struct Rejected;
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid apiKey or missing agentId")
+    }
+}
+
+/// What the fake hub saw.
+#[derive(Debug, Clone)]
+enum Seen {
+    Connected {
+        auth: Value,
+    },
+    Rejected {
+        auth: Value,
+    },
+    Event {
+        name: String,
+        data: Value,
+        at: Instant,
+    },
+    Disconnected,
+}
+
+struct FakeHub {
+    addr: SocketAddr,
+    io: SocketIo,
+    agent: Arc<Mutex<Option<SocketRef>>>,
+    rx: mpsc::UnboundedReceiver<Seen>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeHub {
+    async fn start(addr: SocketAddr, api_key: String) -> std::io::Result<FakeHub> {
+        let (layer, io) = SocketIo::builder().build_layer();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let agent: Arc<Mutex<Option<SocketRef>>> = Arc::default();
+        let slot = agent.clone();
+        // Everything happens in the middleware, which runs before the CONNECT ack: handlers
+        // are in place before the agent can send its first event.
+        let middleware = move |s: SocketRef, TryData(auth): TryData<Value>| {
+            let auth = auth.unwrap_or(Value::Null);
+            let ok = auth["apiKey"].as_str() == Some(api_key.as_str())
+                && auth["agentId"].as_str().is_some_and(|a| !a.is_empty());
+            if !ok {
+                let _ = tx.send(Seen::Rejected { auth });
+                return std::future::ready(Err(Rejected));
+            }
+            let _ = tx.send(Seen::Connected { auth });
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.clone());
+            let t = tx.clone();
+            // Called synchronously in arrival order (only the returned future is spawned).
+            s.on_fallback(move |Event(name): Event, Data(data): Data<Value>| {
+                let _ = t.send(Seen::Event {
+                    name,
+                    data,
+                    at: Instant::now(),
+                });
+                std::future::ready(())
+            });
+            let t = tx.clone();
+            s.on("ping", move |s: SocketRef| {
+                let _ = t.send(Seen::Event {
+                    name: "ping".into(),
+                    data: json!({}),
+                    at: Instant::now(),
+                });
+                let _ = s.emit("pong", &json!({}));
+                std::future::ready(())
+            });
+            let t = tx.clone();
+            s.on_disconnect(move || {
+                let _ = t.send(Seen::Disconnected);
+                std::future::ready(())
+            });
+            std::future::ready(Ok(()))
+        };
+        io.ns(AGENT_NSP, (async || {}).with(middleware));
+        let app = axum::Router::new().layer(layer);
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(FakeHub {
+            addr,
+            io,
+            agent,
+            rx,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Closes every socket and stops listening.
+    async fn shutdown(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.io.close()).await;
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.task).await;
+        self.task.abort();
+    }
+
+    async fn next(&mut self, deadline: Instant) -> Option<Seen> {
+        tokio::time::timeout_at(deadline, self.rx.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Plays a browser message toward the agent.
+    fn send(&self, client_id: &str, agent_id: &str, text: &str) -> bool {
+        let agent = self.agent.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        agent.is_some_and(|a| {
+            a.emit(
+                "message",
+                &json!({
+                    "type": "message",
+                    "clientId": client_id,
+                    "agentId": agent_id,
+                    "text": text,
+                    "parts": text_parts(text),
+                    "messageId": uuid::Uuid::new_v4().to_string(),
+                }),
+            )
+            .is_ok()
+        })
+    }
+}
+
+impl Drop for FakeHub {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One answer: the frames from the first after the message through `stream_end` (or a plain
+/// `message` with no turn open).
+struct Turn {
+    frames: Vec<(String, Value, Instant)>,
+    complete: bool,
+    /// The agent's connection ended while waiting.
+    disconnected: bool,
+}
+
+async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
+    let deadline = Instant::now() + wait;
+    let mut frames = Vec::new();
+    let mut open = false;
+    let mut disconnected = false;
+    while let Some(seen) = hub.next(deadline).await {
+        let Seen::Event { name, data, at } = seen else {
+            disconnected |= matches!(seen, Seen::Disconnected);
+            continue;
+        };
+        if name == "ping" || name == "register" {
+            continue;
+        }
+        let done = match name.as_str() {
+            "typing" | "stream" => {
+                open = true;
+                false
+            }
+            "stream_end" => true,
+            "message" => !open && data.get("kind").is_none_or(Value::is_null),
+            _ => false,
+        };
+        frames.push((name, data, at));
+        if done {
+            return Turn {
+                frames,
+                complete: true,
+                disconnected,
+            };
+        }
+    }
+    Turn {
+        frames,
+        complete: false,
+        disconnected,
+    }
+}
+
+/// Runs the agent rules; verdicts in catalogue order.
+pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    let mut hub =
+        match FakeHub::start("127.0.0.1:0".parse().expect("addr"), c.api_key.clone()).await {
+            Ok(h) => h,
+            Err(e) => {
+                for r in id::AGENT {
+                    out.push(Verdict::fail(
+                        r,
+                        format!("could not start the hub double: {e}"),
+                    ));
+                }
+                return out;
+            }
+        };
+    let env = [
+        ("BRIDLE_URL", hub.url()),
+        ("BRIDLE_API_KEY", c.api_key.clone()),
+        ("BRIDLE_AGENT_ID", c.agent_id.clone()),
+        ("BRIDLE_RECONNECT_MS", "300".to_string()),
+    ];
+    let mut child = match ChildGuard::spawn(&c.command, &env) {
+        Ok(ch) => ch,
+        Err(e) => {
+            for r in id::AGENT {
+                out.push(Verdict::fail(r, format!("could not start the agent: {e}")));
+            }
+            return out;
+        }
+    };
+
+    // agent-auth
+    let deadline = Instant::now() + c.wait * 2;
+    let mut connected = None;
+    let mut rejected = None;
+    let mut early = Vec::new();
+    while let Some(s) = hub.next(deadline).await {
+        match s {
+            Seen::Connected { auth } => {
+                connected = Some(auth);
+                break;
+            }
+            Seen::Rejected { auth } => rejected = Some(auth),
+            other => early.push(other),
+        }
+    }
+    match (&connected, &rejected) {
+        (Some(auth), _) if auth["agentId"] == c.agent_id.as_str() => {
+            out.push(Verdict::pass(id::AGENT_AUTH))
+        }
+        (Some(auth), _) => out.push(Verdict::fail(
+            id::AGENT_AUTH,
+            format!(
+                "agentId {} is not BRIDLE_AGENT_ID {:?}",
+                auth["agentId"], c.agent_id
+            ),
+        )),
+        (None, Some(auth)) => out.push(Verdict::fail(
+            id::AGENT_AUTH,
+            format!(
+                "handshake auth {} lacks the right apiKey or an agentId",
+                redact(auth)
+            ),
+        )),
+        (None, None) => {
+            let why = match child.exited() {
+                Some(st) => format!("the agent exited ({st}) without connecting"),
+                None => format!("no connection to /ws/agent within {:?}", c.wait * 2),
+            };
+            for r in id::AGENT {
+                out.push(Verdict::fail(r, why.clone()));
+            }
+            return out;
+        }
+    }
+    if connected.is_none() {
+        for r in &id::AGENT[1..] {
+            out.push(Verdict::fail(r, "the agent never authenticated"));
+        }
+        return out;
+    }
+
+    // agent-register
+    out.push(match wait_register(&mut hub, c.wait).await {
+        true => Verdict::pass(id::AGENT_REGISTER),
+        false => Verdict::fail(
+            id::AGENT_REGISTER,
+            format!("no register within {:?} of connecting", c.wait),
+        ),
+    });
+
+    // One turn, asking for notes too (runtimes that reason out loud mark them).
+    let client_id = "bridgewire-browser-1";
+    hub.send(
+        client_id,
+        &c.agent_id,
+        "Tell me a story; think and use a tool if you need.",
+    );
+    let turn = collect_turn(&mut hub, c.turn_wait).await;
+    let frames: Vec<(String, Value)> = turn
+        .frames
+        .iter()
+        .map(|(n, d, _)| (n.clone(), d.clone()))
+        .collect();
+    let names: Vec<&str> = frames.iter().map(|(n, _)| n.as_str()).collect();
+    let incomplete = (!turn.complete).then(|| {
+        format!(
+            "no complete answer within {:?} (saw {names:?})",
+            c.turn_wait
+        )
+    });
+
+    // agent-client-id
+    let wrong: Vec<String> = frames
+        .iter()
+        .filter(|(_, d)| d["clientId"] != client_id)
+        .map(|(n, d)| format!("{n} with clientId {}", d["clientId"]))
+        .collect();
+    out.push(if frames.is_empty() {
+        Verdict::fail(id::AGENT_CLIENT_ID, incomplete.clone().unwrap_or_default())
+    } else if wrong.is_empty() {
+        Verdict::pass(id::AGENT_CLIENT_ID)
+    } else {
+        Verdict::fail(
+            id::AGENT_CLIENT_ID,
+            format!("answered {client_id:?} with {}", wrong.join(", ")),
+        )
+    });
+
+    // streaming-replace
+    out.push(match rules::streaming_replace(&frames) {
+        Ok(()) => Verdict::pass(id::STREAMING_REPLACE),
+        Err(e) => Verdict::fail(id::STREAMING_REPLACE, incomplete.clone().unwrap_or(e)),
+    });
+
+    // stream-end-final
+    out.push(stream_end_final(&frames, incomplete.as_deref()));
+
+    // notes
+    out.push(notes(&frames));
+
+    // agent-reconnect: restart the hub on the same port.
+    let addr = hub.addr;
+    hub.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (verdict, restarted) = match FakeHub::start(addr, c.api_key.clone()).await {
+        Err(e) => (
+            Verdict::fail(
+                id::AGENT_RECONNECT,
+                format!("could not restart the hub double on {addr}: {e}"),
+            ),
+            None,
+        ),
+        Ok(mut h2) => (reconnect(&mut h2, c, &mut child).await, Some(h2)),
+    };
+    out.push(verdict);
+
+    // stream-cadence (INFO)
+    out.push(cadence(&turn.frames));
+    drop(child);
+    if let Some(h) = restarted {
+        h.shutdown().await;
+    }
+    out
+}
+
+async fn wait_register(hub: &mut FakeHub, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    while let Some(s) = hub.next(deadline).await {
+        if let Seen::Event { name, .. } = s
+            && name == "register"
+        {
+            return true;
+        }
+    }
+    false
+}
+
+async fn reconnect(hub: &mut FakeHub, c: &AgentCheck, child: &mut ChildGuard) -> Verdict {
+    let deadline = Instant::now() + c.reconnect_wait;
+    let mut connected = false;
+    while let Some(s) = hub.next(deadline).await {
+        if let Seen::Connected { .. } = s {
+            connected = true;
+            break;
+        }
+    }
+    if !connected {
+        let why = match child.exited() {
+            Some(st) => format!("the agent exited ({st}) when the hub went away"),
+            None => format!(
+                "no reconnection within {:?} of the hub restarting",
+                c.reconnect_wait
+            ),
+        };
+        return Verdict::fail(id::AGENT_RECONNECT, why);
+    }
+    if !wait_register(hub, c.wait).await {
+        return Verdict::fail(id::AGENT_RECONNECT, "reconnected but sent no register");
+    }
+    if !hub.send("bridgewire-browser-2", &c.agent_id, "Are you back?") {
+        return Verdict::fail(
+            id::AGENT_RECONNECT,
+            "reconnected and registered, but the connection was gone when a message was sent",
+        );
+    }
+    let turn = collect_turn(hub, c.turn_wait).await;
+    if turn.frames.is_empty() {
+        return Verdict::fail(
+            id::AGENT_RECONNECT,
+            format!(
+                "reconnected and registered, but did not answer a message within {:?}{}",
+                c.turn_wait,
+                if turn.disconnected {
+                    " (it disconnected meanwhile)"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+    Verdict::pass(id::AGENT_RECONNECT)
+}
+
+fn stream_end_final(frames: &[(String, Value)], incomplete: Option<&str>) -> Verdict {
+    let streams: Vec<&Value> = frames
+        .iter()
+        .filter(|(n, _)| n == "stream")
+        .map(|(_, d)| d)
+        .collect();
+    let Some(end) = frames
+        .iter()
+        .find(|(n, _)| n == "stream_end")
+        .map(|(_, d)| d)
+    else {
+        return Verdict::fail(
+            id::STREAM_END_FINAL,
+            incomplete.unwrap_or("no stream_end").to_string(),
+        );
+    };
+    if let Some(last) = streams.last() {
+        if end["text"] != last["text"] {
+            return Verdict::fail(
+                id::STREAM_END_FINAL,
+                format!(
+                    "stream_end text {} differs from the last accumulation {}",
+                    end["text"], last["text"]
+                ),
+            );
+        }
+        if streams.iter().any(|s| s["messageId"] != end["messageId"]) {
+            return Verdict::fail(
+                id::STREAM_END_FINAL,
+                "stream and stream_end frames carry different messageIds",
+            );
+        }
+    }
+    if rules::parts_text(&end["parts"]).as_deref() != end["text"].as_str() {
+        return Verdict::fail(
+            id::STREAM_END_FINAL,
+            "stream_end parts do not mirror its text",
+        );
+    }
+    Verdict::pass(id::STREAM_END_FINAL)
+}
+
+fn notes(frames: &[(String, Value)]) -> Verdict {
+    let mut open = false;
+    let mut count = 0;
+    for (n, d) in frames {
+        match n.as_str() {
+            "typing" => open = true,
+            "stream_end" => open = false,
+            "message" => {
+                let kind = d.get("kind").and_then(Value::as_str);
+                if open || kind.is_some() {
+                    count += 1;
+                    if !matches!(kind, Some("thinking" | "tool")) {
+                        return Verdict::fail(
+                            id::NOTES,
+                            format!(
+                                "a note {} inside the turn has kind {}, want thinking or tool",
+                                d["text"],
+                                d.get("kind").cloned().unwrap_or(Value::Null)
+                            ),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut v = Verdict::pass(id::NOTES);
+    if count == 0 {
+        v.detail = "no notes in the turn".into();
+    }
+    v
+}
+
+fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {
+    let at: Vec<Instant> = frames
+        .iter()
+        .filter(|(n, _, _)| n == "stream")
+        .map(|(_, _, t)| *t)
+        .collect();
+    let mut v = Verdict::pass(id::STREAM_CADENCE);
+    if at.len() < 3 {
+        v.detail = format!(
+            "{} stream frames: too few to measure (spec: 100 ms)",
+            at.len()
+        );
+        return v;
+    }
+    // The last stream is the final flush, which need not wait a full interval.
+    let mut gaps: Vec<u128> = at[..at.len() - 1]
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
+    gaps.sort_unstable();
+    let median = gaps[gaps.len() / 2];
+    let max = *gaps.last().unwrap_or(&0);
+    v.detail = format!(
+        "measured stream flush interval: median {median} ms, min {} ms, max {max} ms over {} intervals (spec: 100 ms)",
+        gaps[0],
+        gaps.len()
+    );
+    v
+}
+
+/// The handshake auth with its secrets masked, for messages.
+fn redact(auth: &Value) -> Value {
+    let mut a = auth.clone();
+    if let Some(m) = a.as_object_mut() {
+        for k in ["apiKey", "token"] {
+            if m.contains_key(k) {
+                m.insert(k.into(), json!("[redacted]"));
+            }
+        }
+    }
+    a
+}

@@ -1,0 +1,181 @@
+//! Pure Bridle rule checks shared by the live checkers and the offline model.
+
+use serde_json::Value;
+
+/// Rule ids, exactly as the catalogue (`rules/bridle.json`) spells them.
+pub mod id {
+    pub const HANDSHAKE_AUTH: &str = "handshake-auth";
+    pub const WELCOME: &str = "welcome";
+    pub const PING_PONG: &str = "ping-pong";
+    pub const AGENT_ISOLATION: &str = "agent-isolation";
+    pub const CLIENT_ROUTING: &str = "client-routing";
+    pub const AGENT_NOT_CONNECTED: &str = "agent-not-connected";
+    pub const LEGACY_PARTS: &str = "legacy-parts";
+    pub const STREAM_RELAY: &str = "stream-relay";
+    pub const STREAMING_REPLACE: &str = "streaming-replace";
+    pub const NOTES: &str = "notes";
+    pub const AGENT_RECONNECT: &str = "agent-reconnect";
+    pub const HTTP_HEALTH: &str = "http-health";
+    pub const HTTP_MESSAGE: &str = "http-message";
+    pub const HTTP_SYNC: &str = "http-sync";
+    pub const HTTP_SYNC_TIMEOUT: &str = "http-sync-timeout";
+    pub const ROBUSTNESS: &str = "robustness";
+    pub const AGENT_AUTH: &str = "agent-auth";
+    pub const AGENT_REGISTER: &str = "agent-register";
+    pub const AGENT_CLIENT_ID: &str = "agent-client-id";
+    pub const STREAM_END_FINAL: &str = "stream-end-final";
+    pub const STREAM_CADENCE: &str = "stream-cadence";
+
+    /// The rules `check bridle hub` runs, in order.
+    pub const HUB: &[&str] = &[
+        HANDSHAKE_AUTH,
+        WELCOME,
+        PING_PONG,
+        AGENT_ISOLATION,
+        CLIENT_ROUTING,
+        AGENT_NOT_CONNECTED,
+        LEGACY_PARTS,
+        STREAM_RELAY,
+        STREAMING_REPLACE,
+        NOTES,
+        AGENT_RECONNECT,
+        HTTP_HEALTH,
+        HTTP_MESSAGE,
+        HTTP_SYNC,
+        HTTP_SYNC_TIMEOUT,
+        ROBUSTNESS,
+    ];
+
+    /// The rules `check bridle agent` runs, in order.
+    pub const AGENT: &[&str] = &[
+        AGENT_AUTH,
+        AGENT_REGISTER,
+        AGENT_CLIENT_ID,
+        STREAMING_REPLACE,
+        STREAM_END_FINAL,
+        NOTES,
+        AGENT_RECONNECT,
+        STREAM_CADENCE,
+    ];
+}
+
+/// The plain text a `parts` array carries (its text parts concatenated).
+pub fn parts_text(parts: &Value) -> Option<String> {
+    let arr = parts.as_array()?;
+    let mut out = String::new();
+    for p in arr {
+        if p["type"] == "text" {
+            out.push_str(p["text"].as_str()?);
+        }
+    }
+    Some(out)
+}
+
+/// `streaming-replace` over one turn's frames (`stream`* then `stream_end`, any other names
+/// ignored): every `stream` text extends the previous one, parts mirror text, and `stream_end`
+/// carries the last accumulation. `Err` names the first violation.
+pub fn streaming_replace(frames: &[(String, Value)]) -> Result<(), String> {
+    let mut prev: Option<String> = None;
+    let mut n = 0;
+    for (name, data) in frames {
+        if name != "stream" && name != "stream_end" {
+            continue;
+        }
+        let text = data["text"]
+            .as_str()
+            .ok_or_else(|| format!("{name} #{n} has no text"))?;
+        match parts_text(&data["parts"]) {
+            Some(pt) if pt == text => {}
+            Some(pt) => {
+                return Err(format!(
+                    "{name} #{n}: parts say {pt:?} but text says {text:?}"
+                ));
+            }
+            None => return Err(format!("{name} #{n}: parts missing or not text parts")),
+        }
+        if let Some(p) = &prev {
+            if name == "stream_end" {
+                if text != p {
+                    return Err(format!(
+                        "stream_end text {text:?} is not the last accumulation {p:?}"
+                    ));
+                }
+            } else if !text.starts_with(p.as_str()) {
+                return Err(format!(
+                    "stream #{n} {text:?} does not extend the previous {p:?} (a delta?)"
+                ));
+            }
+        }
+        prev = Some(text.to_string());
+        n += 1;
+    }
+    if n == 0 {
+        return Err("no stream frames".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn f(name: &str, text: &str) -> (String, Value) {
+        (
+            name.into(),
+            json!({"text": text, "parts": [{"type": "text", "text": text}]}),
+        )
+    }
+
+    #[test]
+    fn accumulations_pass_and_deltas_fail() {
+        let ok = [
+            f("typing", ""),
+            f("stream", "Hel"),
+            f("stream", "Hello"),
+            f("stream_end", "Hello"),
+        ];
+        assert_eq!(streaming_replace(&ok), Ok(()));
+        let delta = [f("stream", "Hel"), f("stream", "lo"), f("stream_end", "lo")];
+        assert!(
+            streaming_replace(&delta)
+                .unwrap_err()
+                .contains("does not extend")
+        );
+        let end = [f("stream", "Hel"), f("stream_end", "Help")];
+        assert!(
+            streaming_replace(&end)
+                .unwrap_err()
+                .contains("last accumulation")
+        );
+        let mut parts = f("stream", "Hel");
+        parts.1["parts"] = json!([{"type": "text", "text": "He"}]);
+        assert!(
+            streaming_replace(&[parts])
+                .unwrap_err()
+                .contains("parts say")
+        );
+        assert!(streaming_replace(&[]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod catalogue_tests {
+    #[test]
+    fn catalogue_and_checks_agree() {
+        let mut cat: Vec<String> = crate::rule::catalogue()
+            .into_iter()
+            .filter(|r| r.protocol == "bridle")
+            .map(|r| r.id)
+            .collect();
+        let mut checks: Vec<String> = super::id::HUB
+            .iter()
+            .chain(super::id::AGENT)
+            .map(|s| s.to_string())
+            .collect();
+        cat.sort();
+        checks.sort();
+        checks.dedup();
+        assert_eq!(cat, checks);
+    }
+}

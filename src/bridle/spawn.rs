@@ -1,0 +1,104 @@
+//! Peers under test as child processes: spawned in their own group, killed with it on drop,
+//! their first stdout line (a hub's bound address) read within a bound.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A child killed (with its process group) and reaped on drop.
+pub struct ChildGuard {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl ChildGuard {
+    /// Spawns `argv` with `env` added; stdout is read line by line in a background thread,
+    /// stderr is inherited.
+    pub fn spawn(argv: &[OsString], env: &[(&str, String)]) -> std::io::Result<ChildGuard> {
+        let (prog, args) = argv
+            .split_first()
+            .ok_or_else(|| std::io::Error::other("empty command"))?;
+        let mut cmd = Command::new(prog);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        crate::proc::isolate(&mut cmd);
+        let mut child = cmd.spawn()?;
+        let out = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("child-stdout".into())
+            .spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send(line); // keep draining after the reader stops listening
+                }
+            })?;
+        Ok(ChildGuard { child, lines })
+    }
+
+    /// The next stdout line within `wait`.
+    pub fn line(&self, wait: Duration) -> Option<String> {
+        self.lines.recv_timeout(wait).ok()
+    }
+
+    /// Whether the child has exited (and how).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        crate::proc::kill_group(&mut self.child);
+    }
+}
+
+/// A hub's first stdout line → its base URL (`http://h:p`, `h:p` or a bare port).
+pub fn parse_address(line: &str) -> Option<String> {
+    let t = line.trim();
+    if t.starts_with("http://") || t.starts_with("https://") {
+        return Some(t.trim_end_matches('/').to_string());
+    }
+    if let Ok(port) = t.parse::<u16>() {
+        return Some(format!("http://127.0.0.1:{port}"));
+    }
+    if t.parse::<std::net::SocketAddr>().is_ok() {
+        return Some(format!("http://{t}"));
+    }
+    None
+}
+
+/// The bundled reference peer `name` (a sibling of the running executable, or of its parent
+/// when running from `target/*/deps`).
+pub fn bundled(name: &str) -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [dir.join(name), dir.parent()?.join(name)]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn addresses() {
+        use super::parse_address as p;
+        assert_eq!(
+            p("http://127.0.0.1:9/").as_deref(),
+            Some("http://127.0.0.1:9")
+        );
+        assert_eq!(p("127.0.0.1:9").as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(p("9").as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(p("listening"), None);
+    }
+}

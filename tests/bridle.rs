@@ -1,0 +1,852 @@
+//! Bridle: the harness client against the canonical socket.io server, the reference hub and
+//! agent as separate processes, and the `bridgewire` CLI's checks, record and replay.
+
+use bridgewire::bridle::transport::{ConnectError, Engine, Incoming, Options, RecvError, Socket};
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
+
+/// A child process killed (with its group) and reaped on drop.
+struct Proc {
+    child: Child,
+    pub lines: mpsc::Receiver<String>,
+}
+
+impl Proc {
+    fn spawn(mut cmd: Command) -> Proc {
+        cmd.stdout(Stdio::piped()).stdin(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Proc { child, lines: rx }
+    }
+
+    fn first_line(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(15))
+            .expect("the child printed no first line within 15 s")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn node_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node")
+}
+
+/// Whether the npm packages are installed. Absent: skip with a message locally, fail under CI.
+fn node_ready() -> bool {
+    if node_dir().join("node_modules/socket.io").is_dir()
+        && node_dir().join("node_modules/socket.io-client").is_dir()
+    {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "tests/node/node_modules is missing under CI: run `npm ci --prefix tests/node` first"
+        );
+    }
+    eprintln!(
+        "SKIPPED: tests/node/node_modules is absent (run `npm ci --prefix tests/node`); \
+         the interop test needs the canonical socket.io packages"
+    );
+    false
+}
+
+fn node(script: &str) -> Command {
+    let mut c = Command::new("node");
+    c.arg(node_dir().join(script)).current_dir(node_dir());
+    c
+}
+
+fn opts() -> Options {
+    Options {
+        open_timeout: Duration::from_secs(5),
+        ..Options::default()
+    }
+}
+
+const W: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_interops_with_canonical_socket_io_server() {
+    if !node_ready() {
+        return;
+    }
+    let server = Proc::spawn(node("sio-echo-server.js"));
+    let url = format!("http://127.0.0.1:{}", server.first_line().trim());
+
+    // Handshake, auth, greeting, echo round trip.
+    let mut s = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
+        .await
+        .expect("connect");
+    assert!(s.connected["sid"].is_string(), "{:?}", s.connected);
+    let hello = s.recv_named("hello", W).await.expect("hello");
+    assert_eq!(hello.data["auth"]["token"], "good");
+    let payload = json!({"text": "héllo ✓", "parts": [{"type": "text", "text": "x"}], "n": 1.5});
+    assert!(s.emit("echo", payload.clone()));
+    let back = s.recv_named("echo", W).await.expect("echo");
+    assert_eq!(back.data, payload);
+
+    // The heartbeat is answered: the server pings every 300 ms with a 400 ms timeout.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(s.emit("echo", json!(2)));
+    assert_eq!(s.recv_named("echo", W).await.expect("alive").data, json!(2));
+
+    // A server-side disconnect is seen as such.
+    s.emit("bye", json!({}));
+    assert_eq!(s.recv(W).await, Err(RecvError::Disconnected));
+
+    // Bad auth: the server's middleware error arrives as a CONNECT_ERROR.
+    match Socket::connect(&url, "/echo", Some(json!({"token": "bad"})), &opts()).await {
+        Err(ConnectError::Rejected(v)) => assert_eq!(v["message"], "unauthorized"),
+        other => panic!("expected a rejection, got {:?}", other.err()),
+    }
+
+    // Frame-level control: an oversized frame makes the server close the connection.
+    let mut big = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
+        .await
+        .expect("connect");
+    big.emit("echo", json!("x".repeat(50_000)));
+    match big.recv_named("echo", W).await {
+        Err(RecvError::Closed(_)) => {}
+        other => panic!("oversized frame: expected the server to close, got {other:?}"),
+    }
+
+    // Invalid JSON in an event: the canonical server drops the connection.
+    let mut bad = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
+        .await
+        .expect("connect");
+    bad.engine.send_text("42/echo,[\"echo\",{");
+    let r = bad.recv_named("never", W).await;
+    assert!(matches!(r, Err(RecvError::Closed(_))), "{r:?}");
+
+    // A starved heartbeat: without pongs the server gives up within its timeout.
+    let mut quiet = Engine::connect(
+        &url,
+        &Options {
+            auto_pong: false,
+            ..opts()
+        },
+    )
+    .await
+    .expect("engine");
+    assert_eq!(quiet.open.ping_interval_ms, 300);
+    let deadline = tokio::time::Instant::now() + W;
+    let mut closed = None;
+    while let Some(i) = quiet.next(deadline).await {
+        if let Incoming::Closed(r) = i {
+            closed = Some(r);
+            break;
+        }
+    }
+    assert!(
+        closed.is_some(),
+        "the server should drop a client that never pongs"
+    );
+
+    // A binary frame and an abrupt close do not disturb the server.
+    let raw = Engine::connect(&url, &opts()).await.expect("engine");
+    raw.send_raw(Message::binary(vec![0u8, 1, 2, 255]));
+    raw.abort();
+    let mut again = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
+        .await
+        .expect("server still serves after bad input");
+    again.emit("echo", json!("ok"));
+    assert_eq!(
+        again.recv_named("echo", W).await.expect("echo").data,
+        json!("ok")
+    );
+    drop(server);
+}
+
+const SECRET: &str = "test-jwt-secret";
+const API_KEY: &str = "test-api-key";
+
+fn hub_cmd(brk: Option<&str>) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bridle-ref-hub"));
+    c.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--jwt-secret",
+        SECRET,
+        "--api-key",
+        API_KEY,
+    ])
+    .env("BRIDLE_SYNC_TIMEOUT_MS", "1500")
+    .env_remove("BRIDLE_REF_BREAK");
+    if let Some(b) = brk {
+        c.args(["--break", b]);
+    }
+    c
+}
+
+fn spawn_hub(brk: Option<&str>) -> (Proc, String) {
+    let p = Proc::spawn(hub_cmd(brk));
+    let url = p.first_line().trim().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    (p, url)
+}
+
+fn spawn_agent(url: &str, agent_id: &str, brk: Option<&str>) -> Proc {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bridle-ref-agent"));
+    c.env("BRIDLE_URL", url)
+        .env("BRIDLE_API_KEY", API_KEY)
+        .env("BRIDLE_AGENT_ID", agent_id)
+        .env("BRIDLE_RECONNECT_MS", "200")
+        .env_remove("BRIDLE_REF_BREAK");
+    if let Some(b) = brk {
+        c.args(["--break", b]);
+    }
+    Proc::spawn(c)
+}
+
+#[test]
+fn canonical_socket_io_client_against_reference_hub() {
+    if !node_ready() {
+        return;
+    }
+    let (_hub, url) = spawn_hub(None);
+    let token = bridgewire::bridle::sign_jwt(SECRET, "user-7", &[]);
+    let mut c = node("ref-hub-client.js");
+    c.env("HUB_URL", &url)
+        .env("TOKEN", &token)
+        .env("API_KEY", API_KEY);
+    let p = Proc::spawn(c);
+    let line = p.first_line();
+    let out: serde_json::Value = serde_json::from_str(&line).expect(&line);
+    assert_eq!(out["welcome"], json!({"clientId": "user-7"}), "{out}");
+    let events = out["events"].as_array().unwrap();
+    // pong answers a different event, so its place among the relay is free.
+    assert_eq!(events.iter().filter(|e| e[0] == "pong").count(), 1, "{out}");
+    let relay: Vec<&serde_json::Value> = events.iter().filter(|e| e[0] != "pong").collect();
+    let names: Vec<&str> = relay.iter().map(|e| e[0].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["typing", "stream", "stream", "stream", "stream_end"],
+        "{out}"
+    );
+    assert_eq!(relay[4][1]["text"], "Hello, node");
+    assert_eq!(relay[3][1]["parts"][0]["text"], "Hello, node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_agent_streams_through_reference_hub() {
+    let (_hub, url) = spawn_hub(None);
+    let _agent = spawn_agent(&url, "bot-1", None);
+    let token = bridgewire::bridle::sign_jwt(SECRET, "u-1", &[]);
+    let auth = json!({"token": token, "agentId": "bot-1"});
+    // Wait (bounded) for the agent to register.
+    let mut registered = false;
+    for _ in 0..50 {
+        let h: serde_json::Value = reqwest::get(format!("{url}/api/agent/bot-1/health"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if h["agentConnected"] == true {
+            registered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(registered, "the reference agent never connected");
+    let mut b = Socket::connect(&url, "/ws/client", Some(auth), &opts())
+        .await
+        .unwrap();
+    assert_eq!(b.recv(W).await.unwrap().data, json!({"clientId": "u-1"}));
+    b.emit("message", json!({"text": "think with a tool"}));
+    let mut names = Vec::new();
+    loop {
+        let e = b.recv(W).await.expect("event");
+        names.push(e.name.clone());
+        if e.name == "stream_end" {
+            assert!(
+                e.data["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("You said: think")
+            );
+            break;
+        }
+    }
+    assert_eq!(names[..3], ["typing", "message", "message"], "{names:?}");
+    assert!(
+        names.iter().filter(|n| *n == "stream").count() >= 2,
+        "{names:?}"
+    );
+}
+
+fn bridgewire(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("bridgewire runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+const HUB: &str = env!("CARGO_BIN_EXE_bridle-ref-hub");
+const AGENT: &str = env!("CARGO_BIN_EXE_bridle-ref-agent");
+
+fn check_hub(rule: Option<&str>, brk: Option<&str>) -> (i32, String) {
+    let mut args = vec![
+        "check",
+        "bridle",
+        "hub",
+        "--wait-ms",
+        "2000",
+        "--sync-timeout-ms",
+        "800",
+    ];
+    if let Some(r) = rule {
+        args.extend(["--rule", r]);
+    }
+    args.extend(["--", HUB, "--listen", "127.0.0.1:0"]);
+    if let Some(b) = brk {
+        args.extend(["--break", b]);
+    }
+    bridgewire(&args)
+}
+
+/// Runs jobs on a few threads (the machine is shared) and returns their results in order.
+fn parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T> {
+    let jobs = std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>());
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                loop {
+                    let Some((i, job)) = jobs.lock().unwrap().pop() else {
+                        break;
+                    };
+                    let r = job();
+                    results.lock().unwrap().push((i, r));
+                }
+            });
+        }
+    });
+    let mut r = results.into_inner().unwrap();
+    r.sort_by_key(|(i, _)| *i);
+    r.into_iter().map(|(_, v)| v).collect()
+}
+
+#[test]
+fn check_hub_passes_every_rule_on_the_reference_hub() {
+    let (code, out) = check_hub(None, None);
+    assert_eq!(code, 0, "{out}");
+    for rule in bridgewire::bridle::rules::id::HUB {
+        assert!(
+            out.contains(&format!("pass    {rule}\n")),
+            "{rule} did not pass:\n{out}"
+        );
+    }
+    assert!(out.ends_with("16 passed, 0 failed\n"), "{out}");
+    // The bundled default (no command) is the same reference hub.
+    let (code, out) = bridgewire(&["check", "bridle", "hub", "--rule", "welcome"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Every hub rule fails on the break mode planted for it, with a named verdict.
+#[test]
+fn check_hub_fails_each_rule_on_its_break_mode() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "handshake-auth",
+            "accept-any-token",
+            "JWT signed by another secret",
+        ),
+        ("handshake-auth", "accept-any-api-key", "wrong apiKey"),
+        ("welcome", "welcome-random-id", "want clientId \"user-42\""),
+        ("welcome", "no-welcome", "no welcome within"),
+        ("ping-pong", "no-pong", "no pong within"),
+        ("agent-isolation", "leak-agents", "other agent"),
+        ("client-routing", "broadcast-clients", "was not theirs"),
+        (
+            "agent-not-connected",
+            "silent-no-agent",
+            "no message within",
+        ),
+        (
+            "legacy-parts",
+            "drop-legacy-images",
+            "text + images became parts",
+        ),
+        ("stream-relay", "drop-typing", "after 4 of 5 events"),
+        ("streaming-replace", "delta-stream", "does not extend"),
+        ("notes", "strip-kind", "kind not relayed"),
+        ("agent-reconnect", "stale-agent", "did not resume"),
+        ("http-health", "health-miscount", "browserClients\":3"),
+        ("http-message", "fire-and-forget-drop", "no message within"),
+        ("http-sync", "sync-first-stream", "final text"),
+        ("http-sync-timeout", "sync-timeout-504", "answered 504"),
+        ("robustness", "flood", "unsolicited"),
+        ("robustness", "crash-on-bad-message", "not an object"),
+    ];
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = cases
+        .iter()
+        .map(|&(rule, brk, _)| {
+            Box::new(move || check_hub(Some(rule), Some(brk))) as Box<dyn FnOnce() -> _ + Send>
+        })
+        .collect();
+    for ((rule, brk, detail), (code, out)) in cases.iter().zip(parallel(jobs)) {
+        assert_eq!(code, 1, "--break {brk}: {out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("fail    {rule} — ")))
+            .unwrap_or_else(|| panic!("--break {brk}: {rule} did not fail:\n{out}"));
+        assert!(line.contains(detail), "--break {brk}: {line}");
+        assert!(
+            out.ends_with("0 passed, 1 failed\n"),
+            "--break {brk}: {out}"
+        );
+    }
+}
+
+fn check_agent(brk: Option<&str>) -> (i32, String) {
+    let mut args = vec![
+        "check",
+        "bridle",
+        "agent",
+        "--wait-ms",
+        "2000",
+        "--reconnect-wait-ms",
+        "4000",
+        "--",
+        AGENT,
+    ];
+    if let Some(b) = brk {
+        args.extend(["--break", b]);
+    }
+    bridgewire(&args)
+}
+
+#[test]
+fn check_agent_passes_on_the_reference_agent_and_fails_each_break() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("agent-auth", "no-api-key", "lacks the right apiKey"),
+        ("agent-register", "no-register", "no register within"),
+        (
+            "agent-client-id",
+            "wrong-client-id",
+            "bridgewire-browser-1-x",
+        ),
+        ("streaming-replace", "delta-stream", "does not extend"),
+        (
+            "stream-end-final",
+            "end-mismatch",
+            "differs from the last accumulation",
+        ),
+        ("notes", "no-kind", "want thinking or tool"),
+        ("agent-reconnect", "no-reconnect", "exited"),
+    ];
+    let mut jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> =
+        vec![Box::new(|| check_agent(None))];
+    for &(_, brk, _) in cases {
+        jobs.push(Box::new(move || check_agent(Some(brk))));
+    }
+    let results = parallel(jobs);
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.ends_with("8 passed, 0 failed\n"), "{out}");
+    let cadence = out.lines().find(|l| l.contains("stream-cadence")).unwrap();
+    assert!(
+        cadence.contains("median") && cadence.contains("spec: 100 ms"),
+        "{cadence}"
+    );
+    for ((rule, brk, detail), (code, out)) in cases.iter().zip(&results[1..]) {
+        assert_eq!(*code, 1, "--break {brk}: {out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("fail    {rule} — ")))
+            .unwrap_or_else(|| panic!("--break {brk}: {rule} did not fail:\n{out}"));
+        assert!(line.contains(detail), "--break {brk}: {line}");
+    }
+}
+
+fn spawn_proxy(upstream: &str, dir: &std::path::Path, extra: &[&str]) -> (Proc, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bridgewire"));
+    c.args([
+        "record",
+        "bridle",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        upstream,
+    ])
+    .arg("--dir")
+    .arg(dir)
+    .args(extra);
+    let p = Proc::spawn(c);
+    let url = p.first_line().trim().to_string();
+    (p, url)
+}
+
+async fn wait_agent(url: &str, agent: &str) {
+    for _ in 0..100 {
+        if let Ok(r) = reqwest::get(format!("{url}/api/agent/{agent}/health")).await
+            && let Ok(v) = r.json::<serde_json::Value>().await
+            && v["agentConnected"] == true
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("agent {agent} never connected");
+}
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_hub, hub_url) = spawn_hub(None);
+    let (_proxy, url) = spawn_proxy(&hub_url, tmp.path(), &["--hub", "ref-hub"]);
+    let _agent = spawn_agent(&url, "bot-r", None);
+    wait_agent(&url, "bot-r").await;
+    let token = bridgewire::bridle::sign_jwt(SECRET, "u-rec", &[]);
+    let mut b = Socket::connect(
+        &url,
+        "/ws/client",
+        Some(json!({"token": token, "agentId": "bot-r"})),
+        &opts(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.recv(W).await.unwrap().data["clientId"], "u-rec");
+    b.emit("message", json!({"text": "hello"}));
+    let end = b.recv_named("stream_end", W).await.unwrap();
+    assert!(
+        end.data["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("You said: hello")
+    );
+    // The canonical client through the proxy: long-polling, then the WebSocket upgrade.
+    if node_ready() {
+        let mut c = node("browser-script.js");
+        c.env("HUB_URL", &url)
+            .env("JWT_SECRET", SECRET)
+            .env("AGENT_ID", "bot-r")
+            .env("SUB", "u-node")
+            .env("MESSAGES", "think with a tool|plain please|legacy image");
+        let p = Proc::spawn(c);
+        let line = p.first_line();
+        let out: serde_json::Value = serde_json::from_str(&line).expect(&line);
+        assert_eq!(out["answers"].as_array().map(Vec::len), Some(3), "{out}");
+    }
+    // The HTTP API through the proxy.
+    let r: serde_json::Value = reqwest::Client::new()
+        .post(format!("{url}/api/agent/bot-r/message/sync"))
+        .json(&json!({"text": "plain sync"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["text"], "Plain answer to: plain sync");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let root = tmp.path().join("ref-hub");
+    let cell = root.join("bot-r__u-rec");
+    let up = read(&cell.join("browser→hub.ndjson"));
+    assert!(up.contains("[redacted]"), "{up}");
+    assert!(!up.contains(&token), "the JWT leaked into the lanes");
+    let down = read(&cell.join("hub→browser.ndjson"));
+    for needle in ["welcome", "typing", "stream_end"] {
+        assert!(down.contains(needle), "{needle} missing from {down}");
+    }
+    let agent_up = read(&cell.join("agent→hub.ndjson"));
+    assert!(agent_up.contains("stream_end") && agent_up.contains("u-rec"));
+    assert!(read(&cell.join("hub→agent.ndjson")).contains("hello"));
+    let own = read(&root.join("bot-r__agent/agent→hub.ndjson"));
+    assert!(
+        own.contains("register") && own.contains("[redacted]"),
+        "{own}"
+    );
+    assert!(!own.contains(API_KEY), "the apiKey leaked into the lanes");
+    let http = read(&root.join("bot-r__http/http→hub.ndjson"));
+    assert!(http.contains("plain sync"), "{http}");
+    assert!(read(&root.join("bot-r__http/hub→http.ndjson")).contains("Plain answer"));
+    if node_ready() {
+        let polled = read(&root.join("bot-r__u-node/hub→browser.ndjson"));
+        assert!(
+            polled.contains("welcome") && polled.contains("stream_end"),
+            "{polled}"
+        );
+        let polled_up = read(&root.join("bot-r__u-node/browser→hub.ndjson"));
+        assert!(polled_up.contains("iVBORw0KGgo="));
+        // The CONNECT rode a long-polling POST: redacted all the same.
+        assert!(
+            polled_up.contains(r#"40/ws/client,{\"token\":\"[redacted]\""#),
+            "{polled_up}"
+        );
+        assert!(!polled_up.contains("eyJ"), "a JWT leaked into the lanes");
+    }
+    // Every lane line is a well-formed entry and seqs are unique across lanes.
+    let cells = bridgewire::cell::discover(&root).unwrap();
+    assert!(cells.len() >= 3, "{cells:?}");
+    for c in cells {
+        let mut m = c.merged();
+        let n = m.by_ref().count();
+        assert!(n > 0);
+        assert!(m.into_report().errors.is_empty());
+    }
+}
+
+#[test]
+fn committed_bridle_cells_match_their_pins_and_fold_rows() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let (code, out) = bridgewire(&["pins", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__alice"), "{out}");
+    let dump = tempfile::tempdir().unwrap();
+    let (code, out) = bridgewire(&[
+        "pins",
+        root.to_str().unwrap(),
+        "--cell",
+        "alice",
+        "--dump-dir",
+        dump.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&read(&dump.path().join("ref-hub-bot-1__alice.rows.json"))).unwrap();
+    let roles: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "user",
+            "worklog",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant"
+        ]
+    );
+    // Normalized: messageIds interned, no streaming bubble left open, legacy image kept.
+    assert_eq!(rows[1]["id"], "#1");
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["streaming"] != true)
+    );
+    assert_eq!(rows[7]["parts"][1]["type"], "image");
+}
+
+#[test]
+fn replay_bridle_plays_recorded_cells_against_a_hub_build() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let r = root.to_str().unwrap();
+    let (code, out) = bridgewire(&["replay", "bridle", r, "--", HUB, "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__alice"), "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__http"), "{out}");
+    assert!(out.contains("SKIP ref-hub/bot-1__agent"), "{out}");
+    let (code, out) = bridgewire(&[
+        "replay",
+        "bridle",
+        r,
+        "--cell",
+        "alice",
+        "--",
+        HUB,
+        "--listen",
+        "127.0.0.1:0",
+        "--break",
+        "delta-stream",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__alice: hub→browser event"),
+        "{out}"
+    );
+    let (code, _) = bridgewire(&["replay", "bridle", r, "--cell", "no-such-cell"]);
+    assert_eq!(code, 4);
+}
+
+/// The client against a bad hub: a flood is bounded by the reader's buffer and the caller's
+/// deadline, an oversized frame closes the connection as TooLarge, and dropping sockets closes
+/// them (the hub's own count goes back to zero: no leaked socket or task).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_survives_flood_oversize_and_releases_sockets() {
+    use bridgewire::bridle::transport::CloseReason;
+    let (_flood_hub, url) = spawn_hub(Some("flood"));
+    let token = bridgewire::bridle::sign_jwt(SECRET, "u-flood", &[]);
+    let auth = json!({"token": token, "agentId": "bot-f"});
+    let small = Options {
+        buffer: 16,
+        ..opts()
+    };
+    let mut s = Socket::connect(&url, "/ws/client", Some(auth.clone()), &small)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let got = s.drain(Duration::from_millis(500)).await;
+    assert!(got.len() > 100, "the flood arrived ({})", got.len());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "drain is bounded"
+    );
+    drop(s);
+
+    let (_hub, url) = spawn_hub(None);
+    // Oversized: the "Agent is not connected" reply exceeds a 150-byte frame limit.
+    let tiny = Options {
+        max_frame: 150,
+        ..opts()
+    };
+    let token = bridgewire::bridle::sign_jwt(SECRET, "u-big", &[]);
+    let mut s = Socket::connect(
+        &url,
+        "/ws/client",
+        Some(json!({"token": token, "agentId": "bot-none"})),
+        &tiny,
+    )
+    .await
+    .unwrap();
+    s.recv_named("welcome", W).await.unwrap();
+    s.emit("message", json!({"text": "hi"}));
+    assert_eq!(
+        s.recv(W).await,
+        Err(RecvError::Closed(CloseReason::TooLarge))
+    );
+
+    // Released sockets: three browsers come and go; the hub's count returns to 0.
+    let mut browsers = Vec::new();
+    for i in 0..3 {
+        let token = bridgewire::bridle::sign_jwt(SECRET, &format!("u-{i}"), &[]);
+        browsers.push(
+            Socket::connect(
+                &url,
+                "/ws/client",
+                Some(json!({"token": token, "agentId": "bot-c"})),
+                &opts(),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    let count = || async {
+        let v: serde_json::Value = reqwest::get(format!("{url}/api/agent/bot-c/health"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["browserClients"].as_u64().unwrap()
+    };
+    assert_eq!(count().await, 3);
+    drop(browsers);
+    let mut n = 3;
+    for _ in 0..50 {
+        n = count().await;
+        if n == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(n, 0, "dropped sockets stayed open");
+}
+
+#[test]
+fn check_hub_against_a_running_hub_by_url() {
+    let (_hub, url) = spawn_hub(None);
+    let (code, out) = bridgewire(&[
+        "check",
+        "bridle",
+        "hub",
+        "--url",
+        &url,
+        "--jwt-secret",
+        SECRET,
+        "--api-key",
+        API_KEY,
+        "--rule",
+        "welcome",
+        "--rule",
+        "http-health",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["passed"], 2, "{v}");
+    // A wrong secret: the hub refuses the browsers, a named failure.
+    let (code, out) = bridgewire(&[
+        "check",
+        "bridle",
+        "hub",
+        "--url",
+        &url,
+        "--jwt-secret",
+        "not-the-secret",
+        "--api-key",
+        API_KEY,
+        "--rule",
+        "welcome",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("fail    welcome"), "{out}");
+    // --url without secrets is a usage error.
+    let (code, _) = bridgewire(&["check", "bridle", "hub", "--url", &url]);
+    assert_eq!(code, 2);
+}
+
+/// bridgewire's hub double against the canonical socket.io-client (long-polling, upgrade,
+/// its own reconnection): a spec-following JS agent passes every agent rule.
+#[test]
+fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
+    if !node_ready() {
+        return;
+    }
+    let script = node_dir().join("agent.js");
+    let (code, out) = bridgewire(&[
+        "check",
+        "bridle",
+        "agent",
+        "--wait-ms",
+        "3000",
+        "--reconnect-wait-ms",
+        "8000",
+        "--",
+        "node",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.ends_with("8 passed, 0 failed\n"), "{out}");
+    assert!(out.contains("pass    notes\n"), "{out}");
+}

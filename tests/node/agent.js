@@ -1,0 +1,51 @@
+// A Bridle agent runtime on the canonical socket.io-client 4, written from the spec: auth
+// {apiKey, agentId} from the environment, `register` on every (re)connect, notes marked with
+// kind, accumulated text flushed every 100 ms (the BridleRepository's cadence), stream_end with
+// the final text. Env: BRIDLE_URL, BRIDLE_API_KEY, BRIDLE_AGENT_ID.
+const { io } = require("socket.io-client");
+
+const socket = io(process.env.BRIDLE_URL + "/ws/agent", {
+  auth: { apiKey: process.env.BRIDLE_API_KEY, agentId: process.env.BRIDLE_AGENT_ID },
+  reconnectionDelay: 200,
+  reconnectionDelayMax: 1000,
+});
+socket.on("connect", () => socket.emit("register", {}));
+
+const parts = (text) => [{ type: "text", text }];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function streamSend(clientId, produce) {
+  const messageId = require("crypto").randomUUID();
+  let latest = "";
+  let sent = "";
+  const flush = () => {
+    if (latest !== sent) {
+      sent = latest;
+      socket.emit("stream", { clientId, text: latest, parts: parts(latest), messageId, ts: Date.now() });
+    }
+  };
+  const timer = setInterval(flush, 100);
+  const final = await produce((acc) => { latest = acc; });
+  clearInterval(timer);
+  latest = final;
+  flush();
+  socket.emit("stream_end", { clientId, text: final, parts: parts(final), messageId, ts: Date.now() });
+}
+
+socket.on("message", async (m) => {
+  const clientId = m.clientId;
+  socket.emit("typing", { clientId, ts: Date.now() });
+  const note = (kind, text) =>
+    socket.emit("message", { clientId, kind, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
+  note("thinking", "Reading: " + m.text);
+  note("tool", "→ searchWeb");
+  await streamSend(clientId, async (onChunk) => {
+    let acc = "";
+    for (const token of ("Once upon a time, " + m.text + " became a story.").split(/(?<= )/)) {
+      await sleep(35);
+      acc += token;
+      onChunk(acc);
+    }
+    return acc;
+  });
+});
