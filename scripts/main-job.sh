@@ -19,12 +19,14 @@ step "$bw" check bb --recordings recordings/bb-ref \
   -- target/release/bb-ref-bridge
 # bb: replay the bundled cells and compare the bridge with itself (parity smoke).
 step "$bw" parity --base "cmd:target/release/bb-ref-bridge" --head "cmd:target/release/bb-ref-bridge" recordings/bb-ref
-if [ -x target/release/sidebridge-ref ]; then
-  step "$bw" check sidebridge -- target/release/sidebridge-ref --listen 127.0.0.1:0
-fi
-if [ -x target/release/bridle-ref-hub ]; then
-  step "$bw" check bridle hub -- target/release/bridle-ref-hub --listen 127.0.0.1:0
-fi
+# Side Bridge: the rule table with and without a key, then replay of the recorded chats.
+step "$bw" check sidebridge -- target/release/sidebridge-ref --listen 127.0.0.1:0
+step "$bw" check sidebridge --key s3cret -- target/release/sidebridge-ref --listen 127.0.0.1:0 --key s3cret
+step "$bw" replay sidebridge --key s3cret recordings/sidebridge -- target/release/sidebridge-ref --listen 127.0.0.1:0 --key s3cret
+# Bridle: the hub rules, the agent rules, and replay of the recorded cells against the hub.
+step "$bw" check bridle hub -- target/release/bridle-ref-hub --listen 127.0.0.1:0
+step "$bw" check bridle agent -- target/release/bridle-ref-agent
+step "$bw" replay bridle recordings/bridle
 echo
 if [ "$status" -eq 0 ]; then echo "main job: all steps passed"; else echo "main job: a step failed"; fi
 exit "$status"
