@@ -13,8 +13,8 @@ fn leaves(cmd: &clap::Command, path: &mut Vec<String>, out: &mut String) {
         .get_subcommands()
         .filter(|c| c.get_name() != "help")
         .collect();
-    if subs.is_empty() || path.len() == 1 {
-        if path.len() > 1 {
+    if subs.is_empty() && path.len() > 1 {
+        {
             let mut c = cmd.clone().bin_name(path.join(" ")).term_width(100);
             out.push_str(&format!("### `{}`\n\n```text\n", path.join(" ")));
             let help = c.render_long_help().to_string();
