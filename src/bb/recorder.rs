@@ -248,7 +248,9 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
     if opts.redact {
         lanes = lanes.with_redactor(crate::redact::redact_line);
     }
-    let writer = Arc::new(Mutex::new(lanes));
+    // One writer per thread (siblings share the seq counter): directions never wait for each
+    // other's disk writes.
+    let writer = lanes;
     let scoper = Arc::new(Mutex::new(Scoper::default()));
 
     // The socket provider wrappers report to.
@@ -258,10 +260,10 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
     let sock_path = sock_dir.path().join("lanes.sock");
     let listener = UnixListener::bind(&sock_path)?;
     {
-        let writer = writer.clone();
+        let template = writer.sibling();
         std::thread::Builder::new()
             .name("child-lanes".into())
-            .spawn(move || serve_children(listener, writer))?;
+            .spawn(move || serve_children(listener, template))?;
     }
 
     let (program, args) = opts
@@ -284,7 +286,7 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
     let child_stdout = child.stdout.take().expect("piped");
 
     let to_bridge = {
-        let writer = writer.clone();
+        let writer = writer.sibling();
         let scoper = scoper.clone();
         std::thread::Builder::new()
             .name("runtime→bridge".into())
@@ -294,13 +296,13 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
                     child_stdin,
                     "runtime→bridge",
                     true,
-                    &writer,
+                    writer,
                     &scoper,
                 );
             })?
     };
     let from_bridge = {
-        let writer = writer.clone();
+        let writer = writer.sibling();
         let scoper = scoper.clone();
         std::thread::Builder::new()
             .name("bridge→runtime".into())
@@ -310,7 +312,7 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
                     io::stdout().lock(),
                     "bridge→runtime",
                     false,
-                    &writer,
+                    writer,
                     &scoper,
                 );
             })?
@@ -330,7 +332,7 @@ fn record_direction(
     output: impl Write,
     dir: &'static str,
     from_runtime: bool,
-    writer: &Mutex<LaneWriter>,
+    mut writer: LaneWriter,
     scoper: &Mutex<Scoper>,
 ) {
     let mut scopes: Vec<Option<String>> = Vec::new();
@@ -349,19 +351,19 @@ fn record_direction(
                 bytes: l,
             })
             .collect();
-        writer.lock().expect("writer").append_batch(&batch);
+        writer.append_batch(&batch);
     });
 }
 
 /// Accepts `record child` connections and appends what they send.
-fn serve_children(listener: UnixListener, writer: Arc<Mutex<LaneWriter>>) {
+fn serve_children(listener: UnixListener, template: LaneWriter) {
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
-        let writer = writer.clone();
+        let writer = template.sibling();
         let _ = std::thread::Builder::new()
             .name("child-lane".into())
             .spawn(move || {
-                if let Err(e) = serve_child(conn, &writer)
+                if let Err(e) = serve_child(conn, writer)
                     && e.kind() != io::ErrorKind::UnexpectedEof
                 {
                     eprintln!("bridgewire recorder: provider lane connection failed: {e}");
@@ -374,7 +376,7 @@ fn serve_children(listener: UnixListener, writer: Arc<Mutex<LaneWriter>>) {
 /// hello = `u32 scope_len` + scope bytes (`u32::MAX` = no scope);
 /// batch = `u8 dir` (0 provider→bridge, 1 bridge→provider) + `u32 count` + count × (`u32 len` +
 /// bytes); each batch is acknowledged with one byte once it is on disk.
-fn serve_child(mut conn: UnixStream, writer: &Mutex<LaneWriter>) -> io::Result<()> {
+fn serve_child(mut conn: UnixStream, mut writer: LaneWriter) -> io::Result<()> {
     let scope_len = read_u32(&mut conn)?;
     let scope = if scope_len == u32::MAX {
         None
@@ -413,7 +415,7 @@ fn serve_child(mut conn: UnixStream, writer: &Mutex<LaneWriter>) -> io::Result<(
                 bytes: l,
             })
             .collect();
-        writer.lock().expect("writer").append_batch(&batch);
+        writer.append_batch(&batch);
         conn.write_all(&[1])?;
     }
 }

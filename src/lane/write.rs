@@ -1,7 +1,11 @@
 //! Append-only lane writer: the recording side of the lane format.
 //!
-//! One writer per recording process owns the process-wide `seq` counter and one append-mode file
-//! per `(scope, direction)`, opened lazily on its first line and kept open. Every call writes its
+//! A writer owns one append-mode file per `(scope, direction)`, opened lazily on its first line
+//! and kept open, and shares the process-wide `seq` counter with its siblings
+//! ([`LaneWriter::sibling`]): a recorder gives each direction's thread its own writer, so the
+//! two directions never wait for each other's disk writes, while every line still gets its
+//! place in one total order (a seq is taken before the line is forwarded, so effects always
+//! sort after their causes). Every call writes its
 //! entries straight to the file descriptors (no user-space buffer survives a call), so a crash of
 //! either peer or of bridgewire itself loses at most the lines still being handled. Recorders
 //! record a line *before* forwarding it, so whatever the other side has seen is on disk.
@@ -28,7 +32,8 @@ pub const MAX_OPEN_FILES: usize = 256;
 pub struct LaneWriter {
     root: PathBuf,
     run: i64,
-    seq: u64,
+    seq: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    last: u64,
     files: HashMap<(String, String), File>,
     /// Reusable per-file byte buffers for a batch.
     scratch: Vec<(usize, Vec<u8>)>,
@@ -50,7 +55,8 @@ impl LaneWriter {
         Ok(LaneWriter {
             root: root.to_path_buf(),
             run,
-            seq: 0,
+            seq: Default::default(),
+            last: 0,
             files: HashMap::new(),
             scratch: Vec::new(),
             failures: 0,
@@ -63,6 +69,20 @@ impl LaneWriter {
     pub fn with_redactor(mut self, redactor: Redactor) -> Self {
         self.redactor = Some(redactor);
         self
+    }
+
+    /// A writer for the same recording (root, run, seq counter, redaction) with its own files.
+    pub fn sibling(&self) -> LaneWriter {
+        LaneWriter {
+            root: self.root.clone(),
+            run: self.run,
+            seq: self.seq.clone(),
+            last: 0,
+            files: HashMap::new(),
+            scratch: Vec::new(),
+            failures: 0,
+            redactor: self.redactor,
+        }
     }
 
     pub fn run(&self) -> i64 {
@@ -78,15 +98,15 @@ impl LaneWriter {
         self.failures
     }
 
-    /// The last seq handed out.
+    /// The last seq this writer handed out.
     pub fn last_seq(&self) -> u64 {
-        self.seq
+        self.last
     }
 
     /// Records one line and returns its seq.
     pub fn append(&mut self, line: Line<'_>) -> u64 {
         self.append_batch(std::slice::from_ref(&line));
-        self.seq
+        self.last
     }
 
     /// Records lines in order, one `write` per file touched. Seqs are consecutive.
@@ -95,8 +115,13 @@ impl LaneWriter {
         let run = format_f64(self.run as f64);
         // Group by file, preserving order inside each file.
         let mut groups: Vec<(String, String, Vec<u8>)> = Vec::new();
-        for line in lines {
-            self.seq += 1; // counted even if the write then fails, as bb does
+        // Seqs are taken for the whole batch at once; counted even if a write then fails, as
+        // bb does.
+        let first = self
+            .seq
+            .fetch_add(lines.len() as u64, std::sync::atomic::Ordering::SeqCst);
+        for (i, line) in lines.iter().enumerate() {
+            self.last = first + i as u64 + 1;
             let scope = scope_dir_name(line.scope);
             let idx = match groups
                 .iter()
@@ -126,7 +151,7 @@ impl LaneWriter {
                 Some(s) => Ok(s.as_str()),
                 None => text,
             };
-            encode_entry_text(&mut groups[idx].2, &ts, &run, self.seq, line.dir, text);
+            encode_entry_text(&mut groups[idx].2, &ts, &run, self.last, line.dir, text);
         }
         for (scope, dir, buf) in groups {
             if let Err(e) = self.write_file(&scope, &dir, &buf) {
