@@ -3,14 +3,19 @@
 # double, with -j 1 and -j 2 (speed-up), plus harness CPU time per replayed line
 # (getrusage of the bridgewire process itself; bridges and doubles are reported as children).
 #
-# Usage: benches/replay-bb.sh [ROUNDS]   (debug build; default 3 rounds per setting)
+# Usage: benches/replay-bb.sh [ROUNDS] [PROFILE]   (default 3 rounds per setting, release)
 # Prints one `stats:` line per run (from `replay bb --stats`) and a summary.
 set -eu
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
-cargo build --quiet --bin bridgewire --bin bb-ref-bridge --bin bb-ref-provider
-BW=target/debug/bridgewire
-BRIDGE=target/debug/bb-ref-bridge
+PROFILE=${2:-release}
+if [ "$PROFILE" = release ]; then
+  cargo build --quiet --release --bin bridgewire --bin bb-ref-bridge --bin bb-ref-provider
+else
+  cargo build --quiet --bin bridgewire --bin bb-ref-bridge --bin bb-ref-provider
+fi
+BW=target/$PROFILE/bridgewire
+BRIDGE=target/$PROFILE/bb-ref-bridge
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -sr)"
 for j in 1 2; do
   i=0
