@@ -268,6 +268,11 @@ pub async fn serve(
         http: reqwest::Client::new(),
     });
     let app = axum::Router::new().fallback(handle).with_state(proxy);
+    // Small frames must not sit in Nagle's buffer waiting for a delayed ACK (~40 ms a hop).
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await?;
@@ -308,12 +313,13 @@ async fn handle(State(p): State<Arc<Proxy>>, req: Request) -> Response {
                 .unwrap_or(u),
             Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
         };
-        let upstream = match tokio_tungstenite::connect_async(url.as_str()).await {
-            Ok((u, _)) => u,
-            Err(e) => {
-                return (StatusCode::BAD_GATEWAY, format!("upstream: {e}")).into_response();
-            }
-        };
+        let upstream =
+            match tokio_tungstenite::connect_async_with_config(url.as_str(), None, true).await {
+                Ok((u, _)) => u,
+                Err(e) => {
+                    return (StatusCode::BAD_GATEWAY, format!("upstream: {e}")).into_response();
+                }
+            };
         let sid = sid.unwrap_or_else(|| format!("ws-{}", uuid::Uuid::new_v4()));
         return ws.on_upgrade(move |client| pump(p, client, upstream, sid));
     }
