@@ -3,7 +3,7 @@
 //! through `bridgewire record bridle`, and (when `mitmdump` is on PATH) through
 //! `mitmdump --mode reverse:… -w flows` recording the same WebSocket traffic.
 //!
-//! Run (dev profile, no release build needed): `cargo bench --profile dev --bench bridle_proxy`.
+//! Run: `MITMDUMP=<path to mitmdump> cargo bench --bench bridle_proxy` (results: BENCHMARKS.md).
 //! Env: `BENCH_BROWSERS` (100), `BENCH_MESSAGES` (20). Prints a Markdown table.
 
 use bridgewire::bridle::spawn::{ChildGuard, parse_address};

@@ -2,8 +2,8 @@
 //! directly, through `bridgewire record sidebridge`, and through `mitmdump` recording the same
 //! traffic (when `mitmdump` is found: $MITMDUMP or PATH). Prints a Markdown table.
 //!
-//! Run (the machine is shared, so the dev profile is used):
-//!   cargo bench --profile dev --bench sidebridge_proxy
+//! Run (results: BENCHMARKS.md):
+//!   MITMDUMP=<path to mitmdump> cargo bench --bench sidebridge_proxy
 //! Knobs: BENCH_CLIENTS (50), BENCH_SECS (5), BENCH_WARMUP_SECS (1), MITMDUMP (path).
 
 use std::io::BufRead;
