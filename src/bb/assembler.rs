@@ -829,6 +829,45 @@ impl Assembler {
         out.push(ev);
     }
 
+    /// A fresh, empty streamed-text item for `channel` (agentMessage, plan or reasoning), its
+    /// id mapped from the key's provider item id or minted.
+    fn new_text_item(
+        &mut self,
+        st: &mut ThreadState,
+        key: &Key<'_>,
+        channel: &str,
+        parent: Option<&str>,
+    ) -> OpenItem {
+        let id = match key.provider_item_id {
+            Some(pid) => self.mapped_item(st, pid),
+            None => self.mint_item(),
+        };
+        let item_ty = channel_item_type(channel);
+        let mut item = match item_ty {
+            "reasoning" => obj([
+                ("type", json!("reasoning")),
+                ("id", json!(id)),
+                ("summary", json!([])),
+                ("content", json!([])),
+            ]),
+            ty => obj([("type", json!(ty)), ("id", json!(id)), ("text", json!(""))]),
+        };
+        if let Some(p) = parent {
+            item.insert("parentToolCallId".into(), json!(p));
+        }
+        OpenItem {
+            id,
+            shape: item_ty.to_string(),
+            item: Value::Object(item),
+            text: String::new(),
+            streamed: true,
+            channel: Some(channel.to_string()),
+            thread_attached: false,
+            anonymous: key.provider_item_id.is_none(),
+            parent_ref: key.parent_ref.map(str::to_string),
+        }
+    }
+
     fn text_delta(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
         let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
             return self.fallback(st, d, out);
@@ -846,38 +885,9 @@ impl Assembler {
             (Some(i), _) => st.open_items[i].1.id.clone(),
             (None, Some(id)) => id, // closed earlier: no synthesized open (§12.6)
             (None, None) => {
-                let id = match key.provider_item_id {
-                    Some(pid) => self.mapped_item(st, pid),
-                    None => self.mint_item(),
-                };
-                let item_ty = channel_item_type(channel);
-                let mut item = match item_ty {
-                    "reasoning" => obj([
-                        ("type", json!("reasoning")),
-                        ("id", json!(id)),
-                        ("summary", json!([])),
-                        ("content", json!([])),
-                    ]),
-                    ty => obj([("type", json!(ty)), ("id", json!(id)), ("text", json!(""))]),
-                };
-                if let Some(p) = &parent {
-                    item.insert("parentToolCallId".into(), json!(p));
-                }
-                let item = Value::Object(item);
-                st.open_items.push((
-                    ks.clone(),
-                    OpenItem {
-                        id: id.clone(),
-                        shape: item_ty.to_string(),
-                        item: item.clone(),
-                        text: String::new(),
-                        streamed: true,
-                        channel: Some(channel.to_string()),
-                        thread_attached: false,
-                        anonymous: key.provider_item_id.is_none(),
-                        parent_ref: key.parent_ref.map(str::to_string),
-                    },
-                ));
+                let open = self.new_text_item(st, &key, channel, parent.as_deref());
+                let (id, item) = (open.id.clone(), open.item.clone());
+                st.open_items.push((ks.clone(), open));
                 out.push(event("item/started", turn_scope(&t), obj([("item", item)])));
                 id
             }
@@ -929,34 +939,7 @@ impl Assembler {
         let item = match open {
             Some(o) => text_item(&o, &final_text),
             None => {
-                let id = match key.provider_item_id {
-                    Some(pid) => self.mapped_item(st, pid),
-                    None => self.mint_item(),
-                };
-                let item_ty = channel_item_type(channel);
-                let mut item = match item_ty {
-                    "reasoning" => obj([
-                        ("type", json!("reasoning")),
-                        ("id", json!(id)),
-                        ("summary", json!([])),
-                        ("content", json!([])),
-                    ]),
-                    ty => obj([("type", json!(ty)), ("id", json!(id)), ("text", json!(""))]),
-                };
-                if let Some(p) = &parent {
-                    item.insert("parentToolCallId".into(), json!(p));
-                }
-                let o = OpenItem {
-                    id,
-                    shape: item_ty.into(),
-                    item: Value::Object(item),
-                    text: String::new(),
-                    streamed: true,
-                    channel: Some(channel.into()),
-                    thread_attached: false,
-                    anonymous: key.provider_item_id.is_none(),
-                    parent_ref: None,
-                };
+                let o = self.new_text_item(st, &key, channel, parent.as_deref());
                 text_item(&o, &final_text)
             }
         };
