@@ -37,6 +37,8 @@ pub struct LegRun {
     pub error: Option<String>,
     /// Events the recording itself assembles (for the empty-replay check), when known.
     pub recorded_events: Option<u64>,
+    /// The cell cannot be replayed this way (e.g. no runtime lane): reported as SKIP.
+    pub skip: Option<String>,
 }
 
 /// A way to produce a cell's events.
@@ -666,6 +668,9 @@ impl LegRunner for LiveLeg {
 /// through [`crate::bb::player::replay_cell`] (approximate plan, provider double wired through
 /// `BB_REF_PROVIDER_COMMAND`); other protocols report that they cannot be replayed yet.
 pub fn live_replay(cell: &Cell, command: &[String], timeout_ms: u64) -> LegRun {
+    if cell.protocol == crate::protocol::Protocol::Bridle {
+        return bridle_live_replay(cell, command, timeout_ms);
+    }
     if cell.protocol == crate::protocol::Protocol::SideBridge {
         let timeout = std::time::Duration::from_millis(timeout_ms);
         return match crate::sidebridge::player::replay_for_parity(cell, command, timeout) {
@@ -702,6 +707,10 @@ pub fn live_replay(cell: &Cell, command: &[String], timeout_ms: u64) -> LegRun {
     };
     let command: Vec<std::ffi::OsString> = command.iter().map(Into::into).collect();
     match crate::bb::player::replay_cell(cell, &command, &opts) {
+        Err(crate::bb::player::ReplayError::Skip(reason)) => LegRun {
+            skip: Some(reason),
+            ..Default::default()
+        },
         Err(e) => LegRun {
             error: Some(e.to_string()),
             ..Default::default()
@@ -718,8 +727,60 @@ pub fn live_replay(cell: &Cell, command: &[String], timeout_ms: u64) -> LegRun {
                 grammar: r.grammar_violations.iter().map(|d| d.layer_key()).collect(),
                 stalls: r.stalls,
                 events: r.events,
-                error: None,
-                recorded_events: None,
+                ..Default::default()
+            }
+        }
+    }
+}
+
+/// A Bridle cell against a hub command: the hub is started for the cell (it prints its URL;
+/// `JWT_SECRET` and `BRIDLE_API_KEY` name its credentials, as for `replay bridle`), the
+/// recorded browsers and agent are played, and what the browser saw becomes the leg's events.
+fn bridle_live_replay(cell: &Cell, command: &[String], timeout_ms: u64) -> LegRun {
+    use crate::bridle::player::{Outcome, ReplayConfig, replay_cell_into};
+    let fail = |e: String| LegRun {
+        error: Some(e),
+        ..Default::default()
+    };
+    let command: Vec<std::ffi::OsString> = command.iter().map(Into::into).collect();
+    let secret = std::env::var("JWT_SECRET").ok();
+    let key = std::env::var("BRIDLE_API_KEY").ok();
+    let Some((jwt_secret, api_key, _hub, url)) = crate::cli::bridle_cmd::start_hub(
+        "parity",
+        None,
+        secret.as_deref(),
+        key.as_deref(),
+        &command,
+        120_000,
+    ) else {
+        return fail("the hub did not start (see stderr)".into());
+    };
+    let Some(rt) = crate::cli::bridle_cmd::runtime() else {
+        return fail("cannot start an async runtime".into());
+    };
+    let cfg = ReplayConfig {
+        url,
+        jwt_secret,
+        api_key,
+        wait: std::time::Duration::from_millis(timeout_ms),
+    };
+    let mut events = Vec::new();
+    // A live difference is what parity reports; only a replay that could not run is an error.
+    match rt.block_on(replay_cell_into(cell, &cfg, &mut events)) {
+        Outcome::NotReplayable(reason) => LegRun {
+            skip: Some(reason),
+            ..Default::default()
+        },
+        Outcome::Pass { .. } | Outcome::Fail(_) => {
+            let model = cell.protocol.model();
+            let mut rows = model.row_projector();
+            for e in &events {
+                rows.push(e);
+            }
+            LegRun {
+                rows: rows.finish(),
+                events,
+                ..Default::default()
             }
         }
     }

@@ -229,3 +229,38 @@ fn side_bridge_cells_compare_live() {
         "the entry diff names the changed sender: {out}"
     );
 }
+
+/// Bridle cells replay live on both legs: the hub against itself passes (agent-only cells are
+/// skipped by name), a hub that streams deltas instead of accumulations fails.
+#[test]
+fn bridle_cells_compare_live() {
+    let hub = env!("CARGO_BIN_EXE_bridle-ref-hub");
+    let cells = Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let run = |head: &str| {
+        let out = Command::cargo_bin("bridgewire")
+            .unwrap()
+            .args([
+                "parity",
+                "--base",
+                &format!("cmd:{hub} --listen 127.0.0.1:0"),
+                "--head",
+                head,
+            ])
+            .arg(&cells)
+            .timeout(std::time::Duration::from_secs(300))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run(&format!("cmd:{hub} --listen 127.0.0.1:0"));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("SKIP ref-hub/bot-1__agent: "), "{out}");
+    let (code, out) = run(&format!(
+        "cmd:{hub} --listen 127.0.0.1:0 --break delta-stream"
+    ));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("FAIL ref-hub/bot-1__alice"), "{out}");
+}

@@ -50,6 +50,16 @@ enum Step {
 
 /// Replays one cell.
 pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
+    replay_cell_into(cell, cfg, &mut Vec::new()).await
+}
+
+/// Replays one cell and hands the live hub→browser events and HTTP answers (pongs left out)
+/// to `live_out`, for a parity leg.
+pub async fn replay_cell_into(
+    cell: &Cell,
+    cfg: &ReplayConfig,
+    live_out: &mut Vec<Value>,
+) -> Outcome {
     let (_, name) = cell.provider_and_name();
     let Some((agent_id, client_id)) = name.split_once("__") else {
         return Outcome::NotReplayable(format!("{name} is not an <agentId>__<clientId> cell"));
@@ -220,6 +230,7 @@ pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
             }
         }
     }
+    live_out.extend(live.iter().filter(|v| v["event"] != "pong").cloned());
     compare(&recorded, &live)
 }
 

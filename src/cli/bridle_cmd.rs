@@ -71,7 +71,7 @@ pub struct AgentArgs {
     pub command: Vec<OsString>,
 }
 
-fn runtime() -> Option<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -241,7 +241,7 @@ pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
 
 /// The hub under test: `--url` (with its secrets), or a started command (default: the bundled
 /// reference hub) given the secrets as env, its address read from its first stdout line.
-fn start_hub(
+pub(crate) fn start_hub(
     who: &str,
     url: Option<&str>,
     jwt_secret: Option<&str>,

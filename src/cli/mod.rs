@@ -1,6 +1,6 @@
 //! Command-line dispatch: clap types → library calls → exit code.
 
-mod bridle_cmd;
+pub(crate) mod bridle_cmd;
 mod check_bb;
 pub mod exit;
 mod parity_cmd;

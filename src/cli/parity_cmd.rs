@@ -219,6 +219,9 @@ fn compare_one(
         return skip("process-scoped recording (no thread events to compare)");
     }
     let (mut b, mut h) = rayon::join(|| base.run(key, cell), || head.run(key, cell));
+    if let Some(reason) = b.skip.as_ref().or(h.skip.as_ref()) {
+        return skip(reason);
+    }
     // The empty-replay check needs what the recording itself assembles.
     if let Some(c) = cell {
         let recorded = parity::assemble_offline(c).events.len() as u64;
