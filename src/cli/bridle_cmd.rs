@@ -20,6 +20,8 @@ pub enum BridleCheck {
 
 #[derive(clap::Args, Debug)]
 pub struct HubArgs {
+    #[command(flatten)]
+    pub reports: crate::report::ReportFiles,
     /// A running hub (`http://host:port`); otherwise the command after `--` (or the bundled
     /// `bridle-ref-hub`) is started, and its first stdout line must be its address.
     #[arg(long, conflicts_with = "command")]
@@ -49,6 +51,8 @@ pub struct HubArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct AgentArgs {
+    #[command(flatten)]
+    pub reports: crate::report::ReportFiles,
     /// BRIDLE_AGENT_ID given to the agent.
     #[arg(long, default_value = "bridgewire-agent")]
     pub agent_id: String,
@@ -101,6 +105,25 @@ fn report(verdicts: &[Verdict], format: super::Format) -> u8 {
     if summary.ok() { exit::OK } else { exit::FAILED }
 }
 
+/// Writes the requested report files; a file that cannot be written makes the run exit 2.
+fn write_reports(
+    files: &crate::report::ReportFiles,
+    protocol: &str,
+    target: &str,
+    started_ms: i64,
+    verdicts: Vec<Verdict>,
+    code: u8,
+) -> u8 {
+    let report = crate::report::ReportFiles::simple_report(protocol, target, started_ms, verdicts);
+    match files.write(&report) {
+        Ok(()) => code,
+        Err(e) => {
+            eprintln!("bridgewire check {protocol}: {e}");
+            exit::INVALID_INPUT
+        }
+    }
+}
+
 fn random_secret(what: &str) -> String {
     format!("bridgewire-{what}-{}", uuid::Uuid::new_v4().simple())
 }
@@ -141,9 +164,11 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
+    let started = crate::util::now_ms();
     let verdicts = rt.block_on(check_hub(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
-    report(&verdicts, a.format)
+    let code = report(&verdicts, a.format);
+    write_reports(&a.reports, "bridle", &cfg.url, started, verdicts, code)
 }
 
 pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
@@ -169,9 +194,17 @@ pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
+    let started = crate::util::now_ms();
     let verdicts = rt.block_on(check_agent(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
-    report(&verdicts, a.format)
+    let code = report(&verdicts, a.format);
+    let target = cfg
+        .command
+        .iter()
+        .map(|s| s.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    write_reports(&a.reports, "bridle", &target, started, verdicts, code)
 }
 
 #[derive(clap::Args, Debug)]

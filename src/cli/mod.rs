@@ -136,6 +136,8 @@ pub struct SidebridgeTarget {
 pub struct CheckSidebridgeArgs {
     #[command(flatten)]
     pub target: SidebridgeTarget,
+    #[command(flatten)]
+    pub reports: crate::report::ReportFiles,
     /// SB-H2 warns above this many seconds.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     pub warn_after: f64,
@@ -411,6 +413,7 @@ fn sidebridge_check(a: &CheckSidebridgeArgs) -> u8 {
         give_up_after: a.give_up_after,
         json: a.format == Format::Json,
         verbose: a.verbose,
+        reports: a.reports.clone(),
     })
 }
 

@@ -128,3 +128,58 @@ mod tests {
         assert_eq!(rfc3339_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 }
+
+/// The report files every `check` subcommand can write besides its stdout report.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ReportFiles {
+    /// Also write a JUnit XML report (a suite per protocol, a case per rule).
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<std::path::PathBuf>,
+    /// Also write a Markdown summary (for CI step summaries).
+    #[arg(long, value_name = "PATH")]
+    pub markdown: Option<std::path::PathBuf>,
+    /// Also write a self-contained HTML report.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<std::path::PathBuf>,
+}
+
+impl ReportFiles {
+    /// Writes every requested file; the first failure is returned, naming the path.
+    pub fn write(&self, report: &Report) -> Result<(), String> {
+        type Render = fn(&Report) -> String;
+        let files: [(&Option<std::path::PathBuf>, Render); 3] = [
+            (&self.junit, junit::render),
+            (&self.markdown, markdown::render),
+            (&self.html, html::render),
+        ];
+        for (path, render) in files {
+            if let Some(p) = path {
+                if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", p.display()))?;
+                }
+                std::fs::write(p, render(report))
+                    .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A report of `verdicts` for a check that has no richer run metadata.
+    pub fn simple_report(
+        protocol: &str,
+        target: &str,
+        started_ms: i64,
+        verdicts: Vec<Verdict>,
+    ) -> Report {
+        Report {
+            meta: RunMeta {
+                protocol: protocol.into(),
+                target: target.into(),
+                started_at: rfc3339_utc(started_ms),
+                duration_ms: (crate::util::now_ms() - started_ms).max(0) as u64,
+                ..Default::default()
+            },
+            verdicts,
+        }
+    }
+}

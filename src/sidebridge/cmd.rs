@@ -53,6 +53,7 @@ pub struct CheckOptions {
     pub give_up_after: usize,
     pub json: bool,
     pub verbose: bool,
+    pub reports: crate::report::ReportFiles,
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -64,6 +65,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 pub fn check(o: &CheckOptions) -> u8 {
+    let started = crate::util::now_ms();
     let (url, _guard) = match o.bridge.resolve() {
         Ok(x) => x,
         Err(e) => {
@@ -87,6 +89,16 @@ pub fn check(o: &CheckOptions) -> u8 {
         }
     };
     let summary = Summary::of(&report.verdicts);
+    let files = crate::report::ReportFiles::simple_report(
+        "sidebridge",
+        &url,
+        started,
+        report.verdicts.clone(),
+    );
+    if let Err(e) = o.reports.write(&files) {
+        eprintln!("bridgewire check sidebridge: {e}");
+        return exit::INVALID_INPUT;
+    }
     if o.json {
         println!(
             "{}",
