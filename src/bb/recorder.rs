@@ -48,13 +48,18 @@ const CHUNK: usize = 256 * 1024;
 /// that never answers cannot grow the recorder without bound; a response to a forgotten request
 /// keeps its provisional scope, as an unmatched response does in bb.
 pub struct Scoper {
-    /// Runtime→bridge requests awaiting a bridge→runtime response (`""` = `_process`).
+    /// Runtime→bridge requests awaiting a bridge→runtime response ([`NO_SCOPE`] = `_process`).
     r: CappedMap,
     /// Bridge→runtime requests awaiting a runtime→bridge response.
     b: CappedMap,
 }
 
 pub const PENDING_CAP: usize = 1 << 16;
+
+/// Stands for "no thread" in the pending maps. An empty thread id is a scope of its own (`t-`),
+/// so the sentinel is a lone NUL instead; a response to a request whose thread id is exactly
+/// `"\u0000"` would land in `_process`.
+const NO_SCOPE: &str = "\0";
 
 impl Default for Scoper {
     fn default() -> Self {
@@ -80,12 +85,12 @@ impl Scoper {
         if info.is_request() {
             own.insert(
                 info.id_key.clone().expect("request has id"),
-                provisional.clone().unwrap_or_default(),
+                provisional.clone().unwrap_or_else(|| NO_SCOPE.to_string()),
             );
             provisional
         } else if info.is_response() {
             match opposite.remove(info.id_key.as_deref().expect("response has id")) {
-                Some(scope) => Some(scope).filter(|s| !s.is_empty()),
+                Some(scope) => Some(scope).filter(|s| s != NO_SCOPE),
                 None => provisional,
             }
         } else {

@@ -127,16 +127,18 @@ impl Eq for SeqKey {}
 
 /// The scope directory name for a thread id, as bb derives it (§1.4), made safe.
 ///
-/// 1. none or `""` → `_process`;
+/// 1. none → `_process`;
 /// 2. every maximal run of characters outside `[A-Za-z0-9_.-]` becomes one `-`;
 /// 3. a result starting with `_` gets the prefix `t-`, so no thread can be named `_process`.
 ///
-/// bridgewire adds two guards bb lacks, because a scope name must never leave the recording
-/// folder: a result made only of dots (`.`, `..`) gets the `t-` prefix too, and a name longer
-/// than 200 bytes is cut and suffixed with a hash of the full id so distinct ids stay distinct.
+/// bridgewire adds three guards bb lacks, because a scope name must never leave the recording
+/// folder or collide with `_process`: an empty thread id (which bb files under `_process`, mixing
+/// a malformed thread's lines into the process scope) becomes `t-`; a result made only of dots
+/// (`.`, `..`) gets the `t-` prefix too; and a name longer than 200 bytes is cut and suffixed
+/// with a hash of the full id so distinct ids stay distinct.
 pub fn scope_dir_name(thread_id: Option<&str>) -> String {
     let id = match thread_id {
-        None | Some("") => return "_process".to_string(),
+        None => return "_process".to_string(),
         Some(id) => id,
     };
     let mut out = String::with_capacity(id.len());
@@ -169,7 +171,6 @@ mod tests {
     fn scope_names_follow_bb() {
         let cases = [
             (None, "_process"),
-            (Some(""), "_process"),
             (Some("thr_a7w5btqn3h"), "thr_a7w5btqn3h"),
             (Some("a b/c"), "a-b-c"),
             (Some("a::/b"), "a-b"),
@@ -186,6 +187,11 @@ mod tests {
     fn scope_names_never_escape() {
         assert_eq!(scope_dir_name(Some("../../x")), "..-..-x");
         assert_eq!(scope_dir_name(Some("..")), "t-..");
+        assert_eq!(
+            scope_dir_name(Some("")),
+            "t-",
+            "an empty id is not the process scope"
+        );
         assert_eq!(scope_dir_name(Some(".")), "t-.");
         let long = "x".repeat(5000);
         let name = scope_dir_name(Some(&long));
