@@ -129,34 +129,3 @@ pub trait Model: Sync {
         crate::normalize::normalize_list(rows, self.row_rules())
     }
 }
-
-/// Placeholder for protocols whose model has not landed: assembles nothing, says so.
-pub struct Unsupported(pub Protocol);
-
-impl Model for Unsupported {
-    fn protocol(&self) -> Protocol {
-        self.0
-    }
-    fn assemble(
-        &self,
-        _cell: &Cell,
-        _entries: &mut dyn Iterator<Item = Entry>,
-        sink: &mut dyn EventSink,
-    ) {
-        sink.invalid(format!(
-            "the {} model is not available in this build",
-            self.0
-        ));
-    }
-    fn row_projector(&self) -> Box<dyn RowProjector> {
-        Box::new(NoRows)
-    }
-}
-
-struct NoRows;
-impl RowProjector for NoRows {
-    fn push(&mut self, _event: &Value) {}
-    fn finish(self: Box<Self>) -> Vec<Value> {
-        Vec::new()
-    }
-}
