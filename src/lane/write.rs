@@ -36,7 +36,7 @@ pub struct LaneWriter {
     last: u64,
     files: HashMap<(String, String), File>,
     /// Reusable per-file byte buffers for a batch.
-    scratch: Vec<(usize, Vec<u8>)>,
+    scratch: Vec<Vec<u8>>,
     failures: u64,
     redactor: Option<Redactor>,
 }
@@ -132,7 +132,7 @@ impl LaneWriter {
                     let buf = self
                         .scratch
                         .pop()
-                        .map(|(_, mut b)| {
+                        .map(|mut b| {
                             b.clear();
                             b
                         })
@@ -164,7 +164,7 @@ impl LaneWriter {
                         .display()
                 );
             }
-            self.scratch.push((0, buf));
+            self.scratch.push(buf);
         }
     }
 
@@ -217,8 +217,7 @@ fn encode_entry_text(
     out.extend_from_slice(b",\"run\":");
     out.extend_from_slice(run.as_bytes());
     out.extend_from_slice(b",\"seq\":");
-    let mut digits = itoa_buf(seq);
-    out.extend_from_slice(digits.as_mut_slice());
+    out.extend_from_slice(itoa_buf(seq).as_bytes());
     out.extend_from_slice(b",\"dir\":");
     write_str_bytes(out, dir);
     out.extend_from_slice(b",\"line\":");
@@ -242,7 +241,7 @@ struct Digits {
 }
 
 impl Digits {
-    fn as_mut_slice(&mut self) -> &[u8] {
+    fn as_bytes(&self) -> &[u8] {
         &self.buf[self.start..]
     }
 }
