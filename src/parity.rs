@@ -45,6 +45,11 @@ pub struct LegRun {
 pub trait LegRunner: Sync + Send {
     fn label(&self) -> String;
     fn run(&self, key: &str, cell: Option<&Cell>) -> LegRun;
+    /// Whether the leg replays live, so an empty result may mean a broken replay (the
+    /// empty-replay check compares it with what the recording assembles).
+    fn replays_live(&self) -> bool {
+        false
+    }
 }
 
 /// Collects assembly output into a [`LegRun`].
@@ -652,6 +657,9 @@ pub struct LiveLeg {
 impl LegRunner for LiveLeg {
     fn label(&self) -> String {
         self.label.clone()
+    }
+    fn replays_live(&self) -> bool {
+        true
     }
     fn run(&self, key: &str, cell: Option<&Cell>) -> LegRun {
         let Some(cell) = cell else {

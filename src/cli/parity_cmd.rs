@@ -222,9 +222,10 @@ fn compare_one(
     if let Some(reason) = b.skip.as_ref().or(h.skip.as_ref()) {
         return skip(reason);
     }
-    // The empty-replay check needs what the recording itself assembles.
-    if let Some(c) = cell {
-        let recorded = parity::assemble_offline(c).events.len() as u64;
+    // The empty-replay check needs what the recording itself assembles; only live legs can
+    // come back empty by failing, so recorded and dump legs skip this extra assembly.
+    if let Some(c) = cell.filter(|_| base.replays_live() || head.replays_live()) {
+        let recorded = crate::pins::compute(c, None).counts.events;
         b.recorded_events.get_or_insert(recorded);
         h.recorded_events.get_or_insert(recorded);
     }
