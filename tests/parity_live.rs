@@ -264,3 +264,22 @@ fn bridle_cells_compare_live() {
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("FAIL ref-hub/bot-1__alice"), "{out}");
 }
+
+/// A live leg that answers every request but emits no events is an empty replay, named with
+/// what the recording assembles.
+#[test]
+fn a_bridge_that_emits_nothing_is_an_empty_replay() {
+    let silent = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/py_bridge.py");
+    let (code, out) = parity(
+        &format!("cmd:{BRIDGE}"),
+        &format!("cmd:python3 {silent}"),
+        &["--cell", "turn-tools", "--timeout-ms", "1500"],
+        None,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("head 0 events"), "{out}");
+    assert!(
+        out.contains("  head empty replay: the recording assembles "),
+        "{out}"
+    );
+}
