@@ -99,6 +99,13 @@ impl Driver {
         h
     }
 
+    /// A POST probe to the endpoint with the client's usual headers and no message ids.
+    pub async fn probe(&mut self, label: &str, body: Vec<u8>) -> usize {
+        let headers = self.client_headers();
+        self.exchange(label, Kind::Probe, None, "POST", headers, body, vec![])
+            .await
+    }
+
     /// Sends and logs one exchange; follows 307/308 (same method and body, as the platform
     /// does) up to 5 times; a 301/302/303 is recorded and not followed.
     #[allow(clippy::too_many_arguments)]

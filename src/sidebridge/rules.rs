@@ -460,18 +460,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     ];
     let mut notes = Vec::new();
     for (label, body) in probes {
-        let h = d.client_headers();
-        let i = d
-            .exchange(
-                label,
-                Kind::Probe,
-                None,
-                "POST",
-                h,
-                body.into_bytes(),
-                vec![],
-            )
-            .await;
+        let i = d.probe(label, body.into_bytes()).await;
         let x = &d.log[i];
         notes.push(match x.judged(Profile::Gamma) {
             Ok(r) => format!(
@@ -500,18 +489,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     ];
     let mut r10 = Vec::new();
     for (label, body) in probes {
-        let h = d.client_headers();
-        let i = d
-            .exchange(
-                label,
-                Kind::Probe,
-                None,
-                "POST",
-                h,
-                body.into_bytes(),
-                vec![],
-            )
-            .await;
+        let i = d.probe(label, body.into_bytes()).await;
         let x = &d.log[i];
         match (&x.result, x.judged(Profile::Gamma)) {
             (Err(e), _) => r10.push(format!("{label}: {e}")),
