@@ -45,12 +45,18 @@ pub fn forward_signals(pid: u32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Sends SIGKILL to the process group `pgid` (a child started with [`isolate`] leads a group
+/// whose id is its pid; the caller must not have reaped it yet, or the id may be reused).
+pub fn kill_group_id(pgid: u32) {
+    // SAFETY: kill(2) with a negative pid targets that process group only.
+    unsafe {
+        libc::kill(-(pgid as libc::pid_t), libc::SIGKILL);
+    }
+}
+
 /// Kills a child's whole process group, then reaps the child.
 pub fn kill_group(child: &mut Child) {
-    // SAFETY: kill(2) with a negative pid targets the child's own group (see `isolate`).
-    unsafe {
-        libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
-    }
+    kill_group_id(child.id());
     let _ = child.kill();
     let _ = child.wait();
 }

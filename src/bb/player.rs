@@ -850,10 +850,7 @@ pub fn replay_cell(
         std::thread::sleep(POLL);
     }
     // Whatever happened: the whole group goes (provider doubles included), then reap.
-    // SAFETY: kill(2) on the bridge's own process group (see proc::isolate).
-    unsafe {
-        libc::kill(-(h.child.id() as libc::pid_t), libc::SIGKILL);
-    }
+    crate::proc::kill_group_id(h.child.id());
     let status = match h.status {
         Some(s) => s,
         None => h

@@ -75,10 +75,8 @@ static LIVE_GROUPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// terminal's Ctrl-C does not reach them or their children.
 pub fn kill_live_groups() {
     for &pg in lock(&LIVE_GROUPS).iter() {
-        // SAFETY: kill(2) on a process group we created and have not reaped.
-        unsafe {
-            libc::kill(-(pg as libc::pid_t), libc::SIGKILL);
-        }
+        // A group we created and have not reaped.
+        crate::proc::kill_group_id(pg);
     }
 }
 
@@ -262,11 +260,8 @@ impl Bridge {
         }
         self.killed = true;
         self.stdin = None;
-        // SAFETY: kill(2) on the bridge's own process group (see `proc::isolate`); the group
-        // id is the bridge's pid, which stays reserved until we reap it below.
-        unsafe {
-            libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL);
-        }
+        // The group id is the bridge's pid, which stays reserved until we reap it below.
+        crate::proc::kill_group_id(self.pid);
         // Forget the group before reaping: after that its id may be reused.
         lock(&LIVE_GROUPS).retain(|&pg| pg != self.pid);
         let _ = self.child.kill();
