@@ -244,6 +244,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
             target_pid: Some(info.pid),
         },
         verdicts,
+        policy: Default::default(),
     };
     let stdout = match a.format {
         super::Format::Text => report::terminal::render(&report),

@@ -1,7 +1,7 @@
 //! A self-contained single-file HTML report (inline CSS, no scripts, no external assets).
 
 use super::Report;
-use crate::rule::Status;
+use crate::rule::{Outcome, Status};
 use std::fmt::Write;
 
 pub fn escape(s: &str) -> String {
@@ -21,7 +21,7 @@ pub fn escape(s: &str) -> String {
 
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}\
 table{border-collapse:collapse;width:100%}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}\
-.pass{color:#176f2c}.fail{color:#b00020;font-weight:bold}.skipped{color:#a35a00;font-weight:bold}\
+.pass{color:#176f2c}.fail{color:#b00020;font-weight:bold}.skipped,.warn{color:#a35a00;font-weight:bold}.not-run{color:#666}\
 pre{background:#f6f6f6;padding:8px;overflow:auto;white-space:pre-wrap}code{font-family:ui-monospace,monospace}";
 
 pub fn render(r: &Report) -> String {
@@ -49,11 +49,27 @@ pub fn render(r: &Report) -> String {
     );
     let _ = writeln!(
         o,
-        "<table><tr><th>Status</th><th>Rule</th><th>Detail</th></tr>"
+        "<table><tr><th>Status</th><th>Level</th><th>Rule</th><th>Detail</th></tr>"
     );
     for v in &r.verdicts {
-        let st = v.status.label();
+        let level = r.level(v);
+        let (class, st) = match Outcome::of(v.status, level, r.policy) {
+            Outcome::Warned => ("warn", "warn"),
+            _ => (v.status.key(), v.status.label()),
+        };
         let mut detail = escape(&v.detail);
+        if !v.subchecks.is_empty() {
+            detail.push_str("<ul>");
+            for c in &v.subchecks {
+                let _ = write!(
+                    detail,
+                    "<li class=\"{}\">{}</li>",
+                    c.status.key(),
+                    escape(super::terminal::subcheck_line(c).trim_start())
+                );
+            }
+            detail.push_str("</ul>");
+        }
         if v.status != Status::Pass && !v.context.is_empty() {
             let _ = write!(
                 detail,
@@ -64,7 +80,8 @@ pub fn render(r: &Report) -> String {
         let title = r.title(&v.id).map(|t| escape(&t)).unwrap_or_default();
         let _ = writeln!(
             o,
-            "<tr><td class=\"{st}\">{st}</td><td><code title=\"{title}\">{}</code></td><td>{detail}</td></tr>",
+            "<tr><td class=\"{class}\">{st}</td><td>{}</td><td><code title=\"{title}\">{}</code></td><td>{detail}</td></tr>",
+            level.label(),
             escape(&v.id)
         );
     }
@@ -95,5 +112,7 @@ mod tests {
         assert!(!h.contains("<script") && !h.contains("http://") && !h.contains("https://"));
         assert!(h.contains("bridge --x &lt;&amp;&gt;"));
         assert!(h.contains("class=\"fail\""));
+        assert!(h.contains("class=\"warn\">warn</td><td>SHOULD</td>"), "{h}");
+        assert!(h.contains("class=\"not-run\">not run</td>"), "{h}");
     }
 }

@@ -14,9 +14,14 @@
 //!   "target_pid": 1234 | null,              // also its process group, killed at the end
 //!   "notes": ["1 non-UTF-8 stdout line(s)"],// transport anomalies
 //!   "stderr_tail": "...",                   // last 64 KiB of the target's stderr, lossy
-//!   "summary": {"passed": 19, "failed": 1, "skipped": 0, "ok": false},
-//!   "verdicts": [{"id": "turn/lifecycle", "status": "pass" | "fail" | "skipped",
+//!   "policy": {"strict": false, "require_all": false},
+//!   "summary": {"passed": 19, "failed": 1, "skipped": 0, "warned": 0, "not_run": 0, "ok": false},
+//!   "not_run": [{"id": "session/fork", "reason": "no fixture: set [bb.fixture] fork"}],
+//!   "verdicts": [{"id": "turn/lifecycle", "status": "pass" | "fail" | "skipped" | "not-run",
+//!                 "level": "MUST" | "SHOULD" | "INFO",
+//!                 "outcome": "passed" | "failed" | "warned" | "skipped" | "not-run",
 //!                 "detail": "...", "title": "<catalogue description>",
+//!                 "subchecks": [{"name", "status", "evidence"}],   // when the rule has them
 //!                 "context": ["→ <line sent>", "← <line received>"]}]  // non-pass only
 //! }
 //! ```
@@ -26,6 +31,7 @@
 //! shown as `<non-UTF-8 line, N bytes, starting base64:...>`, never with replaced bytes.
 
 use super::Report;
+use crate::rule::Outcome;
 use serde_json::{Value, json};
 
 pub const FORMAT_VERSION: u32 = 1;
@@ -36,7 +42,28 @@ pub fn to_value(r: &Report) -> Value {
         .verdicts
         .iter()
         .map(|v| {
-            let mut o = json!({"id": v.id, "status": v.status.label(), "detail": v.detail});
+            let level = r.level(v);
+            let mut o = json!({
+                "id": v.id,
+                "status": v.status.key(),
+                "level": level.label(),
+                "outcome": match Outcome::of(v.status, level, r.policy) {
+                    Outcome::Passed => "passed",
+                    Outcome::Failed => "failed",
+                    Outcome::Warned => "warned",
+                    Outcome::Skipped => "skipped",
+                    Outcome::NotRun => "not-run",
+                },
+                "detail": v.detail,
+            });
+            if !v.subchecks.is_empty() {
+                o["subchecks"] = json!(
+                    v.subchecks
+                        .iter()
+                        .map(|c| json!({"name": c.name, "status": c.status.key(), "evidence": c.evidence}))
+                        .collect::<Vec<_>>()
+                );
+            }
             if let Some(t) = r.title(&v.id) {
                 o["title"] = json!(t);
             }
@@ -59,7 +86,12 @@ pub fn to_value(r: &Report) -> Value {
         "target_pid": r.meta.target_pid,
         "notes": r.meta.notes,
         "stderr_tail": r.meta.stderr_tail,
-        "summary": {"passed": s.passed, "failed": s.failed, "skipped": s.skipped, "ok": s.ok()},
+        "policy": {"strict": r.policy.strict, "require_all": r.policy.require_all},
+        "summary": {
+            "passed": s.passed, "failed": s.failed, "skipped": s.skipped,
+            "warned": s.warned, "not_run": s.not_run, "ok": s.ok(),
+        },
+        "not_run": r.not_run().map(|v| json!({"id": v.id, "reason": v.detail})).collect::<Vec<_>>(),
         "verdicts": verdicts,
     })
 }

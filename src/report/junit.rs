@@ -2,7 +2,7 @@
 //! failure of type `skipped` (it fails the run, §9.1).
 
 use super::Report;
-use crate::rule::Status;
+use crate::rule::Outcome;
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use std::time::Duration;
 
@@ -15,20 +15,39 @@ pub fn render(r: &Report) -> String {
         suite.add_property(("fixture", f.as_str()));
     }
     for v in &r.verdicts {
-        let status = match v.status {
-            Status::Pass => TestCaseStatus::success(),
-            Status::Fail | Status::Skipped => {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_type(v.status.label());
+        let level = r.level(v);
+        let mut evidence: Vec<String> = v
+            .subchecks
+            .iter()
+            .map(super::terminal::subcheck_line)
+            .map(|l| l.trim_start().to_string())
+            .collect();
+        evidence.extend(v.context.iter().cloned());
+        let outcome = Outcome::of(v.status, level, r.policy);
+        let status = match outcome {
+            Outcome::Passed | Outcome::Warned => TestCaseStatus::success(),
+            Outcome::NotRun if !r.policy.require_all => {
+                let mut s = TestCaseStatus::skipped();
                 s.set_message(v.detail.clone());
-                if !v.context.is_empty() {
-                    s.set_description(v.context.join("\n"));
+                s
+            }
+            Outcome::Failed | Outcome::Skipped | Outcome::NotRun => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_type(v.status.key());
+                s.set_message(format!("[{}] {}", level.label(), v.detail));
+                if !evidence.is_empty() {
+                    s.set_description(evidence.join("\n"));
                 }
                 s
             }
         };
         let mut case = TestCase::new(v.id.clone(), status);
-        case.set_classname(format!("{}.conformance", r.meta.protocol));
+        case.set_classname(format!("{}.{}", r.meta.protocol, level.label()));
+        if outcome == Outcome::Warned {
+            case.set_system_out(format!("warning [{}]: {}", level.label(), v.detail));
+        } else if outcome == Outcome::Passed && !evidence.is_empty() {
+            case.set_system_out(evidence.join("\n"));
+        }
         suite.add_test_case(case);
     }
     if !r.meta.stderr_tail.is_empty() {
@@ -45,8 +64,11 @@ mod tests {
     #[test]
     fn one_case_per_verdict_skips_fail() {
         let x = super::render(&super::super::sample());
-        assert!(x.contains("tests=\"3\""), "{x}");
+        assert!(x.contains("tests=\"5\""), "{x}");
         assert!(x.contains("failures=\"2\""), "{x}");
+        assert!(x.contains("skipped=\"1\""), "{x}");
+        assert!(x.contains("warning [SHOULD]: forged-jwt"), "{x}");
+        assert!(x.contains("classname=\"bb.SHOULD\""), "{x}");
         assert!(x.contains("name=\"turn/lifecycle\""));
         assert!(x.contains("type=\"skipped\""));
         assert!(x.contains("bridge --x &lt;&amp;&gt;"), "{x}");

@@ -1,7 +1,7 @@
 //! A Markdown summary for CI step summaries (`$GITHUB_STEP_SUMMARY`).
 
 use super::Report;
-use crate::rule::Status;
+use crate::rule::{Outcome, Status};
 use std::fmt::Write;
 
 /// Escapes text for a table cell.
@@ -29,14 +29,32 @@ pub fn render(r: &Report) -> String {
         "Started {} · {} ms · per-wait timeout {} ms\n",
         r.meta.started_at, r.meta.duration_ms, r.meta.timeout_ms
     );
-    let _ = writeln!(out, "| Status | Rule | Detail |\n| --- | --- | --- |");
+    let _ = writeln!(
+        out,
+        "| Status | Level | Rule | Detail |\n| --- | --- | --- | --- |"
+    );
     for v in &r.verdicts {
-        let st = match v.status {
-            Status::Pass => "✅ pass",
-            Status::Fail => "❌ fail",
-            Status::Skipped => "⚠️ skipped",
+        let level = r.level(v);
+        let st = match Outcome::of(v.status, level, r.policy) {
+            Outcome::Passed => "✅ pass",
+            Outcome::Failed => "❌ fail",
+            Outcome::Warned => "⚠️ warn",
+            Outcome::Skipped => "⚠️ skipped",
+            Outcome::NotRun => "⏭️ not run",
         };
-        let _ = writeln!(out, "| {st} | `{}` | {} |", v.id, cell(&v.detail));
+        let mut detail = cell(&v.detail);
+        for c in &v.subchecks {
+            detail.push_str("<br>");
+            detail.push_str(&cell(super::terminal::subcheck_line(c).trim_start()));
+        }
+        let _ = writeln!(out, "| {st} | {} | `{}` | {detail} |", level.label(), v.id);
+    }
+    let not_run: Vec<_> = r.not_run().collect();
+    if !not_run.is_empty() {
+        let _ = writeln!(out, "\n**Not run ({}):**\n", not_run.len());
+        for v in not_run {
+            let _ = writeln!(out, "- `{}` — {}", v.id, cell(&v.detail));
+        }
     }
     if let Some(v) = r.verdicts.iter().find(|v| v.status == Status::Fail)
         && !v.context.is_empty()
@@ -60,9 +78,17 @@ mod tests {
     fn table_and_escaping() {
         let md = super::render(&super::super::sample());
         assert!(
-            md.contains("| ❌ fail | `turn/lifecycle` | turn never settled (no turn/completed) |")
+            md.contains(
+                "| ❌ fail | MUST | `turn/lifecycle` | turn never settled (no turn/completed) |"
+            ),
+            "{md}"
         );
-        assert!(md.contains("1 passed, 1 failed, 1 skipped"));
+        assert!(
+            md.contains("| ⚠️ warn | SHOULD | `handshake-auth` |"),
+            "{md}"
+        );
+        assert!(md.contains("- `session/fork` — no fixture"), "{md}");
+        assert!(md.contains("1 passed, 1 failed, 1 skipped, 1 warned, 1 not run"));
         assert_eq!(super::cell("a|b\nc"), "a\\|b<br>c");
     }
 }

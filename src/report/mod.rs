@@ -15,7 +15,7 @@ pub mod junit;
 pub mod markdown;
 pub mod terminal;
 
-use crate::rule::{Summary, Verdict};
+use crate::rule::{Level, Policy, Status, Summary, Verdict};
 
 /// What was run, for the report headers.
 #[derive(Debug, Clone, Default)]
@@ -46,11 +46,23 @@ pub struct RunMeta {
 pub struct Report {
     pub meta: RunMeta,
     pub verdicts: Vec<Verdict>,
+    /// How verdicts decide the exit (`--strict`, `--require-all`).
+    pub policy: Policy,
 }
 
 impl Report {
     pub fn summary(&self) -> Summary {
-        Summary::of(&self.verdicts)
+        Summary::of_with(&self.verdicts, |v| self.level(v), self.policy)
+    }
+
+    /// A verdict's level: its own, else the catalogue's, else MUST.
+    pub fn level(&self, v: &Verdict) -> Level {
+        crate::rule::level_of(&self.meta.protocol, v)
+    }
+
+    /// The rules that could not run, with why (listed in every report format).
+    pub fn not_run(&self) -> impl Iterator<Item = &Verdict> {
+        self.verdicts.iter().filter(|v| v.status == Status::NotRun)
     }
 
     /// The catalogue title (description) of a rule, if catalogued.
@@ -113,7 +125,17 @@ pub(crate) fn sample() -> Report {
             Verdict::fail("turn/lifecycle", "turn never settled (no turn/completed)")
                 .with_context(vec!["→ {\"id\":1}".into(), "← <stdout closed>".into()]),
             Verdict::skipped("session/resume-identity", "thread/resume unanswered"),
+            Verdict::not_run("session/fork", "no fixture: set [bb.fixture] fork"),
+            Verdict::from_subchecks(
+                "handshake-auth",
+                vec![
+                    crate::rule::SubCheck::pass("valid-jwt", "welcome received"),
+                    crate::rule::SubCheck::fail("forged-jwt", "connected with a forged JWT"),
+                ],
+            )
+            .with_level(Level::Should),
         ],
+        policy: Policy::default(),
     }
 }
 
@@ -180,6 +202,7 @@ impl ReportFiles {
                 ..Default::default()
             },
             verdicts,
+            policy: Policy::default(),
         }
     }
 }

@@ -11,7 +11,10 @@ const STDERR_LINES: usize = 10;
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     for v in &r.verdicts {
-        let _ = writeln!(out, "{}", v.line());
+        let _ = writeln!(out, "{}", v.line_at(r.level(v)));
+        for c in &v.subchecks {
+            let _ = writeln!(out, "{}", subcheck_line(c));
+        }
     }
     let first_bad = r.verdicts.iter().find(|v| v.status == Status::Fail);
     if let Some(v) = first_bad
@@ -41,8 +44,30 @@ pub fn render(r: &Report) -> String {
             }
         }
     }
+    let not_run: Vec<_> = r.not_run().collect();
+    if !not_run.is_empty() {
+        let _ = writeln!(out, "\nnot run ({}):", not_run.len());
+        for v in not_run {
+            let _ = writeln!(out, "  {} — {}", v.id, v.detail);
+        }
+    }
     let _ = writeln!(out, "{}", r.summary().line());
     out
+}
+
+/// A sub-check under its rule: a mark, the name, the evidence.
+pub fn subcheck_line(c: &crate::rule::SubCheck) -> String {
+    let mark = match c.status {
+        Status::Pass => "ok  ",
+        Status::Fail => "FAIL",
+        Status::Skipped => "skip",
+        Status::NotRun => "----",
+    };
+    if c.evidence.is_empty() {
+        format!("          {mark} {}", c.name)
+    } else {
+        format!("          {mark} {} — {}", c.name, c.evidence)
+    }
 }
 
 #[cfg(test)]
@@ -63,6 +88,13 @@ mod tests {
         assert!(text.contains("first failure: turn/lifecycle"));
         assert!(text.contains("  ← <stdout closed>"));
         assert!(text.contains("target: exit status 3"));
-        assert_eq!(*lines.last().unwrap(), "1 passed, 1 failed, 1 skipped");
+        assert!(text.contains("warn    handshake-auth (SHOULD) — forged-jwt: connected"));
+        assert!(text.contains("          FAIL forged-jwt — connected with a forged JWT"));
+        assert!(text.contains("          ok   valid-jwt — welcome received"));
+        assert!(text.contains("not run (1):\n  session/fork — no fixture: set [bb.fixture] fork"));
+        assert_eq!(
+            *lines.last().unwrap(),
+            "1 passed, 1 failed, 1 skipped, 1 warned, 1 not run"
+        );
     }
 }
