@@ -204,9 +204,9 @@ pub struct RulesArgs {
 }
 
 pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
-    // A signal kills every running bridge's process group, prints the partial summary,
-    // writes the partial reports and exits 128 + sig.
-    report::live::install_signal_handler(crate::bb::transport::kill_live_groups);
+    // A signal prints the partial summary and writes the partial reports (the live
+    // reporter's hook), kills every running bridge's process tree and exits 128 + sig.
+    crate::signals::install();
     let (config, source) = match Config::find(a.config.as_deref()) {
         Ok(x) => x,
         Err(e) => {
@@ -286,7 +286,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
     }
     let Some(mut report) = live.finish() else {
         // A signal ended the run: its handler prints, writes the reports and exits.
-        std::thread::sleep(Duration::from_secs(60));
+        crate::signals::exit_if_interrupted();
         return exit::FAILED;
     };
     // The report keeps the kit's order (recorded cells in discovery order), not arrival

@@ -6,7 +6,9 @@
 //!
 //! Any check adopts it in three calls: [`Live::start`] with the run's metadata, report files
 //! and output mode; [`Live::verdict`] per verdict (from any thread); [`Live::finish`] at the
-//! end. [`install_signal_handler`] makes a signal end the run through [`interrupt`].
+//! end. With [`crate::signals::install`] called first, a signal runs [`Live::interrupt`]
+//! (registered as an `on_signal` hook, so before the targets' process trees are killed: the
+//! verdicts are frozen first, and the dying targets add no misleading ones).
 
 use super::{Report, ReportFiles, RunMeta};
 use crate::rule::{Policy, Verdict};
@@ -33,10 +35,9 @@ struct State {
     /// When the previous verdict was reached (per-verdict time).
     last: Instant,
     started: Instant,
+    /// The `on_signal` hook; dropped when the run finishes.
+    hook: Option<crate::signals::Registration>,
 }
-
-/// The run in progress, if any (what a signal reports on).
-static ACTIVE: Mutex<Option<Arc<Mutex<State>>>> = Mutex::new(None);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -81,9 +82,15 @@ impl Live {
             closed: false,
             last: Instant::now(),
             started: Instant::now(),
+            hook: None,
         }));
-        *lock(&ACTIVE) = Some(state.clone());
-        Live { state }
+        let live = Live { state };
+        let on_signal = live.clone();
+        let hook = crate::signals::on_signal(move |sig| {
+            on_signal.interrupt(sig);
+        });
+        lock(&live.state).hook = Some(hook);
+        live
     }
 
     /// Records a verdict and prints its line now. A verdict without a duration gets the time
@@ -139,13 +146,39 @@ impl Live {
         if let Some(pb) = st.bar.take() {
             pb.finish_and_clear();
         }
-        let mut active = lock(&ACTIVE);
-        if active.as_ref().is_some_and(|a| Arc::ptr_eq(a, &self.state)) {
-            *active = None;
-        }
+        let hook = st.hook.take();
         let mut report = st.report.clone();
         report.meta.duration_ms = st.started.elapsed().as_millis() as u64;
+        drop(st);
+        drop(hook);
         Some(report)
+    }
+
+    /// Ends the run because of signal `sig`: freezes its verdicts, prints the partial tail
+    /// and summary (to stdout after streamed lines, else stderr) and writes the report files
+    /// marked as interrupted. Returns whether the run was still in progress. (The signal
+    /// handler then kills the targets and exits 128 + sig.)
+    pub fn interrupt(&self, sig: i32) -> bool {
+        let (report, files, lines) = {
+            let mut st = lock(&self.state);
+            if st.closed {
+                return false;
+            }
+            st.closed = true;
+            if let Some(pb) = st.bar.take() {
+                pb.finish_and_clear();
+            }
+            let mut r = st.report.clone();
+            r.meta.interrupted = Some(signal_name(sig));
+            r.meta.duration_ms = st.started.elapsed().as_millis() as u64;
+            drop(st.hook.take());
+            (r, st.files.clone(), st.lines)
+        };
+        emit(lines, &super::terminal::tail(&report));
+        if let Err(e) = files.write(&report) {
+            eprintln!("bridgewire: {e}");
+        }
+        true
     }
 }
 
@@ -169,56 +202,6 @@ pub fn signal_name(sig: i32) -> String {
     }
 }
 
-/// Ends the run in progress because of `sig`: freezes its verdicts, runs `cleanup` (kill the
-/// targets), prints the partial tail and summary (to stdout after streamed lines, else
-/// stderr) and writes the report files marked as interrupted. Returns whether a run was
-/// in progress. The caller exits (128 + sig).
-pub fn interrupt(sig: i32, cleanup: impl FnOnce()) -> bool {
-    let Some(state) = lock(&ACTIVE).take() else {
-        cleanup();
-        return false;
-    };
-    let report = {
-        let mut st = lock(&state);
-        if st.closed {
-            drop(st);
-            cleanup();
-            return false;
-        }
-        st.closed = true;
-        if let Some(pb) = st.bar.take() {
-            pb.finish_and_clear();
-        }
-        let mut r = st.report.clone();
-        r.meta.interrupted = Some(signal_name(sig));
-        r.meta.duration_ms = st.started.elapsed().as_millis() as u64;
-        (r, st.files.clone(), st.lines)
-    };
-    cleanup();
-    let (report, files, lines) = report;
-    emit(lines, &super::terminal::tail(&report));
-    if let Err(e) = files.write(&report) {
-        eprintln!("bridgewire: {e}");
-    }
-    true
-}
-
-/// On SIGINT/SIGTERM/SIGHUP: [`interrupt`] the run in progress (after `cleanup`), then exit
-/// 128 + the signal number (130, 143, 129).
-pub fn install_signal_handler(cleanup: fn()) {
-    let sigs = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-    if let Ok(mut signals) = signal_hook::iterator::Signals::new(sigs) {
-        let _ = std::thread::Builder::new()
-            .name("check-signals".into())
-            .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
-                    interrupt(sig, cleanup);
-                    std::process::exit(128 + sig);
-                }
-            });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,9 +221,8 @@ mod tests {
         let live = Live::start(meta, Policy::default(), files, Lines::Stderr, 3);
         live.verdict(&Verdict::pass("rpc/unknown-method"));
         live.verdict(&Verdict::fail("rpc/invalid-params", "got result {}"));
-        let mut cleaned = false;
-        assert!(interrupt(libc::SIGINT, || cleaned = true));
-        assert!(cleaned);
+        assert!(live.interrupt(libc::SIGINT));
+        assert!(!live.interrupt(libc::SIGINT));
         // Later verdicts and finish are no-ops: the signal ended the run.
         live.verdict(&Verdict::pass("handshake/initialize"));
         assert!(live.finish().is_none());
