@@ -61,7 +61,7 @@ pub struct Config {
 }
 
 /// Top-level sections bridgewire (or a colleague's subcommand) reads.
-const KNOWN_TOP: &[&str] = &["bb", "bridle", "sidebridge"];
+const KNOWN_TOP: &[&str] = &["bb", "bridle", "sidebridge", "parity"];
 const KNOWN_BB: &[&str] = &["fixture"];
 const KNOWN_FIXTURE: &[&str] = &[
     "cwd",
