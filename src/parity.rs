@@ -381,40 +381,41 @@ pub fn build_checkout(
         }
     }
     if let Some(build) = &cfg.build {
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(build)
-            .current_dir(checkout)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
-        crate::proc::isolate(&mut cmd);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run build `{build}`: {e}"))?;
-        // Drained by a thread so a chatty build cannot block on a full pipe.
-        let err_reader = child.stderr.take().map(|mut s| {
-            std::thread::spawn(move || {
-                use std::io::Read;
-                let mut tail = Vec::new();
-                let mut buf = [0u8; 8192];
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    tail.extend_from_slice(&buf[..n]);
-                    if tail.len() > 64 * 1024 {
-                        tail.drain(..tail.len() - 64 * 1024);
-                    }
+        // The build's whole tree (compilers, linkers) goes on timeout, drop and signal.
+        let mut child = crate::proc::ChildTree::spawn(
+            Command::new("sh")
+                .arg("-c")
+                .arg(build)
+                .current_dir(checkout)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped()),
+        )
+        .map_err(|e| format!("cannot run build `{build}`: {e}"))?;
+        // Read stderr as it comes (a chatty build must not block on a full pipe); keep the tail.
+        let stderr = child.stderr.take().expect("piped stderr");
+        let tail_reader = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut tail: Vec<u8> = Vec::new();
+            let mut buf = [0u8; 8192];
+            let mut stderr = stderr;
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
                 }
-                String::from_utf8_lossy(&tail).into_owned()
-            })
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > 64 * 1024 {
+                    tail.drain(..tail.len() - 32 * 1024);
+                }
+            }
+            String::from_utf8_lossy(&tail).into_owned()
         });
         let start = std::time::Instant::now();
         loop {
             match child.try_wait() {
                 Ok(Some(status)) if status.success() => break,
                 Ok(Some(status)) => {
-                    let err = err_reader.and_then(|t| t.join().ok()).unwrap_or_default();
+                    child.kill_tree(); // whatever the build left running
+                    let err = tail_reader.join().unwrap_or_default();
                     let tail: Vec<&str> = err.lines().rev().take(5).collect();
                     let tail: Vec<&str> = tail.into_iter().rev().collect();
                     return Err(format!(
@@ -424,7 +425,7 @@ pub fn build_checkout(
                     ));
                 }
                 Ok(None) if start.elapsed() > timeout => {
-                    crate::proc::kill_group(&mut child);
+                    child.kill_tree();
                     return Err(format!(
                         "build `{build}` timed out after {}s",
                         timeout.as_secs()
@@ -570,101 +571,49 @@ pub fn cannot_start(b: &BridgeCommand) -> Option<String> {
     }
 }
 
-/// A temporary worktree of the current repository at `rev`, removed on drop and, through
-/// [`cleanup_on_signal`], when bridgewire is interrupted.
+/// A temporary worktree of the current repository at `rev`, removed on drop and on
+/// SIGINT/SIGTERM ([`crate::signals`]: the folder goes and the worktree is pruned).
 pub struct Worktree {
     pub path: PathBuf,
-    dir: Option<tempfile::TempDir>,
-}
-
-/// Worktrees and temporary directories to remove if bridgewire is interrupted.
-static LIVE_WORKTREES: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> =
-    std::sync::Mutex::new(Vec::new());
-
-fn registry() -> std::sync::MutexGuard<'static, Vec<(PathBuf, PathBuf)>> {
-    LIVE_WORKTREES.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn remove_worktree(path: &Path, dir: &Path) {
-    let _ = Command::new("git")
-        .args(["worktree", "remove", "--force"])
-        .arg(path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
-    let _ = std::fs::remove_dir_all(dir);
-    let _ = Command::new("git")
-        .args(["worktree", "prune"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
-}
-
-/// On SIGINT, SIGTERM or SIGHUP: removes every registered worktree (and its temporary
-/// directory), then exits with 128 + the signal. Children started with
-/// [`crate::proc::isolate`] die with bridgewire. A minimal guard until a shared signal module
-/// exists; installed once per process.
-pub fn cleanup_on_signal() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let Ok(mut signals) =
-            signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
-        else {
-            return;
-        };
-        let _ = std::thread::Builder::new()
-            .name("parity-cleanup".into())
-            .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
-                    let list = std::mem::take(&mut *registry());
-                    for (path, dir) in &list {
-                        remove_worktree(path, dir);
-                    }
-                    eprintln!(
-                        "bridgewire: interrupted; removed {} worktree(s)",
-                        list.len()
-                    );
-                    std::process::exit(128 + sig);
-                }
-            });
-    });
+    _registration: crate::signals::Registration,
+    _dir: crate::signals::TempDir,
 }
 
 impl Worktree {
     pub fn add(rev: &str) -> Result<Worktree, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("bridgewire-leg-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
+        let dir = crate::signals::temp_dir("bridgewire-leg-").map_err(|e| e.to_string())?;
         let path = dir.path().join("wt");
-        registry().push((path.clone(), dir.path().to_path_buf()));
+        // Registered before it exists: a signal during `git worktree add` still prunes it.
+        let registration = crate::signals::register(crate::signals::Cleanup::Worktree {
+            repo: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+            path: path.clone(),
+        });
         let out = Command::new("git")
             .args(["worktree", "add", "--detach", "--quiet"])
             .arg(&path)
             .arg(rev)
-            .stdin(std::process::Stdio::null())
             .output()
             .map_err(|e| format!("git: {e}"))?;
-        let wt = Worktree {
-            path,
-            dir: Some(dir),
-        };
         if !out.status.success() {
             return Err(format!(
                 "git worktree add {rev}: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        Ok(wt)
+        Ok(Worktree {
+            path,
+            _registration: registration,
+            _dir: dir,
+        })
     }
 }
 
 impl Drop for Worktree {
     fn drop(&mut self) {
-        registry().retain(|(p, _)| *p != self.path);
-        if let Some(dir) = self.dir.take() {
-            remove_worktree(&self.path, dir.path());
-        }
+        let _ = Command::new("git")
+            .args(["worktree", "remove", "--force"])
+            .arg(&self.path)
+            .output();
     }
 }
 

@@ -82,11 +82,8 @@ pub fn record_cells(a: &RecordCellsArgs) -> u8 {
             }
         }
     }
-    crate::parity::cleanup_on_signal();
-    let tmp = match tempfile::Builder::new()
-        .prefix("bridgewire-record-cells-")
-        .tempdir()
-    {
+    crate::signals::install();
+    let tmp = match crate::signals::temp_dir("bridgewire-record-cells-") {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: cannot create a temp dir: {e}");
