@@ -7,11 +7,11 @@
 use super::exit;
 use crate::bb::conformance;
 use crate::config::Config;
-use crate::report::{self, Report, RunMeta};
+use crate::report::live::{Lines, Live};
+use crate::report::{self, RunMeta};
 use crate::rule::{RuleInfo, Verdict};
 use std::ffi::OsString;
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Subcommand, Debug)]
@@ -26,8 +26,6 @@ pub enum CheckCommand {
     Bridle(super::bridle_cmd::BridleCheck),
 }
 
-/// Default fixture file, read when present.
-pub const DEFAULT_FIXTURE: &str = "bridgewire.toml";
 /// Default HTML report path for a bare `--html`.
 pub const DEFAULT_HTML: &str = "reports/bridgewire-check-bb.html";
 
@@ -37,9 +35,12 @@ pub const DEFAULT_HTML: &str = "reports/bridgewire-check-bb.html";
 2 invalid input or usage (bad fixture, bridge cannot start); 4 nothing selected."
 )]
 pub struct CheckBbArgs {
-    /// Fixture file with a `[bb.fixture]` section (default: ./bridgewire.toml when it exists).
-    #[arg(long, value_name = "PATH")]
-    pub fixture: Option<PathBuf>,
+    /// Configuration file with a `[bb.fixture]` section (default: the nearest bridgewire.toml
+    /// in the working directory or its parents up to the repository root).
+    #[arg(long = "config", visible_alias = "fixture", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: super::PolicyArgs,
     /// Per-wait timeout in milliseconds (every wait of the kit is bounded by it).
     #[arg(long, value_name = "N", default_value_t = 5000)]
     pub timeout_ms: u64,
@@ -76,8 +77,59 @@ pub struct CheckBbArgs {
     pub command: Vec<OsString>,
 }
 
+/// A `not run` verdict for every live catalogue rule the kit reached no verdict on, naming
+/// what to set: the fixture key of an opt-in rule, else why it did not apply.
+fn not_run_verdicts(verdicts: &[Verdict], config: &Config) -> Vec<Verdict> {
+    let file = config
+        .path
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| crate::config::FILE_NAME.to_string());
+    let not_passed = |id: &str| {
+        verdicts
+            .iter()
+            .any(|v| v.id == id && v.status != crate::rule::Status::Pass)
+    };
+    let fx = &config.bb_fixture;
+    let key_set = |key: &str| match key {
+        "icons" => fx.icons.is_some(),
+        "zeroWorkPromptInput" => fx.zero_work_prompt_input.is_some(),
+        "interruptiblePromptInput" => fx.interruptible_prompt_input.is_some(),
+        _ => false,
+    };
+    crate::rule::catalogue_cached()
+        .iter()
+        .filter(|r| r.protocol == "bb" && r.mode == "live")
+        .filter(|r| !verdicts.iter().any(|v| v.id == r.id))
+        .map(|r| {
+            let why = match (&r.fixture, r.id.as_str()) {
+                (Some(key), _) if !key_set(key) => {
+                    format!("no fixture: set `{key}` under [bb.fixture] in {file}")
+                }
+                (_, "session/fork-identity") if !not_passed("handshake/initialize") => {
+                    "the bridge does not declare fork support (initialize capabilities.fork \
+                     is \"none\")"
+                        .to_string()
+                }
+                _ if not_passed("handshake/initialize") => {
+                    "not reached: handshake/initialize did not pass".to_string()
+                }
+                _ if not_passed("session/start-identity") => {
+                    "not reached: session/start-identity did not pass".to_string()
+                }
+                _ => "not applicable to this bridge (the kit reached no verdict)".to_string(),
+            };
+            Verdict::not_run(&r.id, why)
+        })
+        .collect()
+}
+
+/// Verdicts a recorded cell normally yields (replays, events-schema-valid, grammar,
+/// turn-lifecycle, not-empty): the progress bar's step per cell.
+const RECORDED_PER_CELL: usize = 5;
+
 /// Replays every thread cell of `roots` and returns the recorded-traffic verdicts.
-fn recorded_rules(a: &CheckBbArgs) -> Result<Vec<Verdict>, String> {
+fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> {
     use crate::bb::player::{self, ReplayError, ReplayOptions};
     use rayon::prelude::*;
     let mut cells = Vec::new();
@@ -96,11 +148,13 @@ fn recorded_rules(a: &CheckBbArgs) -> Result<Vec<Verdict>, String> {
     if !a.provider_env.is_empty() {
         opts.provider_env = a.provider_env.clone();
     }
+    live.expect_more((cells.len() * RECORDED_PER_CELL) as u64);
     let verdicts: Vec<Vec<Verdict>> = cells
         .par_iter()
         .map(|cell| {
             let (_, name) = cell.provider_and_name();
-            match player::replay_cell(cell, &a.command, &opts) {
+            let t0 = Instant::now();
+            let vs = match player::replay_cell(cell, &a.command, &opts) {
                 Ok(result) => {
                     let offline = crate::bb::recorded::offline_counts(cell);
                     crate::bb::recorded::recorded_verdicts(name, &result, &offline)
@@ -114,7 +168,21 @@ fn recorded_rules(a: &CheckBbArgs) -> Result<Vec<Verdict>, String> {
                 Err(ReplayError::Failed(reason)) => {
                     vec![Verdict::fail(&format!("recorded/{name}/replays"), reason)]
                 }
+            };
+            // The cell's replay time goes on its first verdict; the others are offline.
+            let vs: Vec<Verdict> = vs
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| v.with_duration(if i == 0 { t0.elapsed() } else { Duration::ZERO }))
+                .collect();
+            for v in &vs {
+                live.verdict(v);
             }
+            live.advance(
+                RECORDED_PER_CELL.saturating_sub(vs.len()) as u64,
+                &format!("recorded cell {name}"),
+            );
+            vs
         })
         .collect();
     Ok(verdicts.into_iter().flatten().collect())
@@ -140,42 +208,18 @@ pub struct RulesArgs {
     pub format: RulesFormat,
 }
 
-/// On SIGINT/SIGTERM/SIGHUP: kill every running bridge's process group, then exit 128 + sig.
-fn install_signal_cleanup() {
-    let sigs = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-    if let Ok(mut signals) = signal_hook::iterator::Signals::new(sigs) {
-        let _ = std::thread::Builder::new()
-            .name("check-signals".into())
-            .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
-                    crate::bb::transport::kill_live_groups();
-                    std::process::exit(128 + sig);
-                }
-            });
-    }
-}
-
 pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
-    install_signal_cleanup();
-    let config = match &a.fixture {
-        Some(p) => match Config::load(p) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("bridgewire check bb: {e}");
-                return exit::INVALID_INPUT;
-            }
-        },
-        None if Path::new(DEFAULT_FIXTURE).is_file() => {
-            match Config::load(Path::new(DEFAULT_FIXTURE)) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("bridgewire check bb: {e}");
-                    return exit::INVALID_INPUT;
-                }
-            }
+    // A signal prints the partial summary and writes the partial reports (the live
+    // reporter's hook), kills every running bridge's process tree and exits 128 + sig.
+    crate::signals::install();
+    let (config, source) = match Config::find(a.config.as_deref()) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("bridgewire check bb: {e}");
+            return exit::INVALID_INPUT;
         }
-        None => Config::default(),
     };
+    eprintln!("{}", source.describe());
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }
@@ -195,67 +239,91 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
         .map(|s| s.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ");
-
-    let bar = if std::io::stderr().is_terminal() {
-        let pb = indicatif::ProgressBar::new(conformance::LIVE_RULES.len() as u64);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        pb.enable_steady_tick(Duration::from_millis(120));
-        Some(pb)
-    } else {
-        None
+    let files = report::ReportFiles {
+        junit: a.junit.clone(),
+        markdown: a.markdown.clone(),
+        html: a.html.clone(),
     };
-    let started_ms = crate::util::now_ms();
+    let meta = RunMeta {
+        protocol: "bb".into(),
+        target: target.clone(),
+        started_at: report::rfc3339_utc(crate::util::now_ms()),
+        timeout_ms: a.timeout_ms,
+        fixture: config.path.as_ref().map(|p| p.display().to_string()),
+        ..Default::default()
+    };
+    let lines = match a.format {
+        super::Format::Text => Lines::Stdout,
+        super::Format::Json => Lines::Stderr,
+    };
+    let live = Live::start(
+        meta,
+        a.policy.policy(),
+        files.clone(),
+        lines,
+        conformance::LIVE_RULES.len() as u64,
+    );
     let t0 = Instant::now();
-    let mut on_verdict = |v: &Verdict| {
-        if let Some(pb) = &bar {
-            pb.inc(1);
-            pb.set_message(v.line());
-        }
-    };
+    let mut on_verdict = |v: &Verdict| live.verdict(v);
     let result = conformance::run(&opts, &mut on_verdict);
-    if let Some(pb) = &bar {
-        pb.finish_and_clear();
-    }
-    let (mut verdicts, info) = match result {
+    let (live_verdicts, info) = match result {
         Ok(r) => r,
         Err(e) => {
+            live.finish();
             eprintln!("bridgewire check bb: cannot start the bridge `{target}`: {e}");
             return exit::INVALID_INPUT;
         }
     };
+    let not_run = not_run_verdicts(&live_verdicts, &config);
+    for v in &not_run {
+        live.verdict(v);
+    }
+    let mut recorded = Vec::new();
     if !a.recordings.is_empty() {
-        match recorded_rules(a) {
-            Ok(v) => verdicts.extend(v),
+        match recorded_rules(a, &live) {
+            Ok(v) => recorded = v,
             Err(e) => {
+                live.finish();
                 eprintln!("bridgewire check bb: {e}");
                 return exit::INVALID_INPUT;
             }
         }
     }
-    let report = Report {
-        meta: RunMeta {
-            protocol: "bb".into(),
-            target,
-            started_at: report::rfc3339_utc(started_ms),
-            duration_ms: t0.elapsed().as_millis() as u64,
-            timeout_ms: a.timeout_ms,
-            fixture: config.path.as_ref().map(|p| p.display().to_string()),
-            target_exit: info.bridge_exit.clone(),
-            notes: info.notes.clone(),
-            stderr_tail: info.stderr_tail.clone(),
-            target_pid: Some(info.pid),
-        },
-        verdicts,
-        policy: Default::default(),
+    let Some(mut report) = live.finish() else {
+        // A signal ended the run: its handler prints, writes the reports and exits.
+        crate::signals::exit_if_interrupted();
+        return exit::FAILED;
     };
-    let stdout = match a.format {
-        super::Format::Text => report::terminal::render(&report),
-        super::Format::Json => report::json::render(&report),
+    // The report keeps the kit's order (recorded cells in discovery order), not arrival
+    // order; each verdict keeps the time the live reporter measured for it.
+    let timed = std::mem::take(&mut report.verdicts);
+    let time_of = |id: &str| {
+        timed
+            .iter()
+            .find(|t| t.id == id)
+            .and_then(|t| t.duration_ms)
     };
-    print!("{stdout}");
+    report.verdicts = live_verdicts
+        .into_iter()
+        .chain(not_run)
+        .chain(recorded)
+        .map(|mut v| {
+            if v.duration_ms.is_none() {
+                v.duration_ms = time_of(&v.id);
+            }
+            v
+        })
+        .collect();
+    report.meta.duration_ms = t0.elapsed().as_millis() as u64;
+    report.meta.target_exit = info.bridge_exit.clone();
+    report.meta.notes = info.notes.clone();
+    report.meta.stderr_tail = info.stderr_tail.clone();
+    report.meta.target_pid = Some(info.pid);
+    match a.format {
+        // The verdict lines were printed as they were reached.
+        super::Format::Text => print!("{}", report::terminal::tail(&report)),
+        super::Format::Json => print!("{}", report::json::render(&report)),
+    }
     let mut code = if report.verdicts.is_empty() {
         exit::NOTHING_SELECTED
     } else if report.summary().ok() {
@@ -263,28 +331,11 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
     } else {
         exit::FAILED
     };
-    type Render = fn(&Report) -> String;
-    let files: [(&Option<PathBuf>, Render); 3] = [
-        (&a.junit, report::junit::render),
-        (&a.markdown, report::markdown::render),
-        (&a.html, report::html::render),
-    ];
-    for (path, render) in files {
-        if let Some(p) = path
-            && let Err(e) = write_file(p, &render(&report))
-        {
-            eprintln!("bridgewire check bb: cannot write {}: {e}", p.display());
-            code = exit::INVALID_INPUT;
-        }
+    if let Err(e) = files.write(&report) {
+        eprintln!("bridgewire check bb: {e}");
+        code = exit::INVALID_INPUT;
     }
     code
-}
-
-fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, text)
 }
 
 pub fn run_rules(a: &RulesArgs) -> u8 {
