@@ -21,7 +21,8 @@
 //! * **Idle, not windows** (default): the drain before each runtime request and the settle
 //!   before closing stdin end as soon as the bridge is idle: every earlier request answered (a
 //!   gate of its own), every provider double drained (its status file says `idle`: nothing to
-//!   play without the bridge or the cursor; doubles run unpaced), and the bridge quiet for an
+//!   play without the bridge or the cursor; doubles run unpaced), and the bridge quiet (no line
+//!   for the window, nothing unread in its stdout pipe) for an
 //!   adaptive window: 4× the longest of its last 16 gaps between consecutive lines (gaps
 //!   shorter than the fixed window; its reaction time to the harness's own writes is awaited by
 //!   the request gates, not counted), at least 10 ms, at most the fixed window. Both windows still end a wait
@@ -338,6 +339,8 @@ struct Live {
     /// Event-driven waits (not `fixed_windows`), and the state directory the doubles report to.
     event_driven: bool,
     state: PathBuf,
+    /// The bridge's stdout pipe (read end), to see bytes written but not yet read.
+    out_fd: std::os::fd::RawFd,
     eof: bool,
     anchor: Option<Anchor>,
     answers: HashMap<String, VecDeque<Map<String, Value>>>,
@@ -369,6 +372,11 @@ impl Live {
         }
         let w = self.window(fixed);
         if self.last_output.max(self.last_write).elapsed() < w {
+            return false;
+        }
+        // Quiet means nothing written either: a reader that was slow to be scheduled must not
+        // make a flooding bridge look idle.
+        if !self.eof && unread_bytes(self.out_fd) != 0 {
             return false;
         }
         super::double::doubles_idle_for(&self.state).is_some_and(|q| q >= w)
@@ -467,6 +475,14 @@ impl Live {
             _ => {}
         }
     }
+}
+
+/// Bytes waiting in a pipe (`FIONREAD`); an error counts as some.
+fn unread_bytes(fd: std::os::fd::RawFd) -> libc::c_int {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer; a bad fd only returns an error.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r < 0 { 1 } else { n }
 }
 
 /// Writes the cursor file atomically: `<run> <seq>` or `end`.
@@ -701,6 +717,7 @@ pub fn replay_cell(
         .map_err(|e| ReplayError::Failed(format!("cannot start bridge {program:?}: {e}")))?;
     let stdin = child.stdin.take().expect("piped");
     let stdout = child.stdout.take().expect("piped");
+    let out_fd = std::os::fd::AsRawFd::as_raw_fd(&stdout);
     let stderr = child.stderr.take().expect("piped");
 
     let (tx, rx) = channel::<Option<Vec<u8>>>();
@@ -742,6 +759,7 @@ pub fn replay_cell(
         cadence_cap: opts.drain,
         event_driven: !opts.fixed_windows,
         state: state.path().to_path_buf(),
+        out_fd,
         eof: false,
         anchor: None,
         answers: plan.answers.clone(),
