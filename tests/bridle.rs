@@ -537,10 +537,15 @@ fn check_agent_passes_on_the_reference_agent_and_fails_each_break() {
         (
             "stream-end-final",
             "end-mismatch",
-            "differs from the last accumulation",
+            "stream_end carries messageId",
         ),
         ("notes", "no-kind", "want thinking or tool"),
         ("agent-reconnect", "no-reconnect", "exited"),
+        (
+            "agent-auth",
+            "root-namespace",
+            "the agent connected to namespace \"/\" instead of /ws/agent",
+        ),
     ];
     let mut jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> =
         vec![Box::new(|| check_agent(None))];
@@ -563,6 +568,12 @@ fn check_agent_passes_on_the_reference_agent_and_fails_each_break() {
             .find(|l| l.starts_with(&format!("fail    {rule} — ")))
             .unwrap_or_else(|| panic!("--break {brk}: {rule} did not fail:\n{out}"));
         assert!(line.contains(detail), "--break {brk}: {line}");
+        // One fault, one verdict: no other rule fails for it.
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with("fail ")).count(),
+            1,
+            "--break {brk}: {out}"
+        );
     }
 }
 
