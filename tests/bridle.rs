@@ -478,7 +478,7 @@ fn extension_events_warn_only_under_spec_events_only() {
     assert_eq!(code, 0, "{out}");
     let bad: Vec<&str> = out
         .lines()
-        .filter(|l| l.starts_with("fail") || l.starts_with("skipped") || l.starts_with("warn"))
+        .filter(|l| l.starts_with("fail ") || l.starts_with("skipped ") || l.starts_with("warn "))
         .collect();
     assert_eq!(bad.len(), 1, "{out}");
     assert!(
@@ -841,16 +841,17 @@ async fn client_survives_flood_oversize_and_releases_sockets() {
     let mut browsers = Vec::new();
     for i in 0..3 {
         let token = bridgewire::bridle::sign_jwt(SECRET, &format!("u-{i}"), &[]);
-        browsers.push(
-            Socket::connect(
-                &url,
-                "/ws/client",
-                Some(json!({"token": token, "agentId": "bot-c"})),
-                &opts(),
-            )
-            .await
-            .unwrap(),
-        );
+        let mut s = Socket::connect(
+            &url,
+            "/ws/client",
+            Some(json!({"token": token, "agentId": "bot-c"})),
+            &opts(),
+        )
+        .await
+        .unwrap();
+        // The hub registers a browser before its welcome (the CONNECT ack comes earlier).
+        s.recv_named("welcome", W).await.unwrap();
+        browsers.push(s);
     }
     let count = || async {
         let v: serde_json::Value = reqwest::get(format!("{url}/api/agent/bot-c/health"))
