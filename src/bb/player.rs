@@ -23,9 +23,9 @@
 //!   gate of its own), every provider double drained (its status file says `idle`: nothing to
 //!   play without the bridge or the cursor; doubles run unpaced), and the bridge quiet (no line
 //!   for the window, nothing unread in its stdout pipe) for an
-//!   adaptive window: 4× the longest of its last 16 gaps between consecutive lines (gaps
-//!   shorter than the fixed window; its reaction time to the harness's own writes is awaited by
-//!   the request gates, not counted), at least 10 ms, at most the fixed window. Both windows still end a wait
+//!   adaptive window: 4× the longest of its last 16 gaps between consecutive reads of its
+//!   output (gaps shorter than the fixed window; its reaction time to the harness's own writes
+//!   is awaited by the request gates, not counted), at least 10 ms, at most the fixed window. Both windows still end a wait
 //!   when they pass, so idle detection never waits longer than the kit would. Waits poll every
 //!   2 ms. With `fixed_windows` the kit's timing is kept: the double paces its lines (2 ms,
 //!   50 ms after a response), the full windows are waited, waits poll every 10 ms.
@@ -382,18 +382,22 @@ impl Live {
         super::double::doubles_idle_for(&self.state).is_some_and(|q| q >= w)
     }
 
-    fn on_line(&mut self, raw: &[u8]) {
-        let now = Instant::now();
-        // Cadence: gaps between the bridge's own lines. The time it takes to react to a line
-        // the harness wrote is service time (awaited by the request gates), not cadence.
-        let gap = now.duration_since(self.last_output);
+    /// A chunk of output arrived. Cadence: gaps between the bridge's own writes as read here
+    /// (per chunk, so scheduling delays under load count and lines parsed from one read do
+    /// not). The time it takes to react to a line the harness wrote is service time (awaited by
+    /// the request gates), not cadence.
+    fn on_chunk(&mut self) {
+        let gap = self.last_output.elapsed();
         if self.last_output > self.last_write && gap < self.cadence_cap {
             if self.gaps.len() == CADENCE_GAPS {
                 self.gaps.pop_front();
             }
             self.gaps.push_back(gap);
         }
-        self.last_output = now;
+    }
+
+    fn on_line(&mut self, raw: &[u8]) {
+        self.last_output = Instant::now();
         let mut line = String::from_utf8_lossy(raw).into_owned();
         if let Some((ws, rec)) = &self.map_path
             && line.contains(ws.as_str())
@@ -782,6 +786,7 @@ pub fn replay_cell(
                     Err(_) => break,
                 };
                 let mut l = live.lock().expect("live");
+                l.on_chunk();
                 splitter.feed(&buf[..n], |p| match p {
                     super::recorder::Piece::Line(line) => l.on_line(line),
                     super::recorder::Piece::Oversized(len) => {
