@@ -286,7 +286,7 @@ impl ThreadHandle {
         out::deltas(
             &self.thread_id,
             vec![
-                json!({"kind": "input.accepted", "clientRequestId": echoed_request_id(&client_request_id)}),
+                json!({"kind": "input.accepted", "clientRequestId": echoed_request_id(client_request_id)}),
             ],
         );
         Ok(())
