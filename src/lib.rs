@@ -39,4 +39,5 @@ pub mod report;
 pub mod rpc_scan;
 pub mod rule;
 pub mod sidebridge;
+pub mod signals;
 pub mod util;

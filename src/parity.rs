@@ -364,24 +364,41 @@ pub fn build_checkout(
 ) -> Result<Vec<String>, String> {
     let cfg = CheckoutConfig::load(checkout)?;
     if let Some(build) = &cfg.build {
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(build)
-            .current_dir(checkout)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run build `{build}`: {e}"))?;
+        // The build's whole tree (compilers, linkers) goes on timeout, drop and signal.
+        let mut child = crate::proc::ChildTree::spawn(
+            Command::new("sh")
+                .arg("-c")
+                .arg(build)
+                .current_dir(checkout)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped()),
+        )
+        .map_err(|e| format!("cannot run build `{build}`: {e}"))?;
+        // Read stderr as it comes (a chatty build must not block on a full pipe); keep the tail.
+        let stderr = child.stderr.take().expect("piped stderr");
+        let tail_reader = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut tail: Vec<u8> = Vec::new();
+            let mut buf = [0u8; 8192];
+            let mut stderr = stderr;
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > 64 * 1024 {
+                    tail.drain(..tail.len() - 32 * 1024);
+                }
+            }
+            String::from_utf8_lossy(&tail).into_owned()
+        });
         let start = std::time::Instant::now();
         loop {
             match child.try_wait() {
                 Ok(Some(status)) if status.success() => break,
                 Ok(Some(status)) => {
-                    let mut err = String::new();
-                    if let Some(mut s) = child.stderr.take() {
-                        use std::io::Read;
-                        let _ = s.read_to_string(&mut err);
-                    }
+                    child.kill_tree(); // whatever the build left running
+                    let err = tail_reader.join().unwrap_or_default();
                     let tail: Vec<&str> = err.lines().rev().take(5).collect();
                     let tail: Vec<&str> = tail.into_iter().rev().collect();
                     return Err(format!(
@@ -390,8 +407,7 @@ pub fn build_checkout(
                     ));
                 }
                 Ok(None) if start.elapsed() > timeout => {
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    child.kill_tree();
                     return Err(format!(
                         "build `{build}` timed out after {}s",
                         timeout.as_secs()
@@ -415,19 +431,23 @@ pub fn build_checkout(
     Ok(words)
 }
 
-/// A temporary worktree of the current repository at `rev`, removed on drop.
+/// A temporary worktree of the current repository at `rev`, removed on drop and on
+/// SIGINT/SIGTERM ([`crate::signals`]: the folder goes and the worktree is pruned).
 pub struct Worktree {
     pub path: PathBuf,
-    _dir: tempfile::TempDir,
+    _registration: crate::signals::Registration,
+    _dir: crate::signals::TempDir,
 }
 
 impl Worktree {
     pub fn add(rev: &str) -> Result<Worktree, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("bridgewire-leg-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
+        let dir = crate::signals::temp_dir("bridgewire-leg-").map_err(|e| e.to_string())?;
         let path = dir.path().join("wt");
+        // Registered before it exists: a signal during `git worktree add` still prunes it.
+        let registration = crate::signals::register(crate::signals::Cleanup::Worktree {
+            repo: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+            path: path.clone(),
+        });
         let out = Command::new("git")
             .args(["worktree", "add", "--detach", "--quiet"])
             .arg(&path)
@@ -440,7 +460,11 @@ impl Worktree {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        Ok(Worktree { path, _dir: dir })
+        Ok(Worktree {
+            path,
+            _registration: registration,
+            _dir: dir,
+        })
     }
 }
 

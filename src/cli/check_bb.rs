@@ -183,19 +183,10 @@ pub struct RulesArgs {
     pub format: RulesFormat,
 }
 
-/// On SIGINT/SIGTERM/SIGHUP: kill every running bridge's process group, then exit 128 + sig.
+/// On SIGINT/SIGTERM/SIGHUP: kill every running bridge's process tree, then exit 128 + sig
+/// ([`crate::signals`]).
 fn install_signal_cleanup() {
-    let sigs = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-    if let Ok(mut signals) = signal_hook::iterator::Signals::new(sigs) {
-        let _ = std::thread::Builder::new()
-            .name("check-signals".into())
-            .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
-                    crate::bb::transport::kill_live_groups();
-                    std::process::exit(128 + sig);
-                }
-            });
-    }
+    crate::signals::install();
 }
 
 pub fn run_check_bb(a: &CheckBbArgs) -> u8 {

@@ -400,6 +400,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             bridle_cmd::check_agent_cmd(&a)
         }
     };
+    // A signal's handler decides the exit code (130/143) once it arrived.
+    crate::signals::exit_if_interrupted();
     ExitCode::from(code)
 }
 
@@ -426,6 +428,7 @@ impl SidebridgeTarget {
 }
 
 fn sidebridge_check(a: &CheckSidebridgeArgs) -> u8 {
+    crate::signals::install();
     crate::sidebridge::cmd::check(&crate::sidebridge::cmd::CheckOptions {
         bridge: a.target.spec(),
         limits: a.target.limits(),

@@ -148,6 +148,17 @@ pub fn run(a: &ParityArgs) -> u8 {
         eprintln!("error: no matching recordings");
         return exit::INVALID_INPUT;
     }
+    // SIGINT/SIGTERM: legs' process trees, worktrees and temporary folders go; exit 130/143.
+    crate::signals::install();
+    let compared = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let total = targets.len();
+    let seen = compared.clone();
+    let _summary = crate::signals::on_signal(move |sig| {
+        eprintln!(
+            "bridgewire parity: interrupted by signal {sig}: {} of {total} cells compared; worktrees and temporary folders removed",
+            seen.load(std::sync::atomic::Ordering::SeqCst)
+        );
+    });
     let (base, head) = rayon::join(
         || prepare(&base_spec, "base", a.timeout_ms),
         || prepare(&head_spec, "head", a.timeout_ms),
@@ -166,7 +177,9 @@ pub fn run(a: &ParityArgs) -> u8 {
         targets
             .par_iter()
             .map(|(key, cell)| {
-                compare_one(key, cell.as_ref(), &*base.runner, &*head.runner, &allow, a)
+                let r = compare_one(key, cell.as_ref(), &*base.runner, &*head.runner, &allow, a);
+                compared.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                r
             })
             .collect()
     });

@@ -1,23 +1,19 @@
 //! Starting a bridge under test: `-- <bridge command>` or the bundled `sidebridge-ref`.
 //!
 //! The child must print the URL (or `host:port`) it listens on as its first stdout line,
-//! within the startup timeout. It runs in its own process group and is killed (group and all)
+//! within the startup timeout. It runs as a [`ChildTree`] and is killed (tree and all)
 //! when the [`BridgeProcess`] drops, so no run leaves an orphan.
 
+use crate::proc::ChildTree;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// The bridge's whole tree is killed when this drops ([`ChildTree`]).
 pub struct BridgeProcess {
-    child: Child,
+    _child: ChildTree,
     pub url: String,
-}
-
-impl Drop for BridgeProcess {
-    fn drop(&mut self) {
-        crate::proc::kill_group(&mut self.child);
-    }
 }
 
 /// The bundled reference bridge beside the running executable.
@@ -37,9 +33,7 @@ pub fn spawn(command: &[OsString], startup: Duration) -> anyhow::Result<BridgePr
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    crate::proc::isolate(&mut cmd);
-    let mut child = cmd
-        .spawn()
+    let mut child = ChildTree::spawn(&mut cmd)
         .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", prog.to_string_lossy()))?;
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -54,7 +48,7 @@ pub fn spawn(command: &[OsString], startup: Duration) -> anyhow::Result<BridgePr
         }
     });
     let mut proc_guard = BridgeProcess {
-        child,
+        _child: child,
         url: String::new(),
     };
     let line = match rx.recv_timeout(startup) {
