@@ -57,6 +57,8 @@ pub fn default_options() -> Value {
 pub struct Config {
     pub path: Option<PathBuf>,
     pub bb_fixture: BbFixture,
+    /// `[sidebridge.fixture]` (see `sidebridge::fixture`); empty when absent.
+    pub sidebridge_fixture: crate::sidebridge::fixture::Fixture,
     pub warnings: Vec<String>,
 }
 
@@ -96,6 +98,10 @@ impl Config {
                 cfg.warnings
                     .push(format!("{file}: unknown key `{k}` (ignored)"));
             }
+        }
+        if let Some(sb) = root.get("sidebridge") {
+            cfg.sidebridge_fixture =
+                crate::sidebridge::fixture::parse_section(sb, &file, &mut cfg.warnings)?;
         }
         let Some(bb) = root.get("bb") else {
             return Ok(cfg);
