@@ -1,4 +1,6 @@
-//! `bridgewire.toml`: per-project settings. Today only the bb conformance fixture:
+//! `bridgewire.toml`: per-project settings, found from the project under test (the working
+//! directory and its parents up to the repository root; see [`discover`]) or given with
+//! `--config`. The bb conformance fixture:
 //!
 //! ```toml
 //! [bb.fixture]
@@ -12,6 +14,10 @@
 //!
 //! A prompt input may also be written as a plain string, shorthand for one text item.
 //! Unknown keys are warnings (naming the file and the key), not errors; a wrong type is an error.
+//!
+//! Every command validates the whole file against one registry, [`KNOWN_SECTIONS`], so a
+//! section one command reads (`[parity]`, `[sidebridge]`, …) is never an "unknown key" to
+//! another. A command that reads a new table or key adds one row there (see its doc).
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -62,17 +68,178 @@ pub struct Config {
     pub warnings: Vec<String>,
 }
 
-/// Top-level sections bridgewire (or a colleague's subcommand) reads.
-const KNOWN_TOP: &[&str] = &["bb", "bridle", "sidebridge"];
-const KNOWN_BB: &[&str] = &["fixture"];
-const KNOWN_FIXTURE: &[&str] = &[
-    "cwd",
-    "promptInput",
-    "options",
-    "zeroWorkPromptInput",
-    "interruptiblePromptInput",
-    "icons",
+/// One table of `bridgewire.toml` that some command reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Section {
+    /// Dotted table path; `""` is the file's top level.
+    pub path: &'static str,
+    /// The keys it accepts (a key that is itself a known section is listed here too);
+    /// `None`: any key (the table is free-form, or its owner validates it).
+    pub keys: Option<&'static [&'static str]>,
+    /// Which command reads it (for the docs and `bridgewire init`).
+    pub read_by: &'static str,
+}
+
+/// Every table any command reads. To teach bridgewire a new table or key, add or extend a row
+/// here (and list a new top-level table in the `""` row): every command then accepts it, and
+/// keys outside the registry stay warnings.
+pub const KNOWN_SECTIONS: &[Section] = &[
+    Section {
+        path: "",
+        keys: Some(&["bb", "bridle", "sidebridge", "parity"]),
+        read_by: "every command",
+    },
+    Section {
+        path: "bb",
+        keys: Some(&["fixture"]),
+        read_by: "check bb",
+    },
+    Section {
+        path: "bb.fixture",
+        keys: Some(&[
+            "cwd",
+            "promptInput",
+            "options",
+            "zeroWorkPromptInput",
+            "interruptiblePromptInput",
+            "icons",
+        ]),
+        read_by: "check bb",
+    },
+    Section {
+        path: "bb.fixture.options",
+        keys: None,
+        read_by: "check bb",
+    },
+    Section {
+        path: "bb.fixture.icons",
+        keys: Some(&["pluginId", "names"]),
+        read_by: "check bb",
+    },
+    Section {
+        path: "parity",
+        keys: Some(&["build", "bridge"]),
+        read_by: "parity (dir: and ref: legs)",
+    },
+    Section {
+        path: "sidebridge",
+        keys: Some(crate::sidebridge::fixture::SECTION_KEYS),
+        read_by: "check sidebridge",
+    },
+    Section {
+        path: "sidebridge.fixture",
+        keys: Some(crate::sidebridge::fixture::FIXTURE_KEYS),
+        read_by: "check sidebridge",
+    },
+    Section {
+        path: "bridle",
+        keys: None,
+        read_by: "check/replay bridle",
+    },
 ];
+
+/// The registry row for `path`.
+pub fn section(path: &str) -> Option<&'static Section> {
+    KNOWN_SECTIONS.iter().find(|s| s.path == path)
+}
+
+/// Warnings for every key of `table` (at dotted `path`) outside [`KNOWN_SECTIONS`].
+fn unknown_keys(
+    file: &str,
+    path: &str,
+    table: &serde_json::Map<String, Value>,
+    out: &mut Vec<String>,
+) {
+    let Some(sec) = section(path) else { return };
+    let Some(keys) = sec.keys else { return };
+    for (k, v) in table {
+        let full = if path.is_empty() {
+            k.clone()
+        } else {
+            format!("{path}.{k}")
+        };
+        if !keys.contains(&k.as_str()) {
+            out.push(format!("{file}: unknown key `{full}` (ignored)"));
+        } else if let Some(sub) = v.as_object() {
+            unknown_keys(file, &full, sub, out);
+        }
+    }
+}
+
+/// The file name bridgewire looks for.
+pub const FILE_NAME: &str = "bridgewire.toml";
+
+/// The directories searched for [`FILE_NAME`] from `start`, nearest first: `start` and its
+/// parents up to the repository root (the first directory holding `.git`). Outside a
+/// repository only `start` itself: a check run from `/tmp` must never pick up a file from
+/// an unrelated directory above it.
+pub fn search_dirs(start: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let mut cur = Some(start);
+    while let Some(d) = cur {
+        dirs.push(d.to_path_buf());
+        if d.join(".git").exists() {
+            return dirs;
+        }
+        cur = d.parent();
+    }
+    vec![start.to_path_buf()]
+}
+
+/// The nearest `bridgewire.toml` in [`search_dirs`] of `start`.
+pub fn discover(start: &Path) -> Option<PathBuf> {
+    search_dirs(start)
+        .into_iter()
+        .map(|d| d.join(FILE_NAME))
+        .find(|p| p.is_file())
+}
+
+/// Where a command's configuration came from, for the line it prints.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// `--config PATH`.
+    Given(PathBuf),
+    /// Found by [`discover`].
+    Found(PathBuf),
+    /// None found; the directories searched.
+    None(Vec<PathBuf>),
+}
+
+impl Source {
+    /// `config: <path>` or `config: none (searched …)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Given(p) => format!("config: {} (--config)", p.display()),
+            Source::Found(p) => format!("config: {}", p.display()),
+            Source::None(dirs) => {
+                let first = dirs
+                    .first()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default();
+                let scope = match dirs.last() {
+                    Some(last) if dirs.len() > 1 => format!("{first} up to {}", last.display()),
+                    _ => first,
+                };
+                format!("config: none (no {FILE_NAME} in {scope}); using defaults")
+            }
+        }
+    }
+}
+
+impl Config {
+    /// `--config PATH` when given, else the file [`discover`]ed from the working directory,
+    /// else the defaults. Returns where it came from.
+    pub fn find(explicit: Option<&Path>) -> Result<(Config, Source), String> {
+        if let Some(p) = explicit {
+            return Ok((Config::load(p)?, Source::Given(p.to_path_buf())));
+        }
+        let cwd = std::env::current_dir().map_err(|e| format!("working directory: {e}"))?;
+        match discover(&cwd) {
+            Some(p) => Ok((Config::load(&p)?, Source::Found(p))),
+            None => Ok((Config::default(), Source::None(search_dirs(&cwd)))),
+        }
+    }
+}
 
 impl Config {
     /// Loads `path`. Errors name the file and the key.
@@ -93,12 +260,7 @@ impl Config {
             ..Config::default()
         };
         let root = root.as_object().cloned().unwrap_or_default();
-        for k in root.keys() {
-            if !KNOWN_TOP.contains(&k.as_str()) {
-                cfg.warnings
-                    .push(format!("{file}: unknown key `{k}` (ignored)"));
-            }
-        }
+        unknown_keys(&file, "", &root, &mut cfg.warnings);
         if let Some(sb) = root.get("sidebridge") {
             cfg.sidebridge_fixture =
                 crate::sidebridge::fixture::parse_section(sb, &file, &mut cfg.warnings)?;
@@ -109,24 +271,12 @@ impl Config {
         let bb = bb
             .as_object()
             .ok_or_else(|| format!("{file}: `bb` must be a table"))?;
-        for k in bb.keys() {
-            if !KNOWN_BB.contains(&k.as_str()) {
-                cfg.warnings
-                    .push(format!("{file}: unknown key `bb.{k}` (ignored)"));
-            }
-        }
         let Some(fx) = bb.get("fixture") else {
             return Ok(cfg);
         };
         let fx = fx
             .as_object()
             .ok_or_else(|| format!("{file}: `bb.fixture` must be a table"))?;
-        for k in fx.keys() {
-            if !KNOWN_FIXTURE.contains(&k.as_str()) {
-                cfg.warnings
-                    .push(format!("{file}: unknown key `bb.fixture.{k}` (ignored)"));
-            }
-        }
         let f = &mut cfg.bb_fixture;
         let key = |k: &str| format!("{file}: `bb.fixture.{k}`");
         if let Some(v) = fx.get("cwd") {
@@ -158,13 +308,6 @@ impl Config {
             let o = v
                 .as_object()
                 .ok_or_else(|| format!("{} must be a table {{pluginId, names}}", key("icons")))?;
-            for k in o.keys() {
-                if k != "pluginId" && k != "names" {
-                    cfg.warnings.push(format!(
-                        "{file}: unknown key `bb.fixture.icons.{k}` (ignored)"
-                    ));
-                }
-            }
             let plugin_id = o
                 .get("pluginId")
                 .and_then(Value::as_str)
@@ -231,9 +374,9 @@ bogus = true
         assert_eq!(
             cfg.warnings,
             vec![
-                "x.toml: unknown key `typo` (ignored)",
                 "x.toml: unknown key `bb.fixture.bogus` (ignored)",
                 "x.toml: unknown key `bb.fixture.icons.extra` (ignored)",
+                "x.toml: unknown key `typo` (ignored)",
             ]
         );
     }
@@ -264,5 +407,59 @@ bogus = true
         );
         let e = Config::parse("[bb.fixture\n", Path::new("c.toml")).unwrap_err();
         assert!(e.contains("invalid TOML"), "{e}");
+    }
+
+    #[test]
+    fn every_commands_sections_are_known_to_all() {
+        let text = r#"
+[bb.fixture]
+options = { permissionMode = "full", anything = 1 }
+[parity]
+build = "make"
+bridge = "./bridge"
+oops = 1
+[sidebridge]
+whatever = 1
+[sidebridge.fixture]
+endSession = "bye"
+[bridle]
+x = 2
+[nonsense]
+"#;
+        let cfg = Config::parse(text, Path::new("p.toml")).unwrap();
+        assert_eq!(
+            cfg.warnings,
+            vec![
+                "p.toml: unknown key `nonsense` (ignored)",
+                "p.toml: unknown key `parity.oops` (ignored)",
+                "p.toml: unknown key `sidebridge.whatever` (ignored)",
+            ]
+        );
+    }
+
+    #[test]
+    fn discovery_walks_up_to_the_repository_root_only() {
+        let t = tempfile::tempdir().unwrap();
+        let outer = t.path();
+        let repo = outer.join("repo");
+        let deep = repo.join("a/b");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        // A file above the repository root is never found.
+        std::fs::write(outer.join(FILE_NAME), "").unwrap();
+        assert_eq!(discover(&deep), None);
+        assert_eq!(search_dirs(&deep).last().unwrap(), &repo);
+        std::fs::write(repo.join(FILE_NAME), "").unwrap();
+        assert_eq!(discover(&deep), Some(repo.join(FILE_NAME)));
+        std::fs::write(repo.join("a").join(FILE_NAME), "").unwrap();
+        assert_eq!(discover(&deep), Some(repo.join("a").join(FILE_NAME)));
+        // Outside any repository only the start directory counts.
+        let lone = outer.join("lone/x");
+        std::fs::create_dir_all(&lone).unwrap();
+        std::fs::write(outer.join("lone").join(FILE_NAME), "").unwrap();
+        assert_eq!(discover(&lone), None);
+        assert_eq!(search_dirs(&lone), vec![lone.clone()]);
+        let none = Source::None(search_dirs(&deep)).describe();
+        assert!(none.contains("up to") && none.contains("repo"), "{none}");
     }
 }

@@ -4,6 +4,11 @@
 //! id; `params.threadId`) without slowing the wire. A full parse builds the whole tree; this
 //! scanner walks the bytes once, skipping values it does not need, and validates structure as
 //! it goes, so a line it cannot read is treated as bb treats non-JSON: scope `_process`.
+//!
+//! Nothing here recurses on the input's nesting: skipped values are walked with an explicit
+//! stack (one byte per level), and [`any_key`] looks inside at most [`MAX_KEY_DEPTH`] levels
+//! (deeper containers answer "maybe", so the redactor decides). A line nested arbitrarily deep is
+//! classified like any other line and recorded as its bytes.
 
 /// What the recorder needs to know about a line.
 #[derive(Debug, Default, PartialEq)]
@@ -95,6 +100,9 @@ pub fn scan(line: &[u8]) -> Option<RpcInfo> {
     (s.i == s.b.len()).then_some(info)
 }
 
+/// How deep [`any_key`] looks for keys (its walk recurses, so this bounds its stack).
+pub const MAX_KEY_DEPTH: usize = 128;
+
 /// Whether any object key anywhere in the JSON text satisfies `pred` (false for non-JSON). One
 /// structural pass that skips string values with memchr: the redaction pre-filter.
 pub fn any_key(line: &[u8], pred: &dyn Fn(&str) -> bool) -> bool {
@@ -106,7 +114,7 @@ pub fn any_key(line: &[u8], pred: &dyn Fn(&str) -> bool) -> bool {
     ) -> Option<()> {
         s.ws();
         match s.peek()? {
-            b'{' if depth < 128 => s.object(|s, key| {
+            b'{' if depth < MAX_KEY_DEPTH => s.object(|s, key| {
                 if !*found {
                     let hit = if memchr::memchr(b'\\', key).is_some() {
                         let mut quoted = Vec::with_capacity(key.len() + 2);
@@ -121,7 +129,7 @@ pub fn any_key(line: &[u8], pred: &dyn Fn(&str) -> bool) -> bool {
                 }
                 walk(s, pred, found, depth + 1)
             }),
-            b'[' if depth < 128 => {
+            b'[' if depth < MAX_KEY_DEPTH => {
                 s.i += 1;
                 s.ws();
                 if s.peek()? == b']' {
@@ -242,35 +250,68 @@ impl<'a> Scanner<'a> {
         (self.i > start).then_some(())
     }
 
+    /// Skips one value of any depth without recursion: nesting is tracked on an explicit stack
+    /// of the closers awaited (one byte per level, bounded by the line), so a line of 35 000
+    /// nested `[` is skipped (and validated) like any other instead of overflowing the stack.
     fn skip_value(&mut self) -> Option<()> {
-        self.ws();
-        match self.peek()? {
-            b'"' => self.string_span().map(|_| ()),
-            b'{' => self.object(|s, _| s.skip_value()),
-            b'[' => {
-                self.i += 1;
-                self.ws();
-                if self.peek()? == b']' {
-                    self.i += 1;
-                    return Some(());
+        let mut closers: Vec<u8> = Vec::new();
+        loop {
+            // A value starts here.
+            self.ws();
+            match self.peek()? {
+                b'"' => {
+                    self.string_span()?;
                 }
-                loop {
-                    self.skip_value()?;
+                b'{' => {
+                    self.i += 1;
                     self.ws();
-                    match self.peek()? {
-                        b',' => self.i += 1,
-                        b']' => {
-                            self.i += 1;
-                            return Some(());
-                        }
-                        _ => return None,
+                    if self.peek()? == b'}' {
+                        self.i += 1;
+                    } else {
+                        closers.push(b'}');
+                        self.string_span()?;
+                        self.expect(b':')?;
+                        continue;
                     }
                 }
+                b'[' => {
+                    self.i += 1;
+                    self.ws();
+                    if self.peek()? == b']' {
+                        self.i += 1;
+                    } else {
+                        closers.push(b']');
+                        continue;
+                    }
+                }
+                b't' => self.literal(b"true")?,
+                b'f' => self.literal(b"false")?,
+                b'n' => self.literal(b"null")?,
+                _ => self.number()?,
             }
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            _ => self.number(),
+            // A value ended: close what it completes, or move to the container's next member.
+            loop {
+                let Some(&closer) = closers.last() else {
+                    return Some(());
+                };
+                self.ws();
+                match self.peek()? {
+                    b',' => {
+                        self.i += 1;
+                        if closer == b'}' {
+                            self.ws();
+                            self.string_span()?;
+                            self.expect(b':')?;
+                        }
+                        break;
+                    }
+                    c if c == closer => {
+                        self.i += 1;
+                        closers.pop();
+                    }
+                    _ => return None,
+                }
+            }
         }
     }
 
@@ -308,6 +349,33 @@ mod tests {
                 .thread_id,
             None
         );
+    }
+
+    #[test]
+    fn any_depth_is_skipped_without_recursion() {
+        // issue 15: 35 000 nested `[` overflowed the stack of the recursive skip.
+        let deep = format!("{}{}", "[".repeat(35_000), "]".repeat(35_000));
+        let line = format!(r#"{{"id":1,"method":"m","params":{{"threadId":"t","x":{deep}}}}}"#);
+        let r = scan(line.as_bytes()).unwrap();
+        assert_eq!(r.thread_id.as_deref(), Some("t"));
+        assert!(r.is_request());
+        let objs = format!(
+            r#"{{"a":{}1{}}}"#,
+            r#"{"k":"#.repeat(35_000),
+            "}".repeat(35_000)
+        );
+        assert!(scan(objs.as_bytes()).is_some());
+        // Unclosed, mismatched or bare deep input is not an object: `None`, no crash.
+        let open = format!(r#"{{"x":{}"#, "[".repeat(35_000));
+        assert_eq!(scan(open.as_bytes()), None);
+        let mismatched = format!(r#"{{"x":{}}}}}"#, "[".repeat(3));
+        assert_eq!(scan(mismatched.as_bytes()), None);
+        assert_eq!(scan(deep.as_bytes()), None);
+        // The key pre-filter answers "maybe" below its depth and never recurses further.
+        assert!(any_key(deep.as_bytes(), &|_| false));
+        let shallow = format!(r#"{{"x":{}1{}}}"#, "[".repeat(10), "]".repeat(10));
+        assert!(!any_key(shallow.as_bytes(), &|_| false));
+        assert!(any_key(shallow.as_bytes(), &|k| k == "x"));
     }
 
     #[test]

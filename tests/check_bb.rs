@@ -315,7 +315,7 @@ fn check_mode(e: &Expect) -> Result<(), String> {
         } else if e.skipped.contains(id) {
             Some("skipped")
         } else if e.absent.contains(id) {
-            None
+            Some("not-run")
         } else {
             Some("pass")
         };
@@ -419,7 +419,7 @@ fn each_break_mode_fails_exactly_its_rules() {
 }
 
 #[test]
-fn without_opt_in_fixtures_opt_in_rules_produce_no_verdict() {
+fn without_opt_in_fixtures_opt_in_rules_are_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let fx = dir.path().join("empty.toml");
     std::fs::write(&fx, "[bb.fixture]\npromptInput = \"hello\"\n").unwrap();
@@ -435,10 +435,16 @@ fn without_opt_in_fixtures_opt_in_rules_produce_no_verdict() {
         "session/threads-independent",
         "stop/interrupt-settles-before-result",
     ] {
-        assert!(!got.contains_key(id), "{id} ran without its fixture");
+        let (status, why) = &got[id];
+        assert_eq!(status, "not-run", "{id} ran without its fixture");
+        assert!(why.contains("[bb.fixture]"), "{id}: {why}");
     }
-    assert_eq!(got.len(), ALL.len() - 4);
-    assert!(got.values().all(|(s, _)| s == "pass"), "{got:?}");
+    assert_eq!(got.len(), ALL.len());
+    assert_eq!(
+        got.values().filter(|(s, _)| s == "pass").count(),
+        ALL.len() - 4,
+        "{got:?}"
+    );
     assert_eq!(out.status.code(), Some(0));
 }
 
@@ -488,7 +494,7 @@ fn text_report_and_report_files() {
         "{x}"
     );
     let m = std::fs::read_to_string(&md).unwrap();
-    assert!(m.contains("| ❌ fail | `turn/lifecycle` |"), "{m}");
+    assert!(m.contains("| ❌ fail | MUST | `turn/lifecycle` |"), "{m}");
     let h = std::fs::read_to_string(&html).unwrap();
     assert!(h.starts_with("<!DOCTYPE html>") && h.contains("turn/lifecycle"));
 }

@@ -251,3 +251,62 @@ fn secrets_are_redacted_unless_asked_not_to() {
         }
     }
 }
+
+/// issue 15 item 1: one line of 35 000 nested `[` aborted `record bb` with a stack overflow
+/// (exit 134) from either direction, taking the bridge down. It is now recorded as its bytes and
+/// forwarded, and the run goes on.
+#[test]
+fn a_line_nested_35000_deep_is_recorded_from_either_direction() {
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","method":"n","params":{{"threadId":"thr_d","x":{}{}}}}}"#,
+        "[".repeat(35_000),
+        "]".repeat(35_000)
+    );
+    let bare = "[".repeat(35_000);
+    let after = r#"{"jsonrpc":"2.0","method":"after"}"#;
+    // (bridge command, runtime input): `cat` carries the lines runtime→bridge and back; the
+    // Python bridge writes them itself, bridge→runtime only.
+    let emit = format!(
+        "import sys\nsys.stdout.write({:?})\nsys.stdout.flush()\n",
+        format!("{deep}\n{bare}\n{after}\n")
+    );
+    let cases: [(Vec<&str>, String, &[&str]); 2] = [
+        (
+            vec!["cat"],
+            format!("{deep}\n{bare}\n{after}\n"),
+            &["runtime→bridge", "bridge→runtime"],
+        ),
+        (
+            vec!["python3", "-c", emit.as_str()],
+            String::new(),
+            &["bridge→runtime"],
+        ),
+    ];
+    for (bridge, input, dirs) in cases {
+        let t = tempfile::tempdir().unwrap();
+        let out = Command::cargo_bin("bridgewire")
+            .unwrap()
+            .args(["record", "bb", "--dir"])
+            .arg(t.path())
+            .arg("--")
+            .args(&bridge)
+            .write_stdin(input)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{bridge:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(stdout, format!("{deep}\n{bare}\n{after}\n"), "{bridge:?}");
+        for dir in dirs {
+            let scoped = read(&t.path().join(format!("thr_d/{dir}.ndjson")), dir);
+            assert_eq!(lines(&scoped), [deep.as_str()], "{bridge:?} {dir}");
+            let process = read(&t.path().join(format!("_process/{dir}.ndjson")), dir);
+            assert_eq!(lines(&process), [bare.as_str(), after], "{bridge:?} {dir}");
+        }
+    }
+}

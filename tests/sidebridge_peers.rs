@@ -4,7 +4,7 @@
 //! verdicts that must not pass (`id:status`) and the exit code.
 //!
 //! Every run starts from an empty working directory (no `bridgewire.toml` is picked up); the
-//! rows that use the peer's phrases pass `--fixture tests/peers/sidebridge/peer.toml`.
+//! rows that use the peer's phrases pass `--config tests/peers/sidebridge/peer.toml`.
 
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -352,7 +352,7 @@ fn run(row: &Row, py: &str, cwd: &std::path::Path) -> (Option<i32>, Value, Strin
         ])
         .args(row.flags);
     if row.fixture {
-        cmd.arg("--fixture").arg(peer_dir().join("peer.toml"));
+        cmd.arg("--config").arg(peer_dir().join("peer.toml"));
     }
     if row.keyed {
         cmd.args(["--key", KEY]);

@@ -6,7 +6,7 @@
 //! * [`delta`]: grammar v3 validation (§11);
 //! * [`assembler`]: deltas → ThreadEvents (§12);
 //! * [`grammar`]: the thread-event grammar (§13);
-//! * [`rows`]: bridgewire's row projection;
+//! * [`rows`]: the top-level rows of bb's thread timeline (§14);
 //! * [`recorder`]: `record bb` / `record child`, the stdio tee;
 //! * [`transport`]: a spawned bridge over real pipes (bounded framing and waits);
 //! * [`conformance`]: the live conformance kit (`check bb`);
@@ -108,7 +108,7 @@ impl Model for BbModel {
     }
 
     fn row_projector(&self) -> Box<dyn RowProjector> {
-        Box::<rows::BbRows>::default()
+        Box::<rows::BbTimelineRows>::default()
     }
 
     fn is_unhandled(&self, event: &Value) -> bool {

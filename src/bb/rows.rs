@@ -1,151 +1,717 @@
-//! bb rows: bridgewire's own projection of events to what a user would see.
+//! bb rows: the top-level rows of bb's thread timeline (reference §14), computed the way bb's
+//! `thread-view` module decides them, so `pins` writes the `rows` count bb's own pins test
+//! expects. bridgewire does not port the UI module; it reproduces the decisions that fix which
+//! top-level rows exist (facts read from bb's public `thread-view` package), and gives each row
+//! a small JSON shape of its own.
 //!
-//! bb's UI timeline projection is a large UI module (reference §14) that bridgewire does not
-//! reproduce; its `rows` pins are kept apart (`bb-row-counts.json`). bridgewire's rows are
-//! defined here instead, one row per top-level timeline entry a user would see:
+//! # How events become rows
 //!
-//! | row `kind` | made from | notes |
-//! | --- | --- | --- |
-//! | `userMessage` | `turn/input/accepted`; `item/completed` of a `userMessage` item | one per accepted input |
-//! | `turn` | `turn/started` of an unvouched turn (no `parentToolCallId`) | `status` from its `turn/completed`; `children` = its work items |
-//! | `agentMessage` | `item/started`/`item/completed` of an `agentMessage` | upserted by item id; hidden while its text is empty |
-//! | `task` | thread-scoped background task / delegation events | upserted by item id |
-//! | `error` | `provider/error` | |
-//! | `warning` | `provider/warning` | |
-//! | `unhandled` | `provider/unhandled` | |
-//! | `notice` | `thread/compacted`, `thread/context/cleared`, `provider/modelFallback` | |
+//! 1. **Messages.** Events (in order, `seq` = 1-based position in the event list) build
+//!    messages, each with a scope (its turn, or the thread), an optional parent tool call, and
+//!    the position where it started:
+//!    * assistant text: an `agentMessage` item, created by its first event that carries
+//!      non-empty text (`item/started`, `item/agentMessage/delta`, `item/completed`); text for
+//!      a turn that already completed, after the message settled, without a turn, or of an
+//!      item with an `asyncQuestion` makes none;
+//!    * errors: `provider/error` (a reconnect row when `willRetry: true`);
+//!    * work: command executions, tool calls, delegations, file reads, searches, plan steps,
+//!      extensions, web searches/fetches, image views/generations, file changes (one row per
+//!      change; an approval row when a denied change has none; no row when an undenied change
+//!      has none), background tasks (no row when `skipTranscript`), one message per item id;
+//!      a `toolCall` whose presentation says `suppress` (or named `AskUserQuestion`,
+//!      `TodoRead`, `TodoWrite`, `ToolSearch`, `TaskCreate`/`Get`/`List`/`Update`), or a
+//!      suppressed `fileRead`/`search`/`planSteps`/`extension`/`delegation`/`fileChange`, makes
+//!      nothing while pending or completed;
+//!    * operations: `provider/unhandled`, `provider/warning`, compaction (a `contextCompaction`
+//!      item and `thread/compacted` of one turn are one operation), `thread/context/cleared`;
+//!    * a provider user message (`userMessage` item completed with text): a grouped steer.
 //!
-//! Work items (every other item type) become `children` of their turn's row, upserted by item id,
-//! unless their presentation says `suppress: true`. Events of a vouched child turn attach to the
-//! newest turn row. Usage, context-window, identity, name, rate-limit, diff and extension-state
-//! events make no row.
+//!    Reasoning, usage, context-window, identity, name, rate-limit, diff, plan-update,
+//!    extension-state and model-fallback events make no message.
+//! 2. **Nesting.** A message whose event (or whose child turn's `turn/started`) names a
+//!    `parentToolCallId` is not a top-level message: it nests under its delegation, or is
+//!    hidden.
+//! 3. **Entries.** Each turn (at its `turn/started`) and each thread-scoped message is an
+//!    entry, in source order; a turn whose messages all nested away has no entry.
+//! 4. **Turn rows.** A turn that did not complete shows each message as its row(s). A completed
+//!    turn shows: its summary (the messages before its last assistant-text or error message) as
+//!    one `turn` row, then that terminal message, then the messages after it. The summary is
+//!    split where an assistant message is directly followed by another one (that first one
+//!    shows as its own row between summary segments); a summary segment that is exactly one
+//!    compaction or context-clear operation shows as that operation's row.
+//! 5. Consecutive reconnect rows collapse into the last one.
+//!
+//! A turn-scoped message for a turn that never started (bb's projection throws there) is shown
+//! as a thread-level row.
 
 use crate::protocol::RowProjector;
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-#[derive(Default)]
-pub struct BbRows {
-    rows: Vec<Value>,
-    turn_rows: HashMap<String, usize>,
-    /// item id → (row index, child index when the item is a turn child)
-    items: HashMap<String, (usize, Option<usize>)>,
-    last_turn_row: Option<usize>,
+/// Tool names bb's timeline drops whatever their presentation says.
+const SUPPRESSED_TOOL_NAMES: [&str; 8] = [
+    "TaskCreate",
+    "TaskGet",
+    "TaskList",
+    "TaskUpdate",
+    "TodoRead",
+    "TodoWrite",
+    "ToolSearch",
+    "AskUserQuestion",
+];
+
+#[derive(Debug, Clone, PartialEq)]
+enum Kind {
+    Assistant,
+    Error { reconnect: bool },
+    User,
+    Work { work: String },
+    FileEdit { changes: usize, denied: bool },
+    Workflow { skip: bool },
+    Operation { op: String },
 }
 
-impl BbRows {
-    fn turn_row(&mut self, event: &Value) -> usize {
-        let turn = event["scope"]["turnId"].as_str().unwrap_or("");
-        if let Some(&i) = self.turn_rows.get(turn) {
+#[derive(Debug, Clone)]
+struct Message {
+    kind: Kind,
+    /// The turn it belongs to; `None` for thread scope.
+    turn: Option<String>,
+    parent: Option<String>,
+    seq: u64,
+    item_id: String,
+    status: Value,
+    text: String,
+}
+
+impl Message {
+    fn is_terminal(&self) -> bool {
+        matches!(self.kind, Kind::Assistant | Kind::Error { .. })
+    }
+
+    /// Rows this message converts to (bb's `convertMessage`).
+    fn rows(&self) -> Vec<Value> {
+        match &self.kind {
+            Kind::Assistant => vec![json!({
+                "kind": "conversation", "role": "assistant", "itemId": self.item_id, "text": self.text,
+            })],
+            Kind::User => vec![json!({
+                "kind": "conversation", "role": "user", "itemId": self.item_id, "text": self.text,
+            })],
+            Kind::Error { reconnect } => vec![json!({
+                "kind": "system",
+                "systemKind": if *reconnect { "reconnect" } else { "error" },
+                "title": self.text,
+            })],
+            Kind::Work { work } => vec![json!({
+                "kind": "work", "workKind": work, "itemId": self.item_id, "status": self.status,
+            })],
+            Kind::FileEdit { changes: 0, denied } => {
+                if *denied {
+                    vec![
+                        json!({"kind": "work", "workKind": "approval", "itemId": self.item_id, "lifecycle": "denied"}),
+                    ]
+                } else {
+                    Vec::new()
+                }
+            }
+            Kind::FileEdit { changes, .. } => (0..*changes)
+                .map(|i| {
+                    json!({
+                        "kind": "work", "workKind": "file-change", "itemId": self.item_id,
+                        "change": i, "status": self.status,
+                    })
+                })
+                .collect(),
+            Kind::Workflow { skip: true } => Vec::new(),
+            Kind::Workflow { skip: false } => vec![json!({
+                "kind": "work", "workKind": "workflow", "itemId": self.item_id, "status": self.status,
+            })],
+            Kind::Operation { op } => vec![json!({
+                "kind": "system", "systemKind": "operation", "operationKind": op, "title": self.text,
+            })],
+        }
+    }
+
+    fn summary_count(&self) -> usize {
+        match self.kind {
+            Kind::FileEdit { changes, .. } => changes.max(1),
+            _ => 1,
+        }
+    }
+
+    fn is_context_management(&self) -> bool {
+        matches!(&self.kind, Kind::Operation { op } if op == "compaction" || op == "context-clear")
+    }
+}
+
+struct Turn {
+    id: String,
+    seq: u64,
+    status: Option<Value>,
+}
+
+/// bb's top-level timeline rows (see the module docs).
+#[derive(Default)]
+pub struct BbTimelineRows {
+    seq: u64,
+    turns: Vec<Turn>,
+    turn_index: HashMap<String, usize>,
+    /// Child turn → the tool call it runs under.
+    turn_parent: HashMap<String, String>,
+    closed_turns: HashSet<String>,
+    messages: Vec<Message>,
+    /// Message key → index.
+    by_key: HashMap<String, usize>,
+    finalized_text: HashSet<String>,
+}
+
+impl BbTimelineRows {
+    fn upsert(&mut self, key: String, make: impl FnOnce() -> Message) -> usize {
+        if let Some(&i) = self.by_key.get(&key) {
             return i;
         }
-        if let Some(i) = self.last_turn_row {
-            return i;
-        }
-        self.rows
-            .push(json!({"kind": "turn", "turnId": turn, "status": "running", "children": []}));
-        let i = self.rows.len() - 1;
-        self.turn_rows.insert(turn.to_string(), i);
-        self.last_turn_row = Some(i);
+        self.messages.push(make());
+        let i = self.messages.len() - 1;
+        self.by_key.insert(key, i);
         i
     }
 
-    fn upsert_item(&mut self, event: &Value, item: &Value) {
-        let id = item["id"].as_str().unwrap_or("").to_string();
-        let ty = item["type"].as_str().unwrap_or("");
-        if item["presentation"]["suppress"] == true {
+    fn new_message(&self, kind: Kind, event: &Value, parent: Option<String>) -> Message {
+        Message {
+            kind,
+            turn: event["scope"]["turnId"].as_str().map(str::to_string),
+            parent,
+            seq: self.seq,
+            item_id: event["item"]["id"]
+                .as_str()
+                .or_else(|| event["itemId"].as_str())
+                .unwrap_or("")
+                .to_string(),
+            status: Value::Null,
+            text: String::new(),
+        }
+    }
+
+    fn assistant_text(
+        &mut self,
+        event: &Value,
+        item_id: &str,
+        text: &str,
+        last: bool,
+        parent: Option<String>,
+    ) {
+        let Some(turn) = event["scope"]["turnId"].as_str() else {
+            return; // no turn: bb's buffered text has no identity for it
+        };
+        if text.is_empty() || self.closed_turns.contains(turn) {
             return;
         }
-        match ty {
-            "agentMessage" => {
-                let text = item["text"].as_str().unwrap_or("");
-                let row = json!({"kind": "agentMessage", "itemId": id, "text": text});
-                match self.items.get(&id) {
-                    Some(&(i, None)) => self.rows[i] = row,
-                    _ if text.is_empty() => {}
-                    _ => {
-                        self.rows.push(row);
-                        self.items.insert(id, (self.rows.len() - 1, None));
-                    }
-                }
+        let key = format!("assistant:{item_id}");
+        if self.finalized_text.contains(&key) {
+            return;
+        }
+        let msg = self.new_message(Kind::Assistant, event, parent);
+        let i = self.upsert(key.clone(), || Message {
+            item_id: item_id.to_string(),
+            ..msg
+        });
+        if last {
+            self.messages[i].text = text.to_string();
+            self.finalized_text.insert(key);
+        } else {
+            self.messages[i].text.push_str(text);
+        }
+    }
+
+    fn work(&mut self, event: &Value, kind: Kind, parent: Option<String>) {
+        let item = &event["item"];
+        let id = item["id"].as_str().unwrap_or("").to_string();
+        let msg = self.new_message(kind, event, parent);
+        let i = self.upsert(format!("call:{id}"), || msg);
+        if let Some(s) = item.get("status") {
+            self.messages[i].status = s.clone();
+        }
+        if let Kind::FileEdit { .. } = self.messages[i].kind {
+            let changes = item["changes"].as_array().map_or(0, Vec::len);
+            let denied = item["approvalStatus"] == "denied";
+            self.messages[i].kind = Kind::FileEdit { changes, denied };
+        }
+        if let Kind::Workflow { .. } = self.messages[i].kind {
+            self.messages[i].kind = Kind::Workflow {
+                skip: item["skipTranscript"] == true,
+            };
+        }
+    }
+
+    fn operation(&mut self, key: String, event: &Value, op: &str, title: String) {
+        let msg = self.new_message(Kind::Operation { op: op.to_string() }, event, None);
+        let i = self.upsert(key, || msg);
+        self.messages[i].text = title;
+    }
+
+    fn suppressed(item: &Value) -> bool {
+        let suppress = item["presentation"]["suppress"] == true;
+        let by_type = match item["type"].as_str().unwrap_or("") {
+            "toolCall" => {
+                suppress
+                    || item["tool"]
+                        .as_str()
+                        .is_some_and(|t| SUPPRESSED_TOOL_NAMES.contains(&t))
+            }
+            "fileRead" | "search" | "planSteps" | "extension" | "delegation" | "fileChange" => {
+                suppress
+            }
+            _ => false,
+        };
+        by_type && matches!(item["status"].as_str(), Some("pending" | "completed"))
+    }
+
+    /// The tool call an event runs under: its own, its item's, or its child turn's.
+    fn parent_of(&self, event: &Value) -> Option<String> {
+        event["parentToolCallId"]
+            .as_str()
+            .or_else(|| event["item"]["parentToolCallId"].as_str())
+            .map(str::to_string)
+            .or_else(|| {
+                event["scope"]["turnId"]
+                    .as_str()
+                    .and_then(|t| self.turn_parent.get(t).cloned())
+            })
+    }
+
+    fn item_event(&mut self, ty: &str, event: &Value, parent: Option<String>) {
+        let item = &event["item"];
+        let item_type = item["type"].as_str().unwrap_or("");
+        let id = item["id"].as_str().unwrap_or("");
+        if item_type == "agentMessage" {
+            if item.get("asyncQuestion").is_some() {
+                return;
+            }
+            let text = item["text"].as_str().unwrap_or("");
+            self.assistant_text(event, id, text, ty == "item/completed", parent);
+            return;
+        }
+        if item_type == "reasoning" || item_type == "plan" {
+            return;
+        }
+        if item_type == "backgroundTask" {
+            self.work(event, Kind::Workflow { skip: false }, parent);
+            return;
+        }
+        if item_type == "commandExecution" {
+            self.work(
+                event,
+                Kind::Work {
+                    work: "command".into(),
+                },
+                parent,
+            );
+            return;
+        }
+        if Self::suppressed(item) {
+            return;
+        }
+        let work = match item_type {
+            "toolCall" | "mcpToolCall" => "tool",
+            "delegation" => "delegation",
+            "webSearch" => "web-search",
+            "webFetch" => "web-fetch",
+            "imageView" => "image-view",
+            "imageGeneration" => "image-generation",
+            "fileRead" => "file-read",
+            "search" => "search",
+            "planSteps" => "plan-steps",
+            "extension" => "extension",
+            "fileChange" => {
+                self.work(
+                    event,
+                    Kind::FileEdit {
+                        changes: 0,
+                        denied: false,
+                    },
+                    parent,
+                );
+                return;
+            }
+            "contextCompaction" => {
+                let turn = event["scope"]["turnId"].as_str().unwrap_or("").to_string();
+                self.operation(
+                    format!("compaction:{turn}"),
+                    event,
+                    "compaction",
+                    "Context compacted".into(),
+                );
+                return;
             }
             "userMessage" => {
-                let text = item["content"][0]["text"].clone();
-                self.rows
-                    .push(json!({"kind": "userMessage", "itemId": id, "text": text}));
-                self.items.insert(id, (self.rows.len() - 1, None));
-            }
-            _ => {
-                let child = json!({
-                    "kind": "item",
-                    "itemType": ty,
-                    "itemId": id,
-                    "status": item.get("status").cloned().unwrap_or(Value::Null),
-                    "label": item["presentation"]["label"].clone(),
-                });
-                match self.items.get(&id).copied() {
-                    Some((r, Some(c))) => self.rows[r]["children"][c] = child,
-                    Some((r, None)) => self.rows[r] = child,
-                    None => {
-                        let r = self.turn_row(event);
-                        let children = self.rows[r]["children"].as_array_mut().expect("turn row");
-                        children.push(child);
-                        let c = children.len() - 1;
-                        self.items.insert(id, (r, Some(c)));
+                if ty == "item/completed" {
+                    let text: String = item["content"]
+                        .as_array()
+                        .map(|parts| {
+                            parts
+                                .iter()
+                                .filter(|p| p["type"] == "text")
+                                .filter_map(|p| p["text"].as_str())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    if !text.is_empty() {
+                        let mut msg = self.new_message(Kind::User, event, parent);
+                        msg.text = text;
+                        self.upsert(format!("user:{id}"), || msg);
                     }
                 }
+                return;
             }
-        }
+            _ => return,
+        };
+        self.work(event, Kind::Work { work: work.into() }, parent);
     }
 }
 
-impl RowProjector for BbRows {
+impl RowProjector for BbTimelineRows {
     fn push(&mut self, event: &Value) {
+        self.seq += 1;
         let ty = event["type"].as_str().unwrap_or("");
+        let parent = self.parent_of(event);
         match ty {
-            "turn/input/accepted" => self.rows.push(json!({
-                "kind": "userMessage",
-                "clientRequestId": event["clientRequestId"].clone(),
-            })),
-            "turn/started" if event.get("parentToolCallId").is_none() => {
-                let turn = event["scope"]["turnId"].as_str().unwrap_or("").to_string();
-                self.rows.push(json!({"kind": "turn", "turnId": turn, "status": "running", "children": []}));
-                let i = self.rows.len() - 1;
-                self.turn_rows.insert(turn, i);
-                self.last_turn_row = Some(i);
-            }
-            "turn/completed" => {
-                let turn = event["scope"]["turnId"].as_str().unwrap_or("");
-                if let Some(&i) = self.turn_rows.get(turn) {
-                    self.rows[i]["status"] = event["status"].clone();
+            "turn/started" => {
+                let Some(turn) = event["scope"]["turnId"].as_str() else {
+                    return;
+                };
+                if let Some(p) = event["parentToolCallId"].as_str() {
+                    self.turn_parent.insert(turn.to_string(), p.to_string());
+                }
+                if !self.turn_index.contains_key(turn) {
+                    self.turns.push(Turn {
+                        id: turn.to_string(),
+                        seq: self.seq,
+                        status: None,
+                    });
+                    self.turn_index
+                        .insert(turn.to_string(), self.turns.len() - 1);
                 }
             }
-            "item/started" | "item/completed" => self.upsert_item(event, &event["item"]),
-            "item/backgroundTask/completed" | "item/delegation/completed" | "item/backgroundTask/progress"
-            | "item/delegation/progress" => {
-                let item = &event["item"];
-                let id = item["id"].as_str().unwrap_or("").to_string();
-                let row = json!({"kind": "task", "itemType": item["type"].clone(), "itemId": id, "status": item.get("status").cloned().unwrap_or(Value::Null)});
-                match self.items.get(&id).copied() {
-                    Some((r, None)) => self.rows[r] = row,
-                    Some((r, Some(c))) => self.rows[r]["children"][c]["status"] = row["status"].clone(),
-                    None => {
-                        self.rows.push(row);
-                        self.items.insert(id, (self.rows.len() - 1, None));
+            "turn/completed" => {
+                if let Some(turn) = event["scope"]["turnId"].as_str() {
+                    self.closed_turns.insert(turn.to_string());
+                    if let Some(&i) = self.turn_index.get(turn) {
+                        self.turns[i].status = Some(event["status"].clone());
                     }
                 }
             }
-            "provider/error" => self.rows.push(json!({"kind": "error", "message": event["message"].clone()})),
-            "provider/warning" => self.rows.push(json!({"kind": "warning", "summary": event.get("summary").cloned().unwrap_or(Value::Null)})),
-            "provider/unhandled" => self.rows.push(json!({"kind": "unhandled", "rawType": event["rawType"].clone()})),
-            "thread/compacted" | "thread/context/cleared" | "provider/modelFallback" => {
-                self.rows.push(json!({"kind": "notice", "type": ty}))
+            "item/started" | "item/completed" => self.item_event(ty, event, parent),
+            "item/agentMessage/delta" => {
+                let id = event["itemId"].as_str().unwrap_or("").to_string();
+                let text = event["delta"].as_str().unwrap_or("").to_string();
+                self.assistant_text(event, &id, &text, false, parent);
             }
+            "item/backgroundTask/progress" | "item/backgroundTask/completed" => {
+                self.work(event, Kind::Workflow { skip: false }, parent)
+            }
+            "item/delegation/progress" | "item/delegation/completed" => self.work(
+                event,
+                Kind::Work {
+                    work: "delegation".into(),
+                },
+                parent,
+            ),
+            "provider/error" => {
+                let mut msg = self.new_message(
+                    Kind::Error {
+                        reconnect: event["willRetry"] == true,
+                    },
+                    event,
+                    None,
+                );
+                msg.text = event["message"]
+                    .as_str()
+                    .unwrap_or("Error event")
+                    .to_string();
+                self.messages.push(msg);
+            }
+            "provider/unhandled" => {
+                let title = format!(
+                    "Unhandled {} event",
+                    event["rawType"].as_str().unwrap_or("?")
+                );
+                self.operation(
+                    format!("unhandled:{}", self.seq),
+                    event,
+                    "provider-unhandled",
+                    title,
+                );
+            }
+            "provider/warning" => {
+                let deprecation = event["category"] == "deprecation";
+                let title = event["summary"].as_str().unwrap_or("Warning").to_string();
+                let op = if deprecation {
+                    "deprecation"
+                } else {
+                    "warning"
+                };
+                self.operation(format!("warning:{}", self.seq), event, op, title);
+            }
+            "thread/compacted" => {
+                let turn = event["scope"]["turnId"].as_str().unwrap_or("").to_string();
+                self.operation(
+                    format!("compaction:{turn}"),
+                    event,
+                    "compaction",
+                    "Context compacted".into(),
+                );
+            }
+            "thread/context/cleared" => self.operation(
+                format!("clear:{}", self.seq),
+                event,
+                "context-clear",
+                "Context cleared".into(),
+            ),
             _ => {}
         }
     }
 
     fn finish(self: Box<Self>) -> Vec<Value> {
-        self.rows
+        let mut entries: Vec<(u64, Entry)> = Vec::new();
+        let mut per_turn: Vec<Vec<usize>> = vec![Vec::new(); self.turns.len()];
+        let mut order: Vec<usize> = (0..self.messages.len()).collect();
+        order.sort_by_key(|&i| self.messages[i].seq);
+        for i in order {
+            let m = &self.messages[i];
+            if m.parent.is_some() {
+                continue; // nested under its delegation, or hidden
+            }
+            match m.turn.as_ref().and_then(|t| self.turn_index.get(t)) {
+                Some(&t) => per_turn[t].push(i),
+                None => entries.push((m.seq, Entry::Message(i))),
+            }
+        }
+        for (t, turn) in self.turns.iter().enumerate() {
+            if !per_turn[t].is_empty() {
+                entries.push((turn.seq, Entry::Turn(t)));
+            }
+        }
+        // Turns first at equal positions (bb lists turn drafts before messages; stable sort).
+        entries.sort_by_key(|(seq, e)| (*seq, matches!(e, Entry::Message(_))));
+
+        let mut rows: Vec<Value> = Vec::new();
+        for (_, entry) in entries {
+            let new_rows = match entry {
+                Entry::Message(i) => self.messages[i].rows(),
+                Entry::Turn(t) => {
+                    let msgs: Vec<&Message> =
+                        per_turn[t].iter().map(|&i| &self.messages[i]).collect();
+                    turn_rows(&self.turns[t], &msgs)
+                }
+            };
+            for row in new_rows {
+                let reconnect = |r: &Value| r["systemKind"] == "reconnect";
+                if reconnect(&row) && rows.last().is_some_and(reconnect) {
+                    *rows.last_mut().expect("non-empty") = row;
+                } else {
+                    rows.push(row);
+                }
+            }
+        }
+        rows
+    }
+}
+
+enum Entry {
+    Turn(usize),
+    Message(usize),
+}
+
+fn turn_row(turn: &Turn, msgs: &[&Message], segment: Option<usize>) -> Option<Value> {
+    let count: usize = msgs.iter().map(|m| m.summary_count()).sum();
+    let children: Vec<Value> = msgs.iter().flat_map(|m| m.rows()).collect();
+    if count == 0 && children.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "kind": "turn",
+        "turnId": turn.id,
+        "segment": segment,
+        "status": turn.status,
+        "summaryCount": count,
+        "children": children,
+    }))
+}
+
+/// One turn's top-level rows (bb's `buildTurnRows` with completed-turn grouping).
+fn turn_rows(turn: &Turn, msgs: &[&Message]) -> Vec<Value> {
+    if turn.status.is_none() {
+        return msgs.iter().flat_map(|m| m.rows()).collect();
+    }
+    let terminal = msgs.iter().rposition(|m| m.is_terminal());
+    let (summary, rest) = match terminal {
+        Some(t) => (&msgs[..t], &msgs[t..]),
+        None => (msgs, &msgs[..0]),
+    };
+    let is_response = |m: &Message| m.kind == Kind::Assistant;
+    // An assistant message directly followed by another (the next summary message or the
+    // terminal one) stays visible on its own.
+    let visible: Vec<bool> = (0..summary.len())
+        .map(|i| {
+            let next = summary
+                .get(i + 1)
+                .copied()
+                .or_else(|| rest.first().copied());
+            is_response(summary[i]) && next.is_some_and(is_response)
+        })
+        .collect();
+    let mut out = Vec::new();
+    let single_or_unwrap = |group: &[&Message], segment: Option<usize>, out: &mut Vec<Value>| {
+        if group.len() == 1 && group[0].is_context_management() {
+            out.extend(group[0].rows());
+        } else if let Some(row) = turn_row(turn, group, segment) {
+            out.push(row);
+        }
+    };
+    if !visible.iter().any(|v| *v) {
+        single_or_unwrap(summary, None, &mut out);
+    } else {
+        let mut segment = 0;
+        let mut group: Vec<&Message> = Vec::new();
+        for (i, m) in summary.iter().enumerate() {
+            if visible[i] {
+                if !group.is_empty() {
+                    single_or_unwrap(&group, Some(segment), &mut out);
+                    segment += 1;
+                    group.clear();
+                }
+                out.extend(m.rows());
+            } else {
+                group.push(m);
+            }
+        }
+        if !group.is_empty() {
+            single_or_unwrap(&group, Some(segment), &mut out);
+        }
+    }
+    out.extend(rest.iter().flat_map(|m| m.rows()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(events: &[Value]) -> Vec<Value> {
+        let mut p: Box<BbTimelineRows> = Box::default();
+        for e in events {
+            p.push(e);
+        }
+        p.finish()
+    }
+
+    fn turn_ev(ty: &str, turn: &str) -> Value {
+        json!({"type": ty, "threadId": "", "scope": {"kind": "turn", "turnId": turn}, "status": "completed"})
+    }
+
+    fn item(ty: &str, turn: &str, item: Value) -> Value {
+        json!({"type": ty, "threadId": "", "scope": {"kind": "turn", "turnId": turn}, "item": item})
+    }
+
+    fn text(turn: &str, id: &str, t: &str) -> Value {
+        item(
+            "item/completed",
+            turn,
+            json!({"type": "agentMessage", "id": id, "text": t}),
+        )
+    }
+
+    fn cmd(turn: &str, id: &str) -> Value {
+        item(
+            "item/completed",
+            turn,
+            json!({"type": "commandExecution", "id": id, "command": "ls", "cwd": "/", "status": "completed"}),
+        )
+    }
+
+    #[test]
+    fn a_completed_turn_is_a_summary_row_then_its_answer() {
+        let rows = project(&[
+            turn_ev("turn/started", "t1"),
+            cmd("t1", "c1"),
+            text("t1", "m1", "done"),
+            turn_ev("turn/completed", "t1"),
+        ]);
+        assert_eq!(rows.len(), 2, "{rows:#?}");
+        assert_eq!(rows[0]["kind"], "turn");
+        assert_eq!(rows[1]["role"], "assistant");
+    }
+
+    #[test]
+    fn an_answer_only_turn_is_one_row_and_an_empty_turn_none() {
+        let rows = project(&[
+            turn_ev("turn/started", "t1"),
+            text("t1", "m1", "hi"),
+            turn_ev("turn/completed", "t1"),
+            turn_ev("turn/started", "t2"),
+            turn_ev("turn/completed", "t2"),
+        ]);
+        assert_eq!(rows.len(), 1, "{rows:#?}");
+    }
+
+    #[test]
+    fn an_open_turn_shows_every_message() {
+        let rows = project(&[
+            turn_ev("turn/started", "t1"),
+            cmd("t1", "c1"),
+            cmd("t1", "c2"),
+            text("t1", "m1", "x"),
+        ]);
+        assert_eq!(rows.len(), 3, "{rows:#?}");
+    }
+
+    #[test]
+    fn consecutive_answers_split_the_summary() {
+        let rows = project(&[
+            turn_ev("turn/started", "t1"),
+            cmd("t1", "c1"),
+            text("t1", "m1", "a"),
+            text("t1", "m2", "b"),
+            turn_ev("turn/completed", "t1"),
+        ]);
+        // summary [c1] + visible m1 + terminal m2
+        assert_eq!(rows.len(), 3, "{rows:#?}");
+    }
+
+    #[test]
+    fn suppressed_tools_and_nested_work_make_no_row() {
+        let ask = item(
+            "item/completed",
+            "t1",
+            json!({"type": "toolCall", "id": "q", "tool": "AskUserQuestion", "status": "completed"}),
+        );
+        let nested = item(
+            "item/completed",
+            "t1",
+            json!({"type": "commandExecution", "id": "n", "command": "ls", "cwd": "/", "status": "completed", "parentToolCallId": "d"}),
+        );
+        let rows = project(&[
+            turn_ev("turn/started", "t1"),
+            ask,
+            nested,
+            text("t1", "m1", "x"),
+            turn_ev("turn/completed", "t1"),
+        ]);
+        assert_eq!(rows.len(), 1, "{rows:#?}");
+    }
+
+    #[test]
+    fn a_lone_compaction_is_its_own_row_and_reconnects_collapse() {
+        let retry = |m: &str| json!({"type": "provider/error", "threadId": "", "scope": {"kind": "thread"}, "message": m, "willRetry": true});
+        let rows = project(&[
+            turn_ev("turn/started", "t1"),
+            json!({"type": "thread/compacted", "threadId": "", "scope": {"kind": "turn", "turnId": "t1"}}),
+            turn_ev("turn/completed", "t1"),
+            retry("a"),
+            retry("b"),
+        ]);
+        assert_eq!(rows.len(), 2, "{rows:#?}");
+        assert_eq!(rows[0]["operationKind"], "compaction");
+        assert_eq!(rows[1]["title"], "b");
     }
 }

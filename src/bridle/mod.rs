@@ -97,7 +97,10 @@ pub struct Claims {
     pub sub: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<String>,
-    pub exp: u64,
+    /// Required by [`verify_jwt`]; optional when only peeking (a recorder scopes any token
+    /// by its `sub`, whatever else it carries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exp: Option<u64>,
 }
 
 impl Claims {
@@ -116,17 +119,31 @@ pub fn sign_jwt(secret: &str, sub: &str, roles: &[&str]) -> String {
     let claims = Claims {
         sub: sub.into(),
         roles: roles.iter().map(|r| r.to_string()).collect(),
-        exp: (crate::util::now_ms() / 1000) as u64 + 3600,
+        exp: Some((crate::util::now_ms() / 1000) as u64 + 3600),
     };
+    sign_claims(secret, &claims)
+}
+
+/// Signs any claims (HS256): expired tokens, tokens without `sub`, for the handshake rules.
+pub fn sign_claims(secret: &str, claims: &impl serde::Serialize) -> String {
     let Ok(key) = jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()) else {
         return String::new();
     };
     jsonwebtoken::encode(
         &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
-        &claims,
+        claims,
         &key,
     )
     .unwrap_or_default()
+}
+
+/// Verifies a JWT's signature and `exp` and returns its claims whatever their shape.
+pub fn verify_jwt_claims(secret: &str, token: &str) -> Option<Value> {
+    let v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    let key = jsonwebtoken::DecodingKey::from_secret(secret.as_bytes()).ok()?;
+    jsonwebtoken::decode::<Value>(token, &key, &v)
+        .ok()
+        .map(|d| d.claims)
 }
 
 /// Verifies a browser JWT (HS256, `exp` required).
@@ -200,6 +217,13 @@ mod tests {
         assert_eq!(c.client_id(), "admin");
         assert!(verify_jwt("other", &t).is_none());
         assert_eq!(peek_jwt(&t).unwrap().sub, "u-1");
+        // A token without exp is still scoped by its sub when peeked, but never verified.
+        let no_exp = sign_claims("s3", &json!({"sub": "u-3"}));
+        assert_eq!(peek_jwt(&no_exp).unwrap().client_id(), "u-3");
+        assert!(verify_jwt("s3", &no_exp).is_none());
+        let no_sub = sign_claims("s3", &json!({"exp": 4_000_000_000u64}));
+        assert!(verify_jwt("s3", &no_sub).is_none());
+        assert!(verify_jwt_claims("s3", &no_sub).is_some());
         assert_eq!(
             verify_jwt("s3", &sign_jwt("s3", "u-2", &[]))
                 .unwrap()

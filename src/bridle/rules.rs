@@ -20,6 +20,11 @@ pub mod id {
     pub const HTTP_SYNC: &str = "http-sync";
     pub const HTTP_SYNC_TIMEOUT: &str = "http-sync-timeout";
     pub const ROBUSTNESS: &str = "robustness";
+    pub const SAME_USER_BROWSERS: &str = "same-user-browsers";
+    pub const AGENT_TAKEOVER: &str = "agent-takeover";
+    pub const EVENT_FIELDS: &str = "event-fields";
+    pub const MALFORMED_PAYLOADS: &str = "malformed-payloads";
+    pub const SPEC_EVENTS_ONLY: &str = "spec-events-only";
     pub const AGENT_AUTH: &str = "agent-auth";
     pub const AGENT_REGISTER: &str = "agent-register";
     pub const AGENT_CLIENT_ID: &str = "agent-client-id";
@@ -33,8 +38,12 @@ pub mod id {
         PING_PONG,
         AGENT_ISOLATION,
         CLIENT_ROUTING,
+        SAME_USER_BROWSERS,
+        AGENT_TAKEOVER,
         AGENT_NOT_CONNECTED,
         LEGACY_PARTS,
+        EVENT_FIELDS,
+        MALFORMED_PAYLOADS,
         STREAM_RELAY,
         STREAMING_REPLACE,
         NOTES,
@@ -44,6 +53,8 @@ pub mod id {
         HTTP_SYNC,
         HTTP_SYNC_TIMEOUT,
         ROBUSTNESS,
+        // Last: it reports the non-spec events every earlier rule's peers received.
+        SPEC_EVENTS_ONLY,
     ];
 
     /// The rules `check bridle agent` runs, in order.

@@ -4,7 +4,7 @@ use super::exit;
 use crate::bridle::check_agent::{AgentCheck, check_agent};
 use crate::bridle::check_hub::{HubCheck, check_hub};
 use crate::bridle::spawn::{ChildGuard, bundled, parse_address};
-use crate::rule::{Summary, Verdict};
+use crate::rule::Verdict;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,6 +42,9 @@ pub struct HubArgs {
     /// Only this rule (repeatable).
     #[arg(long = "rule", value_name = "ID")]
     pub rules: Vec<String>,
+    /// SHOULD failures (e.g. `spec-events-only`) fail the run too.
+    #[arg(long)]
+    pub strict: bool,
     #[arg(long, value_enum, default_value_t = super::Format::Text)]
     pub format: super::Format,
     /// The hub command.
@@ -83,21 +86,22 @@ pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
         .ok()
 }
 
-fn report(verdicts: &[Verdict], format: super::Format) -> u8 {
-    let summary = Summary::of(verdicts);
+/// Prints the verdicts (levels from the catalogue, every sub-check under its rule) and returns
+/// the exit code: MUST failures and skipped rules fail; SHOULD failures only under `--strict`.
+fn report(verdicts: &[Verdict], format: super::Format, strict: bool) -> u8 {
+    let mut r = crate::report::ReportFiles::simple_report("bridle", "", 0, verdicts.to_vec());
+    r.policy.strict = strict;
+    let summary = r.summary();
     match format {
-        super::Format::Text => {
-            for v in verdicts {
-                println!("{}", v.line());
-            }
-            println!("{}", summary.line());
-        }
+        super::Format::Text => print!("{}", crate::report::terminal::render(&r)),
         super::Format::Json => {
             let doc = serde_json::json!({
                 "verdicts": verdicts,
                 "passed": summary.passed,
                 "failed": summary.failed,
                 "skipped": summary.skipped,
+                "warned": summary.warned,
+                "not_run": summary.not_run,
             });
             println!("{doc}");
         }
@@ -167,7 +171,7 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
     let started = crate::util::now_ms();
     let verdicts = rt.block_on(check_hub(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
-    let code = report(&verdicts, a.format);
+    let code = report(&verdicts, a.format, a.strict);
     write_reports(&a.reports, "bridle", &cfg.url, started, verdicts, code)
 }
 
@@ -197,7 +201,7 @@ pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
     let started = crate::util::now_ms();
     let verdicts = rt.block_on(check_agent(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
-    let code = report(&verdicts, a.format);
+    let code = report(&verdicts, a.format, false);
     let target = cfg
         .command
         .iter()

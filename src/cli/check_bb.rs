@@ -26,8 +26,6 @@ pub enum CheckCommand {
     Bridle(super::bridle_cmd::BridleCheck),
 }
 
-/// Default fixture file, read when present.
-pub const DEFAULT_FIXTURE: &str = "bridgewire.toml";
 /// Default HTML report path for a bare `--html`.
 pub const DEFAULT_HTML: &str = "reports/bridgewire-check-bb.html";
 
@@ -37,9 +35,12 @@ pub const DEFAULT_HTML: &str = "reports/bridgewire-check-bb.html";
 2 invalid input or usage (bad fixture, bridge cannot start); 4 nothing selected."
 )]
 pub struct CheckBbArgs {
-    /// Fixture file with a `[bb.fixture]` section (default: ./bridgewire.toml when it exists).
-    #[arg(long, value_name = "PATH")]
-    pub fixture: Option<PathBuf>,
+    /// Configuration file with a `[bb.fixture]` section (default: the nearest bridgewire.toml
+    /// in the working directory or its parents up to the repository root).
+    #[arg(long = "config", visible_alias = "fixture", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: super::PolicyArgs,
     /// Per-wait timeout in milliseconds (every wait of the kit is bounded by it).
     #[arg(long, value_name = "N", default_value_t = 5000)]
     pub timeout_ms: u64,
@@ -70,6 +71,53 @@ pub struct CheckBbArgs {
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// A `not run` verdict for every live catalogue rule the kit reached no verdict on, naming
+/// what to set: the fixture key of an opt-in rule, else why it did not apply.
+fn not_run_verdicts(verdicts: &[Verdict], config: &Config) -> Vec<Verdict> {
+    let file = config
+        .path
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| crate::config::FILE_NAME.to_string());
+    let not_passed = |id: &str| {
+        verdicts
+            .iter()
+            .any(|v| v.id == id && v.status != crate::rule::Status::Pass)
+    };
+    let fx = &config.bb_fixture;
+    let key_set = |key: &str| match key {
+        "icons" => fx.icons.is_some(),
+        "zeroWorkPromptInput" => fx.zero_work_prompt_input.is_some(),
+        "interruptiblePromptInput" => fx.interruptible_prompt_input.is_some(),
+        _ => false,
+    };
+    crate::rule::catalogue_cached()
+        .iter()
+        .filter(|r| r.protocol == "bb" && r.mode == "live")
+        .filter(|r| !verdicts.iter().any(|v| v.id == r.id))
+        .map(|r| {
+            let why = match (&r.fixture, r.id.as_str()) {
+                (Some(key), _) if !key_set(key) => {
+                    format!("no fixture: set `{key}` under [bb.fixture] in {file}")
+                }
+                (_, "session/fork-identity") if !not_passed("handshake/initialize") => {
+                    "the bridge does not declare fork support (initialize capabilities.fork \
+                     is \"none\")"
+                        .to_string()
+                }
+                _ if not_passed("handshake/initialize") => {
+                    "not reached: handshake/initialize did not pass".to_string()
+                }
+                _ if not_passed("session/start-identity") => {
+                    "not reached: session/start-identity did not pass".to_string()
+                }
+                _ => "not applicable to this bridge (the kit reached no verdict)".to_string(),
+            };
+            Verdict::not_run(&r.id, why)
+        })
+        .collect()
 }
 
 /// Replays every thread cell of `roots` and returns the recorded-traffic verdicts.
@@ -152,25 +200,14 @@ fn install_signal_cleanup() {
 
 pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
     install_signal_cleanup();
-    let config = match &a.fixture {
-        Some(p) => match Config::load(p) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("bridgewire check bb: {e}");
-                return exit::INVALID_INPUT;
-            }
-        },
-        None if Path::new(DEFAULT_FIXTURE).is_file() => {
-            match Config::load(Path::new(DEFAULT_FIXTURE)) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("bridgewire check bb: {e}");
-                    return exit::INVALID_INPUT;
-                }
-            }
+    let (config, source) = match Config::find(a.config.as_deref()) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("bridgewire check bb: {e}");
+            return exit::INVALID_INPUT;
         }
-        None => Config::default(),
     };
+    eprintln!("{}", source.describe());
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }
@@ -221,6 +258,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    verdicts.extend(not_run_verdicts(&verdicts, &config));
     if !a.recordings.is_empty() {
         match recorded_rules(a) {
             Ok(v) => verdicts.extend(v),
@@ -244,7 +282,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
             target_pid: Some(info.pid),
         },
         verdicts,
-        policy: Default::default(),
+        policy: a.policy.policy(),
     };
     let stdout = match a.format {
         super::Format::Text => report::terminal::render(&report),

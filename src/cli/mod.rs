@@ -116,6 +116,27 @@ pub struct PinsArgs {
     pub format: Format,
 }
 
+/// How verdicts decide the exit status; shared by every `check` command.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct PolicyArgs {
+    /// SHOULD-level failures fail the run (without it they are warnings).
+    #[arg(long)]
+    pub strict: bool,
+    /// Rules that could not run (no fixture, a feature the bridge does not declare) fail the
+    /// run (without it they are listed as `not run`).
+    #[arg(long)]
+    pub require_all: bool,
+}
+
+impl PolicyArgs {
+    pub fn policy(&self) -> crate::rule::Policy {
+        crate::rule::Policy {
+            strict: self.strict,
+            require_all: self.require_all,
+        }
+    }
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Text,

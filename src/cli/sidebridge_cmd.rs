@@ -15,7 +15,7 @@ use crate::sidebridge::rules::{CheckConfig, CheckReport};
 use crate::sidebridge::spawn::BridgeSpec;
 use crate::sidebridge::transport::Limits;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where a Side Bridge under test is, and how long to wait for it.
@@ -90,10 +90,10 @@ pub struct CheckSidebridgeArgs {
     pub target: SidebridgeTarget,
     #[command(flatten)]
     pub reports: crate::report::ReportFiles,
-    /// Fixture file with a `[sidebridge.fixture]` section (default: ./bridgewire.toml when it
-    /// exists).
-    #[arg(long, value_name = "PATH")]
-    pub fixture: Option<PathBuf>,
+    /// Configuration file with a `[sidebridge.fixture]` section (default: the nearest
+    /// bridgewire.toml in the working directory or its parents up to the repository root).
+    #[arg(long = "config", visible_alias = "fixture", value_name = "PATH")]
+    pub config: Option<PathBuf>,
     /// Prompt that makes the bridge remember a word (`{word}` marks it); overrides the fixture.
     #[arg(long, value_name = "PROMPT")]
     pub remember: Option<String>,
@@ -251,16 +251,11 @@ pub fn replay_cmd(a: &ReplaySidebridgeArgs) -> u8 {
     })
 }
 
-/// The config file (explicit, or ./bridgewire.toml when present) with the flags laid over
+/// The config file (`--config`, else the nearest bridgewire.toml) with the flags laid over
 /// its `[sidebridge.fixture]`.
 fn load_fixture(a: &CheckSidebridgeArgs) -> Result<(Fixture, Option<String>), String> {
-    let config = match &a.fixture {
-        Some(p) => Config::load(p)?,
-        None if Path::new(super::check_bb::DEFAULT_FIXTURE).is_file() => {
-            Config::load(Path::new(super::check_bb::DEFAULT_FIXTURE))?
-        }
-        None => Config::default(),
-    };
+    let (config, source) = Config::find(a.config.as_deref())?;
+    eprintln!("{}", source.describe());
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }

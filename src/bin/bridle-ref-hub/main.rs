@@ -13,6 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bridgewire::bridle::{
     AGENT_NSP, CLIENT_NSP, NOT_CONNECTED, SYNC_TIMEOUT_TEXT, parts_of, text_parts, verify_jwt,
+    verify_jwt_claims,
 };
 use serde_json::{Value, json};
 use socketioxide::SocketIo;
@@ -81,6 +82,42 @@ const BREAKS: &[(&str, &str)] = &[
         "sync-timeout-504",
         "http-sync-timeout: a 504 with another body",
     ),
+    (
+        "accept-no-sub",
+        "handshake-auth: a JWT without sub is admitted",
+    ),
+    (
+        "clobber-same-user",
+        "same-user-browsers: a second browser of one user replaces the first",
+    ),
+    (
+        "takeover-unregister",
+        "agent-takeover: a replaced agent's disconnect unregisters the agentId",
+    ),
+    (
+        "no-agent-id",
+        "event-fields: hub→agent messages lack agentId",
+    ),
+    (
+        "leak-client-id",
+        "event-fields: typing reaches browsers with the agent-side clientId",
+    ),
+    (
+        "forward-malformed",
+        "malformed-payloads: non-array parts are forwarded to the agent as is",
+    ),
+    (
+        "exception-on-bad-payload",
+        "malformed-payloads: bad messages are answered with a non-spec exception event",
+    ),
+    (
+        "sync-timeout-concat",
+        "http-sync-timeout: after streams, the timeout answers the snapshots concatenated",
+    ),
+    (
+        "extension-events",
+        "spec-events-only (SHOULD): a status event after welcome and a hub-info to agents",
+    ),
     ("flood", "robustness: floods each browser after welcome"),
     (
         "crash-on-bad-message",
@@ -103,6 +140,8 @@ struct Inner {
     browsers: HashMap<String, Vec<(String, SocketRef)>>,
     /// Synthetic clientId of a waiting `/message/sync` → its answer.
     sync: HashMap<String, oneshot::Sender<Value>>,
+    /// Stream texts seen for a waiting `/message/sync` (the `sync-timeout-concat` flaw).
+    sync_streams: HashMap<String, String>,
 }
 
 struct Hub {
@@ -241,6 +280,11 @@ async fn serve(hub: HubRef, listen: &str) -> anyhow::Result<()> {
             let client_id = match verify_jwt(&h.cfg.jwt_secret, token) {
                 Some(c) => c.client_id(),
                 None if h.broken("accept-any-token") => "anonymous".into(),
+                None if h.broken("accept-no-sub")
+                    && verify_jwt_claims(&h.cfg.jwt_secret, token).is_some() =>
+                {
+                    String::new()
+                }
                 None => return Err(AuthError("invalid token")),
             };
             s.extensions.insert(Identity {
@@ -303,11 +347,14 @@ async fn on_browser(hub: HubRef, s: SocketRef) {
         let _ = s.disconnect();
         return;
     };
-    hub.lock()
-        .browsers
-        .entry(id.agent_id.clone())
-        .or_default()
-        .push((id.client_id.clone(), s.clone()));
+    {
+        let mut inner = hub.lock();
+        let list = inner.browsers.entry(id.agent_id.clone()).or_default();
+        if hub.broken("clobber-same-user") {
+            list.retain(|(c, _)| *c != id.client_id);
+        }
+        list.push((id.client_id.clone(), s.clone()));
+    }
     if !hub.broken("no-welcome") {
         let client_id = if hub.broken("welcome-random-id") {
             uuid::Uuid::new_v4().to_string()
@@ -315,6 +362,10 @@ async fn on_browser(hub: HubRef, s: SocketRef) {
             id.client_id.clone()
         };
         let _ = s.emit("welcome", &json!({ "clientId": client_id }));
+    }
+    if hub.broken("extension-events") {
+        let connected = hub.lock().agents.contains_key(&id.agent_id);
+        let _ = s.emit("status", &json!({ "agentConnected": connected }));
     }
     if hub.broken("flood") {
         let s2 = s.clone();
@@ -354,6 +405,9 @@ async fn on_browser(hub: HubRef, s: SocketRef) {
         async move {
             let mut inner = h.lock();
             if let Some(list) = inner.browsers.get_mut(&id.agent_id) {
+                if h.broken("clobber-same-user") {
+                    list.retain(|(c, _)| *c != id.client_id);
+                }
                 list.retain(|(_, b)| b.id != s.id);
                 if list.is_empty() {
                     inner.browsers.remove(&id.agent_id);
@@ -364,6 +418,14 @@ async fn on_browser(hub: HubRef, s: SocketRef) {
 }
 
 fn browser_message(hub: &Hub, s: &SocketRef, id: &Identity, msg: Value) {
+    let bad_parts = msg.get("parts").is_some_and(|p| !p.is_array());
+    if hub.broken("exception-on-bad-payload") && (!msg.is_object() || bad_parts) {
+        let _ = s.emit(
+            "exception",
+            &json!({ "status": "error", "message": "Invalid payload" }),
+        );
+        return;
+    }
     if !msg.is_object() {
         if hub.broken("crash-on-bad-message") {
             eprintln!("bridle-ref-hub: crashing on a bad message (break mode)");
@@ -378,24 +440,24 @@ fn browser_message(hub: &Hub, s: &SocketRef, id: &Identity, msg: Value) {
         .to_string();
     let parts = if hub.broken("drop-legacy-images") && msg.get("parts").is_none() {
         text_parts(&text)
+    } else if hub.broken("forward-malformed") && bad_parts {
+        msg["parts"].clone()
     } else {
         parts_of(&msg)
     };
     let agent = hub.lock().agents.get(&id.agent_id).cloned();
-    let delivered = agent.is_some_and(|a| {
-        a.emit(
-            "message",
-            &json!({
-                "type": "message",
-                "clientId": id.client_id,
-                "agentId": id.agent_id,
-                "text": text,
-                "parts": parts,
-                "messageId": uuid::Uuid::new_v4().to_string(),
-            }),
-        )
-        .is_ok()
+    let mut out = json!({
+        "type": "message",
+        "clientId": id.client_id,
+        "agentId": id.agent_id,
+        "text": text,
+        "parts": parts,
+        "messageId": uuid::Uuid::new_v4().to_string(),
     });
+    if hub.broken("no-agent-id") {
+        out.as_object_mut().map(|m| m.remove("agentId"));
+    }
+    let delivered = agent.is_some_and(|a| a.emit("message", &out).is_ok());
     if !delivered && !hub.broken("silent-no-agent") {
         let t = format!("{NOT_CONNECTED}. Please try again later.");
         let _ = s.emit(
@@ -422,6 +484,9 @@ async fn on_agent(hub: HubRef, s: SocketRef) {
         if !stale {
             inner.agents.insert(id.agent_id.clone(), s.clone());
         }
+    }
+    if hub.broken("extension-events") {
+        let _ = s.emit("hub-info", &json!({ "version": "ref" }));
     }
     let h = hub.clone();
     let agent_id = id.agent_id.clone();
@@ -457,7 +522,9 @@ async fn on_agent(hub: HubRef, s: SocketRef) {
                 return;
             }
             let mut inner = h.lock();
-            if inner.agents.get(&id.agent_id).is_some_and(|a| a.id == s.id) {
+            if h.broken("takeover-unregister")
+                || inner.agents.get(&id.agent_id).is_some_and(|a| a.id == s.id)
+            {
                 inner.agents.remove(&id.agent_id);
             }
         }
@@ -515,6 +582,9 @@ fn relay(hub: &Hub, agent_id: &str, event: &'static str, data: Value) {
         "ts".into(),
         data.get("ts").cloned().unwrap_or_else(|| json!(now())),
     );
+    if event == "typing" && hub.broken("leak-client-id") {
+        out.insert("clientId".into(), json!(client_id));
+    }
     let out = Value::Object(out);
 
     // A waiting `/message/sync`?
@@ -525,6 +595,15 @@ fn relay(hub: &Hub, agent_id: &str, event: &'static str, data: Value) {
         _ => false,
     };
     let mut inner = hub.lock();
+    if event == "stream" && hub.broken("sync-timeout-concat") && inner.sync.contains_key(&client_id)
+    {
+        let t = out["text"].as_str().unwrap_or("").to_string();
+        inner
+            .sync_streams
+            .entry(client_id.clone())
+            .or_default()
+            .push_str(&t);
+    }
     if resolves && let Some(tx) = inner.sync.remove(&client_id) {
         let _ = tx.send(out);
         return;
@@ -624,8 +703,18 @@ async fn http_sync(
     hub.lock().sync.insert(client_id.clone(), tx);
     forward_http(&hub, &agent_id, &client_id, &body);
     let answer = tokio::time::timeout(hub.cfg.sync_timeout, rx).await;
-    hub.lock().sync.remove(&client_id);
+    let streamed = {
+        let mut inner = hub.lock();
+        inner.sync.remove(&client_id);
+        inner.sync_streams.remove(&client_id)
+    };
     match answer {
+        Err(_) if streamed.is_some() => Json(json!({
+            "text": streamed.unwrap_or_default(),
+            "messageId": "",
+            "ts": now(),
+        }))
+        .into_response(),
         Ok(Ok(v)) => Json(json!({
             "text": v.get("text").cloned().unwrap_or(json!("")),
             "messageId": v.get("messageId").cloned().unwrap_or(json!("")),
