@@ -36,11 +36,16 @@ pub struct ListDiff {
     /// (index in head, element) of elements only in head.
     pub only_in_head: Vec<(usize, Value)>,
     pub first: Option<Divergence>,
+    /// Ids that do not correspond one to one between the aligned elements (see
+    /// [`diff_lists_ids`]), one line each.
+    pub id_mismatches: Vec<String>,
 }
 
 impl ListDiff {
     pub fn is_empty(&self) -> bool {
-        self.only_in_base.is_empty() && self.only_in_head.is_empty()
+        self.only_in_base.is_empty()
+            && self.only_in_head.is_empty()
+            && self.id_mismatches.is_empty()
     }
 }
 
@@ -59,13 +64,48 @@ pub struct Divergence {
 
 /// LCS diff of `base` and `head`.
 pub fn diff_lists(base: &[Value], head: &[Value], context: usize) -> ListDiff {
-    let a: Vec<String> = base.iter().map(canonical).collect();
-    let b: Vec<String> = head.iter().map(canonical).collect();
+    diff_lists_ids(base, head, context, &[])
+}
+
+/// LCS diff of `base` and `head` in which the values of `id_fields` do not take part in the
+/// alignment: elements are matched with their ids masked, so one inserted or removed element
+/// shows as exactly that element even though interned ids (`#1`, `#2`, … in first-seen order)
+/// are numbered one further on one side after it. The ids are then checked separately: over the
+/// aligned pairs, each base id must correspond to one head id and back (a consistent renaming);
+/// an id that maps two ways is listed in [`ListDiff::id_mismatches`] with the elements where the
+/// mapping broke. So a build that reuses or splits an id still differs.
+pub fn diff_lists_ids(
+    base: &[Value],
+    head: &[Value],
+    context: usize,
+    id_fields: &[&str],
+) -> ListDiff {
+    let key = |v: &Value| {
+        if id_fields.is_empty() {
+            canonical(v)
+        } else {
+            canonical(&mask_ids(v, id_fields))
+        }
+    };
+    let a: Vec<String> = base.iter().map(key).collect();
+    let b: Vec<String> = head.iter().map(key).collect();
     let ops = capture_diff_slices(Algorithm::Lcs, &a, &b);
     let mut out = ListDiff::default();
+    let mut ids = IdMap::default();
     for op in &ops {
         match *op {
-            DiffOp::Equal { .. } => {}
+            DiffOp::Equal {
+                old_index,
+                new_index,
+                len,
+            } => {
+                if !id_fields.is_empty() {
+                    for k in 0..len {
+                        let (i, j) = (old_index + k, new_index + k);
+                        ids.pair(&base[i], &head[j], i, j, id_fields, &mut out.id_mismatches);
+                    }
+                }
+            }
             DiffOp::Delete {
                 old_index,
                 old_len,
@@ -105,6 +145,92 @@ pub fn diff_lists(base: &[Value], head: &[Value], context: usize) -> ListDiff {
         }
     }
     out
+}
+
+/// `v` with every string under an id field replaced by `#`.
+pub fn mask_ids(v: &Value, id_fields: &[&str]) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| {
+                    let masked = if x.is_string() && id_fields.contains(&k.as_str()) {
+                        Value::String("#".into())
+                    } else {
+                        mask_ids(x, id_fields)
+                    };
+                    (k.clone(), masked)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| mask_ids(x, id_fields)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The id correspondence built over aligned pairs.
+#[derive(Default)]
+struct IdMap {
+    forward: std::collections::HashMap<String, (String, usize, usize)>,
+    backward: std::collections::HashMap<String, (String, usize, usize)>,
+}
+
+impl IdMap {
+    fn pair(
+        &mut self,
+        a: &Value,
+        b: &Value,
+        i: usize,
+        j: usize,
+        id_fields: &[&str],
+        out: &mut Vec<String>,
+    ) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                for (k, va) in x {
+                    let Some(vb) = y.get(k) else { continue };
+                    match (va, vb) {
+                        (Value::String(sa), Value::String(sb))
+                            if id_fields.contains(&k.as_str()) =>
+                        {
+                            self.link(k, sa, sb, i, j, out)
+                        }
+                        _ => self.pair(va, vb, i, j, id_fields, out),
+                    }
+                }
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                for (va, vb) in x.iter().zip(y) {
+                    self.pair(va, vb, i, j, id_fields, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn link(&mut self, field: &str, a: &str, b: &str, i: usize, j: usize, out: &mut Vec<String>) {
+        if let Some((seen, pi, pj)) = self.forward.get(a)
+            && seen != b
+        {
+            out.push(format!(
+                "{field} {a} of base #{i} is {b} in head #{j}, but {seen} at base #{pi} / head #{pj}"
+            ));
+            return;
+        }
+        if let Some((seen, pi, pj)) = self.backward.get(b)
+            && seen != a
+        {
+            out.push(format!(
+                "{field} {b} of head #{j} is {a} in base #{i}, but {seen} at base #{pi} / head #{pj}"
+            ));
+            return;
+        }
+        self.forward
+            .entry(a.to_string())
+            .or_insert_with(|| (b.to_string(), i, j));
+        self.backward
+            .entry(b.to_string())
+            .or_insert_with(|| (a.to_string(), i, j));
+    }
 }
 
 fn divergence(
@@ -235,6 +361,29 @@ mod tests {
         assert_eq!(diff.only_in_base, vec![(1, b)]);
         assert_eq!(diff.only_in_head, vec![(2, d)]);
         assert_eq!(diff.first.unwrap().base_index, 1);
+    }
+
+    #[test]
+    fn one_inserted_element_is_exactly_that_element_despite_interned_ids() {
+        let ev = |t: &str, id: &str| json!({"type": t, "item": {"id": id}});
+        let base = vec![ev("a", "#1"), ev("b", "#2"), ev("c", "#3")];
+        let head = vec![ev("a", "#1"), ev("x", "#2"), ev("b", "#3"), ev("c", "#4")];
+        let d = diff_lists_ids(&base, &head, 2, &["id"]);
+        assert!(d.only_in_base.is_empty(), "{d:?}");
+        assert_eq!(d.only_in_head, vec![(1, ev("x", "#2"))]);
+        assert!(d.id_mismatches.is_empty(), "{d:?}");
+        // Without masking, every later element differs.
+        assert_eq!(diff_lists(&base, &head, 2).only_in_head.len(), 3);
+    }
+
+    #[test]
+    fn an_id_that_maps_two_ways_is_a_difference() {
+        let ev = |id: &str| json!({"type": "t", "id": id});
+        // Head reuses one id where base has two.
+        let d = diff_lists_ids(&[ev("#1"), ev("#2")], &[ev("#1"), ev("#1")], 2, &["id"]);
+        assert!(d.only_in_base.is_empty() && d.only_in_head.is_empty());
+        assert_eq!(d.id_mismatches.len(), 1, "{d:?}");
+        assert!(!d.is_empty());
     }
 
     #[test]

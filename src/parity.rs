@@ -19,7 +19,7 @@
 use crate::allowlist::{self, Entry as AllowEntry};
 use crate::cell::Cell;
 use crate::diff::{self, ListDiff};
-use crate::protocol::{EventSink, GrammarDrop};
+use crate::protocol::{BridgeCommand, EventSink, GrammarDrop};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -49,6 +49,10 @@ pub trait LegRunner: Sync + Send {
     /// empty-replay check compares it with what the recording assembles).
     fn replays_live(&self) -> bool {
         false
+    }
+    /// The bridge a live leg starts (for the same-bridge refusal and the identity check).
+    fn bridge(&self) -> Option<&BridgeCommand> {
+        None
     }
 }
 
@@ -357,41 +361,71 @@ impl CheckoutConfig {
     }
 }
 
-/// Builds a checkout; returns the bridge command (absolute program path when relative).
+/// Builds a checkout; returns the bridge command that runs *this checkout's* bridge: it runs
+/// in the checkout, and every word of it that names a path inside the checkout (relative, as
+/// the program, an argument, or a `--flag=value`) is made absolute there. A checkout whose
+/// `bridgewire.toml` has no `[parity] bridge` (an older ref) uses the caller's, resolved the
+/// same way inside that checkout.
 pub fn build_checkout(
     checkout: &Path,
     timeout: std::time::Duration,
-) -> Result<Vec<String>, String> {
-    let cfg = CheckoutConfig::load(checkout)?;
+) -> Result<BridgeCommand, String> {
+    let checkout =
+        &std::fs::canonicalize(checkout).map_err(|e| format!("{}: {e}", checkout.display()))?;
+    let mut cfg = CheckoutConfig::load(checkout)?;
+    if cfg.bridge.is_none() {
+        let caller = CheckoutConfig::load(Path::new("."))?;
+        cfg.bridge = caller.bridge;
+        if cfg.build.is_none() {
+            cfg.build = caller.build;
+        }
+    }
     if let Some(build) = &cfg.build {
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(build)
-            .current_dir(checkout)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run build `{build}`: {e}"))?;
+        // The build's whole tree (compilers, linkers) goes on timeout, drop and signal.
+        let mut child = crate::proc::ChildTree::spawn(
+            Command::new("sh")
+                .arg("-c")
+                .arg(build)
+                .current_dir(checkout)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped()),
+        )
+        .map_err(|e| format!("cannot run build `{build}`: {e}"))?;
+        // Read stderr as it comes (a chatty build must not block on a full pipe); keep the tail.
+        let stderr = child.stderr.take().expect("piped stderr");
+        let tail_reader = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut tail: Vec<u8> = Vec::new();
+            let mut buf = [0u8; 8192];
+            let mut stderr = stderr;
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > 64 * 1024 {
+                    tail.drain(..tail.len() - 32 * 1024);
+                }
+            }
+            String::from_utf8_lossy(&tail).into_owned()
+        });
         let start = std::time::Instant::now();
         loop {
             match child.try_wait() {
                 Ok(Some(status)) if status.success() => break,
                 Ok(Some(status)) => {
-                    let mut err = String::new();
-                    if let Some(mut s) = child.stderr.take() {
-                        use std::io::Read;
-                        let _ = s.read_to_string(&mut err);
-                    }
+                    child.kill_tree(); // whatever the build left running
+                    let err = tail_reader.join().unwrap_or_default();
                     let tail: Vec<&str> = err.lines().rev().take(5).collect();
                     let tail: Vec<&str> = tail.into_iter().rev().collect();
                     return Err(format!(
-                        "build `{build}` failed ({status}): {}",
+                        "build `{build}` failed in {} ({status}): {}",
+                        checkout.display(),
                         tail.join(" | ")
                     ));
                 }
                 Ok(None) if start.elapsed() > timeout => {
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    child.kill_tree();
                     return Err(format!(
                         "build `{build}` timed out after {}s",
                         timeout.as_secs()
@@ -404,30 +438,156 @@ pub fn build_checkout(
     }
     let bridge = cfg.bridge.ok_or_else(|| {
         format!(
-            "{}: bridgewire.toml has no [parity] bridge command",
+            "{}: no [parity] bridge command (in its bridgewire.toml or the current directory's)",
             checkout.display()
         )
     })?;
-    let mut words = split_words(&bridge)?;
-    if words[0].contains('/') && !Path::new(&words[0]).is_absolute() {
-        words[0] = checkout.join(&words[0]).display().to_string();
-    }
-    Ok(words)
+    Ok(BridgeCommand {
+        argv: resolve_in(checkout, split_words(&bridge)?),
+        cwd: Some(checkout.clone()),
+    })
 }
 
-/// A temporary worktree of the current repository at `rev`, removed on drop.
+/// Makes every word of a command that names an existing path relative to `dir` absolute in
+/// `dir` (the program when it contains a `/`, arguments, and `--flag=value` values).
+pub fn resolve_in(dir: &Path, words: Vec<String>) -> Vec<String> {
+    let inside = |w: &str| -> Option<String> {
+        if w.is_empty() || Path::new(w).is_absolute() {
+            return None;
+        }
+        let p = dir.join(w);
+        p.exists().then(|| p.display().to_string())
+    };
+    words
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| {
+            if i == 0 && !w.contains('/') {
+                return w; // a program name is looked up on PATH, not in the directory
+            }
+            if let Some(p) = inside(&w) {
+                return p;
+            }
+            if i == 0 && !Path::new(&w).is_absolute() {
+                return dir.join(&w).display().to_string();
+            }
+            if let Some((flag, value)) = w.split_once('=')
+                && flag.starts_with('-')
+                && let Some(p) = inside(value)
+            {
+                return format!("{flag}={p}");
+            }
+            w
+        })
+        .collect()
+}
+
+/// What a bridge command would execute: the directory, each word as the file it names
+/// (canonical path) or as itself, and whether a word other than a PATH program names a file.
+pub fn execution_identity(b: &BridgeCommand) -> (PathBuf, Vec<String>, bool) {
+    let cwd = b
+        .cwd
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let mut names_file = false;
+    let mut file = |w: &str| -> Option<String> {
+        let p = cwd.join(w);
+        if w.is_empty() || !p.is_file() {
+            return None;
+        }
+        names_file = true;
+        std::fs::canonicalize(&p)
+            .ok()
+            .map(|p| p.display().to_string())
+    };
+    let mut words = Vec::new();
+    for (i, w) in b.argv.iter().enumerate() {
+        let word = if i == 0 && !w.contains('/') {
+            which(w).unwrap_or_else(|| w.clone())
+        } else if let Some(f) = file(w) {
+            f
+        } else if let Some((flag, value)) = w.split_once('=')
+            && flag.starts_with('-')
+            && let Some(f) = file(value)
+        {
+            format!("{flag}={f}")
+        } else {
+            w.clone()
+        };
+        words.push(word);
+    }
+    (cwd, words, names_file)
+}
+
+/// Why two legs would run the same bridge, if they would: the same files with the same
+/// arguments, in the same directory, or in any directory when the command names the file it
+/// runs (a program found on PATH with no file argument, like `cargo run`, may read its
+/// directory, so there the directory counts).
+pub fn same_bridge(a: &BridgeCommand, b: &BridgeCommand) -> Option<String> {
+    let (ac, aw, af) = execution_identity(a);
+    let (bc, bw, _) = execution_identity(b);
+    if aw != bw {
+        return None;
+    }
+    if ac == bc {
+        return Some(format!("{} (in {})", aw.join(" "), ac.display()));
+    }
+    af.then(|| aw.join(" "))
+}
+
+/// A program name looked up on PATH, canonicalized.
+pub fn which(program: &str) -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .map(|p| p.display().to_string())
+}
+
+/// Why a bridge command cannot start, checked before any cell runs: a program that is not on
+/// PATH, or a path that does not exist or is not executable.
+pub fn cannot_start(b: &BridgeCommand) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let program = b.argv.first()?;
+    if !program.contains('/') {
+        return which(program)
+            .is_none()
+            .then(|| format!("`{program}` is not a program on PATH"));
+    }
+    let path = match &b.cwd {
+        Some(d) => d.join(program),
+        None => PathBuf::from(program),
+    };
+    match std::fs::metadata(&path) {
+        Err(e) => Some(format!("{}: {e}", path.display())),
+        Ok(m) if m.is_dir() => Some(format!("{}: a directory, not a program", path.display())),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+            Some(format!("{}: not executable", path.display()))
+        }
+        Ok(_) => None,
+    }
+}
+
+/// A temporary worktree of the current repository at `rev`, removed on drop and on
+/// SIGINT/SIGTERM ([`crate::signals`]: the folder goes and the worktree is pruned).
 pub struct Worktree {
     pub path: PathBuf,
-    _dir: tempfile::TempDir,
+    _registration: crate::signals::Registration,
+    _dir: crate::signals::TempDir,
 }
 
 impl Worktree {
     pub fn add(rev: &str) -> Result<Worktree, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("bridgewire-leg-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
+        let dir = crate::signals::temp_dir("bridgewire-leg-").map_err(|e| e.to_string())?;
         let path = dir.path().join("wt");
+        // Registered before it exists: a signal during `git worktree add` still prunes it.
+        let registration = crate::signals::register(crate::signals::Cleanup::Worktree {
+            repo: std::env::current_dir().unwrap_or_else(|_| ".".into()),
+            path: path.clone(),
+        });
         let out = Command::new("git")
             .args(["worktree", "add", "--detach", "--quiet"])
             .arg(&path)
@@ -440,7 +600,11 @@ impl Worktree {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        Ok(Worktree { path, _dir: dir })
+        Ok(Worktree {
+            path,
+            _registration: registration,
+            _dir: dir,
+        })
     }
 }
 
@@ -487,17 +651,75 @@ pub struct CellParity {
     pub rows: ListDiff,
     pub grammar: ListDiff,
     pub stale: Vec<AllowEntry>,
+    /// Waits that ran out, `<side>: <what was awaited>`. A leg that stalled produced an
+    /// incomplete list, so its differences are not shown as event differences.
+    pub stalls: Vec<String>,
+    /// A leg could not run the cell at all, `<side> leg: <why>`.
+    pub errors: Vec<String>,
     pub problems: Vec<String>,
 }
 
+/// How one cell came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    Fail,
+    Stall,
+    /// A leg could not run the cell (nothing was compared).
+    Error,
+    Skip,
+}
+
+impl Outcome {
+    pub fn word(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Stall => "STALL",
+            Outcome::Error => "ERROR",
+            Outcome::Skip => "SKIP",
+        }
+    }
+}
+
 impl CellParity {
-    pub fn passed(&self) -> bool {
-        self.skipped.is_none()
-            && self.events.is_empty()
+    pub fn skip(key: &str, reason: &str) -> CellParity {
+        CellParity {
+            key: key.to_string(),
+            skipped: Some(reason.to_string()),
+            base: Default::default(),
+            head: Default::default(),
+            events: Default::default(),
+            rows: Default::default(),
+            grammar: Default::default(),
+            stale: Vec::new(),
+            stalls: Vec::new(),
+            errors: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        if self.skipped.is_some() {
+            Outcome::Skip
+        } else if !self.errors.is_empty() {
+            Outcome::Error
+        } else if !self.stalls.is_empty() {
+            Outcome::Stall
+        } else if self.events.is_empty()
             && self.rows.is_empty()
             && self.grammar.is_empty()
             && self.stale.is_empty()
             && self.problems.is_empty()
+        {
+            Outcome::Pass
+        } else {
+            Outcome::Fail
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.outcome() == Outcome::Pass
     }
 }
 
@@ -512,12 +734,14 @@ pub fn compare_cell(
 ) -> CellParity {
     let (provider, cell) = key.split_once('/').unwrap_or(("", key));
     let mut problems = Vec::new();
+    let mut stalls = Vec::new();
+    let mut errors = Vec::new();
     for (side, run) in [("base", &base), ("head", &head)] {
         if let Some(e) = &run.error {
-            problems.push(format!("{side} leg: {e}"));
+            errors.push(format!("{side} leg: {e}"));
         }
         for s in &run.stalls {
-            problems.push(format!("{side} stall: {s}"));
+            stalls.push(format!("{side}: {s}"));
         }
         if run.error.is_none()
             && run.events.is_empty()
@@ -543,8 +767,26 @@ pub fn compare_cell(
             }
         }
     }
-    let (mut be, mut br) = (base.events.clone(), base.rows.clone());
-    let (mut he, mut hr) = (head.events.clone(), head.rows.clone());
+    let mut result = CellParity {
+        key: key.to_string(),
+        skipped: None,
+        events: Default::default(),
+        rows: Default::default(),
+        grammar: Default::default(),
+        stale: Vec::new(),
+        stalls,
+        errors,
+        problems,
+        base: LegSummary::of(&base),
+        head: LegSummary::of(&head),
+    };
+    // A leg that could not run or stalled has no complete list: comparing it would show the
+    // missing tail as differences, so those cells report only the stall or the error.
+    if !result.errors.is_empty() || !result.stalls.is_empty() {
+        return result;
+    }
+    let (mut be, mut br) = (base.events, base.rows);
+    let (mut he, mut hr) = (head.events, head.rows);
     let masked = allowlist::apply(
         allow,
         provider,
@@ -557,31 +799,34 @@ pub fn compare_cell(
             .map(|s| Value::String(s.clone()))
             .collect::<Vec<_>>()
     };
-    CellParity {
-        key: key.to_string(),
-        skipped: None,
-        events: diff::diff_lists(&be, &he, 2),
-        rows: diff::diff_lists(&br, &hr, 2),
-        grammar: diff::diff_lists(
-            &grammar_list(&base.grammar),
-            &grammar_list(&head.grammar),
-            2,
-        ),
-        stale: masked.stale,
-        problems,
-        base: LegSummary::of(&base),
-        head: LegSummary::of(&head),
-    }
+    result.events = diff::diff_lists_ids(&be, &he, 2, model.event_rules().id_fields);
+    result.rows = diff::diff_lists_ids(&br, &hr, 2, model.row_rules().id_fields);
+    result.grammar = diff::diff_lists(
+        &grammar_list(&base.grammar),
+        &grammar_list(&head.grammar),
+        2,
+    );
+    result.stale = masked.stale;
+    result
 }
 
-/// Renders one cell's result as bb-style text lines.
+/// How many elements of one kind a cell's text lists before it says how many it left out.
+pub const MAX_LISTED: usize = 20;
+
+/// Renders one cell's result as text lines (the reference's layout, §8.3).
 pub fn render_cell(c: &CellParity) -> Vec<String> {
     if let Some(reason) = &c.skipped {
         return vec![format!("SKIP {}: {reason}", c.key)];
     }
+    let outcome = c.outcome();
+    if outcome == Outcome::Error {
+        let mut out = vec![format!("ERROR {}: nothing compared", c.key)];
+        out.extend(c.errors.iter().map(|e| format!("  {e}")));
+        return out;
+    }
     let mut out = vec![format!(
         "{} {}: base {} events/{} rows, head {} events/{} rows, unhandled {}→{}, grammar drops {}→{}{}",
-        if c.passed() { "PASS" } else { "FAIL" },
+        outcome.word(),
         c.key,
         c.base.events,
         c.base.rows,
@@ -591,15 +836,34 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
         c.head.unhandled,
         c.base.grammar_drops,
         c.head.grammar_drops,
-        {
-            let stalls = c.base.stalls + c.head.stalls;
-            if stalls > 0 {
-                format!(", {stalls} stall(s)")
-            } else {
-                String::new()
-            }
+        if c.stalls.is_empty() {
+            String::new()
+        } else {
+            format!(", {} stall(s)", c.stalls.len())
         }
     )];
+    for s in c.stalls.iter().take(MAX_LISTED) {
+        out.push(format!("  stall: {s}"));
+    }
+    if c.stalls.len() > MAX_LISTED {
+        out.push(format!("  … {} more stall(s)", c.stalls.len() - MAX_LISTED));
+    }
+    if !c.stalls.is_empty() {
+        out.push(
+            "  (events not compared: a stalled leg's list is incomplete; --timeout-ms raises the wait)"
+                .into(),
+        );
+    }
+    let capped = |out: &mut Vec<String>, what: &str, lines: Vec<String>| {
+        let n = lines.len();
+        out.extend(lines.into_iter().take(MAX_LISTED));
+        if n > MAX_LISTED {
+            out.push(format!(
+                "  … and {} more {what} not listed (--dump-dir writes both lists)",
+                n - MAX_LISTED
+            ));
+        }
+    };
     for (layer, d) in [("events", &c.events), ("rows", &c.rows)] {
         if let Some(first) = &d.first {
             out.push(format!(
@@ -619,25 +883,39 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
                 out.push(format!("      {line}"));
             }
         }
-        for (_, v) in &d.only_in_base {
-            out.push(format!("  {layer} only in base: {}", diff::describe(v)));
-        }
-        for (_, v) in &d.only_in_head {
-            out.push(format!("  {layer} only in head: {}", diff::describe(v)));
-        }
+        let base_lines = d
+            .only_in_base
+            .iter()
+            .map(|(_, v)| format!("  {layer} only in base: {}", diff::describe(v)))
+            .collect();
+        capped(&mut out, &format!("{layer} only in base"), base_lines);
+        let head_lines = d
+            .only_in_head
+            .iter()
+            .map(|(_, v)| format!("  {layer} only in head: {}", diff::describe(v)))
+            .collect();
+        capped(&mut out, &format!("{layer} only in head"), head_lines);
+        let id_lines = d
+            .id_mismatches
+            .iter()
+            .map(|m| format!("  {layer} id differs: {m}"))
+            .collect();
+        capped(&mut out, &format!("{layer} id differences"), id_lines);
     }
-    for (_, v) in &c.grammar.only_in_base {
-        out.push(format!(
-            "  grammar drop only in base: {}",
-            v.as_str().unwrap_or("?")
-        ));
-    }
-    for (_, v) in &c.grammar.only_in_head {
-        out.push(format!(
-            "  grammar drop only in head: {}",
-            v.as_str().unwrap_or("?")
-        ));
-    }
+    let g_base = c
+        .grammar
+        .only_in_base
+        .iter()
+        .map(|(_, v)| format!("  grammar drop only in base: {}", v.as_str().unwrap_or("?")))
+        .collect();
+    capped(&mut out, "grammar drops only in base", g_base);
+    let g_head = c
+        .grammar
+        .only_in_head
+        .iter()
+        .map(|(_, v)| format!("  grammar drop only in head: {}", v.as_str().unwrap_or("?")))
+        .collect();
+    capped(&mut out, "grammar drops only in head", g_head);
     for e in &c.stale {
         out.push(format!("  stale allowlist entry {}", e.describe()));
     }
@@ -647,10 +925,11 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
     out
 }
 
-/// A leg that replays cells live against a bridge command.
+/// A leg that replays cells live against a bridge command, through the cell's protocol's
+/// [`crate::protocol::Live`].
 pub struct LiveLeg {
     pub label: String,
-    pub command: Vec<String>,
+    pub bridge: BridgeCommand,
     pub timeout_ms: u64,
 }
 
@@ -661,6 +940,9 @@ impl LegRunner for LiveLeg {
     fn replays_live(&self) -> bool {
         true
     }
+    fn bridge(&self) -> Option<&BridgeCommand> {
+        Some(&self.bridge)
+    }
     fn run(&self, key: &str, cell: Option<&Cell>) -> LegRun {
         let Some(cell) = cell else {
             return LegRun {
@@ -668,128 +950,30 @@ impl LegRunner for LiveLeg {
                 ..Default::default()
             };
         };
-        live_replay(cell, &self.command, self.timeout_ms)
+        live_replay(cell, &self.bridge, self.timeout_ms)
     }
 }
 
-/// Replays one cell against a bridge command (dispatches on the cell's protocol). bb cells go
-/// through [`crate::bb::player::replay_cell`] (approximate plan, provider double wired through
-/// `BB_REF_PROVIDER_COMMAND`); other protocols report that they cannot be replayed yet.
-pub fn live_replay(cell: &Cell, command: &[String], timeout_ms: u64) -> LegRun {
-    if cell.protocol == crate::protocol::Protocol::Bridle {
-        return bridle_live_replay(cell, command, timeout_ms);
+/// Replays one cell against a bridge through its protocol's live interface; rows are projected
+/// from the events.
+pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegRun {
+    let r = cell
+        .protocol
+        .live()
+        .replay(cell, bridge, std::time::Duration::from_millis(timeout_ms));
+    let model = cell.protocol.model();
+    let mut rows = model.row_projector();
+    for e in &r.events {
+        rows.push(e);
     }
-    if cell.protocol == crate::protocol::Protocol::SideBridge {
-        let timeout = std::time::Duration::from_millis(timeout_ms);
-        return match crate::sidebridge::player::replay_for_parity(cell, command, timeout) {
-            Err(e) => LegRun {
-                error: Some(e),
-                ..Default::default()
-            },
-            Ok(events) => {
-                let model = cell.protocol.model();
-                let mut rows = model.row_projector();
-                for e in &events {
-                    rows.push(e);
-                }
-                LegRun {
-                    rows: rows.finish(),
-                    events,
-                    ..Default::default()
-                }
-            }
-        };
-    }
-    if cell.protocol != crate::protocol::Protocol::Bb {
-        return LegRun {
-            error: Some(format!(
-                "live replay of {} cells is not available in this build",
-                cell.protocol
-            )),
-            ..Default::default()
-        };
-    }
-    let opts = crate::bb::player::ReplayOptions {
-        timeout: std::time::Duration::from_millis(timeout_ms),
-        ..Default::default()
-    };
-    let command: Vec<std::ffi::OsString> = command.iter().map(Into::into).collect();
-    match crate::bb::player::replay_cell(cell, &command, &opts) {
-        Err(crate::bb::player::ReplayError::Skip(reason)) => LegRun {
-            skip: Some(reason),
-            ..Default::default()
-        },
-        Err(e) => LegRun {
-            error: Some(e.to_string()),
-            ..Default::default()
-        },
-        Ok(r) => {
-            let model = cell.protocol.model();
-            let mut rows = model.row_projector();
-            for e in &r.events {
-                rows.push(e);
-            }
-            LegRun {
-                unhandled: r.events.iter().filter(|e| model.is_unhandled(e)).count() as u64,
-                rows: rows.finish(),
-                grammar: r.grammar_violations.iter().map(|d| d.layer_key()).collect(),
-                stalls: r.stalls,
-                events: r.events,
-                ..Default::default()
-            }
-        }
-    }
-}
-
-/// A Bridle cell against a hub command: the hub is started for the cell (it prints its URL;
-/// `JWT_SECRET` and `BRIDLE_API_KEY` name its credentials, as for `replay bridle`), the
-/// recorded browsers and agent are played, and what the browser saw becomes the leg's events.
-fn bridle_live_replay(cell: &Cell, command: &[String], timeout_ms: u64) -> LegRun {
-    use crate::bridle::player::{Outcome, ReplayConfig, replay_cell_into};
-    let fail = |e: String| LegRun {
-        error: Some(e),
-        ..Default::default()
-    };
-    let command: Vec<std::ffi::OsString> = command.iter().map(Into::into).collect();
-    let secret = std::env::var("JWT_SECRET").ok();
-    let key = std::env::var("BRIDLE_API_KEY").ok();
-    let Some((jwt_secret, api_key, _hub, url)) = crate::cli::bridle_cmd::start_hub(
-        "parity",
-        None,
-        secret.as_deref(),
-        key.as_deref(),
-        &command,
-        120_000,
-    ) else {
-        return fail("the hub did not start (see stderr)".into());
-    };
-    let Some(rt) = crate::cli::bridle_cmd::runtime() else {
-        return fail("cannot start an async runtime".into());
-    };
-    let cfg = ReplayConfig {
-        url,
-        jwt_secret,
-        api_key,
-        wait: std::time::Duration::from_millis(timeout_ms),
-    };
-    let mut events = Vec::new();
-    // A live difference is what parity reports; only a replay that could not run is an error.
-    match rt.block_on(replay_cell_into(cell, &cfg, &mut events)) {
-        Outcome::NotReplayable(reason) => LegRun {
-            skip: Some(reason),
-            ..Default::default()
-        },
-        Outcome::Pass { .. } | Outcome::Fail(_) => {
-            let model = cell.protocol.model();
-            let mut rows = model.row_projector();
-            for e in &events {
-                rows.push(e);
-            }
-            LegRun {
-                rows: rows.finish(),
-                events,
-                ..Default::default()
-            }
-        }
+    LegRun {
+        unhandled: r.events.iter().filter(|e| model.is_unhandled(e)).count() as u64,
+        rows: rows.finish(),
+        grammar: r.grammar,
+        stalls: r.stalls,
+        error: r.error,
+        skip: r.skip,
+        events: r.events,
+        recorded_events: None,
     }
 }

@@ -1,11 +1,28 @@
-//! Child processes: the one place bridgewire starts and reaps them.
+//! Child processes: the one place bridgewire starts, tracks and kills them.
 //!
-//! Children run in their own process group (so a terminal's Ctrl-C reaches bridgewire, which
-//! forwards it once, rather than reaching both), die with bridgewire (`PR_SET_PDEATHSIG`), and
-//! receive every catchable terminating signal bridgewire receives.
+//! # The API
+//!
+//! * [`ChildTree::spawn`]`(&mut Command)` starts a child as the root of a *tree*: it leads its own
+//!   process group (a terminal's Ctrl-C reaches bridgewire, which decides, rather than reaching
+//!   both), dies with bridgewire (`PR_SET_PDEATHSIG`), and carries a marker variable
+//!   (`BRIDGEWIRE_TREE_<pid>_<n>=1`) that every descendant inherits. A `ChildTree` derefs to the
+//!   [`std::process::Child`], so `stdin.take()`, `try_wait()` and `wait()` work as usual.
+//! * Dropping it, or [`ChildTree::kill_tree`], kills the **whole tree**: the process group, every
+//!   descendant found through `/proc` parent links, and every process carrying the marker, which
+//!   finds grandchildren that called `setsid()` (they leave the group) even after their parent
+//!   exited. bridgewire is a child subreaper (`PR_SET_CHILD_SUBREAPER`) while a tree is alive, so
+//!   such orphans are re-parented to it rather than to init; the killed ones are reaped here.
+//!   Killing repeats until no member is left (bounded), so a tree that forks while dying goes too.
+//! * Every live tree is registered with [`crate::signals`]: on SIGINT/SIGTERM the signal handler
+//!   kills them all before bridgewire exits (a tree is never left behind by a signal).
+//!
+//! `record bb` / `record child` use [`isolate`] and [`forward_signals`] instead: there the child is
+//! the bridge itself, whose exit status bridgewire passes on ([`exit_like`]).
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Signals forwarded to a wrapped child.
 pub const FORWARDED_SIGNALS: &[i32] = &[
@@ -16,6 +33,12 @@ pub const FORWARDED_SIGNALS: &[i32] = &[
     libc::SIGUSR1,
     libc::SIGUSR2,
 ];
+
+/// Prefix of the marker variable every tree's processes carry.
+pub const TREE_ENV_PREFIX: &str = "BRIDGEWIRE_TREE_";
+
+/// How long [`kill_marked`] keeps killing a tree that keeps forking.
+const KILL_BOUND: Duration = Duration::from_secs(2);
 
 /// Makes `cmd` start in its own process group and die when bridgewire dies.
 pub fn isolate(cmd: &mut Command) {
@@ -75,4 +98,292 @@ pub fn exit_like(status: ExitStatus) -> ! {
         std::process::exit(128 + sig);
     }
     std::process::exit(1);
+}
+
+/// The identity of a tree: its root's process group and its marker variable.
+#[derive(Debug, Clone)]
+pub struct TreeMark {
+    pub pgid: u32,
+    /// `BRIDGEWIRE_TREE_<bridgewire pid>_<n>`.
+    pub var: String,
+}
+
+/// A child process and everything it starts, killed together (see the module docs).
+pub struct ChildTree {
+    child: Child,
+    mark: TreeMark,
+    _registration: crate::signals::Registration,
+    done: bool,
+}
+
+static TREES: AtomicU64 = AtomicU64::new(0);
+
+impl ChildTree {
+    /// Spawns `cmd` as the root of a new tree.
+    pub fn spawn(cmd: &mut Command) -> std::io::Result<ChildTree> {
+        become_subreaper();
+        let var = format!(
+            "{TREE_ENV_PREFIX}{}_{}",
+            std::process::id(),
+            TREES.fetch_add(1, Ordering::Relaxed)
+        );
+        cmd.env(&var, "1");
+        isolate(cmd);
+        let child = cmd.spawn()?;
+        let mark = TreeMark {
+            pgid: child.id(),
+            var,
+        };
+        let for_signal = mark.clone();
+        let registration =
+            crate::signals::register(crate::signals::Cleanup::Run(Box::new(move || {
+                kill_marked(&for_signal, None)
+            })));
+        Ok(ChildTree {
+            child,
+            mark,
+            _registration: registration,
+            done: false,
+        })
+    }
+
+    /// The tree's process group id (the root's pid).
+    pub fn pgid(&self) -> u32 {
+        self.mark.pgid
+    }
+
+    pub fn mark(&self) -> &TreeMark {
+        &self.mark
+    }
+
+    /// Kills every process of the tree and reaps the root; returns its exit status (the status
+    /// it had if it already exited). Idempotent.
+    pub fn kill_tree(&mut self) -> Option<ExitStatus> {
+        if !self.done {
+            self.done = true;
+            kill_marked(&self.mark, Some(&mut self.child));
+        }
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl std::ops::Deref for ChildTree {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.child
+    }
+}
+
+impl std::ops::DerefMut for ChildTree {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
+impl Drop for ChildTree {
+    fn drop(&mut self) {
+        self.kill_tree();
+    }
+}
+
+/// Makes bridgewire the reaper of its descendants' orphans (Linux), once.
+fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: prctl on ourselves with a plain integer argument.
+        unsafe {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong);
+        }
+    });
+}
+
+/// One process as `/proc/<pid>/stat` shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcStat {
+    pub pid: u32,
+    pub state: u8,
+    pub ppid: u32,
+    pub pgrp: u32,
+}
+
+/// `/proc/<pid>/stat` of `pid`, parsed.
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp ...`; comm may contain spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.bytes().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    Some(ProcStat {
+        pid,
+        state,
+        ppid,
+        pgrp,
+    })
+}
+
+/// Every process visible in `/proc`.
+pub fn all_processes() -> Vec<ProcStat> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(proc_stat)
+        .collect()
+}
+
+/// Whether process `pid` carries the environment variable `var` (set when it was executed).
+pub fn has_env_var(pid: u32, var: &str) -> bool {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let needle = format!("{var}=");
+    env.split(|&b| b == 0)
+        .any(|kv| kv.starts_with(needle.as_bytes()))
+}
+
+/// The live (non-zombie) processes of a tree: members of its group (while `root_alive`, the
+/// group id cannot have been reused), descendants of its root by parent links, and carriers of
+/// its marker. Never bridgewire itself.
+pub fn tree_members(mark: &TreeMark, root_alive: bool) -> Vec<u32> {
+    let me = std::process::id();
+    let procs = all_processes();
+    let mut members: Vec<u32> = Vec::new();
+    let mut frontier: Vec<u32> = Vec::new();
+    if root_alive {
+        frontier.push(mark.pgid);
+    }
+    for p in &procs {
+        if p.pid == me || p.state == b'Z' {
+            continue;
+        }
+        if (root_alive && (p.pgrp == mark.pgid || p.pid == mark.pgid))
+            || has_env_var(p.pid, &mark.var)
+        {
+            members.push(p.pid);
+            frontier.push(p.pid);
+        }
+    }
+    // Descendants by parent link (one that cleared its environment and left the group).
+    while let Some(parent) = frontier.pop() {
+        for p in &procs {
+            if p.ppid == parent && p.pid != me && p.state != b'Z' && !members.contains(&p.pid) {
+                members.push(p.pid);
+                frontier.push(p.pid);
+            }
+        }
+    }
+    members
+}
+
+/// Kills a tree until none of it is left (bounded by [`KILL_BOUND`]), then reaps the root
+/// (`child`, when the caller has it) and the orphans of the tree that were re-parented to
+/// bridgewire. Safe to call from the signal handler thread (`child` = `None`).
+pub fn kill_marked(mark: &TreeMark, mut child: Option<&mut Child>) {
+    let root_alive = |c: &mut Option<&mut Child>| match c {
+        Some(c) => matches!(c.try_wait(), Ok(None)),
+        // Without the handle (signal path) the root is not reaped by us concurrently: it may be
+        // a zombie, which still reserves its group id.
+        None => proc_stat(mark.pgid).is_some(),
+    };
+    let deadline = Instant::now() + KILL_BOUND;
+    let mut killed: Vec<u32> = Vec::new();
+    loop {
+        let alive = root_alive(&mut child);
+        if alive {
+            kill_group_id(mark.pgid);
+        }
+        let members = tree_members(mark, alive);
+        if members.is_empty() && !alive {
+            break;
+        }
+        for &pid in &members {
+            // SAFETY: kill(2) on a pid just seen alive and marked as ours (or a descendant).
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+            if !killed.contains(&pid) {
+                killed.push(pid);
+            }
+        }
+        if let Some(c) = child.as_deref_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if members.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if let Some(c) = child {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    reap_orphans(&killed);
+}
+
+/// Reaps the zombies among `pids` that were re-parented to bridgewire (subreaper). Only pids
+/// seen as zombies whose parent is bridgewire are waited for, so another tree's root, still
+/// running, is never reaped behind its `Child`.
+fn reap_orphans(pids: &[u32]) {
+    let me = std::process::id();
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let mut left: Vec<u32> = pids.to_vec();
+    while !left.is_empty() && Instant::now() < deadline {
+        left.retain(|&pid| match proc_stat(pid) {
+            None => false,
+            Some(s) if s.ppid != me => false, // someone else's to reap (or being re-parented)
+            Some(s) if s.state == b'Z' => {
+                let mut status = 0;
+                // SAFETY: waitpid on one specific zombie child of ours.
+                unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+                false
+            }
+            Some(_) => true, // dying: look again
+        });
+        if !left.is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    fn alive(pid: u32) -> bool {
+        proc_stat(pid).is_some_and(|s| s.state != b'Z')
+    }
+
+    #[test]
+    fn kills_a_setsid_grandchild_and_a_double_forked_one() {
+        // The child starts a grandchild in a new session (leaves the group) and one that outlives
+        // its parent (re-parented), prints their pids, then waits.
+        let script = "setsid sleep 300 & echo $!; (sleep 300 & echo $!) ; exec sleep 300";
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]).stdout(Stdio::piped());
+        let mut tree = ChildTree::spawn(&mut cmd).unwrap();
+        let mut out = std::io::BufReader::new(tree.stdout.take().unwrap());
+        let mut pids = Vec::new();
+        for _ in 0..2 {
+            let mut l = String::new();
+            std::io::BufRead::read_line(&mut out, &mut l).unwrap();
+            pids.push(l.trim().parse::<u32>().unwrap());
+        }
+        let root = tree.id();
+        assert!(pids.iter().all(|&p| alive(p)));
+        let t = Instant::now();
+        drop(tree);
+        assert!(t.elapsed() < Duration::from_secs(3));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pids.iter().chain([&root]).any(|&p| alive(p)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for p in pids.iter().chain([&root]) {
+            assert!(!alive(*p), "pid {p} survived the tree kill");
+        }
+    }
 }

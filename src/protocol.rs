@@ -54,6 +54,18 @@ impl Protocol {
             .find(|p| p.directions().contains(&dir))
     }
 
+    /// The live half (replay against a running bridge, its handshake identity).
+    pub fn live(self) -> &'static dyn Live {
+        match self {
+            Protocol::Bb => &crate::bb::live::BbLive,
+            Protocol::Bridle => &crate::bridle::live::BridleLive,
+            Protocol::SideBridge => &crate::sidebridge::live::SideBridgeLive,
+        }
+    }
+
+    /// The protocol assumed for lists that carry no cell (a dump leg's files).
+    pub const DEFAULT: Protocol = Protocol::Bb;
+
     pub fn model(self) -> &'static dyn Model {
         match self {
             Protocol::Bb => &crate::bb::BbModel,
@@ -128,4 +140,151 @@ pub trait Model: Sync {
     fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
         crate::normalize::normalize_list(rows, self.row_rules())
     }
+}
+
+/// How to start a bridge under test: its words and the directory it runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BridgeCommand {
+    pub argv: Vec<String>,
+    /// The working directory (a parity checkout); `None`: bridgewire's own.
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+impl BridgeCommand {
+    pub fn new(argv: Vec<String>) -> BridgeCommand {
+        BridgeCommand { argv, cwd: None }
+    }
+
+    /// The words that start the bridge in [`Self::cwd`]. Players spawn plain argv, so a
+    /// directory is entered by `sh -c 'cd "$0" && exec "$@"'`: `exec` keeps the bridge's pid
+    /// (and process group) the one the player started.
+    pub fn spawn_argv(&self) -> Vec<String> {
+        match &self.cwd {
+            None => self.argv.clone(),
+            Some(dir) => {
+                let mut v = vec![
+                    "/bin/sh".to_string(),
+                    "-c".to_string(),
+                    r#"cd "$0" && exec "$@""#.to_string(),
+                    dir.display().to_string(),
+                ];
+                v.extend(self.argv.iter().cloned());
+                v
+            }
+        }
+    }
+
+    pub fn display(&self) -> String {
+        let words = self.argv.join(" ");
+        match &self.cwd {
+            Some(d) => format!("{words} (in {})", d.display()),
+            None => words,
+        }
+    }
+}
+
+/// What a live replay of one cell produced. Events are raw (normalization is the core's).
+#[derive(Debug, Clone, Default)]
+pub struct LiveReplay {
+    pub events: Vec<Value>,
+    /// `<rule>:<eventType>` per grammar violation, in order.
+    pub grammar: Vec<String>,
+    /// Waits that ran out, each naming the step it waited for.
+    pub stalls: Vec<String>,
+    /// The cell cannot be replayed live (reported as SKIP).
+    pub skip: Option<String>,
+    /// The replay could not run (the bridge did not start, the cell is unreadable).
+    pub error: Option<String>,
+}
+
+impl LiveReplay {
+    pub fn failed(e: impl Into<String>) -> LiveReplay {
+        LiveReplay {
+            error: Some(e.into()),
+            ..Default::default()
+        }
+    }
+    pub fn skipped(reason: impl Into<String>) -> LiveReplay {
+        LiveReplay {
+            skip: Some(reason.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// The live half each protocol implements (in `src/<protocol>/live.rs`, over its player): the
+/// core (parity, recording own cells) calls only this.
+pub trait Live: Sync {
+    fn protocol(&self) -> Protocol;
+
+    /// Replays one cell against a freshly started bridge, bounded by `timeout` per wait.
+    fn replay(
+        &self,
+        cell: &Cell,
+        bridge: &BridgeCommand,
+        timeout: std::time::Duration,
+    ) -> LiveReplay;
+
+    /// Who the bridge says it is in its handshake, as a short comparable text; `Ok(None)` when
+    /// the protocol's handshake carries nothing to tell bridges apart.
+    fn identify(
+        &self,
+        _bridge: &BridgeCommand,
+        _timeout: std::time::Duration,
+    ) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+
+    /// The identity of the bridge a cell was recorded from, read from the cell's own lanes
+    /// (the same text [`Live::identify`] gives for that bridge).
+    fn recorded_identity(&self, _cell: &Cell) -> Option<String> {
+        None
+    }
+
+    /// Records one raw scope per scenario from the user's bridge into `req.raw` (lanes as
+    /// the protocol's recorder writes them, record-time redaction on). The core packages each
+    /// scope into a cell.
+    fn record(&self, _req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {
+        Err(format!(
+            "recording cells is not available for {} in this build",
+            self.protocol()
+        ))
+    }
+}
+
+/// What [`Live::record`] is asked to do.
+pub struct RecordRequest<'a> {
+    pub bridge: &'a BridgeCommand,
+    pub scenarios: &'a [crate::cells::Scenario],
+    /// A fresh directory for the raw recording.
+    pub raw: &'a std::path::Path,
+    /// The provider (first key segment) the cells go under.
+    pub provider: &'a str,
+    /// Bound of every wait.
+    pub timeout: std::time::Duration,
+    /// `NAME=COMMAND`: environment variables the bridge reads its provider command from; each
+    /// is pointed at a wrapper that runs the command under `bridgewire record child`, so the
+    /// provider lanes are recorded too.
+    pub provider_env: &'a [(String, String)],
+}
+
+/// One recorded scenario: where its raw scope is, and what the bridge said it was.
+#[derive(Debug, Clone)]
+pub struct RecordedScenario {
+    pub name: String,
+    pub scope_dir: std::path::PathBuf,
+    /// The session id the scenario ran on (`threadId` in the manifest), if the protocol has one.
+    pub thread_id: Option<String>,
+    pub identity: Option<String>,
+}
+
+/// A short stable fingerprint of a JSON value (canonical text, FNV-1a 64).
+pub fn fingerprint(v: &Value) -> String {
+    let text = crate::diff::canonical(v);
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in text.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("{h:016x}")
 }

@@ -171,8 +171,10 @@ fn no_matching_recordings_is_a_usage_error() {
     assert!(stderr.contains("no matching recordings"));
 }
 
+/// A leg that cannot start (its build fails) ends the run before any cell, exit 2, with the
+/// cause (the build's own error) first.
 #[test]
-fn a_leg_that_cannot_build_is_named_and_the_other_leg_is_kept() {
+fn a_leg_that_cannot_build_stops_the_run_with_the_cause_first() {
     let t = tempfile::tempdir().unwrap();
     let base = leg(t.path(), "base");
     let checkout = t.path().join("checkout");
@@ -192,16 +194,16 @@ fn a_leg_that_cannot_build_is_named_and_the_other_leg_is_kept() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
     assert!(
-        stdout.contains("head leg: build `echo nope >&2; exit 3` failed"),
-        "{stdout}"
+        stderr
+            .starts_with("error: the head leg cannot start: build `echo nope >&2; exit 3` failed"),
+        "{stderr}"
     );
     assert!(
-        stdout.contains("nope"),
-        "the build's own error is shown: {stdout}"
+        stderr.contains("nope"),
+        "the build's own error is shown: {stderr}"
     );
-    // The base leg's results are still there.
-    assert!(stdout.contains(&format!("FAIL {CELL}: base ")), "{stdout}");
-    assert!(!stdout.contains("base 0 events"), "{stdout}");
+    assert!(stdout.is_empty(), "no cell ran: {stdout}");
 }

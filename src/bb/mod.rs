@@ -17,6 +17,7 @@ pub mod conformance;
 pub mod delta;
 pub mod double;
 pub mod grammar;
+pub mod live;
 pub mod msg;
 pub mod player;
 pub mod recorded;

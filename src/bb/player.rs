@@ -40,13 +40,14 @@ use super::grammar::Grammar;
 use super::msg::{Kind, classify, classify_line, id_text};
 use crate::cell::Cell;
 use crate::lane::Entry;
+use crate::proc::ChildTree;
 use crate::protocol::GrammarDrop;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -486,7 +487,7 @@ enum WaitEnd {
 
 struct Harness {
     live: Arc<Mutex<Live>>,
-    child: Child,
+    child: ChildTree,
     opts: ReplayOptions,
     exited_at: Option<Instant>,
     status: Option<std::process::ExitStatus>,
@@ -554,10 +555,9 @@ impl Harness {
     }
 }
 
-fn temp(prefix: &str) -> Result<tempfile::TempDir, ReplayError> {
-    tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir()
+/// A temporary folder removed on drop and on SIGINT/SIGTERM.
+fn temp(prefix: &str) -> Result<crate::signals::TempDir, ReplayError> {
+    crate::signals::temp_dir(prefix)
         .map_err(|e| ReplayError::Failed(format!("cannot create a temp dir: {e}")))
 }
 
@@ -601,7 +601,6 @@ pub fn replay_cell(
     for (k, v) in &opts.env {
         cmd.env(k, v);
     }
-    crate::proc::isolate(&mut cmd);
     let first_request = plan
         .steps
         .iter()
@@ -609,8 +608,7 @@ pub fn replay_cell(
         .map(|s| s.entry.clone());
     // The cursor comes before anything the bridge could make the double do.
     write_cursor(state.path(), first_request.as_ref());
-    let mut child = cmd
-        .spawn()
+    let mut child = ChildTree::spawn(&mut cmd)
         .map_err(|e| ReplayError::Failed(format!("cannot start bridge {program:?}: {e}")))?;
     let stdin = child.stdin.take().expect("piped");
     let stdout = child.stdout.take().expect("piped");
@@ -849,9 +847,9 @@ pub fn replay_cell(
         }
         std::thread::sleep(POLL);
     }
-    // Whatever happened: the whole group goes (provider doubles included), then reap.
-    crate::proc::kill_group_id(h.child.id());
-    let status = match h.status {
+    // Whatever happened: the whole tree goes (provider doubles included), then reap.
+    let killed = h.child.kill_tree();
+    let status = match h.status.or(killed) {
         Some(s) => s,
         None => h
             .child

@@ -16,7 +16,9 @@
 //! * A line longer than 64 MiB is forwarded but not recorded (named on stderr), as bb does.
 //! * Provider lanes come from `record child` wrappers that the bridge spawns in place of its
 //!   provider. They send their lines to this recorder over a Unix socket named by
-//!   `BRIDGEWIRE_RECORD_SOCKET` and wait for the ack before forwarding, so provider lines share
+//!   `BRIDGEWIRE_RECORD_SOCKET` (an abstract socket, `@name`: nothing on disk, so a `SIGKILL`ed
+//!   recorder leaves nothing outside its recordings folder; only peers of the recorder's own user
+//!   are served) and wait for the ack before forwarding, so provider lines share
 //!   the process's one `seq` counter and the same record-before-forward guarantee. The scope is
 //!   `BRIDGEWIRE_RECORD_THREAD` (or `--thread`), set by the bridge when it spawns the child;
 //!   absent means `_process`. The wrapper removes both variables from the provider's
@@ -258,12 +260,15 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
     let writer = lanes;
     let scoper = Arc::new(Mutex::new(Scoper::default()));
 
-    // The socket provider wrappers report to.
-    let sock_dir = tempfile::Builder::new()
-        .prefix("bridgewire-rec-")
-        .tempdir()?;
-    let sock_path = sock_dir.path().join("lanes.sock");
-    let listener = UnixListener::bind(&sock_path)?;
+    // The socket provider wrappers report to: abstract, so it needs no folder and leaves
+    // nothing behind whatever ends the recorder.
+    let sock_name = format!(
+        "bridgewire-rec-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let listener = UnixListener::bind_addr(&abstract_addr(&sock_name)?)?;
+    let sock_env = format!("@{sock_name}");
     {
         let template = writer.sibling();
         std::thread::Builder::new()
@@ -280,7 +285,7 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .env(SOCKET_ENV, &sock_path)
+        .env(SOCKET_ENV, &sock_env)
         .env_remove(BB_RECORD_ENV);
     crate::proc::isolate(&mut cmd);
     let mut child = cmd
@@ -328,7 +333,6 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
     if to_bridge.is_finished() {
         let _ = to_bridge.join();
     }
-    drop(sock_dir);
     Ok(status)
 }
 
@@ -360,10 +364,39 @@ fn record_direction(
     });
 }
 
-/// Accepts `record child` connections and appends what they send.
+fn abstract_addr(name: &str) -> io::Result<std::os::unix::net::SocketAddr> {
+    use std::os::linux::net::SocketAddrExt;
+    std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+}
+
+/// The uid of the process at the other end of `conn` (`SO_PEERCRED`).
+fn peer_uid(conn: &UnixStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: getsockopt fills a ucred we own, of the size we pass.
+    unsafe {
+        let mut cred: libc::ucred = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        (libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        ) == 0)
+            .then_some(cred.uid)
+    }
+}
+
+/// Accepts `record child` connections (from the recorder's own user only: an abstract socket
+/// has no file permissions) and appends what they send.
 fn serve_children(listener: UnixListener, template: LaneWriter) {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
+        if peer_uid(&conn) != Some(me) {
+            continue;
+        }
         let writer = template.sibling();
         let _ = std::thread::Builder::new()
             .name("child-lane".into())
@@ -438,7 +471,10 @@ struct ChildLaneClient {
 
 impl ChildLaneClient {
     fn connect(path: &Path, scope: Option<&str>) -> io::Result<ChildLaneClient> {
-        let mut conn = UnixStream::connect(path)?;
+        let mut conn = match path.to_str().and_then(|p| p.strip_prefix('@')) {
+            Some(name) => UnixStream::connect_addr(&abstract_addr(name)?)?,
+            None => UnixStream::connect(path)?,
+        };
         match scope {
             Some(s) => {
                 conn.write_all(&(s.len() as u32).to_le_bytes())?;

@@ -3,7 +3,9 @@
 //!
 //! Reusable by anything that drives a line-delimited stdio program (the live kit, replays):
 //!
-//! * the child runs in its own process group and dies with bridgewire ([`crate::proc::isolate`]);
+//! * the child is a [`crate::proc::ChildTree`]: its own process group, dies with bridgewire, and
+//!   its whole tree (grandchildren that called `setsid()` included) is killed at the end, on drop
+//!   and on SIGINT/SIGTERM ([`crate::signals`]);
 //! * stdout is read by a thread into a queue of [`Incoming`] items: a line longer than
 //!   [`Limits::max_line`] is discarded (reported as [`Incoming::Oversized`]), a line that is not
 //!   UTF-8 is reported as [`Incoming::NonUtf8`], and once [`Limits::max_total`] bytes were
@@ -12,10 +14,11 @@
 //! * stderr keeps the last [`Limits::stderr_tail`] bytes;
 //! * every receive takes a deadline; nothing here waits unboundedly.
 
+use crate::proc::ChildTree;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -66,23 +69,9 @@ struct Inbox {
 
 type Shared = Arc<(Mutex<Inbox>, Condvar)>;
 
-/// Process groups of bridges that are running (spawned and not yet killed), so a signal
-/// handler can end them all ([`kill_live_groups`]).
-static LIVE_GROUPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-/// SIGKILLs the process group of every bridge still running. For a signal handler thread
-/// (`check bb` on SIGINT/SIGTERM/SIGHUP): the bridges run in their own process groups, so a
-/// terminal's Ctrl-C does not reach them or their children.
-pub fn kill_live_groups() {
-    for &pg in lock(&LIVE_GROUPS).iter() {
-        // A group we created and have not reaped.
-        crate::proc::kill_group_id(pg);
-    }
-}
-
 /// A running bridge process.
 pub struct Bridge {
-    child: Child,
+    child: ChildTree,
     pid: u32,
     stdin: Option<mpsc::Sender<Vec<u8>>>,
     write_failed: Arc<Mutex<Option<String>>>,
@@ -111,10 +100,8 @@ impl Bridge {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        crate::proc::isolate(&mut cmd);
-        let mut child = cmd.spawn()?;
+        let mut child = ChildTree::spawn(&mut cmd)?;
         let pid = child.id();
-        lock(&LIVE_GROUPS).push(pid);
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
         let mut stdin = child.stdin.take().expect("piped stdin");
@@ -253,19 +240,14 @@ impl Bridge {
         String::from_utf8_lossy(&v).into_owned()
     }
 
-    /// Kills the bridge's whole process group and reaps the bridge. Idempotent.
+    /// Kills the bridge's whole tree and reaps the bridge. Idempotent.
     pub fn kill(&mut self) {
         if self.killed {
             return;
         }
         self.killed = true;
         self.stdin = None;
-        // The group id is the bridge's pid, which stays reserved until we reap it below.
-        crate::proc::kill_group_id(self.pid);
-        // Forget the group before reaping: after that its id may be reused.
-        lock(&LIVE_GROUPS).retain(|&pg| pg != self.pid);
-        let _ = self.child.kill();
-        if let Ok(s) = self.child.wait() {
+        if let Some(s) = self.child.kill_tree() {
             self.status.get_or_insert(s);
         }
     }
@@ -279,31 +261,11 @@ impl Drop for Bridge {
 
 /// Pids of the processes in process group `pgid` that are not zombies (from `/proc`).
 pub fn live_group_members(pgid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid pgrp ...`; comm may contain spaces and parentheses.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string() {
-            out.push(pid);
-        }
-    }
-    out
+    crate::proc::all_processes()
+        .into_iter()
+        .filter(|p| p.state != b'Z' && p.pgrp == pgid)
+        .map(|p| p.pid)
+        .collect()
 }
 
 fn push(inbox: &Shared, item: Incoming) {

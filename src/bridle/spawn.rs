@@ -1,15 +1,16 @@
-//! Peers under test as child processes: spawned in their own group, killed with it on drop,
+//! Peers under test as child processes: spawned as a [`ChildTree`], killed with it on drop,
 //! their first stdout line (a hub's bound address) read within a bound.
 
+use crate::proc::ChildTree;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// A child killed (with its process group) and reaped on drop.
+/// A child killed (with its whole tree, [`ChildTree`]) and reaped on drop.
 pub struct ChildGuard {
-    child: Child,
+    child: ChildTree,
     lines: mpsc::Receiver<String>,
 }
 
@@ -28,8 +29,7 @@ impl ChildGuard {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        crate::proc::isolate(&mut cmd);
-        let mut child = cmd.spawn()?;
+        let mut child = ChildTree::spawn(&mut cmd)?;
         let out = child.stdout.take().expect("piped stdout");
         let (tx, lines) = mpsc::channel();
         std::thread::Builder::new()
@@ -54,12 +54,6 @@ impl ChildGuard {
 
     pub fn id(&self) -> u32 {
         self.child.id()
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        crate::proc::kill_group(&mut self.child);
     }
 }
 

@@ -141,6 +141,8 @@ fn default_command(name: &str) -> Result<Vec<OsString>, String> {
 }
 
 pub fn check_hub_cmd(a: &HubArgs) -> u8 {
+    // SIGINT/SIGTERM: the hub's tree is killed, exit 130/143.
+    crate::signals::install();
     for r in &a.rules {
         if !crate::bridle::rules::id::HUB.contains(&r.as_str()) {
             eprintln!("bridgewire check bridle hub: unknown rule {r:?}");
@@ -176,6 +178,7 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
 }
 
 pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
+    crate::signals::install();
     let command = if a.command.is_empty() {
         match default_command("bridle-ref-agent") {
             Ok(c) => c,

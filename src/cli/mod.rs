@@ -1,6 +1,7 @@
 //! Command-line dispatch: clap types → library calls → exit code.
 
 pub(crate) mod bridle_cmd;
+mod cells_cmd;
 mod check_bb;
 pub mod exit;
 mod parity_cmd;
@@ -43,6 +44,12 @@ pub enum Command {
     Lanes(LanesArgs),
     /// Compare two builds ("legs") cell by cell on normalized events, rows and grammar drops.
     Parity(ParityArgs),
+    /// Record a cell per scenario from your own bridge (any protocol), with manifests,
+    /// redacted before it is written.
+    RecordCells(cells_cmd::RecordCellsArgs),
+    /// Redact recordings for checking in (structural and textual passes, then a survivor
+    /// sweep that refuses to leave a known secret behind).
+    Redact(cells_cmd::RedactArgs),
     /// Check a live program against a protocol's conformance rules.
     #[command(subcommand)]
     Check(CheckCommand),
@@ -90,6 +97,10 @@ pub struct ParityArgs {
     /// Bound of every wait in a live replay.
     #[arg(long, default_value_t = 15000)]
     pub timeout_ms: u64,
+    /// Run even when both legs would execute the same files with the same arguments in the
+    /// same directory (a determinism check of one bridge; refused otherwise).
+    #[arg(long)]
+    pub allow_same_bridge: bool,
     /// Recordings folders (default: ./recordings).
     pub recordings: Vec<PathBuf>,
 }
@@ -246,6 +257,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Rerecord(replay_bb::RerecordCommand::Bb(a)) => replay_bb::run_rerecord(&a),
         Command::ProviderDouble(a) => replay_bb::run_double(&a),
         Command::Parity(a) => parity_cmd::run(&a),
+        Command::RecordCells(a) => cells_cmd::record_cells(&a),
+        Command::Redact(a) => cells_cmd::redact(&a),
         Command::Check(CheckCommand::Bb(a)) => check_bb::run_check_bb(&a),
         Command::Rules(a) => check_bb::run_rules(&a),
         Command::Record(RecordCommand::Sidebridge(a)) => sidebridge_cmd::record_cmd(&a),
@@ -260,6 +273,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             bridle_cmd::check_agent_cmd(&a)
         }
     };
+    // A signal's handler decides the exit code (130/143) once it arrived.
+    crate::signals::exit_if_interrupted();
     ExitCode::from(code)
 }
 

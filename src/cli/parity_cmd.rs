@@ -2,7 +2,8 @@
 
 use super::{ParityArgs, exit};
 use crate::cell::Cell;
-use crate::parity::{self, CellParity, LegRunner, LegSpec};
+use crate::parity::{self, CellParity, LegRunner, LegSpec, Outcome};
+use crate::protocol::BridgeCommand;
 use rayon::prelude::*;
 use std::path::PathBuf;
 
@@ -12,75 +13,50 @@ struct Prepared {
     _worktree: Option<parity::Worktree>,
 }
 
-fn prepare(spec: &LegSpec, side: &'static str, timeout_ms: u64) -> Prepared {
+/// Prepares a leg, or says why it cannot start (a failed build, a missing program, an unknown
+/// ref): such a leg ends the run before any cell, with exit 2.
+fn prepare(spec: &LegSpec, side: &'static str, timeout_ms: u64) -> Result<Prepared, String> {
     let label = |s: &str| format!("{side} ({s})");
+    let live = |label: String, bridge: BridgeCommand, worktree| -> Result<Prepared, String> {
+        if let Some(why) = parity::cannot_start(&bridge) {
+            return Err(format!("`{}` cannot start: {why}", bridge.display()));
+        }
+        Ok(Prepared {
+            runner: Box::new(parity::LiveLeg {
+                label,
+                bridge,
+                timeout_ms,
+            }),
+            _worktree: worktree,
+        })
+    };
     match spec {
-        LegSpec::Recordings(root) => Prepared {
+        LegSpec::Recordings(root) => Ok(Prepared {
             runner: Box::new(parity::RecordingsLeg { root: root.clone() }),
             _worktree: None,
-        },
-        LegSpec::Dump(root) => Prepared {
+        }),
+        LegSpec::Dump(root) => Ok(Prepared {
             runner: Box::new(parity::DumpLeg {
                 root: root.clone(),
                 side,
             }),
             _worktree: None,
-        },
-        LegSpec::Command(words) => Prepared {
-            runner: Box::new(parity::LiveLeg {
-                label: label(&words.join(" ")),
-                command: words.clone(),
-                timeout_ms,
-            }),
-            _worktree: None,
-        },
+        }),
+        LegSpec::Command(words) => live(
+            label(&words.join(" ")),
+            BridgeCommand::new(words.clone()),
+            None,
+        ),
         LegSpec::Checkout(dir) => {
-            match parity::build_checkout(dir, std::time::Duration::from_secs(1200)) {
-                Ok(command) => Prepared {
-                    runner: Box::new(parity::LiveLeg {
-                        label: label(&dir.display().to_string()),
-                        command,
-                        timeout_ms,
-                    }),
-                    _worktree: None,
-                },
-                Err(e) => Prepared {
-                    runner: Box::new(parity::BrokenLeg {
-                        label: label(&dir.display().to_string()),
-                        error: e,
-                    }),
-                    _worktree: None,
-                },
-            }
+            let bridge = parity::build_checkout(dir, std::time::Duration::from_secs(1200))?;
+            live(label(&dir.display().to_string()), bridge, None)
         }
-        LegSpec::GitRef(rev) => match parity::Worktree::add(rev) {
-            Ok(wt) => {
-                match parity::build_checkout(&wt.path, std::time::Duration::from_secs(1200)) {
-                    Ok(command) => Prepared {
-                        runner: Box::new(parity::LiveLeg {
-                            label: label(rev),
-                            command,
-                            timeout_ms,
-                        }),
-                        _worktree: Some(wt),
-                    },
-                    Err(e) => Prepared {
-                        runner: Box::new(parity::BrokenLeg {
-                            label: label(rev),
-                            error: e,
-                        }),
-                        _worktree: Some(wt),
-                    },
-                }
-            }
-            Err(e) => Prepared {
-                runner: Box::new(parity::BrokenLeg {
-                    label: label(rev),
-                    error: e,
-                }),
-                _worktree: None,
-            },
-        },
+        LegSpec::GitRef(rev) => {
+            let wt = parity::Worktree::add(rev)?;
+            let bridge = parity::build_checkout(&wt.path, std::time::Duration::from_secs(1200))
+                .map_err(|e| format!("ref {rev}: {e}"))?;
+            live(label(rev), bridge, Some(wt))
+        }
     }
 }
 
@@ -148,10 +124,99 @@ pub fn run(a: &ParityArgs) -> u8 {
         eprintln!("error: no matching recordings");
         return exit::INVALID_INPUT;
     }
+    // SIGINT/SIGTERM: legs' process trees, worktrees and temporary folders go; exit 130/143.
+    crate::signals::install();
+    let compared = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let total = targets.len();
+    let seen = compared.clone();
+    let _summary = crate::signals::on_signal(move |sig| {
+        eprintln!(
+            "bridgewire parity: interrupted by signal {sig}: {} of {total} cells compared; worktrees and temporary folders removed",
+            seen.load(std::sync::atomic::Ordering::SeqCst)
+        );
+    });
     let (base, head) = rayon::join(
         || prepare(&base_spec, "base", a.timeout_ms),
         || prepare(&head_spec, "head", a.timeout_ms),
     );
+    let (base, head) = match (base, head) {
+        (Ok(b), Ok(h)) => (b, h),
+        (b, h) => {
+            for (side, r) in [("base", &b), ("head", &h)] {
+                if let Err(e) = r {
+                    eprintln!("error: the {side} leg cannot start: {e}");
+                }
+            }
+            return exit::INVALID_INPUT;
+        }
+    };
+    if let (Some(b), Some(h)) = (base.runner.bridge(), head.runner.bridge())
+        && let Some(runs) = parity::same_bridge(b, h)
+        && !a.allow_same_bridge
+    {
+        eprintln!(
+            "error: both legs would run the same files with the same arguments, so the \
+comparison could not show a difference:\n  base: {}\n  head: {}\n  both run: {runs}\n\
+For dir:/ref: legs, make [parity] bridge name the checkout's own files (a path relative to the \
+checkout, e.g. `python3 bridge.py`); to compare a bridge with itself on purpose (a determinism \
+check), pass --allow-same-bridge.",
+            b.display(),
+            h.display(),
+        );
+        return exit::INVALID_INPUT;
+    }
+    // Who each live leg is, against who the cells were recorded from: said before any wait.
+    let mut protocols: Vec<crate::protocol::Protocol> = targets
+        .iter()
+        .filter_map(|(_, c)| c.as_ref().map(|c| c.protocol))
+        .collect();
+    protocols.sort();
+    protocols.dedup();
+    let mut notes = Vec::new();
+    for (side, leg) in [("base", &base), ("head", &head)] {
+        let Some(bridge) = leg.runner.bridge() else {
+            continue;
+        };
+        for &p in &protocols {
+            let live = p.live();
+            let identity =
+                match live.identify(bridge, std::time::Duration::from_millis(a.timeout_ms)) {
+                    Ok(Some(id)) => id,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        eprintln!("error: the {side} leg cannot start: {e}");
+                        return exit::INVALID_INPUT;
+                    }
+                };
+            let foreign: Vec<(String, String)> = targets
+                .iter()
+                .filter_map(|(k, c)| c.as_ref().filter(|c| c.protocol == p).map(|c| (k, c)))
+                .filter_map(|(k, c)| {
+                    let recorded =
+                        crate::cells::manifest_identity(c).or_else(|| live.recorded_identity(c))?;
+                    (recorded != identity).then(|| (k.clone(), recorded))
+                })
+                .collect();
+            if let Some((_, recorded)) = foreign.first() {
+                notes.push(format!(
+                    "warning: {} of the {p} cells were recorded from another bridge than the {side} leg's \
+(recorded: {recorded}; {side}: {identity}); their replays wait for that bridge's answers and may \
+stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
+                    foreign.len(),
+                    foreign
+                        .iter()
+                        .map(|(k, _)| k.as_str())
+                        .take(8)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                        + if foreign.len() > 8 { ", …" } else { "" }
+                ));
+            }
+        }
+    }
+    for n in &notes {
+        println!("{n}");
+    }
     let pool = match rayon::ThreadPoolBuilder::new()
         .num_threads(a.jobs.unwrap_or(0))
         .build()
@@ -166,31 +231,59 @@ pub fn run(a: &ParityArgs) -> u8 {
         targets
             .par_iter()
             .map(|(key, cell)| {
-                compare_one(key, cell.as_ref(), &*base.runner, &*head.runner, &allow, a)
+                let r = compare_one(key, cell.as_ref(), &*base.runner, &*head.runner, &allow, a);
+                compared.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                r
             })
             .collect()
     });
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let count = |o: Outcome| results.iter().filter(|r| r.outcome() == o).count();
+    let (passed, failed, stalled, errors, skipped) = (
+        count(Outcome::Pass),
+        count(Outcome::Fail),
+        count(Outcome::Stall),
+        count(Outcome::Error),
+        count(Outcome::Skip),
+    );
+    // Nothing compared: the cause comes first, before the per-cell lines.
+    let nothing = passed + failed + stalled == 0;
+    if nothing {
+        let cause = results
+            .iter()
+            .find_map(|r| r.errors.first().cloned())
+            .or_else(|| {
+                results
+                    .iter()
+                    .find_map(|r| r.skipped.clone())
+                    .map(|s| format!("every cell was skipped (first: {s})"))
+            })
+            .unwrap_or_else(|| "no cell was compared".into());
+        println!("error: nothing was compared: {cause}");
+    }
     let mut out = String::new();
     for r in &results {
         for line in parity::render_cell(r) {
             out.push_str(&line);
             out.push('\n');
         }
-        if r.skipped.is_some() {
-            skipped += 1;
-        } else if r.passed() {
-            passed += 1;
-        } else {
-            failed += 1;
-        }
     }
     print!("{out}");
-    println!(
-        "\n{passed} passed, {failed} failed, {skipped} skipped ({} cells)",
-        results.len()
-    );
-    if failed > 0 { exit::FAILED } else { exit::OK }
+    let mut tail = format!("\n{passed} passed, {failed} failed");
+    if stalled > 0 {
+        tail.push_str(&format!(", {stalled} stalled"));
+    }
+    if errors > 0 {
+        tail.push_str(&format!(", {errors} not run (leg error)"));
+    }
+    tail.push_str(&format!(", {skipped} skipped ({} cells)", results.len()));
+    println!("{tail}");
+    if nothing {
+        exit::INVALID_INPUT
+    } else if failed + stalled + errors > 0 {
+        exit::FAILED
+    } else {
+        exit::OK
+    }
 }
 
 fn compare_one(
@@ -203,18 +296,8 @@ fn compare_one(
 ) -> CellParity {
     let model = cell
         .map(|c| c.protocol.model())
-        .unwrap_or(crate::protocol::Protocol::Bb.model());
-    let skip = |reason: &str| CellParity {
-        key: key.to_string(),
-        skipped: Some(reason.to_string()),
-        base: Default::default(),
-        head: Default::default(),
-        events: Default::default(),
-        rows: Default::default(),
-        grammar: Default::default(),
-        stale: Vec::new(),
-        problems: Vec::new(),
-    };
+        .unwrap_or(crate::protocol::Protocol::DEFAULT.model());
+    let skip = |reason: &str| CellParity::skip(key, reason);
     if key.rsplit('/').next() == Some("_process") {
         return skip("process-scoped recording (no thread events to compare)");
     }

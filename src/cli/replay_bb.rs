@@ -160,11 +160,20 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
     };
     let opts = a.options();
     let wall = std::time::Instant::now();
+    let progress = interrupt_summary("replay bb", cells.len());
     let results = parallel(&cells, a.jobs, |cell| {
-        (
+        if crate::signals::interrupted().is_some() {
+            return (
+                Err(ReplayError::Skip("interrupted".into())),
+                Default::default(),
+            );
+        }
+        let r = (
             player::replay_cell(cell, &a.command, &opts),
             recorded::offline_counts(cell),
-        )
+        );
+        progress.record(r.0.is_ok());
+        r
     });
     if a.stats {
         let lines: usize = results
@@ -291,6 +300,44 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
     if failed > 0 { exit::FAILED } else { exit::OK }
 }
 
+/// Cells finished so far, printed as a partial summary if a signal ends the run.
+struct Progress {
+    done: std::sync::atomic::AtomicUsize,
+    replayed: std::sync::atomic::AtomicUsize,
+}
+
+impl Progress {
+    fn record(&self, replayed: bool) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.done.fetch_add(1, SeqCst);
+        if replayed {
+            self.replayed.fetch_add(1, SeqCst);
+        }
+    }
+}
+
+/// Installs the signal handling of a long command ([`crate::signals`]) with a partial summary:
+/// on SIGINT/SIGTERM the bridges' trees and temporary folders go, the summary is printed to
+/// stderr, and the command exits 130/143.
+fn interrupt_summary(command: &'static str, total: usize) -> std::sync::Arc<Progress> {
+    crate::signals::install();
+    let progress = std::sync::Arc::new(Progress {
+        done: Default::default(),
+        replayed: Default::default(),
+    });
+    let p = progress.clone();
+    // Kept for the life of the process: the command ends with it.
+    std::mem::forget(crate::signals::on_signal(move |sig| {
+        use std::sync::atomic::Ordering::SeqCst;
+        eprintln!(
+            "bridgewire {command}: interrupted by signal {sig}: {} of {total} cells finished ({} replayed); bridges killed, temporary folders removed",
+            p.done.load(SeqCst),
+            p.replayed.load(SeqCst),
+        );
+    }));
+    progress
+}
+
 /// User + system CPU time in ms (getrusage).
 fn cpu_ms(who: libc::c_int) -> f64 {
     // SAFETY: getrusage fills the struct we own.
@@ -323,8 +370,11 @@ pub fn run_rerecord(a: &ReplayBbArgs) -> u8 {
         }
     };
     let opts = a.options();
+    let progress = interrupt_summary("rerecord bb", cells.len());
     let results = parallel(&cells, a.jobs, |cell| {
-        player::rerecord_cell(cell, &a.command, &opts)
+        let r = player::rerecord_cell(cell, &a.command, &opts);
+        progress.record(r.is_ok());
+        r
     });
     let mut bad = false;
     for (cell, res) in cells.iter().zip(results) {

@@ -8,7 +8,6 @@
 use super::exit;
 use crate::config::Config;
 use crate::report::{self, Report, RunMeta};
-use crate::rule::Policy;
 use crate::sidebridge::fixture::Fixture;
 use crate::sidebridge::profiles::Profile;
 use crate::sidebridge::rules::{CheckConfig, CheckReport};
@@ -112,12 +111,8 @@ pub struct CheckSidebridgeArgs {
     /// Prompt that makes the bridge end the session; overrides the fixture.
     #[arg(long, value_name = "PROMPT")]
     pub end_session: Option<String>,
-    /// SHOULD failures fail the run (not only warn).
-    #[arg(long)]
-    pub strict: bool,
-    /// Rules that could not run (no fixture for their scenario) fail the run.
-    #[arg(long)]
-    pub require_all: bool,
+    #[command(flatten)]
+    pub policy: super::PolicyArgs,
     /// SB-H2 warns above this many seconds.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     pub warn_after: f64,
@@ -290,6 +285,7 @@ fn nonce() -> u64 {
 }
 
 pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
+    crate::signals::install();
     let started = crate::util::now_ms();
     let (fixture, fixture_path) = match load_fixture(a) {
         Ok(x) => x,
@@ -347,10 +343,7 @@ pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
             ..Default::default()
         },
         verdicts,
-        policy: Policy {
-            strict: a.strict,
-            require_all: a.require_all,
-        },
+        policy: a.policy.policy(),
     };
     if let Err(e) = a.reports.write(&report) {
         eprintln!("bridgewire check sidebridge: {e}");

@@ -128,6 +128,7 @@ impl Model for SideBridgeModel {
         normalizer::SIDEBRIDGE_ROWS
     }
 }
+pub mod live;
 pub mod player;
 
 #[cfg(test)]

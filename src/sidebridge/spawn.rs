@@ -5,24 +5,20 @@
 //! (`Serving on http://0.0.0.0:8080 (press CTRL+C to quit)`). `--url-pattern REGEX` names the
 //! address for bridges that print it some other way (its first capture group, else the whole
 //! match). If the bridge exits or prints no address within the startup timeout, the error
-//! shows the bridge's last output lines. The child runs in its own process group and is
-//! killed (group and all) when the [`BridgeProcess`] drops, so no run leaves an orphan.
+//! shows the bridge's last output lines. The child runs as a [`ChildTree`] and is killed (tree
+//! and all) when the [`BridgeProcess`] drops, so no run leaves an orphan.
 
+use crate::proc::ChildTree;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// The bridge's whole tree is killed when this drops ([`ChildTree`]).
 pub struct BridgeProcess {
-    child: Child,
+    child: ChildTree,
     pub url: String,
-}
-
-impl Drop for BridgeProcess {
-    fn drop(&mut self) {
-        crate::proc::kill_group(&mut self.child);
-    }
 }
 
 /// Where the bridge under test is.
@@ -180,9 +176,7 @@ pub fn spawn(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    crate::proc::isolate(&mut cmd);
-    let mut child = cmd
-        .spawn()
+    let mut child = ChildTree::spawn(&mut cmd)
         .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", prog.to_string_lossy()))?;
     let (tx, rx) = mpsc::channel();
     pump(

@@ -1,0 +1,377 @@
+//! bb's half of [`crate::protocol::Live`]: a cell replayed through [`super::player`], and the
+//! bridge's identity read from its `initialize` result.
+//!
+//! The identity is the handshake result itself (bb §10.1: `protocolVersion`, `capabilities`,
+//! plus any fields a bridge adds): `<name> <version>` when the result names the bridge
+//! (`serverInfo`, `bridgeInfo` or `bridge`), then a fingerprint of the whole result. Two builds
+//! with the same answer are indistinguishable here, which is the point: a cell recorded from a
+//! bridge that negotiated other capabilities will not replay the same way.
+
+use super::transport::{Bridge, Incoming};
+use crate::cell::Cell;
+use crate::cells::{Scenario, Step};
+use crate::protocol::{BridgeCommand, Live, LiveReplay, Protocol, RecordRequest, RecordedScenario};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+pub struct BbLive;
+
+/// The identity text of an `initialize` result.
+pub fn identity_of(result: &Value) -> String {
+    let named = ["serverInfo", "bridgeInfo", "bridge"]
+        .iter()
+        .filter_map(|k| result.get(*k))
+        .find_map(|info| {
+            let name = info.get("name").and_then(Value::as_str)?;
+            let version = info.get("version").and_then(Value::as_str).unwrap_or("");
+            Some(format!("{name} {version}").trim().to_string() + " ")
+        })
+        .unwrap_or_default();
+    format!("{named}handshake {}", crate::protocol::fingerprint(result))
+}
+
+impl Live for BbLive {
+    fn protocol(&self) -> Protocol {
+        Protocol::Bb
+    }
+
+    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, timeout: Duration) -> LiveReplay {
+        let opts = super::player::ReplayOptions {
+            timeout,
+            ..Default::default()
+        };
+        let argv: Vec<std::ffi::OsString> =
+            bridge.spawn_argv().into_iter().map(Into::into).collect();
+        match super::player::replay_cell(cell, &argv, &opts) {
+            Err(super::player::ReplayError::Skip(reason)) => LiveReplay::skipped(reason),
+            Err(e) => LiveReplay::failed(e.to_string()),
+            Ok(r) => LiveReplay {
+                grammar: r.grammar_violations.iter().map(|d| d.layer_key()).collect(),
+                stalls: r.stalls,
+                events: r.events,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn identify(
+        &self,
+        bridge: &BridgeCommand,
+        timeout: Duration,
+    ) -> Result<Option<String>, String> {
+        let argv: Vec<std::ffi::OsString> =
+            bridge.spawn_argv().into_iter().map(Into::into).collect();
+        let mut b = super::transport::Bridge::spawn(&argv, Default::default())
+            .map_err(|e| format!("cannot start `{}`: {e}", bridge.display()))?;
+        b.send_line(
+            r#"{"jsonrpc":"2.0","id":"bridgewire-identify","method":"initialize","params":{"protocolVersion":2,"client":{"name":"bridgewire","version":"0"},"grammarVersions":[3,3]}}"#,
+        );
+        let deadline = Instant::now() + timeout;
+        let found = loop {
+            match b.recv(deadline) {
+                Some(super::transport::Incoming::Line(line)) => {
+                    if let Ok(v) = serde_json::from_str::<Value>(&line)
+                        && v["id"] == "bridgewire-identify"
+                    {
+                        break match v.get("result") {
+                            Some(r) => Ok(Some(identity_of(r))),
+                            None => Err(format!(
+                                "`{}` refused initialize: {}",
+                                bridge.display(),
+                                crate::jsjson::to_string(&v["error"])
+                            )),
+                        };
+                    }
+                }
+                Some(super::transport::Incoming::Eof) | None => {
+                    let tail = b.stderr_tail();
+                    let tail = tail.trim();
+                    break Err(format!(
+                        "`{}` gave no initialize response within {} ms{}",
+                        bridge.display(),
+                        timeout.as_millis(),
+                        if tail.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (stderr: {})", last_lines(tail, 3))
+                        }
+                    ));
+                }
+                Some(_) => {}
+            }
+        };
+        b.kill();
+        found
+    }
+
+    fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let mut out = Vec::new();
+        for scenario in req.scenarios {
+            out.push(record_scenario(req, scenario, &exe)?);
+        }
+        Ok(out)
+    }
+
+    fn recorded_identity(&self, cell: &Cell) -> Option<String> {
+        let mut init_ids: Vec<Value> = Vec::new();
+        for e in cell.merged() {
+            let Ok(v) = serde_json::from_str::<Value>(&e.line) else {
+                continue;
+            };
+            match e.dir.as_str() {
+                "runtime→bridge" if v["method"] == "initialize" => init_ids.push(v["id"].clone()),
+                "bridge→runtime" if init_ids.contains(&v["id"]) => {
+                    return v.get("result").map(identity_of);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+/// Quotes a word for `sh`.
+fn sh_quote(w: &str) -> String {
+    format!("'{}'", w.replace('\'', r"'\''"))
+}
+
+/// Records one scenario: a fresh `bridgewire record bb` around the bridge, on thread
+/// `thr_<name>`, driven step by step; the thread's scope directory becomes the cell.
+fn record_scenario(
+    req: &RecordRequest,
+    scenario: &Scenario,
+    exe: &std::path::Path,
+) -> Result<RecordedScenario, String> {
+    let thread = format!("thr_{}", scenario.name);
+    let dir = req.raw.join(&scenario.name);
+    let mut argv: Vec<std::ffi::OsString> = vec![
+        "env".into(),
+        // A bridge that starts its provider under `record child` files the provider lanes in
+        // this thread's scope.
+        format!("{}={thread}", super::recorder::THREAD_ENV).into(),
+    ];
+    for (name, command) in req.provider_env {
+        let words = crate::parity::split_words(command)?;
+        let wrapper = req.raw.join(format!("provider-{}-{name}", scenario.name));
+        let quoted: Vec<String> = words.iter().map(|w| sh_quote(w)).collect();
+        let script = format!(
+            "#!/bin/sh\nexec {} record child -- {} \"$@\"\n",
+            sh_quote(&exe.display().to_string()),
+            quoted.join(" ")
+        );
+        std::fs::write(&wrapper, script).map_err(|e| format!("{}: {e}", wrapper.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755));
+        argv.push(format!("{name}={}", wrapper.display()).into());
+    }
+    argv.push(exe.into());
+    argv.extend(["record".into(), "bb".into(), "--dir".into()]);
+    argv.push(dir.clone().into());
+    argv.extend(["--provider".into(), req.provider.into(), "--".into()]);
+    argv.extend(req.bridge.spawn_argv().into_iter().map(Into::into));
+    let bridge = Bridge::spawn(&argv, Default::default())
+        .map_err(|e| format!("cannot start `{}`: {e}", req.bridge.display()))?;
+    let mut s = Session {
+        bridge,
+        next_id: 0,
+        settled: 0,
+        timeout: req.timeout,
+        scenario: &scenario.name,
+    };
+    let init = s.call(
+        "initialize",
+        serde_json::json!({"protocolVersion": 2, "client": {"name": "bridgewire-record-cells", "version": env!("CARGO_PKG_VERSION")}, "grammarVersions": [3, 3]}),
+    )?;
+    let identity = identity_of(&init);
+    let cwd = std::env::temp_dir().join("bridgewire-record-cells-workspace");
+    let _ = std::fs::create_dir_all(&cwd);
+    let start_params = |ptid: Option<&str>| {
+        let mut p = serde_json::json!({"threadId": thread, "cwd": cwd.display().to_string(),
+            "options": {"envVars": {"PATH": std::env::var("PATH").unwrap_or_default()}},
+            "instructionMode": "append"});
+        if let Some(ptid) = ptid {
+            p["providerThreadId"] = ptid.into();
+        }
+        p
+    };
+    let mut ptid = s
+        .call("thread/start", start_params(None))?
+        .get("providerThreadId")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let mut turns = 0;
+    for (i, step) in scenario.steps.iter().enumerate() {
+        match step {
+            Step::Prompt(text) => {
+                turns += 1;
+                let mut p = serde_json::json!({"threadId": thread,
+                    "input": [{"type": "text", "text": text}],
+                    "clientRequestId": format!("creq_{}", i + 1), "options": {}});
+                if let Some(t) = &ptid {
+                    p["providerThreadId"] = t.clone().into();
+                }
+                s.call("turn/start", p)?;
+                s.wait_settled(&thread, turns, &format!("step {} (prompt {text:?})", i + 1))?;
+            }
+            Step::Stop => {
+                let mut p = serde_json::json!({"threadId": thread, "intent": "release", "activeTurnId": null});
+                if let Some(t) = &ptid {
+                    p["providerThreadId"] = t.clone().into();
+                }
+                s.call("thread/stop", p)?;
+            }
+            Step::Resume => {
+                let r = s.call("thread/resume", start_params(ptid.as_deref()))?;
+                if let Some(t) = r.get("providerThreadId").and_then(Value::as_str) {
+                    ptid = Some(t.to_string());
+                }
+            }
+            Step::WaitMs(ms) => s.pump_for(Duration::from_millis(*ms)),
+        }
+    }
+    let mut p = serde_json::json!({"threadId": thread, "intent": "release", "activeTurnId": null});
+    if let Some(t) = &ptid {
+        p["providerThreadId"] = t.clone().into();
+    }
+    if scenario.steps.last() != Some(&Step::Stop) {
+        s.call("thread/stop", p)?;
+    }
+    s.bridge.close_stdin();
+    let exited = s.bridge.wait_status(req.timeout);
+    s.pump_for(Duration::from_millis(0));
+    if exited.is_none() {
+        s.bridge.kill();
+    }
+    let scope_dir = dir
+        .join(crate::lane::scope_dir_name(Some(req.provider)))
+        .join(crate::lane::scope_dir_name(Some(&thread)));
+    if !scope_dir.is_dir() {
+        return Err(format!(
+            "scenario {}: the recording has no scope {}",
+            scenario.name,
+            scope_dir.display()
+        ));
+    }
+    Ok(RecordedScenario {
+        name: scenario.name.clone(),
+        scope_dir,
+        thread_id: Some(thread),
+        identity: Some(identity),
+    })
+}
+
+/// A scenario being driven through `record bb`.
+struct Session<'a> {
+    bridge: Bridge,
+    next_id: u64,
+    /// Settled turns seen (top-level `turn.boundary` deltas).
+    settled: usize,
+    timeout: Duration,
+    scenario: &'a str,
+}
+
+impl Session<'_> {
+    /// Handles one line from the bridge; returns it parsed.
+    fn handle(&mut self, line: &str) -> Option<Value> {
+        let v: Value = serde_json::from_str(line).ok()?;
+        if v["method"] == "thread/delta"
+            && let Some(ds) = v["params"]["deltas"].as_array()
+        {
+            self.settled += ds
+                .iter()
+                .filter(|d| d["kind"] == "turn.boundary" && d.get("providerTurnId").is_none())
+                .count();
+        }
+        // A request from the bridge: the runtime side of a recording answers nothing it does
+        // not know, so it says so (the answer is recorded like any line).
+        if let (Some(id), Some(method)) = (v.get("id"), v["method"].as_str()) {
+            self.bridge.send_line(
+                &serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601,
+                    "message": format!("bridgewire record-cells does not answer {method}")}})
+                .to_string(),
+            );
+        }
+        Some(v)
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.bridge.send_line(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+                .to_string(),
+        );
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            match self.bridge.recv(deadline) {
+                Some(Incoming::Line(line)) => {
+                    if let Some(v) = self.handle(&line)
+                        && v.get("method").is_none()
+                        && v["id"] == id
+                    {
+                        return match v.get("result") {
+                            Some(r) => Ok(r.clone()),
+                            None => Err(format!(
+                                "scenario {}: the bridge answered {method} with {}",
+                                self.scenario,
+                                crate::jsjson::to_string(&v["error"])
+                            )),
+                        };
+                    }
+                }
+                Some(Incoming::Eof) | None => {
+                    let tail = self.bridge.stderr_tail();
+                    return Err(format!(
+                        "scenario {}: no answer to {method} within {} ms{}",
+                        self.scenario,
+                        self.timeout.as_millis(),
+                        if tail.trim().is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (stderr: {})", last_lines(tail.trim(), 3))
+                        }
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn wait_settled(&mut self, _thread: &str, n: usize, step: &str) -> Result<(), String> {
+        let deadline = Instant::now() + self.timeout;
+        while self.settled < n {
+            match self.bridge.recv(deadline) {
+                Some(Incoming::Line(line)) => {
+                    self.handle(&line);
+                }
+                Some(Incoming::Eof) | None => {
+                    return Err(format!(
+                        "scenario {}: {step}: the turn did not settle (no turn.boundary) within {} ms",
+                        self.scenario,
+                        self.timeout.as_millis()
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        // Lines that follow the settling boundary land before the next request.
+        self.pump_for(Duration::from_millis(150));
+        Ok(())
+    }
+
+    /// Reads (and answers) whatever arrives for `d`.
+    fn pump_for(&mut self, d: Duration) {
+        let deadline = Instant::now() + d;
+        while let Some(item) = self.bridge.recv(deadline) {
+            if let Incoming::Line(line) = item {
+                self.handle(&line);
+            }
+        }
+    }
+}

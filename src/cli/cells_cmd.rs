@@ -1,0 +1,214 @@
+//! `bridgewire record-cells`: a cell per scenario from the user's own bridge, with a manifest,
+//! redacted before it is written into the recordings folder.
+
+use super::exit;
+use crate::cells::{self, ManifestInfo};
+use crate::protocol::{BridgeCommand, Protocol, RecordRequest};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Scenarios: without --scenarios, `turn` (one prompt) and `resume` (a prompt, \
+a stop, a resume, a prompt). A scenario file (TOML, or JSON):\n\n  [[scenario]]\n  name = \"greeting\"\n  \
+steps = [\"hello\", { stop = true }, { resume = true }, \"again\", { wait_ms = 200 }]\n\n\
+Each cell is written as <out>/<provider>/<scenario>/ with a manifest.json naming the bridge \
+(its command and handshake identity) and the bridgewire version. Then: `bridgewire pins --update <out>` \
+and `bridgewire parity --base rec:<out> --head cmd:<bridge> <out>`.\n\
+Exit codes: 0 recorded; 2 invalid input, or the bridge could not be recorded (the cause is printed)."
+)]
+pub struct RecordCellsArgs {
+    /// The protocol the bridge speaks (`bb`, `sidebridge`, `bridle`).
+    pub protocol: String,
+    /// Recordings folder the cells are written into (existing cells of the same names are
+    /// replaced).
+    #[arg(long, default_value = "recordings")]
+    pub out: PathBuf,
+    /// The provider folder (first key segment) of the cells.
+    #[arg(long, default_value = "own")]
+    pub provider: String,
+    /// A scenario file (see below); default: the built-in scenarios.
+    #[arg(long, value_name = "FILE")]
+    pub scenarios: Option<PathBuf>,
+    /// The prompt the built-in scenarios send.
+    #[arg(long, default_value = "hello")]
+    pub prompt: String,
+    /// `NAME=COMMAND`: the bridge reads its provider command from $NAME; it is pointed at
+    /// `bridgewire record child -- COMMAND`, so the provider lanes are recorded too. Repeatable.
+    #[arg(long, value_name = "NAME=COMMAND")]
+    pub provider_env: Vec<String>,
+    /// The provider CLI version written into each manifest (`cliVersion`).
+    #[arg(long, default_value = "")]
+    pub cli_version: String,
+    /// Bound of every wait.
+    #[arg(long, default_value_t = 15000)]
+    pub timeout_ms: u64,
+    /// The bridge command.
+    #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
+    pub command: Vec<String>,
+}
+
+pub fn record_cells(a: &RecordCellsArgs) -> u8 {
+    let Some(protocol) = Protocol::from_id(&a.protocol) else {
+        eprintln!(
+            "error: unknown protocol `{}` (one of: {})",
+            a.protocol,
+            Protocol::ALL.map(|p| p.id()).join(", ")
+        );
+        return exit::INVALID_INPUT;
+    };
+    if !cells::valid_name(&a.provider) {
+        eprintln!("error: --provider `{}` is not a folder name", a.provider);
+        return exit::INVALID_INPUT;
+    }
+    let scenarios = match &a.scenarios {
+        Some(p) => match cells::load_scenarios(p) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::INVALID_INPUT;
+            }
+        },
+        None => cells::default_scenarios(&a.prompt),
+    };
+    let mut provider_env = Vec::new();
+    for pe in &a.provider_env {
+        match pe.split_once('=') {
+            Some((n, c)) if !n.is_empty() && !c.is_empty() => {
+                provider_env.push((n.to_string(), c.to_string()))
+            }
+            _ => {
+                eprintln!("error: --provider-env `{pe}` is not NAME=COMMAND");
+                return exit::INVALID_INPUT;
+            }
+        }
+    }
+    crate::signals::install();
+    let tmp = match crate::signals::temp_dir("bridgewire-record-cells-") {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot create a temp dir: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let raw = tmp.path().join("raw");
+    let stage = tmp.path().join("stage");
+    let _ = std::fs::create_dir_all(&raw);
+    let bridge = BridgeCommand::new(a.command.clone());
+    if let Some(why) = crate::parity::cannot_start(&bridge) {
+        eprintln!("error: the bridge cannot start: {why}");
+        return exit::INVALID_INPUT;
+    }
+    let recorded = match protocol.live().record(&RecordRequest {
+        bridge: &bridge,
+        scenarios: &scenarios,
+        raw: &raw,
+        provider: &a.provider,
+        timeout: std::time::Duration::from_millis(a.timeout_ms),
+        provider_env: &provider_env,
+    }) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    for r in &recorded {
+        let cell_dir = stage.join(&a.provider).join(&r.name);
+        let info = ManifestInfo {
+            provider: a.provider.clone(),
+            cell: r.name.clone(),
+            thread_id: r.thread_id.clone(),
+            process_scope: false,
+            cli_version: a.cli_version.clone(),
+            description: None,
+            note: format!("recorded by bridgewire record-cells {protocol}"),
+            bridge_command: Some(bridge.display()),
+            bridge_identity: r.identity.clone(),
+        };
+        if let Err(e) = cells::copy_lanes(&r.scope_dir, &cell_dir, protocol)
+            .and_then(|()| cells::write_manifest(&cell_dir, protocol, &info).map(|_| ()))
+        {
+            eprintln!("error: scenario {}: {e}", r.name);
+            return exit::INVALID_INPUT;
+        }
+    }
+    // Redacted on the way into the recordings folder: nothing unredacted is written there.
+    let summary = match crate::recordings::redact_tree(&stage, &a.out, &Default::default()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    for r in &recorded {
+        let dir = a.out.join(&a.provider).join(&r.name);
+        let lines: usize = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".ndjson"))
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .map(|t| t.lines().filter(|l| !l.trim().is_empty()).count())
+            .sum();
+        println!("{}/{}: {lines} lines", a.provider, r.name);
+    }
+    println!(
+        "{} cells recorded under {} ({} files redacted)",
+        recorded.len(),
+        a.out.display(),
+        summary.files
+    );
+    exit::OK
+}
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Lane files (*.ndjson): each entry's `line` gets the structural and \
+textual passes; *.json files the textual pass; other files are copied. Without --out the tree \
+is redacted in place. Redacting twice changes nothing.\n\
+Exit codes: 0 redacted; 3 a secret survived (nothing written; each file:line is named); 2 invalid input."
+)]
+pub struct RedactArgs {
+    /// A recordings folder (or any tree of lanes).
+    pub input: PathBuf,
+    /// Where the redacted tree goes (default: in place). Cell folders written are replaced.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The home directory to replace with /home/user (default: $HOME).
+    #[arg(long)]
+    pub home: Option<PathBuf>,
+    /// A value that must not remain anywhere (replaced; checked by the sweep). Repeatable.
+    #[arg(long, value_name = "VALUE")]
+    pub secret: Vec<String>,
+}
+
+/// Exit status when a secret survived redaction (bb §3.4).
+pub const SURVIVORS: u8 = 3;
+
+pub fn redact(a: &RedactArgs) -> u8 {
+    let out = a.out.clone().unwrap_or_else(|| a.input.clone());
+    let opts = crate::recordings::Options {
+        home: a.home.clone(),
+        secrets: a.secret.clone(),
+    };
+    match crate::recordings::redact_tree(&a.input, &out, &opts) {
+        Ok(s) => {
+            println!(
+                "redacted {} recording files into {} (home={} → /home/user; {} lines changed); 0 survivors",
+                s.files,
+                out.display(),
+                s.home,
+                s.changed_lines
+            );
+            exit::OK
+        }
+        Err(e) if e.starts_with("SECRETS STILL PRESENT") => {
+            eprintln!("{e}");
+            SURVIVORS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::INVALID_INPUT
+        }
+    }
+}

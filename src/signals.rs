@@ -1,0 +1,224 @@
+//! SIGINT/SIGTERM for long commands: stop promptly, leave nothing behind, say what was reached.
+//!
+//! # The API
+//!
+//! ```no_run
+//! # fn main() -> std::io::Result<()> {
+//! use bridgewire::signals;
+//! signals::install(); // once, at the start of a long command
+//! // A temporary folder removed on drop *and* on SIGINT/SIGTERM:
+//! let tmp = signals::temp_dir("bridgewire-x-")?;
+//! // Anything else to undo on a signal (dropping the registration forgets it):
+//! let _wt = signals::register(signals::Cleanup::Worktree {
+//!     repo: ".".into(),
+//!     path: tmp.path().join("wt"),
+//! });
+//! // What to print or write when interrupted (a partial summary), given the signal:
+//! let _hook = signals::on_signal(|sig| eprintln!("interrupted by signal {sig}: 3 of 9 done"));
+//! // Long loops may stop early and cleanly:
+//! if signals::interrupted().is_some() { /* stop starting new work */ }
+//! # Ok(()) }
+//! ```
+//!
+//! Child processes started with [`crate::proc::ChildTree`] register themselves.
+//!
+//! On the first SIGINT or SIGTERM (or SIGHUP) the handler thread, in this order: runs the
+//! `on_signal` hooks (newest first: they report what was reached), kills every registered
+//! process tree, removes the registered folders and worktrees, and exits `128 + signal` (130 for
+//! SIGINT, 143 for SIGTERM). All of it gets [`GRACE`]; past it (or on a second signal)
+//! bridgewire exits at once. The command's main thread keeps running meanwhile (it may see its
+//! children die); `cli::run` calls [`exit_if_interrupted`] so its own exit code never wins.
+//!
+//! A command started with SIGINT ignored (how shells start background jobs) keeps ignoring it:
+//! [`install`] only takes over SIGINT when its disposition was not `SIG_IGN`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Time given to hooks and removals after a signal before bridgewire exits regardless.
+pub const GRACE: Duration = Duration::from_millis(1500);
+
+/// Something to undo when a signal ends the command.
+pub enum Cleanup {
+    /// Remove a file or folder (recursively).
+    Path(PathBuf),
+    /// Remove a git worktree: its folder, then `git -C <repo> worktree prune`.
+    Worktree { repo: PathBuf, path: PathBuf },
+    /// Run a closure (process trees register this way).
+    Run(Box<dyn FnOnce() + Send>),
+}
+
+enum Entry {
+    Cleanup(Cleanup),
+    Hook(Box<dyn FnOnce(i32) + Send>),
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(1);
+static REGISTRY: Mutex<BTreeMap<u64, Entry>> = Mutex::new(BTreeMap::new());
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+
+fn registry() -> std::sync::MutexGuard<'static, BTreeMap<u64, Entry>> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Keeps an entry registered; dropping it forgets the entry (without running it).
+#[must_use = "dropping the registration forgets the cleanup at once"]
+pub struct Registration(u64);
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        registry().remove(&self.0);
+    }
+}
+
+fn add(e: Entry) -> Registration {
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    registry().insert(id, e);
+    Registration(id)
+}
+
+/// Registers something to undo on SIGINT/SIGTERM.
+pub fn register(c: Cleanup) -> Registration {
+    add(Entry::Cleanup(c))
+}
+
+/// Registers what to print or write when a signal interrupts the command (e.g. a partial
+/// summary); it gets the signal number.
+pub fn on_signal(hook: impl FnOnce(i32) + Send + 'static) -> Registration {
+    add(Entry::Hook(Box::new(hook)))
+}
+
+/// The signal that is ending the command, if one arrived.
+pub fn interrupted() -> Option<i32> {
+    match SIGNALLED.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Called where a command returns its exit code: once a signal arrived, the command's own
+/// result must not win the race against the handler (whose cleanup and summary are under way),
+/// so this waits for the handler to exit `128 + signal` (bounded by [`GRACE`]).
+pub fn exit_if_interrupted() {
+    if let Some(sig) = interrupted() {
+        std::thread::sleep(GRACE + Duration::from_millis(200));
+        std::process::exit(128 + sig);
+    }
+}
+
+/// A temporary folder removed on drop and on SIGINT/SIGTERM.
+pub struct TempDir {
+    dir: tempfile::TempDir,
+    _registration: Registration,
+}
+
+impl TempDir {
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// Creates a registered temporary folder (mode 0700) under the system temp dir.
+pub fn temp_dir(prefix: &str) -> std::io::Result<TempDir> {
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    let registration = register(Cleanup::Path(dir.path().to_path_buf()));
+    Ok(TempDir {
+        dir,
+        _registration: registration,
+    })
+}
+
+/// Whether `sig` was ignored (`SIG_IGN`) when bridgewire started.
+pub fn is_ignored(sig: i32) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current one.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Installs the handler (idempotent).
+pub fn install() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SIGINT and SIGHUP stay ignored when they were (background jobs, nohup).
+        let mut sigs = vec![libc::SIGTERM];
+        sigs.extend(
+            [libc::SIGINT, libc::SIGHUP]
+                .into_iter()
+                .filter(|&s| !is_ignored(s)),
+        );
+        let Ok(mut signals) = signal_hook::iterator::Signals::new(&sigs) else {
+            return;
+        };
+        let _ = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    let first = match SIGNALLED.compare_exchange(
+                        0,
+                        sig,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    ) {
+                        Ok(_) => sig,
+                        // A second signal: no more waiting.
+                        Err(first) => std::process::exit(128 + first),
+                    };
+                    let _ = std::thread::Builder::new()
+                        .name("signal-cleanup".into())
+                        .spawn(move || {
+                            run_all(first);
+                            std::process::exit(128 + first);
+                        });
+                    let _ = std::thread::Builder::new()
+                        .name("signal-grace".into())
+                        .spawn(move || {
+                            std::thread::sleep(GRACE);
+                            std::process::exit(128 + first);
+                        });
+                }
+            });
+    });
+}
+
+/// Runs every registered entry as a signal would: hooks, then trees, then removals.
+fn run_all(sig: i32) {
+    let entries: Vec<Entry> = std::mem::take(&mut *registry())
+        .into_values()
+        .rev()
+        .collect();
+    let mut runs = Vec::new();
+    let mut removals = Vec::new();
+    for e in entries {
+        match e {
+            Entry::Hook(h) => h(sig),
+            Entry::Cleanup(Cleanup::Run(f)) => runs.push(f),
+            Entry::Cleanup(c) => removals.push(c),
+        }
+    }
+    for f in runs {
+        f();
+    }
+    for c in removals {
+        match c {
+            Cleanup::Path(p) => {
+                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+            }
+            Cleanup::Worktree { repo, path } => {
+                let _ = std::fs::remove_dir_all(&path);
+                let _ = std::process::Command::new("git")
+                    .arg("-C")
+                    .arg(&repo)
+                    .args(["worktree", "prune"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }
+            Cleanup::Run(f) => f(),
+        }
+    }
+}
