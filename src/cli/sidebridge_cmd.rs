@@ -82,7 +82,7 @@ fn secs(s: f64) -> Duration {
 `[sidebridge.fixture]` in bridgewire.toml or the flags below; without them those rules are not run.\n\
 Exit codes: 0 no MUST rule failed and none was skipped (SHOULD failures warn unless --strict; INFO never \
 fails; not-run rules fail only with --require-all); 1 otherwise; 2 invalid input (bad URL, fixture or \
-flag; the bridge did not start)."
+flag; the bridge did not start; a report file cannot be written); 130/143 interrupted by SIGINT/SIGTERM."
 )]
 pub struct CheckSidebridgeArgs {
     #[command(flatten)]
