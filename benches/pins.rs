@@ -3,9 +3,12 @@
 //! 1. A synthetic recordings folder (bb cells of ~8 MiB each) at 256 MiB, 512 MiB and 1 GiB:
 //!    `bridgewire pins --update` MiB/s and peak RSS, beside `jq -c . <every lane> >/dev/null`
 //!    over the same files (ratio).
-//! 2. 1000 small cells: `-j 1` versus `-j 2`.
+//! 2. Corpus-shaped folders: the 14 small cells of `recordings/bb` (one re-recorded lane of
+//!    ~19 KiB each) replicated (hard links) to 10 000 cells, beside `jq -c .` over the same
+//!    files, and to 200 000 cells for peak RSS (bridgewire only: the RSS must stay flat).
+//! 3. 1000 small cells: `-j 1` versus `-j 2`.
 //!
-//! `cargo bench --bench pins [-- --gib 1]`
+//! `cargo bench --bench pins [-- --gib 1 --corpus 10000 --corpus-big 200000]`
 
 #[path = "common.rs"]
 mod common;
@@ -82,6 +85,8 @@ fn main() {
             jq_time.as_secs_f64() / bw_time.as_secs_f64()
         );
     }
+
+    corpus_shaped(t.path());
 
     // Parallel speed-up over 1000 small cells.
     let many = t.path().join("many");
@@ -211,5 +216,104 @@ fn write_cell(dir: &Path, bytes: u64, salt: u64) {
             &serde_json::json!({"jsonrpc":"2.0","id":turn,"result":{}}),
             &mut seq,
         );
+    }
+}
+
+/// Replicates the cells of `recordings/bb` into `<dir>/<provider>/<cell>-<n>` (hard links).
+fn replicate_corpus(dir: &Path, cells: u64) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings/bb");
+    let mut sources = Vec::new();
+    for provider in std::fs::read_dir(&src).unwrap().flatten() {
+        if !provider.path().is_dir() {
+            continue;
+        }
+        for cell in std::fs::read_dir(provider.path()).unwrap().flatten() {
+            if cell.path().is_dir() {
+                sources.push(cell.path());
+            }
+        }
+    }
+    sources.sort();
+    for i in 0..cells {
+        let s = &sources[(i % sources.len() as u64) as usize];
+        let provider = s.parent().unwrap().file_name().unwrap();
+        let name = format!("{}-{i:06}", s.file_name().unwrap().to_string_lossy());
+        let dst = dir.join(provider).join(name);
+        std::fs::create_dir_all(&dst).unwrap();
+        for f in std::fs::read_dir(s).unwrap().flatten() {
+            if f.path().extension().is_some_and(|x| x == "ndjson") {
+                std::fs::hard_link(f.path(), dst.join(f.file_name())).unwrap();
+            }
+        }
+    }
+}
+
+fn lane_files(dir: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "ndjson"))
+        .map(|e| e.path().display().to_string())
+        .collect()
+}
+
+/// Corpus-shaped folders: many small cells.
+fn corpus_shaped(tmp: &Path) {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str, default: u64| -> u64 {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (small, big) = (arg("--corpus", 10_000), arg("--corpus-big", 200_000));
+    println!();
+    println!(
+        "| corpus-shaped folder | cells | MiB | bridgewire s | MiB/s | peak RSS MiB | jq -c . s | vs jq |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (n, with_jq) in [(small, true), (big, false)] {
+        if n == 0 {
+            continue;
+        }
+        let dir = tmp.join(format!("corpus-{n}"));
+        replicate_corpus(&dir, n);
+        let bytes = dir_bytes(&dir);
+        let (bw, rss) = time_rss(
+            Command::new(BW)
+                .args(["pins", "--update"])
+                .arg(&dir)
+                .stdout(Stdio::null()),
+        );
+        let jq = with_jq.then(|| {
+            let lanes = lane_files(&dir);
+            // One jq per 2000 files (argument lists stay short), one after the other.
+            let mut total = std::time::Duration::ZERO;
+            for chunk in lanes.chunks(2000) {
+                let (d, _) = time_rss(
+                    Command::new("jq")
+                        .arg("-c")
+                        .arg(".")
+                        .args(chunk)
+                        .stdout(Stdio::null()),
+                );
+                total += d;
+            }
+            total
+        });
+        println!(
+            "| corpus-{n} | {n} | {:.0} | {:.2} | {:.0} | {:.1} | {} | {} |",
+            bytes as f64 / 1048576.0,
+            bw.as_secs_f64(),
+            mb_per_s(bytes, bw),
+            rss as f64 / 1024.0,
+            jq.map_or("—".into(), |d| format!("{:.2}", d.as_secs_f64())),
+            jq.map_or("—".into(), |d| format!(
+                "**{:.1}×**",
+                d.as_secs_f64() / bw.as_secs_f64()
+            )),
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

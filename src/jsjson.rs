@@ -61,6 +61,12 @@ pub fn write_value(out: &mut String, value: &Value) {
     }
 }
 
+/// Pretty JSON of `value` as it appears nested `depth` levels deep (no leading indent, no
+/// trailing newline), for documents written piece by piece.
+pub fn write_pretty_at(out: &mut String, value: &Value, depth: usize) {
+    write_pretty(out, value, depth);
+}
+
 fn write_pretty(out: &mut String, value: &Value, depth: usize) {
     match value {
         Value::Array(items) if !items.is_empty() => {
@@ -102,7 +108,7 @@ fn indent(out: &mut String, depth: usize) {
 }
 
 /// JavaScript orders "array index" keys (canonical integers below 2^32 - 1) before all others.
-fn array_index(key: &str) -> Option<u32> {
+pub fn array_index(key: &str) -> Option<u32> {
     if key.is_empty() || key.len() > 10 || (key.len() > 1 && key.starts_with('0')) {
         return None;
     }

@@ -246,7 +246,157 @@ pub fn describe_change(old: Counts, new: Counts) -> String {
     parts.join(", ")
 }
 
+/// A pin as loaded: its counts when it has the four of them, and the original JSON when
+/// that differs from what the counts print (extra keys, another key order, a malformed pin).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pin {
+    pub counts: Option<Counts>,
+    pub raw: Option<Value>,
+}
+
+impl Pin {
+    fn from_value(v: Value) -> Pin {
+        let counts = Counts::from_json(&v);
+        let raw = match counts {
+            Some(c) if c.to_json() == v && key_order_is_canonical(&v) => None,
+            _ => Some(v),
+        };
+        Pin { counts, raw }
+    }
+
+    pub fn to_json(&self) -> Value {
+        match (&self.raw, self.counts) {
+            (Some(v), _) => v.clone(),
+            (None, Some(c)) => c.to_json(),
+            (None, None) => Value::Null,
+        }
+    }
+}
+
+fn key_order_is_canonical(v: &Value) -> bool {
+    v.as_object().is_some_and(|m| {
+        m.keys()
+            .map(String::as_str)
+            .eq(["events", "rows", "unhandled", "grammarDrops"])
+    })
+}
+
+/// The pins file as compact counts (what `pins` keeps per cell: no JSON tree unless a pin
+/// does not round-trip).
+pub fn load_compact(path: &Path) -> anyhow::Result<BTreeMap<String, Pin>> {
+    Ok(load(path)?
+        .into_iter()
+        .map(|(k, v)| (k, Pin::from_value(v)))
+        .collect())
+}
+
+/// Cell keys below `root`, sorted, as [`crate::cell::discover`] finds them, without holding
+/// the cells.
+pub fn discover_keys(root: &Path) -> Result<Vec<Box<str>>, crate::cell::DiscoverError> {
+    use crate::cell::DiscoverError;
+    if !root.is_dir() {
+        return Err(DiscoverError::Missing(root.to_path_buf()));
+    }
+    let mut keys: Vec<Box<str>> = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .max_depth(6)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_dir())
+        .filter_map(|e| Cell::at(root, e.path()).map(|c| c.key.into_boxed_str()))
+        .collect();
+    if keys.is_empty() {
+        return Err(DiscoverError::NotRecordings(root.to_path_buf()));
+    }
+    keys.sort();
+    Ok(keys)
+}
+
+/// Writes pins as [`render`] does, entry by entry, through a temp file renamed into place.
+pub fn write_pins(path: &Path, pins: &BTreeMap<Box<str>, Counts>) -> std::io::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    if pins.is_empty() {
+        out.write_all(b"{}\n")?;
+    } else {
+        // JavaScript property order: array-index keys first, numerically.
+        let mut index_keys: Vec<(u32, &str)> = pins
+            .keys()
+            .filter_map(|k| crate::jsjson::array_index(k).map(|n| (n, &**k)))
+            .collect();
+        index_keys.sort();
+        let ordered = index_keys.iter().map(|(_, k)| *k).chain(
+            pins.keys()
+                .map(|k| &**k)
+                .filter(|k| crate::jsjson::array_index(k).is_none()),
+        );
+        out.write_all(b"{\n")?;
+        let mut key = String::new();
+        for (i, k) in ordered.enumerate() {
+            let c = pins[k];
+            key.clear();
+            crate::jsjson::write_str(&mut key, k);
+            write!(
+                out,
+                "{}  {key}: {{\n    \"events\": {},\n    \"rows\": {},\n    \"unhandled\": {},\n    \"grammarDrops\": {}\n  }}",
+                if i > 0 { ",\n" } else { "" },
+                c.events,
+                c.rows,
+                c.unhandled,
+                c.grammar_drops
+            )?;
+        }
+        out.write_all(b"\n}\n")?;
+    }
+    out.into_inner()
+        .map_err(|e| e.into_error())?
+        .sync_all()
+        .ok();
+    std::fs::rename(&tmp, path)
+}
+
 /// The pins file of a recordings folder.
 pub fn pins_path(recordings: &Path) -> PathBuf {
     recordings.join(PINS_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_pins_file_is_the_rendered_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PINS_FILE);
+        let c = |n| Counts {
+            events: n,
+            rows: n + 1,
+            unhandled: 0,
+            grammar_drops: 2,
+        };
+        for keys in [vec![], vec!["p/b", "p/a", "12", "3", "a\"q"]] {
+            let fresh: BTreeMap<String, Counts> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.to_string(), c(i as u64)))
+                .collect();
+            let boxed: BTreeMap<Box<str>, Counts> =
+                fresh.iter().map(|(k, v)| (k.as_str().into(), *v)).collect();
+            write_pins(&path, &boxed).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), render(&fresh));
+        }
+    }
+
+    #[test]
+    fn compact_pins_keep_what_does_not_round_trip() {
+        let good = json!({"events": 1, "rows": 2, "unhandled": 0, "grammarDrops": 0});
+        let p = Pin::from_value(good.clone());
+        assert_eq!((p.raw.is_none(), p.to_json()), (true, good));
+        let extra = json!({"events": 1, "rows": 2, "unhandled": 0, "grammarDrops": 0, "x": 1});
+        assert_eq!(Pin::from_value(extra.clone()).to_json(), extra);
+        let bad = json!({"events": "1"});
+        let p = Pin::from_value(bad.clone());
+        assert_eq!((p.counts, p.to_json()), (None, bad));
+    }
 }

@@ -5,6 +5,41 @@ use crate::pins::{self, CellOutcome, Counts, PinStatus};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::io::Write;
+
+/// Cells computed at once: a chunk's outcomes are printed and dropped before the next.
+const CHUNK: usize = 256;
+
+/// The JSON report written cell by cell, exactly as the whole document would be pretty-printed
+/// (`{"format_version": 1, "cells": [...], "summary": {...}}`).
+#[derive(Default)]
+struct JsonCells {
+    started: bool,
+}
+
+impl JsonCells {
+    fn push(&mut self, cell: &Value) {
+        let mut s = String::from(if self.started {
+            ",\n    "
+        } else {
+            "{\n  \"format_version\": 1,\n  \"cells\": [\n    "
+        });
+        self.started = true;
+        crate::jsjson::write_pretty_at(&mut s, cell, 2);
+        let _ = std::io::stdout().lock().write_all(s.as_bytes());
+    }
+
+    fn finish(self, passed: u64, failed: u64) {
+        let head = if self.started {
+            "\n  ],\n"
+        } else {
+            "{\n  \"format_version\": 1,\n  \"cells\": [],\n"
+        };
+        println!(
+            "{head}  \"summary\": {{\n    \"passed\": {passed},\n    \"failed\": {failed}\n  }}\n}}"
+        );
+    }
+}
 
 pub fn run(a: &PinsArgs) -> u8 {
     let pool = match rayon::ThreadPoolBuilder::new()
@@ -24,35 +59,31 @@ pub fn run(a: &PinsArgs) -> u8 {
         return exit::INVALID_INPUT;
     }
     let mut worst = exit::OK;
-    let mut json_cells = Vec::new();
+    let mut json = JsonCells::default();
     let (mut passed, mut failed) = (0u64, 0u64);
     let mut selected_any = false;
     for root in &a.recordings {
-        let cells = match crate::cell::discover(root) {
-            Ok(c) => c,
+        // Only the keys are kept (sorted); each cell is loaded when its chunk comes up, and
+        // its outcome printed and dropped: memory does not grow with the folder.
+        let keys = match pins::discover_keys(root) {
+            Ok(k) => k,
             Err(e) => {
                 eprintln!("error: {e}");
                 worst = worst.max(exit::INVALID_INPUT);
                 continue;
             }
         };
-        let cells: Vec<_> = cells
+        let keys: Vec<Box<str>> = keys
             .into_iter()
-            .filter(|c| a.cell.as_deref().is_none_or(|f| c.key.contains(f)))
+            .filter(|k| a.cell.as_deref().is_none_or(|f| k.contains(f)))
             .collect();
-        if cells.is_empty() {
+        if keys.is_empty() {
             continue;
         }
         selected_any = true;
-        let outcomes: Vec<CellOutcome> = pool.install(|| {
-            cells
-                .par_iter()
-                .map(|c| pins::compute(c, a.dump_dir.as_deref()))
-                .collect()
-        });
         let pins_path = pins::pins_path(root);
-        let pinned: BTreeMap<String, Value> = if pins_path.exists() {
-            match pins::load(&pins_path) {
+        let pinned: BTreeMap<String, pins::Pin> = if pins_path.exists() {
+            match pins::load_compact(&pins_path) {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -64,109 +95,120 @@ pub fn run(a: &PinsArgs) -> u8 {
             BTreeMap::new()
         };
         let text = a.format == Format::Text;
-        for o in &outcomes {
-            for w in &o.warnings {
-                eprintln!("warning: {}: {w}", o.key);
-            }
-            for e in &o.lane_errors {
-                eprintln!("error: {}: {e}", o.key);
-            }
-            for i in &o.invalid {
-                eprintln!("error: {}: {i}", o.key);
-            }
-        }
-        let mut fresh: BTreeMap<String, Counts> = BTreeMap::new();
-        for o in &outcomes {
-            let pin = pinned.get(&o.key).and_then(Counts::from_json);
-            let status = pins::check(o.counts, pin);
-            let bad_input = !o.lane_errors.is_empty();
-            let ok = matches!(status, PinStatus::Match | PinStatus::Improved { .. })
-                && o.invalid.is_empty()
-                && !bad_input;
-            if bad_input {
-                worst = worst.max(exit::INVALID_INPUT);
-            }
-            let c = o.counts;
-            let counts = format!(
-                "events {}, rows {}, unhandled {}, grammarDrops {}",
-                c.events, c.rows, c.unhandled, c.grammar_drops
-            );
-            let detail = match &status {
-                PinStatus::Match => String::new(),
-                PinStatus::Improved { pinned } => format!(
-                    " (improved: {}; --update lowers the pin)",
-                    pins::describe_change(*pinned, c)
-                ),
-                PinStatus::Mismatch { pinned } => {
-                    format!(": {}", pins::describe_change(*pinned, c))
+        let mut fresh: Vec<(Box<str>, Counts)> = Vec::new();
+        for chunk in keys.chunks(CHUNK) {
+            let outcomes: Vec<CellOutcome> = pool.install(|| {
+                chunk
+                    .par_iter()
+                    .filter_map(|k| crate::cell::Cell::at(root, &root.join(&**k)))
+                    .map(|c| pins::compute(&c, a.dump_dir.as_deref()))
+                    .collect()
+            });
+            for o in &outcomes {
+                for w in &o.warnings {
+                    eprintln!("warning: {}: {w}", o.key);
                 }
-                PinStatus::NotPinned => format!(": not pinned ({counts})"),
-            };
-            if a.update {
-                fresh.insert(o.key.clone(), c);
-                if text {
-                    let verb = match status {
-                        PinStatus::Match => "KEEP",
-                        PinStatus::NotPinned => "ADD ",
-                        _ => "SET ",
-                    };
-                    println!(
-                        "{verb} {}{}",
-                        o.key,
-                        if matches!(status, PinStatus::Match) {
-                            String::new()
-                        } else {
-                            detail.clone()
-                        }
-                    );
+                for e in &o.lane_errors {
+                    eprintln!("error: {}: {e}", o.key);
                 }
-                if !o.invalid.is_empty() {
-                    worst = worst.max(exit::FAILED);
+                for i in &o.invalid {
+                    eprintln!("error: {}: {i}", o.key);
                 }
-            } else {
-                if ok {
-                    passed += 1;
-                } else {
-                    failed += 1;
-                    worst = worst.max(exit::FAILED);
+            }
+            for o in &outcomes {
+                let pin = pinned.get(&o.key);
+                let status = pins::check(o.counts, pin.and_then(|p| p.counts));
+                let bad_input = !o.lane_errors.is_empty();
+                let ok = matches!(status, PinStatus::Match | PinStatus::Improved { .. })
+                    && o.invalid.is_empty()
+                    && !bad_input;
+                if bad_input {
+                    worst = worst.max(exit::INVALID_INPUT);
                 }
-                if text {
-                    let extra = if o.invalid.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" [{} invalid message(s)]", o.invalid.len())
-                    };
-                    if matches!(status, PinStatus::Match) {
+                let c = o.counts;
+                let counts = format!(
+                    "events {}, rows {}, unhandled {}, grammarDrops {}",
+                    c.events, c.rows, c.unhandled, c.grammar_drops
+                );
+                let detail = match &status {
+                    PinStatus::Match => String::new(),
+                    PinStatus::Improved { pinned } => format!(
+                        " (improved: {}; --update lowers the pin)",
+                        pins::describe_change(*pinned, c)
+                    ),
+                    PinStatus::Mismatch { pinned } => {
+                        format!(": {}", pins::describe_change(*pinned, c))
+                    }
+                    PinStatus::NotPinned => format!(": not pinned ({counts})"),
+                };
+                if a.update {
+                    fresh.push((o.key.as_str().into(), c));
+                    if text {
+                        let verb = match status {
+                            PinStatus::Match => "KEEP",
+                            PinStatus::NotPinned => "ADD ",
+                            _ => "SET ",
+                        };
                         println!(
-                            "{} {}: {counts}{extra}",
-                            if ok { "PASS" } else { "FAIL" },
-                            o.key
-                        );
-                    } else {
-                        println!(
-                            "{} {}{detail}{extra}",
-                            if ok { "PASS" } else { "FAIL" },
-                            o.key
+                            "{verb} {}{}",
+                            o.key,
+                            if matches!(status, PinStatus::Match) {
+                                String::new()
+                            } else {
+                                detail.clone()
+                            }
                         );
                     }
+                    if !o.invalid.is_empty() {
+                        worst = worst.max(exit::FAILED);
+                    }
+                } else {
+                    if ok {
+                        passed += 1;
+                    } else {
+                        failed += 1;
+                        worst = worst.max(exit::FAILED);
+                    }
+                    if text {
+                        let extra = if o.invalid.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" [{} invalid message(s)]", o.invalid.len())
+                        };
+                        if matches!(status, PinStatus::Match) {
+                            println!(
+                                "{} {}: {counts}{extra}",
+                                if ok { "PASS" } else { "FAIL" },
+                                o.key
+                            );
+                        } else {
+                            println!(
+                                "{} {}{detail}{extra}",
+                                if ok { "PASS" } else { "FAIL" },
+                                o.key
+                            );
+                        }
+                    }
+                }
+                if !text {
+                    json.push(&json!({
+                        "recordings": root.display().to_string(),
+                        "cell": o.key,
+                        "counts": c.to_json(),
+                        "pinned": pin.map_or(Value::Null, pins::Pin::to_json),
+                        "status": match status { PinStatus::Match => "match", PinStatus::Improved{..} => "improved", PinStatus::Mismatch{..} => "mismatch", PinStatus::NotPinned => "not-pinned" },
+                        "invalid": o.invalid,
+                        "grammarDrops": o.grammar_drops.iter().map(|d| json!({"rule": d.rule, "eventType": d.event_type, "reason": d.reason})).collect::<Vec<_>>(),
+                        "laneErrors": o.lane_errors,
+                        "warnings": o.warnings,
+                    }));
                 }
             }
-            json_cells.push(json!({
-                "recordings": root.display().to_string(),
-                "cell": o.key,
-                "counts": c.to_json(),
-                "pinned": pinned.get(&o.key).cloned().unwrap_or(Value::Null),
-                "status": match status { PinStatus::Match => "match", PinStatus::Improved{..} => "improved", PinStatus::Mismatch{..} => "mismatch", PinStatus::NotPinned => "not-pinned" },
-                "invalid": o.invalid,
-                "grammarDrops": o.grammar_drops.iter().map(|d| json!({"rule": d.rule, "eventType": d.event_type, "reason": d.reason})).collect::<Vec<_>>(),
-                "laneErrors": o.lane_errors,
-                "warnings": o.warnings,
-            }));
         }
         // Pins whose recording is gone (only meaningful without a --cell filter).
         if a.cell.is_none() {
             for key in pinned.keys() {
-                if !outcomes.iter().any(|o| &o.key == key) {
+                if keys.binary_search_by(|k| (**k).cmp(key.as_str())).is_err() {
                     if a.update {
                         if text {
                             println!("DROP {key}: pinned but no recording");
@@ -182,16 +224,16 @@ pub fn run(a: &PinsArgs) -> u8 {
             }
         }
         if a.update {
-            let mut all = fresh;
+            let mut all: BTreeMap<Box<str>, Counts> = fresh.into_iter().collect();
             if a.cell.is_some() {
                 // Keep pins of cells outside the filter.
-                for (k, v) in &pinned {
-                    if let Some(c) = Counts::from_json(v) {
-                        all.entry(k.clone()).or_insert(c);
+                for (k, p) in &pinned {
+                    if let Some(c) = p.counts {
+                        all.entry(k.as_str().into()).or_insert(c);
                     }
                 }
             }
-            if let Err(e) = std::fs::write(&pins_path, pins::render(&all)) {
+            if let Err(e) = pins::write_pins(&pins_path, &all) {
                 eprintln!("error: {}: cannot write pins: {e}", pins_path.display());
                 worst = worst.max(exit::INVALID_INPUT);
             } else if text {
@@ -209,10 +251,7 @@ pub fn run(a: &PinsArgs) -> u8 {
                 println!("{passed} passed, {failed} failed");
             }
         }
-        Format::Json => {
-            let doc = json!({"format_version": 1, "cells": json_cells, "summary": {"passed": passed, "failed": failed}});
-            println!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
-        }
+        Format::Json => json.finish(passed, failed),
     }
     worst
 }

@@ -11,8 +11,69 @@
 use super::read::{LaneError, LaneReader, parse_entry, peek_key};
 use super::{Entry, SeqKey};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Cursor, Read, Seek};
 use std::path::PathBuf;
+
+/// Lanes up to this size are read whole, once (one `open`, one `read`): the sortedness
+/// pre-scan and the parse then work on memory. Bigger lanes are streamed, pre-scanned and
+/// rewound on the same descriptor.
+pub const WHOLE_LANE_LIMIT: u64 = 1 << 20;
+
+/// Where a lane's bytes come from.
+pub enum LaneSource {
+    Memory(Cursor<Vec<u8>>),
+    File(BufReader<File>),
+}
+
+impl Read for LaneSource {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            LaneSource::Memory(c) => c.read(buf),
+            LaneSource::File(f) => f.read(buf),
+        }
+    }
+}
+
+impl BufRead for LaneSource {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        match self {
+            LaneSource::Memory(c) => c.fill_buf(),
+            LaneSource::File(f) => f.fill_buf(),
+        }
+    }
+
+    fn consume(&mut self, n: usize) {
+        match self {
+            LaneSource::Memory(c) => c.consume(n),
+            LaneSource::File(f) => f.consume(n),
+        }
+    }
+}
+
+impl LaneSource {
+    /// Opens a lane once: small files are read whole.
+    pub fn open(path: &std::path::Path) -> std::io::Result<LaneSource> {
+        let mut file = File::open(path)?;
+        let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        if len <= WHOLE_LANE_LIMIT {
+            let mut bytes = Vec::with_capacity(len as usize + 1);
+            file.read_to_end(&mut bytes)?;
+            Ok(LaneSource::Memory(Cursor::new(bytes)))
+        } else {
+            Ok(LaneSource::File(BufReader::with_capacity(256 * 1024, file)))
+        }
+    }
+
+    fn rewind(&mut self) -> std::io::Result<()> {
+        match self {
+            LaneSource::Memory(c) => {
+                c.set_position(0);
+                Ok(())
+            }
+            LaneSource::File(f) => f.rewind(),
+        }
+    }
+}
 
 /// One lane file of a cell.
 #[derive(Debug, Clone)]
@@ -48,7 +109,7 @@ pub struct MergedEntries {
 
 enum Mode {
     Stream {
-        readers: Vec<LaneReader<BufReader<File>>>,
+        readers: Vec<LaneReader<LaneSource>>,
         heads: Vec<Option<Entry>>,
     },
     Sorted(std::vec::IntoIter<Entry>),
@@ -59,8 +120,21 @@ impl MergedEntries {
     pub fn open(lanes: &[LaneFile]) -> MergedEntries {
         let mut report = MergeReport::default();
         let mut sorted = true;
+        let mut readers = Vec::new();
         for lane in lanes {
-            match lane_is_sorted(lane) {
+            let io_err = |e: std::io::Error| LaneError {
+                path: lane.path.clone(),
+                line: 0,
+                kind: super::read::LaneErrorKind::Io(e.to_string()),
+            };
+            let mut source = match LaneSource::open(&lane.path) {
+                Ok(s) => s,
+                Err(e) => {
+                    report.push(io_err(e));
+                    continue;
+                }
+            };
+            match lane_is_sorted(&mut source).and_then(|s| source.rewind().map(|()| s)) {
                 Ok(true) => {}
                 Ok(false) => {
                     report.warnings.push(format!(
@@ -69,15 +143,12 @@ impl MergedEntries {
                     ));
                     sorted = false;
                 }
-                Err(e) => report.push(e),
+                Err(e) => {
+                    report.push(io_err(e));
+                    continue;
+                }
             }
-        }
-        let mut readers = Vec::new();
-        for lane in lanes {
-            match LaneReader::open(&lane.path, Some(&lane.dir)) {
-                Ok(r) => readers.push(r),
-                Err(e) => report.push(e),
-            }
+            readers.push(LaneReader::new(source, &lane.path, Some(&lane.dir)));
         }
         if sorted {
             let heads = vec![None; readers.len()];
@@ -169,19 +240,13 @@ impl Iterator for MergedEntries {
 
 /// Pre-scan: is the lane in non-decreasing `(run, seq)` order? Unparsable lines are ignored
 /// here; the real read reports them.
-fn lane_is_sorted(lane: &LaneFile) -> Result<bool, LaneError> {
-    let file = File::open(&lane.path).map_err(|e| LaneError {
-        path: lane.path.clone(),
-        line: 0,
-        kind: super::read::LaneErrorKind::Io(e.to_string()),
-    })?;
-    let mut reader = BufReader::with_capacity(256 * 1024, file);
+fn lane_is_sorted(reader: &mut impl BufRead) -> std::io::Result<bool> {
     let mut prev: Option<SeqKey> = None;
     let mut buf = Vec::new();
     loop {
         buf.clear();
         // Bound the memory of the pre-scan too: only the head of a line is needed.
-        let n = read_line_head(&mut reader, &mut buf, 4096).unwrap_or(0);
+        let n = read_line_head(reader, &mut buf, 4096)?;
         if n == 0 {
             return Ok(true);
         }
