@@ -80,13 +80,14 @@ impl Model for BbModel {
                     if !entry.line.contains("thread/delta") {
                         continue;
                     }
-                    let Some(m) = parse_object(&entry.line) else {
+                    let Some(mut m) = parse_object(&entry.line) else {
                         continue;
                     };
                     if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
                         continue;
                     }
-                    let params = m.get("params").cloned().unwrap_or(Value::Null);
+                    // Taken, not cloned: the line's tree is not needed after this.
+                    let params = m.remove("params").unwrap_or(Value::Null);
                     match delta::validate_params(&params) {
                         Err(e) => sink.invalid(format!(
                             "bridge→runtime run {} seq {}: invalid thread/delta: {e}",
