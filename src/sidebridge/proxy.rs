@@ -6,7 +6,9 @@
 //! [`super::wire::Envelope`] line into lanes under `<dir>/<bridge>/<chatId>/`. A request is
 //! recorded before it is forwarded, a reply before it is returned. When the upstream fails
 //! (refused, timeout, body over the cap) the client gets a 502 whose body is a Side Bridge
-//! system message, and the lane records the error.
+//! system message, and the lane records the error. The key is redacted wherever it appears:
+//! its header, an `Authorization` token, the query string, the request and reply bodies
+//! (`--keep-key` keeps it).
 
 use super::wire::{self, Envelope};
 use crate::lane::write::{LaneWriter, Line};
@@ -170,6 +172,16 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         })
         .collect();
     let scope = wire::chat_scope(&body);
+    // The key never reaches a lane: not in its header, an `Authorization` token, the query
+    // string or the body (and not in a reply that echoes it).
+    let secrets = wire::secrets(&headers, shared.cfg.key.as_deref());
+    let (rec_path, rec_body) = wire::redact_request(
+        &path,
+        &body,
+        &secrets,
+        shared.cfg.keep_key,
+        shared.cfg.key.as_deref(),
+    );
     record(
         &shared,
         scope.as_deref(),
@@ -177,9 +189,9 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         &Envelope {
             exchange: n,
             method: Some(parts.method.as_str().to_string()),
-            path: Some(path.clone()),
+            path: Some(rec_path),
             headers: wire::redact(headers, shared.cfg.keep_key, shared.cfg.key.as_deref()),
-            body: body.to_vec(),
+            body: rec_body,
             ..Default::default()
         },
     );
@@ -241,7 +253,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             exchange: n,
             status: Some(status.as_u16()),
             headers: wire::redact(rec_headers, shared.cfg.keep_key, shared.cfg.key.as_deref()),
-            body: buf.clone(),
+            body: wire::redact_request(
+                "",
+                &buf,
+                &secrets,
+                shared.cfg.keep_key,
+                shared.cfg.key.as_deref(),
+            )
+            .1,
             elapsed_ms: elapsed,
             ..Default::default()
         },
