@@ -932,7 +932,7 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
         "bridle",
         "agent",
         "--wait-ms",
-        "3000",
+        "5000",
         "--reconnect-wait-ms",
         "8000",
         "--",
