@@ -20,7 +20,7 @@ pub enum CheckCommand {
     Bb(CheckBbArgs),
     /// Play the Side Search client against a Side Bridge server and judge the rule table
     /// (without --url or a command: the bundled sidebridge-ref).
-    Sidebridge(super::CheckSidebridgeArgs),
+    Sidebridge(Box<super::CheckSidebridgeArgs>),
     /// Bridle hubs and agent runtimes.
     #[command(subcommand)]
     Bridle(super::bridle_cmd::BridleCheck),
@@ -30,10 +30,6 @@ pub enum CheckCommand {
 pub const DEFAULT_HTML: &str = "reports/bridgewire-check-bb.html";
 
 #[derive(clap::Args, Debug)]
-#[command(
-    after_help = "Exit codes: 0 every rule passed; 1 a rule failed or was skipped; \
-2 invalid input or usage (bad fixture, bridge cannot start); 4 nothing selected."
-)]
 pub struct CheckBbArgs {
     /// Configuration file with a `[bb.fixture]` section (default: the nearest bridgewire.toml
     /// in the working directory or its parents up to the repository root).
