@@ -140,7 +140,12 @@ pub fn redact(
     headers
         .into_iter()
         .map(|(k, v)| {
-            if keep || !SECRET_HEADERS.iter().any(|s| k.eq_ignore_ascii_case(s)) {
+            let key_header = SECRET_HEADERS.iter().any(|s| k.eq_ignore_ascii_case(s));
+            if !key_header && crate::redact::is_secret_header(&k) {
+                // Cookie, Proxy-Authorization, X-Api-Key, …: never kept.
+                return (k, REDACTED.to_string());
+            }
+            if keep || !key_header {
                 return (k, v);
             }
             let redacted = match v.split_once(' ') {
@@ -156,133 +161,6 @@ pub fn redact(
             (k, redacted)
         })
         .collect()
-}
-
-/// The secrets a request carries: the configured key, the `x-sidebridge-key` values and the
-/// `Authorization` tokens (longest first, so a key containing another is replaced whole).
-pub fn secrets(headers: &[(String, String)], key: Option<&str>) -> Vec<String> {
-    let mut out: Vec<String> = key.map(str::to_string).into_iter().collect();
-    for (k, v) in headers {
-        if k.eq_ignore_ascii_case("x-sidebridge-key") {
-            out.push(v.trim().to_string());
-        } else if k.eq_ignore_ascii_case("authorization") {
-            out.push(
-                v.split_once(' ')
-                    .map(|(_, t)| t)
-                    .unwrap_or(v)
-                    .trim()
-                    .to_string(),
-            );
-        }
-    }
-    // A secret shorter than this is not looked for inside longer text (a one-letter key would
-    // redact every such letter); equal values are still redacted.
-    out.retain(|s| !s.is_empty());
-    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    out.dedup();
-    out
-}
-
-/// Shortest secret replaced where it appears *inside* a longer value.
-const MIN_EMBEDDED: usize = 6;
-
-fn redact_text(text: &str, secrets: &[String], key: Option<&str>) -> String {
-    let marker = |s: &str| {
-        if key.is_some_and(|k| k != s) {
-            REDACTED_OTHER
-        } else {
-            REDACTED
-        }
-    };
-    if let Some(s) = secrets.iter().find(|s| s.as_str() == text) {
-        return marker(s).to_string();
-    }
-    let mut out = text.to_string();
-    for s in secrets.iter().filter(|s| s.len() >= MIN_EMBEDDED) {
-        out = out.replace(s.as_str(), marker(s));
-    }
-    out
-}
-
-/// The key redacted out of a request's path-and-query (each query value, percent-decoded) and
-/// body (every JSON string, or the text of a non-JSON body), unless `keep`.
-pub fn redact_request(
-    path: &str,
-    body: &[u8],
-    secrets: &[String],
-    keep: bool,
-    key: Option<&str>,
-) -> (String, Vec<u8>) {
-    if keep || secrets.is_empty() {
-        return (path.to_string(), body.to_vec());
-    }
-    let path = match path.split_once('?') {
-        None => path.to_string(),
-        Some((p, q)) => {
-            let q: Vec<String> = q
-                .split('&')
-                .map(|pair| match pair.split_once('=') {
-                    Some((n, v)) => {
-                        let decoded = percent_decode(v);
-                        let r = redact_text(&decoded, secrets, key);
-                        if r == decoded {
-                            pair.to_string()
-                        } else {
-                            format!("{n}={r}")
-                        }
-                    }
-                    None => pair.to_string(),
-                })
-                .collect();
-            format!("{p}?{}", q.join("&"))
-        }
-    };
-    let body = match serde_json::from_slice::<Value>(body) {
-        Ok(mut v) => {
-            fn walk(v: &mut Value, f: &dyn Fn(&str) -> String) {
-                match v {
-                    Value::String(s) => *s = f(s),
-                    Value::Array(a) => a.iter_mut().for_each(|x| walk(x, f)),
-                    Value::Object(o) => o.values_mut().for_each(|x| walk(x, f)),
-                    _ => {}
-                }
-            }
-            let before = v.clone();
-            walk(&mut v, &|s| redact_text(s, secrets, key));
-            if v == before {
-                body.to_vec() // untouched: keep the exact bytes
-            } else {
-                serde_json::to_vec(&v).unwrap_or_else(|_| body.to_vec())
-            }
-        }
-        Err(_) => match std::str::from_utf8(body) {
-            Ok(t) => redact_text(t, secrets, key).into_bytes(),
-            Err(_) => body.to_vec(),
-        },
-    };
-    (path, body)
-}
-
-fn percent_decode(s: &str) -> String {
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && let (Some(h), Some(l)) = (
-                b.get(i + 1).copied().and_then(hex),
-                b.get(i + 2).copied().and_then(hex),
-            )
-        {
-            out.push(h * 16 + l);
-            i += 3;
-            continue;
-        }
-        out.push(if b[i] == b'+' { b' ' } else { b[i] });
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A recorded value with its redaction markers put back: `[redacted]` → `key`,
@@ -340,26 +218,6 @@ mod tests {
             Some("s3cret-key"),
         );
         assert_eq!(wrong[0].1, "Bearer [redacted:other]");
-        let secrets = secrets(&h, Some("s3cret-key"));
-        let (path, body) = redact_request(
-            "/sb?key=s3cret%2Dkey&x=1",
-            br#"{"chatId":"C","apiKey":"s3cret-key","note":"my key is s3cret-key!"}"#,
-            &secrets,
-            false,
-            Some("s3cret-key"),
-        );
-        assert_eq!(path, "/sb?key=[redacted]&x=1");
-        let body = String::from_utf8(body).unwrap();
-        assert!(!body.contains("s3cret"), "{body}");
-        assert!(
-            body.contains(r#""apiKey":"[redacted]""#) && body.contains("my key is [redacted]!")
-        );
-        // Untouched bodies keep their exact bytes.
-        let raw = br#"{ "chatId" : "C" }"#;
-        assert_eq!(
-            redact_request("/", raw, &secrets, false, None).1,
-            raw.to_vec()
-        );
         assert_eq!(
             unredact("Bearer [redacted]", Some("k")).as_deref(),
             Some("Bearer k")
