@@ -1,7 +1,8 @@
 //! Bridle's half of [`crate::protocol::Live`]: the hub is started for the cell (it prints its
 //! URL; `JWT_SECRET` and `BRIDLE_API_KEY` name its credentials, as for `replay bridle`), the
-//! recorded browsers and agent are played by [`super::player`], and what the browser saw becomes
-//! the replay's events. The Socket.IO handshake carries no hub identity.
+//! recorded browsers and agent are played by [`super::player`], and the replay's events are the
+//! same view the recorded leg assembles: every frame the replayed peers sent and received, in
+//! script order, through the same grammar. The Socket.IO handshake carries no hub identity.
 
 use super::player::{Outcome, ReplayConfig, replay_cell_into};
 use crate::cell::Cell;
@@ -57,6 +58,9 @@ impl Live for BridleLive {
             })
             .collect();
         events.retain(|e| e.get("missing").is_none());
+        // The recorded leg's assembly runs its events through the model's grammar; so does this
+        // leg, so both compare the same view.
+        let (events, grammar) = super::model::grammar_pass(events);
         match outcome {
             Outcome::NotReplayable(reason) => LiveReplay::skipped(reason),
             Outcome::Fail(m) if m.contains("could not connect") => LiveReplay::failed(m),
@@ -65,6 +69,7 @@ impl Live for BridleLive {
                 LiveReplay {
                     events,
                     stalls,
+                    grammar,
                     ..Default::default()
                 }
             }
@@ -72,6 +77,7 @@ impl Live for BridleLive {
             Outcome::Pass { .. } | Outcome::Fail(_) => LiveReplay {
                 events,
                 stalls,
+                grammar,
                 ..Default::default()
             },
         }

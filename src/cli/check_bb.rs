@@ -20,7 +20,7 @@ pub enum CheckCommand {
     Bb(CheckBbArgs),
     /// Play the Side Search client against a Side Bridge server and judge the rule table
     /// (without --url or a command: the bundled sidebridge-ref).
-    Sidebridge(super::CheckSidebridgeArgs),
+    Sidebridge(Box<super::CheckSidebridgeArgs>),
     /// Bridle hubs and agent runtimes.
     #[command(subcommand)]
     Bridle(super::bridle_cmd::BridleCheck),
@@ -30,10 +30,6 @@ pub enum CheckCommand {
 pub const DEFAULT_HTML: &str = "reports/bridgewire-check-bb.html";
 
 #[derive(clap::Args, Debug)]
-#[command(
-    after_help = "Exit codes: 0 every rule passed; 1 a rule failed or was skipped; \
-2 invalid input or usage (bad fixture, bridge cannot start); 4 nothing selected."
-)]
 pub struct CheckBbArgs {
     /// Configuration file with a `[bb.fixture]` section (default: the nearest bridgewire.toml
     /// in the working directory or its parents up to the repository root).
@@ -72,6 +68,10 @@ pub struct CheckBbArgs {
     /// Bound of every wait of a recorded replay, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 15000)]
     pub replay_timeout_ms: u64,
+    /// Recorded replays wait bb's fixed drain and settle windows (the kit's timing) instead of
+    /// ending each wait when the bridge is idle.
+    #[arg(long)]
+    pub fixed_windows: bool,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
@@ -143,6 +143,7 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
     let mut opts = ReplayOptions {
         exact_plan: true,
         timeout: Duration::from_millis(a.replay_timeout_ms),
+        fixed_windows: a.fixed_windows,
         ..Default::default()
     };
     if !a.provider_env.is_empty() {
@@ -228,6 +229,22 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }
+    // The fixture's secrets (apiKey, env, headers) never reach a report: learned up front, then
+    // every verdict and report passes through the same redaction (issue 15).
+    {
+        let g = crate::redact::global();
+        let f = &config.bb_fixture;
+        for v in [Some(&f.options), Some(&f.prompt_input)]
+            .into_iter()
+            .chain([
+                f.zero_work_prompt_input.as_ref(),
+                f.interruptible_prompt_input.as_ref(),
+            ])
+            .flatten()
+        {
+            g.learn_json(v);
+        }
+    }
     if a.timeout_ms == 0 {
         eprintln!("bridgewire check bb: --timeout-ms must be positive");
         return exit::INVALID_INPUT;
@@ -270,7 +287,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
         conformance::LIVE_RULES.len() as u64,
     );
     let t0 = Instant::now();
-    let mut on_verdict = |v: &Verdict| live.verdict(v);
+    let mut on_verdict = |v: &Verdict| live.verdict(&report::redact_verdict(v));
     let result = conformance::run(&opts, &mut on_verdict);
     let (live_verdicts, info) = match result {
         Ok(r) => r,
@@ -327,8 +344,11 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
     report.meta.target_pid = Some(info.pid);
     match a.format {
         // The verdict lines were printed as they were reached.
-        super::Format::Text => print!("{}", report::terminal::tail(&report)),
-        super::Format::Json => print!("{}", report::json::render(&report)),
+        super::Format::Text => print!(
+            "{}",
+            report::terminal::tail(&report::redact_report(&report))
+        ),
+        super::Format::Json => print!("{}", report::json::render(&report::redact_report(&report))),
     }
     let mut code = if report.verdicts.is_empty() {
         exit::NOTHING_SELECTED

@@ -4,11 +4,16 @@ pub(crate) mod bridle_cmd;
 mod cells_cmd;
 mod check_bb;
 pub mod exit;
+mod init_cmd;
 mod parity_cmd;
 mod pins_cmd;
 pub mod replay_bb;
+pub mod sidebridge_cmd;
 
 pub use check_bb::{CheckBbArgs, CheckCommand, RulesArgs};
+pub use sidebridge_cmd::{
+    CheckSidebridgeArgs, RecordSidebridgeArgs, ReplaySidebridgeArgs, SidebridgeTarget,
+};
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -46,6 +51,8 @@ pub enum Command {
     /// Redact recordings for checking in (structural and textual passes, then a survivor
     /// sweep that refuses to leave a known secret behind).
     Redact(cells_cmd::RedactArgs),
+    /// Write a commented bridgewire.toml for a new project (bb, sidebridge, bridle).
+    Init(init_cmd::InitArgs),
     /// Check a live program against a protocol's conformance rules.
     #[command(subcommand)]
     Check(CheckCommand),
@@ -78,8 +85,8 @@ pub struct ParityArgs {
     /// Only cells of this provider.
     #[arg(long)]
     pub provider: Option<String>,
-    /// Only cells with this name.
-    #[arg(long)]
+    /// Only cells whose key (`<provider>/<cell>`) contains this text (as in every command).
+    #[arg(long, value_name = "TEXT")]
     pub cell: Option<String>,
     /// Intended differences (bb's parity-allowlist.json shape); stale entries fail the run.
     #[arg(long, value_name = "FILE")]
@@ -99,71 +106,6 @@ pub struct ParityArgs {
     pub allow_same_bridge: bool,
     /// Recordings folders (default: ./recordings).
     pub recordings: Vec<PathBuf>,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct ReplaySidebridgeArgs {
-    /// Recordings folders or cells.
-    #[arg(required = true)]
-    pub recordings: Vec<PathBuf>,
-    /// Only cells whose key (`<bridge>/<chat>`) contains this text.
-    #[arg(long, value_name = "TEXT")]
-    pub cell: Option<String>,
-    /// Write the replayed replies as `bridge→client.current.ndjson` in each cell.
-    #[arg(long)]
-    pub write_current: bool,
-    #[command(flatten)]
-    pub target: SidebridgeTarget,
-}
-
-/// Where a Side Bridge under test is, and how long to wait for it.
-#[derive(clap::Args, Debug, Clone)]
-pub struct SidebridgeTarget {
-    /// The bridge's endpoint URL (http://).
-    #[arg(long, conflicts_with = "command")]
-    pub url: Option<String>,
-    /// The key configured on the bridge (sent as x-sidebridge-key). Without it the bridge is
-    /// taken to have no key.
-    #[arg(long, env = "SIDEBRIDGE_KEY")]
-    pub key: Option<String>,
-    /// Seconds to wait for a spawned bridge to print its address.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    pub startup_timeout: f64,
-    /// Seconds to wait for a whole reply (the app's timeout).
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
-    pub timeout: f64,
-    /// Seconds to wait for a TCP connection.
-    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
-    pub connect_timeout: f64,
-    /// Largest reply body read, in bytes.
-    #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
-    pub max_body: usize,
-    /// A bridge command that prints its URL (or host:port) as its first stdout line.
-    #[arg(last = true, value_name = "BRIDGE COMMAND")]
-    pub command: Vec<OsString>,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct CheckSidebridgeArgs {
-    #[command(flatten)]
-    pub target: SidebridgeTarget,
-    #[command(flatten)]
-    pub reports: crate::report::ReportFiles,
-    /// SB-H2 warns above this many seconds.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    pub warn_after: f64,
-    /// Seed for chat ids, message ids and key order (runs are reproducible per seed).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// After this many timeouts in a row, send nothing more (those exchanges fail at once;
-    /// 0: never give up).
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    pub give_up_after: usize,
-    /// Print, per reply, what every client profile would do with it.
-    #[arg(short, long)]
-    pub verbose: bool,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
 }
 
 #[derive(clap::Args, Debug)]
@@ -231,47 +173,6 @@ pub enum RecordCommand {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct RecordSidebridgeArgs {
-    /// Address to listen on (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:0")]
-    pub listen: String,
-    /// The bridge's endpoint URL; requests to `/` go to it, other paths are appended.
-    #[arg(long, required_unless_present = "command")]
-    pub upstream: Option<String>,
-    /// Recording root.
-    #[arg(
-        long,
-        env = "BRIDGEWIRE_RECORD_DIR",
-        default_value = "bridgewire-recordings"
-    )]
-    pub dir: PathBuf,
-    /// Bridge name: the folder under the root that holds one cell per chatId.
-    #[arg(long, default_value = "bridge")]
-    pub bridge: String,
-    /// Record x-sidebridge-key and Authorization values instead of `[redacted]`.
-    #[arg(long)]
-    pub keep_key: bool,
-    /// The bridge's key: values that differ from it are recorded as `[redacted:other]`, so a
-    /// replay can tell right-key from wrong-key requests.
-    #[arg(long, env = "SIDEBRIDGE_KEY")]
-    pub key: Option<String>,
-    /// Seconds to wait for the upstream's whole reply.
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
-    pub timeout: f64,
-    /// Largest request or reply body forwarded, in bytes.
-    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
-    pub max_body: usize,
-    /// Instead of --upstream: a bridge command that prints its URL first (started, and killed
-    /// when recording stops).
-    #[arg(
-        last = true,
-        value_name = "BRIDGE COMMAND",
-        conflicts_with = "upstream"
-    )]
-    pub command: Vec<OsString>,
-}
-
-#[derive(clap::Args, Debug)]
 pub struct RecordBbArgs {
     /// Recording root; lanes go to `<dir>/[<provider>/]<scope>/<direction>.ndjson`.
     #[arg(
@@ -287,6 +188,9 @@ pub struct RecordBbArgs {
     /// secret keys, env/header containers, cross-referenced values).
     #[arg(long)]
     pub no_redact: bool,
+    /// Permission bits of the lane files, in octal (folders get the matching search bits).
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = parse_mode)]
+    pub mode: u32,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
@@ -311,9 +215,87 @@ pub struct LanesArgs {
     pub recorded: bool,
 }
 
+/// The exit codes a command's help lists, by the kind of command (`path` is the command's
+/// words after `bridgewire`, e.g. `["check", "bb"]`).
+pub fn exit_codes_help(path: &[&str]) -> &'static str {
+    match path.first().copied() {
+        Some("check") if path.get(1) == Some(&"bb") => {
+            "Exit codes: 0 every rule passed; 1 a rule failed or was skipped (also: a rule that \
+did not run, with --require-all; a SHOULD failure, with --strict); 2 invalid input or usage \
+(bad config, the bridge cannot start, a report file cannot be written); 4 nothing selected; \
+130/143 interrupted by SIGINT/SIGTERM (the partial summary is printed and the partial reports \
+are written, marked as interrupted)."
+        }
+        Some("check") => {
+            "Exit codes: 0 every rule passed; 1 a rule failed or was skipped (also: a rule that \
+did not run, with --require-all; a SHOULD failure, with --strict); 2 invalid input or usage \
+(bad config, the target cannot start, a report file cannot be written); 4 nothing selected; \
+130/143 interrupted by SIGINT/SIGTERM."
+        }
+        Some("record") if matches!(path.get(1).copied(), Some("bb" | "child")) => {
+            "Exit codes: the recorded process's own exit status (128 + N when a signal N ended \
+it); 2 bridgewire could not start it or write the recording."
+        }
+        Some("record") => {
+            "Exit codes: 0 stopped cleanly; 2 invalid input or usage (cannot listen, no \
+upstream, the bridge cannot start); 130/143 stopped by SIGINT/SIGTERM."
+        }
+        Some("init") => {
+            "Exit codes: 0 written; 2 the file exists (pass --force) or cannot be written."
+        }
+        Some("provider-double") => {
+            "Exit codes: 0 the recorded exchange was played; 1 the bridge sent something the \
+recording does not have; 2 invalid input or usage."
+        }
+        _ => {
+            "Exit codes: 0 all passed; 1 something failed (a pin differs, a parity diff, a \
+replay mismatch, an invalid recorded message); 2 invalid input or usage; 4 nothing selected \
+(no cell or rule matched); 130/143 interrupted by SIGINT/SIGTERM."
+        }
+    }
+}
+
+/// The CLI definition with every command's help ending in its exit codes (a command that
+/// writes its own `Exit codes:` line keeps it). Parsing, help and the README's generated
+/// reference all go through this.
+pub fn command() -> clap::Command {
+    fn walk(cmd: clap::Command, path: &mut Vec<String>) -> clap::Command {
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        let mut cmd = cmd;
+        if !path.is_empty() {
+            let own = cmd.get_after_help().map(|h| h.to_string());
+            if !own.as_deref().is_some_and(|h| h.contains("Exit codes")) {
+                let words: Vec<&str> = path.iter().map(String::as_str).collect();
+                let codes = exit_codes_help(&words);
+                let text = match own {
+                    Some(h) => format!("{h}\n{codes}"),
+                    None => codes.to_string(),
+                };
+                cmd = cmd.after_help(text.clone()).after_long_help(text);
+            }
+        }
+        for name in names {
+            path.push(name.clone());
+            let p = path.clone();
+            cmd = cmd.mut_subcommand(&name, move |c| walk(c, &mut p.clone()));
+            path.pop();
+        }
+        cmd
+    }
+    use clap::CommandFactory;
+    walk(Cli::command(), &mut Vec::new())
+}
+
 /// Runs the CLI; returns the process exit code.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    let cli = match Cli::try_parse_from(args) {
+    use clap::FromArgMatches;
+    let parsed = command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -332,6 +314,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 provider: a.provider,
                 command: a.command,
                 redact: !a.no_redact,
+                mode: Some(a.mode),
             };
             match crate::bb::recorder::record_bridge(&opts) {
                 Ok(status) => crate::proc::exit_like(status),
@@ -363,47 +346,10 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Redact(a) => cells_cmd::redact(&a),
         Command::Check(CheckCommand::Bb(a)) => check_bb::run_check_bb(&a),
         Command::Rules(a) => check_bb::run_rules(&a),
-        Command::Record(RecordCommand::Sidebridge(a)) => {
-            let spec = crate::sidebridge::cmd::BridgeSpec {
-                url: a.upstream,
-                command: a.command,
-                key: None,
-                startup: secs(10.0),
-            };
-            let (upstream, _bridge) = match spec.resolve() {
-                Ok(x) => x,
-                Err(e) => {
-                    eprintln!("bridgewire record sidebridge: {e:#}");
-                    return ExitCode::from(exit::INVALID_INPUT);
-                }
-            };
-            let cfg = crate::sidebridge::proxy::ProxyConfig {
-                listen: a.listen,
-                upstream,
-                dir: a.dir.join(crate::lane::scope_dir_name(Some(&a.bridge))),
-                keep_key: a.keep_key,
-                key: a.key.filter(|k| !k.is_empty()),
-                timeout: secs(a.timeout),
-                max_body: a.max_body,
-            };
-            match crate::sidebridge::proxy::run(cfg) {
-                Ok(()) => exit::OK,
-                Err(e) => {
-                    eprintln!("bridgewire record sidebridge: {e:#}");
-                    exit::INVALID_INPUT
-                }
-            }
-        }
-        Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_check(&a),
-        Command::Replay(replay_bb::ReplayCommand::Sidebridge(a)) => {
-            crate::sidebridge::player::replay(&crate::sidebridge::player::ReplayOptions {
-                recordings: a.recordings.clone(),
-                cell: a.cell.clone(),
-                bridge: a.target.spec(),
-                limits: a.target.limits(),
-                write_current: a.write_current,
-            })
-        }
+        Command::Init(a) => init_cmd::run(&a),
+        Command::Record(RecordCommand::Sidebridge(a)) => sidebridge_cmd::record_cmd(&a),
+        Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_cmd::check_cmd(&a),
+        Command::Replay(replay_bb::ReplayCommand::Sidebridge(a)) => sidebridge_cmd::replay_cmd(&a),
         Command::Record(RecordCommand::Bridle(a)) => bridle_cmd::record_cmd(&a),
         Command::Replay(replay_bb::ReplayCommand::Bridle(a)) => bridle_cmd::replay_cmd(&a),
         Command::Check(CheckCommand::Bridle(bridle_cmd::BridleCheck::Hub(a))) => {
@@ -418,40 +364,12 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn secs(s: f64) -> std::time::Duration {
-    std::time::Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s } else { 0.001 })
-}
-
-impl SidebridgeTarget {
-    fn spec(&self) -> crate::sidebridge::cmd::BridgeSpec {
-        crate::sidebridge::cmd::BridgeSpec {
-            url: self.url.clone(),
-            command: self.command.clone(),
-            key: self.key.clone().filter(|k| !k.is_empty()),
-            startup: secs(self.startup_timeout),
-        }
-    }
-    fn limits(&self) -> crate::sidebridge::transport::Limits {
-        crate::sidebridge::transport::Limits {
-            connect: secs(self.connect_timeout),
-            total: secs(self.timeout),
-            max_body: self.max_body,
-        }
-    }
-}
-
-fn sidebridge_check(a: &CheckSidebridgeArgs) -> u8 {
-    crate::signals::install();
-    crate::sidebridge::cmd::check(&crate::sidebridge::cmd::CheckOptions {
-        bridge: a.target.spec(),
-        limits: a.target.limits(),
-        warn_after: secs(a.warn_after),
-        seed: a.seed,
-        give_up_after: a.give_up_after,
-        json: a.format == Format::Json,
-        verbose: a.verbose,
-        reports: a.reports.clone(),
-    })
+/// An octal permission mode (`600`, `0644`).
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode like 600 or 644"))
 }
 
 fn lanes(a: &LanesArgs) -> u8 {
