@@ -4,6 +4,7 @@ pub(crate) mod bridle_cmd;
 mod cells_cmd;
 mod check_bb;
 pub mod exit;
+mod init_cmd;
 mod parity_cmd;
 mod pins_cmd;
 pub mod replay_bb;
@@ -50,6 +51,8 @@ pub enum Command {
     /// Redact recordings for checking in (structural and textual passes, then a survivor
     /// sweep that refuses to leave a known secret behind).
     Redact(cells_cmd::RedactArgs),
+    /// Write a commented bridgewire.toml for a new project (bb, sidebridge, bridle).
+    Init(init_cmd::InitArgs),
     /// Check a live program against a protocol's conformance rules.
     #[command(subcommand)]
     Check(CheckCommand),
@@ -185,6 +188,9 @@ pub struct RecordBbArgs {
     /// secret keys, env/header containers, cross-referenced values).
     #[arg(long)]
     pub no_redact: bool,
+    /// Permission bits of the lane files, in octal (folders get the matching search bits).
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = parse_mode)]
+    pub mode: u32,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
@@ -233,6 +239,9 @@ it); 2 bridgewire could not start it or write the recording."
         Some("record") => {
             "Exit codes: 0 stopped cleanly; 2 invalid input or usage (cannot listen, no \
 upstream, the bridge cannot start); 130/143 stopped by SIGINT/SIGTERM."
+        }
+        Some("init") => {
+            "Exit codes: 0 written; 2 the file exists (pass --force) or cannot be written."
         }
         Some("provider-double") => {
             "Exit codes: 0 the recorded exchange was played; 1 the bridge sent something the \
@@ -305,6 +314,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 provider: a.provider,
                 command: a.command,
                 redact: !a.no_redact,
+                mode: Some(a.mode),
             };
             match crate::bb::recorder::record_bridge(&opts) {
                 Ok(status) => crate::proc::exit_like(status),
@@ -336,6 +346,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Redact(a) => cells_cmd::redact(&a),
         Command::Check(CheckCommand::Bb(a)) => check_bb::run_check_bb(&a),
         Command::Rules(a) => check_bb::run_rules(&a),
+        Command::Init(a) => init_cmd::run(&a),
         Command::Record(RecordCommand::Sidebridge(a)) => sidebridge_cmd::record_cmd(&a),
         Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_cmd::check_cmd(&a),
         Command::Replay(replay_bb::ReplayCommand::Sidebridge(a)) => sidebridge_cmd::replay_cmd(&a),
@@ -351,6 +362,14 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     // A signal's handler decides the exit code (130/143) once it arrived.
     crate::signals::exit_if_interrupted();
     ExitCode::from(code)
+}
+
+/// An octal permission mode (`600`, `0644`).
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode like 600 or 644"))
 }
 
 fn lanes(a: &LanesArgs) -> u8 {
