@@ -99,6 +99,22 @@ pub fn assemble_offline(cell: &Cell) -> LegRun {
     run
 }
 
+/// Restricts a leg's events to what a live replay of `cell` reproduces, and projects its rows
+/// again from them (so a recording and a live leg compare like with like).
+pub fn restrict_to_live_view(run: &mut LegRun, cell: &Cell) {
+    let model = cell.protocol.model();
+    run.events = cell
+        .protocol
+        .live()
+        .live_view(std::mem::take(&mut run.events));
+    let mut rows = model.row_projector();
+    for e in &run.events {
+        rows.push(e);
+    }
+    run.rows = rows.finish();
+    run.unhandled = run.events.iter().filter(|e| model.is_unhandled(e)).count() as u64;
+}
+
 /// A leg reading another recordings folder.
 pub struct RecordingsLeg {
     pub root: PathBuf,
