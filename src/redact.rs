@@ -22,6 +22,35 @@
 //!
 //! A line that is not JSON is kept as it is; a line where nothing was redacted is kept byte for
 //! byte; otherwise the redacted value is re-serialized as JS JSON.
+//!
+//! Beyond bb's minimum (issue 15):
+//!
+//! * **list forms** real runtimes use: a container holding an array of `{name, value}` objects
+//!   (`env: [{name, value}]`) or of `[name, value]` pairs (raw header lists), and header maps whose
+//!   values are arrays of strings;
+//! * **URLs**: a string under a key ending in `url`/`uri` (and any string handed to
+//!   [`redact_url`]) has the values of secret query parameters replaced (`?token=…&key=…`);
+//! * **any depth, any bytes**: a line serde cannot take (nested deeper than its 128 levels, not
+//!   valid UTF-8, lone surrogates) goes through a byte-level pass with no recursion that replaces
+//!   string values under secret keys (every string inside a secret container) and whole
+//!   env/header containers, so the raw bytes are redacted before `lineBase64` is written;
+//! * **known secrets**: a [`Secrets`] set lives as long as a recording (or a report): every value
+//!   replaced (8 or more characters) is learned, and every later line, and every report, has each
+//!   known value replaced wherever it occurs (raw and JSON-escaped forms, longest first).
+//!
+//! # The API
+//!
+//! * [`Secrets::new`] → one per recording, shared (`Arc`) by its writers;
+//!   [`Secrets::redact_bytes`] for a lane line (any bytes; `None` = unchanged, write the
+//!   original); [`Secrets::learn`] / [`Secrets::learn_json`] for values known up front (a
+//!   fixture's apiKey, env, headers); [`Secrets::redact_text`] for report text.
+//! * [`global`]: the process-wide set reports use ([`crate::report::redact_report`]).
+//! * [`redact_line`]: the stateless §1.9 pass of one line (bb's recorder semantics).
+//! * [`is_secret_header`], [`redact_url`]: for proxies recording HTTP.
+//!
+//! The fast path stays cheap: a line is parsed only when a key-only structural pre-filter
+//! ([`may_need_redaction`]) finds a key that could matter; the known-value pass is a `memmem`
+//! per known value and is skipped while the set is empty.
 
 use serde_json::Value;
 
@@ -117,10 +146,89 @@ pub fn is_secret_env_name(name: &str) -> bool {
     ENV_PARTS.iter().any(|p| upper.contains(p))
 }
 
+/// Keys whose string value is a URL whose query may carry secrets.
+fn is_url_key(k: &str) -> bool {
+    with_normalized(k, |n| n.ends_with("url") || n.ends_with("uri"))
+}
+
+/// A query parameter (or header) name that carries a secret.
+fn is_secret_param(name: &str) -> bool {
+    is_secret_key(name) || is_secret_env_name(name)
+}
+
+/// Request/response headers that carry credentials: `Authorization`, `Proxy-Authorization`,
+/// `Cookie`, `Set-Cookie`, `X-Api-Key`, a protocol's key header (`X-SideBridge-Key`), and any
+/// name a secret env name would match (`…TOKEN…`, `…SECRET…`, `…AUTH…`).
+pub fn is_secret_header(name: &str) -> bool {
+    is_secret_env_name(name) || is_secret_key(name)
+}
+
+/// A URL (or `path?query`) with the values of secret query parameters replaced; `None` when
+/// nothing changed.
+pub fn redact_url(url: &str) -> Option<String> {
+    redact_url_into(url, &mut Vec::new())
+}
+
+/// [`redact_url`], pushing the replaced values to `replaced`.
+fn redact_url_into(url: &str, replaced: &mut Vec<String>) -> Option<String> {
+    let (head, query) = url.split_once('?')?;
+    let (query, frag) = match query.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (query, None),
+    };
+    let mut changed = false;
+    let parts: Vec<String> = query
+        .split('&')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v))
+                if !v.is_empty() && v != REDACTED && is_secret_param(&percent_decode(k)) =>
+            {
+                changed = true;
+                replaced.push(percent_decode(v));
+                if percent_decode(v) != v {
+                    replaced.push(v.to_string());
+                }
+                format!("{k}={REDACTED}")
+            }
+            _ => kv.to_string(),
+        })
+        .collect();
+    changed.then(|| {
+        let mut out = format!("{head}?{}", parts.join("&"));
+        if let Some(f) = frag {
+            out.push('#');
+            out.push_str(f);
+        }
+        out
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16)
+        {
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(if b[i] == b'+' { b' ' } else { b[i] });
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Cheap pre-filter: does the line have a key that could lead to a redaction? One structural
 /// pass over the keys (string values are skipped), so clean lines are never parsed.
 pub fn may_need_redaction(line: &[u8]) -> bool {
-    crate::rpc_scan::any_key(line, &|k| is_secret_key(k) || is_container_key(k))
+    crate::rpc_scan::any_key(line, &|k| {
+        is_secret_key(k) || is_container_key(k) || is_url_key(k)
+    })
 }
 
 struct Walk {
@@ -175,6 +283,14 @@ impl Walk {
                     } else if is_container_key(k) && x.is_object() {
                         self.container(x);
                         self.visit(x, depth + 1);
+                    } else if is_container_key(k) && x.is_array() {
+                        self.container_list(x);
+                        self.visit(x, depth + 1);
+                    } else if let Value::String(u) = x
+                        && is_url_key(k)
+                        && let Some(r) = redact_url_into(u, &mut self.replaced)
+                    {
+                        *u = r;
                     } else {
                         self.visit(x, depth + 1);
                     }
@@ -184,18 +300,44 @@ impl Walk {
         }
     }
 
+    fn take(&mut self, v: &mut Value) {
+        match v {
+            Value::String(s) if s != REDACTED => {
+                self.replaced.push(std::mem::replace(s, REDACTED.into()));
+            }
+            Value::Array(_) | Value::Object(_) => self.replace_strings(v, 0),
+            _ => {}
+        }
+    }
+
     fn container(&mut self, x: &mut Value) {
         let Value::Object(m) = x else { return };
         let named_secret = matches!(
             (m.get("name"), m.get("value")),
-            (Some(Value::String(n)), Some(Value::String(_))) if is_secret_env_name(n)
+            (Some(Value::String(n)), Some(_)) if is_secret_env_name(n)
         );
         for (k, v) in m.iter_mut() {
-            if let Value::String(s) = v
-                && s != REDACTED
-                && (is_secret_env_name(k) || (named_secret && k == "value"))
+            // A secret name's value: a string, or (header maps) a list of strings.
+            if (is_secret_env_name(k) && (v.is_string() || v.is_array()))
+                || (named_secret && k == "value")
             {
-                self.replaced.push(std::mem::replace(s, REDACTED.into()));
+                self.take(v);
+            }
+        }
+    }
+
+    /// `env: [{name, value}, …]` and raw header lists `[[name, value], …]`.
+    fn container_list(&mut self, x: &mut Value) {
+        let Value::Array(items) = x else { return };
+        for item in items {
+            match item {
+                Value::Object(_) => self.container(item),
+                Value::Array(pair) if pair.len() == 2 => {
+                    if matches!(&pair[0], Value::String(n) if is_secret_env_name(n)) {
+                        self.take(&mut pair[1]);
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -216,31 +358,344 @@ fn cross_reference(v: &mut Value, secrets: &[String]) {
     }
 }
 
-/// Redacts one line; `None` when nothing changed (write the original bytes).
-pub fn redact_line(line: &str) -> Option<String> {
-    if !may_need_redaction(line.as_bytes()) {
-        return None;
-    }
-    let mut v: Value = serde_json::from_str(line).ok()?;
+/// The §1.9 structural pass over a parsed line: the redacted line and every value replaced, or
+/// `None` when nothing changed.
+fn structural_value(line: &str) -> Result<Option<(String, Vec<String>)>, ()> {
+    let mut v: Value = serde_json::from_str(line).map_err(|_| ())?;
     let mut w = Walk {
         nodes: 0,
         replaced: Vec::new(),
     };
     w.visit(&mut v, 0);
     if w.replaced.is_empty() {
-        return None;
+        return Ok(None);
     }
-    let mut secrets: Vec<String> = w
-        .replaced
-        .into_iter()
-        .filter(|s| s.encode_utf16().count() >= 8)
-        .collect();
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.encode_utf16().count()));
-    secrets.dedup();
+    let secrets = learnable(&w.replaced);
     if !secrets.is_empty() {
         cross_reference(&mut v, &secrets);
     }
-    Some(crate::jsjson::to_string(&v))
+    Ok(Some((crate::jsjson::to_string(&v), w.replaced)))
+}
+
+/// The values worth remembering (8 or more UTF-16 units), longest first, deduplicated.
+fn learnable(replaced: &[String]) -> Vec<String> {
+    let mut secrets: Vec<String> = replaced
+        .iter()
+        .filter(|s| s.encode_utf16().count() >= 8 && s.as_str() != REDACTED)
+        .cloned()
+        .collect();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.encode_utf16().count()));
+    secrets.dedup();
+    secrets
+}
+
+/// The structural pass over any bytes: the serde path when the line is UTF-8 JSON serde can
+/// take, else the byte-level pass. `None` when nothing changed.
+fn structural(line: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
+    if !may_need_redaction(line) {
+        return None;
+    }
+    if let Ok(text) = std::str::from_utf8(line)
+        && let Ok(r) = structural_value(text)
+    {
+        return r.map(|(s, rep)| (s.into_bytes(), rep));
+    }
+    bytes_pass(line)
+}
+
+/// Redacts one line (bb §1.9 plus the list forms and URLs above); `None` when nothing changed
+/// (write the original bytes). Stateless: see [`Secrets`] for values learned across lines.
+pub fn redact_line(line: &str) -> Option<String> {
+    let (out, _) = structural(line.as_bytes())?;
+    // Text in, text out: the byte pass only replaces whole JSON strings, so UTF-8 stays UTF-8.
+    String::from_utf8(out).ok()
+}
+
+/// Byte-level structural redaction with no recursion, for lines serde cannot parse (too deep,
+/// not UTF-8, lone surrogates). String values under a secret key are replaced, every string
+/// value inside a container under a secret key too, and a whole env/header container (object
+/// or array) becomes `"[redacted]"` (fail closed: its list forms are not told apart here).
+fn bytes_pass(b: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
+    struct Frame {
+        closer: u8,
+        /// Every string value inside is secret.
+        all: bool,
+    }
+    let mut edits: Vec<(usize, usize)> = Vec::new();
+    let mut replaced: Vec<String> = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0usize;
+    let ws = |i: &mut usize| {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    };
+    // The end (exclusive) of the string starting at `i` (a `"`).
+    let string_end = |i: usize| -> Option<usize> {
+        let mut j = i + 1;
+        loop {
+            let rel = memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
+            j += rel;
+            if b[j] == b'\\' {
+                j += 2;
+            } else {
+                return Some(j + 1);
+            }
+        }
+    };
+    let decode = |s: usize, e: usize| -> String {
+        serde_json::from_slice::<String>(&b[s..e])
+            .unwrap_or_else(|_| String::from_utf8_lossy(&b[s + 1..e - 1]).into_owned())
+    };
+    // What the next value is: (secret string, secret subtree, whole container to replace).
+    let mut pending_key: (bool, bool) = (false, false); // (secret key, container key)
+    loop {
+        ws(&mut i);
+        let c = *b.get(i)?;
+        let all = stack.last().is_some_and(|f| f.all);
+        let (secret, container) = std::mem::take(&mut pending_key);
+        match c {
+            b'"' => {
+                let e = string_end(i)?;
+                if secret || all {
+                    let v = decode(i, e);
+                    if v != REDACTED {
+                        edits.push((i, e));
+                        replaced.push(v);
+                    }
+                }
+                i = e;
+            }
+            b'{' | b'[' if container && !all => {
+                // The whole container goes: find its end with the non-recursive skipper.
+                let end = crate::rpc_scan::value_end(b, i)?;
+                edits.push((i, end));
+                replaced.push(String::new());
+                i = end;
+            }
+            b'{' | b'[' => {
+                stack.push(Frame {
+                    closer: if c == b'{' { b'}' } else { b']' },
+                    all: all || secret,
+                });
+                i += 1;
+                ws(&mut i);
+                match b.get(i)? {
+                    b'}' | b']' => {} // empty: closed below
+                    _ if c == b'{' => {
+                        let e = string_end(i)?;
+                        let k = decode(i, e);
+                        pending_key = (is_secret_key(&k), is_container_key(&k));
+                        i = e;
+                        ws(&mut i);
+                        (*b.get(i)? == b':').then_some(())?;
+                        i += 1;
+                        continue;
+                    }
+                    _ => continue,
+                }
+            }
+            _ => {
+                // number or literal: to the next delimiter
+                while i < b.len()
+                    && !matches!(b[i], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+                {
+                    i += 1;
+                }
+            }
+        }
+        // After a value: close containers, or go to the next member.
+        loop {
+            ws(&mut i);
+            let Some(f) = stack.last() else {
+                ws(&mut i);
+                if i != b.len() || edits.is_empty() {
+                    return None; // trailing bytes: not JSON; or nothing to do
+                }
+                let mut out = Vec::with_capacity(b.len());
+                let mut at = 0;
+                for (s, e) in &edits {
+                    out.extend_from_slice(&b[at..*s]);
+                    out.extend_from_slice(b"\"[redacted]\"");
+                    at = *e;
+                }
+                out.extend_from_slice(&b[at..]);
+                return Some((out, replaced));
+            };
+            let closer = f.closer;
+            match *b.get(i)? {
+                b',' => {
+                    i += 1;
+                    if closer == b'}' {
+                        ws(&mut i);
+                        let e = string_end(i)?;
+                        let k = decode(i, e);
+                        pending_key = (is_secret_key(&k), is_container_key(&k));
+                        i = e;
+                        ws(&mut i);
+                        (*b.get(i)? == b':').then_some(())?;
+                        i += 1;
+                    }
+                    break;
+                }
+                x if x == closer => {
+                    i += 1;
+                    stack.pop();
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Most values a [`Secrets`] set keeps; past it new values are not learned (named on stderr
+/// once), the ones known keep being replaced.
+pub const MAX_KNOWN_SECRETS: usize = 4096;
+
+/// A set of secret values known for the life of a recording (or of a report): each is replaced
+/// wherever it occurs in every later line. Thread-safe; share it with `Arc`.
+#[derive(Default)]
+pub struct Secrets {
+    known: std::sync::RwLock<Known>,
+    count: std::sync::atomic::AtomicUsize,
+    full_warned: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Default)]
+struct Known {
+    /// Raw values (for `contains` checks).
+    values: std::collections::HashSet<String>,
+    /// Byte forms to look for, longest first: each value raw and JSON-escaped.
+    finders: Vec<memchr::memmem::Finder<'static>>,
+}
+
+impl Secrets {
+    pub fn new() -> std::sync::Arc<Secrets> {
+        std::sync::Arc::new(Secrets::default())
+    }
+
+    /// How many values are known.
+    pub fn len(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Remembers a secret value (ignored below 8 UTF-16 units: too likely to be ordinary text).
+    pub fn learn(&self, value: &str) {
+        if value.encode_utf16().count() < 8 || value == REDACTED {
+            return;
+        }
+        let mut k = self.known.write().unwrap_or_else(|e| e.into_inner());
+        if k.values.contains(value) {
+            return;
+        }
+        if k.values.len() >= MAX_KNOWN_SECRETS {
+            if !self
+                .full_warned
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                eprintln!(
+                    "bridgewire: known-secret set full ({MAX_KNOWN_SECRETS} values); later values are redacted by key only"
+                );
+            }
+            return;
+        }
+        k.values.insert(value.to_string());
+        let escaped = serde_json::to_string(value).unwrap_or_default();
+        let escaped = &escaped[1..escaped.len().saturating_sub(1).max(1)];
+        let mut forms = vec![value.as_bytes().to_vec()];
+        if escaped != value {
+            forms.push(escaped.as_bytes().to_vec());
+        }
+        for f in forms {
+            k.finders.push(memchr::memmem::Finder::new(&f).into_owned());
+        }
+        k.finders
+            .sort_by_key(|f| std::cmp::Reverse(f.needle().len()));
+        self.count
+            .store(k.values.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Learns every value the structural rules would replace in `v` (a fixture, a config).
+    pub fn learn_json(&self, v: &Value) {
+        let mut copy = v.clone();
+        let mut w = Walk {
+            nodes: 0,
+            replaced: Vec::new(),
+        };
+        w.visit(&mut copy, 0);
+        for s in &w.replaced {
+            self.learn(s);
+        }
+    }
+
+    /// Replaces every known value in `b`; `None` when none occurs.
+    fn known_pass(&self, b: &[u8]) -> Option<Vec<u8>> {
+        if self.is_empty() {
+            return None;
+        }
+        let k = self.known.read().unwrap_or_else(|e| e.into_inner());
+        let mut cur: Option<Vec<u8>> = None;
+        for f in &k.finders {
+            let hay = cur.as_deref().unwrap_or(b);
+            if f.find(hay).is_none() {
+                continue;
+            }
+            let mut out = Vec::with_capacity(hay.len());
+            let mut at = 0;
+            for pos in f.find_iter(hay) {
+                if pos < at {
+                    continue;
+                }
+                out.extend_from_slice(&hay[at..pos]);
+                out.extend_from_slice(REDACTED.as_bytes());
+                at = pos + f.needle().len();
+            }
+            out.extend_from_slice(&hay[at..]);
+            cur = Some(out);
+        }
+        cur
+    }
+
+    /// Redacts one lane line of any bytes: the structural pass (learning what it replaces),
+    /// then every known value. `None` when nothing changed.
+    pub fn redact_bytes(&self, line: &[u8]) -> Option<Vec<u8>> {
+        let first = structural(line).map(|(out, replaced)| {
+            for s in &replaced {
+                self.learn(s);
+            }
+            out
+        });
+        let base = first.as_deref().unwrap_or(line);
+        match self.known_pass(base) {
+            Some(out) => Some(out),
+            None => first,
+        }
+    }
+
+    /// [`Secrets::redact_bytes`] for text.
+    pub fn redact_str(&self, line: &str) -> Option<String> {
+        self.redact_bytes(line.as_bytes())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// Report text (any format): a JSON line is redacted structurally (learning), then every
+    /// known value is replaced.
+    pub fn redact_text<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.redact_str(text) {
+            Some(s) => std::borrow::Cow::Owned(s),
+            None => std::borrow::Cow::Borrowed(text),
+        }
+    }
+}
+
+/// The process-wide set reports pass through.
+pub fn global() -> &'static Secrets {
+    static G: std::sync::OnceLock<Secrets> = std::sync::OnceLock::new();
+    G.get_or_init(Secrets::default)
 }
 
 #[cfg(test)]
@@ -267,6 +722,99 @@ mod tests {
         );
         assert_eq!(redact_line("apiKey: not json"), None);
         assert_eq!(redact_line(r#"{"token":"[redacted]"}"#), None);
+    }
+
+    #[test]
+    fn list_forms_urls_and_header_arrays() {
+        let line = r#"{"env":[{"name":"GH_TOKEN","value":"ghp_listform1"},{"name":"PATH","value":"/bin"}],"headers":[["Cookie","sid=abcdefgh1"],["Accept","*/*"]],"requestHeaders":{"X-Api-Key":["k-123456789"]},"baseUrl":"https://h/x?a=1&access_token=tok-12345678&key=k2"}"#;
+        let out = redact_line(line).unwrap();
+        for secret in [
+            "ghp_listform1",
+            "sid=abcdefgh1",
+            "k-123456789",
+            "tok-12345678",
+            "k2",
+        ] {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        assert!(
+            out.contains(r#""value":"/bin""#) && out.contains("a=1"),
+            "{out}"
+        );
+        assert_eq!(
+            redact_url("/s?sidebridge_key=abc&x=1").as_deref(),
+            Some("/s?sidebridge_key=[redacted]&x=1")
+        );
+        assert_eq!(redact_url("/s?x=1"), None);
+        for h in [
+            "Cookie",
+            "Set-Cookie",
+            "X-Api-Key",
+            "Proxy-Authorization",
+            "Authorization",
+            "X-SideBridge-Key",
+        ] {
+            assert!(is_secret_header(h), "{h}");
+        }
+        assert!(!is_secret_header("Content-Type"));
+    }
+
+    #[test]
+    fn any_depth_and_any_bytes() {
+        // issue 15: deeper than serde's 128 levels, and not UTF-8, the key was left as it was.
+        let deep = format!(
+            r#"{{"a":{}{{"apiKey":"sk-deep-secret-1"}}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let out = redact_line(&deep).unwrap();
+        assert!(!out.contains("sk-deep-secret-1"));
+        assert!(out.contains(r#""apiKey":"[redacted]""#));
+        let deeper = format!(
+            r#"{{"a":{}{{"x":{{"token":"t-35000-deep"}}}}{}}}"#,
+            "[".repeat(35_000),
+            "]".repeat(35_000)
+        );
+        assert!(!redact_line(&deeper).unwrap().contains("t-35000-deep"));
+        // Deep but clean: kept byte for byte.
+        let clean = format!(r#"{{"a":{}1{}}}"#, "[".repeat(35_000), "]".repeat(35_000));
+        assert_eq!(redact_line(&clean), None);
+
+        let mut raw = br#"{"params":{"note":"x"#.to_vec();
+        raw.push(0xff);
+        raw.extend_from_slice(br#"","apiKey":"sk-raw-bytes-1","envVars":{"GH_TOKEN":"ghp_raw"}}}"#);
+        let s = Secrets::default();
+        let out = s.redact_bytes(&raw).unwrap();
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            !text.contains("sk-raw-bytes-1") && !text.contains("ghp_raw"),
+            "{text}"
+        );
+        assert!(out.contains(&0xff), "the other raw bytes are kept");
+    }
+
+    #[test]
+    fn known_values_stay_redacted_in_later_lines() {
+        let s = Secrets::default();
+        assert!(s.redact_str(r#"{"note":"sk-later-12345"}"#).is_none());
+        s.redact_str(r#"{"apiKey":"sk-later-12345"}"#).unwrap();
+        let later = s
+            .redact_str(r#"{"note":"echo sk-later-12345","q":"sk-later-12345"}"#)
+            .unwrap();
+        assert_eq!(later, r#"{"note":"echo [redacted]","q":"[redacted]"}"#);
+        assert_eq!(
+            s.redact_text("plain sk-later-12345 text"),
+            "plain [redacted] text"
+        );
+        // JSON-escaped forms too.
+        s.learn("pa\"ss/word-1");
+        assert_eq!(
+            s.redact_text(r#"{"m":"pa\"ss/word-1"}"#),
+            r#"{"m":"[redacted]"}"#
+        );
+        // Short values are not learned (ordinary words).
+        s.learn("short");
+        assert_eq!(s.redact_text("short"), "short");
     }
 
     #[test]

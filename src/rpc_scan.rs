@@ -100,6 +100,14 @@ pub fn scan(line: &[u8]) -> Option<RpcInfo> {
     (s.i == s.b.len()).then_some(info)
 }
 
+/// The end (exclusive) of the JSON value starting at `start` (after whitespace), with no
+/// recursion; `None` when it is not a complete value.
+pub fn value_end(line: &[u8], start: usize) -> Option<usize> {
+    let mut s = Scanner { b: line, i: start };
+    s.skip_value()?;
+    Some(s.i)
+}
+
 /// How deep [`any_key`] looks for keys (its walk recurses, so this bounds its stack).
 pub const MAX_KEY_DEPTH: usize = 128;
 

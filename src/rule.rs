@@ -120,6 +120,10 @@ pub struct Verdict {
     /// Every sub-check the rule ran, in order, each with its own verdict and evidence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subchecks: Vec<SubCheck>,
+    /// How long the rule took (wall time from the previous verdict to this one), when the
+    /// checker measured it. Reported per JUnit case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 impl Verdict {
@@ -131,6 +135,7 @@ impl Verdict {
             context: Vec::new(),
             level: None,
             subchecks: Vec::new(),
+            duration_ms: None,
         }
     }
     pub fn pass(id: &str) -> Verdict {
@@ -189,6 +194,10 @@ impl Verdict {
     }
     pub fn with_subchecks(mut self, subchecks: Vec<SubCheck>) -> Verdict {
         self.subchecks = subchecks;
+        self
+    }
+    pub fn with_duration(mut self, d: std::time::Duration) -> Verdict {
+        self.duration_ms = Some(d.as_millis() as u64);
         self
     }
 

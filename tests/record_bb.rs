@@ -310,3 +310,74 @@ fn a_line_nested_35000_deep_is_recorded_from_either_direction() {
         }
     }
 }
+
+/// Every byte a recording holds: each lane file's text plus the decoded `lineBase64` values.
+fn recorded_bytes(root: &Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    for e in walkdir::WalkDir::new(root).into_iter().flatten() {
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let text = std::fs::read(e.path()).unwrap();
+        for l in text.split(|&b| b == b'\n') {
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(l)
+                && let Some(b) = v["lineBase64"].as_str()
+            {
+                all.extend(bridgewire::util::base64_decode(b).unwrap());
+                all.push(b'\n');
+            }
+        }
+        all.extend(text);
+    }
+    all
+}
+
+/// issue 15 item 3: `record bb` left a documented secret key unredacted nested deeper than
+/// 128, on a line with one invalid UTF-8 byte (in both `line` and `lineBase64`), in an
+/// `env: [{name, value}]` list, and in a later line that repeats a value redacted earlier.
+#[test]
+fn secrets_are_redacted_at_any_depth_in_any_bytes_and_in_later_lines() {
+    let mut input: Vec<u8> = Vec::new();
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","method":"n","params":{{"x":{}{{"apiKey":"sk-deep-0000001"}}{}}}}}"#,
+        "[".repeat(130),
+        "]".repeat(130)
+    );
+    input.extend_from_slice(deep.as_bytes());
+    input.push(b'\n');
+    input.extend_from_slice(br#"{"jsonrpc":"2.0","method":"n","params":{"note":"bad "#);
+    input.push(0xff);
+    input.extend_from_slice(br#"","apiKey":"sk-nonutf8-0000002"}}"#);
+    input.push(b'\n');
+    input.extend_from_slice(
+        br#"{"jsonrpc":"2.0","id":1,"method":"spawn","params":{"env":[{"name":"GH_TOKEN","value":"ghp_listform_0000003"}]}}"#,
+    );
+    input.push(b'\n');
+    input.extend_from_slice(
+        br#"{"jsonrpc":"2.0","method":"log","params":{"text":"token was ghp_listform_0000003 and sk-deep-0000001"}}"#,
+    );
+    input.push(b'\n');
+    let t = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("bridgewire")
+        .unwrap()
+        .args(["record", "bb", "--dir"])
+        .arg(t.path())
+        .args(["--", "cat"])
+        .write_stdin(input)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let recorded = recorded_bytes(t.path());
+    assert!(!recorded.is_empty());
+    let text = String::from_utf8_lossy(&recorded);
+    for secret in [
+        "sk-deep-0000001",
+        "sk-nonutf8-0000002",
+        "ghp_listform_0000003",
+    ] {
+        assert!(!text.contains(secret), "{secret} reached disk:\n{text}");
+    }
+    // The runtime still got every byte as sent.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sk-nonutf8-0000002"));
+}

@@ -253,7 +253,8 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
     };
     let mut lanes = LaneWriter::create(&root)?;
     if opts.redact {
-        lanes = lanes.with_redactor(crate::redact::redact_line);
+        // One known-secret set per recording: a value redacted once stays redacted.
+        lanes = lanes.with_secrets(crate::redact::Secrets::new());
     }
     // One writer per thread (siblings share the seq counter): directions never wait for each
     // other's disk writes.

@@ -7,11 +7,11 @@
 use super::exit;
 use crate::bb::conformance;
 use crate::config::Config;
-use crate::report::{self, Report, RunMeta};
+use crate::report::live::{Lines, Live};
+use crate::report::{self, RunMeta};
 use crate::rule::{RuleInfo, Verdict};
 use std::ffi::OsString;
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Subcommand, Debug)]
@@ -120,8 +120,12 @@ fn not_run_verdicts(verdicts: &[Verdict], config: &Config) -> Vec<Verdict> {
         .collect()
 }
 
+/// Verdicts a recorded cell normally yields (replays, events-schema-valid, grammar,
+/// turn-lifecycle, not-empty): the progress bar's step per cell.
+const RECORDED_PER_CELL: usize = 5;
+
 /// Replays every thread cell of `roots` and returns the recorded-traffic verdicts.
-fn recorded_rules(a: &CheckBbArgs) -> Result<Vec<Verdict>, String> {
+fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> {
     use crate::bb::player::{self, ReplayError, ReplayOptions};
     use rayon::prelude::*;
     let mut cells = Vec::new();
@@ -139,11 +143,13 @@ fn recorded_rules(a: &CheckBbArgs) -> Result<Vec<Verdict>, String> {
     if !a.provider_env.is_empty() {
         opts.provider_env = a.provider_env.clone();
     }
+    live.expect_more((cells.len() * RECORDED_PER_CELL) as u64);
     let verdicts: Vec<Vec<Verdict>> = cells
         .par_iter()
         .map(|cell| {
             let (_, name) = cell.provider_and_name();
-            match player::replay_cell(cell, &a.command, &opts) {
+            let t0 = Instant::now();
+            let vs = match player::replay_cell(cell, &a.command, &opts) {
                 Ok(result) => {
                     let offline = crate::bb::recorded::offline_counts(cell);
                     crate::bb::recorded::recorded_verdicts(name, &result, &offline)
@@ -157,7 +163,21 @@ fn recorded_rules(a: &CheckBbArgs) -> Result<Vec<Verdict>, String> {
                 Err(ReplayError::Failed(reason)) => {
                     vec![Verdict::fail(&format!("recorded/{name}/replays"), reason)]
                 }
+            };
+            // The cell's replay time goes on its first verdict; the others are offline.
+            let vs: Vec<Verdict> = vs
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| v.with_duration(if i == 0 { t0.elapsed() } else { Duration::ZERO }))
+                .collect();
+            for v in &vs {
+                live.verdict(v);
             }
+            live.advance(
+                RECORDED_PER_CELL.saturating_sub(vs.len()) as u64,
+                &format!("recorded cell {name}"),
+            );
+            vs
         })
         .collect();
     Ok(verdicts.into_iter().flatten().collect())
@@ -183,14 +203,10 @@ pub struct RulesArgs {
     pub format: RulesFormat,
 }
 
-/// On SIGINT/SIGTERM/SIGHUP: kill every running bridge's process tree, then exit 128 + sig
-/// ([`crate::signals`]).
-fn install_signal_cleanup() {
-    crate::signals::install();
-}
-
 pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
-    install_signal_cleanup();
+    // A signal prints the partial summary and writes the partial reports (the live
+    // reporter's hook), kills every running bridge's process tree and exits 128 + sig.
+    crate::signals::install();
     let (config, source) = match Config::find(a.config.as_deref()) {
         Ok(x) => x,
         Err(e) => {
@@ -218,68 +234,91 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
         .map(|s| s.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ");
-
-    let bar = if std::io::stderr().is_terminal() {
-        let pb = indicatif::ProgressBar::new(conformance::LIVE_RULES.len() as u64);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        pb.enable_steady_tick(Duration::from_millis(120));
-        Some(pb)
-    } else {
-        None
+    let files = report::ReportFiles {
+        junit: a.junit.clone(),
+        markdown: a.markdown.clone(),
+        html: a.html.clone(),
     };
-    let started_ms = crate::util::now_ms();
+    let meta = RunMeta {
+        protocol: "bb".into(),
+        target: target.clone(),
+        started_at: report::rfc3339_utc(crate::util::now_ms()),
+        timeout_ms: a.timeout_ms,
+        fixture: config.path.as_ref().map(|p| p.display().to_string()),
+        ..Default::default()
+    };
+    let lines = match a.format {
+        super::Format::Text => Lines::Stdout,
+        super::Format::Json => Lines::Stderr,
+    };
+    let live = Live::start(
+        meta,
+        a.policy.policy(),
+        files.clone(),
+        lines,
+        conformance::LIVE_RULES.len() as u64,
+    );
     let t0 = Instant::now();
-    let mut on_verdict = |v: &Verdict| {
-        if let Some(pb) = &bar {
-            pb.inc(1);
-            pb.set_message(v.line());
-        }
-    };
+    let mut on_verdict = |v: &Verdict| live.verdict(v);
     let result = conformance::run(&opts, &mut on_verdict);
-    if let Some(pb) = &bar {
-        pb.finish_and_clear();
-    }
-    let (mut verdicts, info) = match result {
+    let (live_verdicts, info) = match result {
         Ok(r) => r,
         Err(e) => {
+            live.finish();
             eprintln!("bridgewire check bb: cannot start the bridge `{target}`: {e}");
             return exit::INVALID_INPUT;
         }
     };
-    verdicts.extend(not_run_verdicts(&verdicts, &config));
+    let not_run = not_run_verdicts(&live_verdicts, &config);
+    for v in &not_run {
+        live.verdict(v);
+    }
+    let mut recorded = Vec::new();
     if !a.recordings.is_empty() {
-        match recorded_rules(a) {
-            Ok(v) => verdicts.extend(v),
+        match recorded_rules(a, &live) {
+            Ok(v) => recorded = v,
             Err(e) => {
+                live.finish();
                 eprintln!("bridgewire check bb: {e}");
                 return exit::INVALID_INPUT;
             }
         }
     }
-    let report = Report {
-        meta: RunMeta {
-            protocol: "bb".into(),
-            target,
-            started_at: report::rfc3339_utc(started_ms),
-            duration_ms: t0.elapsed().as_millis() as u64,
-            timeout_ms: a.timeout_ms,
-            fixture: config.path.as_ref().map(|p| p.display().to_string()),
-            target_exit: info.bridge_exit.clone(),
-            notes: info.notes.clone(),
-            stderr_tail: info.stderr_tail.clone(),
-            target_pid: Some(info.pid),
-        },
-        verdicts,
-        policy: a.policy.policy(),
+    let Some(mut report) = live.finish() else {
+        // A signal ended the run: its handler prints, writes the reports and exits.
+        crate::signals::exit_if_interrupted();
+        return exit::FAILED;
     };
-    let stdout = match a.format {
-        super::Format::Text => report::terminal::render(&report),
-        super::Format::Json => report::json::render(&report),
+    // The report keeps the kit's order (recorded cells in discovery order), not arrival
+    // order; each verdict keeps the time the live reporter measured for it.
+    let timed = std::mem::take(&mut report.verdicts);
+    let time_of = |id: &str| {
+        timed
+            .iter()
+            .find(|t| t.id == id)
+            .and_then(|t| t.duration_ms)
     };
-    print!("{stdout}");
+    report.verdicts = live_verdicts
+        .into_iter()
+        .chain(not_run)
+        .chain(recorded)
+        .map(|mut v| {
+            if v.duration_ms.is_none() {
+                v.duration_ms = time_of(&v.id);
+            }
+            v
+        })
+        .collect();
+    report.meta.duration_ms = t0.elapsed().as_millis() as u64;
+    report.meta.target_exit = info.bridge_exit.clone();
+    report.meta.notes = info.notes.clone();
+    report.meta.stderr_tail = info.stderr_tail.clone();
+    report.meta.target_pid = Some(info.pid);
+    match a.format {
+        // The verdict lines were printed as they were reached.
+        super::Format::Text => print!("{}", report::terminal::tail(&report)),
+        super::Format::Json => print!("{}", report::json::render(&report)),
+    }
     let mut code = if report.verdicts.is_empty() {
         exit::NOTHING_SELECTED
     } else if report.summary().ok() {
@@ -287,28 +326,11 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
     } else {
         exit::FAILED
     };
-    type Render = fn(&Report) -> String;
-    let files: [(&Option<PathBuf>, Render); 3] = [
-        (&a.junit, report::junit::render),
-        (&a.markdown, report::markdown::render),
-        (&a.html, report::html::render),
-    ];
-    for (path, render) in files {
-        if let Some(p) = path
-            && let Err(e) = write_file(p, &render(&report))
-        {
-            eprintln!("bridgewire check bb: cannot write {}: {e}", p.display());
-            code = exit::INVALID_INPUT;
-        }
+    if let Err(e) = files.write(&report) {
+        eprintln!("bridgewire check bb: {e}");
+        code = exit::INVALID_INPUT;
     }
     code
-}
-
-fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, text)
 }
 
 pub fn run_rules(a: &RulesArgs) -> u8 {

@@ -41,8 +41,10 @@ pub struct LaneWriter {
     redactor: Option<Redactor>,
 }
 
-/// Rewrites a line before it is written (`None` = keep the original bytes).
-pub type Redactor = fn(&str) -> Option<String>;
+/// Rewrites a line's bytes before they are written (`None` = keep the original bytes); it sees
+/// every line, UTF-8 or not, so a line recorded as `lineBase64` is redacted too. E.g. a
+/// per-recording [`crate::redact::Secrets`] ([`LaneWriter::with_secrets`]).
+pub type Redactor = std::sync::Arc<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync>;
 
 impl LaneWriter {
     /// A writer whose `run` is now (ms since the epoch), like bb's recorder.
@@ -64,11 +66,15 @@ impl LaneWriter {
         })
     }
 
-    /// Passes every UTF-8 line through `redactor` before it is written (e.g.
-    /// [`crate::redact::redact_line`]).
+    /// Passes every line through `redactor` before it is written.
     pub fn with_redactor(mut self, redactor: Redactor) -> Self {
         self.redactor = Some(redactor);
         self
+    }
+
+    /// Redacts every line with `secrets` (bb §1.9 rules plus every value it learned).
+    pub fn with_secrets(self, secrets: std::sync::Arc<crate::redact::Secrets>) -> Self {
+        self.with_redactor(std::sync::Arc::new(move |b: &[u8]| secrets.redact_bytes(b)))
     }
 
     /// A writer for the same recording (root, run, seq counter, redaction) with its own files.
@@ -81,7 +87,7 @@ impl LaneWriter {
             files: HashMap::new(),
             scratch: Vec::new(),
             failures: 0,
-            redactor: self.redactor,
+            redactor: self.redactor.clone(),
         }
     }
 
@@ -141,16 +147,10 @@ impl LaneWriter {
                     groups.len() - 1
                 }
             };
-            // UTF-8 is validated once per line and the result shared with the redactor.
-            let text = std::str::from_utf8(line.bytes).map_err(|_| line.bytes);
-            let redacted = match (self.redactor, text) {
-                (Some(r), Ok(t)) => r(t),
-                _ => None,
-            };
-            let text = match &redacted {
-                Some(s) => Ok(s.as_str()),
-                None => text,
-            };
+            // Redaction sees the raw bytes (a non-UTF-8 line is redacted before `lineBase64`).
+            let redacted = self.redactor.as_ref().and_then(|r| r(line.bytes));
+            let bytes = redacted.as_deref().unwrap_or(line.bytes);
+            let text = std::str::from_utf8(bytes).map_err(|_| bytes);
             encode_entry_text(&mut groups[idx].2, &ts, &run, self.last, line.dir, text);
         }
         for (scope, dir, buf) in groups {

@@ -34,6 +34,14 @@ pub fn render(r: &Report) -> String {
         escape(&title)
     );
     let _ = writeln!(o, "<h1>{}</h1>", escape(&title));
+    if let Some(sig) = &r.meta.interrupted {
+        let _ = writeln!(
+            o,
+            "<p class=\"fail\">Interrupted by {}: partial results ({} verdicts reached).</p>",
+            escape(sig),
+            r.verdicts.len()
+        );
+    }
     let _ = writeln!(
         o,
         "<p>Target: <code>{}</code><br>Started {} · {} ms · per-wait timeout {} ms{}</p>",
@@ -77,7 +85,12 @@ pub fn render(r: &Report) -> String {
                 escape(&v.context.join("\n"))
             );
         }
-        let title = r.title(&v.id).map(|t| escape(&t)).unwrap_or_default();
+        let title = r.citation(&v.id).map(|t| escape(&t)).unwrap_or_default();
+        if v.status != Status::Pass
+            && let Some(c) = r.citation(&v.id)
+        {
+            let _ = write!(detail, "<br><small>rule: {}</small>", escape(&c));
+        }
         let _ = writeln!(
             o,
             "<tr><td class=\"{class}\">{st}</td><td>{}</td><td><code title=\"{title}\">{}</code></td><td>{detail}</td></tr>",

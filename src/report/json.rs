@@ -14,6 +14,7 @@
 //!   "target_pid": 1234 | null,              // also its process group, killed at the end
 //!   "notes": ["1 non-UTF-8 stdout line(s)"],// transport anomalies
 //!   "stderr_tail": "...",                   // last 64 KiB of the target's stderr, lossy
+//!   "interrupted": "SIGINT" | null,         // the run was cut short: partial results
 //!   "policy": {"strict": false, "require_all": false},
 //!   "summary": {"passed": 19, "failed": 1, "skipped": 0, "warned": 0, "not_run": 0, "ok": false},
 //!   "not_run": [{"id": "session/fork", "reason": "no fixture: set [bb.fixture] fork"}],
@@ -21,6 +22,7 @@
 //!                 "level": "MUST" | "SHOULD" | "INFO",
 //!                 "outcome": "passed" | "failed" | "warned" | "skipped" | "not-run",
 //!                 "detail": "...", "title": "<catalogue description>",
+//!                 "section": "<spec section>", "duration_ms": 12,   // when known
 //!                 "subchecks": [{"name", "status", "evidence"}],   // when the rule has them
 //!                 "context": ["→ <line sent>", "← <line received>"]}]  // non-pass only
 //! }
@@ -64,8 +66,12 @@ pub fn to_value(r: &Report) -> Value {
                         .collect::<Vec<_>>()
                 );
             }
-            if let Some(t) = r.title(&v.id) {
-                o["title"] = json!(t);
+            if let Some(rule) = r.rule(&v.id) {
+                o["title"] = json!(rule.description);
+                o["section"] = json!(rule.section);
+            }
+            if let Some(ms) = v.duration_ms {
+                o["duration_ms"] = json!(ms);
             }
             if !v.context.is_empty() {
                 o["context"] = json!(v.context);
@@ -86,6 +92,7 @@ pub fn to_value(r: &Report) -> Value {
         "target_pid": r.meta.target_pid,
         "notes": r.meta.notes,
         "stderr_tail": r.meta.stderr_tail,
+        "interrupted": r.meta.interrupted,
         "policy": {"strict": r.policy.strict, "require_all": r.policy.require_all},
         "summary": {
             "passed": s.passed, "failed": s.failed, "skipped": s.skipped,

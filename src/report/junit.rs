@@ -1,5 +1,7 @@
-//! JUnit XML: one suite per protocol/target, one case per rule id. A kit `skipped` verdict is a
-//! failure of type `skipped` (it fails the run, §9.1).
+//! JUnit XML: one suite per check (`bridgewire check <protocol>`: deterministic, the target
+//! with its ports and paths is a property), one case per rule id with its time, its evidence
+//! (sub-checks, wire frames) and, on failure, the rule's text and spec section. A kit
+//! `skipped` verdict is a failure of type `skipped` (it fails the run, §9.1).
 
 use super::Report;
 use crate::rule::Outcome;
@@ -8,9 +10,13 @@ use std::time::Duration;
 
 pub fn render(r: &Report) -> String {
     let mut report = quick_junit::Report::new("bridgewire");
-    let mut suite = TestSuite::new(format!("{}: {}", r.meta.protocol, r.meta.target));
+    let mut suite = TestSuite::new(format!("bridgewire check {}", r.meta.protocol));
     suite.set_time(Duration::from_millis(r.meta.duration_ms));
+    suite.add_property(("target", r.meta.target.as_str()));
     suite.add_property(("timeout_ms", r.meta.timeout_ms.to_string().as_str()));
+    if let Some(sig) = &r.meta.interrupted {
+        suite.add_property(("interrupted", sig.as_str()));
+    }
     if let Some(f) = &r.meta.fixture {
         suite.add_property(("fixture", f.as_str()));
     }
@@ -35,14 +41,21 @@ pub fn render(r: &Report) -> String {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
                 s.set_type(v.status.key());
                 s.set_message(format!("[{}] {}", level.label(), v.detail));
-                if !evidence.is_empty() {
-                    s.set_description(evidence.join("\n"));
+                let mut text = evidence.clone();
+                if let Some(c) = r.citation(&v.id) {
+                    text.insert(0, format!("rule: {c}"));
+                }
+                if !text.is_empty() {
+                    s.set_description(text.join("\n"));
                 }
                 s
             }
         };
         let mut case = TestCase::new(v.id.clone(), status);
         case.set_classname(format!("{}.{}", r.meta.protocol, level.label()));
+        if let Some(ms) = v.duration_ms {
+            case.set_time(Duration::from_millis(ms));
+        }
         if outcome == Outcome::Warned {
             case.set_system_out(format!("warning [{}]: {}", level.label(), v.detail));
         } else if outcome == Outcome::Passed && !evidence.is_empty() {
@@ -72,5 +85,7 @@ mod tests {
         assert!(x.contains("name=\"turn/lifecycle\""));
         assert!(x.contains("type=\"skipped\""));
         assert!(x.contains("bridge --x &lt;&amp;&gt;"), "{x}");
+        assert!(x.contains("name=\"bridgewire check bb\""), "{x}");
+        assert!(x.contains("rule: "), "{x}");
     }
 }

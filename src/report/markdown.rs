@@ -23,6 +23,13 @@ pub fn render(r: &Report) -> String {
         r.meta.protocol,
         s.line()
     );
+    if let Some(sig) = &r.meta.interrupted {
+        let _ = writeln!(
+            out,
+            "**Interrupted by {sig}: partial results ({} verdicts reached).**\n",
+            r.verdicts.len()
+        );
+    }
     let _ = writeln!(out, "Target: `{}`  ", r.meta.target.replace('`', "'"));
     let _ = writeln!(
         out,
@@ -54,6 +61,17 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "\n**Not run ({}):**\n", not_run.len());
         for v in not_run {
             let _ = writeln!(out, "- `{}` — {}", v.id, cell(&v.detail));
+        }
+    }
+    let failures: Vec<_> = r.failures().collect();
+    if !failures.is_empty() {
+        let _ = writeln!(out, "\n**Failures ({}):**\n", failures.len());
+        for v in failures {
+            let _ = write!(out, "- `{}` — {}", v.id, cell(&v.detail));
+            if let Some(c) = r.citation(&v.id) {
+                let _ = write!(out, "<br>rule: {}", cell(&c));
+            }
+            out.push('\n');
         }
     }
     if let Some(v) = r.verdicts.iter().find(|v| v.status == Status::Fail)
@@ -90,5 +108,7 @@ mod tests {
         assert!(md.contains("- `session/fork` — no fixture"), "{md}");
         assert!(md.contains("1 passed, 1 failed, 1 skipped, 1 warned, 1 not run"));
         assert_eq!(super::cell("a|b\nc"), "a\\|b<br>c");
+        assert!(md.contains("**Failures (3):**"), "{md}");
+        assert!(md.contains("(bb-tooling.md#96-lifecycle-rules)"), "{md}");
     }
 }

@@ -12,6 +12,7 @@
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod live;
 pub mod markdown;
 pub mod terminal;
 
@@ -39,6 +40,8 @@ pub struct RunMeta {
     pub stderr_tail: String,
     /// The target's pid (= its process group id, killed at the end of the run).
     pub target_pid: Option<u32>,
+    /// Set when the run was cut short by a signal (`SIGINT`, `SIGTERM`): the report is partial.
+    pub interrupted: Option<String>,
 }
 
 /// One run's report.
@@ -67,15 +70,44 @@ impl Report {
 
     /// The catalogue title (description) of a rule, if catalogued.
     pub fn title(&self, id: &str) -> Option<String> {
-        crate::rule::catalogue()
-            .into_iter()
-            .find(|r| r.id == id && r.protocol == self.meta.protocol && r.mode == "live")
-            .or_else(|| {
-                crate::rule::catalogue()
-                    .into_iter()
-                    .find(|r| r.id == id && r.protocol == self.meta.protocol)
-            })
-            .map(|r| r.description)
+        self.rule(id).map(|r| r.description.clone())
+    }
+
+    /// A rule's catalogue entry (its live-mode entry first). A recorded rule reported per
+    /// cell (`recorded/<cell>/grammar`) resolves to its generic entry (`recorded/grammar`).
+    pub fn rule(&self, id: &str) -> Option<&'static crate::rule::RuleInfo> {
+        let cat = crate::rule::catalogue_cached();
+        let find = |id: &str| {
+            cat.iter()
+                .find(|r| r.id == id && r.protocol == self.meta.protocol && r.mode == "live")
+                .or_else(|| {
+                    cat.iter()
+                        .find(|r| r.id == id && r.protocol == self.meta.protocol)
+                })
+        };
+        find(id).or_else(|| {
+            let rest = id.strip_prefix("recorded/")?;
+            let (_, tail) = rest.rsplit_once('/')?;
+            find(&format!("recorded/{tail}"))
+        })
+    }
+
+    /// `<rule text> (<spec section>)` for a rule, when catalogued: what failure lines cite.
+    pub fn citation(&self, id: &str) -> Option<String> {
+        self.rule(id)
+            .map(|r| format!("{} ({})", r.description, r.section))
+    }
+
+    /// Verdicts that fail the run or warn, in order (re-listed at the end of every report).
+    pub fn failures(&self) -> impl Iterator<Item = &Verdict> {
+        self.verdicts.iter().filter(|v| {
+            matches!(
+                crate::rule::Outcome::of(v.status, self.level(v), self.policy),
+                crate::rule::Outcome::Failed
+                    | crate::rule::Outcome::Skipped
+                    | crate::rule::Outcome::Warned
+            )
+        })
     }
 }
 
@@ -119,6 +151,7 @@ pub(crate) fn sample() -> Report {
             notes: vec!["1 non-JSON stdout line(s), first: oops".into()],
             stderr_tail: "boom\n".into(),
             target_pid: Some(42),
+            interrupted: None,
         },
         verdicts: vec![
             Verdict::pass("rpc/unknown-method"),

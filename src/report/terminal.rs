@@ -11,11 +11,27 @@ const STDERR_LINES: usize = 10;
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     for v in &r.verdicts {
-        let _ = writeln!(out, "{}", v.line_at(r.level(v)));
-        for c in &v.subchecks {
-            let _ = writeln!(out, "{}", subcheck_line(c));
-        }
+        out.push_str(&verdict_lines(r, v));
     }
+    out.push_str(&tail(r));
+    out
+}
+
+/// One verdict as printed when it is reached: its line, then its sub-checks.
+pub fn verdict_lines(r: &Report, v: &crate::rule::Verdict) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", v.line_at(r.level(v)));
+    for c in &v.subchecks {
+        let _ = writeln!(out, "{}", subcheck_line(c));
+    }
+    out
+}
+
+/// Everything after the verdict lines: the frames around the first failure, what the target
+/// did, the rules that did not run, the failures re-listed with the rule text and spec
+/// section, and the closing `N passed, N failed` line (always last).
+pub fn tail(r: &Report) -> String {
+    let mut out = String::new();
     let first_bad = r.verdicts.iter().find(|v| v.status == Status::Fail);
     if let Some(v) = first_bad
         && !v.context.is_empty()
@@ -50,6 +66,23 @@ pub fn render(r: &Report) -> String {
         for v in not_run {
             let _ = writeln!(out, "  {} — {}", v.id, v.detail);
         }
+    }
+    let failures: Vec<_> = r.failures().collect();
+    if !failures.is_empty() {
+        let _ = writeln!(out, "\nfailures ({}):", failures.len());
+        for v in failures {
+            let _ = writeln!(out, "  {}", v.line_at(r.level(v)));
+            if let Some(c) = r.citation(&v.id) {
+                let _ = writeln!(out, "          rule: {c}");
+            }
+        }
+    }
+    if let Some(sig) = &r.meta.interrupted {
+        let _ = writeln!(
+            out,
+            "\ninterrupted by {sig}: partial results ({} verdicts reached)",
+            r.verdicts.len()
+        );
     }
     let _ = writeln!(out, "{}", r.summary().line());
     out
@@ -92,6 +125,16 @@ mod tests {
         assert!(text.contains("          FAIL forged-jwt — connected with a forged JWT"));
         assert!(text.contains("          ok   valid-jwt — welcome received"));
         assert!(text.contains("not run (1):\n  session/fork — no fixture: set [bb.fixture] fork"));
+        // Failures are re-listed at the end, citing the catalogue's rule text and section.
+        let relist = text.split("failures (3):\n").nth(1).expect(&text);
+        assert!(
+            relist.starts_with("  fail    turn/lifecycle — turn never settled"),
+            "{text}"
+        );
+        assert!(
+            relist.contains("rule: ") && relist.contains("(bb-tooling.md#96-lifecycle-rules)"),
+            "{text}"
+        );
         assert_eq!(
             *lines.last().unwrap(),
             "1 passed, 1 failed, 1 skipped, 1 warned, 1 not run"
