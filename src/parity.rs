@@ -598,7 +598,17 @@ pub struct Worktree {
 impl Worktree {
     pub fn add(rev: &str) -> Result<Worktree, String> {
         let dir = crate::signals::temp_dir("bridgewire-leg-").map_err(|e| e.to_string())?;
-        let path = dir.path().join("wt");
+        // git names a worktree's admin folder after its basename: a unique basename keeps two
+        // legs added at once from racing for `.git/worktrees/wt` (and git's own lock is not
+        // held across the whole add, so adds are serialized too).
+        let base = dir
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "wt".into());
+        let path = dir.path().join(base);
+        static ADDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _adding = ADDING.lock().unwrap_or_else(|e| e.into_inner());
         // Registered before it exists: a signal during `git worktree add` still prunes it.
         let registration = crate::signals::register(crate::signals::Cleanup::Worktree {
             repo: std::env::current_dir().unwrap_or_else(|_| ".".into()),
