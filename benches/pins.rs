@@ -155,7 +155,17 @@ fn write_cell(dir: &Path, bytes: u64, salt: u64) {
     );
     while written < bytes {
         turn += 1;
-        let creq = format!("creq_{turn}");
+        // bb's format (creq_ + 10 characters of its alphabet), so the deltas stay valid.
+        let creq = {
+            const ALPHABET: &[u8] = b"23456789abcdefghijkmnpqrstuvwxyz";
+            let mut n = turn;
+            let mut s = [b'2'; 10];
+            for c in s.iter_mut().rev() {
+                *c = ALPHABET[(n % 32) as usize];
+                n /= 32;
+            }
+            format!("creq_{}", String::from_utf8_lossy(&s))
+        };
         written += entry(
             &mut rt,
             "runtime→bridge",

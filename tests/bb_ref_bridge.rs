@@ -938,12 +938,57 @@ fn break_delta_before_open_and_invalid_event_and_icon() {
         .map(|(_, d)| d)
         .collect();
     assert_eq!(usages.len(), 2);
-    assert_eq!(usages[1]["last"]["inputTokens"], -1);
+    assert_eq!(usages[1]["last"]["inputTokens"], "1");
     assert!(
         deltas
             .iter()
             .any(|(_, d)| d["presentation"]["icon"]["glyph"] == "bb-ref/sparkles")
     );
+}
+
+/// Plan steps go out in bb's vocabulary (`active`, never the provider's `inProgress`) and the
+/// acceptance echoes the client request id verbatim; the two break modes undo exactly that.
+#[test]
+fn plan_steps_and_request_ids_in_bbs_vocabulary_unless_broken() {
+    for (mode, running, echoed) in [
+        ("", "active", "creq_2222222223"),
+        (
+            "plan-step-in-progress,malformed-client-request-id",
+            "inProgress",
+            "req_2222222223",
+        ),
+    ] {
+        let mut bridge = Bridge::spawn(mode);
+        bridge.initialize();
+        let ptid = bridge.start_thread("thr_p", json!({}));
+        bridge.turn("thr_p", &ptid, "hello", "creq_2222222223");
+        bridge
+            .wait_delta("thr_p", |d| is_final_boundary(d, "completed"))
+            .unwrap();
+        let deltas = bridge.deltas("thr_p");
+        let open = deltas
+            .iter()
+            .find(|(_, d)| d["kind"] == "item.open" && d["item"]["type"] == "planSteps")
+            .map(|(_, d)| d.clone())
+            .expect("a plan");
+        assert_eq!(
+            open["item"]["steps"][1]["status"], running,
+            "{mode}: {open}"
+        );
+        let accepted = deltas
+            .iter()
+            .find(|(_, d)| d["kind"] == "input.accepted")
+            .map(|(_, d)| d.clone())
+            .unwrap();
+        assert_eq!(accepted["clientRequestId"], echoed, "{mode}");
+        // The clean bridge's whole output is bb-valid.
+        if mode.is_empty() {
+            for (_, d) in &deltas {
+                let params = json!({"threadId": "thr_p", "deltas": [d]});
+                bridgewire::bb::delta::validate_params(&params).unwrap();
+            }
+        }
+    }
 }
 
 #[test]

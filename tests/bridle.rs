@@ -478,7 +478,7 @@ fn extension_events_warn_only_under_spec_events_only() {
     assert_eq!(code, 0, "{out}");
     let bad: Vec<&str> = out
         .lines()
-        .filter(|l| l.starts_with("fail") || l.starts_with("skipped") || l.starts_with("warn"))
+        .filter(|l| l.starts_with("fail ") || l.starts_with("skipped ") || l.starts_with("warn "))
         .collect();
     assert_eq!(bad.len(), 1, "{out}");
     assert!(
@@ -537,10 +537,15 @@ fn check_agent_passes_on_the_reference_agent_and_fails_each_break() {
         (
             "stream-end-final",
             "end-mismatch",
-            "differs from the last accumulation",
+            "stream_end carries messageId",
         ),
         ("notes", "no-kind", "want thinking or tool"),
         ("agent-reconnect", "no-reconnect", "exited"),
+        (
+            "agent-auth",
+            "root-namespace",
+            "the agent connected to namespace \"/\" instead of /ws/agent",
+        ),
     ];
     let mut jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> =
         vec![Box::new(|| check_agent(None))];
@@ -563,6 +568,12 @@ fn check_agent_passes_on_the_reference_agent_and_fails_each_break() {
             .find(|l| l.starts_with(&format!("fail    {rule} — ")))
             .unwrap_or_else(|| panic!("--break {brk}: {rule} did not fail:\n{out}"));
         assert!(line.contains(detail), "--break {brk}: {line}");
+        // One fault, one verdict: no other rule fails for it.
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with("fail ")).count(),
+            1,
+            "--break {brk}: {out}"
+        );
     }
 }
 
@@ -830,16 +841,17 @@ async fn client_survives_flood_oversize_and_releases_sockets() {
     let mut browsers = Vec::new();
     for i in 0..3 {
         let token = bridgewire::bridle::sign_jwt(SECRET, &format!("u-{i}"), &[]);
-        browsers.push(
-            Socket::connect(
-                &url,
-                "/ws/client",
-                Some(json!({"token": token, "agentId": "bot-c"})),
-                &opts(),
-            )
-            .await
-            .unwrap(),
-        );
+        let mut s = Socket::connect(
+            &url,
+            "/ws/client",
+            Some(json!({"token": token, "agentId": "bot-c"})),
+            &opts(),
+        )
+        .await
+        .unwrap();
+        // The hub registers a browser before its welcome (the CONNECT ack comes earlier).
+        s.recv_named("welcome", W).await.unwrap();
+        browsers.push(s);
     }
     let count = || async {
         let v: serde_json::Value = reqwest::get(format!("{url}/api/agent/bot-c/health"))
@@ -930,4 +942,136 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
     assert_eq!(code, 0, "{out}");
     assert!(out.ends_with("8 passed, 0 failed\n"), "{out}");
     assert!(out.contains("pass    notes\n"), "{out}");
+}
+
+/// `check bridle hub` against a second hub that is not ours (`tests/node/hub.js`, on the
+/// canonical npm `socket.io` server, with extension events and accept-then-reject handshakes).
+fn check_node_hub(divergence: Option<&str>) -> (i32, String) {
+    let script = node_dir().join("hub.js");
+    let mut args = vec![
+        "check",
+        "bridle",
+        "hub",
+        "--wait-ms",
+        "2000",
+        "--sync-timeout-ms",
+        "800",
+        "--",
+        "node",
+        script.to_str().unwrap(),
+    ];
+    if let Some(d) = divergence {
+        args.extend(["--diverge", d]);
+    }
+    let args: Vec<String> = args.into_iter().map(String::from).collect();
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    bridgewire(&refs)
+}
+
+/// The verdict lines (not sub-checks, not the summary) that did not pass.
+fn not_passed(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| {
+            ["fail ", "warn ", "skipped ", "not run "]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .collect()
+}
+
+/// The correct variant passes every rule but `spec-events-only`, which warns (exit 0) naming
+/// the extensions; each divergence switch fails exactly its rule, naming the cause.
+#[test]
+fn second_hub_on_canonical_socket_io_passes_and_each_divergence_fails_its_rule() {
+    if !node_ready() {
+        return;
+    }
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "accept-no-sub",
+            "handshake-auth",
+            "a JWT without sub: admitted",
+        ),
+        ("no-agent-id", "event-fields", "lacks agentId"),
+        (
+            "leak-client-id",
+            "event-fields",
+            "carries the agent-side field clientId",
+        ),
+        (
+            "clobber-same-user",
+            "same-user-browsers",
+            "the second replaced the first",
+        ),
+        (
+            "takeover-offline",
+            "agent-takeover",
+            "disconnect unregistered agentId",
+        ),
+        (
+            "forward-malformed",
+            "malformed-payloads",
+            "a null message: null: forwarded to the agent as",
+        ),
+        (
+            "exception-reply",
+            "malformed-payloads",
+            "answered with the non-spec event \"exception\"",
+        ),
+        (
+            "concat-sync-timeout",
+            "http-sync-timeout",
+            "the stream snapshots concatenated",
+        ),
+    ];
+    // The table covers every switch the hub has (its own list is the independent source).
+    let listed = Command::new("node")
+        .arg(node_dir().join("hub.js"))
+        .arg("--list")
+        .output()
+        .expect("node runs");
+    let mut switches: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.split('\t').next().map(String::from))
+        .collect();
+    let mut covered: Vec<String> = cases.iter().map(|c| c.0.to_string()).collect();
+    switches.sort();
+    covered.sort();
+    assert_eq!(switches, covered);
+
+    let mut jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> =
+        vec![Box::new(|| check_node_hub(None))];
+    for &(d, _, _) in cases {
+        jobs.push(Box::new(move || check_node_hub(Some(d))));
+    }
+    let results = parallel(jobs);
+    let extensions = "warn    spec-events-only (SHOULD) — hub→browser: events the spec does not list: \"status\" ×";
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    let bad = not_passed(out);
+    assert_eq!(bad.len(), 1, "{out}");
+    assert!(bad[0].starts_with(extensions), "{out}");
+    assert!(bad[0].contains("hub→agent: events the spec does not list: \"config\" ×"));
+    for ((d, rule, cause), (code, out)) in cases.iter().zip(&results[1..]) {
+        assert_eq!(*code, 1, "--diverge {d}: {out}");
+        let bad = not_passed(out);
+        let fails: Vec<&&str> = bad.iter().filter(|l| l.starts_with("fail")).collect();
+        assert_eq!(
+            fails.len(),
+            1,
+            "--diverge {d} failed other rules too: {out}"
+        );
+        assert!(
+            fails[0].starts_with(&format!("fail    {rule} — ")),
+            "--diverge {d}: {out}"
+        );
+        assert!(fails[0].contains(cause), "--diverge {d}: {}", fails[0]);
+        // Nothing skipped; the only other non-pass is the extensions' warning.
+        assert!(
+            bad.iter()
+                .all(|l| l.starts_with("fail")
+                    || l.starts_with("warn    spec-events-only (SHOULD) — ")),
+            "--diverge {d}: {out}"
+        );
+    }
 }

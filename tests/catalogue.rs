@@ -132,7 +132,7 @@ fn recorded_rules_are_catalogued() {
 fn thread_delta_schema_kinds_match_the_grammar() {
     let s: Value =
         serde_json::from_str(bridgewire::bb::conformance::schema::THREAD_DELTA_PARAMS).unwrap();
-    let kinds: BTreeSet<&str> = s["properties"]["deltas"]["items"]["properties"]["kind"]["enum"]
+    let kinds: BTreeSet<&str> = s["$defs"]["delta"]["properties"]["kind"]["enum"]
         .as_array()
         .unwrap()
         .iter()

@@ -199,6 +199,18 @@ const TABLE: &[Expect] = &[
         absent: &[],
     },
     Expect {
+        mode: "plan-step-in-progress",
+        fail: &["events/schema-valid"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
+        mode: "malformed-client-request-id",
+        fail: &["events/schema-valid"],
+        skipped: &[],
+        absent: &[],
+    },
+    Expect {
         mode: "delta-before-open",
         fail: &["item/opens-before-delta"],
         skipped: &[],
@@ -416,6 +428,40 @@ fn each_break_mode_fails_exactly_its_rules() {
     assert_eq!(results.len(), TABLE.len());
     let errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
     assert!(errors.is_empty(), "\n{}", errors.join("\n"));
+}
+
+/// bb-strict validation names the field path and what bb allows.
+#[test]
+fn schema_valid_names_the_field_and_the_allowed_values() {
+    let fx = fixture();
+    for (mode, needles) in [
+        (
+            "plan-step-in-progress",
+            &[
+                "item.steps.1.status: \"inProgress\" is not allowed",
+                "allowed values: [\"pending\",\"active\",\"completed\",\"failed\"]",
+            ][..],
+        ),
+        (
+            "malformed-client-request-id",
+            &[
+                "(input.accepted): clientRequestId: \"req_",
+                "^creq_[23456789abcdefghijkmnpqrstuvwxyz]{10}$",
+            ][..],
+        ),
+    ] {
+        let (out, _) = run_check(
+            &["--format", "json", "--fixture", fx.to_str().unwrap()],
+            &[BRIDGE],
+            &[("BB_REF_BRIDGE_BREAK", mode)],
+        );
+        let got = statuses(&json_report(&out));
+        let (status, detail) = &got["events/schema-valid"];
+        assert_eq!(status, "fail", "{mode}");
+        for n in needles {
+            assert!(detail.contains(n), "{mode}: {detail} lacks {n}");
+        }
+    }
 }
 
 #[test]

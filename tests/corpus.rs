@@ -59,3 +59,37 @@ fn pins_update_writes_bbs_own_pins() {
         serde_json::from_slice(&std::fs::read(root.join("bb-row-counts.json")).unwrap()).unwrap();
     assert_eq!(written, bb);
 }
+
+/// bb's own recordings are valid under bridgewire's bb-strict schemas (no false alarm on what bb
+/// itself produced), and so are the bundled reference-bridge cells (no bb-invalid line).
+#[test]
+fn every_bundled_bb_line_and_event_is_bb_valid() {
+    use bridgewire::protocol::{EventSink, GrammarDrop};
+    struct Check(Vec<String>, usize);
+    impl EventSink for Check {
+        fn event(&mut self, event: serde_json::Value) {
+            self.1 += 1;
+            if let Err(e) = bridgewire::bb::recorded::event_schema_check(&event) {
+                self.0.push(format!("{e}: {event}"));
+            }
+        }
+        fn grammar_drop(&mut self, _: GrammarDrop) {}
+        fn invalid(&mut self, m: String) {
+            self.0.push(m);
+        }
+    }
+    let mut cells = Vec::new();
+    for dir in ["recordings/bb", "recordings/bb-ref"] {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        cells.extend(bridgewire::cell::discover(&root).unwrap());
+    }
+    assert!(cells.len() >= 18);
+    for cell in cells {
+        let mut sink = Check(Vec::new(), 0);
+        cell.protocol
+            .model()
+            .assemble(&cell, &mut cell.merged(), &mut sink);
+        assert!(sink.1 > 0, "{}", cell.key);
+        assert!(sink.0.is_empty(), "{}: {:#?}", cell.key, sink.0);
+    }
+}

@@ -32,7 +32,7 @@ fn delta(deltas: &str) -> String {
 /// A small valid turn: open, one streamed message, settle.
 fn good_lane() -> String {
     [
-        entry(1, &delta(r#"{"kind":"session.reset"},{"kind":"input.accepted","clientRequestId":"c1"},{"kind":"turn.open"}"#)),
+        entry(1, &delta(r#"{"kind":"session.reset"},{"kind":"input.accepted","clientRequestId":"creq_2222222223"},{"kind":"turn.open"}"#)),
         entry(2, &delta(r#"{"kind":"item.textDelta","key":{"channel":"assistant"},"channel":"agentMessage","text":"hi"}"#)),
         entry(3, &delta(r#"{"kind":"item.textClose","key":{"channel":"assistant"},"channel":"agentMessage"}"#)),
         entry(4, &delta(r#"{"kind":"turn.boundary","status":"completed"}"#)),

@@ -90,7 +90,7 @@ fn records_all_four_lanes_and_pins_them() {
         serde_json::from_str::<Value>(seen.last().unwrap()).unwrap()["result"]["providerThreadId"]
             .clone();
     send(
-        json!({"jsonrpc":"2.0","id":3,"method":"turn/start","params":{"threadId":"thr_e2e","providerThreadId":ptid,"input":[{"type":"text","text":"hello"}],"clientRequestId":"creq_1","options":{}}}),
+        json!({"jsonrpc":"2.0","id":3,"method":"turn/start","params":{"threadId":"thr_e2e","providerThreadId":ptid,"input":[{"type":"text","text":"hello"}],"clientRequestId":"creq_2222222223","options":{}}}),
     );
     wait_for(&mut seen, "the turn to settle", &|v| {
         v["method"] == "thread/delta"

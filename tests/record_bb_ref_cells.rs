@@ -201,7 +201,7 @@ fn record_bb_ref_cells() {
         t,
         &ptid,
         "read the file, edit it and run a command",
-        "creq_1",
+        "creq_2222222223",
     );
     let call = d.wait_for("item/tool/call", |m| m["method"] == "item/tool/call");
     d.send(&json!({"jsonrpc": "2.0", "id": call["id"], "result": {"success": true, "contentItems": [{"type": "inputText", "text": "STAMPED"}]}}));
@@ -211,18 +211,18 @@ fn record_bb_ref_cells() {
     // resume: a turn, a release stop, then a new turn that resumes.
     let t = "thr_resume";
     let ptid = d.start("thread/start", t, json!({}));
-    d.turn(t, &ptid, "first", "creq_2");
+    d.turn(t, &ptid, "first", "creq_2222222224");
     d.wait_final(t, "completed", 1);
     d.stop(t, &ptid, "release");
     let ptid2 = d.start("thread/resume", t, json!({"providerThreadId": ptid}));
-    d.turn(t, &ptid2, "second", "creq_3");
+    d.turn(t, &ptid2, "second", "creq_2222222225");
     d.wait_final(t, "completed", 2);
     d.stop(t, &ptid2, "release");
 
     // stop-interrupt: a held turn interrupted, then a new turn on the resumed session.
     let t = "thr_stop_interrupt";
     let ptid = d.start("thread/start", t, json!({}));
-    d.turn(t, &ptid, "please /hold", "creq_4");
+    d.turn(t, &ptid, "please /hold", "creq_2222222226");
     d.wait_for("held turn.open", |m| {
         m["method"] == "thread/delta"
             && m["params"]["threadId"] == t
@@ -234,19 +234,19 @@ fn record_bb_ref_cells() {
     d.stop(t, &ptid, "interrupt");
     d.wait_final(t, "interrupted", 1);
     let ptid2 = d.start("thread/resume", t, json!({"providerThreadId": ptid}));
-    d.turn(t, &ptid2, "after the interrupt", "creq_5");
+    d.turn(t, &ptid2, "after the interrupt", "creq_2222222227");
     d.wait_final(t, "completed", 1);
     d.stop(t, &ptid2, "release");
 
     // fork: a source thread with one turn, then a fork and one turn on it.
     let src = "thr_fork_source";
     let sptid = d.start("thread/start", src, json!({}));
-    d.turn(src, &sptid, "source turn", "creq_6");
+    d.turn(src, &sptid, "source turn", "creq_2222222228");
     d.wait_final(src, "completed", 1);
     d.stop(src, &sptid, "release");
     let t = "thr_fork";
     let ptid = d.start("thread/fork", t, json!({"sourceProviderThreadId": sptid}));
-    d.turn(t, &ptid, "forked turn", "creq_7");
+    d.turn(t, &ptid, "forked turn", "creq_2222222229");
     d.wait_final(t, "completed", 1);
     d.stop(t, &ptid, "release");
 

@@ -88,18 +88,14 @@ impl Schema {
         Schema(jsonschema::validator_for(&v).expect("embedded schema compiles"))
     }
 
-    /// `Err` with the first error (instance path and message).
+    /// `Err` with the first error: the field path, what was wrong and what is allowed.
     pub fn check(&self, instance: &Value) -> Result<(), String> {
+        if self.0.is_valid(instance) {
+            return Ok(());
+        }
         match self.0.iter_errors(instance).next() {
             None => Ok(()),
-            Some(e) => {
-                let path = e.instance_path().to_string();
-                Err(if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{path}: {e}")
-                })
-            }
+            Some(e) => Err(delta::describe(instance, &e)),
         }
     }
 }
@@ -1645,7 +1641,7 @@ mod tests {
         let evs = a.assemble(
             "t",
             &[
-                json!({"kind": "input.accepted", "clientRequestId": "c"}),
+                json!({"kind": "input.accepted", "clientRequestId": "creq_2222222223"}),
                 json!({"kind": "turn.open"}),
                 json!({"kind": "item.open", "key": {"providerItemId": "x"}, "item": {"type": "command", "command": "ls", "cwd": "/"}}),
                 json!({"kind": "item.outputDelta", "key": {"providerItemId": "x"}, "channel": "command", "text": "hi"}),
@@ -1664,8 +1660,29 @@ mod tests {
                 .unwrap_or_else(|err| panic!("{e}: {err}"));
         }
         let bad = json!({"type": "thread/tokenUsage/updated", "threadId": "", "providerThreadId": "", "scope": {"kind": "turn", "turnId": "t1"},
-            "tokenUsage": {"total": {"inputTokens": -1, "cachedInputTokens": 0, "outputTokens": 0.5, "reasoningOutputTokens": 0, "totalTokens": -0.5}, "last": {"inputTokens": 0, "cachedInputTokens": 0, "outputTokens": 0, "reasoningOutputTokens": 0, "totalTokens": 0}, "modelContextWindow": 5}});
+            "tokenUsage": {"total": {"inputTokens": "1", "cachedInputTokens": 0, "outputTokens": 0.5, "reasoningOutputTokens": 0, "totalTokens": -0.5}, "last": {"inputTokens": 0, "cachedInputTokens": 0, "outputTokens": 0, "reasoningOutputTokens": 0, "totalTokens": 0}, "modelContextWindow": 5}});
         assert!(THREAD_EVENT.check(&bad).is_err());
         assert!(THREAD_EVENT.check(&json!({"type": "nope"})).is_err());
+        // bb's own rules: the clientRequestId format, plan-step statuses, scope policy.
+        let accepted = |id: &str| json!({"type": "turn/input/accepted", "threadId": "", "providerThreadId": "", "scope": {"kind": "turn", "turnId": "t1"}, "clientRequestId": id});
+        let e = THREAD_EVENT.check(&accepted("creq_1")).unwrap_err();
+        assert!(
+            e.starts_with("clientRequestId: \"creq_1\" does not have the required format"),
+            "{e}"
+        );
+        assert!(THREAD_EVENT.check(&accepted("creq_2222222223")).is_ok());
+        let steps = json!({"type": "item/completed", "threadId": "", "providerThreadId": "", "scope": {"kind": "turn", "turnId": "t1"},
+            "item": {"type": "planSteps", "id": "i1", "status": "completed", "steps": [{"step": "a", "status": "inProgress"}]}});
+        let e = THREAD_EVENT.check(&steps).unwrap_err();
+        assert_eq!(
+            e,
+            "item.steps.0.status: \"inProgress\" is not allowed; allowed values: [\"pending\",\"active\",\"completed\",\"failed\"]"
+        );
+        let thread_scoped_item = json!({"type": "item/started", "threadId": "", "providerThreadId": "", "scope": {"kind": "thread"},
+            "item": {"type": "agentMessage", "id": "i1", "text": ""}});
+        assert!(
+            THREAD_EVENT.check(&thread_scoped_item).is_err(),
+            "item/started is turn-scoped in bb"
+        );
     }
 }

@@ -5,7 +5,7 @@
 use super::rules::{self, id};
 use super::spawn::ChildGuard;
 use super::{AGENT_NSP, text_parts};
-use crate::rule::Verdict;
+use crate::rule::{SubCheck, Verdict};
 use serde_json::{Value, json};
 use socketioxide::SocketIo;
 use socketioxide::extract::{Data, Event, SocketRef, TryData};
@@ -47,6 +47,11 @@ enum Seen {
     Rejected {
         auth: Value,
     },
+    /// A CONNECT to a namespace other than `/ws/agent` (refused, recorded to diagnose it).
+    WrongNamespace {
+        nsp: String,
+        auth: Value,
+    },
     Event {
         name: String,
         data: Value,
@@ -68,6 +73,7 @@ impl FakeHub {
     async fn start(addr: SocketAddr, api_key: String) -> std::io::Result<FakeHub> {
         let (layer, io) = SocketIo::builder().build_layer();
         let (tx, rx) = mpsc::unbounded_channel();
+        let wrong_tx = tx.clone();
         let agent: Arc<Mutex<Option<SocketRef>>> = Arc::default();
         let slot = agent.clone();
         // Everything happens in the middleware, which runs before the CONNECT ack: handlers
@@ -110,6 +116,16 @@ impl FakeHub {
             std::future::ready(Ok(()))
         };
         io.ns(AGENT_NSP, (async || {}).with(middleware));
+        // Any other namespace (`/`, a typo) is refused, and recorded so the verdict can name it.
+        let wrong = move |s: SocketRef, TryData(auth): TryData<Value>| {
+            let _ = wrong_tx.send(Seen::WrongNamespace {
+                nsp: s.ns().to_string(),
+                auth: auth.unwrap_or(Value::Null),
+            });
+            std::future::ready(Err::<(), _>(Rejected))
+        };
+        io.ns("/", (async || {}).with(wrong.clone()));
+        let _ = io.dyn_ns("/{*rest}", (async || {}).with(wrong));
         let app = axum::Router::new().layer(layer);
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
@@ -152,23 +168,31 @@ impl FakeHub {
             .flatten()
     }
 
-    /// Plays a browser message toward the agent.
-    fn send(&self, client_id: &str, agent_id: &str, text: &str) -> bool {
-        let agent = self.agent.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        agent.is_some_and(|a| {
-            a.emit(
-                "message",
-                &json!({
-                    "type": "message",
-                    "clientId": client_id,
-                    "agentId": agent_id,
-                    "text": text,
-                    "parts": text_parts(text),
-                    "messageId": uuid::Uuid::new_v4().to_string(),
-                }),
-            )
-            .is_ok()
-        })
+    /// Plays a browser message toward the agent. socketioxide sends the CONNECT ack before it
+    /// marks the socket connected, so an agent's first event (register) can arrive while an
+    /// emit still fails as closed: retry for a bounded moment before calling it gone.
+    async fn send(&self, client_id: &str, agent_id: &str, text: &str) -> bool {
+        let msg = json!({
+            "type": "message",
+            "clientId": client_id,
+            "agentId": agent_id,
+            "text": text,
+            "parts": text_parts(text),
+            "messageId": uuid::Uuid::new_v4().to_string(),
+        });
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let agent = self.agent.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(a) = agent
+                && a.emit("message", &msg).is_ok()
+            {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -262,6 +286,7 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
     let mut connected = None;
     let mut rejected = None;
     let mut early = Vec::new();
+    let mut wrong_nsp = None;
     while let Some(s) = hub.next(deadline).await {
         match s {
             Seen::Connected { auth } => {
@@ -269,6 +294,7 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
                 break;
             }
             Seen::Rejected { auth } => rejected = Some(auth),
+            Seen::WrongNamespace { nsp, auth } => wrong_nsp = Some((nsp, auth)),
             other => early.push(other),
         }
     }
@@ -290,32 +316,44 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
                 redact(auth)
             ),
         )),
+        (None, None) if wrong_nsp.is_some() => {
+            let (nsp, auth) = wrong_nsp.unwrap_or_default();
+            let why = format!(
+                "the agent connected to namespace {nsp:?} instead of {AGENT_NSP} (auth {}); \
+                 connect to BRIDLE_URL + \"{AGENT_NSP}\"",
+                redact(&auth)
+            );
+            return not_connected(out, why);
+        }
         (None, None) => {
             let why = match child.exited() {
                 Some(st) => format!("the agent exited ({st}) without connecting"),
                 None => format!("no connection to /ws/agent within {:?}", c.wait * 2),
             };
-            for r in id::AGENT {
-                out.push(Verdict::fail(r, why.clone()));
-            }
-            return out;
+            return not_connected(out, why);
         }
     }
     if connected.is_none() {
         for r in &id::AGENT[1..] {
-            out.push(Verdict::fail(r, "the agent never authenticated"));
+            out.push(Verdict::not_run(
+                r,
+                "the agent never authenticated (see agent-auth)",
+            ));
         }
         return out;
     }
 
     // agent-register
-    out.push(match wait_register(&mut hub, c.wait).await {
-        true => Verdict::pass(id::AGENT_REGISTER),
-        false => Verdict::fail(
-            id::AGENT_REGISTER,
+    // Judged after the reconnection too (the spec: "Sent after connection or reconnection");
+    // the verdict keeps its place in the catalogue order.
+    let register_at = out.len();
+    let register_first = match wait_register(&mut hub, c.wait).await {
+        true => SubCheck::pass("after connecting", "register received"),
+        false => SubCheck::fail(
+            "after connecting",
             format!("no register within {:?} of connecting", c.wait),
         ),
-    });
+    };
 
     // One turn, asking for notes too (runtimes that reason out loud mark them).
     let client_id = "bridgewire-browser-1";
@@ -323,7 +361,8 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
         client_id,
         &c.agent_id,
         "Tell me a story; think and use a tool if you need.",
-    );
+    )
+    .await;
     let turn = collect_turn(&mut hub, c.turn_wait).await;
     let frames: Vec<(String, Value)> = turn
         .frames
@@ -356,10 +395,12 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
     });
 
     // streaming-replace
-    out.push(match rules::streaming_replace(&frames) {
-        Ok(()) => Verdict::pass(id::STREAMING_REPLACE),
-        Err(e) => Verdict::fail(id::STREAMING_REPLACE, incomplete.clone().unwrap_or(e)),
-    });
+    out.push(
+        match rules::streaming_replace_with(&frames, rules::EndText::MayExtend) {
+            Ok(()) => Verdict::pass(id::STREAMING_REPLACE),
+            Err(e) => Verdict::fail(id::STREAMING_REPLACE, incomplete.clone().unwrap_or(e)),
+        },
+    );
 
     // stream-end-final
     out.push(stream_end_final(&frames, incomplete.as_deref()));
@@ -371,23 +412,57 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
     let addr = hub.addr;
     hub.shutdown().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let (verdict, restarted) = match FakeHub::start(addr, c.api_key.clone()).await {
+    // The old listener may take a moment to go, and under parallel load another process's
+    // outgoing connection can hold the port briefly: retry the bind, bounded.
+    let rebind_deadline = Instant::now() + Duration::from_secs(3);
+    let restarted = loop {
+        match FakeHub::start(addr, c.api_key.clone()).await {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && Instant::now() < rebind_deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            r => break r,
+        }
+    };
+    let (verdict, restarted) = match restarted {
         Err(e) => (
-            Verdict::fail(
-                id::AGENT_RECONNECT,
-                format!("could not restart the hub double on {addr}: {e}"),
+            (
+                Verdict::fail(
+                    id::AGENT_RECONNECT,
+                    format!("could not restart the hub double on {addr}: {e}"),
+                ),
+                SubCheck::skipped("after reconnecting", "the hub double could not restart"),
             ),
             None,
         ),
         Ok(mut h2) => (reconnect(&mut h2, c, &mut child).await, Some(h2)),
     };
+    let (verdict, register_again) = verdict;
     out.push(verdict);
+    out.insert(
+        register_at,
+        Verdict::from_subchecks(id::AGENT_REGISTER, vec![register_first, register_again]),
+    );
 
     // stream-cadence (INFO)
     out.push(cadence(&turn.frames));
     drop(child);
     if let Some(h) = restarted {
         h.shutdown().await;
+    }
+    out
+}
+
+/// One fault, one verdict: `agent-auth` fails with the cause, every later rule is not run.
+fn not_connected(mut out: Vec<Verdict>, why: String) -> Vec<Verdict> {
+    out.push(Verdict::fail(id::AGENT_AUTH, why));
+    for r in &id::AGENT[1..] {
+        out.push(Verdict::not_run(
+            r,
+            "the agent never connected to /ws/agent (see agent-auth)",
+        ));
     }
     out
 }
@@ -404,7 +479,12 @@ async fn wait_register(hub: &mut FakeHub, wait: Duration) -> bool {
     false
 }
 
-async fn reconnect(hub: &mut FakeHub, c: &AgentCheck, child: &mut ChildGuard) -> Verdict {
+async fn reconnect(
+    hub: &mut FakeHub,
+    c: &AgentCheck,
+    child: &mut ChildGuard,
+) -> (Verdict, SubCheck) {
+    let not_back = || SubCheck::skipped("after reconnecting", "the agent did not reconnect");
     let deadline = Instant::now() + c.reconnect_wait;
     let mut connected = false;
     while let Some(s) = hub.next(deadline).await {
@@ -421,23 +501,33 @@ async fn reconnect(hub: &mut FakeHub, c: &AgentCheck, child: &mut ChildGuard) ->
                 c.reconnect_wait
             ),
         };
-        return Verdict::fail(id::AGENT_RECONNECT, why);
+        return (Verdict::fail(id::AGENT_RECONNECT, why), not_back());
     }
-    if !wait_register(hub, c.wait).await {
-        return Verdict::fail(id::AGENT_RECONNECT, "reconnected but sent no register");
-    }
-    if !hub.send("bridgewire-browser-2", &c.agent_id, "Are you back?") {
-        return Verdict::fail(
+    // Register is agent-register's fact; without it the hub double still routes, so
+    // reconnection is judged on its own.
+    let register = match wait_register(hub, c.wait).await {
+        true => SubCheck::pass("after reconnecting", "register received"),
+        false => SubCheck::fail(
+            "after reconnecting",
+            format!("no register within {:?} of reconnecting", c.wait),
+        ),
+    };
+    if !hub
+        .send("bridgewire-browser-2", &c.agent_id, "Are you back?")
+        .await
+    {
+        let v = Verdict::fail(
             id::AGENT_RECONNECT,
-            "reconnected and registered, but the connection was gone when a message was sent",
+            "reconnected, but the connection was gone when a message was sent",
         );
+        return (v, register);
     }
     let turn = collect_turn(hub, c.turn_wait).await;
     if turn.frames.is_empty() {
-        return Verdict::fail(
+        let v = Verdict::fail(
             id::AGENT_RECONNECT,
             format!(
-                "reconnected and registered, but did not answer a message within {:?}{}",
+                "reconnected, but did not answer a message within {:?}{}",
                 c.turn_wait,
                 if turn.disconnected {
                     " (it disconnected meanwhile)"
@@ -446,10 +536,14 @@ async fn reconnect(hub: &mut FakeHub, c: &AgentCheck, child: &mut ChildGuard) ->
                 }
             ),
         );
+        return (v, register);
     }
-    Verdict::pass(id::AGENT_RECONNECT)
+    (Verdict::pass(id::AGENT_RECONNECT), register)
 }
 
+/// `stream_end` closes the streamed answer under the streams' messageId with parts mirroring
+/// its text. How its text relates to the last flush is `streaming-replace`'s fact, not this
+/// rule's (one fact, one rule).
 fn stream_end_final(frames: &[(String, Value)], incomplete: Option<&str>) -> Verdict {
     let streams: Vec<&Value> = frames
         .iter()
@@ -461,35 +555,54 @@ fn stream_end_final(frames: &[(String, Value)], incomplete: Option<&str>) -> Ver
         .find(|(n, _)| n == "stream_end")
         .map(|(_, d)| d)
     else {
+        if streams.is_empty() && incomplete.is_none() {
+            return Verdict::skipped(
+                id::STREAM_END_FINAL,
+                "the agent answered without streaming (a plain message): no stream_end to judge",
+            );
+        }
         return Verdict::fail(
             id::STREAM_END_FINAL,
-            incomplete.unwrap_or("no stream_end").to_string(),
+            incomplete
+                .unwrap_or("streams without a closing stream_end")
+                .to_string(),
         );
     };
-    if let Some(last) = streams.last() {
-        if end["text"] != last["text"] {
-            return Verdict::fail(
-                id::STREAM_END_FINAL,
+    let mut subs = Vec::new();
+    let mut other: Vec<String> = streams
+        .iter()
+        .filter(|s| s["messageId"] != end["messageId"])
+        .map(|s| format!("{}", s["messageId"]))
+        .collect();
+    other.dedup();
+    subs.push(if streams.is_empty() {
+        crate::rule::SubCheck::skipped("messageId", "no stream before stream_end")
+    } else if other.is_empty() {
+        crate::rule::SubCheck::pass("messageId", format!("{} throughout", end["messageId"]))
+    } else {
+        crate::rule::SubCheck::fail(
+            "messageId",
+            format!(
+                "stream_end carries messageId {} but its streams carry {}",
+                end["messageId"],
+                other.join(", ")
+            ),
+        )
+    });
+    subs.push(
+        if rules::parts_text(&end["parts"]).as_deref() == end["text"].as_str() {
+            crate::rule::SubCheck::pass("parts mirror text", "")
+        } else {
+            crate::rule::SubCheck::fail(
+                "parts mirror text",
                 format!(
-                    "stream_end text {} differs from the last accumulation {}",
-                    end["text"], last["text"]
+                    "stream_end parts {} do not mirror its text {}",
+                    end["parts"], end["text"]
                 ),
-            );
-        }
-        if streams.iter().any(|s| s["messageId"] != end["messageId"]) {
-            return Verdict::fail(
-                id::STREAM_END_FINAL,
-                "stream and stream_end frames carry different messageIds",
-            );
-        }
-    }
-    if rules::parts_text(&end["parts"]).as_deref() != end["text"].as_str() {
-        return Verdict::fail(
-            id::STREAM_END_FINAL,
-            "stream_end parts do not mirror its text",
-        );
-    }
-    Verdict::pass(id::STREAM_END_FINAL)
+            )
+        },
+    );
+    Verdict::from_subchecks(id::STREAM_END_FINAL, subs)
 }
 
 fn notes(frames: &[(String, Value)]) -> Verdict {

@@ -82,10 +82,21 @@ pub fn parts_text(parts: &Value) -> Option<String> {
     Some(out)
 }
 
+/// What a `stream_end` may carry relative to the last `stream`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndText {
+    /// Exactly the last accumulation (a hub relaying a turn whose stream_end repeats it).
+    Last,
+    /// The last accumulation or an extension of it: an agent runtime flushes its accumulation
+    /// every 100 ms and sends the returned final value as `stream_end`, so tokens that arrived
+    /// after the last flush appear only there (the spec's "Agent implementation").
+    MayExtend,
+}
+
 /// `streaming-replace` over one turn's frames (`stream`* then `stream_end`, any other names
 /// ignored): every `stream` text extends the previous one, parts mirror text, and `stream_end`
-/// carries the last accumulation. `Err` names the first violation.
-pub fn streaming_replace(frames: &[(String, Value)]) -> Result<(), String> {
+/// carries the final accumulation as `end` allows. `Err` names the first violation.
+pub fn streaming_replace_with(frames: &[(String, Value)], end: EndText) -> Result<(), String> {
     let mut prev: Option<String> = None;
     let mut n = 0;
     for (name, data) in frames {
@@ -106,10 +117,18 @@ pub fn streaming_replace(frames: &[(String, Value)]) -> Result<(), String> {
         }
         if let Some(p) = &prev {
             if name == "stream_end" {
-                if text != p {
-                    return Err(format!(
-                        "stream_end text {text:?} is not the last accumulation {p:?}"
-                    ));
+                match end {
+                    EndText::Last if text != p => {
+                        return Err(format!(
+                            "stream_end text {text:?} is not the last accumulation {p:?}"
+                        ));
+                    }
+                    EndText::MayExtend if !text.starts_with(p.as_str()) => {
+                        return Err(format!(
+                            "stream_end text {text:?} does not extend the last accumulation {p:?}"
+                        ));
+                    }
+                    _ => {}
                 }
             } else if !text.starts_with(p.as_str()) {
                 return Err(format!(
@@ -124,6 +143,11 @@ pub fn streaming_replace(frames: &[(String, Value)]) -> Result<(), String> {
         return Err("no stream frames".into());
     }
     Ok(())
+}
+
+/// [`streaming_replace_with`] where `stream_end` must repeat the last accumulation.
+pub fn streaming_replace(frames: &[(String, Value)]) -> Result<(), String> {
+    streaming_replace_with(frames, EndText::Last)
 }
 
 #[cfg(test)]
@@ -167,6 +191,19 @@ mod tests {
                 .contains("parts say")
         );
         assert!(streaming_replace(&[]).is_err());
+        // An agent's final text may extend its last flush, never replace it.
+        let extended = [f("stream", "Hel"), f("stream_end", "Hello")];
+        assert!(streaming_replace(&extended).is_err());
+        assert_eq!(
+            streaming_replace_with(&extended, EndText::MayExtend),
+            Ok(())
+        );
+        let replaced = [f("stream", "Hel"), f("stream_end", "Bye")];
+        assert!(
+            streaming_replace_with(&replaced, EndText::MayExtend)
+                .unwrap_err()
+                .contains("does not extend the last accumulation")
+        );
     }
 }
 

@@ -30,10 +30,6 @@ pub enum CheckCommand {
 pub const DEFAULT_HTML: &str = "reports/bridgewire-check-bb.html";
 
 #[derive(clap::Args, Debug)]
-#[command(
-    after_help = "Exit codes: 0 every rule passed; 1 a rule failed or was skipped; \
-2 invalid input or usage (bad fixture, bridge cannot start); 4 nothing selected."
-)]
 pub struct CheckBbArgs {
     /// Configuration file with a `[bb.fixture]` section (default: the nearest bridgewire.toml
     /// in the working directory or its parents up to the repository root).

@@ -78,8 +78,8 @@ pub struct ParityArgs {
     /// Only cells of this provider.
     #[arg(long)]
     pub provider: Option<String>,
-    /// Only cells with this name.
-    #[arg(long)]
+    /// Only cells whose key (`<provider>/<cell>`) contains this text (as in every command).
+    #[arg(long, value_name = "TEXT")]
     pub cell: Option<String>,
     /// Intended differences (bb's parity-allowlist.json shape); stale entries fail the run.
     #[arg(long, value_name = "FILE")]
@@ -311,9 +311,84 @@ pub struct LanesArgs {
     pub recorded: bool,
 }
 
+/// The exit codes a command's help lists, by the kind of command (`path` is the command's
+/// words after `bridgewire`, e.g. `["check", "bb"]`).
+pub fn exit_codes_help(path: &[&str]) -> &'static str {
+    match path.first().copied() {
+        Some("check") if path.get(1) == Some(&"bb") => {
+            "Exit codes: 0 every rule passed; 1 a rule failed or was skipped (also: a rule that \
+did not run, with --require-all; a SHOULD failure, with --strict); 2 invalid input or usage \
+(bad config, the bridge cannot start, a report file cannot be written); 4 nothing selected; \
+130/143 interrupted by SIGINT/SIGTERM (the partial summary is printed and the partial reports \
+are written, marked as interrupted)."
+        }
+        Some("check") => {
+            "Exit codes: 0 every rule passed; 1 a rule failed or was skipped (also: a rule that \
+did not run, with --require-all; a SHOULD failure, with --strict); 2 invalid input or usage \
+(bad config, the target cannot start, a report file cannot be written); 4 nothing selected; \
+130/143 interrupted by SIGINT/SIGTERM."
+        }
+        Some("record") if matches!(path.get(1).copied(), Some("bb" | "child")) => {
+            "Exit codes: the recorded process's own exit status (128 + N when a signal N ended \
+it); 2 bridgewire could not start it or write the recording."
+        }
+        Some("record") => {
+            "Exit codes: 0 stopped cleanly; 2 invalid input or usage (cannot listen, no \
+upstream, the bridge cannot start); 130/143 stopped by SIGINT/SIGTERM."
+        }
+        Some("provider-double") => {
+            "Exit codes: 0 the recorded exchange was played; 1 the bridge sent something the \
+recording does not have; 2 invalid input or usage."
+        }
+        _ => {
+            "Exit codes: 0 all passed; 1 something failed (a pin differs, a parity diff, a \
+replay mismatch, an invalid recorded message); 2 invalid input or usage; 4 nothing selected \
+(no cell or rule matched); 130/143 interrupted by SIGINT/SIGTERM."
+        }
+    }
+}
+
+/// The CLI definition with every command's help ending in its exit codes (a command that
+/// writes its own `Exit codes:` line keeps it). Parsing, help and the README's generated
+/// reference all go through this.
+pub fn command() -> clap::Command {
+    fn walk(cmd: clap::Command, path: &mut Vec<String>) -> clap::Command {
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        let mut cmd = cmd;
+        if !path.is_empty() {
+            let own = cmd.get_after_help().map(|h| h.to_string());
+            if !own.as_deref().is_some_and(|h| h.contains("Exit codes")) {
+                let words: Vec<&str> = path.iter().map(String::as_str).collect();
+                let codes = exit_codes_help(&words);
+                let text = match own {
+                    Some(h) => format!("{h}\n{codes}"),
+                    None => codes.to_string(),
+                };
+                cmd = cmd.after_help(text.clone()).after_long_help(text);
+            }
+        }
+        for name in names {
+            path.push(name.clone());
+            let p = path.clone();
+            cmd = cmd.mut_subcommand(&name, move |c| walk(c, &mut p.clone()));
+            path.pop();
+        }
+        cmd
+    }
+    use clap::CommandFactory;
+    walk(Cli::command(), &mut Vec::new())
+}
+
 /// Runs the CLI; returns the process exit code.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    let cli = match Cli::try_parse_from(args) {
+    use clap::FromArgMatches;
+    let parsed = command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();

@@ -116,9 +116,9 @@ pub fn run(a: &ParityArgs) -> u8 {
         }
     }
     targets.retain(|(key, _)| {
-        let (provider, cell) = key.split_once('/').unwrap_or(("", key));
+        let (provider, _) = key.split_once('/').unwrap_or(("", key));
         a.provider.as_deref().is_none_or(|p| p == provider)
-            && a.cell.as_deref().is_none_or(|c| c == cell)
+            && a.cell.as_deref().is_none_or(|c| key.contains(c))
     });
     if targets.is_empty() {
         eprintln!("error: no matching recordings");

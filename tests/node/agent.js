@@ -1,7 +1,8 @@
 // A Bridle agent runtime on the canonical socket.io-client 4, written from the spec: auth
 // {apiKey, agentId} from the environment, `register` on every (re)connect, notes marked with
 // kind, accumulated text flushed every 100 ms (the BridleRepository's cadence), stream_end with
-// the final text. Env: BRIDLE_URL, BRIDLE_API_KEY, BRIDLE_AGENT_ID.
+// the returned final text, which extends the last flush by whatever arrived since (no closing
+// flush, as the spec's runtime allows). Env: BRIDLE_URL, BRIDLE_API_KEY, BRIDLE_AGENT_ID.
 const { io } = require("socket.io-client");
 
 const socket = io(process.env.BRIDLE_URL + "/ws/agent", {
@@ -27,8 +28,6 @@ async function streamSend(clientId, produce) {
   const timer = setInterval(flush, 100);
   const final = await produce((acc) => { latest = acc; });
   clearInterval(timer);
-  latest = final;
-  flush();
   socket.emit("stream_end", { clientId, text: final, parts: parts(final), messageId, ts: Date.now() });
 }
 
@@ -41,7 +40,8 @@ socket.on("message", async (m) => {
   note("tool", "→ searchWeb");
   await streamSend(clientId, async (onChunk) => {
     let acc = "";
-    for (const token of ("Once upon a time, " + m.text + " became a story.").split(/(?<= )/)) {
+    const tokens = ("Once upon a time, " + m.text + " became a story, and then it ended.").split(/(?<= )/);
+    for (const token of tokens) {
       await sleep(35);
       acc += token;
       onChunk(acc);

@@ -31,6 +31,8 @@ pub enum Break {
     StrayStdout,
     CrashMidTurn,
     RewordFinalMessage,
+    PlanStepInProgress,
+    MalformedClientRequestId,
 }
 
 /// Every mode with its command-line / environment spelling.
@@ -61,6 +63,11 @@ pub const ALL: &[(&str, Break)] = &[
     ("stray-stdout", Break::StrayStdout),
     ("crash-mid-turn", Break::CrashMidTurn),
     ("reword-final-message", Break::RewordFinalMessage),
+    ("plan-step-in-progress", Break::PlanStepInProgress),
+    (
+        "malformed-client-request-id",
+        Break::MalformedClientRequestId,
+    ),
 ];
 
 static ACTIVE: OnceLock<Vec<Break>> = OnceLock::new();

@@ -86,7 +86,9 @@
 //! | `commands-declared-refused` | `commands/list-declared` | declares `commands: {list: true}`, yet `commands/list` answers `-32601` |
 //! | `start-no-identity` | `session/start-identity` (later lifecycle rules skipped) | the `thread/start` result lacks `providerThreadId` |
 //! | `no-turn-completed` | `turn/lifecycle` | the process's first ordinary turn never gets its final `turn.boundary` (later turns do, so later rules still see settled turns) |
-//! | `invalid-event` | `events/schema-valid` | after every `usage`, a separate batch with one more `usage` whose token counts are negative and fractional numbers: grammar-valid, but the assembled `thread/tokenUsage/updated` is no valid ThreadEvent |
+//! | `invalid-event` | `events/schema-valid` | after every `usage`, a separate batch with one more `usage` whose token counts are strings: bb's runtime refuses that `thread/delta` message whole |
+//! | `plan-step-in-progress` | `events/schema-valid` | plan steps go out with the provider's own `inProgress` status instead of bb's `active` (bb's plan-step statuses are pending/active/completed/failed); the plan's `item.open` batch is refused whole |
+//! | `malformed-client-request-id` | `events/schema-valid` | the process's first `input.accepted` echoes the client request id with its `creq_` prefix rewritten to `req_`, which bb's id format refuses; that batch (the acceptance alone) is refused whole |
 //! | `delta-before-open` | `item/opens-before-delta` | a command's `item.open` is held back until after its first `item.outputDelta`, so `item/commandExecution/outputDelta` precedes `item/started` |
 //! | `release-interrupts` | `stop/release-not-interrupted` | `thread/stop {release}` on an idle thread writes `turn.open` + `turn.boundary {interrupted}` right after its answer |
 //! | `resume-reuses-ids` | `session/resume-id-uniqueness` | `thread/resume` sends no `session.reset`; the resumed provider restarts its item ids, so bb item ids (and the vouched child turn id) repeat |

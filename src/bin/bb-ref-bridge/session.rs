@@ -121,6 +121,47 @@ fn presentation(icon: &str, pending: &str, completed: &str) -> Value {
     })
 }
 
+/// The client request id as `input.accepted` echoes it: verbatim, unless broken on purpose (then
+/// only the process's first acceptance, so the later zero-work turn still settles).
+fn echoed_request_id(id: &str) -> String {
+    static BROKEN_ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    match id.strip_prefix("creq_") {
+        Some(rest)
+            if breaks::on(Break::MalformedClientRequestId)
+                && !BROKEN_ONCE.swap(true, std::sync::atomic::Ordering::SeqCst) =>
+        {
+            format!("req_{rest}")
+        }
+        _ => id.to_string(),
+    }
+}
+
+/// The provider's plan entries in bb's plan-step vocabulary: bb's statuses are
+/// pending/active/completed/failed, the provider says `inProgress` for the running step.
+fn plan_steps(entries: Option<&Value>) -> Value {
+    let steps = entries
+        .and_then(Value::as_array)
+        .map(|entries| {
+            entries
+                .iter()
+                .map(|entry| {
+                    let mut step = json!({"step": str_of(entry, "step")});
+                    let status = match str_of(entry, "status") {
+                        "inProgress" | "in_progress" | "active" => Some("active"),
+                        s @ ("pending" | "completed" | "failed") => Some(s),
+                        _ => None, // unknown to bb: the step is shown without a status
+                    };
+                    if let Some(status) = status {
+                        step["status"] = json!(status);
+                    }
+                    step
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Value::Array(steps)
+}
+
 fn str_of<'a>(value: &'a Value, field: &str) -> &'a str {
     value.get(field).and_then(Value::as_str).unwrap_or("")
 }
@@ -179,7 +220,7 @@ impl ThreadHandle {
         if let Some(id) = &client_request_id {
             out::deltas(
                 &self.thread_id,
-                vec![json!({"kind": "input.accepted", "clientRequestId": id})],
+                vec![json!({"kind": "input.accepted", "clientRequestId": echoed_request_id(id)})],
             );
         }
         let mut turn = Turn {
@@ -244,7 +285,9 @@ impl ThreadHandle {
         turn.steers.push_back(text);
         out::deltas(
             &self.thread_id,
-            vec![json!({"kind": "input.accepted", "clientRequestId": client_request_id})],
+            vec![
+                json!({"kind": "input.accepted", "clientRequestId": echoed_request_id(client_request_id)}),
+            ],
         );
         Ok(())
     }
@@ -719,7 +762,11 @@ fn translate(st: &mut State, update: &Value) -> Vec<Vec<Value>> {
         }
         "plan" => {
             let plan_id = str_of(update, "planId").to_owned();
-            let steps = update.get("entries").cloned().unwrap_or(json!([]));
+            let steps = if breaks::on(Break::PlanStepInProgress) {
+                update.get("entries").cloned().unwrap_or(json!([]))
+            } else {
+                plan_steps(update.get("entries"))
+            };
             let presentation = presentation("plan", "Planning", "Planned");
             let item = json!({"type": "planSteps", "steps": steps});
             let is_open = turn.open.iter().any(|(k, _)| *k == plan_id);
@@ -793,11 +840,9 @@ fn translate(st: &mut State, update: &Value) -> Vec<Vec<Value>> {
             deltas.push(json!({"kind": "usage", "total": total.to_json(), "last": last.to_json(), "modelContextWindow": CONTEXT_WINDOW}));
             deltas.push(json!({"kind": "contextWindow", "used": total.input + total.output, "size": CONTEXT_WINDOW, "estimated": true, "attach": "open"}));
             if breaks::on(Break::InvalidEvent) {
-                // Grammar-valid (every count is a number) but the assembled
-                // `thread/tokenUsage/updated` has negative and fractional token counts,
-                // which no ThreadEvent token breakdown accepts. Its own batch, so a stricter
-                // grammar that refuses it loses nothing else.
-                let bad = json!({"inputTokens": -1, "cachedInputTokens": 0, "outputTokens": 0.5, "reasoningOutputTokens": 0, "totalTokens": -0.5});
+                // Token counts as strings: bb's runtime refuses the message whole. Its own
+                // batch, so nothing else is lost.
+                let bad = json!({"inputTokens": "1", "cachedInputTokens": 0, "outputTokens": 2, "reasoningOutputTokens": 0, "totalTokens": 3});
                 return vec![
                     deltas,
                     vec![

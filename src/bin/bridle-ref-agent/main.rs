@@ -23,7 +23,11 @@ const BREAKS: &[(&str, &str)] = &[
     ("delta-stream", "streaming-replace: streams deltas"),
     (
         "end-mismatch",
-        "stream-end-final: stream_end differs from the last accumulation",
+        "stream-end-final: stream_end under another messageId than its streams",
+    ),
+    (
+        "root-namespace",
+        "agent-auth: connects to namespace / instead of /ws/agent",
     ),
     ("no-kind", "notes: notes carry no kind"),
     (
@@ -114,7 +118,12 @@ async fn run(cfg: Cfg) -> std::process::ExitCode {
         if !cfg.broken("no-api-key") {
             auth["apiKey"] = json!(cfg.api_key);
         }
-        match Socket::connect(&cfg.url, AGENT_NSP, Some(auth), &opts).await {
+        let nsp = if cfg.broken("root-namespace") {
+            "/"
+        } else {
+            AGENT_NSP
+        };
+        match Socket::connect(&cfg.url, nsp, Some(auth), &opts).await {
             Ok(mut s) => {
                 ever_connected = true;
                 eprintln!("bridle-ref-agent: connected as {}", cfg.agent_id);
@@ -225,15 +234,16 @@ async fn answer(cfg: &Cfg, s: &Socket, msg: &Value) {
             }
         }
     }
-    // The final text is the last accumulation (the `end-mismatch` flaw edits it).
-    let end = if cfg.broken("end-mismatch") {
-        format!("{acc} (edited)")
+    // The final text is the last accumulation (the `end-mismatch` flaw closes it under
+    // another messageId).
+    let end_id = if cfg.broken("end-mismatch") {
+        uuid::Uuid::new_v4().to_string()
     } else {
-        acc
+        message_id
     };
     s.emit(
         "stream_end",
-        json!({"clientId": client_id, "text": end, "parts": text_parts(&end),
-               "messageId": message_id, "ts": now()}),
+        json!({"clientId": client_id, "text": acc, "parts": text_parts(&acc),
+               "messageId": end_id, "ts": now()}),
     );
 }

@@ -1,0 +1,288 @@
+// A second Bridle hub, not bridgewire's: written from the spec on the canonical socket.io 4
+// server and Node's http module, shaped like the NestJS hub the spec describes (gateways that
+// accept the namespace and then validate in their connection handler, so a bad handshake is
+// accepted and then rejected), with extensions the spec does not list:
+//
+// * browsers get `status {agentConnected, browsers}` right after `welcome`;
+// * agents get `config {heartbeatMs}` right after they connect.
+//
+// Unusual but legal choices: bad handshakes are admitted then disconnected (not refused), the
+// not-connected text differs from the reference hub's, a malformed browser message is dropped
+// silently, HTTP answers carry no CORS or other extras.
+//
+// Env: JWT_SECRET, BRIDLE_API_KEY, BRIDLE_SYNC_TIMEOUT_MS (120000), PORT (0). Prints
+// `http://127.0.0.1:PORT` first. One divergence at a time, by env HUB_DIVERGE or
+// `--diverge NAME` (each breaks one spec rule; see DIVERGENCES).
+const http = require("http");
+const crypto = require("crypto");
+const { Server } = require("socket.io");
+
+const DIVERGENCES = {
+  "accept-no-sub": "a JWT without sub is admitted (clientId undefined, never unregistered)",
+  "no-agent-id": "hub→agent message lacks agentId",
+  "leak-client-id": "typing reaches browsers with the agent's clientId",
+  "clobber-same-user": "browsers kept by clientId: a second browser of one user replaces the first",
+  "takeover-offline": "an agent's disconnect unregisters its agentId even after a newer agent took over",
+  "forward-malformed": "null messages and non-array parts are forwarded to the agent",
+  "exception-reply": "malformed messages are answered with a framework `exception` event",
+  "concat-sync-timeout": "after streams, the sync timeout answers the concatenated snapshots",
+};
+let diverge = process.env.HUB_DIVERGE || "";
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i++) {
+  if (argv[i] === "--diverge") diverge = argv[++i] || "";
+  else if (argv[i] === "--list") {
+    for (const [k, v] of Object.entries(DIVERGENCES)) console.log(`${k}\t${v}`);
+    process.exit(0);
+  } else {
+    console.error(`hub.js: unknown argument ${argv[i]}`);
+    process.exit(2);
+  }
+}
+if (diverge && !DIVERGENCES[diverge]) {
+  console.error(`hub.js: unknown divergence ${diverge}`);
+  process.exit(2);
+}
+const is = (d) => diverge === d;
+
+const SECRET = process.env.JWT_SECRET || "";
+const API_KEY = process.env.BRIDLE_API_KEY || "";
+const SYNC_TIMEOUT = Number(process.env.BRIDLE_SYNC_TIMEOUT_MS || 120000);
+if (!SECRET || !API_KEY) {
+  console.error("hub.js: JWT_SECRET and BRIDLE_API_KEY are required");
+  process.exit(2);
+}
+
+// --- JWT (HS256), as @nestjs/jwt's verify would: signature, then exp when present.
+function b64url(buf) {
+  return buf.toString("base64").replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");
+}
+function verifyJwt(token) {
+  if (typeof token !== "string") return null;
+  const [h, p, sig] = token.split(".");
+  if (!h || !p || !sig) return null;
+  const want = b64url(crypto.createHmac("sha256", SECRET).update(`${h}.${p}`).digest());
+  const a = Buffer.from(sig);
+  const b = Buffer.from(want);
+  if (a.length !== b.length || !crypto.timingSafeEqual(a, b)) return null;
+  let header, payload;
+  try {
+    header = JSON.parse(Buffer.from(h, "base64url").toString("utf8"));
+    payload = JSON.parse(Buffer.from(p, "base64url").toString("utf8"));
+  } catch {
+    return null;
+  }
+  if (header.alg !== "HS256" || !payload || typeof payload !== "object") return null;
+  if (typeof payload.exp === "number" && payload.exp * 1000 < Date.now()) return null;
+  return payload;
+}
+
+// --- State: agentId → agent socket; agentId → Set of browser sockets (socket.data.clientId).
+const agents = new Map();
+const browsers = new Map();
+const byUser = new Map(); // the clobber-same-user divergence: `${agentId}/${clientId}` → socket
+const syncWaiters = new Map(); // synthetic clientId → { resolve, streamed }
+
+const textParts = (text) => [{ type: "text", text }];
+function buildParts(text, images) {
+  const parts = [];
+  if (text) parts.push({ type: "text", text });
+  for (const img of Array.isArray(images) ? images : []) {
+    if (typeof img === "string") {
+      const m = /^data:([^;]+);base64,(.*)$/.exec(img);
+      parts.push(m ? { type: "image", base64: m[2], mediaType: m[1] } : { type: "image", base64: img, mediaType: "image/jpeg" });
+    } else if (img && typeof img === "object") {
+      parts.push({ type: "image", base64: img.base64 || img.data || "", mediaType: img.mediaType || img.mimeType || "image/jpeg" });
+    }
+  }
+  return parts;
+}
+function browsersOf(agentId) {
+  if (!browsers.has(agentId)) browsers.set(agentId, new Set());
+  return browsers.get(agentId);
+}
+function browserCount(agentId) {
+  return browsers.has(agentId) ? browsers.get(agentId).size : 0;
+}
+
+// --- HTTP API
+function json(res, status, body) {
+  const s = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(s) });
+  res.end(s);
+}
+function readBody(req) {
+  return new Promise((resolve) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}"));
+      } catch {
+        resolve(null);
+      }
+    });
+  });
+}
+function toAgent(agentId, clientId, text, parts) {
+  const agent = agents.get(agentId);
+  if (!agent) return false;
+  const out = { type: "message", clientId, agentId, text, parts, messageId: crypto.randomUUID() };
+  if (is("no-agent-id")) delete out.agentId;
+  agent.emit("message", out);
+  return true;
+}
+
+const server = http.createServer(async (req, res) => {
+  const url = new URL(req.url, "http://x");
+  let m;
+  if (req.method === "GET" && url.pathname === "/api/agent/health") {
+    let total = 0;
+    for (const set of browsers.values()) total += set.size;
+    return json(res, 200, { ok: true, agentConnected: agents.size > 0, browserClients: total });
+  }
+  if (req.method === "GET" && (m = /^\/api\/agent\/([^/]+)\/health$/.exec(url.pathname))) {
+    const agentId = decodeURIComponent(m[1]);
+    return json(res, 200, { ok: true, agentConnected: agents.has(agentId), browserClients: browserCount(agentId), agentId });
+  }
+  if (req.method === "POST" && (m = /^\/api\/agent\/([^/]+)\/message(\/sync)?$/.exec(url.pathname))) {
+    const agentId = decodeURIComponent(m[1]);
+    const body = await readBody(req);
+    if (!body || typeof body.text !== "string") return json(res, 400, { message: "text is required" });
+    const parts = Array.isArray(body.parts) ? body.parts : buildParts(body.text, body.images);
+    const clientId = `http:${crypto.randomUUID()}`;
+    if (!m[2]) {
+      toAgent(agentId, clientId, body.text, parts);
+      return json(res, 200, { ok: true });
+    }
+    const answer = await new Promise((resolve) => {
+      const waiter = { resolve, streamed: [] };
+      syncWaiters.set(clientId, waiter);
+      const timer = setTimeout(() => {
+        syncWaiters.delete(clientId);
+        const text = is("concat-sync-timeout") && waiter.streamed.length
+          ? waiter.streamed.join("")
+          : "Timeout: no response from agent";
+        resolve({ text, messageId: "", ts: Date.now() });
+      }, SYNC_TIMEOUT);
+      waiter.resolve = (v) => {
+        clearTimeout(timer);
+        syncWaiters.delete(clientId);
+        resolve(v);
+      };
+      toAgent(agentId, clientId, body.text, parts);
+    });
+    return json(res, 200, answer);
+  }
+  json(res, 404, { message: "not found" });
+});
+
+const io = new Server(server, { maxHttpBufferSize: 1e6 });
+
+// --- Browsers: accept the namespace, then validate (the NestJS gateway way).
+io.of("/ws/client").on("connection", (socket) => {
+  const { token, agentId } = socket.handshake.auth || {};
+  const claims = verifyJwt(token);
+  const noSub = claims && (typeof claims.sub !== "string" || !claims.sub);
+  const isAdmin = claims && Array.isArray(claims.roles) && claims.roles.includes("ADMIN");
+  if (!claims || !agentId || typeof agentId !== "string" || (noSub && !isAdmin && !is("accept-no-sub"))) {
+    socket.disconnect(true);
+    return;
+  }
+  const clientId = isAdmin ? "admin" : claims.sub;
+  socket.data = { clientId, agentId };
+  if (is("clobber-same-user")) {
+    const key = `${agentId}/${clientId}`;
+    const prev = byUser.get(key);
+    if (prev) browsersOf(agentId).delete(prev);
+    byUser.set(key, socket);
+  }
+  browsersOf(agentId).add(socket);
+  socket.emit("welcome", { clientId });
+  socket.emit("status", { agentConnected: agents.has(agentId), browsers: browserCount(agentId) });
+
+  socket.on("ping", () => socket.emit("pong", { ts: Date.now() }));
+  socket.on("message", (msg) => {
+    const bad = !msg || typeof msg !== "object" || Array.isArray(msg) || typeof msg.text !== "string"
+      || (msg.parts !== undefined && !Array.isArray(msg.parts));
+    if (bad) {
+      if (is("exception-reply")) {
+        socket.emit("exception", { status: "error", message: "Internal server error" });
+        return;
+      }
+      if (!is("forward-malformed")) return;
+      const m2 = msg && typeof msg === "object" ? msg : {};
+      if (!toAgent(agentId, clientId, m2.text === undefined ? null : m2.text, m2.parts === undefined ? null : m2.parts)) return;
+      return;
+    }
+    const parts = Array.isArray(msg.parts) ? msg.parts : buildParts(msg.text, msg.images);
+    if (!toAgent(agentId, clientId, msg.text, parts)) {
+      const text = "Agent is not connected right now. Your message was not delivered.";
+      socket.emit("message", { type: "message", text, parts: textParts(text), messageId: crypto.randomUUID(), ts: Date.now() });
+    }
+  });
+  socket.on("disconnect", () => {
+    const set = browsers.get(agentId);
+    if (is("clobber-same-user")) {
+      const key = `${agentId}/${clientId}`;
+      const cur = byUser.get(key);
+      if (cur && set) set.delete(cur);
+      byUser.delete(key);
+    }
+    if (set) {
+      set.delete(socket);
+      if (set.size === 0) browsers.delete(agentId);
+    }
+  });
+});
+
+// --- Agents
+function relay(agentId, event, data) {
+  if (!data || typeof data !== "object" || typeof data.clientId !== "string") return;
+  const { clientId } = data;
+  const waiter = syncWaiters.get(clientId);
+  if (waiter) {
+    if (event === "stream") waiter.streamed.push(String(data.text || ""));
+    if (event === "stream_end" || (event === "message" && !data.kind)) {
+      waiter.resolve({ text: data.text || "", messageId: data.messageId || "", ts: Date.now() });
+    }
+    return;
+  }
+  const out = { type: event };
+  if (event === "typing") {
+    out.ts = data.ts || Date.now();
+    if (is("leak-client-id")) out.clientId = clientId;
+  } else {
+    const text = typeof data.text === "string" ? data.text : "";
+    out.text = text;
+    out.parts = Array.isArray(data.parts) ? data.parts : textParts(text);
+    out.messageId = data.messageId || crypto.randomUUID();
+    out.ts = data.ts || Date.now();
+    if (event === "message" && data.kind) out.kind = data.kind;
+  }
+  for (const b of browsers.get(agentId) || []) {
+    if (b.data.clientId === clientId) b.emit(event, out);
+  }
+}
+
+io.of("/ws/agent").on("connection", (socket) => {
+  const { apiKey, agentId } = socket.handshake.auth || {};
+  if (apiKey !== API_KEY || !agentId || typeof agentId !== "string") {
+    socket.disconnect(true);
+    return;
+  }
+  agents.set(agentId, socket); // one per agentId: the newest takes over
+  socket.emit("config", { heartbeatMs: 25000 });
+  socket.on("register", () => agents.set(agentId, socket));
+  socket.on("ping", () => socket.emit("pong", {}));
+  for (const event of ["message", "typing", "stream", "stream_end"]) {
+    socket.on(event, (data) => relay(agentId, event, data));
+  }
+  socket.on("disconnect", () => {
+    if (is("takeover-offline") || agents.get(agentId) === socket) agents.delete(agentId);
+  });
+});
+
+server.listen(Number(process.env.PORT || 0), "127.0.0.1", () => {
+  console.log(`http://127.0.0.1:${server.address().port}`);
+});
