@@ -20,8 +20,8 @@ step "$bw" check bb --recordings recordings/bb-ref \
 # bb: replay the bundled cells and compare the bridge with itself (parity smoke).
 step "$bw" parity --base "cmd:target/release/bb-ref-bridge" --head "cmd:target/release/bb-ref-bridge" recordings/bb-ref
 # Side Bridge: the rule table with and without a key, then replay of the recorded chats.
-step "$bw" check sidebridge --junit reports/check-sidebridge.junit.xml -- target/release/sidebridge-ref --listen 127.0.0.1:0
-step "$bw" check sidebridge --key s3cret -- target/release/sidebridge-ref --listen 127.0.0.1:0 --key s3cret
+step "$bw" check sidebridge --config bridgewire.toml --junit reports/check-sidebridge.junit.xml -- target/release/sidebridge-ref --listen 127.0.0.1:0
+step "$bw" check sidebridge --config bridgewire.toml --key s3cret -- target/release/sidebridge-ref --listen 127.0.0.1:0 --key s3cret
 step "$bw" replay sidebridge --key s3cret recordings/sidebridge -- target/release/sidebridge-ref --listen 127.0.0.1:0 --key s3cret
 # Bridle: the hub rules, the agent rules, and replay of the recorded cells against the hub.
 # The spec's /message/sync timeout is 120 s; the reference hub takes a shorter one so the

@@ -63,6 +63,8 @@ pub fn default_options() -> Value {
 pub struct Config {
     pub path: Option<PathBuf>,
     pub bb_fixture: BbFixture,
+    /// `[sidebridge.fixture]` (see `sidebridge::fixture`); empty when absent.
+    pub sidebridge_fixture: crate::sidebridge::fixture::Fixture,
     pub warnings: Vec<String>,
 }
 
@@ -121,8 +123,13 @@ pub const KNOWN_SECTIONS: &[Section] = &[
     },
     Section {
         path: "sidebridge",
-        keys: None,
-        read_by: "check/replay sidebridge",
+        keys: Some(crate::sidebridge::fixture::SECTION_KEYS),
+        read_by: "check sidebridge",
+    },
+    Section {
+        path: "sidebridge.fixture",
+        keys: Some(crate::sidebridge::fixture::FIXTURE_KEYS),
+        read_by: "check sidebridge",
     },
     Section {
         path: "bridle",
@@ -254,6 +261,10 @@ impl Config {
         };
         let root = root.as_object().cloned().unwrap_or_default();
         unknown_keys(&file, "", &root, &mut cfg.warnings);
+        if let Some(sb) = root.get("sidebridge") {
+            cfg.sidebridge_fixture =
+                crate::sidebridge::fixture::parse_section(sb, &file, &mut cfg.warnings)?;
+        }
         let Some(bb) = root.get("bb") else {
             return Ok(cfg);
         };
@@ -409,6 +420,8 @@ bridge = "./bridge"
 oops = 1
 [sidebridge]
 whatever = 1
+[sidebridge.fixture]
+endSession = "bye"
 [bridle]
 x = 2
 [nonsense]
@@ -419,6 +432,7 @@ x = 2
             vec![
                 "p.toml: unknown key `nonsense` (ignored)",
                 "p.toml: unknown key `parity.oops` (ignored)",
+                "p.toml: unknown key `sidebridge.whatever` (ignored)",
             ]
         );
     }

@@ -20,7 +20,7 @@ pub enum CheckCommand {
     Bb(CheckBbArgs),
     /// Play the Side Search client against a Side Bridge server and judge the rule table
     /// (without --url or a command: the bundled sidebridge-ref).
-    Sidebridge(super::CheckSidebridgeArgs),
+    Sidebridge(Box<super::CheckSidebridgeArgs>),
     /// Bridle hubs and agent runtimes.
     #[command(subcommand)]
     Bridle(super::bridle_cmd::BridleCheck),

@@ -7,8 +7,12 @@ pub mod exit;
 mod parity_cmd;
 mod pins_cmd;
 pub mod replay_bb;
+pub mod sidebridge_cmd;
 
 pub use check_bb::{CheckBbArgs, CheckCommand, RulesArgs};
+pub use sidebridge_cmd::{
+    CheckSidebridgeArgs, RecordSidebridgeArgs, ReplaySidebridgeArgs, SidebridgeTarget,
+};
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -102,71 +106,6 @@ pub struct ParityArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ReplaySidebridgeArgs {
-    /// Recordings folders or cells.
-    #[arg(required = true)]
-    pub recordings: Vec<PathBuf>,
-    /// Only cells whose key (`<bridge>/<chat>`) contains this text.
-    #[arg(long, value_name = "TEXT")]
-    pub cell: Option<String>,
-    /// Write the replayed replies as `bridge→client.current.ndjson` in each cell.
-    #[arg(long)]
-    pub write_current: bool,
-    #[command(flatten)]
-    pub target: SidebridgeTarget,
-}
-
-/// Where a Side Bridge under test is, and how long to wait for it.
-#[derive(clap::Args, Debug, Clone)]
-pub struct SidebridgeTarget {
-    /// The bridge's endpoint URL (http://).
-    #[arg(long, conflicts_with = "command")]
-    pub url: Option<String>,
-    /// The key configured on the bridge (sent as x-sidebridge-key). Without it the bridge is
-    /// taken to have no key.
-    #[arg(long, env = "SIDEBRIDGE_KEY")]
-    pub key: Option<String>,
-    /// Seconds to wait for a spawned bridge to print its address.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    pub startup_timeout: f64,
-    /// Seconds to wait for a whole reply (the app's timeout).
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
-    pub timeout: f64,
-    /// Seconds to wait for a TCP connection.
-    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
-    pub connect_timeout: f64,
-    /// Largest reply body read, in bytes.
-    #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
-    pub max_body: usize,
-    /// A bridge command that prints its URL (or host:port) as its first stdout line.
-    #[arg(last = true, value_name = "BRIDGE COMMAND")]
-    pub command: Vec<OsString>,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct CheckSidebridgeArgs {
-    #[command(flatten)]
-    pub target: SidebridgeTarget,
-    #[command(flatten)]
-    pub reports: crate::report::ReportFiles,
-    /// SB-H2 warns above this many seconds.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    pub warn_after: f64,
-    /// Seed for chat ids, message ids and key order (runs are reproducible per seed).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// After this many timeouts in a row, send nothing more (those exchanges fail at once;
-    /// 0: never give up).
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    pub give_up_after: usize,
-    /// Print, per reply, what every client profile would do with it.
-    #[arg(short, long)]
-    pub verbose: bool,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
-}
-
-#[derive(clap::Args, Debug)]
 pub struct PinsArgs {
     /// Recordings folders (each holds its own row-counts.json).
     #[arg(required = true)]
@@ -228,47 +167,6 @@ pub enum RecordCommand {
     Sidebridge(RecordSidebridgeArgs),
     /// A Socket.IO-aware recording proxy between browsers/agents and a Bridle hub.
     Bridle(bridle_cmd::RecordBridleArgs),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct RecordSidebridgeArgs {
-    /// Address to listen on (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:0")]
-    pub listen: String,
-    /// The bridge's endpoint URL; requests to `/` go to it, other paths are appended.
-    #[arg(long, required_unless_present = "command")]
-    pub upstream: Option<String>,
-    /// Recording root.
-    #[arg(
-        long,
-        env = "BRIDGEWIRE_RECORD_DIR",
-        default_value = "bridgewire-recordings"
-    )]
-    pub dir: PathBuf,
-    /// Bridge name: the folder under the root that holds one cell per chatId.
-    #[arg(long, default_value = "bridge")]
-    pub bridge: String,
-    /// Record x-sidebridge-key and Authorization values instead of `[redacted]`.
-    #[arg(long)]
-    pub keep_key: bool,
-    /// The bridge's key: values that differ from it are recorded as `[redacted:other]`, so a
-    /// replay can tell right-key from wrong-key requests.
-    #[arg(long, env = "SIDEBRIDGE_KEY")]
-    pub key: Option<String>,
-    /// Seconds to wait for the upstream's whole reply.
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
-    pub timeout: f64,
-    /// Largest request or reply body forwarded, in bytes.
-    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
-    pub max_body: usize,
-    /// Instead of --upstream: a bridge command that prints its URL first (started, and killed
-    /// when recording stops).
-    #[arg(
-        last = true,
-        value_name = "BRIDGE COMMAND",
-        conflicts_with = "upstream"
-    )]
-    pub command: Vec<OsString>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -438,47 +336,9 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Redact(a) => cells_cmd::redact(&a),
         Command::Check(CheckCommand::Bb(a)) => check_bb::run_check_bb(&a),
         Command::Rules(a) => check_bb::run_rules(&a),
-        Command::Record(RecordCommand::Sidebridge(a)) => {
-            let spec = crate::sidebridge::cmd::BridgeSpec {
-                url: a.upstream,
-                command: a.command,
-                key: None,
-                startup: secs(10.0),
-            };
-            let (upstream, _bridge) = match spec.resolve() {
-                Ok(x) => x,
-                Err(e) => {
-                    eprintln!("bridgewire record sidebridge: {e:#}");
-                    return ExitCode::from(exit::INVALID_INPUT);
-                }
-            };
-            let cfg = crate::sidebridge::proxy::ProxyConfig {
-                listen: a.listen,
-                upstream,
-                dir: a.dir.join(crate::lane::scope_dir_name(Some(&a.bridge))),
-                keep_key: a.keep_key,
-                key: a.key.filter(|k| !k.is_empty()),
-                timeout: secs(a.timeout),
-                max_body: a.max_body,
-            };
-            match crate::sidebridge::proxy::run(cfg) {
-                Ok(()) => exit::OK,
-                Err(e) => {
-                    eprintln!("bridgewire record sidebridge: {e:#}");
-                    exit::INVALID_INPUT
-                }
-            }
-        }
-        Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_check(&a),
-        Command::Replay(replay_bb::ReplayCommand::Sidebridge(a)) => {
-            crate::sidebridge::player::replay(&crate::sidebridge::player::ReplayOptions {
-                recordings: a.recordings.clone(),
-                cell: a.cell.clone(),
-                bridge: a.target.spec(),
-                limits: a.target.limits(),
-                write_current: a.write_current,
-            })
-        }
+        Command::Record(RecordCommand::Sidebridge(a)) => sidebridge_cmd::record_cmd(&a),
+        Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_cmd::check_cmd(&a),
+        Command::Replay(replay_bb::ReplayCommand::Sidebridge(a)) => sidebridge_cmd::replay_cmd(&a),
         Command::Record(RecordCommand::Bridle(a)) => bridle_cmd::record_cmd(&a),
         Command::Replay(replay_bb::ReplayCommand::Bridle(a)) => bridle_cmd::replay_cmd(&a),
         Command::Check(CheckCommand::Bridle(bridle_cmd::BridleCheck::Hub(a))) => {
@@ -491,42 +351,6 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     // A signal's handler decides the exit code (130/143) once it arrived.
     crate::signals::exit_if_interrupted();
     ExitCode::from(code)
-}
-
-fn secs(s: f64) -> std::time::Duration {
-    std::time::Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s } else { 0.001 })
-}
-
-impl SidebridgeTarget {
-    fn spec(&self) -> crate::sidebridge::cmd::BridgeSpec {
-        crate::sidebridge::cmd::BridgeSpec {
-            url: self.url.clone(),
-            command: self.command.clone(),
-            key: self.key.clone().filter(|k| !k.is_empty()),
-            startup: secs(self.startup_timeout),
-        }
-    }
-    fn limits(&self) -> crate::sidebridge::transport::Limits {
-        crate::sidebridge::transport::Limits {
-            connect: secs(self.connect_timeout),
-            total: secs(self.timeout),
-            max_body: self.max_body,
-        }
-    }
-}
-
-fn sidebridge_check(a: &CheckSidebridgeArgs) -> u8 {
-    crate::signals::install();
-    crate::sidebridge::cmd::check(&crate::sidebridge::cmd::CheckOptions {
-        bridge: a.target.spec(),
-        limits: a.target.limits(),
-        warn_after: secs(a.warn_after),
-        seed: a.seed,
-        give_up_after: a.give_up_after,
-        json: a.format == Format::Json,
-        verbose: a.verbose,
-        reports: a.reports.clone(),
-    })
 }
 
 fn lanes(a: &LanesArgs) -> u8 {

@@ -47,6 +47,32 @@ impl Exchange {
     pub fn elapsed(&self) -> Option<Duration> {
         self.result.as_ref().ok().map(|r| r.elapsed)
     }
+    /// `describe()` followed by a reason.
+    pub fn describe_with(&self, why: &str) -> String {
+        format!("{}: {why}", self.describe())
+    }
+    /// What the app shows from the reply: status, message texts and options (for quoting a
+    /// reply in a verdict).
+    pub fn describe_reply(&self) -> String {
+        match self.judged(Profile::Gamma) {
+            Ok(r) => {
+                let texts: Vec<&str> = r.messages.iter().map(|m| m.content.as_str()).collect();
+                let mut s = format!(
+                    "status {}: {:?}",
+                    self.status().unwrap_or(0),
+                    texts.join(" | ")
+                );
+                if let Some(o) = r.options {
+                    s.push_str(&format!(
+                        ", options {{disableSendHistory: {:?}, endSession: {:?}}}",
+                        o.disable_send_history, o.end_session
+                    ));
+                }
+                s
+            }
+            Err(_) => self.describe(),
+        }
+    }
     /// The status and what the current app makes of it, for details.
     pub fn describe(&self) -> String {
         match &self.result {
@@ -174,6 +200,8 @@ pub struct Screen {
     pub version: String,
     /// Extra top-level request keys (legacy `type`, future fields).
     pub extra: Vec<(String, serde_json::Value)>,
+    /// Keep reply ids as the bridge wrote them (a control, not the app: the app upper-cases).
+    pub keep_id_case: bool,
 }
 
 impl Screen {
@@ -186,6 +214,7 @@ impl Screen {
             style: Style::App,
             version: "1.0".into(),
             extra: Vec::new(),
+            keep_id_case: false,
         }
     }
 
@@ -288,8 +317,10 @@ impl Screen {
                 continue;
             }
             let mut m = m;
-            m.id = m.key();
-            match self.history.iter_mut().find(|h| h.key() == m.id) {
+            if !self.keep_id_case {
+                m.id = m.key();
+            }
+            match self.history.iter_mut().find(|h| h.key() == m.key()) {
                 Some(slot) => *slot = m,
                 None => self.history.push(m),
             }

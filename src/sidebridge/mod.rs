@@ -13,12 +13,13 @@
 //! * [`normalizer`], [`rows`], [`SideBridgeModel`]: the offline pipeline (pins, parity).
 
 pub mod client;
-pub mod cmd;
+pub mod fixture;
 pub mod normalizer;
 pub mod profiles;
 pub mod proxy;
 pub mod rows;
 pub mod rules;
+pub mod scenarios;
 pub mod spawn;
 pub mod transport;
 pub mod wire;

@@ -9,8 +9,8 @@
 //! `--write-current` writes the replayed replies as `bridge→client.current.ndjson` beside the
 //! recorded lane (same `run`/`seq`), which the merged view then prefers.
 
-use super::cmd::BridgeSpec;
 use super::normalizer::{self, SIDEBRIDGE_EVENTS};
+use super::spawn::BridgeSpec;
 use super::transport::{self, Limits, Target};
 use super::wire::{self, Envelope};
 use crate::cell::Cell;
@@ -226,6 +226,7 @@ pub fn replay_for_parity(
             .ok()
             .filter(|k| !k.is_empty()),
         startup: std::time::Duration::from_secs(10),
+        url_pattern: None,
     };
     let (url, _guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
@@ -233,7 +234,7 @@ pub fn replay_for_parity(
         total: timeout,
         ..Limits::default()
     };
-    let r = super::cmd::runtime().block_on(replay_cell(
+    let r = super::spawn::runtime().block_on(replay_cell(
         cell,
         &target,
         spec.key.as_deref(),
@@ -302,7 +303,7 @@ pub fn replay(o: &ReplayOptions) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let rt = super::cmd::runtime();
+    let rt = super::spawn::runtime();
     let (mut passed, mut failed) = (0, 0);
     for c in &cells {
         let r = rt.block_on(replay_cell(

@@ -289,7 +289,7 @@ fn upstream_failure(
 /// `record sidebridge`: binds, prints the proxy URL as the first stdout line, serves until
 /// SIGINT/SIGTERM.
 pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
-    let rt = super::cmd::runtime();
+    let rt = super::spawn::runtime();
     rt.block_on(async move {
         let proxy = Proxy::bind(cfg).await?;
         let addr = proxy.local_addr()?;

@@ -1,10 +1,8 @@
 //! `check sidebridge`: bridgewire plays Side Search against a live bridge and judges the rule
 //! table of `reference/side-bridge-clients.md` §9 (catalogue: `rules/sidebridge.json`).
 //!
-//! Context-dependent rules (SB-R3, SB-R6, SB-S2, SB-S3, SB-S4, SB-R11) speak the scenario
-//! vocabulary the reference bridge implements: `remember <word>`, `recall`,
-//! `what did you say?`, `disable history`, `enable history`, `bye`. A bridge that does not
-//! enter a scenario gets that rule *skipped* with the reason (which fails the report).
+//! Context-dependent rules (SB-R3, SB-R6, SB-R11, SB-R12, SB-S1…S4) speak the bridge's own
+//! scenario phrases from the fixture ([`super::scenarios`]); without them they are *not run*.
 //!
 //! Which replies feed which rule: SB-D1…SB-D8 judge every reply to a request the emulated
 //! client built (not the probes); SB-D9 judges every non-2xx reply of the run; SB-H3 judges
@@ -13,7 +11,7 @@
 use super::client::{Driver, Exchange, Kind, Screen};
 use super::profiles::{self, From, Msg, Profile, Reply, Rng, Style, is_textual_uuid};
 use super::transport::{Limits, TransportError};
-use crate::rule::Verdict;
+use crate::rule::{SubCheck, Verdict};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -28,6 +26,10 @@ pub struct CheckConfig {
     pub seed: u64,
     /// Consecutive timeouts after which the remaining exchanges are not sent (0: never).
     pub give_up_after: usize,
+    /// What makes this bridge enter each scenario (`[sidebridge.fixture]` + flags).
+    pub fixture: super::fixture::Fixture,
+    /// Seeds the words to remember: fresh per run (not `seed`), so no reply can be canned.
+    pub nonce: u64,
 }
 
 /// One reply as each profile sees it.
@@ -45,7 +47,7 @@ pub struct CheckReport {
 }
 
 /// Warnings ride on passing verdicts as their detail.
-fn pass_with(id: &str, notes: Vec<String>) -> Verdict {
+pub(super) fn pass_with(id: &str, notes: Vec<String>) -> Verdict {
     let mut v = Verdict::pass(id);
     if !notes.is_empty() {
         v.detail = notes.join("; ");
@@ -60,7 +62,7 @@ fn contents(r: &Reply) -> Vec<(From, String)> {
         .collect()
 }
 
-fn reply_text(d: &Driver, i: usize) -> String {
+pub(super) fn reply_text(d: &Driver, i: usize) -> String {
     match d.log[i].judged(Profile::Gamma) {
         Ok(r) => r
             .messages
@@ -72,11 +74,11 @@ fn reply_text(d: &Driver, i: usize) -> String {
     }
 }
 
-fn is_5xx(x: &Exchange) -> bool {
+pub(super) fn is_5xx(x: &Exchange) -> bool {
     x.status().is_some_and(|s| s >= 500)
 }
 
-fn ends(x: &Exchange) -> bool {
+pub(super) fn ends(x: &Exchange) -> bool {
     x.judged(Profile::Gamma)
         .ok()
         .and_then(|r| r.options)
@@ -84,25 +86,87 @@ fn ends(x: &Exchange) -> bool {
         == Some(true)
 }
 
-/// Text that looks like a stack trace or an internal exception.
-pub fn leaks_internals(text: &str) -> Option<&'static str> {
-    const MARKERS: &[&str] = &[
-        "panicked at",
-        "Traceback (most recent call last)",
-        "Exception",
-        "stack backtrace",
-        "Error(\"",
-        "line: ",
-        "at line ",
-        "internal error",
-        "    at ",
-        ".rs:",
-        ".py\", line",
-        ".js:",
-        "NullPointer",
-        "undefined is not",
-    ];
-    MARKERS.iter().copied().find(|m| text.contains(m))
+/// Parser and exception text of the common runtimes, as it leaks into error replies
+/// (`(runtime, pattern)`). Each pattern is specific to internals: a plain explanation such as
+/// "The request body is not valid JSON." matches none.
+const LEAK_PATTERNS: &[(&str, &str)] = &[
+    ("Python", r"Traceback \(most recent call last\)"),
+    ("Python", r"line \d+ column \d+ \(char \d+\)"),
+    ("Python", r#"File "[^"]+", line \d+"#),
+    (
+        "Python",
+        r"Expecting (?:value|property name enclosed in double quotes|',' delimiter)",
+    ),
+    (
+        "Python",
+        r"\b(?:JSONDecodeError|KeyError|AttributeError|ValueError|IndexError)\b",
+    ),
+    ("Node/V8", r"is not a function"),
+    (
+        "Node/V8",
+        r"Cannot read propert(?:y|ies) of (?:undefined|null)",
+    ),
+    (
+        "Node/V8",
+        r"Unexpected (?:token|end of JSON input|non-whitespace character)",
+    ),
+    ("Node/V8", r"\bat \S+ \((?:file://|node:|/)[^)]*:\d+:\d+\)"),
+    ("Go", r"json: cannot unmarshal"),
+    ("Go", r"invalid character '.{1,4}' (?:looking for|after|in)"),
+    ("Go", r"goroutine \d+ \["),
+    ("Go", r"\bpanic: |runtime error: "),
+    (
+        "Java",
+        r"\b(?:java|javax|jakarta)\.[a-z]+\.[A-Za-z.]*(?:Exception|Error)\b",
+    ),
+    ("Java", r"com\.fasterxml\.jackson"),
+    ("Java", r"\bat [\w$.]+\([\w$]+\.(?:java|kt|scala):\d+\)"),
+    (
+        "Java",
+        r"\b(?:NullPointerException|JsonParseException|MismatchedInputException)\b",
+    ),
+    (".NET", r"\bSystem\.(?:[A-Z]\w*\.)*[A-Z]\w*Exception\b"),
+    (".NET", r"LineNumber: \d+ \| BytePositionInLine: \d+"),
+    (
+        ".NET",
+        r"Object reference not set to an instance of an object",
+    ),
+    (".NET", r"\bat [\w.`<>]+\(.*\) in .+:line \d+"),
+    ("Rust", r"panicked at"),
+    ("Rust", r"\bat line \d+ column \d+"),
+    ("Rust", r"EOF while parsing"),
+    ("Rust", r"invalid type: .+, expected"),
+    ("Rust", r"missing field `"),
+    ("Rust", r"called `(?:Option|Result)::unwrap\(\)`"),
+    ("Rust", r"stack backtrace:"),
+    ("Ruby", r"\bJSON::ParserError\b"),
+    ("Ruby", r"\b(?:NoMethodError|ArgumentError|NameError)\b"),
+    ("Ruby", r"undefined method `"),
+    ("Ruby", r"\.rb:\d+:in `"),
+    ("PHP", r"PHP (?:Fatal error|Warning|Notice|Parse error)"),
+    ("PHP", r"Uncaught [A-Z]\w*(?:Exception|Error)"),
+    ("PHP", r"json_decode\(\)"),
+    ("PHP", r"\.php(?::\d+| on line \d+)"),
+    (
+        "Node/V8",
+        r"\b(?:TypeError|ReferenceError|SyntaxError|RangeError): ",
+    ),
+    ("any", r"(?i)stack ?trace"),
+    ("any", r"\b[A-Z]\w*Exception: "),
+];
+
+/// Text that looks like a stack trace or an internal exception: the runtime it is typical of
+/// and the matched text.
+pub fn leaks_internals(text: &str) -> Option<(&'static str, String)> {
+    static RES: std::sync::OnceLock<Vec<(&'static str, regex::Regex)>> = std::sync::OnceLock::new();
+    let res = RES.get_or_init(|| {
+        LEAK_PATTERNS
+            .iter()
+            .map(|(rt, p)| (*rt, regex::Regex::new(p).expect("valid leak pattern")))
+            .collect()
+    });
+    res.iter()
+        .find_map(|(rt, re)| re.find(text).map(|m| (*rt, m.as_str().to_string())))
 }
 
 /// Runs every scenario and judges every rule.
@@ -274,11 +338,6 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     .await;
     s.send(&mut d, "search side bridge", "conversation/search")
         .await;
-    s.send(&mut d, "remember banana", "conversation/remember")
-        .await;
-    let said = s
-        .send(&mut d, "what did you say?", "conversation/what-did-you-say")
-        .await;
     // SB-R1.
     v.push(match hello {
         None => Verdict::skipped("SB-R1", "the session ended before the first send"),
@@ -305,32 +364,6 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             }
         },
     });
-    // SB-R3.
-    let remembered = d
-        .log
-        .iter()
-        .rev()
-        .find(|x| x.label == "conversation/remember")
-        .and_then(|x| x.judged(Profile::Gamma).ok())
-        .and_then(|r| r.messages.into_iter().find(|m| !m.content.is_empty()))
-        .map(|m| m.content);
-    v.push(match (said, remembered) {
-        (Some(i), Some(prev)) => {
-            let text = reply_text(&d, i);
-            if text.contains(&prev) {
-                Verdict::pass("SB-R3")
-            } else {
-                Verdict::fail(
-                    "SB-R3",
-                    format!(
-                        "history carried the bridge's reply {prev:?} under its id in upper case; asked about it, the bridge answered {text:?}"
-                    ),
-                )
-            }
-        }
-        _ => Verdict::skipped("SB-R3", "the bridge did not answer `remember banana`"),
-    });
-
     // SB-R2: an empty send.
     let mut s = Screen::new(&mut rng);
     s.start(&mut d, "empty-send/start").await;
@@ -432,17 +465,30 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut v10 = Screen::new(&mut rng);
     let mut v11 = Screen::new(&mut rng);
     v11.version = "1.1".into();
-    v10.start(&mut d, "version/1.0-start").await;
-    v11.start(&mut d, "version/1.1-start").await;
-    let a = v10.send(&mut d, "hello version", "version/1.0").await;
-    let c = v11.send(&mut d, "hello version", "version/1.1").await;
-    v.push(same_reply(
-        "SB-R8",
-        &d,
-        c,
-        a,
-        "a `\"sidebridge\":\"1.1\"` request",
-    ));
+    let s10 = v10.start(&mut d, "version/1.0-start").await;
+    let s11 = v11.start(&mut d, "version/1.1-start").await;
+    // A refusal at session start is the rule's verdict, not a "session ended" skip.
+    let refused = |x: &Exchange| ends(x) || x.status().is_some_and(|s| s >= 400);
+    if refused(&d.log[s11]) && !refused(&d.log[s10]) {
+        v.push(Verdict::fail(
+            "SB-R8",
+            format!(
+                "a `\"sidebridge\":\"1.1\"` session start was refused ({}); the same with 1.0 was not ({})",
+                d.log[s11].describe_reply(),
+                d.log[s10].describe_reply()
+            ),
+        ));
+    } else {
+        let a = v10.send(&mut d, "hello version", "version/1.0").await;
+        let c = v11.send(&mut d, "hello version", "version/1.1").await;
+        v.push(same_reply(
+            "SB-R8",
+            &d,
+            c,
+            a,
+            "a `\"sidebridge\":\"1.1\"` request",
+        ));
+    }
 
     // SB-R9 (INFO) and SB-R10: odd and malformed requests.
     let chat = rng.uuid();
@@ -487,271 +533,60 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             ),
         ),
     ];
+    // Every probe is judged on all counts (status, shape, leaks), each a sub-check; leaked
+    // internals are looked for in any status, in the messages or, undecodable, the raw body.
     let mut r10 = Vec::new();
     for (label, body) in probes {
         let i = d.probe(label, body.into_bytes()).await;
         let x = &d.log[i];
-        match (&x.result, x.judged(Profile::Gamma)) {
-            (Err(e), _) => r10.push(format!("{label}: {e}")),
-            (Ok(r), Err(e)) => r10.push(format!(
-                "{label}: status {}, not a Side Bridge body ({e})",
-                r.status
-            )),
-            (Ok(r), Ok(reply)) => {
-                if !(400..500).contains(&r.status) {
-                    r10.push(format!("{label}: status {} (want 4xx)", r.status));
-                }
+        let name = label.trim_start_matches("malformed/");
+        let r = match &x.result {
+            Err(e) => {
+                r10.push(SubCheck::fail(name, e.to_string()));
+                continue;
+            }
+            Ok(r) => r,
+        };
+        let mut problems = Vec::new();
+        let shown = match x.judged(Profile::Gamma) {
+            Err(e) => {
+                problems.push(format!("not a Side Bridge body ({e})"));
+                String::from_utf8_lossy(&r.body[..r.body.len().min(64 * 1024)]).into_owned()
+            }
+            Ok(reply) => {
                 if reply.messages.is_empty() {
-                    r10.push(format!("{label}: no message explains the error"));
+                    problems.push("no message explains the error".to_string());
                 }
-                for m in &reply.messages {
-                    if let Some(mark) = leaks_internals(&m.content) {
-                        r10.push(format!(
-                            "{label}: internal error text shown to the user ({mark:?} in {:?})",
-                            m.content
-                        ));
-                    }
-                }
+                reply
+                    .messages
+                    .iter()
+                    .map(|m| m.content.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" | ")
             }
+        };
+        if !(400..500).contains(&r.status) {
+            problems.push(format!("status {} (want 4xx)", r.status));
         }
-    }
-    v.push(if r10.is_empty() {
-        Verdict::pass("SB-R10")
-    } else {
-        Verdict::fail("SB-R10", r10.join("; "))
-    });
-
-    // SB-R11: a reopened chat the bridge has never seen, long history.
-    let mut s = Screen::new(&mut rng);
-    s.history.push(Msg::user(&rng.uuid(), "remember kiwi"));
-    for k in 0..39 {
-        if k % 2 == 0 {
-            s.history.push(Msg {
-                id: rng.uuid(),
-                from: From::Assistant,
-                content: format!("Answer {k}"),
-                sources: vec![],
-            });
-        } else {
-            s.history
-                .push(Msg::user(&rng.uuid(), &format!("Question {k}")));
-        }
-    }
-    let a = s.start(&mut d, "unknown-chat/start").await;
-    let b = s.send(&mut d, "recall", "unknown-chat/recall").await;
-    let mut r11 = Vec::new();
-    for i in std::iter::once(a).chain(b) {
-        let x = &d.log[i];
-        match x.judged(Profile::Gamma) {
-            Err(e) => r11.push(format!("{}: {e}", x.label)),
-            Ok(_) if x.status().is_some_and(|s| !(200..300).contains(&s)) => {
-                r11.push(format!("{}: status {}", x.label, x.status().unwrap_or(0)))
-            }
-            Ok(_) if ends(x) => r11.push(format!("{}: the session was ended", x.label)),
-            Ok(_) => {}
-        }
-    }
-    if let Some(i) = b {
-        let t = reply_text(&d, i);
-        if r11.is_empty() && !t.contains("kiwi") {
-            r11.push(format!(
-                "`recall` after the reopen answered {t:?}, not the remembered word from history"
+        if let Some((runtime, text)) = leaks_internals(&shown) {
+            problems.push(format!(
+                "internal error text ({runtime}) shown to the user: {text:?} in {:?}",
+                shown.chars().take(300).collect::<String>()
             ));
         }
-    }
-    v.push(if r11.is_empty() {
-        Verdict::pass("SB-R11")
-    } else {
-        Verdict::fail("SB-R11", r11.join("; "))
-    });
-
-    // SB-R6 and SB-S2: disableSendHistory, then its merge sequence.
-    let mut s = Screen::new(&mut rng);
-    s.start(&mut d, "no-history/start").await;
-    s.send(&mut d, "remember plum", "no-history/remember").await;
-    s.send(&mut d, "disable history", "no-history/disable")
-        .await;
-    if s.send_history {
-        let why = "the bridge did not set disableSendHistory on `disable history`";
-        v.push(Verdict::skipped("SB-R6", why));
-        v.push(Verdict::skipped("SB-S2", why));
-    } else {
-        let mut s2 = Vec::new();
-        let r = s.send(&mut d, "recall", "no-history/recall").await;
-        v.push(match r {
-            None => Verdict::skipped("SB-R6", "the session ended"),
-            Some(i) => {
-                let t = reply_text(&d, i);
-                if request_has_history(&d.log[i]) {
-                    Verdict::fail("SB-R6", "internal: the emulated client sent history")
-                } else if t.contains("plum") {
-                    Verdict::pass("SB-R6")
-                } else {
-                    Verdict::fail("SB-R6", format!("without `history`, `recall` was answered {t:?} (expected the remembered word)"))
-                }
-            }
-        });
-        // The reply to the recall, and a plain send, must not silently re-enable history.
-        let r2 = s
-            .send(&mut d, "hello without history", "no-history/plain")
-            .await;
-        for i in r.into_iter().chain(r2) {
-            if let Ok(Some(o)) = d.log[i].judged(Profile::Gamma).map(|r| r.options)
-                && o.disable_send_history == Some(false)
-            {
-                s2.push(format!(
-                        "{}: the reply re-enabled history (disableSendHistory:false) the bridge had disabled, unasked",
-                        d.log[i].label
-                    ));
-            }
-        }
-        if s2.is_empty() {
-            if let Some(i) = r2
-                && request_has_history(&d.log[i])
-            {
-                s2.push("internal: a reply without options changed the client's state".into());
-            }
-            let en = s.send(&mut d, "enable history", "no-history/enable").await;
-            if s.send_history {
-                let rc = s.send(&mut d, "recall", "no-history/recall-again").await;
-                if let Some(i) = rc {
-                    if !request_has_history(&d.log[i]) {
-                        s2.push("internal: explicit false did not re-enable history".into());
-                    }
-                    let t = reply_text(&d, i);
-                    if !t.contains("plum") {
-                        s2.push(format!(
-                            "after re-enabling history, `recall` was answered {t:?}"
-                        ));
-                    }
-                }
-            } else if en.is_some() {
-                s2.push("`enable history` did not send disableSendHistory:false".into());
-            }
-        }
-        v.push(if s2.is_empty() {
-            Verdict::pass("SB-S2")
+        r10.push(if problems.is_empty() {
+            SubCheck::pass(name, format!("status {}", r.status))
         } else {
-            Verdict::fail("SB-S2", s2.join("; "))
-        });
-    }
-
-    // SB-S3: a reopened chat gets its options again.
-    let mut s = Screen::new(&mut rng);
-    s.start(&mut d, "reopen/start").await;
-    s.send(&mut d, "disable history", "reopen/disable").await;
-    if s.send_history {
-        v.push(Verdict::skipped(
-            "SB-S3",
-            "the bridge did not set disableSendHistory on `disable history`",
-        ));
-    } else {
-        let mut again = s.reopen();
-        let i = again.start(&mut d, "reopen/session-start").await;
-        v.push(if again.send_history {
-            Verdict::fail(
-                "SB-S3",
-                format!(
-                    "the bridge disabled history in this chat, but its reply to the reopened screen's session start did not re-assert it ({})",
-                    d.log[i].describe()
-                ),
+            SubCheck::fail(
+                name,
+                format!("status {}: {}", r.status, problems.join("; ")),
             )
-        } else {
-            Verdict::pass("SB-S3")
         });
     }
+    v.push(Verdict::from_subchecks("SB-R10", r10));
 
-    // SB-S1 and SB-R12: endSession, then the ended chat reopened.
-    let mut s = Screen::new(&mut rng);
-    s.start(&mut d, "end/start").await;
-    s.send(&mut d, "bye", "end/bye").await;
-    if !s.ended {
-        v.push(Verdict::skipped(
-            "SB-S1",
-            "the bridge did not end the session on `bye`",
-        ));
-        v.push(Verdict::skipped(
-            "SB-R12",
-            "the bridge did not end the session on `bye`",
-        ));
-    } else {
-        let refused = s
-            .send(&mut d, "are you there?", "end/after")
-            .await
-            .is_none();
-        let mut s1 = Vec::new();
-        if !refused {
-            s1.push("internal: the emulated client sent after endSession".to_string());
-        }
-        for x in d.log.iter().filter(|x| x.kind == Kind::Client && ends(x)) {
-            if let Ok(r) = x.judged(Profile::Gamma)
-                && !r.messages.iter().any(|m| !m.content.is_empty())
-            {
-                s1.push(format!(
-                        "{}: endSession:true with no message to show; the client will send nothing more, so the bridge cannot finish later",
-                        x.label
-                    ));
-            }
-        }
-        v.push(if s1.is_empty() {
-            Verdict::pass("SB-S1")
-        } else {
-            Verdict::fail("SB-S1", s1.join("; "))
-        });
-        let mut again = s.reopen();
-        let i = again.start(&mut d, "end/reopen").await;
-        let x = &d.log[i];
-        v.push(match x.judged(Profile::Gamma) {
-            Err(e) => Verdict::fail("SB-R12", format!("{}: {e}", x.describe())),
-            Ok(_) if is_5xx(x) => {
-                Verdict::fail("SB-R12", format!("status {}", x.status().unwrap_or(0)))
-            }
-            Ok(r) => pass_with(
-                "SB-R12",
-                vec![format!(
-                    "status {}, ended again: {}, {} message(s)",
-                    x.status().unwrap_or(0),
-                    r.options.and_then(|o| o.end_session).unwrap_or(false),
-                    r.messages.len()
-                )],
-            ),
-        });
-    }
-
-    // SB-S4: two chats interleaved.
-    let mut a = Screen::new(&mut rng);
-    let mut b = Screen::new(&mut rng);
-    a.start(&mut d, "two-chats/a-start").await;
-    b.start(&mut d, "two-chats/b-start").await;
-    a.send(&mut d, "remember apple", "two-chats/a-remember")
-        .await;
-    b.send(&mut d, "remember pear", "two-chats/b-remember")
-        .await;
-    let ra = a.send(&mut d, "recall", "two-chats/a-recall").await;
-    let rb = b.send(&mut d, "recall", "two-chats/b-recall").await;
-    v.push(match (ra, rb) {
-        (Some(ra), Some(rb)) => {
-            let (ta, tb) = (reply_text(&d, ra), reply_text(&d, rb));
-            if ta.contains("apple")
-                && !ta.contains("pear")
-                && tb.contains("pear")
-                && !tb.contains("apple")
-            {
-                Verdict::pass("SB-S4")
-            } else if !ta.contains("apple") && !ta.contains("pear") {
-                Verdict::skipped(
-                    "SB-S4",
-                    format!("the bridge did not answer `recall` ({ta:?})"),
-                )
-            } else {
-                Verdict::fail(
-                    "SB-S4",
-                    format!("chat A recalled {ta:?}, chat B recalled {tb:?}"),
-                )
-            }
-        }
-        _ => Verdict::skipped("SB-S4", "a session ended early"),
-    });
+    // The scenario rules (SB-R3, SB-R6, SB-R11, SB-S1…S4, SB-R12), driven by the fixture.
+    super::scenarios::run(&mut d, &mut rng, cfg, &mut v).await;
 
     // Every reply: SB-H3 over the run, SB-D1…D9.
     let mut h3 = Vec::new();
@@ -778,6 +613,25 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     });
     v.extend(reply_rules(&d.log));
 
+    // One fault, one verdict: when the endpoint itself answers the client's POST with a
+    // 301/302/303, every reply the other rules would judge is that redirect's empty body.
+    let redirect = d.log.iter().find_map(|x| {
+        let r = x.result.as_ref().ok()?;
+        (x.kind == Kind::Client && matches!(r.status, 301..=303)).then(|| {
+            format!(
+                "not judged: the bridge redirects (SB-H3): {} answered {} to {:?}",
+                x.label,
+                r.status,
+                r.header("location").unwrap_or("")
+            )
+        })
+    });
+    if let Some(why) = redirect {
+        for x in v.iter_mut().filter(|x| x.id != "SB-H3") {
+            *x = Verdict::skipped(&x.id, why.clone());
+        }
+    }
+
     let profiles = profile_views(&d.log);
     let order: Vec<String> = crate::rule::catalogue()
         .into_iter()
@@ -798,7 +652,7 @@ fn is_session_start(x: &Exchange) -> bool {
         .is_some_and(|v| v.get("messages").is_none())
 }
 
-fn request_has_history(x: &Exchange) -> bool {
+pub(super) fn request_has_history(x: &Exchange) -> bool {
     serde_json::from_slice::<Value>(&x.request)
         .ok()
         .is_some_and(|v| v.get("history").is_some())
@@ -860,10 +714,12 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Vec<Verd
         let mut h = ct();
         h.push(("x-sidebridge-key".into(), "any-key-the-user-typed".into()));
         let body = start_body(rng, d);
+        // The app sends exactly this whenever the user typed a key: a client request, so its
+        // body is judged by SB-D1…D8 and SB-A4 judges only acceptance (one fault, one verdict).
         let i = d
             .exchange(
                 "auth/unexpected-key",
-                Kind::Probe,
+                Kind::Client,
                 None,
                 "POST",
                 h.clone(),
@@ -872,46 +728,73 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Vec<Verd
             )
             .await;
         let x = &d.log[i];
+        let status = x.status().unwrap_or(0);
         v.push(match x.judged(Profile::App) {
-            Err(e) => Verdict::fail("SB-A4", format!("{}: {e}", x.describe())),
-            Ok(_) if ends(x) || x.status().is_some_and(|s| s == 401 || s == 403) => Verdict::fail(
+            _ if x.result.is_err() => {
+                Verdict::skipped("SB-A4", "no reply to judge (the failure is SB-D1's)")
+            }
+            _ if status == 401 || status == 403 => Verdict::fail(
                 "SB-A4",
                 format!(
-                    "a bridge with no key configured rejected a request carrying one (status {})",
-                    x.status().unwrap_or(0)
+                    "a bridge with no key configured rejected a request carrying one (status {status})"
                 ),
             ),
-            Ok(_) => Verdict::pass("SB-A4"),
+            Ok(_) if ends(x) => Verdict::fail(
+                "SB-A4",
+                format!(
+                    "a bridge with no key configured ended the session of a request carrying one (status {status})"
+                ),
+            ),
+            Ok(_) => pass_with("SB-A4", vec![format!("status {status}")]),
+            Err(_) => pass_with(
+                "SB-A4",
+                vec![format!(
+                    "status {status}: accepted; the body does not decode (judged by SB-D1)"
+                )],
+            ),
         });
         return;
     };
+    // Judged by the outcome first: a 401/403 is a refusal whatever its body (a body the client
+    // cannot decode is SB-D9's fault, not the rule's); any other status must carry a refusal the
+    // client shows: no assistant content, a system message, endSession.
     let rejected = |x: &Exchange| -> Result<String, String> {
-        let r = x
-            .judged(Profile::Gamma)
-            .map_err(|e| format!("{}: {e}", x.describe()))?;
+        let status = match &x.result {
+            Err(e) => return Err(format!("{}: {e}", x.label)),
+            Ok(r) => r.status,
+        };
+        let refused_by_status = status == 401 || status == 403;
+        let r = match x.judged(Profile::Gamma) {
+            Ok(r) => r,
+            Err(_) if refused_by_status => {
+                return Ok(format!(
+                    "status {status} (its body does not decode: judged by SB-D9)"
+                ));
+            }
+            Err(e) => return Err(format!("{}: {e}", x.describe())),
+        };
         if r.messages
             .iter()
             .any(|m| m.from == From::Assistant && !m.content.is_empty())
         {
             return Err(format!(
-                "{}: assistant content was served (status {})",
-                x.label,
-                x.status().unwrap_or(0)
+                "{}: assistant content was served (status {status})",
+                x.label
             ));
         }
         if !r.messages.iter().any(|m| m.from == From::System) {
             return Err(format!(
-                "{}: no system message explains the rejection",
+                "{}: status {status}, no system message explains the rejection",
                 x.label
             ));
         }
         if r.options.and_then(|o| o.end_session) != Some(true) {
             return Err(format!(
-                "{}: the session was not ended (options.endSession)",
+                "{}: status {status}, the session was not ended (options.endSession)",
                 x.label
             ));
         }
-        Ok(format!("status {}", x.status().unwrap_or(0)))
+        Ok(format!("status {status}"))
     };
     // For A1/A2 a session start and a send, so assistant content has a chance to show.
     // A fresh chat per send: a rejection ends its chat.
@@ -979,16 +862,21 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Vec<Verd
         )
         .await;
     let x = &d.log[i];
-    v.push(match rejected(x) {
-        Ok(_) => Verdict::pass("SB-A3"),
-        Err(e) if x.status().is_some_and(|s| s == 400 || s >= 500) => Verdict::fail(
+    let status = x.status().unwrap_or(0);
+    v.push(if status == 400 || status >= 500 {
+        // Whatever the body says: the malformed body was judged before the key.
+        Verdict::fail(
             "SB-A3",
             format!(
-                "the body was judged before the key: status {} ({e})",
-                x.status().unwrap_or(0)
+                "the body was judged before the key: status {status} ({})",
+                x.describe_reply()
             ),
-        ),
-        Err(e) => Verdict::fail("SB-A3", e),
+        )
+    } else {
+        match rejected(x) {
+            Ok(n) => pass_with("SB-A3", vec![n]),
+            Err(e) => Verdict::fail("SB-A3", e),
+        }
     });
     // SB-A5 (INFO): spacing and header-name case.
     let mut notes = Vec::new();
@@ -1028,6 +916,9 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Vec<Verd
 pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
     let mut fails: [Vec<String>; 9] = Default::default();
     let mut warns: [Vec<String>; 9] = Default::default();
+    // Evidence: replies to the emulated client that were JSON objects, messages they carried,
+    // non-2xx replies of the run. A rule with nothing to look at does not pass.
+    let (mut objects, mut messages, mut non_2xx) = (0usize, 0usize, 0usize);
     for x in log {
         let Ok(r) = &x.result else {
             if x.kind == Kind::Client {
@@ -1045,6 +936,7 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
         };
         if !(200..300).contains(&r.status) && x.method != "HEAD" && !(300..400).contains(&r.status)
         {
+            non_2xx += 1;
             match profiles::decode(Profile::Gamma, &r.body) {
                 Err(e) => fails[8].push(format!(
                     "{}: status {}, body does not decode ({e})",
@@ -1068,11 +960,16 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
         let Ok(Value::Object(top)) = serde_json::from_slice::<Value>(&r.body) else {
             continue;
         };
+        objects += 1;
         if let Some(o) = top.get("options").filter(|o| !o.is_null()) {
             match o.as_object() {
                 None => fails[5].push(format!("{}: options is {}", x.label, profiles::kind(o))),
                 Some(map) => {
-                    for (k, f) in map {
+                    // The flags the client decodes; other keys are ignored (reference §2).
+                    for (k, f) in map
+                        .iter()
+                        .filter(|(k, _)| *k == "disableSendHistory" || *k == "endSession")
+                    {
                         if !(f.is_boolean() || f.is_null()) {
                             fails[5].push(format!("{}: options.{k} is {f}", x.label));
                         }
@@ -1085,6 +982,7 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
         };
         let mut seen: Vec<String> = Vec::new();
         for (n, m) in msgs.iter().enumerate() {
+            messages += 1;
             let at = format!("{} messages[{n}]", x.label);
             let id = m.get("id").and_then(Value::as_str);
             let from = m.get("from");
@@ -1108,7 +1006,11 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 None => fails[1].push(format!("{at}: content missing")),
             }
             match from.and_then(Value::as_str) {
-                Some("assistant") | Some("system") | None => {}
+                Some("assistant") | Some("system") => {}
+                None => fails[2].push(format!(
+                    "{at}: from is {} (the app shows it as from \"unknown\"; profile alpha drops the whole reply)",
+                    from.map(profiles::kind).unwrap_or("missing")
+                )),
                 Some(f @ ("user" | "unknown")) => warns[2].push(format!(
                     "WARN {at}: from {f:?} ({})",
                     if f == "user" {
@@ -1163,6 +1065,26 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
     ids.iter()
         .enumerate()
         .map(|(k, id)| {
+            let nothing = match *id {
+                "SB-D1" => None,
+                "SB-D5" | "SB-D6" if objects == 0 => Some(
+                    "no reply to the emulated client was a JSON object: nothing to judge (see SB-D1)",
+                ),
+                "SB-D2" | "SB-D3" | "SB-D4" | "SB-D7" | "SB-D8" if messages == 0 => Some(if objects == 0 {
+                    "no reply to the emulated client was a JSON object: nothing to judge (see SB-D1)"
+                } else {
+                    "no reply to the emulated client carried a message: nothing to judge"
+                }),
+                "SB-D9" if non_2xx == 0 => {
+                    return Verdict::not_run("SB-D9", "no non-2xx reply in this run: nothing to judge");
+                }
+                _ => None,
+            };
+            if let Some(why) = nothing
+                && fails[k].is_empty()
+            {
+                return Verdict::skipped(id, why);
+            }
             if fails[k].is_empty() {
                 let mut w = warns[k].clone();
                 w.truncate(3);
@@ -1201,4 +1123,50 @@ fn profile_views(log: &[Exchange]) -> Vec<ProfileView> {
                 .collect(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leaks_internals;
+
+    #[test]
+    fn leaks_of_each_runtime_are_named_and_plain_errors_are_not() {
+        for (text, runtime) in [
+            ("Expecting value: line 1 column 69 (char 68)", "Python"),
+            (
+                "Traceback (most recent call last):\n  File \"app.py\", line 3",
+                "Python",
+            ),
+            ("TypeError: body.messages.map is not a function", "Node/V8"),
+            (
+                "Cannot read properties of undefined (reading 'map')",
+                "Node/V8",
+            ),
+            ("json: cannot unmarshal string into Go struct field", "Go"),
+            (
+                "com.fasterxml.jackson.core.JsonParseException: Unexpected end-of-input",
+                "Java",
+            ),
+            (
+                "System.Text.Json.JsonException: 'x' is invalid. Path: $ | LineNumber: 0 | BytePositionInLine: 68.",
+                ".NET",
+            ),
+            ("thread 'main' panicked at src/main.rs:3:5", "Rust"),
+            ("EOF while parsing a string at line 1 column 69", "Rust"),
+            ("JSON::ParserError: unexpected token at '{'", "Ruby"),
+            ("PHP Fatal error:  Uncaught TypeError: count()", "PHP"),
+        ] {
+            let (rt, matched) = leaks_internals(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(rt, runtime, "{text}");
+            assert!(text.contains(&matched));
+        }
+        for text in [
+            "The request body is not valid JSON.",
+            "Unsupported protocol version 2.0; this bridge speaks 1.x.",
+            "`messages` must be an array of messages.",
+            "Bad request: missing chatId.",
+        ] {
+            assert_eq!(leaks_internals(text), None, "{text}");
+        }
+    }
 }

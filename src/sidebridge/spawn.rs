@@ -1,19 +1,70 @@
 //! Starting a bridge under test: `-- <bridge command>` or the bundled `sidebridge-ref`.
 //!
-//! The child must print the URL (or `host:port`) it listens on as its first stdout line,
-//! within the startup timeout. It runs as a [`ChildTree`] and is killed (tree and all)
-//! when the [`BridgeProcess`] drops, so no run leaves an orphan.
+//! The child announces where it listens on stdout *or* stderr, in any line printed during
+//! start-up: a bare URL, `host:port`, or a banner with the URL inside text
+//! (`Serving on http://0.0.0.0:8080 (press CTRL+C to quit)`). `--url-pattern REGEX` names the
+//! address for bridges that print it some other way (its first capture group, else the whole
+//! match). If the bridge exits or prints no address within the startup timeout, the error
+//! shows the bridge's last output lines. The child runs as a [`ChildTree`] and is killed (tree
+//! and all) when the [`BridgeProcess`] drops, so no run leaves an orphan.
 
 use crate::proc::ChildTree;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// The bridge's whole tree is killed when this drops ([`ChildTree`]).
 pub struct BridgeProcess {
-    _child: ChildTree,
+    child: ChildTree,
     pub url: String,
+}
+
+/// Where the bridge under test is.
+#[derive(Debug, Clone)]
+pub struct BridgeSpec {
+    pub url: Option<String>,
+    pub command: Vec<OsString>,
+    pub key: Option<String>,
+    pub startup: Duration,
+    /// How to find the URL in the bridge's start-up output (default: [`find_url`]).
+    pub url_pattern: Option<regex::Regex>,
+}
+
+impl BridgeSpec {
+    /// Resolves to a URL, starting the command (or the bundled reference bridge) if needed.
+    pub fn resolve(&self) -> anyhow::Result<(String, Option<BridgeProcess>)> {
+        if let Some(u) = &self.url {
+            return Ok((u.clone(), None));
+        }
+        let command = if self.command.is_empty() {
+            let Some(exe) = bundled_reference() else {
+                anyhow::bail!(
+                    "no --url, no bridge command, and the bundled sidebridge-ref is not beside this executable"
+                );
+            };
+            let mut c = vec![exe, "--listen".into(), "127.0.0.1:0".into()];
+            if let Some(k) = &self.key {
+                c.push("--key".into());
+                c.push(k.into());
+            }
+            c
+        } else {
+            self.command.clone()
+        };
+        let p = spawn(&command, self.startup, self.url_pattern.as_ref())?;
+        Ok((p.url.clone(), Some(p)))
+    }
+}
+
+/// The runtime every Side Bridge command runs its exchanges on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
 }
 
 /// The bundled reference bridge beside the running executable.
@@ -23,8 +74,100 @@ pub fn bundled_reference() -> Option<OsString> {
     p.exists().then(|| p.into_os_string())
 }
 
-/// Spawns `command` and waits (bounded) for its first stdout line.
-pub fn spawn(command: &[OsString], startup: Duration) -> anyhow::Result<BridgeProcess> {
+/// The bridge's URL in one output line: the first `http(s)://…` in it, else a `host:port`
+/// (IPv4, `localhost`, `[v6]`) standing alone or inside text. A wildcard listen address
+/// (`0.0.0.0`, `[::]`) becomes the loopback address, which is where a client reaches it.
+pub fn find_url(line: &str) -> Option<String> {
+    static URL: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static HOST_PORT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let url = URL.get_or_init(|| {
+        regex::Regex::new(r#"https?://[^\s"'<>()\]\[,]+(?::\d+)?[^\s"'<>(),]*"#).expect("valid")
+    });
+    let hp = HOST_PORT.get_or_init(|| {
+        regex::Regex::new(r"(?:^|[\s(=@])((?:\d{1,3}(?:\.\d{1,3}){3}|localhost|\[[0-9A-Fa-f:]+\]):\d{1,5})(?:$|[\s),/.;])")
+            .expect("valid")
+    });
+    let found = if let Some(m) = url.find(line) {
+        m.as_str().trim_end_matches(['.', ';', ':']).to_string()
+    } else {
+        let c = hp.captures(line)?;
+        format!("http://{}/", &c[1])
+    };
+    Some(loopback(&found))
+}
+
+fn loopback(url: &str) -> String {
+    url.replacen("//0.0.0.0:", "//127.0.0.1:", 1)
+        .replacen("//[::]:", "//[::1]:", 1)
+}
+
+fn with_pattern(line: &str, re: &regex::Regex) -> Option<String> {
+    let c = re.captures(line)?;
+    let s = c.get(1).or_else(|| c.get(0))?.as_str().trim();
+    if s.is_empty() {
+        return None;
+    }
+    Some(loopback(
+        &if s.starts_with("http://") || s.starts_with("https://") {
+            s.to_string()
+        } else {
+            format!("http://{s}/")
+        },
+    ))
+}
+
+enum Line {
+    Out(String),
+    Err(String),
+    Closed,
+}
+
+/// Reads lines (lossy UTF-8, each capped) from a pipe into the channel until it closes.
+fn pump(r: impl Read + Send + 'static, tx: mpsc::Sender<Line>, err: bool) {
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(r);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            // A line is capped (a bridge printing megabytes without a newline is still bounded).
+            match (&mut r).take(64 * 1024).read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let l = String::from_utf8_lossy(&buf).trim_end().to_string();
+                    if tx
+                        .send(if err { Line::Err(l) } else { Line::Out(l) })
+                        .is_err()
+                    {
+                        // Start-up is over: keep draining so the child never blocks on a full
+                        // pipe; stderr still reaches ours.
+                        drain(r, err);
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = tx.send(Line::Closed);
+    });
+}
+
+fn drain(mut r: BufReader<impl Read>, err: bool) {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut r).take(64 * 1024).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) if err => eprint!("{}", String::from_utf8_lossy(&line)),
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Spawns `command` and waits (bounded) for the line that names its address.
+pub fn spawn(
+    command: &[OsString],
+    startup: Duration,
+    pattern: Option<&regex::Regex>,
+) -> anyhow::Result<BridgeProcess> {
     let (prog, args) = command
         .split_first()
         .ok_or_else(|| anyhow::anyhow!("empty bridge command"))?;
@@ -32,34 +175,103 @@ pub fn spawn(command: &[OsString], startup: Duration) -> anyhow::Result<BridgePr
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(Stdio::piped());
     let mut child = ChildTree::spawn(&mut cmd)
         .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", prog.to_string_lossy()))?;
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(stdout);
-        let mut first = String::new();
-        let _ = tx.send(r.read_line(&mut first).map(|_| first));
-        // Keep draining so the child never blocks on a full pipe.
-        let mut sink = String::new();
-        while r.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
-            sink.clear();
-        }
-    });
-    let mut proc_guard = BridgeProcess {
-        _child: child,
+    let (tx, rx) = mpsc::channel();
+    pump(
+        child.stdout.take().expect("piped stdout"),
+        tx.clone(),
+        false,
+    );
+    pump(child.stderr.take().expect("piped stderr"), tx, true);
+    let mut guard = BridgeProcess {
+        child,
         url: String::new(),
     };
-    let line = match rx.recv_timeout(startup) {
-        Ok(Ok(l)) if !l.trim().is_empty() => l.trim().to_string(),
-        Ok(_) => anyhow::bail!("the bridge exited or closed stdout before printing its address"),
-        Err(_) => anyhow::bail!("the bridge printed no address within {startup:?}"),
+    let deadline = Instant::now() + startup;
+    let mut seen: std::collections::VecDeque<String> = Default::default();
+    let mut closed = 0;
+    let why = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Line::Out(l)) | Ok(Line::Err(l)) => {
+                let url = match pattern {
+                    Some(re) => with_pattern(&l, re),
+                    None => find_url(&l),
+                };
+                if let Some(u) = url {
+                    guard.url = u;
+                    return Ok(guard);
+                }
+                if seen.len() == 20 {
+                    seen.pop_front();
+                }
+                seen.push_back(l);
+            }
+            Ok(Line::Closed) => {
+                closed += 1;
+                if closed == 2 {
+                    break "the bridge exited (or closed stdout and stderr) before printing its address".to_string();
+                }
+            }
+            Err(_) => {
+                break format!(
+                    "the bridge printed no address within {startup:?}{}",
+                    pattern
+                        .map(|p| format!(" (no line matched --url-pattern {:?})", p.as_str()))
+                        .unwrap_or_default()
+                );
+            }
+        }
     };
-    proc_guard.url = if line.starts_with("http://") || line.starts_with("https://") {
-        line
+    // A bridge that closed its pipes is usually exiting: give it a moment to say how.
+    let mut status = String::new();
+    for _ in 0..if closed == 2 { 20 } else { 1 } {
+        if let Ok(Some(s)) = guard.child.try_wait() {
+            status = format!(" ({s})");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = if seen.is_empty() {
+        "\n  (it printed nothing)".to_string()
     } else {
-        format!("http://{line}/")
+        let lines: Vec<String> = seen.iter().map(|l| format!("  | {l}")).collect();
+        format!("\n  its output:\n{}", lines.join("\n"))
     };
-    Ok(proc_guard)
+    anyhow::bail!("{why}{status}{output}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_url;
+
+    #[test]
+    fn urls_inside_banners() {
+        for (line, want) in [
+            ("http://127.0.0.1:8080/", Some("http://127.0.0.1:8080/")),
+            ("127.0.0.1:8080", Some("http://127.0.0.1:8080/")),
+            (
+                "INFO: Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+                Some("http://127.0.0.1:8000"),
+            ),
+            (
+                "Serving HTTP on 0.0.0.0 port 8000 (http://0.0.0.0:8000/) ...",
+                Some("http://127.0.0.1:8000/"),
+            ),
+            (
+                "listening at localhost:3000.",
+                Some("http://localhost:3000/"),
+            ),
+            (
+                "bridge ready on http://127.0.0.1:9/sb, key required.",
+                Some("http://127.0.0.1:9/sb"),
+            ),
+            ("loading model 1.2.3", None),
+            ("started in 12:30", None),
+        ] {
+            assert_eq!(find_url(line).as_deref(), want, "{line}");
+        }
+    }
 }

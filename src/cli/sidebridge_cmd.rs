@@ -1,0 +1,469 @@
+//! `check sidebridge`, `record sidebridge`, `replay sidebridge`.
+//!
+//! Exit codes of `check sidebridge` come from the report's summary under its policy: 0 no MUST
+//! rule failed and nothing was skipped (SHOULD failures are warnings unless `--strict`, INFO
+//! never fails, rules not run fail only under `--require-all`); 1 otherwise; 2 invalid input
+//! (bad URL, fixture or flag; the bridge did not start).
+
+use super::exit;
+use crate::config::Config;
+use crate::report::{self, Report, RunMeta};
+use crate::sidebridge::fixture::Fixture;
+use crate::sidebridge::profiles::Profile;
+use crate::sidebridge::rules::{CheckConfig, CheckReport};
+use crate::sidebridge::spawn::BridgeSpec;
+use crate::sidebridge::transport::Limits;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where a Side Bridge under test is, and how long to wait for it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SidebridgeTarget {
+    /// The bridge's endpoint URL (http://).
+    #[arg(long, conflicts_with = "command")]
+    pub url: Option<String>,
+    /// The key configured on the bridge (sent as x-sidebridge-key). Without it the bridge is
+    /// taken to have no key.
+    #[arg(long, env = "SIDEBRIDGE_KEY")]
+    pub key: Option<String>,
+    /// Seconds to wait for a spawned bridge to print its address.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub startup_timeout: f64,
+    /// How to find a spawned bridge's URL in its start-up output (stdout or stderr): a regex
+    /// whose first capture group (else whole match) is the URL or host:port. Default: the
+    /// first http(s):// URL or host:port in any line.
+    #[arg(long, value_name = "REGEX")]
+    pub url_pattern: Option<String>,
+    /// Seconds to wait for a whole reply (the app's timeout).
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub timeout: f64,
+    /// Seconds to wait for a TCP connection.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    pub connect_timeout: f64,
+    /// Largest reply body read, in bytes.
+    #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
+    pub max_body: usize,
+    /// A bridge command that prints its URL (or host:port) during start-up.
+    #[arg(last = true, value_name = "BRIDGE COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+impl SidebridgeTarget {
+    pub fn spec(&self) -> Result<BridgeSpec, String> {
+        let url_pattern = match &self.url_pattern {
+            None => None,
+            Some(p) => Some(regex::Regex::new(p).map_err(|e| format!("--url-pattern {p:?}: {e}"))?),
+        };
+        Ok(BridgeSpec {
+            url: self.url.clone(),
+            command: self.command.clone(),
+            key: self.key.clone().filter(|k| !k.is_empty()),
+            startup: secs(self.startup_timeout),
+            url_pattern,
+        })
+    }
+    pub fn limits(&self) -> Limits {
+        Limits {
+            connect: secs(self.connect_timeout),
+            total: secs(self.timeout),
+            max_body: self.max_body,
+        }
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s } else { 0.001 })
+}
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Scenario rules (SB-R3, SB-R6, SB-R11, SB-R12, SB-S1…S4) need the bridge's own phrases: \
+`[sidebridge.fixture]` in bridgewire.toml or the flags below; without them those rules are not run.\n\
+Exit codes: 0 no MUST rule failed and none was skipped (SHOULD failures warn unless --strict; INFO never \
+fails; not-run rules fail only with --require-all); 1 otherwise; 2 invalid input (bad URL, fixture or \
+flag; the bridge did not start; a report file cannot be written); 130/143 interrupted by SIGINT/SIGTERM."
+)]
+pub struct CheckSidebridgeArgs {
+    #[command(flatten)]
+    pub target: SidebridgeTarget,
+    #[command(flatten)]
+    pub reports: crate::report::ReportFiles,
+    /// Configuration file with a `[sidebridge.fixture]` section (default: the nearest
+    /// bridgewire.toml in the working directory or its parents up to the repository root).
+    #[arg(long = "config", visible_alias = "fixture", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Prompt that makes the bridge remember a word (`{word}` marks it); overrides the fixture.
+    #[arg(long, value_name = "PROMPT")]
+    pub remember: Option<String>,
+    /// Prompt whose reply must name the remembered word; overrides the fixture.
+    #[arg(long, value_name = "PROMPT")]
+    pub recall: Option<String>,
+    /// Prompt whose reply must repeat the bridge's previous reply (SB-R3); overrides the fixture.
+    #[arg(long, value_name = "PROMPT")]
+    pub repeat: Option<String>,
+    /// Prompt that makes the bridge set disableSendHistory true; overrides the fixture.
+    #[arg(long, value_name = "PROMPT")]
+    pub disable_history: Option<String>,
+    /// Prompt that makes the bridge set disableSendHistory false; overrides the fixture.
+    #[arg(long, value_name = "PROMPT")]
+    pub enable_history: Option<String>,
+    /// Prompt that makes the bridge end the session; overrides the fixture.
+    #[arg(long, value_name = "PROMPT")]
+    pub end_session: Option<String>,
+    #[command(flatten)]
+    pub policy: super::PolicyArgs,
+    /// SB-H2 warns above this many seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub warn_after: f64,
+    /// Seed for chat ids, message ids and key order (the words to remember are fresh per run).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// After this many timeouts in a row, send nothing more (those exchanges fail at once;
+    /// 0: never give up).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub give_up_after: usize,
+    /// Print, per reply, what every client profile would do with it.
+    #[arg(short, long)]
+    pub verbose: bool,
+    #[arg(long, value_enum, default_value_t = super::Format::Text)]
+    pub format: super::Format,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReplaySidebridgeArgs {
+    /// Recordings folders or cells.
+    #[arg(required = true)]
+    pub recordings: Vec<PathBuf>,
+    /// Only cells whose key (`<bridge>/<chat>`) contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub cell: Option<String>,
+    /// Write the replayed replies as `bridge→client.current.ndjson` in each cell.
+    #[arg(long)]
+    pub write_current: bool,
+    #[command(flatten)]
+    pub target: SidebridgeTarget,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordSidebridgeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// The bridge's endpoint URL; requests to `/` go to it, other paths are appended.
+    #[arg(long, required_unless_present = "command")]
+    pub upstream: Option<String>,
+    /// Recording root.
+    #[arg(
+        long,
+        env = "BRIDGEWIRE_RECORD_DIR",
+        default_value = "bridgewire-recordings"
+    )]
+    pub dir: PathBuf,
+    /// Bridge name: the folder under the root that holds one cell per chatId.
+    #[arg(long, default_value = "bridge")]
+    pub bridge: String,
+    /// Record x-sidebridge-key and Authorization values instead of `[redacted]`.
+    #[arg(long)]
+    pub keep_key: bool,
+    /// The bridge's key: values that differ from it are recorded as `[redacted:other]`, so a
+    /// replay can tell right-key from wrong-key requests.
+    #[arg(long, env = "SIDEBRIDGE_KEY")]
+    pub key: Option<String>,
+    /// Seconds to wait for the upstream's whole reply.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub timeout: f64,
+    /// Largest request or reply body forwarded, in bytes.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
+    pub max_body: usize,
+    /// How to find a started bridge's URL in its start-up output (see `check sidebridge`).
+    #[arg(long, value_name = "REGEX")]
+    pub url_pattern: Option<String>,
+    /// Instead of --upstream: a bridge command that prints its URL during start-up (started,
+    /// and killed when recording stops).
+    #[arg(
+        last = true,
+        value_name = "BRIDGE COMMAND",
+        conflicts_with = "upstream"
+    )]
+    pub command: Vec<OsString>,
+}
+
+pub fn record_cmd(a: &RecordSidebridgeArgs) -> u8 {
+    let url_pattern = match a.url_pattern.as_deref().map(regex::Regex::new).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("bridgewire record sidebridge: --url-pattern: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let spec = BridgeSpec {
+        url: a.upstream.clone(),
+        command: a.command.clone(),
+        key: None,
+        startup: secs(10.0),
+        url_pattern,
+    };
+    let (upstream, _bridge) = match spec.resolve() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("bridgewire record sidebridge: {e:#}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let cfg = crate::sidebridge::proxy::ProxyConfig {
+        listen: a.listen.clone(),
+        upstream,
+        dir: a.dir.join(crate::lane::scope_dir_name(Some(&a.bridge))),
+        keep_key: a.keep_key,
+        key: a.key.clone().filter(|k| !k.is_empty()),
+        timeout: secs(a.timeout),
+        max_body: a.max_body,
+    };
+    match crate::sidebridge::proxy::run(cfg) {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("bridgewire record sidebridge: {e:#}");
+            exit::INVALID_INPUT
+        }
+    }
+}
+
+pub fn replay_cmd(a: &ReplaySidebridgeArgs) -> u8 {
+    let bridge = match a.target.spec() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("bridgewire replay sidebridge: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    crate::sidebridge::player::replay(&crate::sidebridge::player::ReplayOptions {
+        recordings: a.recordings.clone(),
+        cell: a.cell.clone(),
+        bridge,
+        limits: a.target.limits(),
+        write_current: a.write_current,
+    })
+}
+
+/// The config file (`--config`, else the nearest bridgewire.toml) with the flags laid over
+/// its `[sidebridge.fixture]`.
+fn load_fixture(a: &CheckSidebridgeArgs) -> Result<(Fixture, Option<String>), String> {
+    let (config, source) = Config::find(a.config.as_deref())?;
+    eprintln!("{}", source.describe());
+    for w in &config.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut fx = config.sidebridge_fixture;
+    for (key, flag) in [
+        ("remember", &a.remember),
+        ("recall", &a.recall),
+        ("repeat", &a.repeat),
+        ("disableHistory", &a.disable_history),
+        ("enableHistory", &a.enable_history),
+        ("endSession", &a.end_session),
+    ] {
+        if let Some(p) = flag {
+            fx.set_prompt(key, p)?;
+        }
+    }
+    Ok((fx, config.path.map(|p| p.display().to_string())))
+}
+
+/// A fresh value per run (the words a bridge is asked to remember must not be predictable).
+fn nonce() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
+    crate::signals::install();
+    let started = crate::util::now_ms();
+    let (fixture, fixture_path) = match load_fixture(a) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("bridgewire check sidebridge: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let spec = match a.target.spec() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("bridgewire check sidebridge: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let (url, _guard) = match spec.resolve() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("bridgewire check sidebridge: {e:#}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let limits = a.target.limits();
+    let cfg = CheckConfig {
+        url: url.clone(),
+        key: spec.key.clone(),
+        limits,
+        warn_after: secs(a.warn_after),
+        seed: a.seed,
+        give_up_after: a.give_up_after,
+        fixture,
+        nonce: nonce(),
+    };
+    let checked =
+        match crate::sidebridge::spawn::runtime().block_on(crate::sidebridge::rules::check(&cfg)) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("bridgewire check sidebridge: {e}");
+                return exit::INVALID_INPUT;
+            }
+        };
+    let mut verdicts = checked.verdicts.clone();
+    for v in &mut verdicts {
+        // Every verdict carries its catalogue level, whoever reads it.
+        v.level = Some(crate::rule::level_of("sidebridge", v));
+    }
+    let report = Report {
+        meta: RunMeta {
+            protocol: "sidebridge".into(),
+            target: url.clone(),
+            started_at: report::rfc3339_utc(started),
+            duration_ms: (crate::util::now_ms() - started).max(0) as u64,
+            timeout_ms: limits.total.as_millis() as u64,
+            fixture: fixture_path,
+            ..Default::default()
+        },
+        verdicts,
+        policy: a.policy.policy(),
+    };
+    if let Err(e) = a.reports.write(&report) {
+        eprintln!("bridgewire check sidebridge: {e}");
+        return exit::INVALID_INPUT;
+    }
+    if a.format == super::Format::Json {
+        let mut doc = report::json::to_value(&report);
+        doc["url"] = serde_json::json!(url);
+        doc["not_applicable"] = serde_json::json!(not_applicable(&checked));
+        doc["profiles"] = profiles_json(&checked);
+        println!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
+    } else {
+        println!("sidebridge {url}");
+        print!("{}", report::terminal::render(&report));
+        print_extra(&checked, a.verbose);
+    }
+    if report.summary().ok() {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}
+
+/// Catalogue rules that produce no verdict in this run: the key rules of the other case
+/// (SB-A1/A2/A3/A5 need `--key`, SB-A4 needs none).
+fn not_applicable(r: &CheckReport) -> Vec<String> {
+    crate::rule::catalogue()
+        .into_iter()
+        .filter(|c| c.protocol == "sidebridge" && !r.verdicts.iter().any(|v| v.id == c.id))
+        .map(|c| c.id)
+        .collect()
+}
+
+fn print_extra(r: &CheckReport, verbose: bool) {
+    let na = not_applicable(r);
+    if !na.is_empty() {
+        println!(
+            "not applicable: {} ({})",
+            na.join(", "),
+            if na.iter().any(|i| i == "SB-A4") {
+                "--key given: the bridge has a key"
+            } else {
+                "no --key: the bridge is taken to have none"
+            }
+        );
+    }
+    println!(
+        "profiles ({} replies to the emulated client):",
+        r.profiles.len()
+    );
+    for p in Profile::ALL {
+        let outcomes: Vec<(&str, &Result<usize, String>)> = r
+            .profiles
+            .iter()
+            .filter_map(|v| {
+                v.outcomes
+                    .iter()
+                    .find(|(q, _)| *q == p)
+                    .map(|(_, o)| (v.label.as_str(), o))
+            })
+            .collect();
+        let dropped: Vec<_> = outcomes.iter().filter(|(_, o)| o.is_err()).collect();
+        match dropped.first() {
+            None => println!(
+                "  {:<8} every reply would render ({})",
+                p.id(),
+                p.describe()
+            ),
+            Some((label, Err(e))) => println!(
+                "  {:<8} {} of {} replies would be dropped ({}); first: {label}: {e}",
+                p.id(),
+                dropped.len(),
+                outcomes.len(),
+                p.describe()
+            ),
+            Some(_) => {}
+        }
+    }
+    if verbose {
+        for v in &r.profiles {
+            if let Some((_, Ok(n))) = v.outcomes.first()
+                && v.outcomes.iter().all(|(_, o)| o.as_ref().ok() == Some(n))
+            {
+                println!(
+                    "  reply {}: would render {n} message(s) in every profile",
+                    v.label
+                );
+                continue;
+            }
+            let parts: Vec<String> = v
+                .outcomes
+                .iter()
+                .map(|(p, o)| match o {
+                    Ok(n) => format!("{}: would render {n} message(s)", p.id()),
+                    Err(e) => format!("{}: would be dropped ({e})", p.id()),
+                })
+                .collect();
+            println!("  reply {}: {}", v.label, parts.join("; "));
+        }
+    }
+}
+
+fn profiles_json(r: &CheckReport) -> serde_json::Value {
+    serde_json::Value::Array(
+        r.profiles
+            .iter()
+            .map(|v| {
+                let mut o = serde_json::Map::new();
+                o.insert("reply".into(), serde_json::json!(v.label));
+                for (p, out) in &v.outcomes {
+                    o.insert(
+                        p.id().into(),
+                        match out {
+                            Ok(n) => serde_json::json!({"renders": true, "messages": n}),
+                            Err(e) => serde_json::json!({"renders": false, "reason": e}),
+                        },
+                    );
+                }
+                serde_json::Value::Object(o)
+            })
+            .collect(),
+    )
+}

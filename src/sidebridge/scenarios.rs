@@ -1,0 +1,669 @@
+//! The scenario rules of `check sidebridge`: the ones that need the bridge to *do* something
+//! (remember a word, repeat itself, stop using `history`, end a session). What makes a bridge do
+//! it comes from its fixture ([`super::fixture`]); a rule whose scenario has no fixture is *not
+//! run*, naming the key.
+//!
+//! Honest judging:
+//! * the word to remember is a fresh random token per run that never appears in a question, so
+//!   an echo of the question or a constant reply cannot pass;
+//! * a bridge that answers but does not enter a scenario (a gate `expect` does not match, an
+//!   option is not set) gets the rule *skipped* with its reply quoted;
+//! * "recall" rules are gated by a baseline (remember, then recall, in one plain chat with
+//!   `history` on): only when the bridge recalls there is a lost word a *failure*; SB-R3 is gated
+//!   the same way by a control chat whose history keeps the bridge's ids in their own case;
+//! * SB-R11's restored history carries decoy tokens the bridge never was asked to remember, so
+//!   an echo of `history` fails it.
+
+use super::client::{Driver, Screen};
+use super::fixture::{Fixture, Step};
+use super::profiles::{From, Msg, Profile, Rng, Style};
+use super::rules::{CheckConfig, ends, is_5xx, pass_with, reply_text, request_has_history};
+use crate::rule::{Status, SubCheck, Verdict};
+
+/// Random words, from a per-run nonce: lower-case consonants, so no natural word and no
+/// substring of a UUID or of a protocol key.
+struct Words(Rng);
+
+impl Words {
+    fn next(&mut self) -> String {
+        const LETTERS: &[u8] = b"bcdfghjklmnpqrstvwxz";
+        (0..10)
+            .map(|_| LETTERS[(self.0.next_u64() % LETTERS.len() as u64) as usize] as char)
+            .collect()
+    }
+}
+
+/// How a run of scenario steps ended.
+enum Ran {
+    /// Every step was sent; the exchange index of each.
+    Done(Vec<usize>),
+    /// The bridge did not enter the scenario (why, with its reply quoted).
+    NotEntered(String),
+}
+
+fn clip(s: &str) -> String {
+    const MAX: usize = 200;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(MAX).collect::<String>())
+    }
+}
+
+/// Sends the steps of scenario `key`; every step's `expect` is a gate, except the last one's
+/// when `judge_last` (the caller judges it).
+async fn run_steps(
+    s: &mut Screen,
+    d: &mut Driver,
+    key: &str,
+    steps: &[Step],
+    word: &str,
+    label: &str,
+    judge_last: bool,
+) -> Ran {
+    let mut done = Vec::new();
+    for (n, step) in steps.iter().enumerate() {
+        let text = step.text(word);
+        let Some(i) = s.send(d, &text, &format!("{label}/{key}-{}", n + 1)).await else {
+            return Ran::NotEntered(format!(
+                "the session ended before `{key}` step {} could be sent",
+                n + 1
+            ));
+        };
+        done.push(i);
+        let gate = !(judge_last && n + 1 == steps.len());
+        if gate && let Some(p) = step.pattern(word) {
+            let reply = reply_text(d, i);
+            if !p.is_match(&reply) {
+                return Ran::NotEntered(format!(
+                    "`{key}` step {} sent {text:?}; the reply {:?} does not match {:?}",
+                    n + 1,
+                    clip(&reply),
+                    step.expect.as_deref().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    Ran::Done(done)
+}
+
+/// Whether the judged reply of `recall` names `word`.
+fn recalls(d: &Driver, i: usize, last: &Step, word: &str) -> bool {
+    let text = reply_text(d, i);
+    match last.pattern(word) {
+        Some(p) => p.is_match(&text),
+        None => text.to_lowercase().contains(&word.to_lowercase()),
+    }
+}
+
+fn steps<'a>(fx: &'a Fixture, key: &str) -> &'a [Step] {
+    fx.get(key).map(Vec::as_slice).unwrap_or_default()
+}
+
+/// Remember `word`, then recall it: `Ok(recall exchange)` when the reply names the word.
+async fn remember_then_recall(
+    s: &mut Screen,
+    d: &mut Driver,
+    fx: &Fixture,
+    word: &str,
+    label: &str,
+) -> Result<usize, String> {
+    if let Ran::NotEntered(why) =
+        run_steps(s, d, "remember", steps(fx, "remember"), word, label, false).await
+    {
+        return Err(why);
+    }
+    recall(s, d, fx, word, label).await
+}
+
+async fn recall(
+    s: &mut Screen,
+    d: &mut Driver,
+    fx: &Fixture,
+    word: &str,
+    label: &str,
+) -> Result<usize, String> {
+    let rc = steps(fx, "recall");
+    match run_steps(s, d, "recall", rc, word, label, true).await {
+        Ran::NotEntered(why) => Err(why),
+        Ran::Done(ix) => {
+            let i = *ix.last().expect("a scenario has a step");
+            let last = rc.last().expect("a scenario has a step");
+            if recalls(d, i, last, word) {
+                Ok(i)
+            } else {
+                Err(format!(
+                    "asked to recall a word it was told ({word:?}), the bridge answered {:?}{}",
+                    clip(&reply_text(d, i)),
+                    last.expect
+                        .as_ref()
+                        .map(|p| format!(" (expected to match {p:?})"))
+                        .unwrap_or_default()
+                ))
+            }
+        }
+    }
+}
+
+/// Sends scenario `key` and checks the option it must set; `Err` quotes the reply.
+async fn toggle(
+    s: &mut Screen,
+    d: &mut Driver,
+    fx: &Fixture,
+    key: &str,
+    label: &str,
+    done: impl Fn(&Screen) -> bool,
+    what: &str,
+) -> Result<(), String> {
+    match run_steps(s, d, key, steps(fx, key), "", label, false).await {
+        Ran::NotEntered(why) => Err(why),
+        Ran::Done(ix) if !done(s) => {
+            let i = *ix.last().expect("a scenario has a step");
+            Err(format!(
+                "after `{key}` the bridge did not {what}; it answered {:?}",
+                clip(&d.log[i].describe_reply())
+            ))
+        }
+        Ran::Done(_) => Ok(()),
+    }
+}
+
+pub async fn run(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Vec<Verdict>) {
+    let fx = &cfg.fixture;
+    let mut words = Words(Rng::new(cfg.nonce));
+
+    // Baseline: remember, then recall, history on. Gates every rule built on recall.
+    let memory = fx.missing(&["remember", "recall"]);
+    let baseline: Result<(), String> = if memory.is_none() {
+        let mut s = Screen::new(rng);
+        s.start(d, "memory/start").await;
+        let w = words.next();
+        remember_then_recall(&mut s, d, fx, &w, "memory")
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("the bridge does not recall in a plain chat with history: {e}"))
+    } else {
+        Ok(())
+    };
+
+    // SB-R3: the bridge's own ids, upper-cased in history, still identify its message.
+    v.push(match fx.missing(&["remember", "repeat"]) {
+        Some(why) => Verdict::not_run("SB-R3", why),
+        None => repeat_rule(d, rng, fx, &mut words).await,
+    });
+
+    // SB-R11: a chat the bridge never saw, restored with a long history.
+    v.push(match (&memory, &baseline) {
+        (Some(why), _) => Verdict::not_run("SB-R11", why.clone()),
+        (None, Err(why)) => Verdict::skipped("SB-R11", why.clone()),
+        (None, Ok(())) => unknown_chat(d, rng, fx, &mut words).await,
+    });
+
+    // SB-R6 and SB-S2: disableSendHistory, then its merge sequence.
+    history_rules(d, rng, fx, &mut words, &memory, &baseline, v).await;
+
+    // SB-S3: a reopened chat gets its options again.
+    v.push(match fx.missing(&["disableHistory"]) {
+        Some(why) => Verdict::not_run("SB-S3", why),
+        None => {
+            let mut s = Screen::new(rng);
+            s.start(d, "reopen/start").await;
+            match toggle(&mut s, d, fx, "disableHistory", "reopen", |s| !s.send_history, "set disableSendHistory").await {
+                Err(why) => Verdict::skipped("SB-S3", why),
+                Ok(()) => {
+                    let mut again = s.reopen();
+                    let i = again.start(d, "reopen/session-start").await;
+                    if again.send_history {
+                        Verdict::fail(
+                            "SB-S3",
+                            format!(
+                                "the bridge disabled history in this chat, but its reply to the reopened screen's session start did not re-assert it ({})",
+                                d.log[i].describe()
+                            ),
+                        )
+                    } else {
+                        Verdict::pass("SB-S3")
+                    }
+                }
+            }
+        }
+    });
+
+    // SB-S1 and SB-R12: endSession, then the ended chat reopened.
+    end_rules(d, rng, fx, v).await;
+
+    // SB-S4: two chats interleaved.
+    v.push(match (&memory, &baseline) {
+        (Some(why), _) => Verdict::not_run("SB-S4", why.clone()),
+        (None, Err(why)) => Verdict::skipped("SB-S4", why.clone()),
+        (None, Ok(())) => two_chats(d, rng, fx, &mut words).await,
+    });
+}
+
+/// SB-R3 with its control: the same exchange with history keeping the bridge's ids in their
+/// own case (canonical bytes). Only when the control works is a failure the ids' fault.
+async fn repeat_rule(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Words) -> Verdict {
+    let mut outcome = Vec::new();
+    for control in [true, false] {
+        let label = if control { "repeat-control" } else { "repeat" };
+        let mut s = Screen::new(rng);
+        if control {
+            s.style = Style::Canonical;
+            s.keep_id_case = true;
+        }
+        s.start(d, &format!("{label}/start")).await;
+        let w = words.next();
+        let rem = match run_steps(
+            &mut s,
+            d,
+            "remember",
+            steps(fx, "remember"),
+            &w,
+            label,
+            false,
+        )
+        .await
+        {
+            Ran::NotEntered(why) => return Verdict::skipped("SB-R3", why),
+            Ran::Done(ix) => *ix.last().expect("a scenario has a step"),
+        };
+        let prev = d.log[rem]
+            .judged(Profile::Gamma)
+            .ok()
+            .and_then(|r| {
+                r.messages
+                    .into_iter()
+                    .rev()
+                    .find(|m| !m.content.trim().is_empty())
+            })
+            .map(|m| m.content.trim().to_string());
+        let Some(prev) = prev else {
+            return Verdict::skipped(
+                "SB-R3",
+                format!(
+                    "the reply to `remember` carries no message to ask about ({})",
+                    d.log[rem].describe_reply()
+                ),
+            );
+        };
+        let rp = steps(fx, "repeat");
+        let i = match run_steps(&mut s, d, "repeat", rp, &w, label, true).await {
+            Ran::NotEntered(why) => return Verdict::skipped("SB-R3", why),
+            Ran::Done(ix) => *ix.last().expect("a scenario has a step"),
+        };
+        let text = reply_text(d, i);
+        let last = rp.last().expect("a scenario has a step");
+        let ok = match last.pattern(&w) {
+            Some(p) => p.is_match(&text),
+            None => text.contains(&prev),
+        };
+        outcome.push((ok, prev, text));
+    }
+    let (c_ok, c_prev, c_text) = &outcome[0];
+    let (ok, prev, text) = &outcome[1];
+    if !c_ok {
+        return Verdict::skipped(
+            "SB-R3",
+            format!(
+                "even with its ids as it wrote them, asked to repeat {:?} the bridge answered {:?} (the bridge does not enter the scenario)",
+                clip(c_prev),
+                clip(c_text)
+            ),
+        );
+    }
+    if *ok {
+        Verdict::pass("SB-R3")
+    } else {
+        Verdict::fail(
+            "SB-R3",
+            format!(
+                "history carried the bridge's reply {:?} under its id in upper case; asked about it, the bridge answered {:?} (with its ids as written it answered {:?})",
+                clip(prev),
+                clip(text),
+                clip(c_text)
+            ),
+        )
+    }
+}
+
+async fn unknown_chat(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Words) -> Verdict {
+    let w = words.next();
+    let decoy = words.next();
+    let mut s = Screen::new(rng);
+    for step in steps(fx, "remember") {
+        s.history.push(Msg::user(&rng.uuid(), &step.text(&w)));
+        s.history.push(Msg {
+            id: rng.uuid(),
+            from: From::Assistant,
+            content: "OK.".into(),
+            sources: vec![],
+        });
+    }
+    for k in 0..38 {
+        if k % 2 == 0 {
+            s.history
+                .push(Msg::user(&rng.uuid(), &format!("Question {k}: {decoy}?")));
+        } else {
+            s.history.push(Msg {
+                id: rng.uuid(),
+                from: From::Assistant,
+                content: format!("Answer {k}."),
+                sources: vec![],
+            });
+        }
+    }
+    let a = s.start(d, "unknown-chat/start").await;
+    let mut subs = Vec::new();
+    let x = &d.log[a];
+    subs.push(match x.judged(Profile::Gamma) {
+        Err(e) => SubCheck::fail("session-start", x.describe_with(&e)),
+        Ok(_) if x.status().is_some_and(|s| !(200..300).contains(&s)) => SubCheck::fail(
+            "session-start",
+            format!("status {}", x.status().unwrap_or(0)),
+        ),
+        Ok(_) if ends(x) => SubCheck::fail("session-start", "the session was ended"),
+        Ok(_) => SubCheck::pass(
+            "session-start",
+            format!("status {}", x.status().unwrap_or(0)),
+        ),
+    });
+    if s.ended {
+        subs.push(SubCheck::skipped(
+            "recall",
+            "the session ended at session start",
+        ));
+    } else {
+        let rc = steps(fx, "recall");
+        subs.push(match run_steps(&mut s, d, "recall", rc, &w, "unknown-chat", true).await {
+            Ran::NotEntered(why) => SubCheck::skipped("recall", why),
+            Ran::Done(ix) => {
+                let i = *ix.last().expect("a scenario has a step");
+                let x = &d.log[i];
+                let text = reply_text(d, i);
+                if let Some(s) = x.status().filter(|s| !(200..300).contains(s)) {
+                    SubCheck::fail("recall", format!("status {s}: {:?}", clip(&text)))
+                } else if text.to_lowercase().contains(&decoy) {
+                    SubCheck::fail(
+                        "recall",
+                        format!("the reply echoes history (it names {decoy:?}, a word never to remember): {:?}", clip(&text)),
+                    )
+                } else if recalls(d, i, rc.last().expect("a step"), &w) {
+                    SubCheck::pass("recall", format!("named {w:?} from history alone"))
+                } else {
+                    SubCheck::fail(
+                        "recall",
+                        format!("history asked to remember {w:?}; `recall` was answered {:?}", clip(&text)),
+                    )
+                }
+            }
+        });
+    }
+    Verdict::from_subchecks("SB-R11", subs)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn history_rules(
+    d: &mut Driver,
+    rng: &mut Rng,
+    fx: &Fixture,
+    words: &mut Words,
+    memory: &Option<String>,
+    baseline: &Result<(), String>,
+    v: &mut Vec<Verdict>,
+) {
+    let need_r6 = fx.missing(&["remember", "recall", "disableHistory"]);
+    let need_s2 = fx.missing(&["disableHistory", "enableHistory"]);
+    if need_r6.is_some() && need_s2.is_some() {
+        v.push(Verdict::not_run("SB-R6", need_r6.unwrap_or_default()));
+        v.push(Verdict::not_run("SB-S2", need_s2.unwrap_or_default()));
+        return;
+    }
+    let mut s = Screen::new(rng);
+    s.start(d, "no-history/start").await;
+    let w = words.next();
+    let remembered = if memory.is_none() {
+        match run_steps(
+            &mut s,
+            d,
+            "remember",
+            steps(fx, "remember"),
+            &w,
+            "no-history",
+            false,
+        )
+        .await
+        {
+            Ran::NotEntered(why) => Err(why),
+            Ran::Done(_) => baseline.clone(),
+        }
+    } else {
+        Err(String::new())
+    };
+    if let Err(why) = toggle(
+        &mut s,
+        d,
+        fx,
+        "disableHistory",
+        "no-history",
+        |s| !s.send_history,
+        "set disableSendHistory",
+    )
+    .await
+    {
+        v.push(match need_r6 {
+            Some(n) => Verdict::not_run("SB-R6", n),
+            None => Verdict::skipped("SB-R6", why.clone()),
+        });
+        v.push(match need_s2 {
+            Some(n) => Verdict::not_run("SB-S2", n),
+            None => Verdict::skipped("SB-S2", why),
+        });
+        return;
+    }
+    // SB-R6: without history the bridge still knows the word.
+    let r = if memory.is_none() && remembered.is_ok() {
+        Some(recall(&mut s, d, fx, &w, "no-history").await)
+    } else {
+        None
+    };
+    v.push(match (&need_r6, &remembered, &r) {
+        (Some(n), _, _) => Verdict::not_run("SB-R6", n.clone()),
+        (None, Err(why), _) => Verdict::skipped("SB-R6", why.clone()),
+        (None, Ok(()), Some(Ok(i))) if request_has_history(&d.log[*i]) => {
+            Verdict::fail("SB-R6", "internal: the emulated client sent history")
+        }
+        (None, Ok(()), Some(Ok(_))) => {
+            pass_with("SB-R6", vec![format!("recalled {w:?} without history")])
+        }
+        (None, Ok(()), Some(Err(why))) => {
+            Verdict::fail("SB-R6", format!("without `history`: {why}"))
+        }
+        (None, Ok(()), None) => Verdict::skipped("SB-R6", "the recall was not sent"),
+    });
+    if let Some(n) = need_s2 {
+        v.push(Verdict::not_run("SB-S2", n));
+    } else {
+        // SB-S2: set true → omitted → explicit false, the client following the merge rules.
+        let mut subs = Vec::new();
+        let plain = s.send(d, "hello without history", "no-history/plain").await;
+        let unasked: Vec<String> = r
+            .as_ref()
+            .and_then(|r| r.as_ref().ok().copied())
+            .into_iter()
+            .chain(plain)
+            .filter(|i| {
+                d.log[*i]
+                    .judged(Profile::Gamma)
+                    .ok()
+                    .and_then(|r| r.options)
+                    .and_then(|o| o.disable_send_history)
+                    == Some(false)
+            })
+            .map(|i| d.log[i].label.clone())
+            .collect();
+        subs.push(if !unasked.is_empty() {
+            SubCheck::fail(
+                "stays-disabled",
+                format!("{}: the reply re-enabled history (disableSendHistory:false) the bridge had disabled, unasked", unasked.join(", ")),
+            )
+        } else if plain.is_some_and(|i| request_has_history(&d.log[i])) {
+            SubCheck::fail("stays-disabled", "internal: a reply without options changed the client's state")
+        } else if plain.is_none() {
+            SubCheck::skipped("stays-disabled", "the session ended")
+        } else {
+            SubCheck::pass("stays-disabled", "history stayed off until asked")
+        });
+        match toggle(
+            &mut s,
+            d,
+            fx,
+            "enableHistory",
+            "no-history",
+            |s| s.send_history,
+            "send disableSendHistory:false",
+        )
+        .await
+        {
+            Err(why) => subs.push(SubCheck::skipped("explicit-false", why)),
+            Ok(()) => {
+                subs.push(SubCheck::pass("explicit-false", "history re-enabled"));
+                if memory.is_some() {
+                    subs.push(SubCheck::new(
+                        "recall-after-enable",
+                        Status::NotRun,
+                        memory.clone().unwrap_or_default(),
+                    ));
+                } else if remembered.is_err() {
+                    subs.push(SubCheck::skipped(
+                        "recall-after-enable",
+                        remembered.clone().err().unwrap_or_default(),
+                    ));
+                } else {
+                    subs.push(match recall(&mut s, d, fx, &w, "no-history/again").await {
+                        Ok(i) if !request_has_history(&d.log[i]) => SubCheck::fail(
+                            "recall-after-enable",
+                            "internal: explicit false did not re-enable history",
+                        ),
+                        Ok(_) => SubCheck::pass("recall-after-enable", format!("recalled {w:?}")),
+                        Err(why) => SubCheck::fail(
+                            "recall-after-enable",
+                            format!("after re-enabling history: {why}"),
+                        ),
+                    });
+                }
+            }
+        }
+        v.push(strict_from_subchecks("SB-S2", subs));
+    }
+}
+
+/// Like [`Verdict::from_subchecks`], but a skipped sub-check makes the rule skipped even when
+/// others passed (a rule passes only on evidence for all of it).
+fn strict_from_subchecks(id: &str, subs: Vec<SubCheck>) -> Verdict {
+    let v = Verdict::from_subchecks(id, subs);
+    if v.status == Status::Pass
+        && let Some(c) = v.subchecks.iter().find(|c| c.status == Status::Skipped)
+    {
+        let detail = format!("{}: {}", c.name, c.evidence);
+        let subs = v.subchecks.clone();
+        return Verdict::skipped(id, detail).with_subchecks(subs);
+    }
+    v
+}
+
+async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut Vec<Verdict>) {
+    if let Some(why) = fx.missing(&["endSession"]) {
+        v.push(Verdict::not_run("SB-S1", why.clone()));
+        v.push(Verdict::not_run("SB-R12", why));
+        return;
+    }
+    let mut s = Screen::new(rng);
+    s.start(d, "end/start").await;
+    let before = d.log.len();
+    if let Err(why) = toggle(
+        &mut s,
+        d,
+        fx,
+        "endSession",
+        "end",
+        |s| s.ended,
+        "set endSession",
+    )
+    .await
+    {
+        v.push(Verdict::skipped("SB-S1", why.clone()));
+        v.push(Verdict::skipped("SB-R12", why));
+        return;
+    }
+    let refused = s.send(d, "are you there?", "end/after").await.is_none();
+    let mut s1 = Vec::new();
+    if !refused {
+        s1.push("internal: the emulated client sent after endSession".to_string());
+    }
+    for x in d.log[before..].iter().filter(|x| ends(x)) {
+        if let Ok(r) = x.judged(Profile::Gamma)
+            && !r.messages.iter().any(|m| !m.content.is_empty())
+        {
+            s1.push(format!(
+                "{}: endSession:true with no message to show; the client will send nothing more, so the bridge cannot finish later",
+                x.label
+            ));
+        }
+    }
+    v.push(if s1.is_empty() {
+        Verdict::pass("SB-S1")
+    } else {
+        Verdict::fail("SB-S1", s1.join("; "))
+    });
+    let mut again = s.reopen();
+    let i = again.start(d, "end/reopen").await;
+    let x = &d.log[i];
+    v.push(match x.judged(Profile::Gamma) {
+        Err(e) => Verdict::fail("SB-R12", x.describe_with(&e)),
+        Ok(_) if is_5xx(x) => {
+            Verdict::fail("SB-R12", format!("status {}", x.status().unwrap_or(0)))
+        }
+        Ok(r) => pass_with(
+            "SB-R12",
+            vec![format!(
+                "status {}, ended again: {}, {} message(s)",
+                x.status().unwrap_or(0),
+                r.options.and_then(|o| o.end_session).unwrap_or(false),
+                r.messages.len()
+            )],
+        ),
+    });
+}
+
+async fn two_chats(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Words) -> Verdict {
+    let (wa, wb) = (words.next(), words.next());
+    let mut a = Screen::new(rng);
+    let mut b = Screen::new(rng);
+    a.start(d, "two-chats/a-start").await;
+    b.start(d, "two-chats/b-start").await;
+    // Interleaved step by step: A remembers, B remembers, A recalls, B recalls.
+    for (s, w, l) in [(&mut a, &wa, "two-chats/a"), (&mut b, &wb, "two-chats/b")] {
+        if let Ran::NotEntered(why) =
+            run_steps(s, d, "remember", steps(fx, "remember"), w, l, false).await
+        {
+            return Verdict::skipped("SB-S4", why);
+        }
+    }
+    let ra = recall(&mut a, d, fx, &wa, "two-chats/a").await;
+    let rb = recall(&mut b, d, fx, &wb, "two-chats/b").await;
+    let mut subs = Vec::new();
+    for (name, r, own, other) in [("chat-a", &ra, &wa, &wb), ("chat-b", &rb, &wb, &wa)] {
+        subs.push(match r {
+            Ok(i) if reply_text(d, *i).to_lowercase().contains(other.as_str()) => SubCheck::fail(
+                name,
+                format!(
+                    "recalled the other chat's word {other:?}: {:?}",
+                    clip(&reply_text(d, *i))
+                ),
+            ),
+            Ok(_) => SubCheck::pass(name, format!("recalled its own word {own:?}")),
+            Err(why) => SubCheck::fail(name, why.clone()),
+        });
+    }
+    Verdict::from_subchecks("SB-S4", subs)
+}

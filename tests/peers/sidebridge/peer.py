@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""An independent Side Bridge v1.0 server (Python standard library only) for bridgewire's tests.
+
+Written from the protocol text, not from bridgewire's reference bridge: its own phrases, its own
+id handling, its own error texts. Correct by default; `--flaw NAME` gives it exactly one flaw,
+`--oddity NAME` one legal oddity (repeatable). `--list` prints the names.
+
+Its phrases (the fixture a user would write for it):
+    remember        "please keep this word: {word}"
+    recall          "which word did I give you?"
+    repeat          "repeat your last answer"
+    disableHistory  "go private"
+    enableHistory   "go public"
+    endSession      "farewell"
+
+It prints a banner with its URL inside text on stderr, like many servers do.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+FLAWS = {
+    "parse-before-auth": "SB-A3: a malformed body gets 400 before the key is looked at",
+    "auth-garbage-body": "SB-D9: refuses a bad key with 401 and a plain-text body",
+    "null-from": "SB-D2, SB-D3: assistant messages carry from: null",
+    "refuse-1.1": "SB-R8: refuses \"sidebridge\":\"1.1\" at session start",
+    "leak-python": "SB-R10: a Python decoder message in the error reply",
+    "leak-node": "SB-R10: a V8 TypeError in the error reply",
+    "leak-go": "SB-R10: a Go decoder message in the error reply (status 200)",
+    "leak-java": "SB-R10: a Jackson exception in the error reply (status 500)",
+    "leak-dotnet": "SB-R10: a System.Text.Json exception in the error reply",
+    "leak-rust": "SB-R10: a serde_json message in the error reply",
+    "leak-ruby": "SB-R10: a JSON::ParserError in the error reply",
+    "leak-php": "SB-R10: a PHP fatal error in the error reply",
+    "redirect-301": "SB-H3: the endpoint answers 301 to another path",
+    "garbage-with-key": "SB-D1: a request carrying an unexpected key gets a 200 with a non-JSON body",
+    "random-bytes": "SB-D1: every POST is answered with random bytes",
+    "forget-without-history": "SB-R6: keeps no word of its own; recalls only from history",
+    "echo-history": "SB-R6, SB-R11: `recall` answers by echoing the history it was sent",
+    "case-sensitive-ids": "SB-R3: looks its own messages up by id, case-sensitively",
+    "no-end": "SB-S1, SB-R12 skipped: says goodbye but never sets endSession",
+}
+ODDITIES = {
+    "chunked": "every reply in chunked transfer encoding",
+    "redirect-307": "the endpoint answers 307 to another path (the client follows it)",
+    "unknown-keys": "extra keys in replies, messages and options",
+    "upper-ids": "reply ids in upper case",
+    "options-null": "every reply carries \"options\": null (and \"messages\": null when empty)",
+    "404-allow": "GET/PUT/HEAD get 404 with Allow: POST",
+}
+
+UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+LEAKS = {
+    "leak-python": (400, "Expecting value: line 1 column 69 (char 68)"),
+    "leak-node": (400, "TypeError: Cannot read properties of undefined (reading 'map')"),
+    "leak-go": (200, "json: cannot unmarshal string into Go struct field Request.messages of type []main.Message"),
+    "leak-java": (500, "com.fasterxml.jackson.core.JsonParseException: Unexpected end-of-input in VALUE_STRING"),
+    "leak-dotnet": (400, "System.Text.Json.JsonException: Expected end of string. Path: $ | LineNumber: 0 | BytePositionInLine: 68."),
+    "leak-rust": (400, "EOF while parsing a string at line 1 column 69"),
+    "leak-ruby": (400, "JSON::ParserError: unexpected token at '{\"sidebridge\"'"),
+    "leak-php": (400, "PHP Fatal error:  Uncaught JsonException: Syntax error in /srv/bridge.php:12"),
+}
+
+
+class Chat:
+    def __init__(self):
+        self.word = None
+        self.private = False
+        self.ended = False
+        self.said = {}  # id (as we wrote it, or upper-cased) -> content
+        self.last = None
+
+
+class State:
+    def __init__(self, key, flaws, oddities):
+        self.key = key
+        self.flaws = set(flaws)
+        self.oddities = set(oddities)
+        self.chats = {}
+        self.lock = threading.Lock()
+
+    def chat(self, cid):
+        return self.chats.setdefault(cid.upper(), Chat())
+
+
+def new_id(state):
+    i = str(uuid.uuid4())
+    return i.upper() if "upper-ids" in state.oddities else i
+
+
+def message(state, frm, content):
+    m = {"id": new_id(state), "from": frm, "content": content, "sources": []}
+    if "null-from" in state.flaws and frm == "assistant":
+        m["from"] = None
+    if "unknown-keys" in state.oddities:
+        m["x-model"] = {"name": "peer", "tokens": 3}
+    return m
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "PeerBridge/1.0"
+
+    def log_message(self, *args):
+        pass
+
+    @property
+    def st(self):
+        return self.server.state
+
+    # --- replies -------------------------------------------------------------------------
+    def send_bytes(self, status, body, ctype="application/json", extra=()):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        for k, v in extra:
+            self.send_header(k, v)
+        if "chunked" in self.st.oddities and self.command != "HEAD":
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for k in range(0, len(body), 7):
+                part = body[k:k + 7]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+    def reply(self, status, messages=None, options=None, extra=()):
+        st = self.st
+        obj = {}
+        if messages:
+            obj["messages"] = messages
+        elif "options-null" in st.oddities:
+            obj["messages"] = None
+        if options:
+            obj["options"] = dict(options)
+            if "unknown-keys" in st.oddities:
+                obj["options"]["theme"] = "dark"
+        elif "options-null" in st.oddities:
+            obj["options"] = None
+        if "unknown-keys" in st.oddities:
+            obj["served_by"] = {"peer": True, "v": [1, 2]}
+        self.send_bytes(status, json.dumps(obj).encode(), extra=extra)
+
+    def error(self, status, text, end=False):
+        self.reply(status, [message(self.st, "system", text)], {"endSession": True} if end else None)
+
+    # --- methods -------------------------------------------------------------------------
+    def not_post(self):
+        status = 404 if "404-allow" in self.st.oddities else 405
+        self.drain()
+        self.error_with_allow(status)
+
+    def error_with_allow(self, status):
+        body = json.dumps({"messages": [message(self.st, "system", "Send a POST with a JSON body.")]}).encode()
+        self.send_bytes(status, body, extra=[("Allow", "POST")])
+
+    do_GET = do_PUT = do_HEAD = do_DELETE = not_post
+
+    def do_OPTIONS(self):
+        self.send_response(204)
+        self.send_header("Allow", "POST, OPTIONS")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def drain(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def do_POST(self):
+        st = self.st
+        raw = self.drain()
+        path = self.path.split("?")[0]
+        if path == "/" and "redirect-301" in st.flaws:
+            return self.send_bytes(301, b"", extra=[("Location", "/bridge")])
+        if path == "/" and "redirect-307" in st.oddities:
+            return self.send_bytes(307, b"", extra=[("Location", "/bridge")])
+        if "random-bytes" in st.flaws:
+            return self.send_bytes(200, os.urandom(48), ctype="application/octet-stream")
+        sent_key = self.headers.get("x-sidebridge-key")
+        if st.key is None and sent_key is not None and "garbage-with-key" in st.flaws:
+            return self.send_bytes(200, b"ok, key noted", ctype="text/plain")
+        if "parse-before-auth" in st.flaws:
+            try:
+                json.loads(raw)
+            except ValueError:
+                return self.error(400, "That is not JSON.")
+        if st.key is not None and sent_key != st.key:
+            if "auth-garbage-body" in st.flaws:
+                return self.send_bytes(401, b"Unauthorized", ctype="text/plain")
+            return self.error(401, "This bridge needs the right key (set it in Side Search).", end=True)
+        try:
+            req = json.loads(raw)
+        except ValueError:
+            return self.bad_request("The request body is not valid JSON.")
+        if not isinstance(req, dict) or not isinstance(req.get("sidebridge"), str):
+            return self.bad_request("A Side Bridge request object is expected.")
+        version = req["sidebridge"]
+        if version.split(".")[0] != "1" or ("refuse-1.1" in st.flaws and version != "1.0"):
+            return self.error(400, "Protocol version %s is not supported here." % version, end=True)
+        cid = req.get("chatId")
+        if not isinstance(cid, str) or not UUID_RE.match(cid):
+            return self.bad_request("chatId must be a UUID.")
+        msgs, hist = req.get("messages"), req.get("history")
+        for v in (msgs, hist):
+            if v is not None and not (isinstance(v, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in v)):
+                return self.bad_request("messages and history must be lists of messages.")
+        with st.lock:
+            return self.answer(st.chat(cid), msgs, hist)
+
+    def bad_request(self, text):
+        for flaw, (status, leak) in LEAKS.items():
+            if flaw in self.st.flaws:
+                return self.error(status, leak)
+        return self.error(400, text)
+
+    # --- the assistant -------------------------------------------------------------------
+    def answer(self, chat, msgs, hist):
+        st = self.st
+        if msgs is None:  # session start
+            if chat.ended:
+                return self.reply(200, [message(st, "system", "This conversation is closed.")], {"endSession": True})
+            return self.reply(200, None, {"disableSendHistory": True} if chat.private else None)
+        if chat.ended:
+            return self.reply(200, [message(st, "system", "This conversation is closed.")], {"endSession": True})
+        out, opts = [], {}
+        for m in msgs:
+            text = m.get("content", "").strip()
+            if not text:
+                continue
+            low = text.lower()
+            if low.startswith("please keep this word:"):
+                word = text.split(":", 1)[1].strip()
+                if "forget-without-history" not in st.flaws and "echo-history" not in st.flaws:
+                    chat.word = word
+                said = "Noted, I will keep that word for you."
+            elif low == "which word did i give you?":
+                if "echo-history" in st.flaws:
+                    said = "You wrote: " + " / ".join(h.get("content", "") for h in (hist or []))
+                else:
+                    word = chat.word
+                    for h in reversed(hist or []):
+                        c = h.get("content", "")
+                        if word is None and h.get("from") == "user" and c.lower().startswith("please keep this word:"):
+                            word = c.split(":", 1)[1].strip()
+                    said = "The word was %s." % word if word else "You gave me no word."
+            elif low == "repeat your last answer":
+                found = None
+                for h in reversed(hist or []):
+                    hid = h.get("id", "")
+                    k = hid if "case-sensitive-ids" in st.flaws else hid.upper()
+                    if k in chat.said:
+                        found = chat.said[k]
+                        break
+                if hist is None:
+                    found = chat.last
+                said = "My last answer was: %s" % found if found else "I have not answered yet."
+            elif low == "go private":
+                chat.private = True
+                opts["disableSendHistory"] = True
+                said = "Private mode: I keep the context myself."
+            elif low == "go public":
+                chat.private = False
+                opts["disableSendHistory"] = False
+                said = "Public mode: history is sent again."
+            elif low == "farewell":
+                said = "Farewell, and thanks for chatting."
+                if "no-end" not in st.flaws:
+                    chat.ended = True
+                    opts["endSession"] = True
+            else:
+                said = "You said: %s" % text
+            reply = message(st, "assistant", said)
+            k = reply["id"] if "case-sensitive-ids" in st.flaws else reply["id"].upper()
+            chat.said[k] = said
+            chat.last = said
+            out.append(reply)
+        return self.reply(200, out, opts or None)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--key")
+    p.add_argument("--flaw", action="append", default=[], choices=sorted(FLAWS))
+    p.add_argument("--oddity", action="append", default=[], choices=sorted(ODDITIES))
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--list", action="store_true")
+    a = p.parse_args()
+    if a.list:
+        for k, v in sorted(FLAWS.items()):
+            print("flaw\t%s\t%s" % (k, v))
+        for k, v in sorted(ODDITIES.items()):
+            print("oddity\t%s\t%s" % (k, v))
+        return
+    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    srv.daemon_threads = True
+    srv.state = State(a.key, a.flaw, a.oddity)
+    sys.stderr.write("peer bridge ready, serving on http://127.0.0.1:%d (flaws: %s)\n"
+                     % (srv.server_address[1], ",".join(a.flaw) or "none"))
+    sys.stderr.flush()
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,574 @@
+//! `check sidebridge` against Side Bridge servers that are not ours: `tests/peers/sidebridge/
+//! peer.py` (Python standard library, written from the protocol text), correct, with one flaw,
+//! or with one legal oddity. Table-driven: one row per server, each with the exact set of
+//! verdicts that must not pass (`id:status`) and the exit code.
+//!
+//! Every run starts from an empty working directory (no `bridgewire.toml` is picked up); the
+//! rows that use the peer's phrases pass `--config tests/peers/sidebridge/peer.toml`.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
+const KEY: &str = "peer-key-7";
+
+fn peer_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/sidebridge")
+}
+
+fn python() -> Option<&'static str> {
+    ["python3", "python"].into_iter().find(|p| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// What a row expects among the verdicts that do not pass.
+enum Expect {
+    /// Exactly these `id:status` pairs.
+    Exact(&'static [&'static str]),
+    /// Every judged rule except these ids (a flaw that leaves nothing else to judge).
+    AllBut(&'static [&'static str]),
+}
+
+struct Row {
+    name: &'static str,
+    peer: &'static [&'static str],
+    keyed: bool,
+    fixture: bool,
+    flags: &'static [&'static str],
+    expect: Expect,
+    exit: i32,
+}
+
+const SCENARIO_NOT_RUN: &[&str] = &[
+    "SB-R3:not-run",
+    "SB-R6:not-run",
+    "SB-R11:not-run",
+    "SB-R12:not-run",
+    "SB-S1:not-run",
+    "SB-S2:not-run",
+    "SB-S3:not-run",
+    "SB-S4:not-run",
+];
+
+fn rows() -> Vec<Row> {
+    use Expect::*;
+    let row = |name, peer, keyed, flags, expect, exit| Row {
+        name,
+        peer,
+        keyed,
+        fixture: true,
+        flags,
+        expect,
+        exit,
+    };
+    vec![
+        // Correct, through its own phrases.
+        row("correct", &[], true, &[], Exact(&[]), 0),
+        row("correct, no key", &[], false, &[], Exact(&[]), 0),
+        row(
+            "correct, --require-all --strict",
+            &[],
+            true,
+            &["--require-all", "--strict"],
+            Exact(&[]),
+            0,
+        ),
+        // Correct, without a fixture: the scenario rules are not run, which fails only under
+        // --require-all.
+        Row {
+            fixture: false,
+            ..row(
+                "correct, no fixture",
+                &[],
+                true,
+                &[],
+                Exact(SCENARIO_NOT_RUN),
+                0,
+            )
+        },
+        Row {
+            fixture: false,
+            ..row(
+                "correct, no fixture, --require-all",
+                &[],
+                true,
+                &["--require-all"],
+                Exact(SCENARIO_NOT_RUN),
+                1,
+            )
+        },
+        // Legal oddities: nothing to report.
+        row(
+            "chunked",
+            &["--oddity", "chunked"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "307 redirect",
+            &["--oddity", "redirect-307"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "unknown keys",
+            &["--oddity", "unknown-keys"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "upper-case ids",
+            &["--oddity", "upper-ids"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "options null",
+            &["--oddity", "options-null"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "404 with Allow",
+            &["--oddity", "404-allow"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        // One flaw each: exactly its rules.
+        row(
+            "parse before auth",
+            &["--flaw", "parse-before-auth"],
+            true,
+            &["--strict"],
+            Exact(&["SB-A3:fail"]),
+            1,
+        ),
+        row(
+            "401 with a non-Side-Bridge body",
+            &["--flaw", "auth-garbage-body"],
+            true,
+            &["--strict"],
+            Exact(&["SB-D9:fail"]),
+            1,
+        ),
+        row(
+            "from null",
+            &["--flaw", "null-from"],
+            true,
+            &[],
+            Exact(&["SB-D2:fail", "SB-D3:fail"]),
+            1,
+        ),
+        row(
+            "refuses 1.1 at session start",
+            &["--flaw", "refuse-1.1"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R8:fail"]),
+            1,
+        ),
+        // A SHOULD failure warns: exit 0 without --strict.
+        row(
+            "refuses 1.1, not strict",
+            &["--flaw", "refuse-1.1"],
+            true,
+            &[],
+            Exact(&["SB-R8:fail"]),
+            0,
+        ),
+        row(
+            "leaks Python",
+            &["--flaw", "leak-python"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
+            "leaks Node",
+            &["--flaw", "leak-node"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
+            "leaks Go (status 200)",
+            &["--flaw", "leak-go"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
+            "leaks Java (status 500)",
+            &["--flaw", "leak-java"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
+            "leaks .NET",
+            &["--flaw", "leak-dotnet"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
+            "leaks Rust",
+            &["--flaw", "leak-rust"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
+            "leaks Ruby",
+            &["--flaw", "leak-ruby"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
+            "leaks PHP",
+            &["--flaw", "leak-php"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
+            "undecodable 200 to an unexpected key",
+            &["--flaw", "garbage-with-key"],
+            false,
+            &[],
+            Exact(&["SB-D1:fail"]),
+            1,
+        ),
+        row(
+            "forgets without history",
+            &["--flaw", "forget-without-history"],
+            true,
+            &[],
+            Exact(&["SB-R6:fail"]),
+            1,
+        ),
+        // An echo of history never recalls: with the fixture's recall pattern the bridge does
+        // not enter the scenario (skipped, reply quoted); with a plain recall prompt (a flag
+        // overriding the file) the word is found, but not without history (SB-R6) and the
+        // decoys of a restored history are echoed too (SB-R11).
+        row(
+            "echoes history",
+            &["--flaw", "echo-history"],
+            true,
+            &[],
+            Exact(&[
+                "SB-R6:skipped",
+                "SB-R11:skipped",
+                "SB-S2:skipped",
+                "SB-S4:skipped",
+            ]),
+            1,
+        ),
+        row(
+            "echoes history, plain recall prompt",
+            &["--flaw", "echo-history"],
+            true,
+            &["--recall", "which word did I give you?"],
+            Exact(&["SB-R6:fail", "SB-R11:fail"]),
+            1,
+        ),
+        row(
+            "case-sensitive ids",
+            &["--flaw", "case-sensitive-ids"],
+            true,
+            &[],
+            Exact(&["SB-R3:fail"]),
+            1,
+        ),
+        // Answers but does not enter the end-session scenario: skipped, with the reply quoted.
+        row(
+            "never ends a session",
+            &["--flaw", "no-end"],
+            true,
+            &[],
+            Exact(&["SB-S1:skipped", "SB-R12:skipped"]),
+            1,
+        ),
+        // The endpoint redirects with 301: SB-H3 fails, nothing else is judged on a redirect.
+        row(
+            "301 redirect",
+            &["--flaw", "redirect-301"],
+            true,
+            &[],
+            AllBut(&[]),
+            1,
+        ),
+        // Random bytes: nothing decodes; rules with no decodable reply to look at never pass.
+        row(
+            "random bytes",
+            &["--flaw", "random-bytes"],
+            false,
+            &[],
+            AllBut(&[
+                "SB-H2", "SB-H3", "SB-H4", "SB-H5", "SB-A4", "SB-R4", "SB-R9", "SB-D9",
+            ]),
+            1,
+        ),
+    ]
+}
+
+fn run(row: &Row, py: &str, cwd: &std::path::Path) -> (Option<i32>, Value, String) {
+    let mut cmd = Command::new(BW);
+    cmd.current_dir(cwd)
+        .args([
+            "check",
+            "sidebridge",
+            "--format",
+            "json",
+            "--startup-timeout",
+            "30",
+        ])
+        .args(row.flags);
+    if row.fixture {
+        cmd.arg("--config").arg(peer_dir().join("peer.toml"));
+    }
+    if row.keyed {
+        cmd.args(["--key", KEY]);
+    }
+    cmd.arg("--")
+        .arg(py)
+        .arg(peer_dir().join("peer.py"))
+        .args(row.peer);
+    if row.keyed {
+        cmd.args(["--key", KEY]);
+    }
+    let out = cmd.output().expect("run bridgewire");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code(),
+        v,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn independent_peers_get_exactly_their_verdicts() {
+    let Some(py) = python() else {
+        eprintln!("skipping: no python3 on PATH");
+        return;
+    };
+    let rows = rows();
+    let tmp = tempfile::tempdir().unwrap();
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = rows
+            .chunks(rows.len().div_ceil(4))
+            .map(|chunk| {
+                let cwd = tmp.path();
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|r| (r, run(r, py, cwd)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut problems = Vec::new();
+    for (row, (code, v, stderr)) in &results {
+        let Some(verdicts) = v["verdicts"].as_array() else {
+            problems.push(format!(
+                "{}: no JSON report (exit {code:?}): {stderr}",
+                row.name
+            ));
+            continue;
+        };
+        let judged: BTreeSet<String> = verdicts
+            .iter()
+            .map(|x| x["id"].as_str().unwrap().to_string())
+            .collect();
+        let bad: BTreeSet<String> = verdicts
+            .iter()
+            .filter(|x| x["status"] != "pass")
+            .map(|x| {
+                format!(
+                    "{}:{}",
+                    x["id"].as_str().unwrap(),
+                    x["status"].as_str().unwrap()
+                )
+            })
+            .collect();
+        let bad_ids: BTreeSet<String> = bad
+            .iter()
+            .map(|b| b.split(':').next().unwrap().to_string())
+            .collect();
+        match &row.expect {
+            Expect::Exact(want) => {
+                let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+                if bad != want {
+                    let details: Vec<String> = verdicts
+                        .iter()
+                        .filter(|x| x["status"] != "pass")
+                        .map(|x| format!("    {} {}: {}", x["id"], x["status"], x["detail"]))
+                        .collect();
+                    problems.push(format!(
+                        "{}: expected non-pass {want:?}, got {bad:?}\n{}",
+                        row.name,
+                        details.join("\n")
+                    ));
+                }
+            }
+            Expect::AllBut(passing) => {
+                let want: BTreeSet<String> = judged
+                    .iter()
+                    .filter(|id| !passing.contains(&id.as_str()))
+                    .cloned()
+                    .collect();
+                if bad_ids != want {
+                    problems.push(format!(
+                        "{}: expected every rule but {passing:?} not to pass; differs: missing {:?}, extra {:?}",
+                        row.name,
+                        want.difference(&bad_ids).collect::<Vec<_>>(),
+                        bad_ids.difference(&want).collect::<Vec<_>>()
+                    ));
+                }
+            }
+        }
+        if *code != Some(row.exit) {
+            problems.push(format!(
+                "{}: exit {code:?}, expected {}",
+                row.name, row.exit
+            ));
+        }
+        // Every non-pass verdict names its cause; a skipped or failed one never comes
+        // without a detail.
+        for x in verdicts.iter().filter(|x| x["status"] != "pass") {
+            if x["detail"].as_str().unwrap_or_default().is_empty() {
+                problems.push(format!("{}: {} has no detail", row.name, x["id"]));
+            }
+        }
+        // Levels are carried by every verdict, as the catalogue says.
+        if verdicts.iter().any(|x| x["level"].as_str().is_none()) {
+            problems.push(format!("{}: a verdict without a level", row.name));
+        }
+    }
+    // Spot checks of what the details say.
+    let detail = |name: &str, id: &str| -> String {
+        results
+            .iter()
+            .find(|(r, _)| r.name == name)
+            .and_then(|(_, (_, v, _))| {
+                v["verdicts"]
+                    .as_array()?
+                    .iter()
+                    .find(|x| x["id"] == id)
+                    .map(|x| x["detail"].as_str().unwrap_or_default().to_string())
+            })
+            .unwrap_or_default()
+    };
+    for (name, id, needle) in [
+        ("leaks Python", "SB-R10", "line 1 column 69 (char 68)"),
+        ("leaks Node", "SB-R10", "Cannot read properties of"),
+        ("leaks Go (status 200)", "SB-R10", "json: cannot unmarshal"),
+        ("leaks Java (status 500)", "SB-R10", "com.fasterxml.jackson"),
+        ("leaks .NET", "SB-R10", "BytePositionInLine"),
+        ("leaks Rust", "SB-R10", "EOF while parsing"),
+        ("leaks Ruby", "SB-R10", "JSON::ParserError"),
+        ("leaks PHP", "SB-R10", "PHP Fatal error"),
+        ("never ends a session", "SB-S1", "Farewell, and thanks"),
+        ("echoes history", "SB-R6", "You wrote:"),
+        (
+            "echoes history, plain recall prompt",
+            "SB-R11",
+            "echoes history",
+        ),
+        (
+            "301 redirect",
+            "SB-R1",
+            "not judged: the bridge redirects (SB-H3)",
+        ),
+        ("correct, no fixture", "SB-R6", "[sidebridge.fixture]"),
+        (
+            "refuses 1.1 at session start",
+            "SB-R8",
+            "session start was refused",
+        ),
+    ] {
+        let d = detail(name, id);
+        if !d.contains(needle) {
+            problems.push(format!("{name}: {id} detail lacks {needle:?}: {d:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows_its_output() {
+    let Some(py) = python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    // Every row above finds the peer by its stderr banner ("peer bridge ready, serving on
+    // http://127.0.0.1:N (flaws: none)"); here --url-pattern picks it out of that line.
+    let out = Command::new(BW)
+        .current_dir(tmp.path())
+        .args([
+            "check",
+            "sidebridge",
+            "--startup-timeout",
+            "30",
+            "--url-pattern",
+            r"serving on (\S+)",
+            "--",
+            py,
+        ])
+        .arg(peer_dir().join("peer.py"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A bridge that dies at start-up: its output is shown.
+    let out = Command::new(BW)
+        .current_dir(tmp.path())
+        .args(["check", "sidebridge", "--", py, "-c"])
+        .arg("import sys; print('loading config'); sys.stderr.write('fatal: port 80 is taken\\n'); sys.exit(3)")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fatal: port 80 is taken")
+            && err.contains("loading config")
+            && err.contains("exit status: 3"),
+        "{err}"
+    );
+}
