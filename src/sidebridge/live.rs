@@ -50,7 +50,7 @@ impl Live for SideBridgeLive {
         let key = std::env::var("SIDEBRIDGE_KEY")
             .ok()
             .filter(|k| !k.is_empty());
-        let spec = super::cmd::BridgeSpec {
+        let spec = super::spawn::BridgeSpec {
             url: None,
             command: req
                 .bridge
@@ -60,6 +60,7 @@ impl Live for SideBridgeLive {
                 .collect(),
             key: key.clone(),
             startup: std::time::Duration::from_secs(10),
+            url_pattern: None,
         };
         let (upstream, _bridge) = spec
             .resolve()
@@ -78,7 +79,7 @@ impl Live for SideBridgeLive {
             total: req.timeout,
             ..Default::default()
         };
-        super::cmd::runtime().block_on(async move {
+        super::spawn::runtime().block_on(async move {
             let proxy = super::proxy::Proxy::bind(cfg)
                 .await
                 .map_err(|e| format!("{e:#}"))?;
