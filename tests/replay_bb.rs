@@ -415,3 +415,35 @@ fn an_invalid_event_fails_events_schema_valid() {
         bad.detail
     );
 }
+
+/// Event-driven replay (the default) and bb's fixed windows (`--fixed-windows`) give the same
+/// report on every bundled cell: lines, events, verdicts, stalls and the doubles' steps.
+#[test]
+fn event_driven_replay_reports_as_the_fixed_windows_do() {
+    let run = |fixed: bool, breaks: &str, cells: &[PathBuf]| {
+        let mut cmd = Command::new(BRIDGEWIRE);
+        cmd.args(["replay", "bb", "--format", "json", "-j", "2"]);
+        if fixed {
+            cmd.arg("--fixed-windows");
+        }
+        let out = cmd
+            .args(cells)
+            .arg("--")
+            .arg(BRIDGE)
+            .env("BB_REF_BRIDGE_BREAK", breaks)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), v)
+    };
+    let all = [cells_root()];
+    let event = run(false, "", &all);
+    assert_eq!(event.1["passed"], 4, "{}", event.1);
+    assert_eq!(event, run(true, "", &all));
+    // A bridge emitting an invalid event fails the same rule with the same detail either way.
+    let one = [cells_root().join("bb-ref/turn-tools")];
+    let event = run(false, "invalid-event", &one);
+    assert_eq!(event.1["failed"], 1, "{}", event.1);
+    assert_eq!(event, run(true, "invalid-event", &one));
+}

@@ -24,6 +24,14 @@
 //!   re-arm on every live line. A live request past the end of the script is answered
 //!   generically too.
 //!
+//! * **Pacing**: with `--pace kit` (bb's kit, the player's `--fixed-windows`) the double sleeps
+//!   2 ms after each line it emits and 50 ms after each response; with `--pace none` (the
+//!   player's default, event-driven replay) it emits as fast as the bridge reads.
+//! * **Idle status**: `<state>/double-status-<pid>` says `busy` while the double has something
+//!   to do (a live line to take, a step to emit) and `idle <epoch µs>` once it cannot progress
+//!   without the bridge or the cursor (written on each transition, removed on exit); the
+//!   player's event-driven replay reads it to know the provider side is drained.
+//!
 //! Every generic answer is counted by cause; the counts go to stderr and to
 //! `<state>/double-report-<n>.json` (`double-report-none-<pid>.json` without a segment), which
 //! the player reads back.
@@ -53,6 +61,7 @@ pub const VERSION_TEXT: &str = "0.0.0-replay";
 pub const LOOK_AHEAD: Duration = Duration::from_millis(750);
 pub const STALL: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(5);
+const POLL_UNPACED: Duration = Duration::from_millis(2);
 const GAP: Duration = Duration::from_millis(2);
 const GAP_AFTER_RESPONSE: Duration = Duration::from_millis(50);
 
@@ -66,6 +75,8 @@ pub struct DoubleArgs {
     /// pi: `--no-session` (with no `--session-dir`: catalog mode).
     pub no_session: bool,
     pub session_dir: Option<PathBuf>,
+    /// `--pace kit` (bb's gaps between emitted lines) or `none` (default when absent: kit).
+    pub pace: Option<String>,
 }
 
 pub fn parse_args(args: &[OsString]) -> DoubleArgs {
@@ -85,6 +96,7 @@ pub fn parse_args(args: &[OsString]) -> DoubleArgs {
             "--state" => a.state = value().map(PathBuf::from),
             "--no-session" => a.no_session = true,
             "--session-dir" => a.session_dir = value().map(PathBuf::from),
+            "--pace" => a.pace = value().map(|v| v.to_string_lossy().into_owned()),
             _ => {}
         }
     }
@@ -413,6 +425,102 @@ struct Double {
     cursor: PathBuf,
     out: std::io::Stdout,
     broken_pipe: bool,
+    /// bb's kit gaps between emitted lines (`--pace kit`).
+    paced: bool,
+    status: StatusFile,
+}
+
+/// The double's idle/busy status for the player (`<state>/double-status-<pid>`).
+struct StatusFile {
+    path: Option<PathBuf>,
+    idle: Option<bool>,
+}
+
+impl StatusFile {
+    fn new(state: Option<&Path>) -> StatusFile {
+        StatusFile {
+            path: state.map(|s| s.join(format!("{STATUS_PREFIX}{}", std::process::id()))),
+            idle: None,
+        }
+    }
+
+    fn set(&mut self, idle: bool) {
+        if self.idle == Some(idle) {
+            return;
+        }
+        self.idle = Some(idle);
+        let Some(path) = &self.path else { return };
+        let text = if idle {
+            let us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros());
+            format!("idle {us}")
+        } else {
+            "busy".to_string()
+        };
+        let tmp = path.with_extension("tmp");
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+
+    fn remove(&mut self) {
+        if let Some(path) = &self.path {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Status files are `double-status-<pid>`.
+pub const STATUS_PREFIX: &str = "double-status-";
+
+/// What the provider doubles of a state directory say: `None` while one of them is busy, else
+/// the time since the last of them became idle (`Some(Duration::MAX)` when there is none).
+/// A busy double that is no longer running (killed, or a zombie) counts as idle.
+pub fn doubles_idle_for(state: &Path) -> Option<Duration> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    let mut quiet = Duration::MAX;
+    let Ok(rd) = std::fs::read_dir(state) else {
+        return Some(quiet);
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(STATUS_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue; // removed on exit meanwhile
+        };
+        match text
+            .strip_prefix("idle ")
+            .and_then(|t| t.trim().parse::<u128>().ok())
+        {
+            Some(at) => {
+                let d = Duration::from_micros(now.saturating_sub(at) as u64);
+                quiet = quiet.min(d);
+            }
+            None if running(pid) => return None,
+            None => {}
+        }
+    }
+    Some(quiet)
+}
+
+/// Whether a process runs (exists and is not a zombie).
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|st| st != "Z" && st != "X"),
+    }
 }
 
 fn matches(step: &Step, live: &Live) -> bool {
@@ -433,6 +541,7 @@ impl Double {
     }
 
     fn emit(&mut self, line: &str) {
+        self.status.set(false);
         let mut o = self.out.lock();
         if writeln!(o, "{line}").and_then(|()| o.flush()).is_err() {
             self.broken_pipe = true;
@@ -446,6 +555,7 @@ impl Double {
             && let Some(f) = &mut self.fd3
         {
             let line = crate::jsjson::to_string(c);
+            self.status.set(false);
             if writeln!(f, "{line}").and_then(|()| f.flush()).is_err() {
                 self.fd3 = None;
             }
@@ -529,6 +639,7 @@ impl Double {
 
     /// A live line arrived.
     fn on_live(&mut self, line: String) {
+        self.status.set(false);
         let Some(map) = super::msg::object(&line) else {
             return; // non-JSON is ignored
         };
@@ -590,7 +701,9 @@ impl Double {
                         } else if let Some(live) = self.id_map.get(&t).cloned() {
                             self.emit_step(&step, Some(live));
                             self.pos += 1;
-                            std::thread::sleep(GAP_AFTER_RESPONSE);
+                            if self.paced {
+                                std::thread::sleep(GAP_AFTER_RESPONSE);
+                            }
                         } else {
                             break; // the live bridge has not asked yet
                         }
@@ -598,7 +711,9 @@ impl Double {
                     Kind::Raw => {
                         self.emit(&step.line);
                         self.pos += 1;
-                        std::thread::sleep(GAP);
+                        if self.paced {
+                            std::thread::sleep(GAP);
+                        }
                     }
                     _ => {
                         if !cursor_allows(&self.cursor, step.run, step.seq) {
@@ -606,7 +721,9 @@ impl Double {
                         }
                         self.emit_step(&step, None);
                         self.pos += 1;
-                        std::thread::sleep(GAP);
+                        if self.paced {
+                            std::thread::sleep(GAP);
+                        }
                     }
                 }
                 progressed = true;
@@ -733,6 +850,8 @@ impl Double {
             if self.advance() {
                 continue;
             }
+            // Nothing to play without the bridge, the cursor or a timer: drained.
+            self.status.set(true);
             if !self.pending.is_empty() {
                 let quiet = self.last_live.elapsed();
                 if quiet >= STALL {
@@ -745,7 +864,9 @@ impl Double {
                     continue;
                 }
             }
-            match rx.recv_timeout(POLL) {
+            // Unpaced, the cursor is looked at more often: the player waits on this double.
+            let poll = if self.paced { POLL } else { POLL_UNPACED };
+            match rx.recv_timeout(poll) {
                 Ok(Some(line)) => self.on_live(line),
                 Ok(None) | Err(RecvTimeoutError::Disconnected) => return,
                 Err(RecvTimeoutError::Timeout) => {}
@@ -766,6 +887,13 @@ pub fn run(args: &[OsString]) -> u8 {
         println!("{VERSION_TEXT}");
         return 0;
     }
+    // Busy from the start (loading the script) until there is nothing left to play.
+    let mut status = StatusFile::new(a.state.as_deref());
+    status.set(false);
+    run_double(a, status)
+}
+
+fn run_double(a: DoubleArgs, status: StatusFile) -> u8 {
     // Die with the bridge that spawned us: PR_SET_PDEATHSIG would fire when the spawning
     // *thread* ends, which is too early for bridges that spawn from short-lived threads, so the
     // loop watches for re-parenting instead.
@@ -873,13 +1001,17 @@ pub fn run(args: &[OsString]) -> u8 {
         state,
         out: std::io::stdout(),
         broken_pipe: false,
+        paced: a.pace.as_deref() != Some("none"),
+        status,
     };
     if catalog {
         pi_catalog(&mut d, &segments, rx, term, parent);
+        d.status.remove();
         return 0;
     }
     d.write_report();
     d.run(rx, term, parent);
+    d.status.remove();
     d.write_report();
     let g = d.generic;
     eprintln!(
@@ -947,6 +1079,7 @@ fn pi_catalog(
         if term.load(Ordering::Relaxed) || d.broken_pipe || unsafe { libc::getppid() } != parent {
             return;
         }
+        d.status.set(true);
         let line = match rx.recv_timeout(POLL) {
             Ok(Some(line)) => line,
             Ok(None) | Err(RecvTimeoutError::Disconnected) => return,
@@ -1156,6 +1289,28 @@ mod tests {
             json!("b"),
         );
         assert_eq!(resp["response"]["request_id"], "b");
+    }
+
+    #[test]
+    fn idle_status_files() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            doubles_idle_for(dir.path()),
+            Some(Duration::MAX),
+            "no double"
+        );
+        let mut me = StatusFile::new(Some(dir.path()));
+        me.set(false);
+        assert_eq!(doubles_idle_for(dir.path()), None, "a running busy double");
+        me.set(true);
+        let q = doubles_idle_for(dir.path()).expect("idle");
+        assert!(q < Duration::from_secs(5), "{q:?}");
+        // A busy double that is gone (pid beyond pid_max) does not hold the player.
+        std::fs::write(dir.path().join(format!("{STATUS_PREFIX}4194305")), "busy").unwrap();
+        assert!(doubles_idle_for(dir.path()).is_some());
+        me.remove();
+        std::fs::remove_file(dir.path().join(format!("{STATUS_PREFIX}4194305"))).unwrap();
+        assert_eq!(doubles_idle_for(dir.path()), Some(Duration::MAX));
     }
 
     #[test]

@@ -17,7 +17,18 @@
 //!   each runtime request; `order_timeout` 5000 ms (approximate plan only: silence that also
 //!   releases the events gate); `exact_plan`; `provider_env` (default
 //!   `BB_REF_PROVIDER_COMMAND`): the environment variables that receive the path of the
-//!   provider-double wrapper. All waits poll every 10 ms.
+//!   provider-double wrapper; `fixed_windows` (bb's kit timing, see below).
+//! * **Idle, not windows** (default): the drain before each runtime request and the settle
+//!   before closing stdin end as soon as the bridge is idle: every earlier request answered (a
+//!   gate of its own), every provider double drained (its status file says `idle`: nothing to
+//!   play without the bridge or the cursor; doubles run unpaced), and the bridge quiet (no line
+//!   for the window, nothing unread in its stdout pipe) for an
+//!   adaptive window: 4× the longest of its last 16 gaps between consecutive reads of its
+//!   output (gaps shorter than the fixed window; its reaction time to the harness's own writes
+//!   is awaited by the request gates, not counted), at least 10 ms, at most the fixed window. Both windows still end a wait
+//!   when they pass, so idle detection never waits longer than the kit would. Waits poll every
+//!   2 ms. With `fixed_windows` the kit's timing is kept: the double paces its lines (2 ms,
+//!   50 ms after a response), the full windows are waited, waits poll every 10 ms.
 //! * **Launch**: temp dirs `bb-parity-replay-*` (state), `bb-parity-ws-*` (workspace, real path)
 //!   and `bb-parity-data-*` (exported as `BRIDGEWIRE_REPLAY_DATA_DIR`); the bridge runs in its
 //!   own process group, which is SIGKILLed at the end whatever happened, so no provider double
@@ -61,6 +72,12 @@ pub const INITIALIZE_ID: &str = "parity-initialize";
 /// The wrapper script's name inside the state directory.
 pub const WRAPPER_NAME: &str = "replay-provider";
 const POLL: Duration = Duration::from_millis(10);
+/// Poll interval of event-driven waits.
+const POLL_IDLE: Duration = Duration::from_millis(2);
+/// The adaptive quiet window: `CADENCE_FACTOR` × the longest recent gap, at least `MIN_WINDOW`.
+const MIN_WINDOW: Duration = Duration::from_millis(10);
+const CADENCE_FACTOR: u32 = 4;
+const CADENCE_GAPS: usize = 16;
 const MAX_STORED: usize = 64 * 1024 * 1024;
 const MAX_STDERR: usize = 1024 * 1024;
 
@@ -79,6 +96,10 @@ pub struct ReplayOptions {
     pub double_exe: Option<PathBuf>,
     /// The provider double's dialect: `json-rpc` (default), `claude-cli` or `pi-rpc`.
     pub dialect: String,
+    /// bb's kit timing: full drain/settle windows and a paced double, instead of idle detection.
+    pub fixed_windows: bool,
+    /// Print how long each wait took to stderr (`BRIDGEWIRE_REPLAY_TRACE=1`).
+    pub trace: bool,
 }
 
 impl Default for ReplayOptions {
@@ -93,6 +114,8 @@ impl Default for ReplayOptions {
             env: Vec::new(),
             double_exe: None,
             dialect: "json-rpc".into(),
+            fixed_windows: false,
+            trace: std::env::var_os("BRIDGEWIRE_REPLAY_TRACE").is_some_and(|v| v == "1"),
         }
     }
 }
@@ -307,6 +330,17 @@ struct Live {
     started: usize,
     completed: usize,
     last_output: Instant,
+    /// When the harness last wrote to the bridge.
+    last_write: Instant,
+    /// The bridge's recent gaps between consecutive lines (cadence), shorter than
+    /// `cadence_cap`.
+    gaps: VecDeque<Duration>,
+    cadence_cap: Duration,
+    /// Event-driven waits (not `fixed_windows`), and the state directory the doubles report to.
+    event_driven: bool,
+    state: PathBuf,
+    /// The bridge's stdout pipe (read end), to see bytes written but not yet read.
+    out_fd: std::os::fd::RawFd,
     eof: bool,
     anchor: Option<Anchor>,
     answers: HashMap<String, VecDeque<Map<String, Value>>>,
@@ -318,6 +352,50 @@ struct Live {
 }
 
 impl Live {
+    /// The adaptive quiet window, at most `cap`.
+    fn window(&self, cap: Duration) -> Duration {
+        let longest = self.gaps.iter().max().copied().unwrap_or_default();
+        (longest * CADENCE_FACTOR)
+            .clamp(MIN_WINDOW, cap.max(MIN_WINDOW))
+            .min(cap)
+    }
+
+    /// Whether the bridge is idle for a wait whose fixed window is `fixed`: the window passed
+    /// since the last output, or (event-driven) the provider doubles are drained and the bridge
+    /// and doubles were quiet for the adaptive window.
+    fn idle(&self, fixed: Duration) -> bool {
+        if self.last_output.elapsed() >= fixed {
+            return true;
+        }
+        if !self.event_driven {
+            return false;
+        }
+        let w = self.window(fixed);
+        if self.last_output.max(self.last_write).elapsed() < w {
+            return false;
+        }
+        // Quiet means nothing written either: a reader that was slow to be scheduled must not
+        // make a flooding bridge look idle.
+        if !self.eof && unread_bytes(self.out_fd) != 0 {
+            return false;
+        }
+        super::double::doubles_idle_for(&self.state).is_some_and(|q| q >= w)
+    }
+
+    /// A chunk of output arrived. Cadence: gaps between the bridge's own writes as read here
+    /// (per chunk, so scheduling delays under load count and lines parsed from one read do
+    /// not). The time it takes to react to a line the harness wrote is service time (awaited by
+    /// the request gates), not cadence.
+    fn on_chunk(&mut self) {
+        let gap = self.last_output.elapsed();
+        if self.last_output > self.last_write && gap < self.cadence_cap {
+            if self.gaps.len() == CADENCE_GAPS {
+                self.gaps.pop_front();
+            }
+            self.gaps.push_back(gap);
+        }
+    }
+
     fn on_line(&mut self, raw: &[u8]) {
         self.last_output = Instant::now();
         let mut line = String::from_utf8_lossy(raw).into_owned();
@@ -403,6 +481,14 @@ impl Live {
     }
 }
 
+/// Bytes waiting in a pipe (`FIONREAD`); an error counts as some.
+fn unread_bytes(fd: std::os::fd::RawFd) -> libc::c_int {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer; a bad fd only returns an error.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r < 0 { 1 } else { n }
+}
+
 /// Writes the cursor file atomically: `<run> <seq>` or `end`.
 fn write_cursor(state: &Path, at: Option<&Entry>) {
     let text = match at {
@@ -430,14 +516,16 @@ pub fn write_wrapper(
     cell_dir: &Path,
     exe: &Path,
     dialect: &str,
+    paced: bool,
 ) -> std::io::Result<PathBuf> {
     let path = state.join(WRAPPER_NAME);
     let script = format!(
-        "#!/bin/sh\nexec {} provider-double --recording {} --dialect {} --state {} \"$@\"\n",
+        "#!/bin/sh\nexec {} provider-double --recording {} --dialect {} --state {} --pace {} \"$@\"\n",
         shell_quote(exe),
         shell_quote(cell_dir),
         shell_quote(Path::new(dialect)),
-        shell_quote(state)
+        shell_quote(state),
+        if paced { "kit" } else { "none" }
     );
     std::fs::write(&path, script)?;
     use std::os::unix::fs::PermissionsExt;
@@ -520,6 +608,12 @@ impl Harness {
         let start = Instant::now();
         loop {
             if cond(&self.live.lock().expect("live")) {
+                if self.opts.trace {
+                    eprintln!(
+                        "replay: waited {:.1} ms for {label}",
+                        start.elapsed().as_secs_f64() * 1000.0
+                    );
+                }
                 return WaitEnd::Met;
             }
             if self.exited() {
@@ -532,7 +626,15 @@ impl Harness {
                 }
                 return WaitEnd::TimedOut;
             }
-            std::thread::sleep(POLL);
+            std::thread::sleep(self.poll());
+        }
+    }
+
+    fn poll(&self) -> Duration {
+        if self.opts.fixed_windows {
+            POLL
+        } else {
+            POLL_IDLE
         }
     }
 
@@ -551,6 +653,7 @@ impl Harness {
         }
         let mut bytes = line.as_bytes().to_vec();
         bytes.push(b'\n');
+        live.last_write = Instant::now();
         let _ = live.to_bridge.send(Some(bytes));
     }
 }
@@ -584,8 +687,14 @@ pub fn replay_cell(
         }
     };
     let cell_dir = std::fs::canonicalize(&cell.path).unwrap_or_else(|_| cell.path.clone());
-    let wrapper = write_wrapper(state.path(), &cell_dir, &exe, &opts.dialect)
-        .map_err(|e| ReplayError::Failed(format!("cannot write the provider wrapper: {e}")))?;
+    let wrapper = write_wrapper(
+        state.path(),
+        &cell_dir,
+        &exe,
+        &opts.dialect,
+        opts.fixed_windows,
+    )
+    .map_err(|e| ReplayError::Failed(format!("cannot write the provider wrapper: {e}")))?;
 
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -612,6 +721,7 @@ pub fn replay_cell(
         .map_err(|e| ReplayError::Failed(format!("cannot start bridge {program:?}: {e}")))?;
     let stdin = child.stdin.take().expect("piped");
     let stdout = child.stdout.take().expect("piped");
+    let out_fd = std::os::fd::AsRawFd::as_raw_fd(&stdout);
     let stderr = child.stderr.take().expect("piped");
 
     let (tx, rx) = channel::<Option<Vec<u8>>>();
@@ -648,6 +758,12 @@ pub fn replay_cell(
         started: 0,
         completed: 0,
         last_output: Instant::now(),
+        last_write: Instant::now(),
+        gaps: VecDeque::with_capacity(CADENCE_GAPS),
+        cadence_cap: opts.drain,
+        event_driven: !opts.fixed_windows,
+        state: state.path().to_path_buf(),
+        out_fd,
         eof: false,
         anchor: None,
         answers: plan.answers.clone(),
@@ -670,6 +786,7 @@ pub fn replay_cell(
                     Err(_) => break,
                 };
                 let mut l = live.lock().expect("live");
+                l.on_chunk();
                 splitter.feed(&buf[..n], |p| match p {
                     super::recorder::Piece::Line(line) => l.on_line(line),
                     super::recorder::Piece::Oversized(len) => {
@@ -771,7 +888,7 @@ pub fn replay_cell(
                     ),
                     (format!("the stream to drain before {method}"), false, {
                         let drain = opts.drain;
-                        Box::new(move |l: &Live| l.last_output.elapsed() >= drain)
+                        Box::new(move |l: &Live| l.idle(drain))
                     }),
                 ];
                 for (label, stall, cond) in waits {
@@ -827,9 +944,7 @@ pub fn replay_cell(
     }
     if !gone {
         let settle = opts.settle;
-        h.wait("the stream to settle", true, move |l| {
-            l.last_output.elapsed() >= settle
-        });
+        h.wait("the stream to settle", true, move |l| l.idle(settle));
     }
     let _ = tx.send(None); // close the bridge's stdin
     let deadline = Instant::now() + opts.timeout;
@@ -845,7 +960,7 @@ pub fn replay_cell(
             h.stall("bridge did not exit after stdin closed; killed".into());
             break;
         }
-        std::thread::sleep(POLL);
+        std::thread::sleep(h.poll());
     }
     // Whatever happened: the whole tree goes (provider doubles included), then reap.
     let killed = h.child.kill_tree();

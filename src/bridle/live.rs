@@ -1,7 +1,8 @@
 //! Bridle's half of [`crate::protocol::Live`]: the hub is started for the cell (it prints its
 //! URL; `JWT_SECRET` and `BRIDLE_API_KEY` name its credentials, as for `replay bridle`), the
-//! recorded browsers and agent are played by [`super::player`], and what the browser saw becomes
-//! the replay's events. The Socket.IO handshake carries no hub identity.
+//! recorded browsers and agent are played by [`super::player`], and the replay's events are the
+//! same view the recorded leg assembles: every frame the replayed peers sent and received, in
+//! script order, through the same grammar. The Socket.IO handshake carries no hub identity.
 //!
 //! Recording cells: the hub is the bridge under test, so bridgewire plays both of its peers
 //! through the recording proxy ([`super::proxy`]): an agent `agent` that answers every
@@ -66,6 +67,9 @@ impl Live for BridleLive {
             })
             .collect();
         events.retain(|e| e.get("missing").is_none());
+        // The recorded leg's assembly runs its events through the model's grammar; so does this
+        // leg, so both compare the same view.
+        let (events, grammar) = super::model::grammar_pass(events);
         match outcome {
             Outcome::NotReplayable(reason) => LiveReplay::skipped(reason),
             Outcome::Fail(m) if m.contains("could not connect") => LiveReplay::failed(m),
@@ -74,6 +78,7 @@ impl Live for BridleLive {
                 LiveReplay {
                     events,
                     stalls,
+                    grammar,
                     ..Default::default()
                 }
             }
@@ -81,21 +86,10 @@ impl Live for BridleLive {
             Outcome::Pass { .. } | Outcome::Fail(_) => LiveReplay {
                 events,
                 stalls,
+                grammar,
                 ..Default::default()
             },
         }
-    }
-
-    /// What the replayed browser and HTTP client receive: hub→browser events and hub→http
-    /// answers (pongs, whose place is free, left out), as [`replay_cell_into`] collects them.
-    fn live_view(&self, events: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
-        events
-            .into_iter()
-            .filter(|e| {
-                (e["dir"] == "hub→browser" && e.get("event").is_some() && e["event"] != "pong")
-                    || (e["dir"] == "hub→http" && e.get("http").is_some())
-            })
-            .collect()
     }
 
     fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {

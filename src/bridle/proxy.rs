@@ -410,11 +410,22 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
         }
     }
     if !polling {
-        let req_json = json!({
+        // Method, path, query string and body, enough for `replay bridle` to send it again.
+        let json_body = serde_json::from_slice::<Value>(&body).ok();
+        let mut req_json = json!({
             "method": method.as_str(),
             "path": uri.path(),
-            "body": serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+            "body": json_body.clone().unwrap_or(Value::Null),
         });
+        if let Some(q) = uri.query() {
+            req_json["query"] = json!(q);
+        }
+        if json_body.is_none() && !body.is_empty() {
+            req_json["bodyText"] = json!(String::from_utf8_lossy(&body));
+            if let Some(ct) = content_type.as_ref().and_then(|v| v.to_str().ok()) {
+                req_json["contentType"] = json!(ct);
+            }
+        }
         p.rec().http(uri.path(), "http→hub", &req_json);
     }
     let url = format!("{}{path_q}", p.cfg.upstream.trim_end_matches('/'));

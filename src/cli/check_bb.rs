@@ -64,6 +64,10 @@ pub struct CheckBbArgs {
     /// Bound of every wait of a recorded replay, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 15000)]
     pub replay_timeout_ms: u64,
+    /// Recorded replays wait bb's fixed drain and settle windows (the kit's timing) instead of
+    /// ending each wait when the bridge is idle.
+    #[arg(long)]
+    pub fixed_windows: bool,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
@@ -134,6 +138,7 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
     let mut opts = ReplayOptions {
         exact_plan: true,
         timeout: Duration::from_millis(a.replay_timeout_ms),
+        fixed_windows: a.fixed_windows,
         ..Default::default()
     };
     if !a.provider_env.is_empty() {

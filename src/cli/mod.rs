@@ -4,6 +4,7 @@ pub(crate) mod bridle_cmd;
 mod cells_cmd;
 mod check_bb;
 pub mod exit;
+mod init_cmd;
 mod parity_cmd;
 mod pins_cmd;
 pub mod replay_bb;
@@ -50,6 +51,8 @@ pub enum Command {
     /// Redact recordings for checking in (structural and textual passes, then a survivor
     /// sweep that refuses to leave a known secret behind).
     Redact(cells_cmd::RedactArgs),
+    /// Write a commented bridgewire.toml for a new project (bb, sidebridge, bridle).
+    Init(init_cmd::InitArgs),
     /// Check a live program against a protocol's conformance rules.
     #[command(subcommand)]
     Check(CheckCommand),
@@ -234,6 +237,9 @@ it); 2 bridgewire could not start it or write the recording."
             "Exit codes: 0 stopped cleanly; 2 invalid input or usage (cannot listen, no \
 upstream, the bridge cannot start); 130/143 stopped by SIGINT/SIGTERM."
         }
+        Some("init") => {
+            "Exit codes: 0 written; 2 the file exists (pass --force) or cannot be written."
+        }
         Some("provider-double") => {
             "Exit codes: 0 the recorded exchange was played; 1 the bridge sent something the \
 recording does not have; 2 invalid input or usage."
@@ -336,6 +342,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Redact(a) => cells_cmd::redact(&a),
         Command::Check(CheckCommand::Bb(a)) => check_bb::run_check_bb(&a),
         Command::Rules(a) => check_bb::run_rules(&a),
+        Command::Init(a) => init_cmd::run(&a),
         Command::Record(RecordCommand::Sidebridge(a)) => sidebridge_cmd::record_cmd(&a),
         Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_cmd::check_cmd(&a),
         Command::Replay(replay_bb::ReplayCommand::Sidebridge(a)) => sidebridge_cmd::replay_cmd(&a),

@@ -41,10 +41,12 @@ pub struct ReplayBbArgs {
     /// Bound of every wait, and of the exit wait, in ms.
     #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_TIMEOUT_MS)]
     pub timeout_ms: u64,
-    /// Bridge silence required before stdin is closed, in ms.
+    /// Bridge silence required before stdin is closed, in ms (the most an idle bridge is
+    /// waited for without --fixed-windows).
     #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_SETTLE_MS)]
     pub settle_ms: u64,
-    /// Bridge silence required before each runtime request, in ms.
+    /// Bridge silence required before each runtime request, in ms (the most an idle bridge is
+    /// waited for without --fixed-windows).
     #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_DRAIN_MS)]
     pub drain_ms: u64,
     /// Approximate plan only: bridge silence that also releases the events gate, in ms.
@@ -54,6 +56,10 @@ pub struct ReplayBbArgs {
     /// Ignored by `rerecord`, which always plans from the recorded lane.
     #[arg(long)]
     pub exact_plan: bool,
+    /// bb's kit timing: wait the full drain and settle windows and pace the provider double,
+    /// instead of ending each wait when the bridge is idle (strict kit parity).
+    #[arg(long)]
+    pub fixed_windows: bool,
     /// Cells replayed at once.
     #[arg(short = 'j', long, default_value_t = 1)]
     pub jobs: usize,
@@ -101,6 +107,7 @@ impl ReplayBbArgs {
             exact_plan: self.exact_plan,
             provider_env: self.provider_env.clone(),
             dialect: self.dialect.clone(),
+            fixed_windows: self.fixed_windows,
             ..ReplayOptions::default()
         }
     }
