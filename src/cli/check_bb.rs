@@ -219,6 +219,22 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }
+    // The fixture's secrets (apiKey, env, headers) never reach a report: learned up front, then
+    // every verdict and report passes through the same redaction (issue 15).
+    {
+        let g = crate::redact::global();
+        let f = &config.bb_fixture;
+        for v in [Some(&f.options), Some(&f.prompt_input)]
+            .into_iter()
+            .chain([
+                f.zero_work_prompt_input.as_ref(),
+                f.interruptible_prompt_input.as_ref(),
+            ])
+            .flatten()
+        {
+            g.learn_json(v);
+        }
+    }
     if a.timeout_ms == 0 {
         eprintln!("bridgewire check bb: --timeout-ms must be positive");
         return exit::INVALID_INPUT;
@@ -260,7 +276,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
         conformance::LIVE_RULES.len() as u64,
     );
     let t0 = Instant::now();
-    let mut on_verdict = |v: &Verdict| live.verdict(v);
+    let mut on_verdict = |v: &Verdict| live.verdict(&report::redact_verdict(v));
     let result = conformance::run(&opts, &mut on_verdict);
     let (live_verdicts, info) = match result {
         Ok(r) => r,
@@ -317,8 +333,11 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
     report.meta.target_pid = Some(info.pid);
     match a.format {
         // The verdict lines were printed as they were reached.
-        super::Format::Text => print!("{}", report::terminal::tail(&report)),
-        super::Format::Json => print!("{}", report::json::render(&report)),
+        super::Format::Text => print!(
+            "{}",
+            report::terminal::tail(&report::redact_report(&report))
+        ),
+        super::Format::Json => print!("{}", report::json::render(&report::redact_report(&report))),
     }
     let mut code = if report.verdicts.is_empty() {
         exit::NOTHING_SELECTED

@@ -188,6 +188,9 @@ pub struct RecordBbArgs {
     /// secret keys, env/header containers, cross-referenced values).
     #[arg(long)]
     pub no_redact: bool,
+    /// Permission bits of the lane files, in octal (folders get the matching search bits).
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = parse_mode)]
+    pub mode: u32,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
@@ -311,6 +314,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 provider: a.provider,
                 command: a.command,
                 redact: !a.no_redact,
+                mode: Some(a.mode),
             };
             match crate::bb::recorder::record_bridge(&opts) {
                 Ok(status) => crate::proc::exit_like(status),
@@ -358,6 +362,14 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     // A signal's handler decides the exit code (130/143) once it arrived.
     crate::signals::exit_if_interrupted();
     ExitCode::from(code)
+}
+
+/// An octal permission mode (`600`, `0644`).
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode like 600 or 644"))
 }
 
 fn lanes(a: &LanesArgs) -> u8 {

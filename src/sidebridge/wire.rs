@@ -132,7 +132,11 @@ pub fn redact(
     headers
         .into_iter()
         .map(|(k, v)| {
-            if !keep && SECRET_HEADERS.iter().any(|s| k.eq_ignore_ascii_case(s)) {
+            let key_header = SECRET_HEADERS.iter().any(|s| k.eq_ignore_ascii_case(s));
+            if !key_header && crate::redact::is_secret_header(&k) {
+                // Cookie, Proxy-Authorization, X-Api-Key, …: never kept.
+                (k, REDACTED.to_string())
+            } else if !keep && key_header {
                 let differs = key.is_some_and(|key| v != key && v != format!("Bearer {key}"));
                 (
                     k,
