@@ -61,6 +61,10 @@ pub struct CheckBbArgs {
     /// the provider double during recorded replays (default: BB_REF_PROVIDER_COMMAND).
     #[arg(long, value_name = "NAME")]
     pub provider_env: Vec<String>,
+    /// bb's own verdicts only: leave out the rules beyond bb's kit (marked `beyondKit` in
+    /// rules/bb.json), and judge `events/schema-valid` on assembled events only, as the kit.
+    #[arg(long)]
+    pub kit_only: bool,
     /// Bound of every wait of a recorded replay, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 15000)]
     pub replay_timeout_ms: u64,
@@ -75,7 +79,7 @@ pub struct CheckBbArgs {
 
 /// A `not run` verdict for every live catalogue rule the kit reached no verdict on, naming
 /// what to set: the fixture key of an opt-in rule, else why it did not apply.
-fn not_run_verdicts(verdicts: &[Verdict], config: &Config) -> Vec<Verdict> {
+fn not_run_verdicts(verdicts: &[Verdict], config: &Config, kit_only: bool) -> Vec<Verdict> {
     let file = config
         .path
         .as_ref()
@@ -96,6 +100,7 @@ fn not_run_verdicts(verdicts: &[Verdict], config: &Config) -> Vec<Verdict> {
     crate::rule::catalogue_cached()
         .iter()
         .filter(|r| r.protocol == "bb" && r.mode == "live")
+        .filter(|r| !(kit_only && r.beyond_kit))
         .filter(|r| !verdicts.iter().any(|v| v.id == r.id))
         .map(|r| {
             let why = match (&r.fixture, r.id.as_str()) {
@@ -121,8 +126,8 @@ fn not_run_verdicts(verdicts: &[Verdict], config: &Config) -> Vec<Verdict> {
 }
 
 /// Verdicts a recorded cell normally yields (replays, events-schema-valid, grammar,
-/// turn-lifecycle, not-empty): the progress bar's step per cell.
-const RECORDED_PER_CELL: usize = 5;
+/// turn-lifecycle, not-empty, and the three wire rules): the progress bar's step per cell.
+const RECORDED_PER_CELL: usize = 8;
 
 /// Replays every thread cell of `roots` and returns the recorded-traffic verdicts.
 fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> {
@@ -165,6 +170,11 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
                     vec![Verdict::fail(&format!("recorded/{name}/replays"), reason)]
                 }
             };
+            // The wire rules are judged on the recording itself (no bridge needed).
+            let mut vs = vs;
+            if !a.kit_only {
+                vs.extend(crate::bb::recorded::wire_verdicts(cell, name));
+            }
             // The cell's replay time goes on its first verdict; the others are offline.
             let vs: Vec<Verdict> = vs
                 .into_iter()
@@ -244,6 +254,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
         fixture: config.bb_fixture.clone(),
         timeout: Duration::from_millis(a.timeout_ms),
         limits: Default::default(),
+        kit_only: a.kit_only,
     };
     let target = a
         .command
@@ -286,7 +297,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let not_run = not_run_verdicts(&live_verdicts, &config);
+    let not_run = not_run_verdicts(&live_verdicts, &config, a.kit_only);
     for v in &not_run {
         live.verdict(v);
     }
