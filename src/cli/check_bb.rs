@@ -37,8 +37,9 @@ pub struct CheckBbArgs {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub policy: super::PolicyArgs,
-    /// Per-wait timeout in milliseconds (every wait of the kit is bounded by it).
-    #[arg(long, value_name = "N", default_value_t = 5000)]
+    /// Per-wait timeout (`5s`, `750ms`; a bare number is milliseconds): every wait of the kit
+    /// is bounded by it.
+    #[arg(long, visible_alias = "timeout", value_name = "DURATION", default_value_t = 5000, value_parser = super::args::parse_ms)]
     pub timeout_ms: u64,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = super::Format::Text)]
@@ -57,6 +58,8 @@ pub struct CheckBbArgs {
     /// turn-lifecycle, not-empty}` (exact plan, as bb's kit).
     #[arg(long, value_name = "DIR")]
     pub recordings: Vec<PathBuf>,
+    #[command(flatten)]
+    pub partition: super::args::PartitionArgs,
     /// Environment variable(s) the bridge reads its provider command from; each is pointed at
     /// the provider double during recorded replays (default: BB_REF_PROVIDER_COMMAND).
     #[arg(long, value_name = "NAME")]
@@ -65,8 +68,8 @@ pub struct CheckBbArgs {
     /// rules/bb.json), and judge `events/schema-valid` on assembled events only, as the kit.
     #[arg(long)]
     pub kit_only: bool,
-    /// Bound of every wait of a recorded replay, in milliseconds.
-    #[arg(long, value_name = "N", default_value_t = 15000)]
+    /// Bound of every wait of a recorded replay (`15s`; a bare number is milliseconds).
+    #[arg(long, value_name = "DURATION", default_value_t = 15000, value_parser = super::args::parse_ms)]
     pub replay_timeout_ms: u64,
     /// Recorded replays wait bb's fixed drain and settle windows (the kit's timing) instead of
     /// ending each wait when the bridge is idle.
@@ -137,7 +140,9 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
     for root in &a.recordings {
         let found = crate::cell::discover(root).map_err(|e| e.to_string())?;
         cells.extend(found.into_iter().filter(|c| {
-            c.protocol == crate::protocol::Protocol::Bb && !c.key.ends_with("_process")
+            c.protocol == crate::protocol::Protocol::Bb
+                && !c.key.ends_with("_process")
+                && a.partition.includes(&c.key)
         }));
     }
     let mut opts = ReplayOptions {

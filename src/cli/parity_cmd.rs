@@ -119,6 +119,7 @@ pub fn run(a: &ParityArgs) -> u8 {
         let (provider, _) = key.split_once('/').unwrap_or(("", key));
         a.provider.as_deref().is_none_or(|p| p == provider)
             && a.cell.as_deref().is_none_or(|c| key.contains(c))
+            && a.partition.includes(key)
     });
     if targets.is_empty() {
         eprintln!("error: no matching recordings");
