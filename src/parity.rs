@@ -99,6 +99,22 @@ pub fn assemble_offline(cell: &Cell) -> LegRun {
     run
 }
 
+/// Restricts a leg's events to what a live replay of `cell` reproduces, and projects its rows
+/// again from them (so a recording and a live leg compare like with like).
+pub fn restrict_to_live_view(run: &mut LegRun, cell: &Cell) {
+    let model = cell.protocol.model();
+    run.events = cell
+        .protocol
+        .live()
+        .live_view(std::mem::take(&mut run.events));
+    let mut rows = model.row_projector();
+    for e in &run.events {
+        rows.push(e);
+    }
+    run.rows = rows.finish();
+    run.unhandled = run.events.iter().filter(|e| model.is_unhandled(e)).count() as u64;
+}
+
 /// A leg reading another recordings folder.
 pub struct RecordingsLeg {
     pub root: PathBuf,
@@ -582,7 +598,17 @@ pub struct Worktree {
 impl Worktree {
     pub fn add(rev: &str) -> Result<Worktree, String> {
         let dir = crate::signals::temp_dir("bridgewire-leg-").map_err(|e| e.to_string())?;
-        let path = dir.path().join("wt");
+        // git names a worktree's admin folder after its basename: a unique basename keeps two
+        // legs added at once from racing for `.git/worktrees/wt` (and git's own lock is not
+        // held across the whole add, so adds are serialized too).
+        let base = dir
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "wt".into());
+        let path = dir.path().join(base);
+        static ADDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _adding = ADDING.lock().unwrap_or_else(|e| e.into_inner());
         // Registered before it exists: a signal during `git worktree add` still prunes it.
         let registration = crate::signals::register(crate::signals::Cleanup::Worktree {
             repo: std::env::current_dir().unwrap_or_else(|_| ".".into()),
@@ -976,4 +1002,105 @@ pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegR
         events: r.events,
         recorded_events: None,
     }
+}
+
+/// One cell as a report verdict (id = the cell key): a sub-check per layer, so a report shows
+/// which of events, rows, grammar drops, allowlist, stalls and leg errors failed.
+pub fn verdict(c: &CellParity) -> crate::rule::Verdict {
+    use crate::rule::{SubCheck, Verdict};
+    if let Some(reason) = &c.skipped {
+        return Verdict::not_run(&c.key, reason.clone());
+    }
+    let layer = |name: &str, d: &ListDiff| {
+        if d.is_empty() {
+            SubCheck::pass(name, "no difference")
+        } else {
+            let mut ev: Vec<String> = Vec::new();
+            ev.extend(
+                d.only_in_base
+                    .iter()
+                    .take(MAX_LISTED)
+                    .map(|(i, v)| format!("only in base #{i}: {}", diff::describe(v))),
+            );
+            ev.extend(
+                d.only_in_head
+                    .iter()
+                    .take(MAX_LISTED)
+                    .map(|(i, v)| format!("only in head #{i}: {}", diff::describe(v))),
+            );
+            ev.extend(
+                d.id_mismatches
+                    .iter()
+                    .take(MAX_LISTED)
+                    .map(|m| format!("id differs: {m}")),
+            );
+            let listed = ev.len();
+            let total = d.only_in_base.len() + d.only_in_head.len() + d.id_mismatches.len();
+            if total > listed {
+                ev.push(format!("… {} more", total - listed));
+            }
+            SubCheck::fail(name, ev.join("\n"))
+        }
+    };
+    let list = |name: &str, items: &[String]| {
+        if items.is_empty() {
+            SubCheck::pass(name, "none")
+        } else {
+            SubCheck::fail(name, items.join("\n"))
+        }
+    };
+    let mut subs = vec![list("legs-ran", &c.errors), list("no-stall", &c.stalls)];
+    if c.errors.is_empty() && c.stalls.is_empty() {
+        subs.push(layer("events", &c.events));
+        subs.push(layer("rows", &c.rows));
+        subs.push(layer("grammar", &c.grammar));
+        subs.push(list(
+            "allowlist-current",
+            &c.stale
+                .iter()
+                .map(|e| format!("stale entry {}", e.describe()))
+                .collect::<Vec<_>>(),
+        ));
+    } else {
+        subs.push(SubCheck::skipped(
+            "events",
+            "not compared: a leg stalled or did not run",
+        ));
+    }
+    subs.push(list("replay-not-empty", &c.problems));
+    let detail = render_cell(c).join("\n");
+    let mut v = Verdict::from_subchecks(&c.key, subs);
+    if v.status != crate::rule::Status::Pass {
+        v.detail = detail;
+    }
+    v
+}
+
+/// One cell as JSON (`--format json`).
+pub fn cell_json(c: &CellParity) -> Value {
+    let layer = |d: &ListDiff| {
+        serde_json::json!({
+            "onlyInBase": d.only_in_base.iter().map(|(i, v)| serde_json::json!({"index": i, "element": v})).collect::<Vec<_>>(),
+            "onlyInHead": d.only_in_head.iter().map(|(i, v)| serde_json::json!({"index": i, "element": v})).collect::<Vec<_>>(),
+            "idMismatches": d.id_mismatches,
+        })
+    };
+    let leg = |l: &LegSummary| {
+        serde_json::json!({"events": l.events, "rows": l.rows, "unhandled": l.unhandled,
+            "grammarDrops": l.grammar_drops, "stalls": l.stalls})
+    };
+    serde_json::json!({
+        "cell": c.key,
+        "outcome": c.outcome().word().to_lowercase(),
+        "skipped": c.skipped,
+        "base": leg(&c.base),
+        "head": leg(&c.head),
+        "events": layer(&c.events),
+        "rows": layer(&c.rows),
+        "grammar": layer(&c.grammar),
+        "staleAllowlist": c.stale.iter().map(|e| e.describe()).collect::<Vec<_>>(),
+        "stalls": c.stalls,
+        "errors": c.errors,
+        "problems": c.problems,
+    })
 }

@@ -660,6 +660,21 @@ impl Secrets {
         cur
     }
 
+    /// [`redact_url`], learning the values it replaces.
+    pub fn redact_url(&self, url: &str) -> Option<String> {
+        let mut replaced = Vec::new();
+        let out = redact_url_into(url, &mut replaced);
+        for s in &replaced {
+            self.learn(s);
+        }
+        out
+    }
+
+    /// Replaces every known value in `b` (no structural pass); `None` when none occurs.
+    pub fn redact_known(&self, b: &[u8]) -> Option<Vec<u8>> {
+        self.known_pass(b)
+    }
+
     /// Redacts one lane line of any bytes: the structural pass (learning what it replaces),
     /// then every known value. `None` when nothing changed.
     pub fn redact_bytes(&self, line: &[u8]) -> Option<Vec<u8>> {
@@ -676,20 +691,100 @@ impl Secrets {
         }
     }
 
+    /// A line that may carry a non-JSON prefix before its JSON (a Socket.IO frame,
+    /// `42/ws/client,["message",{…}]`): the JSON part is redacted structurally, then JWT-shaped
+    /// tokens and every known value are replaced anywhere in the line.
+    pub fn redact_framed(&self, b: &[u8]) -> Option<Vec<u8>> {
+        let start = memchr::memchr2(b'{', b'[', b).unwrap_or(b.len());
+        let first = if start < b.len() {
+            structural(&b[start..]).map(|(out, replaced)| {
+                for s in &replaced {
+                    self.learn(s);
+                }
+                let mut line = b[..start].to_vec();
+                line.extend_from_slice(&out);
+                line
+            })
+        } else {
+            None
+        };
+        let base = first.as_deref().unwrap_or(b);
+        let jwt = redact_jwt_shapes(base, self);
+        let base = jwt.as_deref().unwrap_or(base);
+        match self.known_pass(base) {
+            Some(out) => Some(out),
+            None => jwt.or(first),
+        }
+    }
+
     /// [`Secrets::redact_bytes`] for text.
     pub fn redact_str(&self, line: &str) -> Option<String> {
         self.redact_bytes(line.as_bytes())
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
-    /// Report text (any format): a JSON line is redacted structurally (learning), then every
-    /// known value is replaced.
+    /// Report text (any format): JSON after any prefix is redacted structurally (learning),
+    /// then JWT-shaped tokens and every known value are replaced.
     pub fn redact_text<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        match self.redact_str(text) {
-            Some(s) => std::borrow::Cow::Owned(s),
+        // Report text quotes frames after a prefix (`→ {…}`): the framed pass reads past it.
+        match self.redact_framed(text.as_bytes()) {
+            Some(b) => std::borrow::Cow::Owned(String::from_utf8_lossy(&b).into_owned()),
             None => std::borrow::Cow::Borrowed(text),
         }
     }
+}
+
+/// Replaces JSON Web Tokens (`eyJ…` `.` `eyJ…` `.` signature, each part at least 8 base64url
+/// characters) wherever they occur, learning each; `None` when there is none.
+pub fn redact_jwt_shapes(b: &[u8], learn_into: &Secrets) -> Option<Vec<u8>> {
+    let finder = memchr::memmem::Finder::new(b"eyJ");
+    let b64 = |c: u8| c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+    let mut out: Option<Vec<u8>> = None;
+    let mut at = 0;
+    let mut pos = 0;
+    while let Some(rel) = finder.find(&b[pos..]) {
+        let s = pos + rel;
+        pos = s + 3;
+        if s > 0 && b64(b[s - 1]) {
+            continue; // inside a longer word
+        }
+        // header . payload . signature
+        let mut i = s;
+        let mut ok = true;
+        for part in 0..3 {
+            let p0 = i;
+            if part == 1 && !b[i..].starts_with(b"eyJ") {
+                ok = false;
+                break;
+            }
+            while i < b.len() && b64(b[i]) {
+                i += 1;
+            }
+            if i - p0 < 8 {
+                ok = false;
+                break;
+            }
+            if part < 2 {
+                if b.get(i) != Some(&b'.') {
+                    ok = false;
+                    break;
+                }
+                i += 1;
+            }
+        }
+        if !ok {
+            continue;
+        }
+        let o = out.get_or_insert_with(Vec::new);
+        o.extend_from_slice(&b[at..s]);
+        o.extend_from_slice(REDACTED.as_bytes());
+        learn_into.learn(&String::from_utf8_lossy(&b[s..i]));
+        at = i;
+        pos = i;
+    }
+    let mut o = out?;
+    o.extend_from_slice(&b[at..]);
+    Some(o)
 }
 
 /// The process-wide set reports pass through.

@@ -767,7 +767,7 @@ fn replay_bridle_plays_recorded_cells_against_a_hub_build() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("PASS ref-hub/bot-1__alice"), "{out}");
     assert!(out.contains("PASS ref-hub/bot-1__http"), "{out}");
-    assert!(out.contains("SKIP ref-hub/bot-1__agent"), "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__agent"), "{out}");
     let (code, out) = bridgewire(&[
         "replay",
         "bridle",
@@ -932,7 +932,7 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
         "bridle",
         "agent",
         "--wait-ms",
-        "3000",
+        "5000",
         "--reconnect-wait-ms",
         "8000",
         "--",
@@ -1072,6 +1072,183 @@ fn second_hub_on_canonical_socket_io_passes_and_each_divergence_fails_its_rule()
                 .all(|l| l.starts_with("fail")
                     || l.starts_with("warn    spec-events-only (SHOULD) — ")),
             "--diverge {d}: {out}"
+        );
+    }
+}
+
+/// The lines of one lane file (each entry's recorded `line`).
+fn lane_lines(path: &std::path::Path) -> Vec<String> {
+    read(path)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["line"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// HTTP method, query string and body round-trip: requests recorded through the proxy, replayed
+/// through a second recording proxy, are recorded again line for line, and the hub answers
+/// them as it did (a DELETE replayed as a GET would answer 200, not 405). A browser whose JWT
+/// has no `exp` is filed under its `sub`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_and_replay_round_trip_http_method_query_and_body() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let (_hub, hub_url) = spawn_hub(None);
+    let (proxy, url) = spawn_proxy(&hub_url, &a, &[]);
+    let http = reqwest::Client::new();
+    let delete = http
+        .delete(format!("{url}/api/agent/rt/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status().as_u16(), 405);
+    let get = http
+        .get(format!("{url}/api/agent/rt/health?verbose=1&x=%20y"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status().as_u16(), 200);
+    let text = http
+        .post(format!("{url}/api/agent/rt/message"))
+        .header("content-type", "text/plain")
+        .body("not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(text.status().as_u16(), 415);
+    // A JWT without exp: the hub refuses it, the recorder still files it under its sub.
+    let no_exp = bridgewire::bridle::sign_claims(SECRET, &json!({"sub": "u-noexp"}));
+    let refused = Socket::connect(
+        &url,
+        "/ws/client",
+        Some(json!({"token": no_exp, "agentId": "rt"})),
+        &opts(),
+    )
+    .await;
+    assert!(refused.is_err());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(proxy);
+    assert!(a.join("rt__u-noexp").is_dir(), "not scoped by sub");
+    assert!(!a.join("rt___anonymous").exists());
+    let recorded = lane_lines(&a.join("rt__http/http→hub.ndjson"));
+    assert_eq!(recorded.len(), 3, "{recorded:?}");
+    assert!(recorded[0].contains(r#""method":"DELETE""#), "{recorded:?}");
+    assert!(
+        recorded[1].contains(r#""query":"verbose=1&x=%20y""#),
+        "{recorded:?}"
+    );
+    assert!(
+        recorded[2].contains(r#""bodyText":"not json""#),
+        "{recorded:?}"
+    );
+
+    let (proxy_b, url_b) = spawn_proxy(&hub_url, &b, &[]);
+    let (code, out) = bridgewire(&[
+        "replay",
+        "bridle",
+        a.to_str().unwrap(),
+        "--cell",
+        "rt__http",
+        "--url",
+        &url_b,
+        "--jwt-secret",
+        SECRET,
+        "--api-key",
+        API_KEY,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS rt__http"), "{out}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(proxy_b);
+    assert_eq!(lane_lines(&b.join("rt__http/http→hub.ndjson")), recorded);
+    assert_eq!(
+        lane_lines(&b.join("rt__http/hub→http.ndjson")),
+        lane_lines(&a.join("rt__http/hub→http.ndjson"))
+    );
+}
+
+/// `parity --base rec:recordings/bridle --head cmd:<reference hub>`: both legs list the same
+/// view (every frame the peers sent and received), so every committed cell passes; a hub that
+/// streams deltas fails the cells that stream.
+#[test]
+fn parity_recorded_leg_against_the_live_reference_hub() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let cells = bridgewire::cell::discover(&root).unwrap().len();
+    let run = |extra: &str| {
+        bridgewire(&[
+            "parity",
+            "--base",
+            &format!("rec:{}", root.display()),
+            "--head",
+            &format!("cmd:{HUB} --listen 127.0.0.1:0{extra}"),
+            "--timeout-ms",
+            "5000",
+            root.to_str().unwrap(),
+        ])
+    };
+    let (code, out) = run("");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{cells} passed, 0 failed, 0 skipped")),
+        "{out}"
+    );
+    let (code, out) = run(" --break delta-stream");
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL ref-hub/bot-1__alice"), "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__agent"), "{out}");
+}
+
+/// The node agent (not ours) with one divergence each: a wrong namespace is named by
+/// `agent-auth` alone (the rest not run), and a `stream_end` that replaces the last flush
+/// instead of extending it fails `streaming-replace` alone.
+#[test]
+fn node_agent_divergences_fail_exactly_their_rule() {
+    if !node_ready() {
+        return;
+    }
+    let script = node_dir().join("agent.js");
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "root-namespace",
+            "agent-auth",
+            "the agent connected to namespace \"/\" instead of /ws/agent",
+        ),
+        (
+            "end-replaces",
+            "streaming-replace",
+            "does not extend the last accumulation",
+        ),
+    ];
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = cases
+        .iter()
+        .map(|&(d, _, _)| {
+            let script = script.clone();
+            Box::new(move || {
+                let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+                    .args(["check", "bridle", "agent", "--wait-ms", "5000"])
+                    .args(["--reconnect-wait-ms", "8000", "--", "node"])
+                    .arg(&script)
+                    .env("AGENT_DIVERGE", d)
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::null())
+                    .output()
+                    .expect("bridgewire runs");
+                (
+                    out.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                )
+            }) as Box<dyn FnOnce() -> _ + Send>
+        })
+        .collect();
+    for ((d, rule, cause), (code, out)) in cases.iter().zip(parallel(jobs)) {
+        assert_eq!(code, 1, "AGENT_DIVERGE={d}: {out}");
+        let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("fail ")).collect();
+        assert_eq!(fails.len(), 1, "AGENT_DIVERGE={d}: {out}");
+        assert!(
+            fails[0].starts_with(&format!("fail    {rule} — ")) && fails[0].contains(cause),
+            "AGENT_DIVERGE={d}: {out}"
         );
     }
 }

@@ -239,8 +239,9 @@ fn side_bridge_cells_compare_live() {
     );
 }
 
-/// Bridle cells replay live on both legs: the hub against itself passes (agent-only cells are
-/// skipped by name), a hub that streams deltas instead of accumulations fails.
+/// Bridle cells replay live on both legs: the hub against itself passes (agent-only cells
+/// replay the agent's connect and register), a hub that streams deltas instead of
+/// accumulations fails.
 #[test]
 fn bridle_cells_compare_live() {
     let hub = env!("CARGO_BIN_EXE_bridle-ref-hub");
@@ -267,7 +268,7 @@ fn bridle_cells_compare_live() {
     };
     let (code, out) = run(&format!("cmd:{hub} --listen 127.0.0.1:0"));
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("SKIP ref-hub/bot-1__agent: "), "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__agent: "), "{out}");
     let (code, out) = run(&format!(
         "cmd:{hub} --listen 127.0.0.1:0 --break delta-stream"
     ));

@@ -49,6 +49,10 @@ pub const LIVE_RULES: &[&str] = &[
     "recovery/session-archived",
     "session/threads-independent",
     "stop/interrupt-settles-before-result",
+    // Beyond the kit: judged on the wire over the whole run (`super::wire`).
+    "turn/delta-outside-turn",
+    "stop/interrupt-settles-interrupted",
+    "stop/nothing-after-stop",
 ];
 
 pub const MAIN_THREAD: &str = "thr_conformance_1";
@@ -120,6 +124,9 @@ pub struct Options {
     /// Per-wait timeout.
     pub timeout: Duration,
     pub limits: Limits,
+    /// bb's own verdicts only: no rule beyond the kit (the wire rules), and
+    /// `events/schema-valid` judges assembled events only, as the kit does.
+    pub kit_only: bool,
 }
 
 /// What a run produced besides the verdicts.
@@ -155,6 +162,7 @@ pub fn run(
     let bridge = Bridge::spawn(&opts.command, opts.limits)?;
     let mut kit = Kit {
         c: Client::new(bridge, opts.timeout),
+        kit_only: opts.kit_only,
         fx: &opts.fixture,
         cwd,
         verdicts: Vec::new(),
@@ -196,7 +204,20 @@ struct Diag {
     flooded: Option<usize>,
     eof: bool,
     invalid_deltas: Vec<String>,
+    /// JSON array lines (JSON-RPC batches, which the bb protocol does not have).
+    batches: usize,
+    first_batch: Option<String>,
+    /// Request ids answered only inside a batch line.
+    batched_ids: HashSet<u64>,
+    /// Sizes of stdout lines over [`LARGE_LINE`] bytes (still read, but worth a warning).
+    large_lines: Vec<usize>,
+    /// Responses whose id is a string spelling a pending numeric request id: request id →
+    /// (the id as sent back, its position).
+    wrong_type_ids: HashMap<u64, (String, usize)>,
 }
+
+/// Stdout lines above this size get a warning with their size.
+pub const LARGE_LINE: usize = 1 << 20;
 
 impl Diag {
     fn notes(&self) -> Vec<String> {
@@ -215,6 +236,25 @@ impl Diag {
             n.push(format!(
                 "{} oversized stdout line(s) discarded (first: {len} bytes)",
                 self.oversized.len()
+            ));
+        }
+        if self.batches > 0 {
+            n.push(format!(
+                "{} JSON-RPC batch line(s) (a JSON array; the bb protocol has no batches, each message is one line), first: {}",
+                self.batches,
+                self.first_batch.as_deref().unwrap_or("")
+            ));
+        }
+        if let Some(max) = self.large_lines.iter().max() {
+            n.push(format!(
+                "warning: {} stdout line(s) over {} bytes (largest: {max} bytes)",
+                self.large_lines.len(),
+                LARGE_LINE
+            ));
+        }
+        for (id, (sent, pos)) in &self.wrong_type_ids {
+            n.push(format!(
+                "the response at message {pos} has id {sent} (a string) for request id {id} (a number): JSON-RPC matches ids by type and value, so the runtime never sees it as the answer"
             ));
         }
         if let Some(t) = self.flooded {
@@ -255,6 +295,8 @@ struct Client {
     responses: HashMap<u64, usize>,
     events: Vec<Ev>,
     assembler: Assembler,
+    /// The protocol obligations judged on the wire (beyond the kit).
+    judge: super::wire::WireJudge,
     wire: VecDeque<(u64, Dir, String)>,
     wire_count: u64,
     diag: Diag,
@@ -299,6 +341,7 @@ impl Client {
             responses: HashMap::new(),
             events: Vec::new(),
             assembler: Assembler::new("conformance"),
+            judge: super::wire::WireJudge::new(),
             wire: VecDeque::new(),
             wire_count: 0,
             diag: Diag::default(),
@@ -340,6 +383,13 @@ impl Client {
     }
 
     fn send_raw(&mut self, line: &str) {
+        if let Ok(v) = serde_json::from_str::<Value>(line) {
+            let at = match (v.get("method").and_then(Value::as_str), v.get("id")) {
+                (Some(m), Some(id)) => format!("the {m} request (id {id})"),
+                _ => "a runtime line".to_string(),
+            };
+            self.judge.runtime(&v, &at);
+        }
         self.note_wire(Dir::Sent, line.to_string());
         self.bridge.send_line(line);
     }
@@ -405,8 +455,21 @@ impl Client {
     fn on_line(&mut self, line: String) {
         let parsed = serde_json::from_str::<Value>(&line);
         self.note_wire(Dir::Received, clip(&line, 4096));
+        if line.len() > LARGE_LINE {
+            self.diag.large_lines.push(line.len());
+        }
         let v = match parsed {
             Ok(v @ Value::Object(_)) => v,
+            Ok(Value::Array(items)) => {
+                for id in items.iter().filter_map(|i| i.get("id")?.as_u64()) {
+                    self.diag.batched_ids.insert(id);
+                }
+                self.diag.batches += 1;
+                if self.diag.first_batch.is_none() {
+                    self.diag.first_batch = Some(clip(&line, 120));
+                }
+                return;
+            }
             _ => {
                 self.diag.non_json += 1;
                 if self.diag.first_non_json.is_none() {
@@ -420,8 +483,19 @@ impl Client {
         let method = v.get("method").and_then(Value::as_str).map(str::to_string);
         match method {
             None => {
+                self.judge.bridge_response(&v, &format!("message {pos}"));
                 if let Some(id) = v.get("id").and_then(Value::as_u64) {
                     self.responses.entry(id).or_insert(self.resp_log.len());
+                } else if let Some(n) = v
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .filter(|n| *n < self.next_id && !self.responses.contains_key(n))
+                {
+                    self.diag
+                        .wrong_type_ids
+                        .entry(n)
+                        .or_insert((v["id"].to_string(), pos));
                 }
                 self.resp_log.push((pos, v));
             }
@@ -434,7 +508,11 @@ impl Client {
                     Err(e) => self.diag.invalid_deltas.push(format!("message {pos}: {e}")),
                     Ok(()) => {
                         let (thread, deltas) = delta::validate_params(&params).expect("checked");
-                        for event in self.assembler.assemble(thread, deltas) {
+                        let events = self.assembler.assemble(thread, deltas);
+                        let drops = self.assembler.take_silent_drops();
+                        self.judge
+                            .bridge_delta(thread, &format!("message {pos}"), &events, &drops);
+                        for event in events {
                             self.events.push(Ev {
                                 thread: thread.to_string(),
                                 pos,
@@ -475,7 +553,12 @@ impl Client {
     }
 
     fn wait_response(&mut self, id: u64) -> Option<Value> {
-        self.wait(|c| c.responses.contains_key(&id));
+        // An answer under the wrong id type ends the wait too: it is named, not waited out.
+        self.wait(|c| {
+            c.responses.contains_key(&id)
+                || c.diag.wrong_type_ids.contains_key(&id)
+                || c.diag.batched_ids.contains(&id)
+        });
         self.response(id).cloned()
     }
 
@@ -519,6 +602,20 @@ impl Client {
     }
 
     /// What the bridge did, for "no answer" details.
+    /// When the last request was answered under a string id spelling its numeric id.
+    fn wrong_type_answer(&self) -> Option<String> {
+        let last = self.next_id.checked_sub(1)?;
+        if self.diag.batched_ids.contains(&last) {
+            return Some(format!(
+                "request id {last} was answered only inside a JSON-RPC batch (a JSON array line); the bb protocol has no batches, each message is one line"
+            ));
+        }
+        let (sent, pos) = self.diag.wrong_type_ids.get(&last)?;
+        Some(format!(
+            "the response at message {pos} has id {sent} (a string) for request id {last} (a number); JSON-RPC matches ids by type and value, so the runtime never sees it as the answer"
+        ))
+    }
+
     fn why_silent(&mut self) -> String {
         let mut parts = Vec::new();
         if self.diag.eof {
@@ -602,6 +699,7 @@ struct Caps {
 
 struct Kit<'a> {
     c: Client,
+    kit_only: bool,
     fx: &'a BbFixture,
     cwd: String,
     verdicts: Vec<Verdict>,
@@ -614,6 +712,23 @@ impl Kit<'_> {
     }
 
     fn emit(&mut self, mark: u64, mut v: Verdict) {
+        // One fault, one verdict: once the runtime refused a thread/delta (whole), a later
+        // rule that fails may only be missing what that message carried. It is reported as
+        // skipped (still failing the run), naming the cause; events/schema-valid fails for it.
+        if v.status == Status::Fail
+            && v.id != "events/schema-valid"
+            && !self.kit_only
+            && let Some(first) = self.c.diag.invalid_deltas.first()
+        {
+            let n = self.c.diag.invalid_deltas.len();
+            v = Verdict::skipped(
+                &v.id,
+                format!(
+                    "could not be judged: the runtime refused {n} thread/delta message(s) (first: {first}; see events/schema-valid); without them: {}",
+                    v.detail
+                ),
+            );
+        }
         if v.status != Status::Pass && v.context.is_empty() {
             v.context = self.c.context_since(mark);
         }
@@ -634,7 +749,11 @@ impl Kit<'_> {
     }
 
     fn unanswered(&mut self, what: &str) -> String {
-        format!("{what} unanswered{}", self.c.why_silent())
+        match self.c.wrong_type_answer() {
+            Some(d) if d.contains("batch") => format!("{what} not answered as a message: {d}"),
+            Some(d) => format!("{what} answered with the wrong id type: {d}"),
+            None => format!("{what} unanswered{}", self.c.why_silent()),
+        }
     }
 
     fn run_all(&mut self) {
@@ -642,6 +761,25 @@ impl Kit<'_> {
         let _ = probe_possible;
         let caps = self.handshake();
         self.lifecycle(caps);
+        if !self.kit_only {
+            self.wire_rules();
+        }
+    }
+
+    /// The wire rules over everything this run sent and received (beyond the kit). A stop rule
+    /// with nothing to judge is *not run* with the reason; without the interrupt fixture the
+    /// interrupt rule gives no verdict here (the CLI lists it as not run, naming the key).
+    fn wire_rules(&mut self) {
+        let m = self.mark();
+        for v in self.c.judge.verdicts(str::to_string) {
+            if v.status == Status::NotRun
+                && v.id == super::wire::INTERRUPT_SETTLES_INTERRUPTED
+                && self.fx.interruptible_prompt_input.is_none()
+            {
+                continue;
+            }
+            self.emit(m, v);
+        }
     }
 
     fn hygiene(&mut self) -> bool {
@@ -654,12 +792,12 @@ impl Kit<'_> {
         let probe_possible = resp.is_some();
         match resp {
             None => {
-                let why = self.c.why_silent();
-                self.fail(
-                    "rpc/unknown-method",
-                    m,
-                    format!("request was silently dropped{why}"),
-                )
+                let d = match self.c.wrong_type_answer() {
+                    Some(d) if d.contains("batch") => format!("not answered as a message: {d}"),
+                    Some(d) => format!("answered with the wrong id type: {d}"),
+                    None => format!("request was silently dropped{}", self.c.why_silent()),
+                };
+                self.fail("rpc/unknown-method", m, d)
             }
             Some(r) if error_code(&r) == Some(-32601) => self.pass("rpc/unknown-method", m),
             Some(r) => self.fail(
@@ -781,20 +919,22 @@ impl Kit<'_> {
             |_| Ok(()),
         );
 
-        // commands/list-declared
-        let m = self.mark();
-        let cwd = self.cwd.clone();
-        let id = self.c.request("commands/list", json!({"cwd": cwd}));
-        let r = self.c.wait_response(id);
-        self.pinned(
-            "commands/list-declared",
-            m,
-            "commands/list",
-            "capabilities.commands.list",
-            caps.commands_list,
-            r,
-            |res| COMMANDS_LIST_RESULT.check(res),
-        );
+        // commands/list-declared (beyond the kit, §9.7: not sent under --kit-only)
+        if !self.kit_only {
+            let m = self.mark();
+            let cwd = self.cwd.clone();
+            let id = self.c.request("commands/list", json!({"cwd": cwd}));
+            let r = self.c.wait_response(id);
+            self.pinned(
+                "commands/list-declared",
+                m,
+                "commands/list",
+                "capabilities.commands.list",
+                caps.commands_list,
+                r,
+                |res| COMMANDS_LIST_RESULT.check(res),
+            );
+        }
         Some(caps)
     }
 
@@ -1207,7 +1347,12 @@ impl Kit<'_> {
             }
         }
         let total = self.c.events.len();
-        let bad_deltas = self.c.diag.invalid_deltas.clone();
+        // bb's kit only sees the events of the messages it could assemble.
+        let bad_deltas = if self.kit_only {
+            Vec::new()
+        } else {
+            self.c.diag.invalid_deltas.clone()
+        };
         if let Some(f) = first {
             self.fail(
                 "events/schema-valid",

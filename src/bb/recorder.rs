@@ -243,6 +243,8 @@ pub struct RecordBridge {
     pub command: Vec<OsString>,
     /// Credential redaction of every recorded line (bb §1.9); on by default.
     pub redact: bool,
+    /// Lane file mode (default `0600`, folders `0700`).
+    pub mode: Option<u32>,
 }
 
 /// Runs the bridge under the recorder; returns its exit status.
@@ -252,6 +254,9 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
         None => opts.dir.clone(),
     };
     let mut lanes = LaneWriter::create(&root)?;
+    if let Some(m) = opts.mode {
+        lanes = lanes.with_mode(m)?;
+    }
     if opts.redact {
         // One known-secret set per recording: a value redacted once stays redacted.
         lanes = lanes.with_secrets(crate::redact::Secrets::new());

@@ -104,6 +104,25 @@ pub fn event_of(entry: &Entry) -> Result<Option<Value>, String> {
     Ok(Some(json!({ "dir": dir, "packet": packet, "nsp": p.nsp })))
 }
 
+/// Runs events in the model's shape (a live leg's view) through the same grammar the recorded
+/// leg's assembly applies: the kept events and each drop's `<rule>:<eventType>`.
+pub fn grammar_pass(events: Vec<Value>) -> (Vec<Value>, Vec<String>) {
+    let mut grammar = Grammar::default();
+    let mut kept = Vec::with_capacity(events.len());
+    let mut drops = Vec::new();
+    for ev in events {
+        let verdict = match (ev["dir"].as_str(), ev.get("event").and_then(Value::as_str)) {
+            (Some(dir), Some(name)) => grammar.accept(dir, name, &ev["data"]),
+            _ => Ok(()),
+        };
+        match verdict {
+            Ok(()) => kept.push(ev),
+            Err(d) => drops.push(d.layer_key()),
+        }
+    }
+    (kept, drops)
+}
+
 impl Model for BridleModel {
     fn protocol(&self) -> Protocol {
         Protocol::Bridle

@@ -37,15 +37,23 @@ pub enum Outcome {
 }
 
 enum Step {
+    /// A recorded packet (CONNECT, DISCONNECT) on the browser's namespace: enacted (the
+    /// browser's own disconnect) and shown in the view as it happened live.
+    BrowserPacket(Value),
+    /// Anything else recorded that the replay does not act on, shown in the view as recorded
+    /// (inputs such as another namespace's packets), so both legs list the same kinds of lines.
+    Echo(Value),
     BrowserSend(String, Value),
     /// An HTTP API request, sent without waiting (a `/message/sync` answers only after the
     /// agent steps that follow it).
     HttpSend(Value),
     /// The oldest outstanding HTTP answer.
     HttpExpect,
-    AgentAwait,
+    /// The next live hub→agent event with this name (a `message` also gives the live clientId).
+    AgentExpect(String),
     AgentSend(String, Value),
-    BrowserExpect,
+    /// The next live hub→browser event with this name (others are buffered for later steps).
+    BrowserExpect(String),
 }
 
 /// Replays one cell.
@@ -53,12 +61,43 @@ pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
     replay_cell_into(cell, cfg, &mut Vec::new()).await
 }
 
-/// Replays one cell and hands the live hub→browser events and HTTP answers (pongs left out)
-/// to `live_out`, for a parity leg.
+/// The request a recorded `http→hub` line describes: method, path with its query string, and
+/// the body as recorded (JSON, or raw text).
+fn http_request(
+    http: &reqwest::Client,
+    base: &str,
+    req: &Value,
+    wait: Duration,
+) -> reqwest::RequestBuilder {
+    let method = req["method"]
+        .as_str()
+        .and_then(|m| reqwest::Method::from_bytes(m.as_bytes()).ok())
+        .unwrap_or(reqwest::Method::GET);
+    let mut url = format!("{base}{}", req["path"].as_str().unwrap_or("/"));
+    if let Some(q) = req["query"].as_str().filter(|q| !q.is_empty()) {
+        url.push('?');
+        url.push_str(q);
+    }
+    let mut rb = http.request(method, url).timeout(wait);
+    if let Some(text) = req["bodyText"].as_str() {
+        rb = rb.body(text.to_string());
+        if let Some(ct) = req["contentType"].as_str() {
+            rb = rb.header("content-type", ct);
+        }
+    } else if !req["body"].is_null() {
+        rb = rb.json(&req["body"]);
+    }
+    rb
+}
+
+/// Replays one cell. `view_out` gets the live leg's view for parity, in the recorded leg's
+/// shape (what the model assembles from a recording): every frame the replayed peers sent and
+/// received, in script order, each hub output as it arrived now; pongs included at their
+/// recorded place (awaited by name), events the recording lacks appended after quiescence.
 pub async fn replay_cell_into(
     cell: &Cell,
     cfg: &ReplayConfig,
-    live_out: &mut Vec<Value>,
+    view_out: &mut Vec<Value>,
 ) -> Outcome {
     let (_, name) = cell.provider_and_name();
     let Some((agent_id, client_id)) = name.split_once("__") else {
@@ -69,6 +108,7 @@ pub async fn replay_cell_into(
     let mut has_agent = false;
     let mut has_browser = false;
     let mut has_http = false;
+    let mut registers = false;
     for entry in cell.recorded() {
         let Ok(Some(ev)) = event_of(&entry) else {
             continue;
@@ -86,30 +126,38 @@ pub async fn replay_cell_into(
             }
             _ => {}
         }
-        let (Some(name), data) = (ev["event"].as_str(), ev["data"].clone()) else {
+        let Some(name) = ev["event"].as_str().map(str::to_string) else {
+            if ev["nsp"] == CLIENT_NSP {
+                steps.push(Step::BrowserPacket(ev));
+            } else {
+                steps.push(Step::Echo(ev));
+            }
             continue;
         };
+        let data = ev["data"].clone();
         match entry.dir.as_str() {
             "browser→hub" => {
                 has_browser = true;
-                steps.push(Step::BrowserSend(name.into(), data));
+                steps.push(Step::BrowserSend(name, data));
             }
             "hub→browser" => {
                 recorded.push(ev.clone());
-                steps.push(Step::BrowserExpect);
+                steps.push(Step::BrowserExpect(name));
             }
-            "hub→agent" if name == "message" => {
+            "hub→agent" => {
                 has_agent = true;
-                steps.push(Step::AgentAwait);
+                steps.push(Step::AgentExpect(name));
             }
-            "agent→hub" if name != "register" && name != "ping" => {
-                steps.push(Step::AgentSend(name.into(), data))
+            "agent→hub" => {
+                has_agent = true;
+                registers |= name == "register";
+                steps.push(Step::AgentSend(name, data))
             }
-            _ => {}
+            _ => steps.push(Step::Echo(ev)),
         }
     }
-    if !has_browser && !has_http {
-        return Outcome::NotReplayable("no browser and no HTTP client in this cell".into());
+    if !has_browser && !has_http && !has_agent {
+        return Outcome::NotReplayable("no browser, agent or HTTP client in this cell".into());
     }
     let opts = Options {
         open_timeout: cfg.wait,
@@ -124,9 +172,14 @@ pub async fn replay_cell_into(
         )
         .await
         {
-            Ok(s) => {
-                s.emit("register", json!({}));
-                tokio::time::sleep(Duration::from_millis(150)).await;
+            Ok(mut s) => {
+                // A cell that recorded the agent's own register sends it in its place.
+                if !registers {
+                    s.emit("register", json!({}));
+                }
+                // A pong after register: the hub handled it (events are ordered per socket).
+                s.emit("ping", json!({}));
+                let _ = s.recv_named("pong", cfg.wait).await;
                 Some(s)
             }
             Err(e) => return Outcome::Fail(format!("the replayed agent could not connect: {e}")),
@@ -159,33 +212,58 @@ pub async fn replay_cell_into(
     };
     let http = reqwest::Client::new();
     let mut pending = std::collections::VecDeque::new();
+    // Hub outputs (compared by the player) and the whole view (for parity).
     let mut live = Vec::new();
+    let mut view = Vec::new();
+    // Live hub→browser events that arrived before a step awaited them.
+    let mut buffered: std::collections::VecDeque<(String, Value)> = Default::default();
     let mut live_client = client_id.to_string();
     for step in steps {
         match step {
+            Step::BrowserPacket(ev) => {
+                if ev["dir"] == "browser→hub"
+                    && ev["packet"] == "disconnect"
+                    && let Some(b) = browser.as_ref()
+                {
+                    b.disconnect();
+                }
+                view.push(ev);
+            }
+            Step::Echo(ev) => view.push(ev),
             Step::BrowserSend(n, d) => {
                 if let Some(b) = browser.as_ref() {
-                    b.emit(&n, d);
+                    b.emit(&n, d.clone());
                 }
+                view.push(json!({ "dir": "browser→hub", "event": n, "data": d }));
             }
-            Step::BrowserExpect => match browser.as_mut() {
-                None => {}
-                Some(b) => match b.recv(cfg.wait).await {
-                    Ok(e) => {
-                        live.push(json!({ "dir": "hub→browser", "event": e.name, "data": e.data }))
+            Step::BrowserExpect(want) => {
+                let Some(b) = browser.as_mut() else { continue };
+                let got = match buffered.iter().position(|(n, _)| *n == want) {
+                    Some(i) => buffered.remove(i).map(Ok),
+                    None => {
+                        let deadline = tokio::time::Instant::now() + cfg.wait;
+                        loop {
+                            match b.recv_until(deadline).await {
+                                Ok(e) if e.name == want => break Some(Ok((e.name, e.data))),
+                                Ok(e) => buffered.push_back((e.name, e.data)),
+                                Err(e) => break Some(Err(e.to_string())),
+                            }
+                        }
                     }
-                    Err(e) => live.push(json!({ "dir": "hub→browser", "missing": e.to_string() })),
-                },
-            },
+                };
+                let ev = match got {
+                    Some(Ok((n, d))) => json!({ "dir": "hub→browser", "event": n, "data": d }),
+                    Some(Err(e)) => {
+                        json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
+                    }
+                    None => json!({ "dir": "hub→browser", "missing": want }),
+                };
+                live.push(ev.clone());
+                view.push(ev);
+            }
             Step::HttpSend(req) => {
-                let method = req["method"].as_str().unwrap_or("GET").to_string();
-                let url = format!("{}{}", cfg.url, req["path"].as_str().unwrap_or("/"));
-                let rb = if method == "POST" {
-                    http.post(url).json(&req["body"])
-                } else {
-                    http.get(url)
-                }
-                .timeout(cfg.wait * 4);
+                let rb = http_request(&http, &cfg.url, &req, cfg.wait * 4);
+                view.push(json!({ "dir": "http→hub", "http": req }));
                 pending.push_back(tokio::spawn(async move {
                     match rb.send().await {
                         Ok(r) => {
@@ -202,20 +280,32 @@ pub async fn replay_cell_into(
                     Some(t) => t.await.unwrap_or(Value::Null),
                     None => Value::Null,
                 };
-                live.push(json!({ "dir": "hub→http", "http": got }));
+                let ev = json!({ "dir": "hub→http", "http": got });
+                live.push(ev.clone());
+                view.push(ev);
             }
-            Step::AgentAwait => {
+            Step::AgentExpect(want) => {
                 if let Some(a) = agent.as_mut() {
-                    match a.recv_named("message", cfg.wait).await {
+                    match a.recv_named(&want, cfg.wait).await {
                         Ok(m) => {
-                            if let Some(c) = m.data["clientId"].as_str() {
+                            if want == "message"
+                                && let Some(c) = m.data["clientId"].as_str()
+                            {
                                 live_client = c.to_string();
                             }
+                            view.push(json!({ "dir": "hub→agent", "event": want, "data": m.data }));
                         }
-                        Err(e) => {
+                        Err(e) if want == "message" => {
+                            view_out.extend(view);
                             return Outcome::Fail(format!(
                                 "the hub did not forward a recorded message to the agent: {e}"
                             ));
+                        }
+                        Err(e) => {
+                            let ev =
+                                json!({ "dir": "hub→agent", "missing": format!("{want}: {e}") });
+                            live.push(ev.clone());
+                            view.push(ev);
                         }
                     }
                 }
@@ -225,12 +315,30 @@ pub async fn replay_cell_into(
                     if d.get("clientId").is_some() {
                         d["clientId"] = json!(live_client);
                     }
-                    a.emit(&n, d);
+                    a.emit(&n, d.clone());
                 }
+                view.push(json!({ "dir": "agent→hub", "event": n, "data": d }));
             }
         }
     }
-    live_out.extend(live.iter().filter(|v| v["event"] != "pong").cloned());
+    // Quiescence: whatever else the hub sends (bounded), after everything recorded was seen,
+    // is part of what this build does and the recording did not.
+    if let Some(b) = browser.as_mut() {
+        let quiet = (cfg.wait / 10).clamp(Duration::from_millis(100), Duration::from_millis(500));
+        let end = tokio::time::Instant::now() + cfg.wait;
+        while let Ok(e) = b
+            .recv_until((tokio::time::Instant::now() + quiet).min(end))
+            .await
+        {
+            buffered.push_back((e.name, e.data));
+        }
+    }
+    for (n, d) in buffered {
+        let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
+        live.push(ev.clone());
+        view.push(ev);
+    }
+    view_out.extend(view);
     compare(&recorded, &live)
 }
 

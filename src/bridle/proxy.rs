@@ -13,7 +13,14 @@
 //! * a frame is recorded as its WebSocket text (`42/ws/client,["message",{…}]`); a binary frame
 //!   as `binary:` + base64;
 //! * handshake secrets (`auth.apiKey`, `auth.token`) are replaced by `[redacted]` unless
-//!   redaction is turned off.
+//!   redaction is turned off; so is every secret the bb §1.9 rules find in a frame's JSON or an
+//!   HTTP API body (`apiKey`, `token`, env/header containers, …), every JWT-shaped token, and
+//!   every secret value seen before, wherever it recurs ([`crate::redact::Secrets`]);
+//! * bounded state (issue 15): frames are kept only for Engine.IO sessions the hub opened
+//!   through this proxy; frames posted to unknown session ids, or to sessions the hub refused
+//!   (a non-2xx answer to a polling request), are dropped and counted, never held; at most
+//!   [`MAX_SESSIONS`] sessions and [`MAX_PENDING`] held-back frames per session (past either,
+//!   the held-back frames are written to `_unscoped` and counted as overflow).
 
 use super::wire::{EioPacket, SioPacket, SioType, decode_frame};
 use super::{AGENT_NSP, CLIENT_NSP, peek_jwt};
@@ -75,8 +82,17 @@ impl Session {
     }
 }
 
+/// Engine.IO sessions tracked at once.
+pub const MAX_SESSIONS: usize = 65_536;
+/// Frames held back per session before it says who it is.
+pub const MAX_PENDING: usize = 1024;
+
 /// The recording half: lanes plus per-session state.
 pub struct Recorder {
+    /// Frames not recorded: for session ids the hub never opened through this proxy, or refused.
+    pub dropped: u64,
+    /// Held-back frames written to `_unscoped` because a bound was reached.
+    pub overflowed: u64,
     writer: LaneWriter,
     sessions: HashMap<String, Session>,
     /// (agentId, clientId) of every browser seen connecting.
@@ -88,7 +104,15 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(writer: LaneWriter, redact: bool) -> Recorder {
+        let writer = if redact {
+            let secrets = crate::redact::Secrets::new();
+            writer.with_redactor(Arc::new(move |b: &[u8]| secrets.redact_framed(b)))
+        } else {
+            writer
+        };
         Recorder {
+            dropped: 0,
+            overflowed: 0,
             writer,
             sessions: HashMap::new(),
             browsers: Default::default(),
@@ -106,9 +130,51 @@ impl Recorder {
         });
     }
 
-    /// Records one text frame of session `sid`.
+    /// Starts tracking session `sid` (the hub opened it, or a WebSocket connected).
+    pub fn open(&mut self, sid: &str) {
+        if !self.sessions.contains_key(sid) && self.sessions.len() >= MAX_SESSIONS {
+            // Bounded: the oldest-looking session goes (its held-back frames to `_unscoped`).
+            if let Some(victim) = self.sessions.keys().next().cloned() {
+                self.overflowed += self.sessions.get(&victim).map_or(0, |s| s.pending.len()) as u64;
+                self.close(&victim);
+            }
+        }
+        self.sessions.entry(sid.to_string()).or_default();
+    }
+
+    /// Whether session `sid` is tracked.
+    pub fn knows(&self, sid: &str) -> bool {
+        self.sessions.contains_key(sid)
+    }
+
+    /// Holds a frame back until the session says who it is (bounded by [`MAX_PENDING`]).
+    fn hold(&mut self, sid: &str, from_client: bool, line: String) {
+        let Some(session) = self.sessions.get_mut(sid) else {
+            self.dropped += 1;
+            return;
+        };
+        if session.pending.len() >= MAX_PENDING {
+            let pending = std::mem::take(&mut session.pending);
+            self.overflowed += pending.len() as u64;
+            for (fc, l) in pending {
+                self.write(
+                    "_unscoped",
+                    if fc { "browser→hub" } else { "hub→browser" },
+                    &l,
+                );
+            }
+        }
+        if let Some(session) = self.sessions.get_mut(sid) {
+            session.pending.push((from_client, line));
+        }
+    }
+
+    /// Records one text frame of session `sid` (dropped, counted, when the session is unknown).
     pub fn frame(&mut self, sid: &str, from_client: bool, text: &str) {
-        let session = self.sessions.entry(sid.to_string()).or_default();
+        let Some(session) = self.sessions.get_mut(sid) else {
+            self.dropped += 1;
+            return;
+        };
         // Fast path: a browser-namespace event of a known session needs no JSON parse (its
         // scope is the session's); only CONNECTs and agent events are decoded in full.
         if let Some((nsp, _)) = text.strip_prefix("42").and_then(|r| r.split_once(','))
@@ -132,7 +198,7 @@ impl Recorder {
                     let dir = if from_client { up } else { down };
                     self.write(&scope, dir, text);
                 }
-                None => session.pending.push((from_client, text.to_string())),
+                None => self.hold(sid, from_client, text.to_string()),
             }
             return;
         };
@@ -162,9 +228,12 @@ impl Recorder {
                 line = redact_connect(&p);
             }
         }
-        let session = self.sessions.entry(sid.to_string()).or_default();
+        let Some(session) = self.sessions.get_mut(sid) else {
+            self.dropped += 1;
+            return;
+        };
         let Some((role, agent, client)) = session.nsps.get(&p.nsp).cloned() else {
-            session.pending.push((from_client, line));
+            self.hold(sid, from_client, line);
             return;
         };
         let pending = std::mem::take(&mut session.pending);
@@ -192,13 +261,16 @@ impl Recorder {
 
     pub fn binary(&mut self, sid: &str, from_client: bool, bytes: &[u8]) {
         let line = format!("binary:{}", crate::util::base64_encode(bytes));
-        let session = self.sessions.entry(sid.to_string()).or_default();
+        let Some(session) = self.sessions.get_mut(sid) else {
+            self.dropped += 1;
+            return;
+        };
         match session.home() {
             Some((role, scope)) => {
                 let (up, down) = role.dirs();
                 self.write(&scope, if from_client { up } else { down }, &line);
             }
-            None => session.pending.push((from_client, line)),
+            None => self.hold(sid, from_client, line),
         }
     }
 
@@ -276,7 +348,20 @@ pub async fn serve(
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await?;
-    let frames = rec.lock().map(|r| r.frames).unwrap_or(0);
+    let (frames, dropped, overflowed) = rec
+        .lock()
+        .map(|r| (r.frames, r.dropped, r.overflowed))
+        .unwrap_or_default();
+    if dropped > 0 {
+        eprintln!(
+            "bridgewire record bridle: {dropped} frame(s) for Engine.IO sessions the hub did not open through this proxy (or refused) were not recorded"
+        );
+    }
+    if overflowed > 0 {
+        eprintln!(
+            "bridgewire record bridle: {overflowed} held-back frame(s) written to _unscoped (session bounds reached)"
+        );
+    }
     Ok(frames)
 }
 
@@ -332,6 +417,7 @@ type Upstream =
 /// Relays one WebSocket both ways, recording each frame before forwarding it. The session
 /// key is the Engine.IO sid (from the query on an upgrade, else from the `open` packet).
 async fn pump(p: Arc<Proxy>, client: WebSocket, upstream: Upstream, mut sid: String) {
+    p.rec().open(&sid);
     let (mut c_tx, mut c_rx) = client.split();
     let (mut u_tx, mut u_rx) = upstream.split();
     loop {
@@ -361,8 +447,11 @@ async fn pump(p: Arc<Proxy>, client: WebSocket, upstream: Upstream, mut sid: Str
                     TMsg::Text(t) => {
                         if let Ok(EioPacket::Open(o)) = EioPacket::decode(t.as_str()) {
                             let mut rec = p.rec();
-                            if let Some(s) = rec.sessions.remove(&sid) {
-                                rec.sessions.insert(o.sid.clone(), s);
+                            match rec.sessions.remove(&sid) {
+                                Some(s) => {
+                                    rec.sessions.insert(o.sid.clone(), s);
+                                }
+                                None => rec.open(&o.sid),
                             }
                             sid = o.sid.clone();
                         }
@@ -410,11 +499,22 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
         }
     }
     if !polling {
-        let req_json = json!({
+        // Method, path, query string and body, enough for `replay bridle` to send it again.
+        let json_body = serde_json::from_slice::<Value>(&body).ok();
+        let mut req_json = json!({
             "method": method.as_str(),
             "path": uri.path(),
-            "body": serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+            "body": json_body.clone().unwrap_or(Value::Null),
         });
+        if let Some(q) = uri.query() {
+            req_json["query"] = json!(q);
+        }
+        if json_body.is_none() && !body.is_empty() {
+            req_json["bodyText"] = json!(String::from_utf8_lossy(&body));
+            if let Some(ct) = content_type.as_ref().and_then(|v| v.to_str().ok()) {
+                req_json["contentType"] = json!(ct);
+            }
+        }
         p.rec().http(uri.path(), "http→hub", &req_json);
     }
     let url = format!("{}{path_q}", p.cfg.upstream.trim_end_matches('/'));
@@ -431,6 +531,16 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
         Err(e) => return (StatusCode::BAD_GATEWAY, format!("upstream: {e}")).into_response(),
     };
     let status = resp.status();
+    if polling
+        && !status.is_success()
+        && let Some(sid) = &sid
+    {
+        // The hub refused this session (unknown or closed id): its state goes now.
+        let mut rec = p.rec();
+        if rec.knows(sid) {
+            rec.close(sid);
+        }
+    }
     let rct = resp.headers().get("content-type").cloned();
     let rbody = resp.bytes().await.unwrap_or_default();
     if polling && method == axum::http::Method::GET {
@@ -438,7 +548,10 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
             let mut rec = p.rec();
             let mut sid = sid.clone();
             for packet in text.split('\u{1e}') {
-                if let Ok(EioPacket::Open(o)) = EioPacket::decode(packet) {
+                if let Ok(EioPacket::Open(o)) = EioPacket::decode(packet)
+                    && status.is_success()
+                {
+                    rec.open(&o.sid);
                     sid = Some(o.sid);
                 }
                 if let Some(sid) = &sid {

@@ -1,9 +1,11 @@
 //! Command-line dispatch: clap types → library calls → exit code.
 
+pub mod args;
 pub(crate) mod bridle_cmd;
 mod cells_cmd;
 mod check_bb;
 pub mod exit;
+mod init_cmd;
 mod parity_cmd;
 mod pins_cmd;
 pub mod replay_bb;
@@ -50,6 +52,10 @@ pub enum Command {
     /// Redact recordings for checking in (structural and textual passes, then a survivor
     /// sweep that refuses to leave a known secret behind).
     Redact(cells_cmd::RedactArgs),
+    /// Package raw recordings into cells with manifests (bb §2.4), redacted on the way out.
+    Package(cells_cmd::PackageArgs),
+    /// Write a commented bridgewire.toml for a new project (bb, sidebridge, bridle).
+    Init(init_cmd::InitArgs),
     /// Check a live program against a protocol's conformance rules.
     #[command(subcommand)]
     Check(CheckCommand),
@@ -85,6 +91,8 @@ pub struct ParityArgs {
     /// Only cells whose key (`<provider>/<cell>`) contains this text (as in every command).
     #[arg(long, value_name = "TEXT")]
     pub cell: Option<String>,
+    #[command(flatten)]
+    pub partition: args::PartitionArgs,
     /// Intended differences (bb's parity-allowlist.json shape); stale entries fail the run.
     #[arg(long, value_name = "FILE")]
     pub allowlist: Option<PathBuf>,
@@ -94,13 +102,18 @@ pub struct ParityArgs {
     /// Worker threads (default: one per core).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
-    /// Bound of every wait in a live replay.
-    #[arg(long, default_value_t = 15000)]
+    /// Bound of every wait in a live replay (`15s`, `750ms`; a bare number is milliseconds).
+    #[arg(long, visible_alias = "timeout", value_name = "DURATION", default_value = "15000", value_parser = args::parse_ms)]
     pub timeout_ms: u64,
     /// Run even when both legs would execute the same files with the same arguments in the
     /// same directory (a determinism check of one bridge; refused otherwise).
     #[arg(long)]
     pub allow_same_bridge: bool,
+    #[command(flatten)]
+    pub reports: crate::report::ReportFiles,
+    /// Output format (json: one document with every cell's outcome and differences).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// Recordings folders (default: ./recordings).
     pub recordings: Vec<PathBuf>,
 }
@@ -119,9 +132,13 @@ pub struct PinsArgs {
     /// Only cells whose key (`<provider>/<cell>`) contains this text.
     #[arg(long, value_name = "TEXT")]
     pub cell: Option<String>,
+    #[command(flatten)]
+    pub partition: args::PartitionArgs,
     /// Worker threads (default: one per core).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub reports: crate::report::ReportFiles,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -185,6 +202,9 @@ pub struct RecordBbArgs {
     /// secret keys, env/header containers, cross-referenced values).
     #[arg(long)]
     pub no_redact: bool,
+    /// Permission bits of the lane files, in octal (folders get the matching search bits).
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = parse_mode)]
+    pub mode: u32,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<OsString>,
@@ -233,6 +253,9 @@ it); 2 bridgewire could not start it or write the recording."
         Some("record") => {
             "Exit codes: 0 stopped cleanly; 2 invalid input or usage (cannot listen, no \
 upstream, the bridge cannot start); 130/143 stopped by SIGINT/SIGTERM."
+        }
+        Some("init") => {
+            "Exit codes: 0 written; 2 the file exists (pass --force) or cannot be written."
         }
         Some("provider-double") => {
             "Exit codes: 0 the recorded exchange was played; 1 the bridge sent something the \
@@ -305,6 +328,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 provider: a.provider,
                 command: a.command,
                 redact: !a.no_redact,
+                mode: Some(a.mode),
             };
             match crate::bb::recorder::record_bridge(&opts) {
                 Ok(status) => crate::proc::exit_like(status),
@@ -334,8 +358,10 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Parity(a) => parity_cmd::run(&a),
         Command::RecordCells(a) => cells_cmd::record_cells(&a),
         Command::Redact(a) => cells_cmd::redact(&a),
+        Command::Package(a) => cells_cmd::package(&a),
         Command::Check(CheckCommand::Bb(a)) => check_bb::run_check_bb(&a),
         Command::Rules(a) => check_bb::run_rules(&a),
+        Command::Init(a) => init_cmd::run(&a),
         Command::Record(RecordCommand::Sidebridge(a)) => sidebridge_cmd::record_cmd(&a),
         Command::Check(CheckCommand::Sidebridge(a)) => sidebridge_cmd::check_cmd(&a),
         Command::Replay(replay_bb::ReplayCommand::Sidebridge(a)) => sidebridge_cmd::replay_cmd(&a),
@@ -351,6 +377,14 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     // A signal's handler decides the exit code (130/143) once it arrived.
     crate::signals::exit_if_interrupted();
     ExitCode::from(code)
+}
+
+/// An octal permission mode (`600`, `0644`).
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode like 600 or 644"))
 }
 
 fn lanes(a: &LanesArgs) -> u8 {

@@ -59,12 +59,16 @@ pub fn run(a: &PinsArgs) -> u8 {
         return exit::INVALID_INPUT;
     }
     let mut worst = exit::OK;
+    let started_ms = crate::util::now_ms();
+    let mut verdicts: Vec<crate::rule::Verdict> = Vec::new();
+    // Recordings folders with a failing cell, for the command that accepts the new counts.
+    let mut to_update: Vec<String> = Vec::new();
     let mut json = JsonCells::default();
     let (mut passed, mut failed) = (0u64, 0u64);
     let mut selected_any = false;
     for root in &a.recordings {
-        // Only the keys are kept (sorted); each cell is loaded when its chunk comes up, and
-        // its outcome printed and dropped: memory does not grow with the folder.
+        // Only the keys are kept (sorted); each cell is loaded when its chunk comes up, and its
+        // outcome printed and dropped: memory does not grow with the folder's bytes.
         let keys = match pins::discover_keys(root) {
             Ok(k) => k,
             Err(e) => {
@@ -76,18 +80,21 @@ pub fn run(a: &PinsArgs) -> u8 {
         let keys: Vec<Box<str>> = keys
             .into_iter()
             .filter(|k| a.cell.as_deref().is_none_or(|f| k.contains(f)))
+            .filter(|k| a.partition.includes(k))
             .collect();
         if keys.is_empty() {
             continue;
         }
         selected_any = true;
         let pins_path = pins::pins_path(root);
+        let mut pins_unreadable = false;
         let pinned: BTreeMap<String, pins::Pin> = if pins_path.exists() {
             match pins::load_compact(&pins_path) {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     worst = worst.max(exit::INVALID_INPUT);
+                    pins_unreadable = true;
                     BTreeMap::new()
                 }
             }
@@ -96,118 +103,155 @@ pub fn run(a: &PinsArgs) -> u8 {
         };
         let text = a.format == Format::Text;
         let mut fresh: Vec<(Box<str>, Counts)> = Vec::new();
+        let mut unloaded: Vec<String> = Vec::new();
         for chunk in keys.chunks(CHUNK) {
-            let outcomes: Vec<CellOutcome> = pool.install(|| {
-                chunk
-                    .par_iter()
-                    .filter_map(|k| crate::cell::Cell::at(root, &root.join(&**k)))
-                    .map(|c| pins::compute(&c, a.dump_dir.as_deref()))
-                    .collect()
-            });
-            for o in &outcomes {
-                for w in &o.warnings {
-                    eprintln!("warning: {}: {w}", o.key);
-                }
-                for e in &o.lane_errors {
-                    eprintln!("error: {}: {e}", o.key);
-                }
-                for i in &o.invalid {
-                    eprintln!("error: {}: {i}", o.key);
-                }
+        let outcomes: Vec<CellOutcome> = pool.install(|| {
+            chunk
+                .par_iter()
+                .filter_map(|k| crate::cell::Cell::at(root, &root.join(&**k)))
+                .map(|c| pins::compute(&c, a.dump_dir.as_deref()))
+                .collect()
+        });
+        for o in &outcomes {
+            for w in &o.warnings {
+                eprintln!("warning: {}: {w}", o.key);
             }
-            for o in &outcomes {
-                let pin = pinned.get(&o.key);
-                let status = pins::check(o.counts, pin.and_then(|p| p.counts));
-                let bad_input = !o.lane_errors.is_empty();
-                let ok = matches!(status, PinStatus::Match | PinStatus::Improved { .. })
-                    && o.invalid.is_empty()
-                    && !bad_input;
-                if bad_input {
-                    worst = worst.max(exit::INVALID_INPUT);
+            for e in &o.lane_errors {
+                eprintln!("error: {}: {e}", o.key);
+            }
+            for i in &o.invalid {
+                eprintln!("error: {}: {i}", o.key);
+            }
+        }
+        for o in &outcomes {
+            let pin = pinned.get(&o.key);
+            let status = pins::check(o.counts, pin.and_then(|p| p.counts));
+            let bad_input = !o.lane_errors.is_empty();
+            if bad_input {
+                unloaded.push(o.key.clone());
+            }
+            let ok = matches!(status, PinStatus::Match | PinStatus::Improved { .. })
+                && o.invalid.is_empty()
+                && !bad_input;
+            if bad_input {
+                worst = worst.max(exit::INVALID_INPUT);
+            }
+            let c = o.counts;
+            let counts = format!(
+                "events {}, rows {}, unhandled {}, grammarDrops {}",
+                c.events, c.rows, c.unhandled, c.grammar_drops
+            );
+            let detail = match &status {
+                PinStatus::Match => String::new(),
+                PinStatus::Improved { pinned } => format!(
+                    " (improved: {}; --update lowers the pin)",
+                    pins::describe_change(*pinned, c)
+                ),
+                PinStatus::Mismatch { pinned } => {
+                    format!(": {}", pins::describe_change(*pinned, c))
                 }
-                let c = o.counts;
-                let counts = format!(
-                    "events {}, rows {}, unhandled {}, grammarDrops {}",
-                    c.events, c.rows, c.unhandled, c.grammar_drops
-                );
-                let detail = match &status {
-                    PinStatus::Match => String::new(),
-                    PinStatus::Improved { pinned } => format!(
-                        " (improved: {}; --update lowers the pin)",
-                        pins::describe_change(*pinned, c)
-                    ),
-                    PinStatus::Mismatch { pinned } => {
-                        format!(": {}", pins::describe_change(*pinned, c))
-                    }
-                    PinStatus::NotPinned => format!(": not pinned ({counts})"),
-                };
-                if a.update {
-                    fresh.push((o.key.as_str().into(), c));
-                    if text {
-                        let verb = match status {
-                            PinStatus::Match => "KEEP",
-                            PinStatus::NotPinned => "ADD ",
-                            _ => "SET ",
-                        };
-                        println!(
-                            "{verb} {}{}",
-                            o.key,
-                            if matches!(status, PinStatus::Match) {
-                                String::new()
-                            } else {
-                                detail.clone()
-                            }
-                        );
-                    }
-                    if !o.invalid.is_empty() {
-                        worst = worst.max(exit::FAILED);
-                    }
-                } else {
-                    if ok {
-                        passed += 1;
-                    } else {
-                        failed += 1;
-                        worst = worst.max(exit::FAILED);
-                    }
-                    if text {
-                        let extra = if o.invalid.is_empty() {
+                PinStatus::NotPinned => format!(": not pinned ({counts})"),
+            };
+            if a.update {
+                fresh.push((o.key.as_str().into(), c));
+                if text {
+                    let verb = match status {
+                        PinStatus::Match => "KEEP",
+                        PinStatus::NotPinned => "ADD ",
+                        _ => "SET ",
+                    };
+                    println!(
+                        "{verb} {}{}",
+                        o.key,
+                        if matches!(status, PinStatus::Match) {
                             String::new()
                         } else {
-                            format!(" [{} invalid message(s)]", o.invalid.len())
-                        };
-                        if matches!(status, PinStatus::Match) {
-                            println!(
-                                "{} {}: {counts}{extra}",
-                                if ok { "PASS" } else { "FAIL" },
-                                o.key
-                            );
-                        } else {
-                            println!(
-                                "{} {}{detail}{extra}",
-                                if ok { "PASS" } else { "FAIL" },
-                                o.key
-                            );
+                            detail.clone()
+                        }
+                    );
+                }
+                if !o.invalid.is_empty() {
+                    worst = worst.max(exit::FAILED);
+                }
+            } else {
+                verdicts.push(if ok {
+                    crate::rule::Verdict::pass(&o.key)
+                } else {
+                    crate::rule::Verdict::fail(
+                        &o.key,
+                        format!(
+                            "{}{detail}{}{}",
+                            o.key,
+                            if o.invalid.is_empty() {
+                                String::new()
+                            } else {
+                                format!(
+                                    "; {} invalid message(s): {}",
+                                    o.invalid.len(),
+                                    o.invalid.join("; ")
+                                )
+                            },
+                            if o.lane_errors.is_empty() {
+                                String::new()
+                            } else {
+                                format!("; unreadable: {}", o.lane_errors.join("; "))
+                            }
+                        ),
+                    )
+                });
+                if ok {
+                    passed += 1;
+                } else {
+                    failed += 1;
+                    worst = worst.max(exit::FAILED);
+                    if matches!(status, PinStatus::Mismatch { .. } | PinStatus::NotPinned)
+                        && !bad_input
+                    {
+                        let r = root.display().to_string();
+                        if !to_update.contains(&r) {
+                            to_update.push(r);
                         }
                     }
                 }
-                if !text {
-                    json.push(&json!({
-                        "recordings": root.display().to_string(),
-                        "cell": o.key,
-                        "counts": c.to_json(),
-                        "pinned": pin.map_or(Value::Null, pins::Pin::to_json),
-                        "status": match status { PinStatus::Match => "match", PinStatus::Improved{..} => "improved", PinStatus::Mismatch{..} => "mismatch", PinStatus::NotPinned => "not-pinned" },
-                        "invalid": o.invalid,
-                        "grammarDrops": o.grammar_drops.iter().map(|d| json!({"rule": d.rule, "eventType": d.event_type, "reason": d.reason})).collect::<Vec<_>>(),
-                        "laneErrors": o.lane_errors,
-                        "warnings": o.warnings,
-                    }));
+                if text {
+                    let extra = if o.invalid.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [{} invalid message(s)]", o.invalid.len())
+                    };
+                    if matches!(status, PinStatus::Match) {
+                        println!(
+                            "{} {}: {counts}{extra}",
+                            if ok { "PASS" } else { "FAIL" },
+                            o.key
+                        );
+                    } else {
+                        println!(
+                            "{} {}{detail}{extra}",
+                            if ok { "PASS" } else { "FAIL" },
+                            o.key
+                        );
+                    }
                 }
             }
+            if !text {
+            json.push(&json!({
+                "recordings": root.display().to_string(),
+                "cell": o.key,
+                "counts": c.to_json(),
+                "pinned": pin.map_or(Value::Null, pins::Pin::to_json),
+                "status": match status { PinStatus::Match => "match", PinStatus::Improved{..} => "improved", PinStatus::Mismatch{..} => "mismatch", PinStatus::NotPinned => "not-pinned" },
+                "invalid": o.invalid,
+                "grammarDrops": o.grammar_drops.iter().map(|d| json!({"rule": d.rule, "eventType": d.event_type, "reason": d.reason})).collect::<Vec<_>>(),
+                "laneErrors": o.lane_errors,
+                "warnings": o.warnings,
+            }));
+            }
+        }
         }
         // Pins whose recording is gone (only meaningful without a --cell filter).
         if a.cell.is_none() {
-            for key in pinned.keys() {
+            for key in pinned.keys().filter(|k| a.partition.includes(k)) {
                 if keys.binary_search_by(|k| (**k).cmp(key.as_str())).is_err() {
                     if a.update {
                         if text {
@@ -216,6 +260,11 @@ pub fn run(a: &PinsArgs) -> u8 {
                     } else {
                         failed += 1;
                         worst = worst.max(exit::FAILED);
+                        verdicts.push(crate::rule::Verdict::fail(key, "pinned but no recording"));
+                        let r = root.display().to_string();
+                        if !to_update.contains(&r) {
+                            to_update.push(r);
+                        }
                         if text {
                             println!("FAIL {key}: pinned but no recording");
                         }
@@ -223,10 +272,27 @@ pub fn run(a: &PinsArgs) -> u8 {
                 }
             }
         }
-        if a.update {
+        // New pins only from recordings that loaded: counts of a cell whose lanes could not be
+        // read (or a pins file that could not be read) would pin the damage.
+        if a.update && (!unloaded.is_empty() || pins_unreadable) {
+            eprintln!(
+                "error: {}: not updated: {}",
+                pins_path.display(),
+                if pins_unreadable {
+                    "the pins file itself could not be read (fix or delete it)".to_string()
+                } else {
+                    format!(
+                        "{} cell(s) failed to load ({}); fix the recordings first",
+                        unloaded.len(),
+                        unloaded.join(", ")
+                    )
+                }
+            );
+            worst = worst.max(exit::INVALID_INPUT);
+        } else if a.update {
             let mut all: BTreeMap<Box<str>, Counts> = fresh.into_iter().collect();
-            if a.cell.is_some() {
-                // Keep pins of cells outside the filter.
+            if a.cell.is_some() || a.partition.partition.is_some() {
+                // Keep pins of cells outside the filter (or the shard).
                 for (k, p) in &pinned {
                     if let Some(c) = p.counts {
                         all.entry(k.as_str().into()).or_insert(c);
@@ -245,13 +311,54 @@ pub fn run(a: &PinsArgs) -> u8 {
         eprintln!("error: no cells selected");
         return exit::NOTHING_SELECTED;
     }
+    if !a.update {
+        let target = a
+            .recordings
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let report =
+            crate::report::ReportFiles::simple_report("pins", &target, started_ms, verdicts);
+        if let Err(e) = a.reports.write(&report) {
+            eprintln!("error: {e}");
+            worst = worst.max(exit::INVALID_INPUT);
+        }
+    }
     match a.format {
         Format::Text => {
             if !a.update {
                 println!("{passed} passed, {failed} failed");
+                if !to_update.is_empty() {
+                    let cell = a
+                        .cell
+                        .as_deref()
+                        .map(|c| format!(" --cell {}", shell_word(c)))
+                        .unwrap_or_default();
+                    println!(
+                        "If the new counts are intended, update the pins with:\n  bridgewire pins --update{cell} {}",
+                        to_update
+                            .iter()
+                            .map(|r| shell_word(r))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    );
+                }
             }
         }
         Format::Json => json.finish(passed, failed),
     }
     worst
+}
+
+/// A word as a shell would need it quoted to read it back.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@+,".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
+    }
 }

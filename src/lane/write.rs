@@ -39,6 +39,26 @@ pub struct LaneWriter {
     scratch: Vec<Vec<u8>>,
     failures: u64,
     redactor: Option<Redactor>,
+    /// Permission bits of lane files (folders get the matching search bits).
+    file_mode: u32,
+}
+
+/// Lane files are private by default (`0600` in `0700` folders): recordings hold what crossed
+/// the wire.
+pub const DEFAULT_FILE_MODE: u32 = 0o600;
+
+/// The folder mode that goes with a file mode: search permission wherever reading is allowed.
+pub fn dir_mode(file_mode: u32) -> u32 {
+    file_mode | ((file_mode & 0o444) >> 2)
+}
+
+/// `create_dir_all` with `mode` for every folder it creates.
+pub fn create_dirs(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
 }
 
 /// Rewrites a line's bytes before they are written (`None` = keep the original bytes); it sees
@@ -53,7 +73,7 @@ impl LaneWriter {
     }
 
     pub fn with_run(root: &Path, run: i64) -> io::Result<LaneWriter> {
-        std::fs::create_dir_all(root)?;
+        create_dirs(root, dir_mode(DEFAULT_FILE_MODE))?;
         Ok(LaneWriter {
             root: root.to_path_buf(),
             run,
@@ -63,7 +83,20 @@ impl LaneWriter {
             scratch: Vec::new(),
             failures: 0,
             redactor: None,
+            file_mode: DEFAULT_FILE_MODE,
         })
+    }
+
+    /// Creates lane files with `mode` (e.g. `0o644`) and folders with [`dir_mode`] of it; the
+    /// root gets that folder mode too.
+    pub fn with_mode(mut self, mode: u32) -> io::Result<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        self.file_mode = mode & 0o777;
+        std::fs::set_permissions(
+            &self.root,
+            std::fs::Permissions::from_mode(dir_mode(self.file_mode)),
+        )?;
+        Ok(self)
     }
 
     /// Passes every line through `redactor` before it is written.
@@ -88,6 +121,7 @@ impl LaneWriter {
             scratch: Vec::new(),
             failures: 0,
             redactor: self.redactor.clone(),
+            file_mode: self.file_mode,
         }
     }
 
@@ -177,8 +211,10 @@ impl LaneWriter {
                 self.files.clear();
             }
             let folder = self.root.join(scope);
-            std::fs::create_dir_all(&folder)?;
+            create_dirs(&folder, dir_mode(self.file_mode))?;
+            use std::os::unix::fs::OpenOptionsExt;
             let file = OpenOptions::new()
+                .mode(self.file_mode)
                 .create(true)
                 .append(true)
                 .open(folder.join(format!("{dir}.ndjson")))?;

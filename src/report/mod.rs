@@ -184,6 +184,50 @@ mod tests {
     }
 }
 
+/// Writes a report file `0600` (it may quote what crossed the wire); an existing file is
+/// truncated and keeps its mode.
+pub fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(text.as_bytes())
+}
+
+/// A report with every string passed through the process-wide known-secret set
+/// ([`crate::redact::global`]): wire frames structurally (learning), then every known value.
+pub fn redact_report(report: &Report) -> Report {
+    let g = crate::redact::global();
+    let r = |s: &str| g.redact_text(s).into_owned();
+    let mut out = report.clone();
+    out.verdicts = out.verdicts.iter().map(redact_verdict).collect();
+    let m = &mut out.meta;
+    m.target = r(&m.target);
+    m.stderr_tail = r(&m.stderr_tail);
+    m.notes = m.notes.iter().map(|n| r(n)).collect();
+    m.fixture = m.fixture.as_deref().map(r);
+    out
+}
+
+/// A verdict with its frames, detail and evidence passed through [`crate::redact::global`]
+/// (frames first: what they redact is learned for the rest).
+pub fn redact_verdict(v: &Verdict) -> Verdict {
+    let g = crate::redact::global();
+    let r = |s: &str| g.redact_text(s).into_owned();
+    let mut v = v.clone();
+    v.context = v.context.iter().map(|c| r(c)).collect();
+    v.detail = r(&v.detail);
+    for c in &mut v.subchecks {
+        c.evidence = r(&c.evidence);
+        c.name = r(&c.name);
+    }
+    v
+}
+
 /// The report files every `check` subcommand can write besides its stdout report.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ReportFiles {
@@ -212,7 +256,7 @@ impl ReportFiles {
                 if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", p.display()))?;
                 }
-                std::fs::write(p, render(report))
+                write_private(p, &render(&redact_report(report)))
                     .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
             }
         }

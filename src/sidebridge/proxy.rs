@@ -7,6 +7,15 @@
 //! recorded before it is forwarded, a reply before it is returned. When the upstream fails
 //! (refused, timeout, body over the cap) the client gets a 502 whose body is a Side Bridge
 //! system message, and the lane records the error.
+//!
+//! Bounds (issue 15): a connection must deliver a request's headers within
+//! [`HEADER_READ_TIMEOUT`] (also how long an idle keep-alive connection is kept), a request body
+//! within the exchange timeout, and at most [`MAX_CONNECTIONS`] connections are served at once
+//! (more are closed on accept, named on stderr). Credentials never reach the lanes: secret
+//! headers (`Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`, `X-Api-Key`, the key
+//! header, …), secret query parameters of the path, and secrets in JSON bodies are replaced by
+//! `[redacted]`, and every secret value seen is replaced wherever it recurs
+//! ([`crate::redact::Secrets`]).
 
 use super::wire::{self, Envelope};
 use crate::lane::write::{LaneWriter, Line};
@@ -35,7 +44,14 @@ pub struct ProxyConfig {
     pub max_body: usize,
 }
 
+/// How long a connection may take to send a request's headers, and to start the next request
+/// on a kept-alive connection (slowloris).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 1024;
+
 struct Shared {
+    secrets: Arc<crate::redact::Secrets>,
     cfg: ProxyConfig,
     upstream: reqwest::Url,
     client: reqwest::Client,
@@ -78,6 +94,7 @@ impl Proxy {
         Ok(Proxy {
             listener,
             shared: Arc::new(Shared {
+                secrets: crate::redact::Secrets::new(),
                 cfg,
                 upstream,
                 client,
@@ -96,9 +113,58 @@ impl Proxy {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let router = Router::new().fallback(handle).with_state(self.shared);
-        axum::serve(self.listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut warned = false;
+        loop {
+            let stream = tokio::select! {
+                r = self.listener.accept() => match r {
+                    Ok((s, _)) => s,
+                    Err(_) => {
+                        // Out of descriptors and the like: back off instead of spinning.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                },
+                _ = &mut shutdown => break,
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                if !warned {
+                    warned = true;
+                    eprintln!(
+                        "bridgewire record sidebridge: connection limit ({MAX_CONNECTIONS}) reached; new connections are closed"
+                    );
+                }
+                drop(stream);
+                continue;
+            };
+            let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+            let mut closing = closing_rx.clone();
+            tokio::spawn(async move {
+                let _slot = slot;
+                let mut b = hyper::server::conn::http1::Builder::new();
+                b.timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT);
+                let conn = b.serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
+                let mut conn = std::pin::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = closing.changed() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                    }
+                }
+            });
+        }
+        let _ = closing_tx.send(true);
+        // In-flight exchanges get a moment to finish (and be recorded).
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            slots.acquire_many(MAX_CONNECTIONS as u32),
+        )
+        .await;
+        Ok(())
     }
 }
 
@@ -118,8 +184,37 @@ fn forward_url(upstream: &reqwest::Url, path_and_query: &str) -> reqwest::Url {
     u
 }
 
+/// Records an envelope with its credentials removed: secret headers (learned, then replaced),
+/// secret query parameters, secrets in the body, and every value learned so far.
 fn record(shared: &Shared, scope: Option<&str>, dir: &str, e: &Envelope) {
+    let secrets = &shared.secrets;
+    let mut e = e.clone();
+    if !shared.cfg.keep_key {
+        for (k, v) in &e.headers {
+            if crate::redact::is_secret_header(k) {
+                secrets.learn(v);
+                if let Some((_, cred)) = v.split_once(' ') {
+                    secrets.learn(cred.trim()); // `Bearer <token>`, `Basic <…>`
+                }
+                for part in v.split(';') {
+                    if let Some((_, val)) = part.split_once('=') {
+                        secrets.learn(val.trim()); // cookie values
+                    }
+                }
+            }
+        }
+    }
+    e.headers = wire::redact(e.headers, shared.cfg.keep_key, shared.cfg.key.as_deref());
+    if let Some(p) = &e.path
+        && let Some(r) = secrets.redact_url(p)
+    {
+        e.path = Some(r);
+    }
+    if let Some(b) = secrets.redact_bytes(&e.body) {
+        e.body = b;
+    }
     let line = e.to_line();
+    let line = secrets.redact_known(&line).unwrap_or(line);
     let mut w = shared.lanes.lock().unwrap_or_else(|p| p.into_inner());
     w.append(Line {
         scope,
@@ -145,7 +240,14 @@ fn system_reply(status: StatusCode, text: &str) -> Response {
 async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let n = shared.exchange.fetch_add(1, Ordering::SeqCst) + 1;
     let (parts, body) = req.into_parts();
-    let body = match axum::body::to_bytes(body, shared.cfg.max_body).await {
+    // The body must arrive within the exchange timeout (a slow trickle is not served forever).
+    let body = match tokio::time::timeout(
+        shared.cfg.timeout,
+        axum::body::to_bytes(body, shared.cfg.max_body),
+    )
+    .await
+    .unwrap_or_else(|_| Err(axum::Error::new("request body not received in time")))
+    {
         Ok(b) => b,
         Err(e) => {
             return system_reply(
@@ -178,7 +280,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             exchange: n,
             method: Some(parts.method.as_str().to_string()),
             path: Some(path.clone()),
-            headers: wire::redact(headers, shared.cfg.keep_key, shared.cfg.key.as_deref()),
+            headers,
             body: body.to_vec(),
             ..Default::default()
         },
@@ -240,7 +342,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         &Envelope {
             exchange: n,
             status: Some(status.as_u16()),
-            headers: wire::redact(rec_headers, shared.cfg.keep_key, shared.cfg.key.as_deref()),
+            headers: rec_headers,
             body: buf.clone(),
             elapsed_ms: elapsed,
             ..Default::default()
