@@ -58,7 +58,8 @@ fn main() {
             Command::new(BW)
                 .args(["pins", "--update"])
                 .arg(&dir)
-                .stdout(Stdio::null()),
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
         );
         let lanes: Vec<String> = walkdir::WalkDir::new(&dir)
             .into_iter()
@@ -205,7 +206,7 @@ fn write_cell(dir: &Path, bytes: u64, salt: u64) {
             "bridge→runtime",
             &delta(serde_json::json!([
                 {"kind":"item.textClose","key":{"channel":"assistant"},"channel":"agentMessage"},
-                {"kind":"usage","total":{"totalTokens":turn},"last":{"totalTokens":1},"modelContextWindow":8192},
+                {"kind":"usage","total":{"inputTokens":turn,"cachedInputTokens":0,"outputTokens":turn,"reasoningOutputTokens":0,"totalTokens":2*turn},"last":{"inputTokens":1,"cachedInputTokens":0,"outputTokens":1,"reasoningOutputTokens":0,"totalTokens":2},"modelContextWindow":8192},
                 {"kind":"turn.boundary","status":"completed"}
             ])),
             &mut seq,
@@ -284,7 +285,8 @@ fn corpus_shaped(tmp: &Path) {
             Command::new(BW)
                 .args(["pins", "--update"])
                 .arg(&dir)
-                .stdout(Stdio::null()),
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
         );
         let jq = with_jq.then(|| {
             let lanes = lane_files(&dir);

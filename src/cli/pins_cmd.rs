@@ -105,137 +105,137 @@ pub fn run(a: &PinsArgs) -> u8 {
         let mut fresh: Vec<(Box<str>, Counts)> = Vec::new();
         let mut unloaded: Vec<String> = Vec::new();
         for chunk in keys.chunks(CHUNK) {
-        let outcomes: Vec<CellOutcome> = pool.install(|| {
-            chunk
-                .par_iter()
-                .filter_map(|k| crate::cell::Cell::at(root, &root.join(&**k)))
-                .map(|c| pins::compute(&c, a.dump_dir.as_deref()))
-                .collect()
-        });
-        for o in &outcomes {
-            for w in &o.warnings {
-                eprintln!("warning: {}: {w}", o.key);
-            }
-            for e in &o.lane_errors {
-                eprintln!("error: {}: {e}", o.key);
-            }
-            for i in &o.invalid {
-                eprintln!("error: {}: {i}", o.key);
-            }
-        }
-        for o in &outcomes {
-            let pin = pinned.get(&o.key);
-            let status = pins::check(o.counts, pin.and_then(|p| p.counts));
-            let bad_input = !o.lane_errors.is_empty();
-            if bad_input {
-                unloaded.push(o.key.clone());
-            }
-            let ok = matches!(status, PinStatus::Match | PinStatus::Improved { .. })
-                && o.invalid.is_empty()
-                && !bad_input;
-            if bad_input {
-                worst = worst.max(exit::INVALID_INPUT);
-            }
-            let c = o.counts;
-            let counts = format!(
-                "events {}, rows {}, unhandled {}, grammarDrops {}",
-                c.events, c.rows, c.unhandled, c.grammar_drops
-            );
-            let detail = match &status {
-                PinStatus::Match => String::new(),
-                PinStatus::Improved { pinned } => format!(
-                    " (improved: {}; --update lowers the pin)",
-                    pins::describe_change(*pinned, c)
-                ),
-                PinStatus::Mismatch { pinned } => {
-                    format!(": {}", pins::describe_change(*pinned, c))
+            let outcomes: Vec<CellOutcome> = pool.install(|| {
+                chunk
+                    .par_iter()
+                    .filter_map(|k| crate::cell::Cell::at(root, &root.join(&**k)))
+                    .map(|c| pins::compute(&c, a.dump_dir.as_deref()))
+                    .collect()
+            });
+            for o in &outcomes {
+                for w in &o.warnings {
+                    eprintln!("warning: {}: {w}", o.key);
                 }
-                PinStatus::NotPinned => format!(": not pinned ({counts})"),
-            };
-            if a.update {
-                fresh.push((o.key.as_str().into(), c));
-                if text {
-                    let verb = match status {
-                        PinStatus::Match => "KEEP",
-                        PinStatus::NotPinned => "ADD ",
-                        _ => "SET ",
-                    };
-                    println!(
-                        "{verb} {}{}",
-                        o.key,
-                        if matches!(status, PinStatus::Match) {
+                for e in &o.lane_errors {
+                    eprintln!("error: {}: {e}", o.key);
+                }
+                for i in &o.invalid {
+                    eprintln!("error: {}: {i}", o.key);
+                }
+            }
+            for o in &outcomes {
+                let pin = pinned.get(&o.key);
+                let status = pins::check(o.counts, pin.and_then(|p| p.counts));
+                let bad_input = !o.lane_errors.is_empty();
+                if bad_input {
+                    unloaded.push(o.key.clone());
+                }
+                let ok = matches!(status, PinStatus::Match | PinStatus::Improved { .. })
+                    && o.invalid.is_empty()
+                    && !bad_input;
+                if bad_input {
+                    worst = worst.max(exit::INVALID_INPUT);
+                }
+                let c = o.counts;
+                let counts = format!(
+                    "events {}, rows {}, unhandled {}, grammarDrops {}",
+                    c.events, c.rows, c.unhandled, c.grammar_drops
+                );
+                let detail = match &status {
+                    PinStatus::Match => String::new(),
+                    PinStatus::Improved { pinned } => format!(
+                        " (improved: {}; --update lowers the pin)",
+                        pins::describe_change(*pinned, c)
+                    ),
+                    PinStatus::Mismatch { pinned } => {
+                        format!(": {}", pins::describe_change(*pinned, c))
+                    }
+                    PinStatus::NotPinned => format!(": not pinned ({counts})"),
+                };
+                if a.update {
+                    fresh.push((o.key.as_str().into(), c));
+                    if text {
+                        let verb = match status {
+                            PinStatus::Match => "KEEP",
+                            PinStatus::NotPinned => "ADD ",
+                            _ => "SET ",
+                        };
+                        println!(
+                            "{verb} {}{}",
+                            o.key,
+                            if matches!(status, PinStatus::Match) {
+                                String::new()
+                            } else {
+                                detail.clone()
+                            }
+                        );
+                    }
+                    if !o.invalid.is_empty() {
+                        worst = worst.max(exit::FAILED);
+                    }
+                } else {
+                    verdicts.push(if ok {
+                        crate::rule::Verdict::pass(&o.key)
+                    } else {
+                        crate::rule::Verdict::fail(
+                            &o.key,
+                            format!(
+                                "{}{detail}{}{}",
+                                o.key,
+                                if o.invalid.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(
+                                        "; {} invalid message(s): {}",
+                                        o.invalid.len(),
+                                        o.invalid.join("; ")
+                                    )
+                                },
+                                if o.lane_errors.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!("; unreadable: {}", o.lane_errors.join("; "))
+                                }
+                            ),
+                        )
+                    });
+                    if ok {
+                        passed += 1;
+                    } else {
+                        failed += 1;
+                        worst = worst.max(exit::FAILED);
+                        if matches!(status, PinStatus::Mismatch { .. } | PinStatus::NotPinned)
+                            && !bad_input
+                        {
+                            let r = root.display().to_string();
+                            if !to_update.contains(&r) {
+                                to_update.push(r);
+                            }
+                        }
+                    }
+                    if text {
+                        let extra = if o.invalid.is_empty() {
                             String::new()
                         } else {
-                            detail.clone()
-                        }
-                    );
-                }
-                if !o.invalid.is_empty() {
-                    worst = worst.max(exit::FAILED);
-                }
-            } else {
-                verdicts.push(if ok {
-                    crate::rule::Verdict::pass(&o.key)
-                } else {
-                    crate::rule::Verdict::fail(
-                        &o.key,
-                        format!(
-                            "{}{detail}{}{}",
-                            o.key,
-                            if o.invalid.is_empty() {
-                                String::new()
-                            } else {
-                                format!(
-                                    "; {} invalid message(s): {}",
-                                    o.invalid.len(),
-                                    o.invalid.join("; ")
-                                )
-                            },
-                            if o.lane_errors.is_empty() {
-                                String::new()
-                            } else {
-                                format!("; unreadable: {}", o.lane_errors.join("; "))
-                            }
-                        ),
-                    )
-                });
-                if ok {
-                    passed += 1;
-                } else {
-                    failed += 1;
-                    worst = worst.max(exit::FAILED);
-                    if matches!(status, PinStatus::Mismatch { .. } | PinStatus::NotPinned)
-                        && !bad_input
-                    {
-                        let r = root.display().to_string();
-                        if !to_update.contains(&r) {
-                            to_update.push(r);
+                            format!(" [{} invalid message(s)]", o.invalid.len())
+                        };
+                        if matches!(status, PinStatus::Match) {
+                            println!(
+                                "{} {}: {counts}{extra}",
+                                if ok { "PASS" } else { "FAIL" },
+                                o.key
+                            );
+                        } else {
+                            println!(
+                                "{} {}{detail}{extra}",
+                                if ok { "PASS" } else { "FAIL" },
+                                o.key
+                            );
                         }
                     }
                 }
-                if text {
-                    let extra = if o.invalid.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" [{} invalid message(s)]", o.invalid.len())
-                    };
-                    if matches!(status, PinStatus::Match) {
-                        println!(
-                            "{} {}: {counts}{extra}",
-                            if ok { "PASS" } else { "FAIL" },
-                            o.key
-                        );
-                    } else {
-                        println!(
-                            "{} {}{detail}{extra}",
-                            if ok { "PASS" } else { "FAIL" },
-                            o.key
-                        );
-                    }
-                }
-            }
-            if !text {
-            json.push(&json!({
+                if !text {
+                    json.push(&json!({
                 "recordings": root.display().to_string(),
                 "cell": o.key,
                 "counts": c.to_json(),
@@ -246,8 +246,8 @@ pub fn run(a: &PinsArgs) -> u8 {
                 "laneErrors": o.lane_errors,
                 "warnings": o.warnings,
             }));
+                }
             }
-        }
         }
         // Pins whose recording is gone (only meaningful without a --cell filter).
         if a.cell.is_none() {
