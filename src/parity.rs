@@ -99,6 +99,22 @@ pub fn assemble_offline(cell: &Cell) -> LegRun {
     run
 }
 
+/// Restricts a leg's events to what a live replay of `cell` reproduces, and projects its rows
+/// again from them (so a recording and a live leg compare like with like).
+pub fn restrict_to_live_view(run: &mut LegRun, cell: &Cell) {
+    let model = cell.protocol.model();
+    run.events = cell
+        .protocol
+        .live()
+        .live_view(std::mem::take(&mut run.events));
+    let mut rows = model.row_projector();
+    for e in &run.events {
+        rows.push(e);
+    }
+    run.rows = rows.finish();
+    run.unhandled = run.events.iter().filter(|e| model.is_unhandled(e)).count() as u64;
+}
+
 /// A leg reading another recordings folder.
 pub struct RecordingsLeg {
     pub root: PathBuf,
@@ -582,7 +598,17 @@ pub struct Worktree {
 impl Worktree {
     pub fn add(rev: &str) -> Result<Worktree, String> {
         let dir = crate::signals::temp_dir("bridgewire-leg-").map_err(|e| e.to_string())?;
-        let path = dir.path().join("wt");
+        // git names a worktree's admin folder after its basename: a unique basename keeps two
+        // legs added at once from racing for `.git/worktrees/wt` (and git's own lock is not
+        // held across the whole add, so adds are serialized too).
+        let base = dir
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "wt".into());
+        let path = dir.path().join(base);
+        static ADDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _adding = ADDING.lock().unwrap_or_else(|e| e.into_inner());
         // Registered before it exists: a signal during `git worktree add` still prunes it.
         let registration = crate::signals::register(crate::signals::Cleanup::Worktree {
             repo: std::env::current_dir().unwrap_or_else(|_| ".".into()),

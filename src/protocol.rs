@@ -241,6 +241,13 @@ pub trait Live: Sync {
         None
     }
 
+    /// The part of a cell's offline events a live replay reproduces (a replay drives one side
+    /// of the wire, so it sees only what that side receives). Parity compares a recording
+    /// with a live leg on this view. Default: everything.
+    fn live_view(&self, events: Vec<Value>) -> Vec<Value> {
+        events
+    }
+
     /// Records one raw scope per scenario from the user's bridge into `req.raw` (lanes as
     /// the protocol's recorder writes them, record-time redaction on). The core packages each
     /// scope into a cell.

@@ -276,6 +276,14 @@ pub struct RuleInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixture: Option<String>,
     pub description: String,
+    /// A rule bb's own kit does not have (bridgewire's addition); `check bb --kit-only` leaves
+    /// these out and gives bb's own verdicts.
+    #[serde(
+        default,
+        rename = "beyondKit",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub beyond_kit: bool,
 }
 
 /// The embedded catalogue files, one per protocol.

@@ -1199,3 +1199,56 @@ fn parity_recorded_leg_against_the_live_reference_hub() {
     assert!(out.contains("FAIL ref-hub/bot-1__alice"), "{out}");
     assert!(out.contains("PASS ref-hub/bot-1__agent"), "{out}");
 }
+
+/// The node agent (not ours) with one divergence each: a wrong namespace is named by
+/// `agent-auth` alone (the rest not run), and a `stream_end` that replaces the last flush
+/// instead of extending it fails `streaming-replace` alone.
+#[test]
+fn node_agent_divergences_fail_exactly_their_rule() {
+    if !node_ready() {
+        return;
+    }
+    let script = node_dir().join("agent.js");
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "root-namespace",
+            "agent-auth",
+            "the agent connected to namespace \"/\" instead of /ws/agent",
+        ),
+        (
+            "end-replaces",
+            "streaming-replace",
+            "does not extend the last accumulation",
+        ),
+    ];
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = cases
+        .iter()
+        .map(|&(d, _, _)| {
+            let script = script.clone();
+            Box::new(move || {
+                let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+                    .args(["check", "bridle", "agent", "--wait-ms", "5000"])
+                    .args(["--reconnect-wait-ms", "8000", "--", "node"])
+                    .arg(&script)
+                    .env("AGENT_DIVERGE", d)
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::null())
+                    .output()
+                    .expect("bridgewire runs");
+                (
+                    out.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                )
+            }) as Box<dyn FnOnce() -> _ + Send>
+        })
+        .collect();
+    for ((d, rule, cause), (code, out)) in cases.iter().zip(parallel(jobs)) {
+        assert_eq!(code, 1, "AGENT_DIVERGE={d}: {out}");
+        let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("fail ")).collect();
+        assert_eq!(fails.len(), 1, "AGENT_DIVERGE={d}: {out}");
+        assert!(
+            fails[0].starts_with(&format!("fail    {rule} — ")) && fails[0].contains(cause),
+            "AGENT_DIVERGE={d}: {out}"
+        );
+    }
+}

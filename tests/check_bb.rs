@@ -87,6 +87,9 @@ const ALL: &[&str] = &[
     "recovery/session-archived",
     "session/threads-independent",
     "stop/interrupt-settles-before-result",
+    "turn/delta-outside-turn",
+    "stop/interrupt-settles-interrupted",
+    "stop/nothing-after-stop",
 ];
 
 /// After a failed `session/start-identity` (fork declared, every opt-in fixture given).
@@ -110,6 +113,8 @@ struct Expect {
     skipped: &'static [&'static str],
     /// Rules that produce no verdict (not applicable).
     absent: &'static [&'static str],
+    /// Rules listed as not run (nothing to judge: no interrupt, no stop answered).
+    not_run: &'static [&'static str],
 }
 
 const NO_PROBE: &[&str] = &["rpc/non-json-ignored", "rpc/response-not-request"];
@@ -126,12 +131,14 @@ const TABLE: &[Expect] = &[
         fail: &["rpc/unknown-method"],
         skipped: NO_PROBE,
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "drop-invalid-params",
         fail: &["rpc/invalid-params"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "crash-on-non-json",
@@ -149,126 +156,174 @@ const TABLE: &[Expect] = &[
             "session/fork-identity",
             "presentation/icon-namespaced-declared",
         ],
+        not_run: &[
+            "stop/interrupt-settles-interrupted",
+            "stop/nothing-after-stop",
+        ],
     },
     Expect {
         mode: "error-on-response",
         fail: &["rpc/response-not-request"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "no-grammar-versions",
         fail: &["handshake/initialize"],
         skipped: &[],
         absent: HANDSHAKE_ABSENT,
+        not_run: &[],
     },
     Expect {
         mode: "wrong-protocol-version",
         fail: &["handshake/initialize"],
         skipped: &[],
         absent: HANDSHAKE_ABSENT,
+        not_run: &[],
     },
     Expect {
         mode: "skills-undeclared-accepted",
         fail: &["skills/configure-declared"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "commands-declared-refused",
         fail: &["commands/list-declared"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "start-no-identity",
         fail: &["session/start-identity"],
         skipped: START_CASCADE,
         absent: &["presentation/icon-namespaced-declared"],
+        not_run: &[
+            "stop/interrupt-settles-interrupted",
+            "stop/nothing-after-stop",
+        ],
     },
     Expect {
         mode: "no-turn-completed",
         fail: &["turn/lifecycle"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "invalid-event",
         fail: &["events/schema-valid"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
+    },
+    Expect {
+        mode: "delta-outside-turn",
+        fail: &["turn/delta-outside-turn"],
+        skipped: &[],
+        absent: &[],
+        not_run: &[],
+    },
+    Expect {
+        mode: "interrupt-completes",
+        fail: &["stop/interrupt-settles-interrupted"],
+        skipped: &[],
+        absent: &[],
+        not_run: &[],
+    },
+    Expect {
+        mode: "delta-after-stop",
+        fail: &["stop/nothing-after-stop"],
+        skipped: &[],
+        absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "plan-step-in-progress",
         fail: &["events/schema-valid"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "malformed-client-request-id",
         fail: &["events/schema-valid"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "delta-before-open",
         fail: &["item/opens-before-delta"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "release-interrupts",
         fail: &["stop/release-not-interrupted"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "resume-reuses-ids",
         fail: &["session/resume-id-uniqueness"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "fork-no-identity",
         fail: &["session/fork-identity"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "zero-work-hangs",
         fail: &["turn/settles-without-activity"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "archived-no-hint",
         fail: &["recovery/session-archived"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "threads-serialized",
         fail: &["session/threads-independent"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "stop-before-settle",
         fail: &["stop/interrupt-settles-before-result"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "undeclared-icon",
         fail: &["presentation/icon-namespaced-declared"],
         skipped: &[],
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "stray-stdout",
         fail: &["rpc/unknown-method"],
         skipped: NO_PROBE,
         absent: &[],
+        not_run: &[],
     },
     Expect {
         mode: "crash-mid-turn",
@@ -287,6 +342,7 @@ const TABLE: &[Expect] = &[
         ],
         skipped: &["session/resume-identity", "session/resume-id-uniqueness"],
         absent: &[],
+        not_run: &["stop/nothing-after-stop"],
     },
 ];
 
@@ -326,7 +382,7 @@ fn check_mode(e: &Expect) -> Result<(), String> {
             Some("fail")
         } else if e.skipped.contains(id) {
             Some("skipped")
-        } else if e.absent.contains(id) {
+        } else if e.absent.contains(id) || e.not_run.contains(id) {
             Some("not-run")
         } else {
             Some("pass")
@@ -480,6 +536,7 @@ fn without_opt_in_fixtures_opt_in_rules_are_not_run() {
         "turn/settles-without-activity",
         "session/threads-independent",
         "stop/interrupt-settles-before-result",
+        "stop/interrupt-settles-interrupted",
     ] {
         let (status, why) = &got[id];
         assert_eq!(status, "not-run", "{id} ran without its fixture");
@@ -488,7 +545,7 @@ fn without_opt_in_fixtures_opt_in_rules_are_not_run() {
     assert_eq!(got.len(), ALL.len());
     assert_eq!(
         got.values().filter(|(s, _)| s == "pass").count(),
-        ALL.len() - 4,
+        ALL.len() - 5,
         "{got:?}"
     );
     assert_eq!(out.status.code(), Some(0));
@@ -531,12 +588,12 @@ fn text_report_and_report_files() {
     );
     assert!(text.contains("→ {\"jsonrpc\":\"2.0\""), "{text}");
     assert!(text.contains("\"method\":\"turn/start\""), "{text}");
-    assert_eq!(*lines.last().unwrap(), "19 passed, 1 failed");
+    assert_eq!(*lines.last().unwrap(), "22 passed, 1 failed");
     assert_eq!(out.status.code(), Some(1));
 
     let x = std::fs::read_to_string(&junit).unwrap();
     assert!(
-        x.contains("tests=\"20\"") && x.contains("failures=\"1\""),
+        x.contains("tests=\"23\"") && x.contains("failures=\"1\""),
         "{x}"
     );
     let m = std::fs::read_to_string(&md).unwrap();
@@ -841,6 +898,7 @@ fn flooding_bridge_is_bounded_and_named() {
             max_total: 4 << 20,
             stderr_tail: 4096,
         },
+        kit_only: false,
     };
     let t0 = Instant::now();
     let (verdicts, info) = conformance::run(&opts, &mut |_| {}).unwrap();

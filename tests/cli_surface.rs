@@ -105,3 +105,107 @@ fn shared_flags_have_one_shape() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+fn bridgewire(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+fn pinned_cells(args: &[&str]) -> Vec<String> {
+    let out = bridgewire(args);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cell"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn partitions_split_the_cells_of_a_recordings_folder_exactly() {
+    let all = pinned_cells(&["pins", "--format", "json", "recordings/bb"]);
+    assert!(all.len() >= 2, "{all:?}");
+    let mut seen = Vec::new();
+    for m in 1..=3 {
+        let shard = format!("hash:{m}/3");
+        seen.extend(pinned_cells(&[
+            "pins",
+            "--format",
+            "json",
+            "--partition",
+            &shard,
+            "recordings/bb",
+        ]));
+    }
+    seen.sort();
+    let mut want = all.clone();
+    want.sort();
+    assert_eq!(seen, want);
+    let bad = bridgewire(&["pins", "--partition", "hash:4/3", "recordings/bb"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("hash:M/N"));
+}
+
+#[test]
+fn durations_take_units_and_bare_milliseconds_everywhere() {
+    // A bad unit is a usage error naming the value, in every command with a duration flag.
+    for args in [
+        &["check", "bb", "--timeout", "5parsecs", "--", "true"][..],
+        &[
+            "parity",
+            "--base",
+            "x",
+            "--head",
+            "y",
+            "--timeout-ms",
+            "5parsecs",
+        ][..],
+        &[
+            "replay",
+            "bb",
+            "--timeout-ms",
+            "5parsecs",
+            "x",
+            "--",
+            "true",
+        ][..],
+    ] {
+        let out = bridgewire(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("unknown unit `parsecs`"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Every duration flag of every command accepts `15s` and a bare number.
+    let mut flags = 0;
+    for (name, cmd) in commands() {
+        for a in cmd.get_arguments() {
+            let is_duration = a
+                .get_value_names()
+                .is_some_and(|v| v.iter().any(|n| n == "DURATION"));
+            if !is_duration {
+                continue;
+            }
+            let long = a.get_long().unwrap();
+            flags += 1;
+            for value in ["15s", "750ms", "1500"] {
+                let probe = clap::Command::new("probe").arg(
+                    clap::Arg::new("d")
+                        .long("d")
+                        .value_parser(a.get_value_parser().clone()),
+                );
+                let r = probe.try_get_matches_from(["probe", "--d", value]);
+                assert!(r.is_ok(), "{name} --{long} {value}: {r:?}");
+            }
+        }
+    }
+    assert!(flags >= 10, "only {flags} duration flags found");
+}

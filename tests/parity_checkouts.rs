@@ -9,15 +9,26 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
+const PY_SIDE_BRIDGE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/py_side_bridge.py"
+);
+const NODE_HUB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/node_hub.js");
+const NODE_MODULES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/node_modules");
 const PY_BRIDGE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/py_chat_bridge.py"
 );
 
 fn bw(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    assert!(
+        Path::new(NODE_MODULES).join("socket.io").is_dir(),
+        "run `npm ci --prefix tests/node` first (the Node hub peer needs socket.io)"
+    );
     let out = Command::new(BW)
         .args(args)
         .current_dir(cwd)
+        .env("NODE_PATH", NODE_MODULES)
         .output()
         .expect("run bridgewire");
     (
@@ -48,52 +59,93 @@ fn git(repo: &Path, args: &[&str]) {
     );
 }
 
-/// The bridge source with one reply (and its version) changed.
-fn version(reply: &str, v: &str) -> String {
-    fs::read_to_string(PY_BRIDGE)
-        .unwrap()
-        .replace("REPLY = \"All done.\"", &format!("REPLY = {reply:?}"))
-        .replace("VERSION = \"2\"", &format!("VERSION = {v:?}"))
+/// A bridge that is not bridgewire's, in a version v2 and a version v3 that changes one reply.
+struct Peer {
+    protocol: &'static str,
+    source: &'static str,
+    /// The file name in the scratch repository, and the `[parity] bridge` command running it.
+    file: &'static str,
+    bridge: &'static str,
+    /// The text v3 changes, and what it becomes.
+    from: &'static str,
+    to: &'static str,
+    /// How many events v3 changes over the default scenarios (`turn`: one prompt; `resume`:
+    /// two prompts), and why.
+    changed: usize,
+    /// Whether the protocol's handshake names the bridge (so v3 is reported up front).
+    identity: bool,
 }
 
-/// A scratch repository: v2, then v3 changing the final reply. Returns (repo, cells) with the
-/// cells recorded from v2's own bridge and pinned.
-fn scratch(t: &Path) -> (PathBuf, PathBuf) {
+const PEERS: &[Peer] = &[
+    Peer {
+        protocol: "bb",
+        source: PY_BRIDGE,
+        file: "bridge.py",
+        bridge: "python3 bridge.py",
+        from: "VERSION = \"2\"\nREPLY = \"All done.\"",
+        to: "VERSION = \"3\"\nREPLY = \"All done, and then some.\"",
+        changed: 3, // one final agent message per prompt
+        identity: true,
+    },
+    Peer {
+        protocol: "sidebridge",
+        source: PY_SIDE_BRIDGE,
+        file: "bridge.py",
+        bridge: "python3 bridge.py",
+        from: "REPLY = \"You said\"",
+        to: "REPLY = \"You wrote\"",
+        changed: 3, // one reply per prompt
+        identity: false,
+    },
+    Peer {
+        protocol: "bridle",
+        source: NODE_HUB,
+        file: "hub.js",
+        bridge: "node hub.js",
+        from: "const MOTD = \"welcome to the node hub\";",
+        to: "const MOTD = \"welcome, v3\";",
+        changed: 2, // one welcome per browser connection, one connection per cell
+        identity: false,
+    },
+];
+
+fn source(p: &Peer, v3: bool) -> String {
+    let text = fs::read_to_string(p.source).unwrap();
+    assert!(text.contains(p.from), "{}: no {:?}", p.source, p.from);
+    if v3 { text.replace(p.from, p.to) } else { text }
+}
+
+/// A scratch repository: v2, then v3 changing one reply. Returns (repo, cells) with the cells
+/// recorded from v2's own bridge by `record-cells` and pinned.
+fn scratch(t: &Path, p: &Peer) -> (PathBuf, PathBuf) {
     let repo = t.join("repo");
     fs::create_dir_all(&repo).unwrap();
     git(&repo, &["init", "-q"]);
     fs::write(
         repo.join("bridgewire.toml"),
-        "[parity]\nbridge = \"python3 bridge.py\"\n",
+        format!("[parity]\nbridge = \"{}\"\n", p.bridge),
     )
     .unwrap();
-    fs::write(repo.join("bridge.py"), version("All done.", "2")).unwrap();
+    fs::write(repo.join(p.file), source(p, false)).unwrap();
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-qm", "v2"]);
     git(&repo, &["tag", "v2"]);
     let cells = t.join("cells");
-    let (code, out, err) = bw(
-        &[
-            "record-cells",
-            "bb",
-            "--provider",
-            "py",
-            "--out",
-            cells.to_str().unwrap(),
-            "--",
-            "python3",
-            "bridge.py",
-        ],
-        &repo,
-    );
-    assert_eq!(code, 0, "{out}{err}");
+    let mut args = vec![
+        "record-cells",
+        p.protocol,
+        "--provider",
+        "own",
+        "--out",
+        cells.to_str().unwrap(),
+        "--",
+    ];
+    args.extend(p.bridge.split(' '));
+    let (code, out, err) = bw(&args, &repo);
+    assert_eq!(code, 0, "{}: {out}{err}", p.protocol);
     let (code, out, err) = bw(&["pins", "--update", cells.to_str().unwrap()], &repo);
     assert_eq!(code, 0, "{out}{err}");
-    fs::write(
-        repo.join("bridge.py"),
-        version("All done, and then some.", "3"),
-    )
-    .unwrap();
+    fs::write(repo.join(p.file), source(p, true)).unwrap();
     git(&repo, &["commit", "-qam", "v3"]);
     git(&repo, &["tag", "v3"]);
     (repo, cells)
@@ -108,73 +160,74 @@ fn worktrees(repo: &Path) -> usize {
     String::from_utf8_lossy(&list.stdout).lines().count()
 }
 
+/// Record own cells → pins → parity with the recording passes; v2 against v3 fails on exactly
+/// the changed events; v3 against v3 passes: for each protocol.
 #[test]
 fn each_ref_runs_its_own_bridge_and_one_changed_reply_is_one_event() {
-    let t = tempfile::tempdir().unwrap();
-    let (repo, cells) = scratch(t.path());
-    let cells = cells.to_str().unwrap();
+    for p in PEERS {
+        let t = tempfile::tempdir().unwrap();
+        let (repo, cells) = scratch(t.path(), p);
+        let cells = cells.to_str().unwrap();
+        let ctx = p.protocol;
 
-    // The recorded bridge against its own cells: pins hold, parity with the recording passes.
-    let (code, out, err) = bw(&["pins", cells], &repo);
-    assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = bw(
-        &[
-            "parity",
-            "--base",
-            &format!("rec:{cells}"),
-            "--head",
-            "ref:v2",
-            cells,
-        ],
-        &repo,
-    );
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("2 passed, 0 failed"), "{out}");
+        // The recorded bridge against its own cells: pins hold, parity with the recording passes.
+        let (code, out, err) = bw(&["pins", cells], &repo);
+        assert_eq!(code, 0, "{ctx}: {out}{err}");
+        let (code, out, err) = bw(
+            &[
+                "parity",
+                "--base",
+                &format!("rec:{cells}"),
+                "--head",
+                "ref:v2",
+                cells,
+            ],
+            &repo,
+        );
+        assert_eq!(code, 0, "{ctx}: {out}{err}");
+        assert!(out.contains("2 passed, 0 failed"), "{ctx}: {out}");
 
-    // v2 against v3, run from a working tree at v3: the caller's bridge.py is v3, so a leg
-    // that ran the caller's file would pass.
-    let (code, out, err) = bw(
-        &["parity", "--base", "ref:v2", "--head", "ref:v3", cells],
-        &repo,
-    );
-    assert_eq!(code, 1, "{out}{err}");
-    for cell in ["py/turn", "py/resume"] {
-        assert!(out.contains(&format!("FAIL {cell}: ")), "{out}");
+        // v2 against v3, run from a working tree at v3: the caller's file is v3, so a leg that
+        // ran the caller's file would pass.
+        let (code, out, err) = bw(
+            &["parity", "--base", "ref:v2", "--head", "ref:v3", cells],
+            &repo,
+        );
+        assert_eq!(code, 1, "{ctx}: {out}{err}");
+        assert_eq!(
+            out.matches("\nFAIL ").count() + usize::from(out.starts_with("FAIL ")),
+            2,
+            "{ctx}: {out}"
+        );
+        let only = |side: &str| -> Vec<&str> {
+            out.lines()
+                .filter(|l| l.starts_with(&format!("  events only in {side}")))
+                .collect()
+        };
+        assert_eq!(only("base").len(), p.changed, "{ctx}: {out}");
+        assert_eq!(only("head").len(), p.changed, "{ctx}: {out}");
+        assert!(!out.contains("id differs"), "{ctx}: {out}");
+        if p.identity {
+            // The head leg is a different build than the cells' bridge: said before any cell.
+            let warn = out
+                .find("recorded from another bridge than the head leg's")
+                .expect("identity warning");
+            assert!(warn < out.find("FAIL ").unwrap(), "{out}");
+            assert!(
+                !out.contains("than the base leg's"),
+                "v2 recorded them: {out}"
+            );
+        }
+
+        // The same ref on both legs: two worktrees, two copies of the files, no difference.
+        let (code, out, err) = bw(
+            &["parity", "--base", "ref:v3", "--head", "ref:v3", cells],
+            &repo,
+        );
+        assert_eq!(code, 0, "{ctx}: {out}{err}");
+        assert!(out.contains("2 passed, 0 failed"), "{ctx}: {out}");
+        assert_eq!(worktrees(&repo), 1, "{ctx}: worktrees are removed");
     }
-    let only = |side: &str| -> Vec<&str> {
-        out.lines()
-            .filter(|l| l.starts_with(&format!("  events only in {side}")))
-            .collect()
-    };
-    // One reply per turn: `turn` has one turn, `resume` two.
-    let turns = 3;
-    assert_eq!(only("base").len(), turns, "{out}");
-    assert_eq!(only("head").len(), turns, "{out}");
-    assert!(
-        only("head")
-            .iter()
-            .all(|l| l.contains("item/completed:agentMessage") && l.contains("All done, and")),
-        "{out}"
-    );
-    assert!(!out.contains("id differs"), "{out}");
-    // The head leg is a different build than the cells' bridge: said before the first cell.
-    let warn = out
-        .find("recorded from another bridge than the head leg's")
-        .expect("identity warning");
-    assert!(warn < out.find("FAIL ").unwrap(), "{out}");
-    assert!(
-        !out.contains("than the base leg's"),
-        "v2 is the recorded bridge: {out}"
-    );
-
-    // The same ref on both legs: two worktrees, two copies of the files, no difference.
-    let (code, out, err) = bw(
-        &["parity", "--base", "ref:v3", "--head", "ref:v3", cells],
-        &repo,
-    );
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("2 passed, 0 failed"), "{out}");
-    assert_eq!(worktrees(&repo), 1, "worktrees are removed");
 }
 
 #[test]
@@ -220,7 +273,7 @@ fn a_config_that_runs_the_same_file_on_both_legs_is_refused() {
 #[test]
 fn a_leg_that_cannot_start_exits_2_with_the_cause_first() {
     let t = tempfile::tempdir().unwrap();
-    let (repo, cells) = scratch(t.path());
+    let (repo, cells) = scratch(t.path(), &PEERS[0]);
     let cells = cells.to_str().unwrap();
     let (code, out, err) = bw(
         &[
@@ -257,7 +310,7 @@ fn a_leg_that_cannot_start_exits_2_with_the_cause_first() {
     );
     assert_eq!(code, 0, "{out}{err}");
     fs::write(
-        Path::new(cells).join("py/turn/manifest.json"),
+        Path::new(cells).join("own/turn/manifest.json"),
         r#"{"scope":"process"}"#,
     )
     .unwrap();

@@ -27,6 +27,22 @@ pub struct Assembler {
     turn_counter: u64,
     item_counter: u64,
     threads: HashMap<String, ThreadState>,
+    /// Deltas dropped without any trace (no event, no grammar drop), since the last
+    /// [`Assembler::take_silent_drops`].
+    silent_drops: Vec<SilentDrop>,
+    /// The thread of the batch being assembled.
+    current_thread: String,
+}
+
+/// A delta bb's assembler drops without a trace: a turn-requiring delta with no turn open and
+/// no `noTurnFallback`, provider input with no turn, or a boundary with no turn to settle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SilentDrop {
+    pub thread: String,
+    /// The delta's `kind`.
+    pub kind: String,
+    /// Its item key (`providerItemId`/`channel`/`parentRef`, as given), when it has one.
+    pub key: Option<String>,
 }
 
 struct ThreadState {
@@ -126,6 +142,8 @@ impl Assembler {
             turn_counter: 0,
             item_counter: 0,
             threads: HashMap::new(),
+            silent_drops: Vec::new(),
+            current_thread: String::new(),
         }
     }
 
@@ -154,8 +172,35 @@ impl Assembler {
     }
 
     /// Assembles one validated batch; returns the events in order.
+    /// The deltas dropped without a trace since the last call.
+    pub fn take_silent_drops(&mut self) -> Vec<SilentDrop> {
+        std::mem::take(&mut self.silent_drops)
+    }
+
+    fn silent_drop(&mut self, delta: &Value) {
+        let key = delta.get("key").filter(|k| k.is_object()).map(|k| {
+            ["providerItemId", "channel", "parentRef"]
+                .iter()
+                .filter_map(|p| {
+                    k.get(*p)
+                        .and_then(Value::as_str)
+                        .map(|v| format!("{p} {v:?}"))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
+        self.silent_drops.push(SilentDrop {
+            thread: self.current_thread.clone(),
+            kind: delta["kind"].as_str().unwrap_or("?").to_string(),
+            key,
+        });
+    }
+
     pub fn assemble(&mut self, thread_id: &str, deltas: &[Value]) -> Vec<Value> {
         let mut out = Vec::new();
+        if self.current_thread != thread_id {
+            self.current_thread = thread_id.to_string();
+        }
         // §12.7 step 1 (flushing elapsed text windows and parked progress) never fires with
         // window 0 and a frozen clock.
         for delta in deltas {
@@ -241,7 +286,7 @@ impl Assembler {
 
     fn fallback(&mut self, st: &mut ThreadState, delta: &Value, out: &mut Vec<Value>) {
         let Some(fb) = delta.get("noTurnFallback") else {
-            return;
+            return self.silent_drop(delta);
         };
         let parent = Key::of(delta).parent_ref;
         let mut fields = obj([
@@ -274,7 +319,7 @@ impl Assembler {
             }
             "input.provider" => {
                 let Some(t) = st.current_turn.clone() else {
-                    return;
+                    return self.silent_drop(d);
                 };
                 let id = self.mint_item();
                 let mut item = obj([
@@ -327,7 +372,9 @@ impl Assembler {
                     {
                         self.open_turn(st, out)
                     }
-                    None => return,
+                    // A claiming boundary on an idle thread settles nothing, by design.
+                    None if d.get("claimIfIdle") == Some(&Value::Bool(true)) => return,
+                    None => return self.silent_drop(d),
                 };
                 out.push(event("turn/completed", turn_scope(&turn), fields));
                 Self::finish_turn(st);

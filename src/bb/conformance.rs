@@ -49,6 +49,10 @@ pub const LIVE_RULES: &[&str] = &[
     "recovery/session-archived",
     "session/threads-independent",
     "stop/interrupt-settles-before-result",
+    // Beyond the kit: judged on the wire over the whole run (`super::wire`).
+    "turn/delta-outside-turn",
+    "stop/interrupt-settles-interrupted",
+    "stop/nothing-after-stop",
 ];
 
 pub const MAIN_THREAD: &str = "thr_conformance_1";
@@ -120,6 +124,9 @@ pub struct Options {
     /// Per-wait timeout.
     pub timeout: Duration,
     pub limits: Limits,
+    /// bb's own verdicts only: no rule beyond the kit (the wire rules), and
+    /// `events/schema-valid` judges assembled events only, as the kit does.
+    pub kit_only: bool,
 }
 
 /// What a run produced besides the verdicts.
@@ -155,6 +162,7 @@ pub fn run(
     let bridge = Bridge::spawn(&opts.command, opts.limits)?;
     let mut kit = Kit {
         c: Client::new(bridge, opts.timeout),
+        kit_only: opts.kit_only,
         fx: &opts.fixture,
         cwd,
         verdicts: Vec::new(),
@@ -278,6 +286,8 @@ struct Client {
     responses: HashMap<u64, usize>,
     events: Vec<Ev>,
     assembler: Assembler,
+    /// The protocol obligations judged on the wire (beyond the kit).
+    judge: super::wire::WireJudge,
     wire: VecDeque<(u64, Dir, String)>,
     wire_count: u64,
     diag: Diag,
@@ -322,6 +332,7 @@ impl Client {
             responses: HashMap::new(),
             events: Vec::new(),
             assembler: Assembler::new("conformance"),
+            judge: super::wire::WireJudge::new(),
             wire: VecDeque::new(),
             wire_count: 0,
             diag: Diag::default(),
@@ -363,6 +374,13 @@ impl Client {
     }
 
     fn send_raw(&mut self, line: &str) {
+        if let Ok(v) = serde_json::from_str::<Value>(line) {
+            let at = match (v.get("method").and_then(Value::as_str), v.get("id")) {
+                (Some(m), Some(id)) => format!("the {m} request (id {id})"),
+                _ => "a runtime line".to_string(),
+            };
+            self.judge.runtime(&v, &at);
+        }
         self.note_wire(Dir::Sent, line.to_string());
         self.bridge.send_line(line);
     }
@@ -443,6 +461,7 @@ impl Client {
         let method = v.get("method").and_then(Value::as_str).map(str::to_string);
         match method {
             None => {
+                self.judge.bridge_response(&v, &format!("message {pos}"));
                 if self.resp_log.len() >= MAX_RESPONSES {
                     self.diag.responses_dropped += 1;
                     return;
@@ -464,7 +483,11 @@ impl Client {
                     Err(e) => self.diag.invalid_deltas.push(format!("message {pos}: {e}")),
                     Ok(()) => {
                         let (thread, deltas) = delta::validate_params(&params).expect("checked");
-                        for event in self.assembler.assemble(thread, deltas) {
+                        let events = self.assembler.assemble(thread, deltas);
+                        let drops = self.assembler.take_silent_drops();
+                        self.judge
+                            .bridge_delta(thread, &format!("message {pos}"), &events, &drops);
+                        for event in events {
                             if self.events.len() >= MAX_EVENTS {
                                 self.diag.events_dropped += 1;
                                 continue;
@@ -636,6 +659,7 @@ struct Caps {
 
 struct Kit<'a> {
     c: Client,
+    kit_only: bool,
     fx: &'a BbFixture,
     cwd: String,
     verdicts: Vec<Verdict>,
@@ -676,6 +700,25 @@ impl Kit<'_> {
         let _ = probe_possible;
         let caps = self.handshake();
         self.lifecycle(caps);
+        if !self.kit_only {
+            self.wire_rules();
+        }
+    }
+
+    /// The wire rules over everything this run sent and received (beyond the kit). A stop rule
+    /// with nothing to judge is *not run* with the reason; without the interrupt fixture the
+    /// interrupt rule gives no verdict here (the CLI lists it as not run, naming the key).
+    fn wire_rules(&mut self) {
+        let m = self.mark();
+        for v in self.c.judge.verdicts(str::to_string) {
+            if v.status == Status::NotRun
+                && v.id == super::wire::INTERRUPT_SETTLES_INTERRUPTED
+                && self.fx.interruptible_prompt_input.is_none()
+            {
+                continue;
+            }
+            self.emit(m, v);
+        }
     }
 
     fn hygiene(&mut self) -> bool {
@@ -815,20 +858,22 @@ impl Kit<'_> {
             |_| Ok(()),
         );
 
-        // commands/list-declared
-        let m = self.mark();
-        let cwd = self.cwd.clone();
-        let id = self.c.request("commands/list", json!({"cwd": cwd}));
-        let r = self.c.wait_response(id);
-        self.pinned(
-            "commands/list-declared",
-            m,
-            "commands/list",
-            "capabilities.commands.list",
-            caps.commands_list,
-            r,
-            |res| COMMANDS_LIST_RESULT.check(res),
-        );
+        // commands/list-declared (beyond the kit, §9.7: not sent under --kit-only)
+        if !self.kit_only {
+            let m = self.mark();
+            let cwd = self.cwd.clone();
+            let id = self.c.request("commands/list", json!({"cwd": cwd}));
+            let r = self.c.wait_response(id);
+            self.pinned(
+                "commands/list-declared",
+                m,
+                "commands/list",
+                "capabilities.commands.list",
+                caps.commands_list,
+                r,
+                |res| COMMANDS_LIST_RESULT.check(res),
+            );
+        }
         Some(caps)
     }
 
@@ -1241,7 +1286,12 @@ impl Kit<'_> {
             }
         }
         let total = self.c.events.len();
-        let bad_deltas = self.c.diag.invalid_deltas.clone();
+        // bb's kit only sees the events of the messages it could assemble.
+        let bad_deltas = if self.kit_only {
+            Vec::new()
+        } else {
+            self.c.diag.invalid_deltas.clone()
+        };
         if let Some(f) = first {
             self.fail(
                 "events/schema-valid",

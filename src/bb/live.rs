@@ -136,6 +136,19 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
+/// A `clientRequestId` of the shape bb's schema requires (`creq_` and ten characters of its
+/// alphabet), stable per thread and step so re-recording gives the same ids.
+fn client_request_id(thread: &str, step: usize) -> String {
+    const ALPHABET: &[u8] = b"23456789abcdefghijkmnpqrstuvwxyz";
+    let mut h = crate::util::fnv1a64(format!("{thread}#{step}").as_bytes());
+    let mut id = String::from("creq_");
+    for _ in 0..10 {
+        id.push(ALPHABET[(h & 31) as usize] as char);
+        h >>= 5;
+    }
+    id
+}
+
 /// Quotes a word for `sh`.
 fn sh_quote(w: &str) -> String {
     format!("'{}'", w.replace('\'', r"'\''"))
@@ -212,7 +225,7 @@ fn record_scenario(
                 turns += 1;
                 let mut p = serde_json::json!({"threadId": thread,
                     "input": [{"type": "text", "text": text}],
-                    "clientRequestId": format!("creq_{}", i + 1), "options": {}});
+                    "clientRequestId": client_request_id(&thread, i), "options": {}});
                 if let Some(t) = &ptid {
                     p["providerThreadId"] = t.clone().into();
                 }

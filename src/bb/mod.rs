@@ -24,6 +24,7 @@ pub mod recorded;
 pub mod recorder;
 pub mod rows;
 pub mod transport;
+pub mod wire;
 
 use crate::cell::Cell;
 use crate::lane::Entry;
@@ -45,66 +46,17 @@ impl Model for BbModel {
         Protocol::Bb
     }
 
-    /// The offline count procedure of reference §4.2.
+    /// The offline count procedure of reference §4.2, plus the wire rules of [`wire`]: a
+    /// violation bb's assembler would absorb without a trace is counted as an invalid message.
     fn assemble(
         &self,
         cell: &Cell,
         entries: &mut dyn Iterator<Item = Entry>,
         sink: &mut dyn EventSink,
     ) {
-        let (provider, _) = cell.provider_and_name();
-        let mut assembler = assembler::Assembler::new(provider);
-        let mut grammar = grammar::Grammar::new();
-        for entry in entries {
-            match entry.dir.as_str() {
-                "runtime→bridge" => {
-                    // Cheap pre-filter: only a release stop matters offline.
-                    if !entry.line.contains("thread/stop") {
-                        continue;
-                    }
-                    if let Some(m) = parse_object(&entry.line)
-                        && m.get("method").and_then(Value::as_str) == Some("thread/stop")
-                        && m.get("params")
-                            .and_then(|p| p.get("intent"))
-                            .and_then(Value::as_str)
-                            == Some("release")
-                        && let Some(t) = m
-                            .get("params")
-                            .and_then(|p| p.get("threadId"))
-                            .and_then(Value::as_str)
-                    {
-                        grammar.clear_thread(t);
-                    }
-                }
-                "bridge→runtime" => {
-                    if !entry.line.contains("thread/delta") {
-                        continue;
-                    }
-                    let Some(m) = parse_object(&entry.line) else {
-                        continue;
-                    };
-                    if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
-                        continue;
-                    }
-                    let params = m.get("params").cloned().unwrap_or(Value::Null);
-                    match delta::validate_params(&params) {
-                        Err(e) => sink.invalid(format!(
-                            "bridge→runtime run {} seq {}: invalid thread/delta: {e}",
-                            crate::jsjson::format_f64(entry.run),
-                            crate::jsjson::format_f64(entry.seq)
-                        )),
-                        Ok((thread_id, deltas)) => {
-                            for ev in assembler.assemble(thread_id, deltas) {
-                                match grammar.accept(&ev) {
-                                    Ok(()) => sink.event(ev),
-                                    Err(drop) => sink.grammar_drop(drop),
-                                }
-                            }
-                        }
-                    }
-                }
-                _ => {} // provider lanes play no part offline
-            }
+        let judge = assemble_judged(cell, entries, sink);
+        for v in judge.violations {
+            sink.invalid(format!("{}: {}", v.rule, v.detail));
         }
     }
 
@@ -115,4 +67,85 @@ impl Model for BbModel {
     fn is_unhandled(&self, event: &Value) -> bool {
         event["type"] == "provider/unhandled"
     }
+}
+
+/// The offline pass over a cell's merged entries (reference §4.2), with the wire judge fed
+/// along; returns the judge (its violations are not yet reported to `sink`).
+pub fn assemble_judged(
+    cell: &Cell,
+    entries: &mut dyn Iterator<Item = Entry>,
+    sink: &mut dyn EventSink,
+) -> wire::WireJudge {
+    let (provider, _) = cell.provider_and_name();
+    let mut assembler = assembler::Assembler::new(provider);
+    let mut grammar = grammar::Grammar::new();
+    let mut judge = wire::WireJudge::new();
+    let at = |entry: &Entry| {
+        format!(
+            "{} run {} seq {}",
+            entry.dir,
+            crate::jsjson::format_f64(entry.run),
+            crate::jsjson::format_f64(entry.seq)
+        )
+    };
+    for entry in entries {
+        match entry.dir.as_str() {
+            "runtime→bridge" => {
+                // Cheap pre-filter: only stops and (re)attachments matter offline.
+                if !entry.line.contains("thread/") && !entry.line.contains("turn/") {
+                    continue;
+                }
+                let Some(m) = parse_object(&entry.line) else {
+                    continue;
+                };
+                judge.runtime(&Value::Object(m.clone()), &at(&entry));
+                if m.get("method").and_then(Value::as_str) == Some("thread/stop")
+                    && m.get("params")
+                        .and_then(|p| p.get("intent"))
+                        .and_then(Value::as_str)
+                        == Some("release")
+                    && let Some(t) = m
+                        .get("params")
+                        .and_then(|p| p.get("threadId"))
+                        .and_then(Value::as_str)
+                {
+                    grammar.clear_thread(t);
+                }
+            }
+            "bridge→runtime" => {
+                if !entry.line.contains("thread/delta") {
+                    // A response (no method) may answer a thread/stop.
+                    if !entry.line.contains("\"method\"")
+                        && let Some(m) = parse_object(&entry.line)
+                    {
+                        judge.bridge_response(&Value::Object(m), &at(&entry));
+                    }
+                    continue;
+                }
+                let Some(m) = parse_object(&entry.line) else {
+                    continue;
+                };
+                if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
+                    continue;
+                }
+                let params = m.get("params").cloned().unwrap_or(Value::Null);
+                match delta::validate_params(&params) {
+                    Err(e) => sink.invalid(format!("{}: invalid thread/delta: {e}", at(&entry))),
+                    Ok((thread_id, deltas)) => {
+                        let events = assembler.assemble(thread_id, deltas);
+                        let drops = assembler.take_silent_drops();
+                        judge.bridge_delta(thread_id, &at(&entry), &events, &drops);
+                        for ev in events {
+                            match grammar.accept(&ev) {
+                                Ok(()) => sink.event(ev),
+                                Err(drop) => sink.grammar_drop(drop),
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {} // provider lanes play no part offline
+        }
+    }
+    judge
 }

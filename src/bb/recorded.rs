@@ -50,6 +50,19 @@ pub fn offline_counts(cell: &Cell) -> OfflineCounts {
     sink.0
 }
 
+/// The wire rules ([`super::wire`]) judged offline on a cell's merged view, as
+/// `recorded/<cell>/<rule>` verdicts (a stop rule with nothing to judge is *not run*).
+pub fn wire_verdicts(cell: &Cell, name: &str) -> Vec<Verdict> {
+    struct Ignore;
+    impl EventSink for Ignore {
+        fn event(&mut self, _: Value) {}
+        fn grammar_drop(&mut self, _: GrammarDrop) {}
+        fn invalid(&mut self, _: String) {}
+    }
+    let judge = super::assemble_judged(cell, &mut cell.merged(), &mut Ignore);
+    judge.verdicts(|rule| format!("recorded/{name}/{rule}"))
+}
+
 /// The ThreadEvent check behind `events-schema-valid`: `Err(message)` when invalid.
 pub type EventCheck = fn(&Value) -> Result<(), String>;
 

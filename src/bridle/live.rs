@@ -3,10 +3,19 @@
 //! recorded browsers and agent are played by [`super::player`], and the replay's events are the
 //! same view the recorded leg assembles: every frame the replayed peers sent and received, in
 //! script order, through the same grammar. The Socket.IO handshake carries no hub identity.
+//!
+//! Recording cells: the hub is the bridge under test, so bridgewire plays both of its peers
+//! through the recording proxy ([`super::proxy`]): an agent `agent` that answers every
+//! forwarded message with one `message` (`Echo: <text>`), and per scenario a browser whose
+//! client id is the scenario's name (stop and resume steps are no-ops: replay plays one browser
+//! connection per cell). Each scenario's cell is `agent__<scenario>` (the
+//! `<agentId>__<clientId>` scope the proxy files a browser under, which replay reads back).
 
 use super::player::{Outcome, ReplayConfig, replay_cell_into};
 use crate::cell::Cell;
-use crate::protocol::{BridgeCommand, Live, LiveReplay, Protocol};
+use crate::cells::Step;
+use crate::protocol::{BridgeCommand, Live, LiveReplay, Protocol, RecordRequest, RecordedScenario};
+use serde_json::json;
 use std::time::Duration;
 
 pub struct BridleLive;
@@ -81,5 +90,127 @@ impl Live for BridleLive {
                 ..Default::default()
             },
         }
+    }
+
+    fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {
+        let command: Vec<std::ffi::OsString> = req
+            .bridge
+            .spawn_argv()
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        let secret = std::env::var("JWT_SECRET").ok();
+        let key = std::env::var("BRIDLE_API_KEY").ok();
+        let Some((jwt_secret, api_key, _hub, url)) = crate::cli::bridle_cmd::start_hub(
+            "record-cells",
+            None,
+            secret.as_deref(),
+            key.as_deref(),
+            &command,
+            120_000,
+        ) else {
+            return Err(format!(
+                "the hub `{}` did not start (see stderr)",
+                req.bridge.display()
+            ));
+        };
+        let rt = crate::cli::bridle_cmd::runtime().ok_or("cannot start an async runtime")?;
+        let dir = req.raw.join(req.provider);
+        let wait = req.timeout;
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| e.to_string())?;
+            let proxy_url = format!(
+                "http://{}",
+                listener.local_addr().map_err(|e| e.to_string())?
+            );
+            let cfg = super::proxy::ProxyConfig {
+                upstream: url.trim_end_matches('/').to_string(),
+                dir: dir.clone(),
+                redact: true,
+            };
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let server = tokio::spawn(super::proxy::serve(listener, cfg, async {
+                let _ = stopped.await;
+            }));
+            let opts = super::transport::Options {
+                open_timeout: wait,
+                ..Default::default()
+            };
+            let mut agent = super::transport::Socket::connect(
+                &proxy_url,
+                super::AGENT_NSP,
+                Some(json!({ "apiKey": api_key, "agentId": "agent" })),
+                &opts,
+            )
+            .await
+            .map_err(|e| format!("the agent could not connect to the hub: {e}"))?;
+            agent.emit("register", json!({}));
+            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+            let mut out = Vec::new();
+            for scenario in req.scenarios {
+                let client = scenario.name.clone();
+                let token = super::sign_jwt(&jwt_secret, &client, &[]);
+                let connect = || {
+                    super::transport::Socket::connect(
+                        &proxy_url,
+                        super::CLIENT_NSP,
+                        Some(json!({ "token": token, "agentId": "agent" })),
+                        &opts,
+                    )
+                };
+                let mut browser = connect().await.map_err(|e| {
+                    format!("scenario {client}: the browser could not connect: {e}")
+                })?;
+                browser.drain(std::time::Duration::from_millis(200)).await;
+                for (n, step) in scenario.steps.iter().enumerate() {
+                    match step {
+                        Step::Prompt(text) => {
+                            browser.emit(
+                                "message",
+                                json!({ "text": text, "parts": super::text_parts(text) }),
+                            );
+                            let m = agent.recv_named("message", wait).await.map_err(|e| {
+                                format!(
+                                    "scenario {client}: step {}: the hub did not forward the prompt to the agent: {e}",
+                                    n + 1
+                                )
+                            })?;
+                            let reply = format!("Echo: {}", m.data["text"].as_str().unwrap_or(""));
+                            agent.emit(
+                                "message",
+                                json!({ "clientId": m.data["clientId"], "text": reply,
+                                    "parts": super::text_parts(&reply),
+                                    "messageId": uuid::Uuid::new_v4().to_string() }),
+                            );
+                            browser.drain(std::time::Duration::from_millis(300)).await;
+                        }
+                        // One browser connection per cell (replay plays one): a chat with
+                        // the hub has no session to stop or resume.
+                        Step::Stop | Step::Resume => {}
+                        Step::WaitMs(ms) => {
+                            browser
+                                .drain(std::time::Duration::from_millis(*ms))
+                                .await;
+                        }
+                    }
+                }
+                browser.disconnect();
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                let name = format!("agent__{client}");
+                out.push(RecordedScenario {
+                    scope_dir: dir.join(crate::lane::scope_dir_name(Some(&name))),
+                    name,
+                    thread_id: None,
+                    identity: None,
+                });
+            }
+            agent.disconnect();
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let _ = stop.send(());
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;
+            Ok(out)
+        })
     }
 }

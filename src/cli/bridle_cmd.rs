@@ -33,11 +33,11 @@ pub struct HubArgs {
     #[arg(long, env = "BRIDLE_API_KEY")]
     pub api_key: Option<String>,
     /// Bound on each expected event, in ms.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, value_name = "DURATION", default_value_t = 3000, value_parser = super::args::parse_ms)]
     pub wait_ms: u64,
     /// The hub's /message/sync timeout in ms (the spec's 120000); a started hub gets it as
     /// BRIDLE_SYNC_TIMEOUT_MS.
-    #[arg(long, default_value_t = 120_000)]
+    #[arg(long, value_name = "DURATION", default_value_t = 120_000, value_parser = super::args::parse_ms)]
     pub sync_timeout_ms: u64,
     /// Only this rule (repeatable).
     #[arg(long = "rule", value_name = "ID")]
@@ -63,13 +63,13 @@ pub struct AgentArgs {
     #[arg(long)]
     pub api_key: Option<String>,
     /// Bound on a connection or a single frame, in ms.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, value_name = "DURATION", default_value_t = 5000, value_parser = super::args::parse_ms)]
     pub wait_ms: u64,
     /// Bound on a whole answer, in ms.
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(long, value_name = "DURATION", default_value_t = 30_000, value_parser = super::args::parse_ms)]
     pub turn_wait_ms: u64,
     /// Bound on reconnection after the hub restarts, in ms.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, value_name = "DURATION", default_value_t = 10_000, value_parser = super::args::parse_ms)]
     pub reconnect_wait_ms: u64,
     #[arg(long, value_enum, default_value_t = super::Format::Text)]
     pub format: super::Format,
@@ -365,7 +365,7 @@ pub struct ReplayBridleArgs {
     #[arg(long, env = "BRIDLE_API_KEY")]
     pub api_key: Option<String>,
     /// Bound on each expected frame, in ms.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, value_name = "DURATION", default_value_t = 3000, value_parser = super::args::parse_ms)]
     pub wait_ms: u64,
     /// The hub command.
     #[arg(last = true, value_name = "HUB COMMAND")]

@@ -40,7 +40,7 @@ pub struct RecordCellsArgs {
     #[arg(long, default_value = "")]
     pub cli_version: String,
     /// Bound of every wait.
-    #[arg(long, default_value_t = 15000)]
+    #[arg(long, value_name = "DURATION", default_value_t = 15000, value_parser = super::args::parse_ms)]
     pub timeout_ms: u64,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]

@@ -37,8 +37,9 @@ pub struct CheckBbArgs {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub policy: super::PolicyArgs,
-    /// Per-wait timeout in milliseconds (every wait of the kit is bounded by it).
-    #[arg(long, value_name = "N", default_value_t = 5000)]
+    /// Per-wait timeout (`5s`, `750ms`; a bare number is milliseconds): every wait of the kit
+    /// is bounded by it.
+    #[arg(long, visible_alias = "timeout", value_name = "DURATION", default_value_t = 5000, value_parser = super::args::parse_ms)]
     pub timeout_ms: u64,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = super::Format::Text)]
@@ -57,12 +58,18 @@ pub struct CheckBbArgs {
     /// turn-lifecycle, not-empty}` (exact plan, as bb's kit).
     #[arg(long, value_name = "DIR")]
     pub recordings: Vec<PathBuf>,
+    #[command(flatten)]
+    pub partition: super::args::PartitionArgs,
     /// Environment variable(s) the bridge reads its provider command from; each is pointed at
     /// the provider double during recorded replays (default: BB_REF_PROVIDER_COMMAND).
     #[arg(long, value_name = "NAME")]
     pub provider_env: Vec<String>,
-    /// Bound of every wait of a recorded replay, in milliseconds.
-    #[arg(long, value_name = "N", default_value_t = 15000)]
+    /// bb's own verdicts only: leave out the rules beyond bb's kit (marked `beyondKit` in
+    /// rules/bb.json), and judge `events/schema-valid` on assembled events only, as the kit.
+    #[arg(long)]
+    pub kit_only: bool,
+    /// Bound of every wait of a recorded replay (`15s`; a bare number is milliseconds).
+    #[arg(long, value_name = "DURATION", default_value_t = 15000, value_parser = super::args::parse_ms)]
     pub replay_timeout_ms: u64,
     /// Recorded replays wait bb's fixed drain and settle windows (the kit's timing) instead of
     /// ending each wait when the bridge is idle.
@@ -75,7 +82,7 @@ pub struct CheckBbArgs {
 
 /// A `not run` verdict for every live catalogue rule the kit reached no verdict on, naming
 /// what to set: the fixture key of an opt-in rule, else why it did not apply.
-fn not_run_verdicts(verdicts: &[Verdict], config: &Config) -> Vec<Verdict> {
+fn not_run_verdicts(verdicts: &[Verdict], config: &Config, kit_only: bool) -> Vec<Verdict> {
     let file = config
         .path
         .as_ref()
@@ -96,6 +103,7 @@ fn not_run_verdicts(verdicts: &[Verdict], config: &Config) -> Vec<Verdict> {
     crate::rule::catalogue_cached()
         .iter()
         .filter(|r| r.protocol == "bb" && r.mode == "live")
+        .filter(|r| !(kit_only && r.beyond_kit))
         .filter(|r| !verdicts.iter().any(|v| v.id == r.id))
         .map(|r| {
             let why = match (&r.fixture, r.id.as_str()) {
@@ -121,8 +129,8 @@ fn not_run_verdicts(verdicts: &[Verdict], config: &Config) -> Vec<Verdict> {
 }
 
 /// Verdicts a recorded cell normally yields (replays, events-schema-valid, grammar,
-/// turn-lifecycle, not-empty): the progress bar's step per cell.
-const RECORDED_PER_CELL: usize = 5;
+/// turn-lifecycle, not-empty, and the three wire rules): the progress bar's step per cell.
+const RECORDED_PER_CELL: usize = 8;
 
 /// Replays every thread cell of `roots` and returns the recorded-traffic verdicts.
 fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> {
@@ -132,7 +140,9 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
     for root in &a.recordings {
         let found = crate::cell::discover(root).map_err(|e| e.to_string())?;
         cells.extend(found.into_iter().filter(|c| {
-            c.protocol == crate::protocol::Protocol::Bb && !c.key.ends_with("_process")
+            c.protocol == crate::protocol::Protocol::Bb
+                && !c.key.ends_with("_process")
+                && a.partition.includes(&c.key)
         }));
     }
     let mut opts = ReplayOptions {
@@ -165,6 +175,11 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
                     vec![Verdict::fail(&format!("recorded/{name}/replays"), reason)]
                 }
             };
+            // The wire rules are judged on the recording itself (no bridge needed).
+            let mut vs = vs;
+            if !a.kit_only {
+                vs.extend(crate::bb::recorded::wire_verdicts(cell, name));
+            }
             // The cell's replay time goes on its first verdict; the others are offline.
             let vs: Vec<Verdict> = vs
                 .into_iter()
@@ -244,6 +259,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
         fixture: config.bb_fixture.clone(),
         timeout: Duration::from_millis(a.timeout_ms),
         limits: Default::default(),
+        kit_only: a.kit_only,
     };
     let target = a
         .command
@@ -286,7 +302,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let not_run = not_run_verdicts(&live_verdicts, &config);
+    let not_run = not_run_verdicts(&live_verdicts, &config, a.kit_only);
     for v in &not_run {
         live.verdict(v);
     }

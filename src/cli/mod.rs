@@ -1,5 +1,6 @@
 //! Command-line dispatch: clap types → library calls → exit code.
 
+pub mod args;
 pub(crate) mod bridle_cmd;
 mod cells_cmd;
 mod check_bb;
@@ -88,6 +89,8 @@ pub struct ParityArgs {
     /// Only cells whose key (`<provider>/<cell>`) contains this text (as in every command).
     #[arg(long, value_name = "TEXT")]
     pub cell: Option<String>,
+    #[command(flatten)]
+    pub partition: args::PartitionArgs,
     /// Intended differences (bb's parity-allowlist.json shape); stale entries fail the run.
     #[arg(long, value_name = "FILE")]
     pub allowlist: Option<PathBuf>,
@@ -97,8 +100,8 @@ pub struct ParityArgs {
     /// Worker threads (default: one per core).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
-    /// Bound of every wait in a live replay.
-    #[arg(long, default_value_t = 15000)]
+    /// Bound of every wait in a live replay (`15s`, `750ms`; a bare number is milliseconds).
+    #[arg(long, visible_alias = "timeout", value_name = "DURATION", default_value = "15000", value_parser = args::parse_ms)]
     pub timeout_ms: u64,
     /// Run even when both legs would execute the same files with the same arguments in the
     /// same directory (a determinism check of one bridge; refused otherwise).
@@ -122,6 +125,8 @@ pub struct PinsArgs {
     /// Only cells whose key (`<provider>/<cell>`) contains this text.
     #[arg(long, value_name = "TEXT")]
     pub cell: Option<String>,
+    #[command(flatten)]
+    pub partition: args::PartitionArgs,
     /// Worker threads (default: one per core).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,

@@ -119,6 +119,7 @@ pub fn run(a: &ParityArgs) -> u8 {
         let (provider, _) = key.split_once('/').unwrap_or(("", key));
         a.provider.as_deref().is_none_or(|p| p == provider)
             && a.cell.as_deref().is_none_or(|c| key.contains(c))
+            && a.partition.includes(key)
     });
     if targets.is_empty() {
         eprintln!("error: no matching recordings");
@@ -311,6 +312,12 @@ fn compare_one(
         let recorded = crate::pins::compute(c, None).counts.events;
         b.recorded_events.get_or_insert(recorded);
         h.recorded_events.get_or_insert(recorded);
+        // A live leg sees one side of the wire: the other leg is compared on that view too.
+        for (leg, run) in [(base, &mut b), (head, &mut h)] {
+            if !leg.replays_live() && run.error.is_none() {
+                parity::restrict_to_live_view(run, c);
+            }
+        }
     }
     parity::compare_cell(key, model, b, h, allow, a.dump_dir.as_deref())
 }

@@ -39,6 +39,7 @@ pub fn run(a: &PinsArgs) -> u8 {
         let cells: Vec<_> = cells
             .into_iter()
             .filter(|c| a.cell.as_deref().is_none_or(|f| c.key.contains(f)))
+            .filter(|c| a.partition.includes(&c.key))
             .collect();
         if cells.is_empty() {
             continue;
@@ -165,7 +166,7 @@ pub fn run(a: &PinsArgs) -> u8 {
         }
         // Pins whose recording is gone (only meaningful without a --cell filter).
         if a.cell.is_none() {
-            for key in pinned.keys() {
+            for key in pinned.keys().filter(|k| a.partition.includes(k)) {
                 if !outcomes.iter().any(|o| &o.key == key) {
                     if a.update {
                         if text {
@@ -183,8 +184,8 @@ pub fn run(a: &PinsArgs) -> u8 {
         }
         if a.update {
             let mut all = fresh;
-            if a.cell.is_some() {
-                // Keep pins of cells outside the filter.
+            if a.cell.is_some() || a.partition.partition.is_some() {
+                // Keep pins of cells outside the filter (or the shard).
                 for (k, v) in &pinned {
                     if let Some(c) = Counts::from_json(v) {
                         all.entry(k.clone()).or_insert(c);

@@ -39,18 +39,18 @@ pub enum RerecordCommand {
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReplayBbArgs {
     /// Bound of every wait, and of the exit wait, in ms.
-    #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_TIMEOUT_MS)]
+    #[arg(long, value_name = "DURATION", default_value_t = player::DEFAULT_TIMEOUT_MS, value_parser = super::args::parse_ms)]
     pub timeout_ms: u64,
     /// Bridge silence required before stdin is closed, in ms (the most an idle bridge is
     /// waited for without --fixed-windows).
-    #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_SETTLE_MS)]
+    #[arg(long, value_name = "DURATION", default_value_t = player::DEFAULT_SETTLE_MS, value_parser = super::args::parse_ms)]
     pub settle_ms: u64,
     /// Bridge silence required before each runtime request, in ms (the most an idle bridge is
     /// waited for without --fixed-windows).
-    #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_DRAIN_MS)]
+    #[arg(long, value_name = "DURATION", default_value_t = player::DEFAULT_DRAIN_MS, value_parser = super::args::parse_ms)]
     pub drain_ms: u64,
     /// Approximate plan only: bridge silence that also releases the events gate, in ms.
-    #[arg(long, value_name = "MS", default_value_t = player::DEFAULT_ORDER_TIMEOUT_MS)]
+    #[arg(long, value_name = "DURATION", default_value_t = player::DEFAULT_ORDER_TIMEOUT_MS, value_parser = super::args::parse_ms)]
     pub order_timeout_ms: u64,
     /// Pace from the merged view (with `.current` lanes) and wait for every planned event.
     /// Ignored by `rerecord`, which always plans from the recorded lane.

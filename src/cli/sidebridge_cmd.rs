@@ -28,7 +28,7 @@ pub struct SidebridgeTarget {
     #[arg(long, env = "SIDEBRIDGE_KEY")]
     pub key: Option<String>,
     /// Seconds to wait for a spawned bridge to print its address.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = super::args::parse_secs)]
     pub startup_timeout: f64,
     /// How to find a spawned bridge's URL in its start-up output (stdout or stderr): a regex
     /// whose first capture group (else whole match) is the URL or host:port. Default: the
@@ -36,10 +36,10 @@ pub struct SidebridgeTarget {
     #[arg(long, value_name = "REGEX")]
     pub url_pattern: Option<String>,
     /// Seconds to wait for a whole reply (the app's timeout).
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = super::args::parse_secs)]
     pub timeout: f64,
     /// Seconds to wait for a TCP connection.
-    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = super::args::parse_secs)]
     pub connect_timeout: f64,
     /// Largest reply body read, in bytes.
     #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
@@ -114,7 +114,7 @@ pub struct CheckSidebridgeArgs {
     #[command(flatten)]
     pub policy: super::PolicyArgs,
     /// SB-H2 warns above this many seconds.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = super::args::parse_secs)]
     pub warn_after: f64,
     /// Seed for chat ids, message ids and key order (the words to remember are fresh per run).
     #[arg(long, default_value_t = 1)]
@@ -171,7 +171,7 @@ pub struct RecordSidebridgeArgs {
     #[arg(long, env = "SIDEBRIDGE_KEY")]
     pub key: Option<String>,
     /// Seconds to wait for the upstream's whole reply.
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = super::args::parse_secs)]
     pub timeout: f64,
     /// Largest request or reply body forwarded, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]

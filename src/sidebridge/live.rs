@@ -1,9 +1,13 @@
 //! Side Bridge's half of [`crate::protocol::Live`]: a cell's recorded requests re-sent to a
-//! freshly started bridge through [`super::player`]. Side Bridge has no handshake, so a bridge
-//! has no identity to compare with a recording's.
+//! freshly started bridge through [`super::player`]; cells recorded through the recording proxy
+//! ([`super::proxy`]) with the app's client ([`super::client`]): one chat per scenario, a prompt
+//! is a send, a resume reopens the chat (a new session start), a stop ends nothing (the app has
+//! no stop). Side Bridge has no handshake, so a bridge has no identity to compare with a
+//! recording's. The bridge's key comes from `$SIDEBRIDGE_KEY`.
 
 use crate::cell::Cell;
-use crate::protocol::{BridgeCommand, Live, LiveReplay, Protocol};
+use crate::cells::Step;
+use crate::protocol::{BridgeCommand, Live, LiveReplay, Protocol, RecordRequest, RecordedScenario};
 use std::time::Duration;
 
 pub struct SideBridgeLive;
@@ -40,5 +44,98 @@ impl Live for SideBridgeLive {
                 }
             }
         }
+    }
+
+    fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {
+        let key = std::env::var("SIDEBRIDGE_KEY")
+            .ok()
+            .filter(|k| !k.is_empty());
+        let spec = super::spawn::BridgeSpec {
+            url: None,
+            command: req
+                .bridge
+                .spawn_argv()
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+            key: key.clone(),
+            startup: std::time::Duration::from_secs(10),
+            url_pattern: None,
+        };
+        let (upstream, _bridge) = spec
+            .resolve()
+            .map_err(|e| format!("cannot start `{}`: {e:#}", req.bridge.display()))?;
+        let dir = req.raw.join(req.provider);
+        let cfg = super::proxy::ProxyConfig {
+            listen: "127.0.0.1:0".into(),
+            upstream,
+            dir: dir.clone(),
+            keep_key: false,
+            key: key.clone(),
+            timeout: req.timeout,
+            max_body: 64 * 1024 * 1024,
+        };
+        let limits = super::transport::Limits {
+            total: req.timeout,
+            ..Default::default()
+        };
+        super::spawn::runtime().block_on(async move {
+            let proxy = super::proxy::Proxy::bind(cfg)
+                .await
+                .map_err(|e| format!("{e:#}"))?;
+            let addr = proxy.local_addr().map_err(|e| e.to_string())?;
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let server = tokio::spawn(proxy.serve(async {
+                let _ = stopped.await;
+            }));
+            let mut d = super::client::Driver::new(&format!("http://{addr}/"), key, limits, 1)
+                .map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            for scenario in req.scenarios {
+                let mut screen = super::client::Screen::new(&mut d.rng);
+                let i = screen.start(&mut d, "session start").await;
+                check(&d, i, &scenario.name)?;
+                for (n, step) in scenario.steps.iter().enumerate() {
+                    match step {
+                        Step::Prompt(text) => {
+                            if let Some(i) =
+                                screen.send(&mut d, text, &format!("step {}", n + 1)).await
+                            {
+                                check(&d, i, &scenario.name)?;
+                            }
+                        }
+                        Step::Stop => {}
+                        Step::Resume => {
+                            screen = screen.reopen();
+                            let i = screen.start(&mut d, "session start").await;
+                            check(&d, i, &scenario.name)?;
+                        }
+                        Step::WaitMs(ms) => {
+                            tokio::time::sleep(std::time::Duration::from_millis(*ms)).await
+                        }
+                    }
+                }
+                out.push(RecordedScenario {
+                    name: scenario.name.clone(),
+                    scope_dir: dir.join(crate::lane::scope_dir_name(Some(&screen.chat_id))),
+                    thread_id: Some(screen.chat_id.clone()),
+                    identity: None,
+                });
+            }
+            let _ = stop.send(());
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;
+            Ok(out)
+        })
+    }
+}
+
+/// A recorded exchange that got no reply at all is a recording that failed.
+fn check(d: &super::client::Driver, i: usize, scenario: &str) -> Result<(), String> {
+    match &d.log[i].result {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!(
+            "scenario {scenario}: {}: the bridge gave no reply ({e})",
+            d.log[i].label
+        )),
     }
 }

@@ -3,9 +3,13 @@
 // kind, accumulated text flushed every 100 ms (the BridleRepository's cadence), stream_end with
 // the returned final text, which extends the last flush by whatever arrived since (no closing
 // flush, as the spec's runtime allows). Env: BRIDLE_URL, BRIDLE_API_KEY, BRIDLE_AGENT_ID.
+// AGENT_DIVERGE plants one divergence: `root-namespace` (connects to BRIDLE_URL itself, the
+// namespace `/`), `end-replaces` (stream_end carries a text that does not extend the last flush).
 const { io } = require("socket.io-client");
 
-const socket = io(process.env.BRIDLE_URL + "/ws/agent", {
+const diverge = process.env.AGENT_DIVERGE || "";
+const nsp = diverge === "root-namespace" ? "" : "/ws/agent";
+const socket = io(process.env.BRIDLE_URL + nsp, {
   auth: { apiKey: process.env.BRIDLE_API_KEY, agentId: process.env.BRIDLE_AGENT_ID },
   reconnectionDelay: 200,
   reconnectionDelayMax: 1000,
@@ -26,8 +30,9 @@ async function streamSend(clientId, produce) {
     }
   };
   const timer = setInterval(flush, 100);
-  const final = await produce((acc) => { latest = acc; });
+  let final = await produce((acc) => { latest = acc; });
   clearInterval(timer);
+  if (diverge === "end-replaces") final = "A different ending.";
   socket.emit("stream_end", { clientId, text: final, parts: parts(final), messageId, ts: Date.now() });
 }
 

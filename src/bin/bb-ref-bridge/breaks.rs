@@ -33,6 +33,9 @@ pub enum Break {
     RewordFinalMessage,
     PlanStepInProgress,
     MalformedClientRequestId,
+    DeltaOutsideTurn,
+    InterruptCompletes,
+    DeltaAfterStop,
 }
 
 /// Every mode with its command-line / environment spelling.
@@ -68,6 +71,9 @@ pub const ALL: &[(&str, Break)] = &[
         "malformed-client-request-id",
         Break::MalformedClientRequestId,
     ),
+    ("delta-outside-turn", Break::DeltaOutsideTurn),
+    ("interrupt-completes", Break::InterruptCompletes),
+    ("delta-after-stop", Break::DeltaAfterStop),
 ];
 
 static ACTIVE: OnceLock<Vec<Break>> = OnceLock::new();

@@ -88,6 +88,9 @@
 //! | `no-turn-completed` | `turn/lifecycle` | the process's first ordinary turn never gets its final `turn.boundary` (later turns do, so later rules still see settled turns) |
 //! | `invalid-event` | `events/schema-valid` | after every `usage`, a separate batch with one more `usage` whose token counts are strings: bb's runtime refuses that `thread/delta` message whole |
 //! | `plan-step-in-progress` | `events/schema-valid` | plan steps go out with the provider's own `inProgress` status instead of bb's `active` (bb's plan-step statuses are pending/active/completed/failed); the plan's `item.open` batch is refused whole |
+//! | `delta-outside-turn` | `turn/delta-outside-turn` (beyond the kit: the kit passes) | the process's first turn sends an `item.textDelta` (key `{channel: "preamble"}`, no `noTurnFallback`) right before its `turn.open`: bb's assembler drops it without a trace |
+//! | `interrupt-completes` | `stop/interrupt-settles-interrupted` (beyond the kit) | `thread/stop {interrupt}` settles the open turn with `turn.boundary {status: "completed"}` (still before the answer) |
+//! | `delta-after-stop` | `stop/nothing-after-stop` (beyond the kit) | right after answering any `thread/stop`, one more `thread/delta` (a `provider.warning`) for the stopped thread |
 //! | `malformed-client-request-id` | `events/schema-valid` | the process's first `input.accepted` echoes the client request id with its `creq_` prefix rewritten to `req_`, which bb's id format refuses; that batch (the acceptance alone) is refused whole |
 //! | `delta-before-open` | `item/opens-before-delta` | a command's `item.open` is held back until after its first `item.outputDelta`, so `item/commandExecution/outputDelta` precedes `item/started` |
 //! | `release-interrupts` | `stop/release-not-interrupted` | `thread/stop {release}` on an idle thread writes `turn.open` + `turn.boundary {interrupted}` right after its answer |

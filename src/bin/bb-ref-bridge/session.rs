@@ -529,8 +529,9 @@ impl ThreadHandle {
             (st.turn.take(), st.provider_thread_id.clone())
         };
         let mut deltas = Vec::new();
-        // Break `release-interrupts`: written after the answer, inside the runtime's
-        // settling window, so it shows up however "after the stop" is measured.
+        // Break `release-interrupts`: written after the settling deltas, before the answer
+        // (the kit looks for an interruption from the stop request on), so the fault is the
+        // fabrication alone, not also traffic after the answer.
         let mut fabricated = Vec::new();
         if let Some(mut turn) = turn {
             // Ask the provider to stop cleanly (bounded); the session on its side stays
@@ -545,9 +546,13 @@ impl ThreadHandle {
             deltas = settle_open(&mut turn, "interrupted");
             // Without a `turn.open` the accepted input is still queued in the assembler:
             // `claimIfIdle` opens a turn for it so it still reaches a terminal state.
-            deltas.push(
-                json!({"kind": "turn.boundary", "status": "interrupted", "claimIfIdle": true}),
-            );
+            let status =
+                if interrupt_or_release == "interrupt" && breaks::on(Break::InterruptCompletes) {
+                    "completed"
+                } else {
+                    "interrupted"
+                };
+            deltas.push(json!({"kind": "turn.boundary", "status": status, "claimIfIdle": true}));
         } else if interrupt_or_release == "release" && breaks::on(Break::ReleaseInterrupts) {
             // Fabricate an interruption of an idle session.
             fabricated.push(json!({"kind": "turn.open"}));
@@ -559,10 +564,18 @@ impl ThreadHandle {
             self.child().shutdown(Duration::from_millis(500));
         } else {
             out::deltas(&self.thread_id, deltas);
+            out::deltas(&self.thread_id, fabricated);
             self.child().shutdown(Duration::from_millis(500));
             respond();
         }
-        out::deltas(&self.thread_id, fabricated);
+        if breaks::on(Break::DeltaAfterStop) {
+            out::deltas(
+                &self.thread_id,
+                vec![
+                    json!({"kind": "provider.warning", "summary": "a late notice after the stop"}),
+                ],
+            );
+        }
     }
 }
 
@@ -659,6 +672,12 @@ fn translate(st: &mut State, update: &Value) -> Vec<Vec<Value>> {
     // Item updates imply the provider took the prompt; open the turn if it did not say so.
     if !turn.opened {
         turn.opened = true;
+        static PREAMBLE_SENT: std::sync::atomic::AtomicBool =
+            std::sync::atomic::AtomicBool::new(false);
+        if breaks::on(Break::DeltaOutsideTurn) && !PREAMBLE_SENT.swap(true, Ordering::SeqCst) {
+            // Text before the turn opens: bb's assembler drops it without a trace.
+            deltas.push(json!({"kind": "item.textDelta", "key": {"channel": "preamble"}, "channel": "agentMessage", "text": "thinking… "}));
+        }
         deltas.push(json!({"kind": "turn.open"}));
     }
     let id = str_of(update, "toolCallId").to_owned();

@@ -1,0 +1,364 @@
+//! Protocol obligations judged on the wire: what the runtime sent and what the bridge sent, in
+//! order, beyond what bb's kit checks on assembled events. These are the violations bb's
+//! assembler absorbs without a trace (the kit passes them), so they are marked `beyond the
+//! kit` in the catalogue and left out by `check bb --kit-only`.
+//!
+//! | Rule | Protocol document | Fails when |
+//! | --- | --- | --- |
+//! | `turn/delta-outside-turn` | Turn lifecycle 2 | a turn-requiring delta (item, stream, provider input) arrives with no turn open and no `noTurnFallback`, or a non-claiming `turn.boundary` has no turn to settle: bb's assembler drops it without a trace |
+//! | `stop/interrupt-settles-interrupted` | Turn lifecycle 5 | the turn a `thread/stop {intent: "interrupt"}` interrupted settles with any status but `interrupted` |
+//! | `stop/nothing-after-stop` | Turn lifecycle 6 | the bridge sends a `thread/delta` for a thread after answering its `thread/stop`, before the runtime re-attaches it (`thread/start`/`resume`/`fork`, `turn/start`/`steer`) |
+//!
+//! The judge is fed the same way live (the conformance client) and offline (a recording's
+//! merged view): runtime lines, bridge responses, and each `thread/delta`'s assembled events
+//! and silent drops. Each violation names where it happened (message position or lane
+//! run/seq) and the thread, key or turn involved.
+
+use super::assembler::SilentDrop;
+use crate::rule::Verdict;
+use serde_json::Value;
+use std::collections::HashMap;
+
+pub const DELTA_OUTSIDE_TURN: &str = "turn/delta-outside-turn";
+pub const INTERRUPT_SETTLES_INTERRUPTED: &str = "stop/interrupt-settles-interrupted";
+pub const NOTHING_AFTER_STOP: &str = "stop/nothing-after-stop";
+
+/// Every wire rule, in report order.
+pub const RULES: &[&str] = &[
+    DELTA_OUTSIDE_TURN,
+    INTERRUPT_SETTLES_INTERRUPTED,
+    NOTHING_AFTER_STOP,
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub rule: &'static str,
+    pub detail: String,
+}
+
+#[derive(Default)]
+pub struct WireJudge {
+    /// Pending `thread/stop` requests: id (JSON text) → (thread, intent, where).
+    stops: HashMap<String, (String, String, String)>,
+    /// Open turns per thread, oldest first (from assembled events).
+    open_turns: HashMap<String, Vec<String>>,
+    /// Thread → (interrupted turn, where the stop was sent).
+    interrupting: HashMap<String, (String, String)>,
+    /// Thread → where its stop was answered (the bridge holds nothing for it any more).
+    detached: HashMap<String, String>,
+    /// Threads whose stop was answered before the interrupted turn settled: the late
+    /// settlement is the kit's `stop/interrupt-settles-before-result` fault, not counted here.
+    late_settlement: HashMap<String, String>,
+    /// Late messages left to the kit's rule (named in this rule's verdict).
+    pub left_to_kit: Vec<String>,
+    pub violations: Vec<Violation>,
+    /// Whether any `thread/stop` was answered / any open turn was interrupted.
+    pub stops_answered: usize,
+    pub interrupts: usize,
+    /// Whether any runtime→bridge line was seen (recordings may lack that lane).
+    pub runtime_seen: bool,
+}
+
+fn thread_of(msg: &Value) -> Option<&str> {
+    msg.get("params")?.get("threadId")?.as_str()
+}
+
+impl WireJudge {
+    pub fn new() -> WireJudge {
+        WireJudge::default()
+    }
+
+    /// A line the runtime sent to the bridge.
+    pub fn runtime(&mut self, msg: &Value, at: &str) {
+        self.runtime_seen = true;
+        let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id"))
+        else {
+            return;
+        };
+        let Some(thread) = thread_of(msg) else {
+            return;
+        };
+        match method {
+            "thread/stop" => {
+                let intent = msg["params"]["intent"].as_str().unwrap_or("").to_string();
+                if intent == "interrupt"
+                    && let Some(turn) = self.open_turns.get(thread).and_then(|t| t.last())
+                {
+                    self.interrupts += 1;
+                    self.interrupting
+                        .insert(thread.to_string(), (turn.clone(), at.to_string()));
+                }
+                self.stops
+                    .insert(id.to_string(), (thread.to_string(), intent, at.to_string()));
+            }
+            "thread/start" | "thread/resume" | "thread/fork" | "turn/start" | "turn/steer" => {
+                self.detached.remove(thread);
+            }
+            _ => {}
+        }
+    }
+
+    /// A response the bridge sent (a line with an `id` and no `method`).
+    pub fn bridge_response(&mut self, msg: &Value, at: &str) {
+        let Some(id) = msg.get("id") else {
+            return;
+        };
+        if let Some((thread, _, _)) = self.stops.remove(&id.to_string()) {
+            self.stops_answered += 1;
+            if self.interrupting.contains_key(&thread) {
+                self.late_settlement.insert(thread.clone(), at.to_string());
+            }
+            self.detached.insert(thread, at.to_string());
+        }
+    }
+
+    /// A valid `thread/delta` for `thread`, with what it assembled into and what was dropped.
+    pub fn bridge_delta(&mut self, thread: &str, at: &str, events: &[Value], drops: &[SilentDrop]) {
+        if let Some(answered) = self.late_settlement.get(thread) {
+            // Still settling the turn the stop interrupted: one fault, judged by the kit's
+            // stop/interrupt-settles-before-result; the thread stays detached afterwards.
+            self.left_to_kit.push(format!(
+                "the late settlement at {at} (after the answer at {answered}) is judged by stop/interrupt-settles-before-result"
+            ));
+            let settles = events.iter().any(|e| {
+                e["type"] == "turn/completed"
+                    && self
+                        .interrupting
+                        .get(thread)
+                        .is_some_and(|(t, _)| e["scope"]["turnId"] == t.as_str())
+            });
+            if settles || !self.interrupting.contains_key(thread) {
+                self.late_settlement.remove(thread);
+            }
+        } else if let Some(answered) = self.detached.remove(thread) {
+            self.violations.push(Violation {
+                rule: NOTHING_AFTER_STOP,
+                detail: format!(
+                    "thread/delta for thread {thread:?} at {at}, after the thread/stop answer at {answered}: the runtime had detached the thread"
+                ),
+            });
+        }
+        for d in drops {
+            let key = d
+                .key
+                .as_ref()
+                .map(|k| format!(" (key {k})"))
+                .unwrap_or_default();
+            let what = if d.kind == "turn.boundary" {
+                "no turn is open to settle".to_string()
+            } else {
+                "no turn is open and it carries no noTurnFallback".to_string()
+            };
+            self.violations.push(Violation {
+                rule: DELTA_OUTSIDE_TURN,
+                detail: format!(
+                    "{}{key} at {at} on thread {:?}: {what}; bb's assembler drops it without a trace",
+                    d.kind, d.thread
+                ),
+            });
+        }
+        for e in events {
+            let Some(turn) = e["scope"]["turnId"].as_str() else {
+                continue;
+            };
+            match e["type"].as_str() {
+                Some("turn/started") => self
+                    .open_turns
+                    .entry(thread.to_string())
+                    .or_default()
+                    .push(turn.to_string()),
+                Some("turn/completed") => {
+                    if let Some(open) = self.open_turns.get_mut(thread) {
+                        open.retain(|t| t != turn);
+                    }
+                    if let Some((t, stop_at)) = self.interrupting.get(thread)
+                        && t == turn
+                    {
+                        let status = e["status"].as_str().unwrap_or("?");
+                        if status != "interrupted" {
+                            self.violations.push(Violation {
+                                rule: INTERRUPT_SETTLES_INTERRUPTED,
+                                detail: format!(
+                                    "the turn interrupted by thread/stop at {stop_at} (thread {thread:?}) settled with status {status:?} at {at}; an interrupt settles it \"interrupted\""
+                                ),
+                            });
+                        }
+                        self.interrupting.remove(thread);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// One verdict per wire rule; `id` maps a rule to its verdict id (e.g. a cell prefix).
+    /// A stop rule that saw no stop is *not run*, with the reason.
+    pub fn verdicts(&self, id: impl Fn(&str) -> String) -> Vec<Verdict> {
+        RULES
+            .iter()
+            .map(|rule| {
+                let mine: Vec<&Violation> =
+                    self.violations.iter().filter(|v| v.rule == *rule).collect();
+                if let Some(first) = mine.first() {
+                    let more: Vec<String> = mine.iter().skip(1).map(|v| v.detail.clone()).collect();
+                    let detail = if more.is_empty() {
+                        first.detail.clone()
+                    } else {
+                        format!("{} (and {} more)", first.detail, more.len())
+                    };
+                    return Verdict::fail(&id(rule), detail).with_context(more);
+                }
+                let not_run = match *rule {
+                    INTERRUPT_SETTLES_INTERRUPTED if !self.runtime_seen => {
+                        Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
+                    }
+                    INTERRUPT_SETTLES_INTERRUPTED if self.interrupts == 0 => {
+                        Some("no thread/stop {intent: \"interrupt\"} reached an open turn")
+                    }
+                    NOTHING_AFTER_STOP if !self.runtime_seen => {
+                        Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
+                    }
+                    NOTHING_AFTER_STOP if self.stops_answered == 0 => {
+                        Some("no thread/stop was answered")
+                    }
+                    _ => None,
+                };
+                match not_run {
+                    Some(why) => Verdict::not_run(&id(rule), why),
+                    None if *rule == NOTHING_AFTER_STOP && !self.left_to_kit.is_empty() => {
+                        let mut v = Verdict::pass(&id(rule));
+                        v.detail = self.left_to_kit.join("; ");
+                        v
+                    }
+                    None => Verdict::pass(&id(rule)),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bb::assembler::Assembler;
+    use crate::rule::Status;
+    use serde_json::json;
+
+    fn feed(j: &mut WireJudge, a: &mut Assembler, thread: &str, at: &str, deltas: Value) {
+        let events = a.assemble(thread, deltas.as_array().unwrap());
+        let drops = a.take_silent_drops();
+        j.bridge_delta(thread, at, &events, &drops);
+    }
+
+    fn status(v: &[Verdict], rule: &str) -> (Status, String) {
+        let v = v.iter().find(|v| v.id == rule).unwrap();
+        (v.status, v.detail.clone())
+    }
+
+    #[test]
+    fn a_text_delta_before_its_turn_is_named() {
+        let (mut j, mut a) = (WireJudge::new(), Assembler::new("p"));
+        feed(
+            &mut j,
+            &mut a,
+            "t",
+            "message 3",
+            json!([{"kind": "item.textDelta", "key": {"channel": "assistant"}, "channel": "agentMessage", "text": "early"}]),
+        );
+        feed(
+            &mut j,
+            &mut a,
+            "t",
+            "message 4",
+            json!([{"kind": "turn.open"}, {"kind": "turn.boundary", "status": "completed"}]),
+        );
+        // A claiming boundary on an idle thread and a fallback are legal.
+        feed(
+            &mut j,
+            &mut a,
+            "t",
+            "message 5",
+            json!([{"kind": "turn.boundary", "status": "completed", "claimIfIdle": true},
+            {"kind": "item.textDelta", "key": {"channel": "x"}, "channel": "agentMessage", "text": "y", "noTurnFallback": {"raw": {"jsonrpc": "2.0", "method": "m"}, "rawType": "m"}}]),
+        );
+        let v = j.verdicts(str::to_string);
+        let (s, d) = status(&v, DELTA_OUTSIDE_TURN);
+        assert_eq!(s, Status::Fail);
+        assert_eq!(
+            d,
+            "item.textDelta (key channel \"assistant\") at message 3 on thread \"t\": no turn is open and it carries no noTurnFallback; bb's assembler drops it without a trace"
+        );
+        assert_eq!(j.violations.len(), 1);
+        assert_eq!(status(&v, NOTHING_AFTER_STOP).0, Status::NotRun);
+    }
+
+    #[test]
+    fn an_interrupt_settled_completed_and_deltas_after_the_stop_answer() {
+        let (mut j, mut a) = (WireJudge::new(), Assembler::new("p"));
+        feed(
+            &mut j,
+            &mut a,
+            "t",
+            "message 1",
+            json!([{"kind": "turn.open"}]),
+        );
+        j.runtime(&json!({"jsonrpc": "2.0", "id": 9, "method": "thread/stop", "params": {"threadId": "t", "intent": "interrupt"}}), "request 9");
+        feed(
+            &mut j,
+            &mut a,
+            "t",
+            "message 2",
+            json!([{"kind": "turn.boundary", "status": "completed"}]),
+        );
+        j.bridge_response(
+            &json!({"jsonrpc": "2.0", "id": 9, "result": {}}),
+            "message 3",
+        );
+        feed(
+            &mut j,
+            &mut a,
+            "t",
+            "message 4",
+            json!([{"kind": "usage", "total": {}, "last": {}, "modelContextWindow": null}]),
+        );
+        let v = j.verdicts(|r| format!("recorded/c/{r}"));
+        let (s, d) = status(&v, "recorded/c/stop/interrupt-settles-interrupted");
+        assert_eq!(s, Status::Fail);
+        assert!(d.contains("status \"completed\" at message 2"), "{d}");
+        let (s, d) = status(&v, "recorded/c/stop/nothing-after-stop");
+        assert_eq!(s, Status::Fail);
+        assert!(
+            d.contains("at message 4, after the thread/stop answer at message 3"),
+            "{d}"
+        );
+        // Re-attaching the thread ends the detachment.
+        j.runtime(&json!({"jsonrpc": "2.0", "id": 10, "method": "turn/start", "params": {"threadId": "t"}}), "request 10");
+        let before = j.violations.len();
+        feed(
+            &mut j,
+            &mut a,
+            "t",
+            "message 5",
+            json!([{"kind": "turn.open"}]),
+        );
+        assert_eq!(j.violations.len(), before);
+    }
+
+    #[test]
+    fn a_correct_interrupt_passes() {
+        let (mut j, mut a) = (WireJudge::new(), Assembler::new("p"));
+        feed(&mut j, &mut a, "t", "m1", json!([{"kind": "turn.open"}]));
+        j.runtime(&json!({"jsonrpc": "2.0", "id": "s", "method": "thread/stop", "params": {"threadId": "t", "intent": "interrupt"}}), "r1");
+        feed(
+            &mut j,
+            &mut a,
+            "t",
+            "m2",
+            json!([{"kind": "turn.boundary", "status": "interrupted"}]),
+        );
+        // A response id of another type ("s" vs 1) is not this stop's answer.
+        j.bridge_response(&json!({"jsonrpc": "2.0", "id": "s", "result": {}}), "m3");
+        let v = j.verdicts(str::to_string);
+        assert!(v.iter().all(|v| v.status == Status::Pass), "{v:?}");
+    }
+}

@@ -1,0 +1,254 @@
+//! The wire rules (`src/bb/wire.rs`) offline and with `--kit-only`: a recording with a violation
+//! bb's kit would absorb is counted as invalid by `pins` and fails its `recorded/<cell>/<rule>`
+//! verdict, naming the lane position; `check bb --kit-only` gives bb's own verdicts.
+
+use std::path::Path;
+use std::process::Command;
+
+const BRIDGEWIRE: &str = env!("CARGO_BIN_EXE_bridgewire");
+const BRIDGE: &str = env!("CARGO_BIN_EXE_bb-ref-bridge");
+const PROVIDER: &str = env!("CARGO_BIN_EXE_bb-ref-provider");
+
+fn entry(dir: &str, seq: u64, line: &str) -> String {
+    bridgewire::lane::Entry {
+        ts: 1.0,
+        run: 1.0,
+        seq: seq as f64,
+        dir: dir.into(),
+        line: line.into(),
+        extra: Default::default(),
+    }
+    .to_line()
+}
+
+fn delta(deltas: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"thread/delta","params":{{"threadId":"thr_1","deltas":[{deltas}]}}}}"#
+    )
+}
+
+/// Writes one cell from `(dir, line)` pairs in order.
+fn cell(root: &Path, name: &str, lines: &[(&str, String)]) {
+    let d = root.join("prov").join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    for dir in ["runtime→bridge", "bridge→runtime"] {
+        let text: String = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, (d, _))| *d == dir)
+            .map(|(i, (d, l))| entry(d, i as u64 + 1, l) + "\n")
+            .collect();
+        if !text.is_empty() {
+            std::fs::write(d.join(format!("{dir}.ndjson")), text).unwrap();
+        }
+    }
+}
+
+const RT: &str = "runtime→bridge";
+const BR: &str = "bridge→runtime";
+
+fn turn_start(id: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"turn/start","params":{{"threadId":"thr_1","providerThreadId":"p","input":[],"clientRequestId":"creq_2222222223","options":{{}}}}}}"#
+    )
+}
+
+fn stop(id: u64, intent: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"thread/stop","params":{{"threadId":"thr_1","providerThreadId":"p","intent":"{intent}","activeTurnId":null}}}}"#
+    )
+}
+
+fn answer(id: u64) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#)
+}
+
+#[test]
+fn pins_count_wire_violations_as_invalid_and_name_them() {
+    let t = tempfile::tempdir().unwrap();
+    let open = delta(
+        r#"{"kind":"input.accepted","clientRequestId":"creq_2222222223"},{"kind":"turn.open"}"#,
+    );
+    // The legal odd one: text outside a turn carrying its noTurnFallback, a claiming boundary on
+    // an idle thread, an interrupt settled "interrupted" before the answer.
+    cell(
+        t.path(),
+        "legal",
+        &[
+            (
+                BR,
+                delta(
+                    r#"{"kind":"item.textDelta","key":{"channel":"a"},"channel":"agentMessage","text":"x","noTurnFallback":{"raw":{"jsonrpc":"2.0","method":"m"},"rawType":"m"}},{"kind":"turn.boundary","status":"completed","claimIfIdle":true}"#,
+                ),
+            ),
+            (RT, turn_start(1)),
+            (BR, open.clone()),
+            (BR, answer(1)),
+            (RT, stop(2, "interrupt")),
+            (
+                BR,
+                delta(r#"{"kind":"turn.boundary","status":"interrupted"}"#),
+            ),
+            (BR, answer(2)),
+        ],
+    );
+    cell(
+        t.path(),
+        "early-text",
+        &[
+            (RT, turn_start(1)),
+            (
+                BR,
+                delta(
+                    r#"{"kind":"item.textDelta","key":{"channel":"assistant"},"channel":"agentMessage","text":"early"}"#,
+                ),
+            ),
+            (BR, open.clone()),
+            (BR, answer(1)),
+            (
+                BR,
+                delta(r#"{"kind":"turn.boundary","status":"completed"}"#),
+            ),
+        ],
+    );
+    cell(
+        t.path(),
+        "without-early-text",
+        &[
+            (RT, turn_start(1)),
+            (BR, open.clone()),
+            (BR, answer(1)),
+            (
+                BR,
+                delta(r#"{"kind":"turn.boundary","status":"completed"}"#),
+            ),
+        ],
+    );
+    cell(
+        t.path(),
+        "interrupt-completed",
+        &[
+            (RT, turn_start(1)),
+            (BR, open.clone()),
+            (BR, answer(1)),
+            (RT, stop(2, "interrupt")),
+            (
+                BR,
+                delta(r#"{"kind":"turn.boundary","status":"completed"}"#),
+            ),
+            (BR, answer(2)),
+        ],
+    );
+    cell(
+        t.path(),
+        "after-stop",
+        &[
+            (RT, turn_start(1)),
+            (BR, open),
+            (BR, answer(1)),
+            (
+                BR,
+                delta(r#"{"kind":"turn.boundary","status":"completed"}"#),
+            ),
+            (RT, stop(2, "release")),
+            (BR, answer(2)),
+            (BR, delta(r#"{"kind":"provider.warning","summary":"late"}"#)),
+        ],
+    );
+    let out = Command::new(BRIDGEWIRE)
+        .args(["pins", "--update"])
+        .arg(t.path())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    for (cell, needle) in [
+        (
+            "early-text",
+            "turn/delta-outside-turn: item.textDelta (key channel \"assistant\") at bridge→runtime run 1 seq 2 on thread \"thr_1\"",
+        ),
+        (
+            "interrupt-completed",
+            "stop/interrupt-settles-interrupted: the turn interrupted by thread/stop at runtime→bridge run 1 seq 4 (thread \"thr_1\") settled with status \"completed\" at bridge→runtime run 1 seq 5",
+        ),
+        (
+            "after-stop",
+            "stop/nothing-after-stop: thread/delta for thread \"thr_1\" at bridge→runtime run 1 seq 7, after the thread/stop answer at bridge→runtime run 1 seq 6",
+        ),
+    ] {
+        assert!(text.contains(needle), "{cell}: {needle}\n{text}");
+    }
+    assert!(
+        !text.contains("error: prov/legal"),
+        "the legal cell raised something:\n{text}"
+    );
+    let pins: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.path().join("row-counts.json")).unwrap()).unwrap();
+    // The dropped text made no event: the same cell without it counts the same.
+    assert_eq!(pins["prov/early-text"], pins["prov/without-early-text"]);
+    // Check mode fails on the three, not on the legal one.
+    let out = Command::new(BRIDGEWIRE)
+        .arg("pins")
+        .arg(t.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("PASS prov/legal"), "{stdout}");
+    assert!(stdout.contains("2 passed, 3 failed"), "{stdout}");
+}
+
+fn check(extra: &[&str], mode: &str) -> (Option<i32>, serde_json::Value) {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("bridgewire.toml");
+    let out = Command::new(BRIDGEWIRE)
+        .args(["check", "bb", "--format", "json", "--fixture"])
+        .arg(&fx)
+        .args(extra)
+        .arg("--")
+        .arg(BRIDGE)
+        .env("BB_REF_PROVIDER_COMMAND", PROVIDER)
+        .env("BB_REF_BRIDGE_BREAK", mode)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        serde_json::from_slice(&out.stdout).unwrap(),
+    )
+}
+
+#[test]
+fn kit_only_gives_bbs_own_verdicts() {
+    // A violation only bridgewire sees: the kit passes it, bridgewire fails it.
+    let (code, report) = check(&[], "delta-outside-turn");
+    assert_eq!(code, Some(1));
+    let failed: Vec<&str> = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["status"] == "fail")
+        .map(|v| v["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["turn/delta-outside-turn"]);
+    let (code, report) = check(&["--kit-only"], "delta-outside-turn");
+    assert_eq!(code, Some(0), "{report:#}");
+    let ids: Vec<&str> = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_str().unwrap())
+        .collect();
+    for beyond in bridgewire::rule::catalogue()
+        .iter()
+        .filter(|r| r.protocol == "bb" && r.beyond_kit)
+    {
+        assert!(
+            !ids.contains(&beyond.id.as_str()),
+            "{} under --kit-only",
+            beyond.id
+        );
+    }
+    // bb's kit only sees assembled events: a refused thread/delta passes events/schema-valid.
+    let (code, _) = check(&["--kit-only"], "plan-step-in-progress");
+    assert_eq!(code, Some(0));
+}
