@@ -672,6 +672,23 @@ impl Kit<'_> {
     }
 
     fn emit(&mut self, mark: u64, mut v: Verdict) {
+        // One fault, one verdict: once the runtime refused a thread/delta (whole), a later
+        // rule that fails may only be missing what that message carried. It is reported as
+        // skipped (still failing the run), naming the cause; events/schema-valid fails for it.
+        if v.status == Status::Fail
+            && v.id != "events/schema-valid"
+            && !self.kit_only
+            && let Some(first) = self.c.diag.invalid_deltas.first()
+        {
+            let n = self.c.diag.invalid_deltas.len();
+            v = Verdict::skipped(
+                &v.id,
+                format!(
+                    "could not be judged: the runtime refused {n} thread/delta message(s) (first: {first}; see events/schema-valid); without them: {}",
+                    v.detail
+                ),
+            );
+        }
         if v.status != Status::Pass && v.context.is_empty() {
             v.context = self.c.context_since(mark);
         }
