@@ -1003,3 +1003,104 @@ pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegR
         recorded_events: None,
     }
 }
+
+/// One cell as a report verdict (id = the cell key): a sub-check per layer, so a report shows
+/// which of events, rows, grammar drops, allowlist, stalls and leg errors failed.
+pub fn verdict(c: &CellParity) -> crate::rule::Verdict {
+    use crate::rule::{SubCheck, Verdict};
+    if let Some(reason) = &c.skipped {
+        return Verdict::not_run(&c.key, reason.clone());
+    }
+    let layer = |name: &str, d: &ListDiff| {
+        if d.is_empty() {
+            SubCheck::pass(name, "no difference")
+        } else {
+            let mut ev: Vec<String> = Vec::new();
+            ev.extend(
+                d.only_in_base
+                    .iter()
+                    .take(MAX_LISTED)
+                    .map(|(i, v)| format!("only in base #{i}: {}", diff::describe(v))),
+            );
+            ev.extend(
+                d.only_in_head
+                    .iter()
+                    .take(MAX_LISTED)
+                    .map(|(i, v)| format!("only in head #{i}: {}", diff::describe(v))),
+            );
+            ev.extend(
+                d.id_mismatches
+                    .iter()
+                    .take(MAX_LISTED)
+                    .map(|m| format!("id differs: {m}")),
+            );
+            let listed = ev.len();
+            let total = d.only_in_base.len() + d.only_in_head.len() + d.id_mismatches.len();
+            if total > listed {
+                ev.push(format!("… {} more", total - listed));
+            }
+            SubCheck::fail(name, ev.join("\n"))
+        }
+    };
+    let list = |name: &str, items: &[String]| {
+        if items.is_empty() {
+            SubCheck::pass(name, "none")
+        } else {
+            SubCheck::fail(name, items.join("\n"))
+        }
+    };
+    let mut subs = vec![list("legs-ran", &c.errors), list("no-stall", &c.stalls)];
+    if c.errors.is_empty() && c.stalls.is_empty() {
+        subs.push(layer("events", &c.events));
+        subs.push(layer("rows", &c.rows));
+        subs.push(layer("grammar", &c.grammar));
+        subs.push(list(
+            "allowlist-current",
+            &c.stale
+                .iter()
+                .map(|e| format!("stale entry {}", e.describe()))
+                .collect::<Vec<_>>(),
+        ));
+    } else {
+        subs.push(SubCheck::skipped(
+            "events",
+            "not compared: a leg stalled or did not run",
+        ));
+    }
+    subs.push(list("replay-not-empty", &c.problems));
+    let detail = render_cell(c).join("\n");
+    let mut v = Verdict::from_subchecks(&c.key, subs);
+    if v.status != crate::rule::Status::Pass {
+        v.detail = detail;
+    }
+    v
+}
+
+/// One cell as JSON (`--format json`).
+pub fn cell_json(c: &CellParity) -> Value {
+    let layer = |d: &ListDiff| {
+        serde_json::json!({
+            "onlyInBase": d.only_in_base.iter().map(|(i, v)| serde_json::json!({"index": i, "element": v})).collect::<Vec<_>>(),
+            "onlyInHead": d.only_in_head.iter().map(|(i, v)| serde_json::json!({"index": i, "element": v})).collect::<Vec<_>>(),
+            "idMismatches": d.id_mismatches,
+        })
+    };
+    let leg = |l: &LegSummary| {
+        serde_json::json!({"events": l.events, "rows": l.rows, "unhandled": l.unhandled,
+            "grammarDrops": l.grammar_drops, "stalls": l.stalls})
+    };
+    serde_json::json!({
+        "cell": c.key,
+        "outcome": c.outcome().word().to_lowercase(),
+        "skipped": c.skipped,
+        "base": leg(&c.base),
+        "head": leg(&c.head),
+        "events": layer(&c.events),
+        "rows": layer(&c.rows),
+        "grammar": layer(&c.grammar),
+        "staleAllowlist": c.stale.iter().map(|e| e.describe()).collect::<Vec<_>>(),
+        "stalls": c.stalls,
+        "errors": c.errors,
+        "problems": c.problems,
+    })
+}

@@ -107,6 +107,11 @@ pub struct ParityArgs {
     /// same directory (a determinism check of one bridge; refused otherwise).
     #[arg(long)]
     pub allow_same_bridge: bool,
+    #[command(flatten)]
+    pub reports: crate::report::ReportFiles,
+    /// Output format (json: one document with every cell's outcome and differences).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// Recordings folders (default: ./recordings).
     pub recordings: Vec<PathBuf>,
 }
@@ -130,6 +135,8 @@ pub struct PinsArgs {
     /// Worker threads (default: one per core).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub reports: crate::report::ReportFiles,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

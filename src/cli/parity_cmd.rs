@@ -215,9 +215,15 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             }
         }
     }
+    let json = a.format == super::Format::Json;
     for n in &notes {
-        println!("{n}");
+        if json {
+            eprintln!("{n}");
+        } else {
+            println!("{n}");
+        }
     }
+    let started_ms = crate::util::now_ms();
     let pool = match rayon::ThreadPoolBuilder::new()
         .num_threads(a.jobs.unwrap_or(0))
         .build()
@@ -259,7 +265,42 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
                     .map(|s| format!("every cell was skipped (first: {s})"))
             })
             .unwrap_or_else(|| "no cell was compared".into());
-        println!("error: nothing was compared: {cause}");
+        if json {
+            eprintln!("error: nothing was compared: {cause}");
+        } else {
+            println!("error: nothing was compared: {cause}");
+        }
+    }
+    let code = if nothing {
+        exit::INVALID_INPUT
+    } else if failed + stalled + errors > 0 {
+        exit::FAILED
+    } else {
+        exit::OK
+    };
+    let target = format!("{} vs {}", base.runner.label(), head.runner.label());
+    let report = crate::report::ReportFiles::simple_report(
+        "parity",
+        &target,
+        started_ms,
+        results.iter().map(parity::verdict).collect(),
+    );
+    if let Err(e) = a.reports.write(&report) {
+        eprintln!("error: {e}");
+        return exit::INVALID_INPUT;
+    }
+    if json {
+        let doc = serde_json::json!({
+            "format_version": 1,
+            "base": base.runner.label(),
+            "head": head.runner.label(),
+            "notes": notes,
+            "cells": results.iter().map(parity::cell_json).collect::<Vec<_>>(),
+            "summary": {"passed": passed, "failed": failed, "stalled": stalled,
+                "notRun": errors, "skipped": skipped, "cells": results.len()},
+        });
+        println!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
+        return code;
     }
     let mut out = String::new();
     for r in &results {
@@ -278,13 +319,7 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
     }
     tail.push_str(&format!(", {skipped} skipped ({} cells)", results.len()));
     println!("{tail}");
-    if nothing {
-        exit::INVALID_INPUT
-    } else if failed + stalled + errors > 0 {
-        exit::FAILED
-    } else {
-        exit::OK
-    }
+    code
 }
 
 fn compare_one(

@@ -24,6 +24,10 @@ pub fn run(a: &PinsArgs) -> u8 {
         return exit::INVALID_INPUT;
     }
     let mut worst = exit::OK;
+    let started_ms = crate::util::now_ms();
+    let mut verdicts: Vec<crate::rule::Verdict> = Vec::new();
+    // Recordings folders with a failing cell, for the command that accepts the new counts.
+    let mut to_update: Vec<String> = Vec::new();
     let mut json_cells = Vec::new();
     let (mut passed, mut failed) = (0u64, 0u64);
     let mut selected_any = false;
@@ -52,12 +56,14 @@ pub fn run(a: &PinsArgs) -> u8 {
                 .collect()
         });
         let pins_path = pins::pins_path(root);
+        let mut pins_unreadable = false;
         let pinned: BTreeMap<String, Value> = if pins_path.exists() {
             match pins::load(&pins_path) {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     worst = worst.max(exit::INVALID_INPUT);
+                    pins_unreadable = true;
                     BTreeMap::new()
                 }
             }
@@ -125,11 +131,44 @@ pub fn run(a: &PinsArgs) -> u8 {
                     worst = worst.max(exit::FAILED);
                 }
             } else {
+                verdicts.push(if ok {
+                    crate::rule::Verdict::pass(&o.key)
+                } else {
+                    crate::rule::Verdict::fail(
+                        &o.key,
+                        format!(
+                            "{}{detail}{}{}",
+                            o.key,
+                            if o.invalid.is_empty() {
+                                String::new()
+                            } else {
+                                format!(
+                                    "; {} invalid message(s): {}",
+                                    o.invalid.len(),
+                                    o.invalid.join("; ")
+                                )
+                            },
+                            if o.lane_errors.is_empty() {
+                                String::new()
+                            } else {
+                                format!("; unreadable: {}", o.lane_errors.join("; "))
+                            }
+                        ),
+                    )
+                });
                 if ok {
                     passed += 1;
                 } else {
                     failed += 1;
                     worst = worst.max(exit::FAILED);
+                    if matches!(status, PinStatus::Mismatch { .. } | PinStatus::NotPinned)
+                        && !bad_input
+                    {
+                        let r = root.display().to_string();
+                        if !to_update.contains(&r) {
+                            to_update.push(r);
+                        }
+                    }
                 }
                 if text {
                     let extra = if o.invalid.is_empty() {
@@ -175,6 +214,11 @@ pub fn run(a: &PinsArgs) -> u8 {
                     } else {
                         failed += 1;
                         worst = worst.max(exit::FAILED);
+                        verdicts.push(crate::rule::Verdict::fail(key, "pinned but no recording"));
+                        let r = root.display().to_string();
+                        if !to_update.contains(&r) {
+                            to_update.push(r);
+                        }
                         if text {
                             println!("FAIL {key}: pinned but no recording");
                         }
@@ -182,7 +226,29 @@ pub fn run(a: &PinsArgs) -> u8 {
                 }
             }
         }
-        if a.update {
+        // New pins only from recordings that loaded: counts of a cell whose lanes could not be
+        // read (or a pins file that could not be read) would pin the damage.
+        let unloaded: Vec<&str> = outcomes
+            .iter()
+            .filter(|o| !o.lane_errors.is_empty())
+            .map(|o| o.key.as_str())
+            .collect();
+        if a.update && (!unloaded.is_empty() || pins_unreadable) {
+            eprintln!(
+                "error: {}: not updated: {}",
+                pins_path.display(),
+                if pins_unreadable {
+                    "the pins file itself could not be read (fix or delete it)".to_string()
+                } else {
+                    format!(
+                        "{} cell(s) failed to load ({}); fix the recordings first",
+                        unloaded.len(),
+                        unloaded.join(", ")
+                    )
+                }
+            );
+            worst = worst.max(exit::INVALID_INPUT);
+        } else if a.update {
             let mut all = fresh;
             if a.cell.is_some() || a.partition.partition.is_some() {
                 // Keep pins of cells outside the filter (or the shard).
@@ -204,10 +270,39 @@ pub fn run(a: &PinsArgs) -> u8 {
         eprintln!("error: no cells selected");
         return exit::NOTHING_SELECTED;
     }
+    if !a.update {
+        let target = a
+            .recordings
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let report =
+            crate::report::ReportFiles::simple_report("pins", &target, started_ms, verdicts);
+        if let Err(e) = a.reports.write(&report) {
+            eprintln!("error: {e}");
+            worst = worst.max(exit::INVALID_INPUT);
+        }
+    }
     match a.format {
         Format::Text => {
             if !a.update {
                 println!("{passed} passed, {failed} failed");
+                if !to_update.is_empty() {
+                    let cell = a
+                        .cell
+                        .as_deref()
+                        .map(|c| format!(" --cell {}", shell_word(c)))
+                        .unwrap_or_default();
+                    println!(
+                        "If the new counts are intended, update the pins with:\n  bridgewire pins --update{cell} {}",
+                        to_update
+                            .iter()
+                            .map(|r| shell_word(r))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    );
+                }
             }
         }
         Format::Json => {
@@ -216,4 +311,16 @@ pub fn run(a: &PinsArgs) -> u8 {
         }
     }
     worst
+}
+
+/// A word as a shell would need it quoted to read it back.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@+,".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
+    }
 }

@@ -1,0 +1,152 @@
+//! Reports of `pins` and `parity` (JUnit, Markdown, HTML, JSON), and pins that refuse to pin
+//! damage: `--update` writes nothing when a recording failed to load, and a failing `pins`
+//! prints the command that accepts the new counts.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
+const CELL: &str = "bb-ref/fork";
+
+fn bw(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BW).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A recordings folder with one bundled cell, pinned.
+fn pinned(t: &Path, name: &str) -> PathBuf {
+    let root = t.join(name);
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings/bb-ref")
+        .join(CELL);
+    let to = root.join(CELL);
+    fs::create_dir_all(&to).unwrap();
+    for f in fs::read_dir(&from).unwrap() {
+        let f = f.unwrap().path();
+        fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+    }
+    let (code, out, err) = bw(&["pins", "--update", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    root
+}
+
+/// Drops the last bridge→runtime entry that carries a `thread/delta` (fewer events).
+fn drop_a_delta(root: &Path) {
+    let lane = root.join(CELL).join("bridge→runtime.ndjson");
+    let text = fs::read_to_string(&lane).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let i = lines
+        .iter()
+        .rposition(|l| l.contains("thread/delta") && l.contains("item.close"))
+        .expect("a delta");
+    lines.remove(i);
+    fs::write(&lane, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn a_failing_pins_prints_the_update_command_and_update_refuses_unloaded_recordings() {
+    let t = tempfile::tempdir().unwrap();
+    let root = pinned(t.path(), "rec");
+    let r = root.to_str().unwrap();
+    drop_a_delta(&root);
+    let (code, out, err) = bw(&["pins", r]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains(&format!("FAIL {CELL}")), "{out}");
+    assert!(
+        out.contains(&format!(
+            "update the pins with:\n  bridgewire pins --update {r}"
+        )),
+        "{out}"
+    );
+
+    // A lane that cannot be read: --update refuses and leaves the pins as they were.
+    let pins = fs::read(root.join("row-counts.json")).unwrap();
+    let lane = root.join(CELL).join("runtime→bridge.ndjson");
+    let mut text = fs::read_to_string(&lane).unwrap();
+    text.push_str("{not json\n");
+    fs::write(&lane, text).unwrap();
+    let (code, out, err) = bw(&["pins", "--update", r]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("not updated"), "{err}");
+    assert!(err.contains(CELL), "{err}");
+    assert_eq!(fs::read(root.join("row-counts.json")).unwrap(), pins);
+}
+
+#[test]
+fn pins_and_parity_write_junit_markdown_html_and_json() {
+    let t = tempfile::tempdir().unwrap();
+    let base = pinned(t.path(), "base");
+    let head = pinned(t.path(), "head");
+    drop_a_delta(&head);
+    let out_dir = t.path().join("reports");
+    let path = |n: &str| out_dir.join(n).display().to_string();
+
+    let (code, out, err) = bw(&[
+        "pins",
+        head.to_str().unwrap(),
+        "--junit",
+        &path("pins.xml"),
+        "--markdown",
+        &path("pins.md"),
+        "--html",
+        &path("pins.html"),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let junit = fs::read_to_string(out_dir.join("pins.xml")).unwrap();
+    assert!(
+        junit.contains(CELL) && junit.contains("<failure"),
+        "{junit}"
+    );
+    assert!(
+        fs::read_to_string(out_dir.join("pins.md"))
+            .unwrap()
+            .contains(CELL)
+    );
+    assert!(
+        fs::read_to_string(out_dir.join("pins.html"))
+            .unwrap()
+            .contains(CELL)
+    );
+
+    let (code, out, err) = bw(&[
+        "parity",
+        "--base",
+        &format!("rec:{}", base.display()),
+        "--head",
+        &format!("rec:{}", head.display()),
+        "--junit",
+        &path("parity.xml"),
+        "--markdown",
+        &path("parity.md"),
+        "--html",
+        &path("parity.html"),
+        "--format",
+        "json",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    let cell = &doc["cells"][0];
+    assert_eq!(cell["cell"], CELL);
+    assert_eq!(cell["outcome"], "fail");
+    assert_eq!(doc["summary"]["failed"], 1);
+    let removed = cell["events"]["onlyInBase"].as_array().unwrap().len();
+    assert!(removed >= 1, "{cell}");
+    let junit = fs::read_to_string(out_dir.join("parity.xml")).unwrap();
+    assert!(
+        junit.contains(CELL) && junit.contains("<failure"),
+        "{junit}"
+    );
+    let md = fs::read_to_string(out_dir.join("parity.md")).unwrap();
+    assert!(md.contains(CELL), "{md}");
+    assert!(
+        fs::read_to_string(out_dir.join("parity.html"))
+            .unwrap()
+            .contains(CELL)
+    );
+}
