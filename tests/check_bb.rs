@@ -825,6 +825,63 @@ fn garbage_output_gets_named_verdicts() {
     }
 }
 
+/// Wire mistakes named for what they are: a response id of the wrong type (string "1" for
+/// request 1) is not "unanswered", an array line is a JSON-RPC batch, a huge line gets a
+/// warning with its size.
+#[test]
+fn wire_mistakes_are_named_for_what_they_are() {
+    let answer_as = |shape: &str| {
+        format!(
+            "import json,sys\nfor l in sys.stdin:\n    m=json.loads(l) if l.startswith('{{') else None\n    if isinstance(m,dict) and 'id' in m and 'method' in m:\n        r={{'jsonrpc':'2.0','id':m['id'],'error':{{'code':-32601,'message':'no'}}}}\n        {shape}\n        sys.stdout.flush()\n"
+        )
+    };
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            answer_as("r['id']=str(r['id']); print(json.dumps(r))"),
+            "rpc/unknown-method",
+            "answered with the wrong id type: the response at message 0 has id \"1\" (a string) for request id 1 (a number)",
+        ),
+        (
+            answer_as("print(json.dumps([r]))"),
+            "handshake/initialize",
+            "was answered only inside a JSON-RPC batch (a JSON array line)",
+        ),
+        (
+            format!(
+                "import sys\nprint('{{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":\"' + 'a'*2000000 + '\"}}')\nsys.stdout.flush()\n{}",
+                "sys.stdin.read()"
+            ),
+            "handshake/initialize",
+            // The line the script prints, measured here.
+            Box::leak(
+                format!(
+                    "warning: 1 stdout line(s) over 1048576 bytes (largest: {} bytes)",
+                    format!(
+                        r#"{{"jsonrpc":"2.0","method":"x","params":"{}"}}"#,
+                        "a".repeat(2_000_000)
+                    )
+                    .len()
+                )
+                .into_boxed_str(),
+            ),
+        ),
+    ];
+    for (script, rule, needle) in &cases {
+        let (out, _) = run_check(
+            &["--format", "json", "--timeout-ms", "1000"],
+            &["python3", "-c", script],
+            &[],
+        );
+        let got = statuses(&json_report(&out));
+        let (st, detail) = &got[*rule];
+        assert_eq!(st, "fail", "{rule}: {detail}");
+        assert!(detail.contains(needle), "{rule}: {detail}\nlacks {needle}");
+        if !needle.starts_with("warning") {
+            assert!(!detail.contains("unanswered"), "{rule}: {detail}");
+        }
+    }
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let (out, _) = run_check(&[], &["/nonexistent/bridge-program"], &[]);

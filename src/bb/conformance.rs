@@ -207,6 +207,16 @@ struct Diag {
     invalid_deltas_more: usize,
     responses_dropped: usize,
     events_dropped: usize,
+    /// JSON array lines (JSON-RPC batches, which the bb protocol does not have).
+    batches: usize,
+    first_batch: Option<String>,
+    /// Request ids answered only inside a batch line.
+    batched_ids: HashSet<u64>,
+    /// Sizes of stdout lines over [`LARGE_LINE`] bytes (still read, but worth a warning).
+    large_lines: Vec<usize>,
+    /// Responses whose id is a string spelling a pending numeric request id: request id →
+    /// (the id as sent back, its position).
+    wrong_type_ids: HashMap<u64, (String, usize)>,
 }
 
 /// Received responses kept (a bridge answers the kit's requests; unsolicited ones past this are
@@ -216,6 +226,9 @@ pub const MAX_RESPONSES: usize = 100_000;
 pub const MAX_EVENTS: usize = 200_000;
 /// Invalid `thread/delta` messages described (the rest are counted).
 pub const MAX_INVALID_DELTAS: usize = 100;
+
+/// Stdout lines above this size get a warning with their size.
+pub const LARGE_LINE: usize = 1 << 20;
 
 impl Diag {
     fn notes(&self) -> Vec<String> {
@@ -246,6 +259,25 @@ impl Diag {
             n.push(format!(
                 "{} oversized stdout line(s) discarded (first: {len} bytes)",
                 self.oversized.len()
+            ));
+        }
+        if self.batches > 0 {
+            n.push(format!(
+                "{} JSON-RPC batch line(s) (a JSON array; the bb protocol has no batches, each message is one line), first: {}",
+                self.batches,
+                self.first_batch.as_deref().unwrap_or("")
+            ));
+        }
+        if let Some(max) = self.large_lines.iter().max() {
+            n.push(format!(
+                "warning: {} stdout line(s) over {} bytes (largest: {max} bytes)",
+                self.large_lines.len(),
+                LARGE_LINE
+            ));
+        }
+        for (id, (sent, pos)) in &self.wrong_type_ids {
+            n.push(format!(
+                "the response at message {pos} has id {sent} (a string) for request id {id} (a number): JSON-RPC matches ids by type and value, so the runtime never sees it as the answer"
             ));
         }
         if let Some(t) = self.flooded {
@@ -446,8 +478,21 @@ impl Client {
     fn on_line(&mut self, line: String) {
         let parsed = serde_json::from_str::<Value>(&line);
         self.note_wire(Dir::Received, clip(&line, 4096));
+        if line.len() > LARGE_LINE {
+            self.diag.large_lines.push(line.len());
+        }
         let v = match parsed {
             Ok(v @ Value::Object(_)) => v,
+            Ok(Value::Array(items)) => {
+                for id in items.iter().filter_map(|i| i.get("id")?.as_u64()) {
+                    self.diag.batched_ids.insert(id);
+                }
+                self.diag.batches += 1;
+                if self.diag.first_batch.is_none() {
+                    self.diag.first_batch = Some(clip(&line, 120));
+                }
+                return;
+            }
             _ => {
                 self.diag.non_json += 1;
                 if self.diag.first_non_json.is_none() {
@@ -468,6 +513,16 @@ impl Client {
                 }
                 if let Some(id) = v.get("id").and_then(Value::as_u64) {
                     self.responses.entry(id).or_insert(self.resp_log.len());
+                } else if let Some(n) = v
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .filter(|n| *n < self.next_id && !self.responses.contains_key(n))
+                {
+                    self.diag
+                        .wrong_type_ids
+                        .entry(n)
+                        .or_insert((v["id"].to_string(), pos));
                 }
                 self.resp_log.push((pos, v));
             }
@@ -532,7 +587,12 @@ impl Client {
     }
 
     fn wait_response(&mut self, id: u64) -> Option<Value> {
-        self.wait(|c| c.responses.contains_key(&id));
+        // An answer under the wrong id type ends the wait too: it is named, not waited out.
+        self.wait(|c| {
+            c.responses.contains_key(&id)
+                || c.diag.wrong_type_ids.contains_key(&id)
+                || c.diag.batched_ids.contains(&id)
+        });
         self.response(id).cloned()
     }
 
@@ -576,6 +636,20 @@ impl Client {
     }
 
     /// What the bridge did, for "no answer" details.
+    /// When the last request was answered under a string id spelling its numeric id.
+    fn wrong_type_answer(&self) -> Option<String> {
+        let last = self.next_id.checked_sub(1)?;
+        if self.diag.batched_ids.contains(&last) {
+            return Some(format!(
+                "request id {last} was answered only inside a JSON-RPC batch (a JSON array line); the bb protocol has no batches, each message is one line"
+            ));
+        }
+        let (sent, pos) = self.diag.wrong_type_ids.get(&last)?;
+        Some(format!(
+            "the response at message {pos} has id {sent} (a string) for request id {last} (a number); JSON-RPC matches ids by type and value, so the runtime never sees it as the answer"
+        ))
+    }
+
     fn why_silent(&mut self) -> String {
         let mut parts = Vec::new();
         if self.diag.eof {
@@ -709,7 +783,11 @@ impl Kit<'_> {
     }
 
     fn unanswered(&mut self, what: &str) -> String {
-        format!("{what} unanswered{}", self.c.why_silent())
+        match self.c.wrong_type_answer() {
+            Some(d) if d.contains("batch") => format!("{what} not answered as a message: {d}"),
+            Some(d) => format!("{what} answered with the wrong id type: {d}"),
+            None => format!("{what} unanswered{}", self.c.why_silent()),
+        }
     }
 
     fn run_all(&mut self) {
@@ -748,12 +826,12 @@ impl Kit<'_> {
         let probe_possible = resp.is_some();
         match resp {
             None => {
-                let why = self.c.why_silent();
-                self.fail(
-                    "rpc/unknown-method",
-                    m,
-                    format!("request was silently dropped{why}"),
-                )
+                let d = match self.c.wrong_type_answer() {
+                    Some(d) if d.contains("batch") => format!("not answered as a message: {d}"),
+                    Some(d) => format!("answered with the wrong id type: {d}"),
+                    None => format!("request was silently dropped{}", self.c.why_silent()),
+                };
+                self.fail("rpc/unknown-method", m, d)
             }
             Some(r) if error_code(&r) == Some(-32601) => self.pass("rpc/unknown-method", m),
             Some(r) => self.fail(
