@@ -252,3 +252,148 @@ pub fn copy_lanes(
     }
     Ok(())
 }
+
+/// bb's fixed description of a cell name (reference §2.2); `None` for other names.
+pub fn known_description(cell: &str) -> Option<&'static str> {
+    Some(match cell {
+        "approval-allow" => "accept-edits mode; one out-of-sandbox command approved once",
+        "approval-deny" => "accept-edits mode; one out-of-sandbox command denied",
+        "archived-resume" => "resume of a thread archived natively by another client",
+        "auth-failure" => "a turn against an empty provider config home (not signed in)",
+        "compaction" => "a turn, then /compact",
+        "empty-rollout" => "resume after the provider's session file was truncated to 0 bytes",
+        "fork" => "fork from a resumed source thread, then one turn",
+        "missing-rollout" => "resume after the provider's session file was moved away",
+        "model-list" => "process-scoped model/list probe",
+        "plan-mode" => "a /plan turn",
+        "resume" => "a turn, a release stop, then a new turn that resumes",
+        "steer" => "a long turn steered mid-way",
+        "stop-interrupt" => {
+            "a turn interrupted by thread/stop, then a new turn on the resumed provider session"
+        }
+        "subagent" => "one task delegated to a sub-agent (where the provider has one)",
+        "turn-tools" => "one turn that reads a file, edits it and runs a shell command",
+        "user-question" => "the provider asks the user a question and continues with the answer",
+        "web-search" => "a turn that uses web search or web fetch (or a shell fallback)",
+        _ => return None,
+    })
+}
+
+/// One line of a packaging table (`provider TAB cell TAB threadId [TAB note]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackageRow {
+    pub provider: String,
+    pub cell: String,
+    pub thread_id: String,
+    pub note: String,
+}
+
+/// Reads `cells.tsv`; errors name `file:line`.
+pub fn load_package_table(path: &std::path::Path) -> Result<Vec<PackageRow>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |m: &str| format!("{}:{}: {m}", path.display(), i + 1);
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 3 || f[..3].iter().any(|x| x.trim().is_empty()) {
+            return Err(at("expected `provider<TAB>cell<TAB>threadId[<TAB>note]`"));
+        }
+        for name in [f[0], f[1]] {
+            if !valid_name(name) {
+                return Err(at(&format!("`{name}` is not a folder name")));
+            }
+        }
+        if rows
+            .iter()
+            .any(|r: &PackageRow| r.provider == f[0] && r.cell == f[1])
+        {
+            return Err(at(&format!("{}/{} is listed twice", f[0], f[1])));
+        }
+        rows.push(PackageRow {
+            provider: f[0].into(),
+            cell: f[1].into(),
+            thread_id: f[2].into(),
+            note: f.get(3).map(|s| s.to_string()).unwrap_or_default(),
+        });
+    }
+    Ok(rows)
+}
+
+/// Packages one raw scope into `cell_dir` (bb §2.4): each lane rewritten entry by entry as JS
+/// JSON (extra keys kept), empty lanes left out; for the thread id `_process`, only the entries
+/// of the run of the last `model/list` request are kept. Returns the lines written.
+pub fn package_scope(
+    raw_scope: &std::path::Path,
+    cell_dir: &std::path::Path,
+    process: bool,
+) -> Result<(crate::protocol::Protocol, usize), String> {
+    let root = raw_scope.parent().unwrap_or(raw_scope);
+    let cell = Cell::at(root, raw_scope)
+        .ok_or_else(|| format!("{}: no lanes of any known direction", raw_scope.display()))?;
+    let read = |lane: &crate::lane::merge::LaneFile| -> Result<Vec<Value>, String> {
+        let text = std::fs::read_to_string(&lane.path)
+            .map_err(|e| format!("{}: {e}", lane.path.display()))?;
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str::<Value>(l)
+                    .map_err(|e| format!("{}:{}: {e}", lane.path.display(), i + 1))
+            })
+            .collect()
+    };
+    let keep_run = if process {
+        let requests = cell
+            .lanes
+            .iter()
+            .find(|l| l.dir == "runtime→bridge")
+            .ok_or_else(|| {
+                format!(
+                    "{}: `_process` needs a runtime→bridge lane",
+                    raw_scope.display()
+                )
+            })?;
+        let run = read(requests)?
+            .iter()
+            .filter(|e| {
+                e["line"]
+                    .as_str()
+                    .and_then(|l| serde_json::from_str::<Value>(l).ok())
+                    .is_some_and(|m| m["method"] == "model/list")
+            })
+            .last()
+            .map(|e| e["run"].clone())
+            .ok_or_else(|| {
+                format!(
+                    "{}: no model/list request to select a run",
+                    raw_scope.display()
+                )
+            })?;
+        Some(run)
+    } else {
+        None
+    };
+    std::fs::create_dir_all(cell_dir).map_err(|e| format!("{}: {e}", cell_dir.display()))?;
+    let mut total = 0;
+    for lane in cell.lanes.iter().chain(&cell.current) {
+        let entries: Vec<Value> = read(lane)?
+            .into_iter()
+            .filter(|e| keep_run.as_ref().is_none_or(|r| &e["run"] == r))
+            .collect();
+        if entries.is_empty() {
+            continue;
+        }
+        total += entries.len();
+        let text: String = entries
+            .iter()
+            .map(|e| crate::jsjson::to_string(e) + "\n")
+            .collect();
+        let name = lane.path.file_name().unwrap_or_default();
+        std::fs::write(cell_dir.join(name), text)
+            .map_err(|e| format!("{}: {e}", cell_dir.display()))?;
+    }
+    Ok((cell.protocol, total))
+}

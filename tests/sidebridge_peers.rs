@@ -307,6 +307,16 @@ fn rows() -> Vec<Row> {
             Exact(&["SB-R3:fail"]),
             1,
         ),
+        // One memory for every chat: cross-talk (SB-S4), and a restored chat recalls another
+        // chat's word instead of its history's (SB-R11).
+        row(
+            "global memory",
+            &["--flaw", "global-memory"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R11:fail", "SB-S4:fail"]),
+            1,
+        ),
         // Answers but does not enter the end-session scenario: skipped, with the reply quoted.
         row(
             "never ends a session",
@@ -570,5 +580,187 @@ fn a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows
             && err.contains("loading config")
             && err.contains("exit status: 3"),
         "{err}"
+    );
+}
+
+/// A process whose URL comes from a line of its output; killed on drop.
+struct Spawned {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `cmd` and waits (bounded) for a line with an http:// URL on stdout or stderr.
+fn spawn_url(cmd: &mut Command) -> Spawned {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let (tx, rx) = std::sync::mpsc::channel();
+    for r in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+                if let Some(i) = line.find("http://") {
+                    let url: String = line[i..]
+                        .chars()
+                        .take_while(|c| !c.is_whitespace())
+                        .collect();
+                    let _ = tx.send(url);
+                }
+            }
+        });
+    }
+    let url = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("printed its URL");
+    Spawned { child, url }
+}
+
+/// One raw HTTP/1.1 POST (`Connection: close`); the status code.
+fn post(url: &str, headers: &[(&str, &str)], body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let rest = url.trim_start_matches("http://");
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_reaches_a_lane() {
+    let Some(py) = python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let peer = |extra: &[&str]| {
+        let mut c = Command::new(py);
+        c.arg(peer_dir().join("peer.py"))
+            .args(["--key", KEY])
+            .args(extra);
+        c
+    };
+    let bridge = spawn_url(&mut peer(&[]));
+    let proxy = spawn_url(
+        Command::new(BW)
+            .args(["record", "sidebridge", "--upstream", &bridge.url])
+            .args(["--bridge", "peer", "--key", KEY, "--dir"])
+            .arg(tmp.path()),
+    );
+    // Two chats, interleaved step by step; the key also rides in an Authorization header,
+    // the query string and the body.
+    let chats = [
+        ("0A1B2C3D-0000-4000-8000-00000000000A", "apple"),
+        ("0A1B2C3D-0000-4000-8000-00000000000B", "pear"),
+    ];
+    let bearer = format!("Bearer {KEY}");
+    let headers = [
+        ("x-sidebridge-key", KEY),
+        ("Authorization", bearer.as_str()),
+    ];
+    let url = format!("{}?key={KEY}", proxy.url);
+    for (chat, _) in chats {
+        let body =
+            format!(r#"{{"sidebridge":"1.0","chatId":"{chat}","history":[],"apiKey":"{KEY}"}}"#);
+        assert_eq!(post(&url, &headers, &body), 200);
+    }
+    let mut n = 0;
+    for text in ["please keep this word: {w}", "which word did I give you?"] {
+        for (chat, word) in chats {
+            n += 1;
+            let body = format!(
+                r#"{{"sidebridge":"1.0","chatId":"{chat}","messages":[{{"id":"00000000-0000-4000-8000-{n:012}","from":"user","content":"{}","sources":[]}}]}}"#,
+                text.replace("{w}", word)
+            );
+            assert_eq!(post(&url, &headers, &body), 200);
+        }
+    }
+    drop(proxy);
+    let mut text = String::new();
+    for chat in std::fs::read_dir(tmp.path().join("peer"))
+        .unwrap()
+        .flatten()
+    {
+        for lane in std::fs::read_dir(chat.path()).unwrap().flatten() {
+            text.push_str(&std::fs::read_to_string(lane.path()).unwrap());
+        }
+    }
+    assert!(!text.contains(KEY), "the key reached a lane");
+    for needle in [
+        "Bearer [redacted]",
+        "key=[redacted]",
+        r#"\\\"apiKey\\\":\\\"[redacted]\\\""#,
+    ] {
+        assert!(text.contains(needle), "lanes lack {needle}");
+    }
+    let replay = |extra: &[&str]| {
+        let out = Command::new(BW)
+            .args([
+                "replay",
+                "sidebridge",
+                "--startup-timeout",
+                "30",
+                "--key",
+                KEY,
+            ])
+            .arg(tmp.path())
+            .arg("--")
+            .arg(py)
+            .arg(peer_dir().join("peer.py"))
+            .args(["--key", KEY])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    // The same bridge, and bridges that differ only in ways the client cannot see.
+    for extra in [
+        &[][..],
+        &["--oddity", "redirect-307"][..],
+        &["--oddity", "options-null"][..],
+        &["--oddity", "upper-ids"][..],
+    ] {
+        let (code, out) = replay(extra);
+        assert_eq!(code, Some(0), "{extra:?}: {out}");
+        assert_eq!(out.matches("PASS").count(), 2, "{out}");
+    }
+    // One memory for both chats: only an interleaved replay makes chat A recall B's word.
+    let (code, out) = replay(&["--flaw", "global-memory"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("The word was pear.") && out.contains("FAIL"),
+        "{out}"
     );
 }

@@ -212,3 +212,132 @@ pub fn redact(a: &RedactArgs) -> u8 {
         }
     }
 }
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "cells.tsv: one line per cell, `provider<TAB>cell<TAB>threadId[<TAB>note]`; \
+blank lines are ignored. The source of a line is <raw>/<provider>/<threadId>/ (the scope folder \
+`record` wrote). Thread id `_process` keeps only the run of the last model/list request. Each \
+cell gets a manifest.json (bb §2.3, plus the bridgewire version), and the whole tree is redacted \
+(as `bridgewire redact`) into --out, where the packaged cell folders are replaced; a secret that \
+survives redaction aborts the packaging and nothing is written.\n\
+Exit codes: 0 packaged; 3 a secret survived redaction; 2 invalid input."
+)]
+pub struct PackageArgs {
+    /// The raw recording root (`record bb --dir`, `record sidebridge --dir`, …).
+    #[arg(long)]
+    pub raw: PathBuf,
+    /// The packaging table.
+    #[arg(long, value_name = "cells.tsv")]
+    pub cells: PathBuf,
+    /// The recordings folder the cells go into.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Provider CLI versions for the manifests: a JSON object provider → version.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub versions: String,
+    /// The home directory to replace with /home/user (default: $HOME).
+    #[arg(long)]
+    pub home: Option<PathBuf>,
+    /// A value that must not remain anywhere (replaced; checked by the sweep). Repeatable.
+    #[arg(long, value_name = "VALUE")]
+    pub secret: Vec<String>,
+}
+
+pub fn package(a: &PackageArgs) -> u8 {
+    let rows = match cells::load_package_table(&a.cells) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let versions: serde_json::Map<String, serde_json::Value> =
+        match serde_json::from_str(&a.versions) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => {
+                eprintln!("error: --versions: not a JSON object of provider → version");
+                return exit::INVALID_INPUT;
+            }
+        };
+    crate::signals::install();
+    let tmp = match crate::signals::temp_dir("bridgewire-package-") {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot create a temp dir: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let stage = tmp.path().join("stage");
+    let mut lines = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let process = row.thread_id == "_process";
+        let src = a
+            .raw
+            .join(&row.provider)
+            .join(crate::lane::scope_dir_name(if process {
+                None
+            } else {
+                Some(&row.thread_id)
+            }));
+        let at = format!("{}:{}", a.cells.display(), i + 1);
+        if !src.is_dir() {
+            eprintln!("error: {at}: no raw recording {}", src.display());
+            return exit::INVALID_INPUT;
+        }
+        let cell_dir = stage.join(&row.provider).join(&row.cell);
+        let (protocol, total) = match cells::package_scope(&src, &cell_dir, process) {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("error: {at}: {e}");
+                return exit::INVALID_INPUT;
+            }
+        };
+        let identity = crate::cell::Cell::at(&stage, &cell_dir)
+            .and_then(|c| protocol.live().recorded_identity(&c));
+        let info = ManifestInfo {
+            provider: row.provider.clone(),
+            cell: row.cell.clone(),
+            thread_id: (!process).then(|| row.thread_id.clone()),
+            process_scope: process,
+            cli_version: versions
+                .get(&row.provider)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string(),
+            description: cells::known_description(&row.cell).map(str::to_string),
+            note: row.note.clone(),
+            bridge_command: None,
+            bridge_identity: identity,
+        };
+        if let Err(e) = cells::write_manifest(&cell_dir, protocol, &info) {
+            eprintln!("error: {at}: {e}");
+            return exit::INVALID_INPUT;
+        }
+        lines.push(format!("{}/{}: {total} lines", row.provider, row.cell));
+    }
+    let opts = crate::recordings::Options {
+        home: a.home.clone(),
+        secrets: a.secret.clone(),
+    };
+    match crate::recordings::redact_tree(&stage, &a.out, &opts) {
+        Ok(_) => {}
+        Err(e) if e.starts_with("SECRETS STILL PRESENT") => {
+            eprintln!("{e}");
+            return SURVIVORS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID_INPUT;
+        }
+    }
+    for l in &lines {
+        println!("{l}");
+    }
+    let mut providers: Vec<&str> = rows.iter().map(|r| r.provider.as_str()).collect();
+    providers.sort();
+    providers.dedup();
+    println!("{} cells packaged under {}", rows.len(), a.out.display());
+    println!("providers: {}", providers.join(","));
+    exit::OK
+}

@@ -52,6 +52,8 @@ pub enum Command {
     /// Redact recordings for checking in (structural and textual passes, then a survivor
     /// sweep that refuses to leave a known secret behind).
     Redact(cells_cmd::RedactArgs),
+    /// Package raw recordings into cells with manifests (bb §2.4), redacted on the way out.
+    Package(cells_cmd::PackageArgs),
     /// Write a commented bridgewire.toml for a new project (bb, sidebridge, bridle).
     Init(init_cmd::InitArgs),
     /// Check a live program against a protocol's conformance rules.
@@ -356,6 +358,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Parity(a) => parity_cmd::run(&a),
         Command::RecordCells(a) => cells_cmd::record_cells(&a),
         Command::Redact(a) => cells_cmd::redact(&a),
+        Command::Package(a) => cells_cmd::package(&a),
         Command::Check(CheckCommand::Bb(a)) => check_bb::run_check_bb(&a),
         Command::Rules(a) => check_bb::run_rules(&a),
         Command::Init(a) => init_cmd::run(&a),

@@ -102,10 +102,14 @@ pub fn reply_event(e: &Envelope) -> Value {
                 }
                 v
             }).collect::<Vec<_>>(),
-            "options": r.options.map(|o| json!({
-                "disableSendHistory": o.disable_send_history,
-                "endSession": o.end_session,
-            })).unwrap_or(Value::Null),
+            // As the client decodes it: absent, `null`, `{}` and all-null flags change nothing,
+            // so they are one value.
+            "options": r.options
+                .filter(|o| o.disable_send_history.is_some() || o.end_session.is_some())
+                .map(|o| json!({
+                    "disableSendHistory": o.disable_send_history,
+                    "endSession": o.end_session,
+                })).unwrap_or(Value::Null),
         }),
     }
 }

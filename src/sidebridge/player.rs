@@ -1,13 +1,15 @@
-//! `replay sidebridge`: re-sends a recorded cell's requests to a bridge build and compares the
+//! `replay sidebridge`: re-sends recorded cells' requests to a bridge build and compares the
 //! normalized events (ids interned) of the recorded and the replayed exchanges.
 //!
-//! Per request: the method, path, headers (hop-by-hop dropped; a `[redacted]` key replaced by
-//! `--key`, or dropped without one; `[redacted:other]` replaced by a wrong key) and body are sent again, in recorded order, one at a time.
-//! Reply ids differ between runs, so ids the recorded bridge gave are rewritten in later
-//! request bodies to the ids the replayed bridge gave in the same position (the client would
-//! carry the new ids in its history). The first differing event is shown as a diff.
-//! `--write-current` writes the replayed replies as `bridge→client.current.ndjson` beside the
-//! recorded lane (same `run`/`seq`), which the merged view then prefers.
+//! Requests go out in the recorded order across cells (`(run, seq)`), so interleaved chats are
+//! replayed interleaved. Per request: the method, path, headers (hop-by-hop dropped; redaction
+//! markers put back: `[redacted]` → `--key`, dropped without one; `[redacted:other]` → a wrong
+//! key) and body, one at a time; a 307/308 the recording did not have is followed like the
+//! client follows it. Reply ids differ between runs, so ids the recorded bridge gave are
+//! rewritten in later request bodies to the ids the replayed bridge gave in the same position
+//! (the client would carry the new ids in its history). The first differing event is shown as
+//! a diff. `--write-current` writes the replayed replies as `bridge→client.current.ndjson`
+//! beside the recorded lane (same `run`/`seq`), which the merged view then prefers.
 
 use super::normalizer::{self, SIDEBRIDGE_EVENTS};
 use super::spawn::BridgeSpec;
@@ -42,6 +44,8 @@ pub struct CellReplay {
 
 struct Pair {
     request: Envelope,
+    /// The request's place in the recording, `(run, seq)`: replay follows it across cells.
+    at: (f64, f64),
     reply: Option<(Envelope, f64, f64)>,
 }
 
@@ -71,6 +75,7 @@ fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>) {
         if e.dir == "client→bridge" {
             out.push(Pair {
                 request: env,
+                at: (e.run, e.seq),
                 reply: None,
             });
         } else if let Some(p) = out
@@ -85,97 +90,166 @@ fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>) {
     (out, problems)
 }
 
-async fn replay_cell(
-    cell: &Cell,
+/// One cell's replay in progress.
+struct CellRun<'a> {
+    cell: &'a Cell,
+    pairs: Vec<Pair>,
+    problems: Vec<String>,
+    recorded: Vec<Value>,
+    replayed: Vec<Value>,
+    current: Vec<String>,
+}
+
+/// Sends one recorded request as the client would: the recorded method, path, headers
+/// (hop-by-hop dropped, redaction markers replaced) and body (recorded reply ids rewritten to
+/// the replayed ones). A 307/308 the recording did not have is followed like the client
+/// follows it (same method and body); a recorded redirect is replayed as recorded (the
+/// recording also holds the request that followed it).
+async fn send_one(
+    p: &Pair,
+    target: &Target,
+    key: Option<&str>,
+    limits: Limits,
+    ids: &HashMap<String, String>,
+) -> (Envelope, Envelope) {
+    let mut body = wire::unredact(&String::from_utf8_lossy(&p.request.body), key)
+        .unwrap_or_else(|| String::from_utf8_lossy(&p.request.body).into_owned());
+    for (old, new) in ids {
+        body = body
+            .replace(old, new)
+            .replace(&old.to_ascii_lowercase(), new);
+    }
+    let headers: Vec<(String, String)> = p
+        .request
+        .headers
+        .iter()
+        .filter(|(k, _)| {
+            !["host", "content-length", "connection", "transfer-encoding"]
+                .contains(&k.to_ascii_lowercase().as_str())
+        })
+        .filter_map(|(k, v)| wire::unredact(v, key).map(|v| (k.clone(), v)))
+        .collect();
+    let recorded_path = p.request.path.clone().unwrap_or_else(|| "/".into());
+    let path = wire::unredact(&recorded_path, key).unwrap_or(recorded_path);
+    let mut t = if path == "/" {
+        target.clone()
+    } else {
+        let mut u = target.url.clone();
+        let base = u.path().trim_end_matches('/').to_string();
+        let (pp, q) = path
+            .split_once('?')
+            .map(|(a, b)| (a, Some(b)))
+            .unwrap_or((&path, None));
+        u.set_path(&format!("{base}{pp}"));
+        u.set_query(q);
+        Target::from_url(u).unwrap_or_else(|_| target.clone())
+    };
+    let method = p.request.method.clone().unwrap_or_else(|| "POST".into());
+    let sent = Envelope {
+        body: body.clone().into_bytes(),
+        ..p.request.clone()
+    };
+    let recorded_redirect = p
+        .reply
+        .as_ref()
+        .is_some_and(|(r, _, _)| matches!(r.status, Some(307 | 308)));
+    let mut hops = 0;
+    let new = loop {
+        match transport::send(&t, &method, &headers, body.as_bytes(), limits).await {
+            Ok(r) if matches!(r.status, 307 | 308) && !recorded_redirect && hops < 5 => {
+                hops += 1;
+                match r.header("location").map(|l| t.join(l)) {
+                    Some(Ok(next)) => t = next,
+                    _ => {
+                        break Envelope {
+                            exchange: p.request.exchange,
+                            status: Some(r.status),
+                            headers: r.headers,
+                            body: r.body,
+                            ..Default::default()
+                        };
+                    }
+                }
+            }
+            Ok(r) => {
+                break Envelope {
+                    exchange: p.request.exchange,
+                    status: Some(r.status),
+                    headers: r.headers,
+                    body: r.body,
+                    ..Default::default()
+                };
+            }
+            Err(e) => {
+                break Envelope {
+                    exchange: p.request.exchange,
+                    status: Some(502),
+                    error: Some(e.to_string()),
+                    ..Default::default()
+                };
+            }
+        }
+    };
+    (sent, new)
+}
+
+/// Replays `cells` against one bridge in the recorded order *across* them (by `(run, seq)` of
+/// each request), so two chats recorded interleaved are replayed interleaved and a bridge that
+/// mixes chats up is caught. Results come back in the order of `cells`.
+async fn replay_cells(
+    cells: &[&Cell],
     target: &Target,
     key: Option<&str>,
     limits: Limits,
     write_current: bool,
-) -> CellReplay {
-    let (pairs, problems) = pairs(cell);
-    if !problems.is_empty() {
-        return CellReplay {
-            key: cell.key.clone(),
-            exchanges: 0,
-            divergence: Some(format!("unreadable recording: {}", problems.join("; "))),
-            events: Vec::new(),
-        };
-    }
-    let mut ids: HashMap<String, String> = HashMap::new();
-    let mut recorded_events = Vec::new();
-    let mut replayed_events = Vec::new();
-    let mut current_lines = Vec::new();
-    for p in &pairs {
-        let mut body = String::from_utf8_lossy(&p.request.body).into_owned();
-        for (old, new) in &ids {
-            body = body
-                .replace(old, new)
-                .replace(&old.to_ascii_lowercase(), new);
+) -> Vec<CellReplay> {
+    let mut runs: Vec<CellRun> = cells
+        .iter()
+        .map(|c| {
+            let (pairs, problems) = pairs(c);
+            CellRun {
+                cell: c,
+                pairs,
+                problems,
+                recorded: Vec::new(),
+                replayed: Vec::new(),
+                current: Vec::new(),
+            }
+        })
+        .collect();
+    let mut order: Vec<(f64, f64, usize, usize)> = Vec::new();
+    for (ci, r) in runs.iter().enumerate() {
+        if !r.problems.is_empty() {
+            continue;
         }
-        let headers: Vec<(String, String)> = p
-            .request
-            .headers
-            .iter()
-            .filter(|(k, _)| {
-                !["host", "content-length", "connection", "transfer-encoding"]
-                    .contains(&k.to_ascii_lowercase().as_str())
-            })
-            .filter_map(|(k, v)| {
-                if v == wire::REDACTED {
-                    key.map(|key| (k.clone(), key.to_string()))
-                } else if v == wire::REDACTED_OTHER {
-                    Some((k.clone(), "bridgewire-replay-wrong-key".to_string()))
-                } else {
-                    Some((k.clone(), v.clone()))
-                }
-            })
-            .collect();
-        let path = p.request.path.clone().unwrap_or_else(|| "/".into());
-        let t = if path == "/" {
-            target.clone()
-        } else {
-            let mut u = target.url.clone();
-            let base = u.path().trim_end_matches('/').to_string();
-            let (pp, q) = path
-                .split_once('?')
-                .map(|(a, b)| (a, Some(b)))
-                .unwrap_or((&path, None));
-            u.set_path(&format!("{base}{pp}"));
-            u.set_query(q);
-            Target::from_url(u).unwrap_or_else(|_| target.clone())
-        };
-        let method = p.request.method.clone().unwrap_or_else(|| "POST".into());
-        let sent = Envelope {
-            body: body.clone().into_bytes(),
-            ..p.request.clone()
-        };
-        let new = match transport::send(&t, &method, &headers, body.as_bytes(), limits).await {
-            Ok(r) => Envelope {
-                exchange: p.request.exchange,
-                status: Some(r.status),
-                headers: r.headers,
-                body: r.body,
-                ..Default::default()
-            },
-            Err(e) => Envelope {
-                exchange: p.request.exchange,
-                status: Some(502),
-                error: Some(e.to_string()),
-                ..Default::default()
-            },
-        };
-        recorded_events.push(normalizer::request_event(&p.request));
-        replayed_events.push(normalizer::request_event(&sent));
+        for (pi, p) in r.pairs.iter().enumerate() {
+            order.push((p.at.0, p.at.1, ci, pi));
+        }
+    }
+    order.sort_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then(a.1.total_cmp(&b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    });
+    // Reply ids are UUIDs: one map serves every chat.
+    let mut ids: HashMap<String, String> = HashMap::new();
+    for (_, _, ci, pi) in order {
+        let (sent, new) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
+        let r = &mut runs[ci];
+        let p = &r.pairs[pi];
+        r.recorded.push(normalizer::request_event(&p.request));
+        r.replayed.push(normalizer::request_event(&sent));
         if let Some((rec, run, seq)) = &p.reply {
             for (o, n) in reply_ids(&rec.body).into_iter().zip(reply_ids(&new.body)) {
                 if o != n {
                     ids.insert(o, n);
                 }
             }
-            recorded_events.push(normalizer::reply_event(rec));
-            replayed_events.push(normalizer::reply_event(&new));
+            r.recorded.push(normalizer::reply_event(rec));
+            r.replayed.push(normalizer::reply_event(&new));
             if write_current {
-                current_lines.push(
+                r.current.push(
                     Entry {
                         ts: crate::util::now_ms() as f64,
                         run: *run,
@@ -189,26 +263,50 @@ async fn replay_cell(
             }
         }
     }
-    if write_current {
-        let path = cell.path.join(format!(
-            "bridge→client{}.ndjson",
-            crate::lane::CURRENT_SUFFIX
-        ));
-        let mut text = current_lines.join("\n");
-        text.push('\n');
-        if let Err(e) = std::fs::write(&path, text) {
-            eprintln!("warning: {}: {e}", path.display());
-        }
-    }
-    let a = crate::normalize::normalize_list(recorded_events, SIDEBRIDGE_EVENTS);
-    let b = crate::normalize::normalize_list(replayed_events.clone(), SIDEBRIDGE_EVENTS);
-    let divergence = first_divergence(&a, &b);
-    CellReplay {
-        key: cell.key.clone(),
-        exchanges: pairs.len(),
-        divergence,
-        events: replayed_events,
-    }
+    runs.into_iter()
+        .map(|r| {
+            if !r.problems.is_empty() {
+                return CellReplay {
+                    key: r.cell.key.clone(),
+                    exchanges: 0,
+                    divergence: Some(format!("unreadable recording: {}", r.problems.join("; "))),
+                    events: Vec::new(),
+                };
+            }
+            if write_current {
+                let path = r.cell.path.join(format!(
+                    "bridge→client{}.ndjson",
+                    crate::lane::CURRENT_SUFFIX
+                ));
+                let mut text = r.current.join("\n");
+                text.push('\n');
+                if let Err(e) = std::fs::write(&path, text) {
+                    eprintln!("warning: {}: {e}", path.display());
+                }
+            }
+            let a = crate::normalize::normalize_list(r.recorded, SIDEBRIDGE_EVENTS);
+            let b = crate::normalize::normalize_list(r.replayed.clone(), SIDEBRIDGE_EVENTS);
+            CellReplay {
+                key: r.cell.key.clone(),
+                exchanges: r.pairs.len(),
+                divergence: first_divergence(&a, &b),
+                events: r.replayed,
+            }
+        })
+        .collect()
+}
+
+async fn replay_cell(
+    cell: &Cell,
+    target: &Target,
+    key: Option<&str>,
+    limits: Limits,
+    write_current: bool,
+) -> CellReplay {
+    replay_cells(&[cell], target, key, limits, write_current)
+        .await
+        .pop()
+        .expect("one result per cell")
 }
 
 /// Replays one cell against a bridge command for a parity leg: starts the bridge, re-sends the
@@ -305,14 +403,15 @@ pub fn replay(o: &ReplayOptions) -> u8 {
     };
     let rt = super::spawn::runtime();
     let (mut passed, mut failed) = (0, 0);
-    for c in &cells {
-        let r = rt.block_on(replay_cell(
-            c,
-            &target,
-            o.bridge.key.as_deref(),
-            o.limits,
-            o.write_current,
-        ));
+    let refs: Vec<&Cell> = cells.iter().collect();
+    let results = rt.block_on(replay_cells(
+        &refs,
+        &target,
+        o.bridge.key.as_deref(),
+        o.limits,
+        o.write_current,
+    ));
+    for r in results {
         match &r.divergence {
             None => {
                 passed += 1;

@@ -123,30 +123,54 @@ pub fn chat_scope(body: &[u8]) -> Option<String> {
 }
 
 /// Headers with secret values replaced, unless `keep`. With the bridge's key known, a value
-/// that differs from it becomes [`REDACTED_OTHER`].
+/// that differs from it becomes [`REDACTED_OTHER`]. `Authorization: <scheme> <token>` keeps
+/// its scheme (`Bearer [redacted]`), so a replay sends the key the same way.
 pub fn redact(
     headers: Vec<(String, String)>,
     keep: bool,
     key: Option<&str>,
 ) -> Vec<(String, String)> {
+    let marker = |v: &str| {
+        if key.is_some_and(|key| v != key) {
+            REDACTED_OTHER
+        } else {
+            REDACTED
+        }
+    };
     headers
         .into_iter()
         .map(|(k, v)| {
             let key_header = SECRET_HEADERS.iter().any(|s| k.eq_ignore_ascii_case(s));
             if !key_header && crate::redact::is_secret_header(&k) {
                 // Cookie, Proxy-Authorization, X-Api-Key, …: never kept.
-                (k, REDACTED.to_string())
-            } else if !keep && key_header {
-                let differs = key.is_some_and(|key| v != key && v != format!("Bearer {key}"));
-                (
-                    k,
-                    if differs { REDACTED_OTHER } else { REDACTED }.to_string(),
-                )
-            } else {
-                (k, v)
+                return (k, REDACTED.to_string());
             }
+            if keep || !key_header {
+                return (k, v);
+            }
+            let redacted = match v.split_once(' ') {
+                Some((scheme, token))
+                    if k.eq_ignore_ascii_case("authorization")
+                        && !scheme.is_empty()
+                        && !token.trim().is_empty() =>
+                {
+                    format!("{scheme} {}", marker(token.trim()))
+                }
+                _ => marker(&v).to_string(),
+            };
+            (k, redacted)
         })
         .collect()
+}
+
+/// A recorded value with its redaction markers put back: `[redacted]` → `key`,
+/// `[redacted:other]` → a wrong key. `None` when it needs the key and none is given.
+pub fn unredact(value: &str, key: Option<&str>) -> Option<String> {
+    let v = value.replace(REDACTED_OTHER, "bridgewire-replay-wrong-key");
+    if v.contains(REDACTED) {
+        return key.map(|k| v.replace(REDACTED, k));
+    }
+    Some(v)
 }
 
 #[cfg(test)]
@@ -177,5 +201,27 @@ mod tests {
             chat_scope(br#"{"chatId":"abc-d"}"#).as_deref(),
             Some("ABC-D")
         );
+    }
+
+    #[test]
+    fn the_key_is_redacted_wherever_it_appears() {
+        let h = vec![
+            ("Authorization".to_string(), "Bearer s3cret-key".to_string()),
+            ("x-sidebridge-key".to_string(), "s3cret-key".to_string()),
+        ];
+        let r = redact(h.clone(), false, Some("s3cret-key"));
+        assert_eq!(r[0].1, "Bearer [redacted]");
+        assert_eq!(r[1].1, REDACTED);
+        let wrong = redact(
+            vec![("authorization".into(), "Bearer nope".into())],
+            false,
+            Some("s3cret-key"),
+        );
+        assert_eq!(wrong[0].1, "Bearer [redacted:other]");
+        assert_eq!(
+            unredact("Bearer [redacted]", Some("k")).as_deref(),
+            Some("Bearer k")
+        );
+        assert_eq!(unredact("[redacted]", None), None);
     }
 }

@@ -45,6 +45,7 @@ FLAWS = {
     "echo-history": "SB-R6, SB-R11: `recall` answers by echoing the history it was sent",
     "case-sensitive-ids": "SB-R3: looks its own messages up by id, case-sensitively",
     "no-end": "SB-S1, SB-R12 skipped: says goodbye but never sets endSession",
+    "global-memory": "SB-S4, SB-R11: one remembered word shared by every chat",
 }
 ODDITIES = {
     "chunked": "every reply in chunked transfer encoding",
@@ -87,7 +88,10 @@ class State:
         self.lock = threading.Lock()
 
     def chat(self, cid):
-        return self.chats.setdefault(cid.upper(), Chat())
+        c = self.chats.setdefault(cid.upper(), Chat())
+        if "global-memory" in self.flaws:
+            c.word = getattr(self, "word", None)
+        return c
 
 
 def new_id(state):
@@ -242,6 +246,7 @@ class Handler(BaseHTTPRequestHandler):
                 word = text.split(":", 1)[1].strip()
                 if "forget-without-history" not in st.flaws and "echo-history" not in st.flaws:
                     chat.word = word
+                    st.word = word
                 said = "Noted, I will keep that word for you."
             elif low == "which word did i give you?":
                 if "echo-history" in st.flaws:
