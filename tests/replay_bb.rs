@@ -401,16 +401,20 @@ fn cli_json_report_and_named_skip() {
     assert_eq!(v["cells"][1]["stalls"], serde_json::json!([]));
 }
 
+/// The `invalid-event` break sends a `usage` whose token counts are strings: bb's runtime
+/// refuses that `thread/delta` whole, so the replay notes it as a stall (bb's `invalid
+/// thread/delta: <message>`) naming the field, and `replays` fails.
 #[test]
-fn an_invalid_event_fails_events_schema_valid() {
+fn an_invalid_delta_fails_replays_naming_the_field() {
     let cell = bundled("turn-tools");
     let o = opts("unused-mark", 3_000, "invalid-event");
     let r = player::replay_cell(&cell, &[BRIDGE.into()], &o).unwrap();
     let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell));
-    let bad = verdict(&v, "/events-schema-valid");
+    let bad = verdict(&v, "/replays");
     assert_eq!(bad.status, Status::Fail, "{v:?}");
     assert!(
-        bad.detail.contains("thread/tokenUsage/updated"),
+        bad.detail
+            .contains("invalid thread/delta: deltas[0] (usage): total.inputTokens"),
         "{}",
         bad.detail
     );
