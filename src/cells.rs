@@ -364,7 +364,7 @@ pub fn package_scope(
                     .and_then(|l| serde_json::from_str::<Value>(l).ok())
                     .is_some_and(|m| m["method"] == "model/list")
             })
-            .last()
+            .next_back()
             .map(|e| e["run"].clone())
             .ok_or_else(|| {
                 format!(
