@@ -358,13 +358,13 @@ pub fn package_scope(
             })?;
         let run = read(requests)?
             .iter()
-            .filter(|e| {
+            .rev()
+            .find(|e| {
                 e["line"]
                     .as_str()
                     .and_then(|l| serde_json::from_str::<Value>(l).ok())
                     .is_some_and(|m| m["method"] == "model/list")
             })
-            .next_back()
             .map(|e| e["run"].clone())
             .ok_or_else(|| {
                 format!(
