@@ -20,6 +20,6 @@ pick() { # <text in a request> <cell name>
   rm -rf "${out:?}/$2"; mkdir -p "$out"; cp -r "$(dirname "$f")" "$out/$2"
 }
 pick 'Hello Side Bridge!' conversation
-pick 'disable history' no-history
+pick 'enable history' no-history
 pick 'bye' end-session
 echo "recorded into $out"

@@ -297,7 +297,7 @@ fn lanes_prints_the_merged_view() {
         format!("{}\n", entry(2, "b")),
     )
     .unwrap();
-    let out = bw().arg("lanes").arg(&d).output().unwrap();
+    let out = bw().arg("lanes").arg("--raw").arg(&d).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text

@@ -6,6 +6,7 @@ mod cells_cmd;
 mod check_bb;
 pub mod exit;
 mod init_cmd;
+pub mod lanes_cmd;
 mod parity_cmd;
 mod pins_cmd;
 mod pins_review;
@@ -43,8 +44,9 @@ pub enum Command {
     /// Record a live wire into lanes.
     #[command(subcommand)]
     Record(RecordCommand),
-    /// Print a cell's merged view ((run, seq) order), one entry per line.
-    Lanes(LanesArgs),
+    /// View a cell: one decoded line per message ((run, seq) order) with time offsets and
+    /// direction; filters, --json, --raw, --follow.
+    Lanes(lanes_cmd::LanesArgs),
     /// Compare two builds ("legs") cell by cell on normalized events, rows and grammar drops.
     Parity(ParityArgs),
     /// Record a cell per scenario from your own bridge (any protocol), with manifests,
@@ -231,15 +233,6 @@ pub struct RecordChildArgs {
     pub command: Vec<OsString>,
 }
 
-#[derive(clap::Args, Debug)]
-pub struct LanesArgs {
-    /// A cell directory.
-    pub cell: PathBuf,
-    /// The recorded view (ignore `.current` re-recordings).
-    #[arg(long)]
-    pub recorded: bool,
-}
-
 /// The exit codes a command's help lists, by the kind of command (`path` is the command's
 /// words after `bridgewire`, e.g. `["check", "bb"]`).
 pub fn exit_codes_help(path: &[&str]) -> &'static str {
@@ -362,7 +355,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 }
             }
         }
-        Command::Lanes(a) => lanes(&a),
+        Command::Lanes(a) => lanes_cmd::run(&a),
         Command::Replay(replay_bb::ReplayCommand::Bb(a)) => replay_bb::run_replay(&a),
         Command::Rerecord(replay_bb::RerecordCommand::Bb(a)) => replay_bb::run_rerecord(&a),
         Command::ProviderDouble(a) => replay_bb::run_double(&a),
@@ -396,48 +389,4 @@ pub fn parse_mode(s: &str) -> Result<u32, String> {
         .ok()
         .filter(|m| *m <= 0o777)
         .ok_or_else(|| format!("{s:?} is not an octal mode like 600 or 644"))
-}
-
-fn lanes(a: &LanesArgs) -> u8 {
-    let root = a.cell.parent().unwrap_or(&a.cell);
-    let cell = match crate::cell::discover(&a.cell) {
-        Ok(cells) if cells.len() == 1 => cells.into_iter().next().expect("one"),
-        Ok(_) => match crate::cell::Cell::at(root, &a.cell) {
-            Some(c) => c,
-            None => {
-                eprintln!("{}: not a single cell", a.cell.display());
-                return exit::INVALID_INPUT;
-            }
-        },
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::INVALID_INPUT;
-        }
-    };
-    let mut merged = if a.recorded {
-        cell.recorded()
-    } else {
-        cell.merged()
-    };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    use std::io::Write;
-    for e in merged.by_ref() {
-        if writeln!(out, "{}", e.to_line()).is_err() {
-            return exit::OK; // a closed pipe (| head) is a quiet success
-        }
-    }
-    let _ = out.flush();
-    let report = merged.into_report();
-    for w in &report.warnings {
-        eprintln!("warning: {w}");
-    }
-    for e in &report.errors {
-        eprintln!("error: {e}");
-    }
-    if report.errors.is_empty() {
-        exit::OK
-    } else {
-        exit::INVALID_INPUT
-    }
 }
