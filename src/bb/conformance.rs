@@ -204,6 +204,9 @@ struct Diag {
     flooded: Option<usize>,
     eof: bool,
     invalid_deltas: Vec<String>,
+    invalid_deltas_more: usize,
+    responses_dropped: usize,
+    events_dropped: usize,
     /// JSON array lines (JSON-RPC batches, which the bb protocol does not have).
     batches: usize,
     first_batch: Option<String>,
@@ -216,12 +219,32 @@ struct Diag {
     wrong_type_ids: HashMap<u64, (String, usize)>,
 }
 
+/// Received responses kept (a bridge answers the kit's requests; unsolicited ones past this are
+/// counted, not kept).
+pub const MAX_RESPONSES: usize = 100_000;
+/// Assembled events kept over a run (the kit's turns produce a few hundred).
+pub const MAX_EVENTS: usize = 200_000;
+/// Invalid `thread/delta` messages described (the rest are counted).
+pub const MAX_INVALID_DELTAS: usize = 100;
+
 /// Stdout lines above this size get a warning with their size.
 pub const LARGE_LINE: usize = 1 << 20;
 
 impl Diag {
     fn notes(&self) -> Vec<String> {
         let mut n = Vec::new();
+        if self.responses_dropped > 0 {
+            n.push(format!(
+                "response log full: {} response(s) past {MAX_RESPONSES} not kept",
+                self.responses_dropped
+            ));
+        }
+        if self.events_dropped > 0 {
+            n.push(format!(
+                "event log full: {} event(s) past {MAX_EVENTS} not kept",
+                self.events_dropped
+            ));
+        }
         if self.non_json > 0 {
             n.push(format!(
                 "{} non-JSON stdout line(s), first: {}",
@@ -484,6 +507,10 @@ impl Client {
         match method {
             None => {
                 self.judge.bridge_response(&v, &format!("message {pos}"));
+                if self.resp_log.len() >= MAX_RESPONSES {
+                    self.diag.responses_dropped += 1;
+                    return;
+                }
                 if let Some(id) = v.get("id").and_then(Value::as_u64) {
                     self.responses.entry(id).or_insert(self.resp_log.len());
                 } else if let Some(n) = v
@@ -505,6 +532,9 @@ impl Client {
                     .check(&params)
                     .and_then(|()| delta::validate_params(&params).map(|_| ()));
                 match checked {
+                    Err(_) if self.diag.invalid_deltas.len() >= MAX_INVALID_DELTAS => {
+                        self.diag.invalid_deltas_more += 1;
+                    }
                     Err(e) => self.diag.invalid_deltas.push(format!("message {pos}: {e}")),
                     Ok(()) => {
                         let (thread, deltas) = delta::validate_params(&params).expect("checked");
@@ -513,6 +543,10 @@ impl Client {
                         self.judge
                             .bridge_delta(thread, &format!("message {pos}"), &events, &drops);
                         for event in events {
+                            if self.events.len() >= MAX_EVENTS {
+                                self.diag.events_dropped += 1;
+                                continue;
+                            }
                             self.events.push(Ev {
                                 thread: thread.to_string(),
                                 pos,
@@ -1365,7 +1399,7 @@ impl Kit<'_> {
                 m,
                 format!(
                     "{} thread/delta message(s) invalid (refused whole by the runtime); first: {first}",
-                    bad_deltas.len()
+                    bad_deltas.len() + self.c.diag.invalid_deltas_more
                 ),
             );
         } else {

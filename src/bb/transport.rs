@@ -59,9 +59,30 @@ pub enum Incoming {
     Eof,
 }
 
+/// Bytes (payload plus a per-item overhead) the stdout queue holds before the reader stops
+/// reading: the bridge then blocks on its own write, as it would with a slow runtime. This is
+/// what bounds `check bb`'s memory however many lines a bridge writes.
+pub const QUEUE_BYTES: usize = 8 << 20;
+const ITEM_OVERHEAD: usize = 64;
+
+fn item_bytes(item: &Incoming) -> usize {
+    ITEM_OVERHEAD
+        + match item {
+            Incoming::Line(s) => s.len(),
+            Incoming::NonUtf8 { head, .. } => head.len(),
+            _ => 0,
+        }
+}
+
 #[derive(Default)]
 struct Inbox {
     queue: VecDeque<Incoming>,
+    /// [`item_bytes`] of what `queue` holds.
+    queued: usize,
+    /// The reader waits for room.
+    reader_waiting: bool,
+    /// The bridge was killed: the reader stops waiting for room.
+    closed: bool,
     eof: bool,
     /// Bytes of the current line read so far (no newline yet).
     partial: usize,
@@ -177,6 +198,10 @@ impl Bridge {
         let mut inbox = lock(m);
         loop {
             if let Some(item) = inbox.queue.pop_front() {
+                inbox.queued = inbox.queued.saturating_sub(item_bytes(&item));
+                if inbox.reader_waiting && inbox.queued <= QUEUE_BYTES / 2 {
+                    cv.notify_all();
+                }
                 return Some(item);
             }
             if inbox.eof {
@@ -247,6 +272,11 @@ impl Bridge {
         }
         self.killed = true;
         self.stdin = None;
+        {
+            let (m, cv) = &*self.inbox;
+            lock(m).closed = true;
+            cv.notify_all();
+        }
         if let Some(s) = self.child.kill_tree() {
             self.status.get_or_insert(s);
         }
@@ -270,8 +300,25 @@ pub fn live_group_members(pgid: u32) -> Vec<u32> {
 
 fn push(inbox: &Shared, item: Incoming) {
     let (m, cv) = &**inbox;
-    lock(m).queue.push_back(item);
+    let mut g = lock(m);
+    g.queued += item_bytes(&item);
+    g.queue.push_back(item);
     cv.notify_all();
+}
+
+/// Blocks the reader while the queue is over [`QUEUE_BYTES`] (until the consumer takes half of
+/// it, or the bridge is killed).
+fn wait_for_room(inbox: &Shared) {
+    let (m, cv) = &**inbox;
+    let mut g = lock(m);
+    while g.queued > QUEUE_BYTES && !g.closed {
+        g.reader_waiting = true;
+        g = cv
+            .wait_timeout(g, Duration::from_millis(200))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    g.reader_waiting = false;
 }
 
 fn read_stdout(mut stdout: impl Read, limits: Limits, inbox: Shared) {
@@ -338,6 +385,7 @@ fn read_stdout(mut stdout: impl Read, limits: Limits, inbox: Shared) {
             }
         }
         lock(&inbox.0).partial = line_len;
+        wait_for_room(&inbox);
         if !flooded && total > limits.max_total {
             flooded = true;
             line = Vec::new();

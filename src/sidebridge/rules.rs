@@ -1007,10 +1007,13 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
             }
             match from.and_then(Value::as_str) {
                 Some("assistant") | Some("system") => {}
-                None => fails[2].push(format!(
-                    "{at}: from is {} (the app shows it as from \"unknown\"; profile alpha drops the whole reply)",
-                    from.map(profiles::kind).unwrap_or("missing")
-                )),
+                None => fails[2].push(match from {
+                    None => format!("{at}: from is missing (the app cannot decode the reply)"),
+                    Some(f) => format!(
+                        "{at}: from is {} (the app shows it as from \"unknown\"; profile alpha drops the whole reply)",
+                        profiles::kind(f)
+                    ),
+                }),
                 Some(f @ ("user" | "unknown")) => warns[2].push(format!(
                     "WARN {at}: from {f:?} ({})",
                     if f == "user" {

@@ -1,0 +1,314 @@
+//! Hostile peers (issue 15, item 4): floods, slowloris, unknown-session floods, random bytes.
+//! Each case asserts bounded time, bounded memory (peak RSS, `VmHWM` from `/proc`, sampled
+//! until the process exits), a named outcome and no leftovers. The peers are shell and Python
+//! stdlib programs, not bridgewire's reference peers.
+//!
+//! `BRIDGEWIRE_SOAK=1` runs the big sizes (10 M lines, 6 000 posts, 300 slowloris connections).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BRIDGEWIRE: &str = env!("CARGO_BIN_EXE_bridgewire");
+
+fn soak() -> bool {
+    std::env::var_os("BRIDGEWIRE_SOAK").is_some()
+}
+
+/// Waits for `child` (bounded by `limit`) while sampling its peak RSS; returns (status code,
+/// peak RSS in MiB, elapsed).
+fn watch(child: &mut Child, limit: Duration) -> (Option<i32>, u64, Duration) {
+    let t = Instant::now();
+    let mut peak_kb = 0u64;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+            && let Some(v) = s
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(v);
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            return (st.code(), peak_kb / 1024, t.elapsed());
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (None, peak_kb / 1024, t.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// issue 15 item 2: `check bb` grew with the lines a bridge writes (365 MB for 1 M tiny
+/// lines, 5.1 GB for 10 M). Now the stdout queue applies backpressure.
+#[test]
+fn check_bb_against_a_line_flood_stays_bounded() {
+    let n: u64 = if soak() { 10_000_000 } else { 2_000_000 };
+    let script = format!(
+        "yes '{{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":{{}}}}' | head -n {n}; sleep 60"
+    );
+    let mut child = Command::new(BRIDGEWIRE)
+        .args(["check", "bb", "--timeout-ms", "2000", "--format", "json"])
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    let (code, peak_mib, took) = watch(&mut child, Duration::from_secs(300));
+    let out = reader.join().unwrap();
+    assert_eq!(
+        code,
+        Some(1),
+        "a bridge that never answers fails, named: {out}"
+    );
+    assert!(out.contains("handshake/initialize"), "{out}");
+    // 2 M lines of 43 bytes are 86 MB of output; the queue keeps at most 8 MiB of it.
+    assert!(peak_mib < 120, "peak RSS {peak_mib} MiB for {n} lines");
+    eprintln!("check bb, {n} flood lines: peak RSS {peak_mib} MiB in {took:?}");
+}
+
+/// issue 15 item 2: `record bridle` kept long-polling frames posted to unknown session ids
+/// (8 → 394 MB after 6 000 POSTs of 64 KB, "0 frames recorded"). They are dropped and counted.
+#[test]
+fn record_bridle_drops_posts_to_unknown_sessions() {
+    let posts = if soak() { 6_000 } else { 400 };
+    let t = tempfile::tempdir().unwrap();
+    // The hub: answers every polling request 400 (unknown session), as a Socket.IO server
+    // does for a sid it never issued. Python stdlib, not ours.
+    let hub = r#"
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        b = b'{"code":1,"message":"Session ID unknown"}'
+        self.send_response(400); self.send_header("content-length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    do_GET = do_POST
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("http://127.0.0.1:%d" % s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+    let mut hub = Command::new("python3")
+        .args(["-c", hub])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut hub_url = String::new();
+    BufReader::new(hub.stdout.as_mut().unwrap())
+        .read_line(&mut hub_url)
+        .unwrap();
+    let mut proxy = Command::new(BRIDGEWIRE)
+        .args(["record", "bridle", "--upstream", hub_url.trim()])
+        .arg("--dir")
+        .arg(t.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(proxy.stdout.as_mut().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let addr = url
+        .trim()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let pid = proxy.id();
+    let sampler = std::thread::spawn(move || {
+        let mut peak = 0u64;
+        for _ in 0..4000 {
+            match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                Ok(s) => {
+                    if let Some(v) = s
+                        .lines()
+                        .find(|l| l.starts_with("VmRSS:"))
+                        .and_then(|l| l.split_whitespace().nth(1))
+                        .and_then(|v| v.parse::<u64>().ok())
+                    {
+                        peak = peak.max(v);
+                    }
+                }
+                Err(_) => break,
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        peak / 1024
+    });
+    let payload = format!("4{}", "x".repeat(64 * 1024 - 1));
+    let t0 = Instant::now();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    for i in 0..posts {
+        let req = format!(
+            "POST /socket.io/?EIO=4&transport=polling&sid=nope{} HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{payload}",
+            i % 7,
+            payload.len()
+        );
+        conn.write_all(req.as_bytes()).unwrap();
+        // Read the status line, headers and body of the answer.
+        let mut len = 0usize;
+        loop {
+            let mut l = String::new();
+            reader.read_line(&mut l).unwrap();
+            if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap();
+            }
+            if l == "\r\n" || l.is_empty() {
+                break;
+            }
+        }
+        let mut body = vec![0u8; len];
+        reader.read_exact(&mut body).unwrap();
+    }
+    let took = t0.elapsed();
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    let (code, _, _) = watch(&mut proxy, Duration::from_secs(20));
+    let mut err = String::new();
+    proxy
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let peak_mib = sampler.join().unwrap();
+    let _ = hub.kill();
+    let _ = hub.wait();
+    assert!(code.is_some(), "the proxy stopped on SIGTERM");
+    assert!(
+        err.contains(&format!("{posts} frame(s) for Engine.IO sessions")),
+        "the drops are named: {err}"
+    );
+    assert!(
+        peak_mib < 120,
+        "peak RSS {peak_mib} MiB after {posts} posts"
+    );
+    eprintln!(
+        "record bridle, {posts} × 64 KiB posts to unknown sids: peak RSS {peak_mib} MiB in {took:?}"
+    );
+}
+
+/// issue 15 item 5: the Side Bridge recording proxy had no header-read or idle timeout (300
+/// slowloris connections still open after 20 s).
+#[test]
+fn record_sidebridge_closes_slowloris_connections() {
+    let n = if soak() { 300 } else { 100 };
+    let t = tempfile::tempdir().unwrap();
+    let mut proxy = Command::new(BRIDGEWIRE)
+        .args(["record", "sidebridge", "--upstream", "http://127.0.0.1:9/"])
+        .arg("--dir")
+        .arg(t.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(proxy.stdout.as_mut().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let addr = url
+        .trim()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut conns: Vec<std::net::TcpStream> = (0..n)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            c.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                .unwrap();
+            c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+            c
+        })
+        .collect();
+    // Keep trickling one byte a second: an idle timer alone would never fire.
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(25);
+    let mut open = n;
+    while Instant::now() < deadline && open > 0 {
+        open = 0;
+        for c in &mut conns {
+            let _ = c.write_all(b"a");
+            let mut b = [0u8; 64];
+            match c.read(&mut b) {
+                Ok(0) => {}
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    open += 1
+                }
+                Ok(_) => {} // an error answer, then close: counted as closed
+                Err(_) => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let took = t0.elapsed();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert_eq!(
+        open, 0,
+        "{open} of {n} slowloris connections still open after {took:?}"
+    );
+    assert!(took < Duration::from_secs(20), "closed after {took:?}");
+    eprintln!("record sidebridge: {n} slowloris connections closed after {took:?}");
+}
+
+/// Random bytes in both directions of `record bb`: no crash, every line accounted for.
+#[test]
+fn record_bb_survives_random_bytes() {
+    let mut seed: u64 = 0x9e3779b97f4a7c15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut input = Vec::new();
+    for _ in 0..20_000 {
+        let len = (next() % 200) as usize;
+        for _ in 0..len {
+            let b = (next() & 0xff) as u8;
+            input.push(if b == b'\n' { b'{' } else { b });
+        }
+        input.push(b'\n');
+    }
+    let t = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("bridgewire")
+        .unwrap()
+        .args(["record", "bb", "--dir"])
+        .arg(t.path())
+        .args(["--", "cat"])
+        .write_stdin(input.clone())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, input, "every byte forwarded");
+    let mut recorded = 0usize;
+    for e in walkdir::WalkDir::new(t.path()).into_iter().flatten() {
+        if e.file_type().is_file() {
+            recorded += std::fs::read(e.path())
+                .unwrap()
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+        }
+    }
+    // Every line crossed twice (runtime→bridge and back through `cat`).
+    assert_eq!(recorded, 2 * 20_000);
+}
