@@ -184,6 +184,14 @@ impl<R: BufRead> Iterator for LaneReader<R> {
                 Err(LaneErrorKind::Json(_)) if !terminated => {
                     Err(self.err(LaneErrorKind::TruncatedLastLine))
                 }
+                // Cut in the middle of a multi-byte character: the same cut last line.
+                Err(LaneErrorKind::NotUtf8(_))
+                    if !terminated
+                        && std::str::from_utf8(&self.buf)
+                            .is_err_and(|e| e.error_len().is_none()) =>
+                {
+                    Err(self.err(LaneErrorKind::TruncatedLastLine))
+                }
                 Err(kind) => Err(self.err(kind)),
             });
         }
@@ -366,6 +374,24 @@ mod tests {
             got.last().unwrap().is_ok(),
             "entries after bad lines still load"
         );
+    }
+
+    #[test]
+    fn a_last_line_cut_inside_a_multibyte_character_is_the_cut_line_warning() {
+        // issue 15 item 5: this was refused as "not valid UTF-8" (exit 2).
+        let full = r#"{"ts":1,"run":1,"seq":1,"dir":"bridge→runtime","line":"x"}"#;
+        let mut bytes = format!("{full}\n").into_bytes();
+        let cut = r#"{"ts":1,"run":1,"seq":2,"dir":"bridge→runtime","line":"é"#.as_bytes();
+        bytes.extend_from_slice(&cut[..cut.len() - 1]); // half of `é`
+        let mut r = LaneReader::new(
+            std::io::Cursor::new(bytes),
+            std::path::Path::new("x.ndjson"),
+            None,
+        );
+        assert!(r.next().unwrap().is_ok());
+        let err = r.next().unwrap().unwrap_err();
+        assert!(err.is_warning(), "{err}");
+        assert!(r.next().is_none());
     }
 
     #[test]
