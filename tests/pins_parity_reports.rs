@@ -150,3 +150,51 @@ fn pins_and_parity_write_junit_markdown_html_and_json() {
             .contains(CELL)
     );
 }
+
+#[test]
+fn a_failing_check_keeps_pending_changes_that_review_accepts_or_rejects() {
+    let t = tempfile::tempdir().unwrap();
+    let root = pinned(t.path(), "rec");
+    let r = root.to_str().unwrap();
+    let pins_before = fs::read(root.join("row-counts.json")).unwrap();
+    drop_a_delta(&root);
+    let (code, out, _) = bw(&["pins", r]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("bridgewire pins --review {r}")),
+        "{out}"
+    );
+    let pending = root.join("row-counts.pending.json");
+    assert!(pending.exists());
+
+    // Rejected: the pins stay, the pending change goes.
+    let (code, out, err) = bw(&["pins", "--review", "--reject", r]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("{CELL}: events ")),
+        "old → new shown: {out}"
+    );
+    assert!(out.contains("rejected"), "{out}");
+    assert_eq!(fs::read(root.join("row-counts.json")).unwrap(), pins_before);
+    assert!(!pending.exists());
+
+    // Accepted interactively: the new counts become the pins, and the check passes.
+    let (code, _, _) = bw(&["pins", r]);
+    assert_eq!(code, 1);
+    let mut child = Command::new(BW)
+        .args(["pins", "--review", r])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        writeln!(child.stdin.as_mut().unwrap(), "a").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("accepted"), "{text}");
+    assert!(!pending.exists());
+    let (code, out, err) = bw(&["pins", r]);
+    assert_eq!(code, 0, "{out}{err}");
+}

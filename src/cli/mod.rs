@@ -9,6 +9,7 @@ mod init_cmd;
 pub mod lanes_cmd;
 mod parity_cmd;
 mod pins_cmd;
+mod pins_review;
 pub mod replay_bb;
 pub mod sidebridge_cmd;
 
@@ -139,6 +140,16 @@ pub struct PinsArgs {
     /// Worker threads (default: one per core).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
+    /// Review the changes a failing check kept in `row-counts.pending.json`: `old → new` per
+    /// cell, accept, reject or skip each (answers on stdin, or --accept / --reject).
+    #[arg(long, conflicts_with = "update")]
+    pub review: bool,
+    /// With --review: accept every pending change (of --cell's cells).
+    #[arg(long, requires = "review", conflicts_with = "reject")]
+    pub accept: bool,
+    /// With --review: reject every pending change (of --cell's cells).
+    #[arg(long, requires = "review")]
+    pub reject: bool,
     #[command(flatten)]
     pub reports: crate::report::ReportFiles,
     /// Output format.

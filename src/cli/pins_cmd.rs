@@ -42,6 +42,16 @@ impl JsonCells {
 }
 
 pub fn run(a: &PinsArgs) -> u8 {
+    if a.review {
+        let all = if a.accept {
+            Some(super::pins_review::Decision::Accept)
+        } else if a.reject {
+            Some(super::pins_review::Decision::Reject)
+        } else {
+            None
+        };
+        return super::pins_review::review(&a.recordings, a.cell.as_deref(), all);
+    }
     let pool = match rayon::ThreadPoolBuilder::new()
         .num_threads(a.jobs.unwrap_or(0))
         .build()
@@ -104,6 +114,8 @@ pub fn run(a: &PinsArgs) -> u8 {
         let text = a.format == Format::Text;
         let mut fresh: Vec<(Box<str>, Counts)> = Vec::new();
         let mut unloaded: Vec<String> = Vec::new();
+        // Changes a check found, kept for `pins --review`.
+        let mut pending: BTreeMap<String, Option<Counts>> = BTreeMap::new();
         for chunk in keys.chunks(CHUNK) {
             let outcomes: Vec<CellOutcome> = pool.install(|| {
                 chunk
@@ -207,6 +219,7 @@ pub fn run(a: &PinsArgs) -> u8 {
                         if matches!(status, PinStatus::Mismatch { .. } | PinStatus::NotPinned)
                             && !bad_input
                         {
+                            pending.insert(o.key.clone(), Some(c));
                             let r = root.display().to_string();
                             if !to_update.contains(&r) {
                                 to_update.push(r);
@@ -261,6 +274,7 @@ pub fn run(a: &PinsArgs) -> u8 {
                         failed += 1;
                         worst = worst.max(exit::FAILED);
                         verdicts.push(crate::rule::Verdict::fail(key, "pinned but no recording"));
+                        pending.insert(key.clone(), None);
                         let r = root.display().to_string();
                         if !to_update.contains(&r) {
                             to_update.push(r);
@@ -271,6 +285,12 @@ pub fn run(a: &PinsArgs) -> u8 {
                     }
                 }
             }
+        }
+        if !a.update {
+            super::pins_review::write_pending(root, &pending);
+        } else {
+            // An update settles everything a review would have.
+            super::pins_review::write_pending(root, &BTreeMap::new());
         }
         // New pins only from recordings that loaded: counts of a cell whose lanes could not be
         // read (or a pins file that could not be read) would pin the damage.
@@ -335,13 +355,14 @@ pub fn run(a: &PinsArgs) -> u8 {
                         .as_deref()
                         .map(|c| format!(" --cell {}", shell_word(c)))
                         .unwrap_or_default();
+                    let roots = to_update
+                        .iter()
+                        .map(|r| shell_word(r))
+                        .collect::<Vec<_>>()
+                        .join(" ");
                     println!(
-                        "If the new counts are intended, update the pins with:\n  bridgewire pins --update{cell} {}",
-                        to_update
-                            .iter()
-                            .map(|r| shell_word(r))
-                            .collect::<Vec<_>>()
-                            .join(" ")
+                        "If the new counts are intended, update the pins with:\n  bridgewire pins --update{cell} {roots}\n\
+or review them cell by cell (kept in row-counts.pending.json):\n  bridgewire pins --review {roots}"
                     );
                 }
             }
