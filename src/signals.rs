@@ -76,7 +76,19 @@ impl Drop for Registration {
 
 fn add(e: Entry) -> Registration {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    registry().insert(id, e);
+    let mut map = registry();
+    // The signal thread sets SIGNALLED before the cleanup takes the registry (under this
+    // lock), so an entry added after that point would never run: a child spawned while the
+    // handler was already sweeping (a second leg's build starting) would be left behind. Such
+    // an entry is carried out at once instead.
+    if interrupted().is_some() {
+        drop(map);
+        if let Entry::Cleanup(c) = e {
+            run_cleanup(c);
+        }
+        return Registration(id);
+    }
+    map.insert(id, e);
     Registration(id)
 }
 
@@ -204,21 +216,25 @@ fn run_all(sig: i32) {
         f();
     }
     for c in removals {
-        match c {
-            Cleanup::Path(p) => {
-                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
-            }
-            Cleanup::Worktree { repo, path } => {
-                let _ = std::fs::remove_dir_all(&path);
-                let _ = std::process::Command::new("git")
-                    .arg("-C")
-                    .arg(&repo)
-                    .args(["worktree", "prune"])
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .status();
-            }
-            Cleanup::Run(f) => f(),
+        run_cleanup(c);
+    }
+}
+
+fn run_cleanup(c: Cleanup) {
+    match c {
+        Cleanup::Path(p) => {
+            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
         }
+        Cleanup::Worktree { repo, path } => {
+            let _ = std::fs::remove_dir_all(&path);
+            let _ = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(["worktree", "prune"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+        Cleanup::Run(f) => f(),
     }
 }
