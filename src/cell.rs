@@ -104,25 +104,25 @@ pub enum DiscoverError {
     NotRecordings(PathBuf),
 }
 
-/// Finds every cell below `root` (or `root` itself), sorted by key. Symlinks are not followed,
-/// so a hostile tree cannot loop or escape.
-pub fn discover(root: &Path) -> Result<Vec<Cell>, DiscoverError> {
+/// Every cell below `root` (or `root` itself), in walk order, one at a time. Symlinks are not
+/// followed, so a hostile tree cannot loop or escape. Errors if `root` is not a folder.
+pub fn walk(root: &Path) -> Result<impl Iterator<Item = Cell> + '_, DiscoverError> {
     if !root.is_dir() {
         return Err(DiscoverError::Missing(root.to_path_buf()));
     }
-    let mut cells = Vec::new();
-    for entry in walkdir::WalkDir::new(root)
+    Ok(walkdir::WalkDir::new(root)
         .follow_links(false)
         .max_depth(6)
         .sort_by_file_name()
         .into_iter()
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_dir())
-    {
-        if let Some(cell) = Cell::at(root, entry.path()) {
-            cells.push(cell);
-        }
-    }
+        .filter_map(move |e| Cell::at(root, e.path())))
+}
+
+/// Finds every cell below `root` (or `root` itself), sorted by key.
+pub fn discover(root: &Path) -> Result<Vec<Cell>, DiscoverError> {
+    let mut cells: Vec<Cell> = walk(root)?.collect();
     if cells.is_empty() {
         return Err(DiscoverError::NotRecordings(root.to_path_buf()));
     }

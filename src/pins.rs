@@ -294,17 +294,8 @@ pub fn load_compact(path: &Path) -> anyhow::Result<BTreeMap<String, Pin>> {
 /// the cells.
 pub fn discover_keys(root: &Path) -> Result<Vec<Box<str>>, crate::cell::DiscoverError> {
     use crate::cell::DiscoverError;
-    if !root.is_dir() {
-        return Err(DiscoverError::Missing(root.to_path_buf()));
-    }
-    let mut keys: Vec<Box<str>> = walkdir::WalkDir::new(root)
-        .follow_links(false)
-        .max_depth(6)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_dir())
-        .filter_map(|e| Cell::at(root, e.path()).map(|c| c.key.into_boxed_str()))
+    let mut keys: Vec<Box<str>> = crate::cell::walk(root)?
+        .map(|c| c.key.into_boxed_str())
         .collect();
     if keys.is_empty() {
         return Err(DiscoverError::NotRecordings(root.to_path_buf()));
