@@ -228,14 +228,12 @@ impl WireJudge {
                 continue;
             };
             match e["type"].as_str() {
-                Some("turn/started") => {
-                    if self.room(at) {
-                        self.open_count += 1;
-                        self.open_turns
-                            .entry(thread.to_string())
-                            .or_default()
-                            .push(turn.to_string());
-                    }
+                Some("turn/started") if self.room(at) => {
+                    self.open_count += 1;
+                    self.open_turns
+                        .entry(thread.to_string())
+                        .or_default()
+                        .push(turn.to_string());
                 }
                 Some("turn/completed") => {
                     if let Some(open) = self.open_turns.get_mut(thread) {
