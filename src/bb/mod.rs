@@ -23,6 +23,7 @@ pub mod player;
 pub mod recorded;
 pub mod recorder;
 pub mod rows;
+pub mod schema_fast;
 pub mod transport;
 pub mod wire;
 
