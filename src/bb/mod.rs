@@ -23,6 +23,7 @@ pub mod player;
 pub mod recorded;
 pub mod recorder;
 pub mod rows;
+pub mod schema_fast;
 pub mod transport;
 pub mod wire;
 
@@ -55,8 +56,19 @@ impl Model for BbModel {
         sink: &mut dyn EventSink,
     ) {
         let judge = assemble_judged(cell, entries, sink);
-        for v in judge.violations {
+        for v in &judge.violations {
             sink.invalid(format!("{}: {}", v.rule, v.detail));
+        }
+        for rule in wire::RULES {
+            let kept = judge.violations.iter().filter(|v| v.rule == *rule).count();
+            let total = judge.violation_counts.get(rule).copied().unwrap_or(0);
+            if total > kept {
+                sink.invalid(format!(
+                    "{rule}: {} more violation(s) not kept (the judge keeps the first {})",
+                    total - kept,
+                    wire::MAX_KEPT_PER_RULE
+                ));
+            }
         }
     }
 
@@ -122,13 +134,13 @@ pub fn assemble_judged(
                     }
                     continue;
                 }
-                let Some(m) = parse_object(&entry.line) else {
+                let Some(mut m) = parse_object(&entry.line) else {
                     continue;
                 };
                 if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
                     continue;
                 }
-                let params = m.get("params").cloned().unwrap_or(Value::Null);
+                let params = m.remove("params").unwrap_or(Value::Null);
                 match delta::validate_params(&params) {
                     Err(e) => sink.invalid(format!("{}: invalid thread/delta: {e}", at(&entry))),
                     Ok((thread_id, deltas)) => {

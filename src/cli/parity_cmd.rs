@@ -83,8 +83,16 @@ pub fn run(a: &ParityArgs) -> u8 {
         },
         None => Vec::new(),
     };
+    // A dump folder bridgewire creates is private (`--mode`); its files take its bits.
     if let Some(d) = &a.dump_dir
-        && let Err(e) = std::fs::create_dir_all(d)
+        && let Err(e) = crate::lane::write::create_dirs(
+            d,
+            crate::lane::write::dir_mode(
+                a.reports
+                    .mode
+                    .unwrap_or(crate::lane::write::DEFAULT_FILE_MODE),
+            ),
+        )
     {
         eprintln!("error: {}: {e}", d.display());
         return exit::INVALID_INPUT;
@@ -216,6 +224,10 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
         }
     }
     let json = a.format == super::Format::Json;
+    let notes: Vec<String> = notes
+        .iter()
+        .map(|n| crate::redact::printable(n).into_owned())
+        .collect();
     for n in &notes {
         if json {
             eprintln!("{n}");
@@ -271,7 +283,9 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             println!("error: nothing was compared: {cause}");
         }
     }
-    let code = if nothing {
+    // A malformed recording is invalid input (exit 2), as `pins` says for the same lane.
+    let invalid_input = results.iter().any(|r| r.invalid_input);
+    let code = if nothing || invalid_input {
         exit::INVALID_INPUT
     } else if failed + stalled + errors > 0 {
         exit::FAILED
@@ -299,7 +313,8 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             "summary": {"passed": passed, "failed": failed, "stalled": stalled,
                 "notRun": errors, "skipped": skipped, "cells": results.len()},
         });
-        println!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
+        let doc = crate::jsjson::to_string_pretty(&doc);
+        println!("{}", crate::redact::printable(doc.trim_end()));
         return code;
     }
     let mut out = String::new();
@@ -309,7 +324,7 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             out.push('\n');
         }
     }
-    print!("{out}");
+    print!("{}", crate::redact::printable(&out));
     let mut tail = format!("\n{passed} passed, {failed} failed");
     if stalled > 0 {
         tail.push_str(&format!(", {stalled} stalled"));
@@ -337,14 +352,30 @@ fn compare_one(
     if key.rsplit('/').next() == Some("_process") {
         return skip("process-scoped recording (no thread events to compare)");
     }
+    // The empty-replay check needs what the recording itself assembles; only live legs can
+    // come back empty by failing, so recorded and dump legs skip this extra assembly.
+    let live = cell.filter(|_| base.replays_live() || head.replays_live());
+    let computed = live.map(|c| crate::pins::compute(c, None));
+    if let Some(computed) = &computed
+        && !computed.lane_errors.is_empty()
+    {
+        // A live leg replays this recording: its unreadable entries are bad input, named
+        // here once (file:line) before any bridge is started.
+        return CellParity::invalid_input(
+            key,
+            computed
+                .lane_errors
+                .iter()
+                .map(|e| format!("unreadable recording: {e}"))
+                .collect(),
+        );
+    }
     let (mut b, mut h) = rayon::join(|| base.run(key, cell), || head.run(key, cell));
     if let Some(reason) = b.skip.as_ref().or(h.skip.as_ref()) {
         return skip(reason);
     }
-    // The empty-replay check needs what the recording itself assembles; only live legs can
-    // come back empty by failing, so recorded and dump legs skip this extra assembly.
-    if let Some(c) = cell.filter(|_| base.replays_live() || head.replays_live()) {
-        let recorded = crate::pins::compute(c, None).counts.events;
+    if let (Some(c), Some(computed)) = (live, &computed) {
+        let recorded = computed.counts.events;
         b.recorded_events.get_or_insert(recorded);
         h.recorded_events.get_or_insert(recorded);
         // A live leg sees one side of the wire: the other leg is compared on that view too.
