@@ -51,6 +51,7 @@ impl Live for BridleLive {
             jwt_secret,
             api_key,
             wait: timeout,
+            fixed_windows: false,
         };
         let mut events = Vec::new();
         // A live difference is what parity reports; only a replay that could not run is an error.
@@ -126,6 +127,7 @@ impl Live for BridleLive {
                 listener.local_addr().map_err(|e| e.to_string())?
             );
             let cfg = super::proxy::ProxyConfig {
+                mode: crate::lane::write::DEFAULT_FILE_MODE,
                 upstream: url.trim_end_matches('/').to_string(),
                 dir: dir.clone(),
                 redact: true,

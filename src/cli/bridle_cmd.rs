@@ -285,6 +285,9 @@ pub struct RecordBridleArgs {
     /// Keep handshake secrets (apiKey, token) in the lanes.
     #[arg(long)]
     pub no_redact: bool,
+    /// Permission bits of the lane files, in octal (folders get the matching search bits).
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = crate::cli::parse_mode)]
+    pub mode: u32,
 }
 
 pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
@@ -299,10 +302,13 @@ pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
         Some(h) => a.dir.join(h),
         None => a.dir.clone(),
     };
+    // The root's missing folders (above `<dir>/<hub>`) get `--mode`'s bits too.
+    let _ = crate::lane::write::create_dirs(&a.dir, crate::lane::write::dir_mode(a.mode));
     let cfg = crate::bridle::proxy::ProxyConfig {
         upstream: a.upstream.trim_end_matches('/').to_string(),
         dir,
         redact: !a.no_redact,
+        mode: a.mode,
     };
     let listen = a.listen.clone();
     let r = rt.block_on(async move {
@@ -421,6 +427,10 @@ pub struct ReplayBridleArgs {
     /// Bound on each expected frame, in ms.
     #[arg(long, value_name = "DURATION", default_value_t = 3000, value_parser = super::args::parse_ms)]
     pub wait_ms: u64,
+    /// Listen for events beyond the recording for the full quiet window after each cell
+    /// (wait-ms / 10, 100-500 ms) instead of ending it once the hub is idle.
+    #[arg(long)]
+    pub fixed_windows: bool,
     /// The hub command.
     #[arg(last = true, value_name = "HUB COMMAND")]
     pub command: Vec<OsString>,
@@ -465,6 +475,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         jwt_secret,
         api_key,
         wait: Duration::from_millis(a.wait_ms),
+        fixed_windows: a.fixed_windows,
     };
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
