@@ -39,6 +39,9 @@ pub struct LegRun {
     pub recorded_events: Option<u64>,
     /// The cell cannot be replayed this way (e.g. no runtime lane): reported as SKIP.
     pub skip: Option<String>,
+    /// Unreadable entries of the recording this leg read (`file:line: why`): bad input, so the
+    /// cell is an ERROR and `parity` exits 2, as `pins` does for the same lane.
+    pub lane_errors: Vec<String>,
 }
 
 /// A way to produce a cell's events.
@@ -89,7 +92,7 @@ pub fn assemble_offline(cell: &Cell) -> LegRun {
     model.assemble(cell, &mut merged, &mut sink);
     let report = merged.into_report();
     let mut run = sink.run;
-    run.stalls
+    run.lane_errors
         .extend(report.errors.iter().map(|e| e.to_string()));
     let mut rows = model.row_projector();
     for e in &run.events {
@@ -683,6 +686,9 @@ pub struct CellParity {
     /// A leg could not run the cell at all, `<side> leg: <why>`.
     pub errors: Vec<String>,
     pub problems: Vec<String>,
+    /// A recording of this cell has unreadable lane entries (named in `errors`): invalid
+    /// input, exit 2.
+    pub invalid_input: bool,
 }
 
 /// How one cell came out.
@@ -722,6 +728,17 @@ impl CellParity {
             stalls: Vec::new(),
             errors: Vec::new(),
             problems: Vec::new(),
+            invalid_input: false,
+        }
+    }
+
+    /// A cell whose recording cannot be read: nothing compared, exit 2.
+    pub fn invalid_input(key: &str, errors: Vec<String>) -> CellParity {
+        CellParity {
+            skipped: None,
+            errors,
+            invalid_input: true,
+            ..CellParity::skip(key, "")
         }
     }
 
@@ -766,6 +783,9 @@ pub fn compare_cell(
         if let Some(e) = &run.error {
             errors.push(format!("{side} leg: {e}"));
         }
+        for e in &run.lane_errors {
+            errors.push(format!("{side} leg: unreadable recording: {e}"));
+        }
         for s in &run.stalls {
             stalls.push(format!("{side}: {s}"));
         }
@@ -801,6 +821,7 @@ pub fn compare_cell(
         grammar: Default::default(),
         stale: Vec::new(),
         stalls,
+        invalid_input: base.lane_errors.len() + head.lane_errors.len() > 0,
         errors,
         problems,
         base: LegSummary::of(&base),
@@ -1001,6 +1022,7 @@ pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegR
         skip: r.skip,
         events: r.events,
         recorded_events: None,
+        lane_errors: Vec::new(),
     }
 }
 
@@ -1102,5 +1124,6 @@ pub fn cell_json(c: &CellParity) -> Value {
         "stalls": c.stalls,
         "errors": c.errors,
         "problems": c.problems,
+        "invalidInput": c.invalid_input,
     })
 }

@@ -309,3 +309,83 @@ fn lanes_prints_the_merged_view() {
         [r#""line":"a"}"#, r#""line":"b"}"#, r#""line":"c"}"#]
     );
 }
+
+fn copy_tree(from: &Path, to: &Path) {
+    for e in walkdir::WalkDir::new(from).into_iter().flatten() {
+        let rel = e.path().strip_prefix(from).unwrap();
+        if e.file_type().is_dir() {
+            fs::create_dir_all(to.join(rel)).unwrap();
+        } else {
+            fs::copy(e.path(), to.join(rel)).unwrap();
+        }
+    }
+}
+
+/// issue 15 item 5: `parity` exited 1 where `pins` exits 2 for the same malformed lane. Both
+/// read the same corrupted copy of the bundled recordings: recorded legs on both sides, and a
+/// live leg (which reads the same lane to replay it).
+#[test]
+fn parity_exits_2_where_pins_does_for_the_same_malformed_lane() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("rec");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings/bb-ref"),
+        &root,
+    );
+    let lane = root.join("bb-ref/fork/runtime→bridge.ndjson");
+    let text = fs::read_to_string(&lane).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[1] = r#"{"ts":1,"run":1,"seq":broken"#;
+    fs::write(&lane, lines.join("\n") + "\n").unwrap();
+    let want = format!("{}:2: not a JSON lane entry", lane.display());
+
+    let (code, _, stderr) = run_pins(&root);
+    assert_eq!(code, 2, "pins: {stderr}");
+    assert!(stderr.contains(&want), "pins names file:line: {stderr}");
+
+    let rec = format!("rec:{}", root.display());
+    let live = format!("cmd:{}", env!("CARGO_BIN_EXE_bb-ref-bridge"));
+    for (base, head) in [(&rec, &rec), (&rec, &live)] {
+        let out = bw()
+            .args(["parity", "--base", base, "--head", head, "--cell", "fork"])
+            .arg(&root)
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(2), "parity {base} vs {head}: {all}");
+        assert!(all.contains(&want), "parity names file:line: {all}");
+        assert!(all.contains("ERROR bb-ref/fork"), "{all}");
+    }
+}
+
+/// issue 15 item 5: `lanes` printed `error:` and exited 0 for an oversized line. Every view
+/// exits 2 and names the line.
+#[test]
+fn lanes_exits_2_for_an_oversized_line_in_every_view() {
+    let t = tempfile::tempdir().unwrap();
+    let mut lane = good_lane().into_bytes();
+    lane.extend(std::iter::repeat_n(b'x', 64 * 1024 * 1024 + 1));
+    lane.push(b'\n');
+    cell(t.path(), "huge", &lane);
+    let dir = t.path().join("prov/huge");
+    for view in [
+        &[][..],
+        &["--json"][..],
+        &["--raw"][..],
+        &["--recorded"][..],
+    ] {
+        let out = bw().arg("lanes").args(view).arg(&dir).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "lanes {view:?}: {stderr}");
+        assert!(
+            stderr.contains(":5: line of 67108865 bytes exceeds the 67108864-byte limit"),
+            "lanes {view:?}: {stderr}"
+        );
+        assert!(!out.stdout.is_empty(), "the readable lines are still shown");
+    }
+}

@@ -153,9 +153,8 @@ pub fn run(
     let cwd = match &opts.fixture.cwd {
         Some(c) => c.clone(),
         None => {
-            temp = tempfile::Builder::new()
-                .prefix("bridgewire-conformance-")
-                .tempdir()?;
+            // Registered: a SIGINT/SIGTERM removes it too, not only the drop.
+            temp = crate::signals::temp_dir("bridgewire-conformance-")?;
             temp.path().to_string_lossy().into_owned()
         }
     };

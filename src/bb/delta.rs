@@ -69,11 +69,20 @@ pub const KINDS: &[&str] = &[
     "session.reset",
 ];
 
-/// The compiled `rules/schema/bb-thread-delta-params.schema.json`.
-static PARAMS_SCHEMA: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
+/// The compiled `rules/schema/bb-thread-delta-params.schema.json`: the general validator,
+/// which names what is wrong.
+pub static PARAMS_SCHEMA: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
     let v: Value = serde_json::from_str(super::conformance::schema::THREAD_DELTA_PARAMS)
         .expect("embedded schema is JSON");
     jsonschema::validator_for(&v).expect("embedded schema compiles")
+});
+
+/// The same schema compiled for a fast yes/no (every delta line of every cell goes through
+/// it); `tests/delta_validator.rs` holds it to [`PARAMS_SCHEMA`]'s verdicts.
+pub static PARAMS_FAST: LazyLock<super::schema_fast::FastSchema> = LazyLock::new(|| {
+    let v: Value = serde_json::from_str(super::conformance::schema::THREAD_DELTA_PARAMS)
+        .expect("embedded schema is JSON");
+    super::schema_fast::FastSchema::compile(&v).expect("embedded schema compiles")
 });
 
 /// Validates `thread/delta` params as bb's runtime does (the JSON Schema in
@@ -81,7 +90,8 @@ static PARAMS_SCHEMA: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
 /// the deltas. The error names the delta (`deltas[i] (kind)`), the field path inside it and
 /// what was allowed.
 pub fn validate_params(params: &Value) -> Result<(&str, &Vec<Value>), String> {
-    if !PARAMS_SCHEMA.is_valid(params) {
+    if !PARAMS_FAST.is_valid(params) {
+        // Rare: the general validator names the first error.
         let e = PARAMS_SCHEMA
             .iter_errors(params)
             .next()

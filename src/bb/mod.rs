@@ -23,6 +23,7 @@ pub mod player;
 pub mod recorded;
 pub mod recorder;
 pub mod rows;
+pub mod schema_fast;
 pub mod transport;
 pub mod wire;
 
@@ -55,8 +56,19 @@ impl Model for BbModel {
         sink: &mut dyn EventSink,
     ) {
         let judge = assemble_judged(cell, entries, sink);
-        for v in judge.violations {
+        for v in &judge.violations {
             sink.invalid(format!("{}: {}", v.rule, v.detail));
+        }
+        for rule in wire::RULES {
+            let kept = judge.violations.iter().filter(|v| v.rule == *rule).count();
+            let total = judge.violation_counts.get(rule).copied().unwrap_or(0);
+            if total > kept {
+                sink.invalid(format!(
+                    "{rule}: {} more violation(s) not kept (the judge keeps the first {})",
+                    total - kept,
+                    wire::MAX_KEPT_PER_RULE
+                ));
+            }
         }
     }
 

@@ -30,6 +30,18 @@ pub const RULES: &[&str] = &[
     NOTHING_AFTER_STOP,
 ];
 
+/// Violations kept (with their detail) per rule; later ones are only counted. A bridge that
+/// breaks a rule on every line must not make the judge grow with the lines (issue 15).
+pub const MAX_KEPT_PER_RULE: usize = 100;
+
+/// Open turns, pending stops and stopped threads tracked at once (all threads together). Past
+/// it the stop rules stop judging (their verdict says so: *not run*, or the failure found before
+/// with a note); `turn/delta-outside-turn` needs no state and keeps judging.
+pub const MAX_TRACKED: usize = 10_000;
+
+/// Late settlements named in `stop/nothing-after-stop`'s pass detail, at most.
+const MAX_LEFT_TO_KIT: usize = 20;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
     pub rule: &'static str,
@@ -42,6 +54,8 @@ pub struct WireJudge {
     stops: HashMap<String, (String, String, String)>,
     /// Open turns per thread, oldest first (from assembled events).
     open_turns: HashMap<String, Vec<String>>,
+    /// The turns in `open_turns`, all threads together.
+    open_count: usize,
     /// Thread → (interrupted turn, where the stop was sent).
     interrupting: HashMap<String, (String, String)>,
     /// Thread → where its stop was answered (the bridge holds nothing for it any more).
@@ -49,9 +63,16 @@ pub struct WireJudge {
     /// Threads whose stop was answered before the interrupted turn settled: the late
     /// settlement is the kit's `stop/interrupt-settles-before-result` fault, not counted here.
     late_settlement: HashMap<String, String>,
-    /// Late messages left to the kit's rule (named in this rule's verdict).
+    /// Late messages left to the kit's rule (named in this rule's verdict; the first
+    /// [`MAX_LEFT_TO_KIT`], then counted in `left_to_kit_more`).
     pub left_to_kit: Vec<String>,
+    pub left_to_kit_more: usize,
+    /// The first [`MAX_KEPT_PER_RULE`] violations of each rule.
     pub violations: Vec<Violation>,
+    /// Every violation per rule, kept or not.
+    pub violation_counts: HashMap<&'static str, usize>,
+    /// Where [`MAX_TRACKED`] was reached (the stop rules stopped judging there).
+    pub overflow: Option<String>,
     /// Whether any `thread/stop` was answered / any open turn was interrupted.
     pub stops_answered: usize,
     pub interrupts: usize,
@@ -68,6 +89,45 @@ impl WireJudge {
         WireJudge::default()
     }
 
+    fn violation(&mut self, rule: &'static str, detail: impl FnOnce() -> String) {
+        let n = self.violation_counts.entry(rule).or_default();
+        *n += 1;
+        if *n <= MAX_KEPT_PER_RULE {
+            self.violations.push(Violation {
+                rule,
+                detail: detail(),
+            });
+        }
+    }
+
+    /// State tracked for the stop rules, all threads together.
+    fn tracked(&self) -> usize {
+        self.stops.len()
+            + self.open_count
+            + self.interrupting.len()
+            + self.detached.len()
+            + self.late_settlement.len()
+    }
+
+    /// Whether one more tracked entry fits; on the first refusal the stop rules' state is
+    /// dropped and the overflow named (`at`).
+    fn room(&mut self, at: &str) -> bool {
+        if self.overflow.is_some() {
+            return false;
+        }
+        if self.tracked() < MAX_TRACKED {
+            return true;
+        }
+        self.overflow = Some(at.to_string());
+        self.stops = HashMap::new();
+        self.open_turns = HashMap::new();
+        self.open_count = 0;
+        self.interrupting = HashMap::new();
+        self.detached = HashMap::new();
+        self.late_settlement = HashMap::new();
+        false
+    }
+
     /// A line the runtime sent to the bridge.
     pub fn runtime(&mut self, msg: &Value, at: &str) {
         self.runtime_seen = true;
@@ -80,6 +140,9 @@ impl WireJudge {
         };
         match method {
             "thread/stop" => {
+                if !self.room(at) {
+                    return;
+                }
                 let intent = msg["params"]["intent"].as_str().unwrap_or("").to_string();
                 if intent == "interrupt"
                     && let Some(turn) = self.open_turns.get(thread).and_then(|t| t.last())
@@ -105,6 +168,9 @@ impl WireJudge {
         };
         if let Some((thread, _, _)) = self.stops.remove(&id.to_string()) {
             self.stops_answered += 1;
+            if !self.room(at) {
+                return;
+            }
             if self.interrupting.contains_key(&thread) {
                 self.late_settlement.insert(thread.clone(), at.to_string());
             }
@@ -117,9 +183,13 @@ impl WireJudge {
         if let Some(answered) = self.late_settlement.get(thread) {
             // Still settling the turn the stop interrupted: one fault, judged by the kit's
             // stop/interrupt-settles-before-result; the thread stays detached afterwards.
-            self.left_to_kit.push(format!(
-                "the late settlement at {at} (after the answer at {answered}) is judged by stop/interrupt-settles-before-result"
-            ));
+            if self.left_to_kit.len() < MAX_LEFT_TO_KIT {
+                self.left_to_kit.push(format!(
+                    "the late settlement at {at} (after the answer at {answered}) is judged by stop/interrupt-settles-before-result"
+                ));
+            } else {
+                self.left_to_kit_more += 1;
+            }
             let settles = events.iter().any(|e| {
                 e["type"] == "turn/completed"
                     && self
@@ -131,12 +201,9 @@ impl WireJudge {
                 self.late_settlement.remove(thread);
             }
         } else if let Some(answered) = self.detached.remove(thread) {
-            self.violations.push(Violation {
-                rule: NOTHING_AFTER_STOP,
-                detail: format!(
-                    "thread/delta for thread {thread:?} at {at}, after the thread/stop answer at {answered}: the runtime had detached the thread"
-                ),
-            });
+            self.violation(NOTHING_AFTER_STOP, || format!(
+                "thread/delta for thread {thread:?} at {at}, after the thread/stop answer at {answered}: the runtime had detached the thread"
+            ));
         }
         for d in drops {
             let key = d
@@ -149,12 +216,11 @@ impl WireJudge {
             } else {
                 "no turn is open and it carries no noTurnFallback".to_string()
             };
-            self.violations.push(Violation {
-                rule: DELTA_OUTSIDE_TURN,
-                detail: format!(
+            self.violation(DELTA_OUTSIDE_TURN, || {
+                format!(
                     "{}{key} at {at} on thread {:?}: {what}; bb's assembler drops it without a trace",
                     d.kind, d.thread
-                ),
+                )
             });
         }
         for e in events {
@@ -162,26 +228,31 @@ impl WireJudge {
                 continue;
             };
             match e["type"].as_str() {
-                Some("turn/started") => self
-                    .open_turns
-                    .entry(thread.to_string())
-                    .or_default()
-                    .push(turn.to_string()),
+                Some("turn/started") if self.room(at) => {
+                    self.open_count += 1;
+                    self.open_turns
+                        .entry(thread.to_string())
+                        .or_default()
+                        .push(turn.to_string());
+                }
                 Some("turn/completed") => {
                     if let Some(open) = self.open_turns.get_mut(thread) {
+                        let before = open.len();
                         open.retain(|t| t != turn);
+                        self.open_count -= before - open.len();
+                        if open.is_empty() {
+                            self.open_turns.remove(thread);
+                        }
                     }
                     if let Some((t, stop_at)) = self.interrupting.get(thread)
                         && t == turn
                     {
                         let status = e["status"].as_str().unwrap_or("?");
                         if status != "interrupted" {
-                            self.violations.push(Violation {
-                                rule: INTERRUPT_SETTLES_INTERRUPTED,
-                                detail: format!(
-                                    "the turn interrupted by thread/stop at {stop_at} (thread {thread:?}) settled with status {status:?} at {at}; an interrupt settles it \"interrupted\""
-                                ),
-                            });
+                            let detail = format!(
+                                "the turn interrupted by thread/stop at {stop_at} (thread {thread:?}) settled with status {status:?} at {at}; an interrupt settles it \"interrupted\""
+                            );
+                            self.violation(INTERRUPT_SETTLES_INTERRUPTED, || detail);
                         }
                         self.interrupting.remove(thread);
                     }
@@ -199,14 +270,33 @@ impl WireJudge {
             .map(|rule| {
                 let mine: Vec<&Violation> =
                     self.violations.iter().filter(|v| v.rule == *rule).collect();
+                let stateful = *rule != DELTA_OUTSIDE_TURN;
+                let overflow = self.overflow.as_ref().filter(|_| stateful).map(|at| {
+                    format!(
+                        "the judge's bound ({MAX_TRACKED} open turns, pending stops and stopped threads) was reached at {at}; later stops were not judged"
+                    )
+                });
                 if let Some(first) = mine.first() {
-                    let more: Vec<String> = mine.iter().skip(1).map(|v| v.detail.clone()).collect();
-                    let detail = if more.is_empty() {
+                    let total = self.violation_counts.get(rule).copied().unwrap_or(mine.len());
+                    let mut more: Vec<String> =
+                        mine.iter().skip(1).map(|v| v.detail.clone()).collect();
+                    if total > mine.len() {
+                        more.push(format!(
+                            "… {} more not kept (the first {MAX_KEPT_PER_RULE} are)",
+                            total - mine.len()
+                        ));
+                    }
+                    more.extend(overflow);
+                    let detail = if total == 1 {
                         first.detail.clone()
                     } else {
-                        format!("{} (and {} more)", first.detail, more.len())
+                        format!("{} (and {} more)", first.detail, total - 1)
                     };
                     return Verdict::fail(&id(rule), detail).with_context(more);
+                }
+                if let Some(why) = overflow {
+                    // Some stops went unjudged: no pass on evidence not seen.
+                    return Verdict::not_run(&id(rule), why);
                 }
                 let not_run = match *rule {
                     INTERRUPT_SETTLES_INTERRUPTED if !self.runtime_seen => {
@@ -228,6 +318,9 @@ impl WireJudge {
                     None if *rule == NOTHING_AFTER_STOP && !self.left_to_kit.is_empty() => {
                         let mut v = Verdict::pass(&id(rule));
                         v.detail = self.left_to_kit.join("; ");
+                        if self.left_to_kit_more > 0 {
+                            v.detail += &format!(" (and {} more)", self.left_to_kit_more);
+                        }
                         v
                     }
                     None => Verdict::pass(&id(rule)),
@@ -360,5 +453,70 @@ mod tests {
         j.bridge_response(&json!({"jsonrpc": "2.0", "id": "s", "result": {}}), "m3");
         let v = j.verdicts(str::to_string);
         assert!(v.iter().all(|v| v.status == Status::Pass), "{v:?}");
+    }
+
+    /// issue 15 item 1: the judge kept every violation and every open turn. A bridge that
+    /// breaks a rule on every line, or opens turns it never settles, keeps it bounded: the
+    /// first violations are kept and the rest counted, and past the state bound the stop
+    /// rules say they stopped judging (not a pass).
+    #[test]
+    fn violations_and_open_turns_are_bounded_with_a_named_overflow() {
+        let (mut j, mut a) = (WireJudge::new(), Assembler::new("p"));
+        let n = MAX_KEPT_PER_RULE * 3;
+        for i in 0..n {
+            feed(
+                &mut j,
+                &mut a,
+                "t",
+                &format!("m{i}"),
+                json!([{"kind": "item.textDelta", "key": {"channel": "a"}, "channel": "agentMessage", "text": "x"}]),
+            );
+        }
+        assert_eq!(j.violations.len(), MAX_KEPT_PER_RULE);
+        assert_eq!(j.violation_counts[DELTA_OUTSIDE_TURN], n);
+        let v = j.verdicts(str::to_string);
+        let d = v.iter().find(|v| v.id == DELTA_OUTSIDE_TURN).unwrap();
+        assert_eq!(d.status, Status::Fail);
+        assert!(
+            d.detail.ends_with(&format!("(and {} more)", n - 1)),
+            "{}",
+            d.detail
+        );
+        assert!(
+            d.context
+                .last()
+                .unwrap()
+                .contains(&format!("{} more not kept", n - MAX_KEPT_PER_RULE)),
+            "{:?}",
+            d.context
+        );
+
+        // Turns opened on distinct threads and never settled.
+        j.runtime(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+            "r0",
+        );
+        for i in 0..MAX_TRACKED + 5 {
+            let thread = format!("t{i}");
+            j.bridge_delta(
+                &thread,
+                &format!("turn {i}"),
+                &[json!({"type": "turn/started", "scope": {"turnId": "u"}})],
+                &[],
+            );
+        }
+        assert!(j.tracked() <= MAX_TRACKED, "{}", j.tracked());
+        let at = format!("turn {MAX_TRACKED}");
+        assert_eq!(j.overflow.as_deref(), Some(at.as_str()));
+        let v = j.verdicts(str::to_string);
+        for rule in [INTERRUPT_SETTLES_INTERRUPTED, NOTHING_AFTER_STOP] {
+            let x = v.iter().find(|v| v.id == rule).unwrap();
+            assert_eq!(x.status, Status::NotRun, "{rule}: {x:?}");
+            assert!(
+                x.detail.contains(&format!("was reached at {at}")),
+                "{}",
+                x.detail
+            );
+        }
     }
 }

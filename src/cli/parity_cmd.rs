@@ -271,7 +271,9 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             println!("error: nothing was compared: {cause}");
         }
     }
-    let code = if nothing {
+    // A malformed recording is invalid input (exit 2), as `pins` says for the same lane.
+    let invalid_input = results.iter().any(|r| r.invalid_input);
+    let code = if nothing || invalid_input {
         exit::INVALID_INPUT
     } else if failed + stalled + errors > 0 {
         exit::FAILED
@@ -337,14 +339,30 @@ fn compare_one(
     if key.rsplit('/').next() == Some("_process") {
         return skip("process-scoped recording (no thread events to compare)");
     }
+    // The empty-replay check needs what the recording itself assembles; only live legs can
+    // come back empty by failing, so recorded and dump legs skip this extra assembly.
+    let live = cell.filter(|_| base.replays_live() || head.replays_live());
+    let computed = live.map(|c| crate::pins::compute(c, None));
+    if let Some(computed) = &computed
+        && !computed.lane_errors.is_empty()
+    {
+        // A live leg replays this recording: its unreadable entries are bad input, named
+        // here once (file:line) before any bridge is started.
+        return CellParity::invalid_input(
+            key,
+            computed
+                .lane_errors
+                .iter()
+                .map(|e| format!("unreadable recording: {e}"))
+                .collect(),
+        );
+    }
     let (mut b, mut h) = rayon::join(|| base.run(key, cell), || head.run(key, cell));
     if let Some(reason) = b.skip.as_ref().or(h.skip.as_ref()) {
         return skip(reason);
     }
-    // The empty-replay check needs what the recording itself assembles; only live legs can
-    // come back empty by failing, so recorded and dump legs skip this extra assembly.
-    if let Some(c) = cell.filter(|_| base.replays_live() || head.replays_live()) {
-        let recorded = crate::pins::compute(c, None).counts.events;
+    if let (Some(c), Some(computed)) = (live, &computed) {
+        let recorded = computed.counts.events;
         b.recorded_events.get_or_insert(recorded);
         h.recorded_events.get_or_insert(recorded);
         // A live leg sees one side of the wire: the other leg is compared on that view too.

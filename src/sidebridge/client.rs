@@ -40,7 +40,7 @@ impl Exchange {
     /// What profile `p` makes of the reply; transport failures are dropped replies too.
     pub fn judged(&self, p: Profile) -> Result<Reply, String> {
         match &self.result {
-            Ok(r) => profiles::judge(p, r.status, &r.body),
+            Ok(r) => profiles::judge_reply(p, r),
             Err(e) => Err(e.to_string()),
         }
     }
@@ -77,7 +77,7 @@ impl Exchange {
     pub fn describe(&self) -> String {
         match &self.result {
             Err(e) => format!("{}: {e}", self.label),
-            Ok(r) => match profiles::decode(Profile::Gamma, &r.body) {
+            Ok(r) => match profiles::decode_reply(Profile::Gamma, r) {
                 Ok(_) => format!("{}: status {}", self.label, r.status),
                 Err(e) => format!("{}: status {}, undecodable ({e})", self.label, r.status),
             },
@@ -169,6 +169,10 @@ impl Driver {
                 }
             }
         };
+        let mut result = result;
+        if let Ok(r) = &mut result {
+            profiles::make_opaque_if_undecodable(r);
+        }
         if matches!(result, Err(TransportError::Timeout(_))) {
             self.timeouts_in_a_row += 1;
         } else if !matches!(result, Err(TransportError::GaveUp(_))) {

@@ -138,14 +138,48 @@ pub fn is_textual_uuid(s: &str) -> bool {
 
 /// The library's decoding of a reply body (no HTTP status involved).
 pub fn decode(profile: Profile, body: &[u8]) -> Result<Reply, String> {
+    let v = parse_json(body)?;
+    decode_value(profile, v)
+}
+
+/// The body as JSON, or why it is none (not UTF-8, empty, a syntax error, too deep: serde's
+/// nesting limit of 128 levels; deeper input is an error, never a recursion).
+pub fn parse_json(body: &[u8]) -> Result<Value, String> {
     let text = std::str::from_utf8(body).map_err(|e| format!("body is not UTF-8 ({e})"))?;
     if text.trim().is_empty() {
         return Err("empty body".into());
     }
-    let v: Value = serde_json::from_str(text).map_err(|e| {
+    serde_json::from_str(text).map_err(|e| {
         let head: String = text.chars().take(40).collect();
         format!("not JSON ({e}); body starts {head:?}")
-    })?;
+    })
+}
+
+/// [`decode`] of a received reply, opaque ones included (their reason is kept).
+pub fn decode_reply(profile: Profile, r: &super::transport::HttpReply) -> Result<Reply, String> {
+    match &r.opaque {
+        Some((why, _)) => Err(why.clone()),
+        None => decode(profile, &r.body),
+    }
+}
+
+/// Bodies that are not JSON at all are kept up to this many bytes (with the reason).
+pub const OPAQUE_KEEP: usize = 64 * 1024;
+
+/// Marks a reply whose large body is not JSON at all as opaque, keeping its first
+/// [`OPAQUE_KEEP`] bytes and the reason decoding gives.
+pub fn make_opaque_if_undecodable(r: &mut super::transport::HttpReply) {
+    if r.body.len() <= OPAQUE_KEEP {
+        return;
+    }
+    if let Err(why) = parse_json(&r.body) {
+        r.opaque = Some((why, r.body.len()));
+        r.body.truncate(OPAQUE_KEEP);
+        r.body.shrink_to_fit();
+    }
+}
+
+fn decode_value(profile: Profile, v: Value) -> Result<Reply, String> {
     let Value::Object(top) = v else {
         return Err(format!("top level is {} not an object", kind(&v)));
     };
@@ -249,6 +283,14 @@ pub fn judge(profile: Profile, status: u16, body: &[u8]) -> Result<Reply, String
         ));
     }
     decode(profile, body)
+}
+
+/// [`judge`] of a received reply, opaque ones included.
+pub fn judge_reply(profile: Profile, r: &super::transport::HttpReply) -> Result<Reply, String> {
+    if profile == Profile::AppDev && !(200..300).contains(&r.status) {
+        return judge(profile, r.status, &[]);
+    }
+    decode_reply(profile, r)
 }
 
 /// A JSON type name for messages.

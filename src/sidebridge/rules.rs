@@ -274,7 +274,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 }
                 if m != "HEAD"
                     && !r.body.is_empty()
-                    && let Err(e) = profiles::decode(Profile::Gamma, &r.body)
+                    && let Err(e) = profiles::decode_reply(Profile::Gamma, r)
                 {
                     h4_fail.push(format!(
                         "{m}: the body does not decode as Side Bridge ({e})"
@@ -937,7 +937,7 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
         if !(200..300).contains(&r.status) && x.method != "HEAD" && !(300..400).contains(&r.status)
         {
             non_2xx += 1;
-            match profiles::decode(Profile::Gamma, &r.body) {
+            match profiles::decode_reply(Profile::Gamma, r) {
                 Err(e) => fails[8].push(format!(
                     "{}: status {}, body does not decode ({e})",
                     x.label, r.status
@@ -954,10 +954,13 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
         if x.kind != Kind::Client {
             continue;
         }
-        if let Err(e) = profiles::decode(Profile::Gamma, &r.body) {
+        if let Err(e) = profiles::decode_reply(Profile::Gamma, r) {
             fails[0].push(format!("{}: status {}: {e}", x.label, r.status));
         }
-        let Ok(Value::Object(top)) = serde_json::from_slice::<Value>(&r.body) else {
+        if r.opaque.is_some() {
+            continue;
+        }
+        let Ok(Value::Object(top)) = profiles::parse_json(&r.body) else {
             continue;
         };
         objects += 1;

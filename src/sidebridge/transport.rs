@@ -57,8 +57,14 @@ pub enum TransportError {
 pub struct HttpReply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
+    /// The body; for an opaque one (see `opaque`), only its first bytes.
     pub body: Vec<u8>,
     pub elapsed: Duration,
+    /// Set when the body is not JSON at all (not UTF-8, empty, a syntax error, nested deeper
+    /// than the decoder goes) and larger than the client keeps of such a body: the reason,
+    /// as decoding states it, and the body's full length. Its verdicts need nothing more, and
+    /// a check against a bridge answering megabytes of `[[[[…` stays small (issue 15).
+    pub opaque: Option<(String, usize)>,
 }
 
 impl HttpReply {
@@ -177,6 +183,7 @@ pub async fn send(
             headers,
             body,
             elapsed: start.elapsed(),
+            opaque: None,
         }),
     }
 }
