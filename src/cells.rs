@@ -215,7 +215,10 @@ pub fn write_manifest(
     if info.bridge_command.is_some() || info.bridge_identity.is_some() {
         m.insert(
             "bridge".into(),
-            serde_json::json!({"command": info.bridge_command, "identity": info.bridge_identity}),
+            serde_json::json!({
+                "command": info.bridge_command.as_deref().map(crate::redact::command_line_text),
+                "identity": info.bridge_identity,
+            }),
         );
     }
     m.insert("bridgewire".into(), env!("CARGO_PKG_VERSION").into());

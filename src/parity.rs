@@ -806,10 +806,15 @@ pub fn compare_cell(
         let stem = crate::pins::dump_stem(key);
         for (side, run) in [("base", &base), ("head", &head)] {
             for (layer, list) in [("events", &run.events), ("rows", &run.rows)] {
-                let _ = std::fs::write(
-                    d.join(format!("{stem}.{side}.{layer}.json")),
-                    crate::jsjson::to_string_pretty(&Value::Array(list.clone())),
-                );
+                let _ = crate::lane::write::create_like_folder(
+                    &d.join(format!("{stem}.{side}.{layer}.json")),
+                )
+                .and_then(|mut f| {
+                    use std::io::Write;
+                    f.write_all(
+                        crate::jsjson::to_string_pretty(&Value::Array(list.clone())).as_bytes(),
+                    )
+                });
             }
         }
     }

@@ -132,7 +132,7 @@ pub fn compute(cell: &Cell, dump_dir: Option<&Path>) -> CellOutcome {
     let model = cell.protocol.model();
     let dump = dump_dir.and_then(|d| {
         let path = d.join(format!("{}.events.json", dump_stem(&cell.key)));
-        let file = std::fs::File::create(&path).ok()?;
+        let file = crate::lane::write::create_like_folder(&path).ok()?;
         Some(Dump {
             out: std::io::BufWriter::new(file),
             normalizer: crate::normalize::Normalizer::new(model.event_rules()),
@@ -157,10 +157,12 @@ pub fn compute(cell: &Cell, dump_dir: Option<&Path>) -> CellOutcome {
     }
     if let Some(d) = dump_dir {
         let rows = model.normalize_rows(rows);
-        let _ = std::fs::write(
-            d.join(format!("{}.rows.json", dump_stem(&cell.key))),
-            crate::jsjson::to_string_pretty(&Value::Array(rows)),
-        );
+        let _ = crate::lane::write::create_like_folder(
+            &d.join(format!("{}.rows.json", dump_stem(&cell.key))),
+        )
+        .and_then(|mut f| {
+            f.write_all(crate::jsjson::to_string_pretty(&Value::Array(rows)).as_bytes())
+        });
     }
     CellOutcome {
         key: cell.key.clone(),

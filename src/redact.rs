@@ -793,6 +793,73 @@ pub fn global() -> &'static Secrets {
     G.get_or_init(Secrets::default)
 }
 
+/// Text a command prints (a report, a diff, a line of a recording) passed through [`global`]:
+/// JSON after any prefix structurally, then JWT shapes and every known value.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    global().redact_text(text)
+}
+
+/// Learns the values a command line carries under secret-named options (`--api-key K`,
+/// `--jwt-secret=S`, `--key K`, `--token T`) and in secret-named `NAME=VALUE` words
+/// (`GH_TOKEN=…`). Every argument is also split at whitespace, so a leg such as
+/// `cmd:hub --api-key K` given as one argument is read too.
+pub fn learn_command_line<S: AsRef<std::ffi::OsStr>>(secrets: &Secrets, args: &[S]) {
+    let words: Vec<String> = args
+        .iter()
+        .flat_map(|a| {
+            a.as_ref()
+                .to_string_lossy()
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (i, w) in words.iter().enumerate() {
+        if let Some(flag) = w.strip_prefix('-') {
+            let flag = flag.trim_start_matches('-');
+            let (name, inline) = match flag.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (flag, None),
+            };
+            if name.is_empty() || !is_secret_param(name) {
+                continue;
+            }
+            match inline {
+                Some(v) => secrets.learn(v),
+                None => {
+                    if let Some(v) = words.get(i + 1).filter(|v| !v.starts_with('-')) {
+                        secrets.learn(v);
+                    }
+                }
+            }
+        } else if let Some((n, v)) = w.split_once('=')
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && is_secret_env_name(n)
+        {
+            secrets.learn(v);
+        }
+    }
+}
+
+/// A command line as it may be shown or written (a manifest's `bridge.command`, a report's
+/// target): its secret options are learned into [`global`], then it is [`printable`].
+pub fn command_line_text(cmd: &str) -> String {
+    learn_command_line(global(), &[cmd]);
+    printable(cmd).into_owned()
+}
+
+/// Learns the values of this process's secret-named environment variables
+/// ([`is_secret_env_name`]: `GITHUB_TOKEN`, `JWT_SECRET`, `BRIDLE_API_KEY`, …): a child it
+/// starts inherits them and may print them.
+pub fn learn_environment(secrets: &Secrets) {
+    for (k, v) in std::env::vars_os() {
+        if is_secret_env_name(&k.to_string_lossy()) {
+            secrets.learn(&v.to_string_lossy());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -910,6 +977,38 @@ mod tests {
         // Short values are not learned (ordinary words).
         s.learn("short");
         assert_eq!(s.redact_text("short"), "short");
+    }
+
+    #[test]
+    fn command_lines_teach_their_secret_options() {
+        let s = Secrets::default();
+        learn_command_line(
+            &s,
+            &[
+                "parity",
+                "--head",
+                "cmd:hub --listen 127.0.0.1:0 --jwt-secret jwt-secret-value-1 --api-key=api-key-value-2",
+                "--key",
+                "sidebridge-key-value-3",
+                "GH_TOKEN=env-token-value-4",
+                "--keep-key",
+                "--dir",
+                "/tmp/not-a-secret-dir",
+            ],
+        );
+        for v in [
+            "jwt-secret-value-1",
+            "api-key-value-2",
+            "sidebridge-key-value-3",
+            "env-token-value-4",
+        ] {
+            assert_eq!(s.redact_text(&format!("x {v} y")), "x [redacted] y", "{v}");
+        }
+        assert_eq!(
+            s.redact_text("/tmp/not-a-secret-dir"),
+            "/tmp/not-a-secret-dir"
+        );
+        assert_eq!(s.redact_text("127.0.0.1:0"), "127.0.0.1:0");
     }
 
     #[test]

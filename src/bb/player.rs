@@ -100,6 +100,8 @@ pub struct ReplayOptions {
     pub fixed_windows: bool,
     /// Print how long each wait took to stderr (`BRIDGEWIRE_REPLAY_TRACE=1`).
     pub trace: bool,
+    /// Permission bits of a lane `rerecord` writes.
+    pub write_mode: u32,
 }
 
 impl Default for ReplayOptions {
@@ -116,6 +118,7 @@ impl Default for ReplayOptions {
             dialect: "json-rpc".into(),
             fixed_windows: false,
             trace: std::env::var_os("BRIDGEWIRE_REPLAY_TRACE").is_some_and(|v| v == "1"),
+            write_mode: crate::lane::write::DEFAULT_FILE_MODE,
         }
     }
 }
@@ -1111,8 +1114,9 @@ pub struct Rerecord {
 
 /// Re-records `bridge→runtime.current.ndjson` for a cell (plan from the recorded lane); writes
 /// nothing when the replay stalled. Lines go through bridgewire's record-time credential
-/// redaction ([`crate::redact::redact_line`], bb §1.9) — not bb's checked-in §3 pass, which
-/// bridgewire does not have.
+/// redaction (a [`crate::redact::Secrets`] for the lane: bb §1.9, and every value it replaced
+/// stays redacted in later lines) — not bb's checked-in §3 pass, which bridgewire does not
+/// have. The file is created with `opts.write_mode`.
 pub fn rerecord_cell(
     cell: &Cell,
     bridge: &[OsString],
@@ -1129,15 +1133,14 @@ pub fn rerecord_cell(
     }
     let recorded = recorded_entries(cell)?;
     let mut entries = rerecord_entries(&result, &recorded);
+    let secrets = crate::redact::Secrets::new();
     for e in &mut entries {
-        if let Some(r) = crate::redact::redact_line(&e.line) {
+        if let Some(r) = secrets.redact_str(&e.line) {
             e.line = r;
         }
     }
     let path = cell.path.join("bridge→runtime.current.ndjson");
-    let tmp = cell.path.join(".bridge→runtime.current.ndjson.tmp");
-    std::fs::write(&tmp, render_lane(&entries))
-        .and_then(|()| std::fs::rename(&tmp, &path))
+    crate::lane::write::write_file(&path, render_lane(&entries).as_bytes(), opts.write_mode)
         .map_err(|e| ReplayError::Failed(format!("{}: {e}", path.display())))?;
     Ok(Rerecord {
         result,

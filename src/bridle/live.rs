@@ -126,6 +126,7 @@ impl Live for BridleLive {
                 listener.local_addr().map_err(|e| e.to_string())?
             );
             let cfg = super::proxy::ProxyConfig {
+                mode: crate::lane::write::DEFAULT_FILE_MODE,
                 upstream: url.trim_end_matches('/').to_string(),
                 dir: dir.clone(),
                 redact: true,

@@ -46,6 +46,8 @@ pub struct ProxyConfig {
     pub dir: PathBuf,
     /// Replace handshake secrets in the lanes (the default).
     pub redact: bool,
+    /// Permission bits of lane files (folders get the matching search bits).
+    pub mode: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,17 +100,22 @@ pub struct Recorder {
     /// (agentId, clientId) of every browser seen connecting.
     browsers: std::collections::HashSet<(String, String)>,
     redact: bool,
+    /// The recording's known secrets (handshake values are learned before they are replaced,
+    /// so they stay redacted wherever they recur, in any cell).
+    secrets: Option<Arc<crate::redact::Secrets>>,
     /// Frames recorded, for reports.
     pub frames: u64,
 }
 
 impl Recorder {
     pub fn new(writer: LaneWriter, redact: bool) -> Recorder {
-        let writer = if redact {
-            let secrets = crate::redact::Secrets::new();
-            writer.with_redactor(Arc::new(move |b: &[u8]| secrets.redact_framed(b)))
-        } else {
-            writer
+        let secrets = redact.then(crate::redact::Secrets::new);
+        let writer = match &secrets {
+            Some(s) => {
+                let s = s.clone();
+                writer.with_redactor(Arc::new(move |b: &[u8]| s.redact_framed(b)))
+            }
+            None => writer,
         };
         Recorder {
             dropped: 0,
@@ -117,6 +124,7 @@ impl Recorder {
             sessions: HashMap::new(),
             browsers: Default::default(),
             redact,
+            secrets,
             frames: 0,
         }
     }
@@ -225,6 +233,13 @@ impl Recorder {
                 session.nsps.insert(p.nsp.clone(), (role, agent, client));
             }
             if self.redact {
+                if let (Some(s), Some(Value::Object(m))) = (&self.secrets, &p.data) {
+                    for k in ["apiKey", "token"] {
+                        if let Some(v) = m.get(k).and_then(Value::as_str) {
+                            s.learn(v);
+                        }
+                    }
+                }
                 line = redact_connect(&p);
             }
         }
@@ -332,7 +347,7 @@ pub async fn serve(
     cfg: ProxyConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<u64> {
-    let writer = LaneWriter::create(&cfg.dir)?;
+    let writer = LaneWriter::create(&cfg.dir)?.with_mode(cfg.mode)?;
     let rec = Arc::new(Mutex::new(Recorder::new(writer, cfg.redact)));
     let proxy = Arc::new(Proxy {
         cfg,

@@ -236,6 +236,9 @@ pub struct RecordBridleArgs {
     /// Keep handshake secrets (apiKey, token) in the lanes.
     #[arg(long)]
     pub no_redact: bool,
+    /// Permission bits of the lane files, in octal (folders get the matching search bits).
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = crate::cli::parse_mode)]
+    pub mode: u32,
 }
 
 pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
@@ -246,10 +249,13 @@ pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
         Some(h) => a.dir.join(h),
         None => a.dir.clone(),
     };
+    // The root's missing folders (above `<dir>/<hub>`) get `--mode`'s bits too.
+    let _ = crate::lane::write::create_dirs(&a.dir, crate::lane::write::dir_mode(a.mode));
     let cfg = crate::bridle::proxy::ProxyConfig {
         upstream: a.upstream.trim_end_matches('/').to_string(),
         dir,
         redact: !a.no_redact,
+        mode: a.mode,
     };
     let listen = a.listen.clone();
     let r = rt.block_on(async move {

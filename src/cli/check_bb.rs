@@ -53,6 +53,10 @@ pub struct CheckBbArgs {
     /// Also write a self-contained HTML report (default path: reports/bridgewire-check-bb.html).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_HTML)]
     pub html: Option<PathBuf>,
+    /// Permission bits of the report files, in octal (default 600; folders created for them
+    /// get the matching search bits).
+    #[arg(long = "mode", value_name = "OCTAL", value_parser = crate::cli::parse_mode)]
+    pub mode: Option<u32>,
     /// Also replay the thread cells of these recordings folders against the bridge and add
     /// the recorded-traffic rules `recorded/<cell>/{replays, events-schema-valid, grammar,
     /// turn-lifecycle, not-empty}` (exact plan, as bb's kit).
@@ -271,6 +275,7 @@ pub fn run_check_bb(a: &CheckBbArgs) -> u8 {
         junit: a.junit.clone(),
         markdown: a.markdown.clone(),
         html: a.html.clone(),
+        mode: a.mode,
     };
     let meta = RunMeta {
         protocol: "bb".into(),

@@ -310,6 +310,11 @@ pub fn command() -> clap::Command {
 /// Runs the CLI; returns the process exit code.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     use clap::FromArgMatches;
+    let args: Vec<OsString> = args.into_iter().collect();
+    // Secrets given on the command line or in the environment are known to every report and
+    // every printed line of this process (issue 15), wherever a peer echoes them.
+    crate::redact::learn_command_line(crate::redact::global(), &args);
+    crate::redact::learn_environment(crate::redact::global());
     let parsed = command()
         .try_get_matches_from(args)
         .and_then(|m| Cli::from_arg_matches(&m));
@@ -327,6 +332,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let code = match cli.command {
         Command::Pins(a) => pins_cmd::run(&a),
         Command::Record(RecordCommand::Bb(a)) => {
+            // The root's missing folders (above `<dir>/<provider>`) get `--mode`'s bits too.
+            let _ = crate::lane::write::create_dirs(&a.dir, crate::lane::write::dir_mode(a.mode));
             let opts = crate::bb::recorder::RecordBridge {
                 dir: a.dir,
                 provider: a.provider,

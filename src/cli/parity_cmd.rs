@@ -83,8 +83,16 @@ pub fn run(a: &ParityArgs) -> u8 {
         },
         None => Vec::new(),
     };
+    // A dump folder bridgewire creates is private (`--mode`); its files take its bits.
     if let Some(d) = &a.dump_dir
-        && let Err(e) = std::fs::create_dir_all(d)
+        && let Err(e) = crate::lane::write::create_dirs(
+            d,
+            crate::lane::write::dir_mode(
+                a.reports
+                    .mode
+                    .unwrap_or(crate::lane::write::DEFAULT_FILE_MODE),
+            ),
+        )
     {
         eprintln!("error: {}: {e}", d.display());
         return exit::INVALID_INPUT;
@@ -216,6 +224,10 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
         }
     }
     let json = a.format == super::Format::Json;
+    let notes: Vec<String> = notes
+        .iter()
+        .map(|n| crate::redact::printable(n).into_owned())
+        .collect();
     for n in &notes {
         if json {
             eprintln!("{n}");
@@ -301,7 +313,8 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             "summary": {"passed": passed, "failed": failed, "stalled": stalled,
                 "notRun": errors, "skipped": skipped, "cells": results.len()},
         });
-        println!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
+        let doc = crate::jsjson::to_string_pretty(&doc);
+        println!("{}", crate::redact::printable(doc.trim_end()));
         return code;
     }
     let mut out = String::new();
@@ -311,7 +324,7 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             out.push('\n');
         }
     }
-    print!("{out}");
+    print!("{}", crate::redact::printable(&out));
     let mut tail = format!("\n{passed} passed, {failed} failed");
     if stalled > 0 {
         tail.push_str(&format!(", {stalled} stalled"));

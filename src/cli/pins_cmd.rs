@@ -62,8 +62,16 @@ pub fn run(a: &PinsArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    // A dump folder bridgewire creates is private (`--mode`); its files take its bits.
     if let Some(d) = &a.dump_dir
-        && let Err(e) = std::fs::create_dir_all(d)
+        && let Err(e) = crate::lane::write::create_dirs(
+            d,
+            crate::lane::write::dir_mode(
+                a.reports
+                    .mode
+                    .unwrap_or(crate::lane::write::DEFAULT_FILE_MODE),
+            ),
+        )
     {
         eprintln!("error: {}: cannot create dump dir: {e}", d.display());
         return exit::INVALID_INPUT;

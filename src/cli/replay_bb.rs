@@ -33,7 +33,16 @@ pub enum ReplayCommand {
 pub enum RerecordCommand {
     /// Re-record `bridge→runtime.current.ndjson` of bb cells with the given bridge (bb §2.6,
     /// §8.4); a cell whose replay stalls is left untouched.
-    Bb(ReplayBbArgs),
+    Bb(RerecordBbArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RerecordBbArgs {
+    #[command(flatten)]
+    pub replay: ReplayBbArgs,
+    /// Permission bits of the `.current` lanes written, in octal.
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = crate::cli::parse_mode)]
+    pub mode: u32,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -364,7 +373,8 @@ fn exit_text(r: &player::ReplayResult) -> String {
     }
 }
 
-pub fn run_rerecord(a: &ReplayBbArgs) -> u8 {
+pub fn run_rerecord(args: &RerecordBbArgs) -> u8 {
+    let a = &args.replay;
     let cells = match resolve_cells(&a.cells) {
         Ok(c) if !c.is_empty() => c,
         Ok(_) => {
@@ -376,7 +386,8 @@ pub fn run_rerecord(a: &ReplayBbArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let opts = a.options();
+    let mut opts = a.options();
+    opts.write_mode = args.mode;
     let progress = interrupt_summary("rerecord bb", cells.len());
     let results = parallel(&cells, a.jobs, |cell| {
         let r = player::rerecord_cell(cell, &a.command, &opts);

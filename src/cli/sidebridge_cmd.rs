@@ -141,6 +141,9 @@ pub struct ReplaySidebridgeArgs {
     /// Write the replayed replies as `bridge→client.current.ndjson` in each cell.
     #[arg(long)]
     pub write_current: bool,
+    /// Permission bits of the `.current` lanes --write-current writes, in octal.
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = crate::cli::parse_mode)]
+    pub mode: u32,
     #[command(flatten)]
     pub target: SidebridgeTarget,
 }
@@ -179,6 +182,9 @@ pub struct RecordSidebridgeArgs {
     /// How to find a started bridge's URL in its start-up output (see `check sidebridge`).
     #[arg(long, value_name = "REGEX")]
     pub url_pattern: Option<String>,
+    /// Permission bits of the lane files, in octal (folders get the matching search bits).
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = crate::cli::parse_mode)]
+    pub mode: u32,
     /// Instead of --upstream: a bridge command that prints its URL during start-up (started,
     /// and killed when recording stops).
     #[arg(
@@ -211,6 +217,8 @@ pub fn record_cmd(a: &RecordSidebridgeArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    // The root's missing folders (above `<dir>/<bridge>`) get `--mode`'s bits too.
+    let _ = crate::lane::write::create_dirs(&a.dir, crate::lane::write::dir_mode(a.mode));
     let cfg = crate::sidebridge::proxy::ProxyConfig {
         listen: a.listen.clone(),
         upstream,
@@ -219,6 +227,7 @@ pub fn record_cmd(a: &RecordSidebridgeArgs) -> u8 {
         key: a.key.clone().filter(|k| !k.is_empty()),
         timeout: secs(a.timeout),
         max_body: a.max_body,
+        mode: a.mode,
     };
     match crate::sidebridge::proxy::run(cfg) {
         Ok(()) => exit::OK,
@@ -242,7 +251,7 @@ pub fn replay_cmd(a: &ReplaySidebridgeArgs) -> u8 {
         cell: a.cell.clone(),
         bridge,
         limits: a.target.limits(),
-        write_current: a.write_current,
+        write_current: a.write_current.then_some(a.mode),
     })
 }
 

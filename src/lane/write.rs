@@ -61,6 +61,52 @@ pub fn create_dirs(path: &Path, mode: u32) -> io::Result<()> {
         .create(path)
 }
 
+/// Writes a whole file created with `mode` (replacing any file there, whose mode does not
+/// survive): a `.<name>.tmp` sibling first, then renamed over `path`, so a reader never sees
+/// half a file. The folder is created with [`dir_mode`] of `mode` when missing.
+pub fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mode = mode & 0o777;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        create_dirs(dir, dir_mode(mode))?;
+    }
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)?;
+    // The umask may have taken bits `mode` asked for.
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    f.write_all(bytes)?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+/// Creates (or truncates) a file whose permission bits are its folder's read/write bits: a
+/// dump folder created `0700` (the default `--mode`) holds `0600` files, one created `0755`
+/// holds `0644` files.
+pub fn create_like_folder(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let mode = match dir {
+        Some(d) => std::fs::metadata(d)?.permissions().mode() & 0o666,
+        None => DEFAULT_FILE_MODE,
+    };
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)?;
+    if f.metadata()?.is_file() {
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(f)
+}
+
 /// Rewrites a line's bytes before they are written (`None` = keep the original bytes); it sees
 /// every line, UTF-8 or not, so a line recorded as `lineBase64` is redacted too. E.g. a
 /// per-recording [`crate::redact::Secrets`] ([`LaneWriter::with_secrets`]).

@@ -184,18 +184,33 @@ mod tests {
     }
 }
 
-/// Writes a report file `0600` (it may quote what crossed the wire); an existing file is
-/// truncated and keeps its mode.
+/// Writes a report file `0600` (it may quote what crossed the wire).
 pub fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    write_report_file(path, text, crate::lane::write::DEFAULT_FILE_MODE)
+}
+
+/// Writes a report file with `mode` (a regular file that exists is truncated and gets `mode`
+/// too; a device such as `/dev/stdout` is written as it is); missing folders are created with
+/// the matching search bits.
+pub fn write_report_file(path: &std::path::Path, text: &str, mode: u32) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mode = mode & 0o777;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        crate::lane::write::create_dirs(dir, crate::lane::write::dir_mode(mode))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
-        .mode(0o600)
-        .open(path)?
-        .write_all(text.as_bytes())
+        .mode(mode)
+        .open(path)?;
+    if f.metadata()?.is_file() {
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    f.write_all(text.as_bytes())
 }
 
 /// A report with every string passed through the process-wide known-secret set
@@ -240,6 +255,10 @@ pub struct ReportFiles {
     /// Also write a self-contained HTML report.
     #[arg(long, value_name = "PATH")]
     pub html: Option<std::path::PathBuf>,
+    /// Permission bits of the report files, in octal (default 600; folders created for them
+    /// get the matching search bits).
+    #[arg(long = "mode", value_name = "OCTAL", value_parser = crate::cli::parse_mode)]
+    pub mode: Option<u32>,
 }
 
 impl ReportFiles {
@@ -253,10 +272,8 @@ impl ReportFiles {
         ];
         for (path, render) in files {
             if let Some(p) = path {
-                if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", p.display()))?;
-                }
-                write_private(p, &render(&redact_report(report)))
+                let mode = self.mode.unwrap_or(crate::lane::write::DEFAULT_FILE_MODE);
+                write_report_file(p, &render(&redact_report(report)), mode)
                     .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
             }
         }

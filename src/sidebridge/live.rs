@@ -67,6 +67,7 @@ impl Live for SideBridgeLive {
             .map_err(|e| format!("cannot start `{}`: {e:#}", req.bridge.display()))?;
         let dir = req.raw.join(req.provider);
         let cfg = super::proxy::ProxyConfig {
+            mode: crate::lane::write::DEFAULT_FILE_MODE,
             listen: "127.0.0.1:0".into(),
             upstream,
             dir: dir.clone(),

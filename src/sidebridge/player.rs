@@ -28,7 +28,8 @@ pub struct ReplayOptions {
     pub cell: Option<String>,
     pub bridge: BridgeSpec,
     pub limits: Limits,
-    pub write_current: bool,
+    /// Write the replayed replies as `bridge→client.current.ndjson`, with this file mode.
+    pub write_current: Option<u32>,
 }
 
 /// The outcome of one cell.
@@ -201,8 +202,14 @@ async fn replay_cells(
     target: &Target,
     key: Option<&str>,
     limits: Limits,
-    write_current: bool,
+    write_current: Option<u32>,
 ) -> Vec<CellReplay> {
+    // The replies written are redacted as the recording proxy redacts them, and the key this
+    // replay sends is known up front (a bridge may echo it).
+    let secrets = crate::redact::Secrets::new();
+    if let Some(k) = key {
+        secrets.learn(k);
+    }
     let mut runs: Vec<CellRun> = cells
         .iter()
         .map(|c| {
@@ -248,14 +255,17 @@ async fn replay_cells(
             }
             r.recorded.push(normalizer::reply_event(rec));
             r.replayed.push(normalizer::reply_event(&new));
-            if write_current {
+            if write_current.is_some() {
                 r.current.push(
                     Entry {
                         ts: crate::util::now_ms() as f64,
                         run: *run,
                         seq: *seq,
                         dir: "bridge→client".into(),
-                        line: String::from_utf8_lossy(&new.to_line()).into_owned(),
+                        line: String::from_utf8_lossy(&super::proxy::redacted_line(
+                            &secrets, &new, false, key,
+                        ))
+                        .into_owned(),
                         extra: Default::default(),
                     }
                     .to_line(),
@@ -273,14 +283,14 @@ async fn replay_cells(
                     events: Vec::new(),
                 };
             }
-            if write_current {
+            if let Some(mode) = write_current {
                 let path = r.cell.path.join(format!(
                     "bridge→client{}.ndjson",
                     crate::lane::CURRENT_SUFFIX
                 ));
                 let mut text = r.current.join("\n");
                 text.push('\n');
-                if let Err(e) = std::fs::write(&path, text) {
+                if let Err(e) = crate::lane::write::write_file(&path, text.as_bytes(), mode) {
                     eprintln!("warning: {}: {e}", path.display());
                 }
             }
@@ -301,7 +311,7 @@ async fn replay_cell(
     target: &Target,
     key: Option<&str>,
     limits: Limits,
-    write_current: bool,
+    write_current: Option<u32>,
 ) -> CellReplay {
     replay_cells(&[cell], target, key, limits, write_current)
         .await
@@ -337,7 +347,7 @@ pub fn replay_for_parity(
         &target,
         spec.key.as_deref(),
         limits,
-        false,
+        None,
     ));
     if r.exchanges == 0
         && let Some(d) = r.divergence

@@ -42,6 +42,8 @@ pub struct ProxyConfig {
     pub timeout: Duration,
     /// Largest request or reply body forwarded (default 64 MiB).
     pub max_body: usize,
+    /// Permission bits of lane files (folders get the matching search bits).
+    pub mode: u32,
 }
 
 /// How long a connection may take to send a request's headers, and to start the next request
@@ -87,6 +89,7 @@ impl Proxy {
             .no_proxy()
             .build()?;
         let lanes = LaneWriter::create(&cfg.dir)
+            .and_then(|w| w.with_mode(cfg.mode))
             .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.dir.display()))?;
         let listener = tokio::net::TcpListener::bind(&cfg.listen)
             .await
@@ -184,12 +187,34 @@ fn forward_url(upstream: &reqwest::Url, path_and_query: &str) -> reqwest::Url {
     u
 }
 
-/// Records an envelope with its credentials removed: secret headers (learned, then replaced),
-/// secret query parameters, secrets in the body, and every value learned so far.
+/// Records an envelope with its credentials removed ([`redacted_line`]).
 fn record(shared: &Shared, scope: Option<&str>, dir: &str, e: &Envelope) {
-    let secrets = &shared.secrets;
+    let line = redacted_line(
+        &shared.secrets,
+        e,
+        shared.cfg.keep_key,
+        shared.cfg.key.as_deref(),
+    );
+    let mut w = shared.lanes.lock().unwrap_or_else(|p| p.into_inner());
+    w.append(Line {
+        scope,
+        dir,
+        bytes: &line,
+    });
+}
+
+/// An envelope's lane line with its credentials removed: secret headers (learned, then
+/// replaced; the key header kept when `keep_key`), secret query parameters, secrets in the
+/// body, and every value `secrets` knows. Used by the recording proxy and by
+/// `replay sidebridge --write-current`.
+pub fn redacted_line(
+    secrets: &crate::redact::Secrets,
+    e: &Envelope,
+    keep_key: bool,
+    key: Option<&str>,
+) -> Vec<u8> {
     let mut e = e.clone();
-    if !shared.cfg.keep_key {
+    if !keep_key {
         for (k, v) in &e.headers {
             if crate::redact::is_secret_header(k) {
                 secrets.learn(v);
@@ -204,7 +229,7 @@ fn record(shared: &Shared, scope: Option<&str>, dir: &str, e: &Envelope) {
             }
         }
     }
-    e.headers = wire::redact(e.headers, shared.cfg.keep_key, shared.cfg.key.as_deref());
+    e.headers = wire::redact(e.headers, keep_key, key);
     if let Some(p) = &e.path
         && let Some(r) = secrets.redact_url(p)
     {
@@ -214,13 +239,7 @@ fn record(shared: &Shared, scope: Option<&str>, dir: &str, e: &Envelope) {
         e.body = b;
     }
     let line = e.to_line();
-    let line = secrets.redact_known(&line).unwrap_or(line);
-    let mut w = shared.lanes.lock().unwrap_or_else(|p| p.into_inner());
-    w.append(Line {
-        scope,
-        dir,
-        bytes: &line,
-    });
+    secrets.redact_known(&line).unwrap_or(line)
 }
 
 fn system_reply(status: StatusCode, text: &str) -> Response {
