@@ -1,12 +1,12 @@
 //! Bridle: the Engine.IO / Socket.IO codec (`src/bridle/wire.rs`), the Engine.IO handshake,
-//! JWT reading (`src/bridle/mod.rs`), and the recording proxy's frame router
-//! (`src/bridle/proxy.rs` `Recorder`), which decodes every frame a browser or agent sends.
+//! JWT reading (`src/bridle/mod.rs`), and the redaction of CONNECT payloads
+//! (`src/bridle/proxy.rs`). (The proxy's frame router is private to its writer thread since
+//! the lane writes moved off the forwarding path; the codec it calls is covered here.)
 
-use super::{bytes, config, io_config, json, text};
-use bridgewire::bridle::proxy::{Recorder, redact_connect};
+use super::{bytes, config, json, text};
+use bridgewire::bridle::proxy::redact_connect;
 use bridgewire::bridle::wire::{EioPacket, OpenInfo, SioPacket, SioType, WireError, decode_frame};
 use bridgewire::bridle::{Claims, peek_jwt, sign_claims, verify_jwt, verify_jwt_claims};
-use bridgewire::lane::write::LaneWriter;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -223,47 +223,5 @@ proptest! {
         prop_assert!(!line.contains(&api_key) && !line.contains(&token), "{}", line);
         let (_, back) = decode_frame(&line).unwrap();
         prop_assert_eq!(back.unwrap().nsp, p.nsp);
-    }
-}
-
-proptest! {
-    #![proptest_config(io_config())]
-
-    /// The recording proxy's frame router: any sequence of frames on a few sessions (CONNECTs
-    /// with any auth, events, garbage, binary, closes) never panics, and every frame is
-    /// recorded or counted as dropped.
-    #[test]
-    fn recorder_routes_any_frames(
-        steps in prop::collection::vec(
-            (0usize..3, any::<bool>(), prop_oneof![
-                4 => frame(),
-                2 => (prop::sample::select(vec!["/ws/client", "/ws/agent", "/x"]), json(1), text(20))
-                    .prop_map(|(n, a, t)| format!("40{n},{}", json!({"agentId": a, "token": t, "apiKey": "k"}))),
-                1 => Just("close".to_string()),
-                1 => Just("binary".to_string()),
-            ]),
-            1..20),
-        redact in any::<bool>(),
-    ) {
-        let dir = super::scratch_dir();
-        let writer = LaneWriter::with_run(dir.path(), 1).unwrap();
-        let mut rec = Recorder::new(writer, redact);
-        let sids = ["a", "b", "c"];
-        rec.open("a");
-        rec.open("b");
-        let mut sent = 0u64;
-        for (s, from_client, f) in &steps {
-            match f.as_str() {
-                "close" => rec.close(sids[*s]),
-                "binary" => { sent += 1; rec.binary(sids[*s], *from_client, b"\x00\xff") }
-                _ => { sent += 1; rec.frame(sids[*s], *from_client, f) }
-            }
-        }
-        for s in sids {
-            rec.close(s);
-        }
-        // Frames are recorded (some once more as `_unscoped` overflow) or dropped, never lost.
-        prop_assert!(rec.frames + rec.dropped >= sent, "{} + {} < {}", rec.frames, rec.dropped, sent);
-        prop_assert!(rec.frames <= 2 * sent);
     }
 }
