@@ -3,8 +3,12 @@
 //! through `bridgewire record bridle`, and (when `mitmdump` is on PATH) through
 //! `mitmdump --mode reverse:… -w flows` recording the same WebSocket traffic.
 //!
-//! Run: `MITMDUMP=<path to mitmdump> cargo bench --bench bridle_proxy` (results: BENCHMARKS.md).
-//! Env: `BENCH_BROWSERS` (100), `BENCH_MESSAGES` (20). Prints a Markdown table.
+//! Run: `cargo bench --bench bridle_proxy` (results: BENCHMARKS.md); mitmdump is optional
+//! (`MITMDUMP=<path>`, skipped when absent). Env: `BENCH_BROWSERS` (100), `BENCH_MESSAGES` (20),
+//! `BENCH_ROUNDS` (3: the paths interleaved, medians of the per-round figures),
+//! `BRIDGEWIRE_BASELINE=<another bridgewire binary>` (a second proxy row, e.g. an older build).
+//! Prints a Markdown table with each proxy's added p50/p99 and frames/s ratio against the
+//! direct run of the same round, the goals, and the load average.
 
 use bridgewire::bridle::spawn::{ChildGuard, parse_address};
 use bridgewire::bridle::transport::{Options, Socket};
@@ -137,15 +141,54 @@ async fn workload(name: &str, url: &str, browsers: usize, messages: usize) -> Re
     }
 }
 
+/// One path under test: a name and the URL the load generator connects to.
+struct Target {
+    name: String,
+    url: String,
+    _guard: Option<ChildGuard>,
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn record_bridle(exe: PathBuf, hub: &str, dir: PathBuf, name: &str) -> Target {
+    let (g, url) = start(
+        vec![
+            exe.into(),
+            "record".into(),
+            "bridle".into(),
+            "--upstream".into(),
+            hub.into(),
+            "--dir".into(),
+            dir.into(),
+        ],
+        &[],
+    );
+    Target {
+        name: name.into(),
+        url,
+        _guard: Some(g),
+    }
+}
+
 fn main() {
-    let browsers: usize = std::env::var("BENCH_BROWSERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
-    let messages: usize = std::env::var("BENCH_MESSAGES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let env_num = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(d)
+    };
+    let browsers = env_num("BENCH_BROWSERS", 100);
+    let messages = env_num("BENCH_MESSAGES", 20);
+    let rounds = env_num("BENCH_ROUNDS", 3).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -155,6 +198,7 @@ fn main() {
         ("JWT_SECRET", SECRET.to_string()),
         ("BRIDLE_API_KEY", KEY.to_string()),
     ];
+    let load_before = load_average();
     let (_hub, hub) = start(
         vec![
             bin("bridle-ref-hub").into(),
@@ -164,27 +208,28 @@ fn main() {
         &env,
     );
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut results = Vec::new();
-    results.push(rt.block_on(workload("direct", &hub, browsers, messages)));
-    {
-        let (_proxy, url) = start(
-            vec![
-                bin("bridgewire").into(),
-                "record".into(),
-                "bridle".into(),
-                "--upstream".into(),
-                hub.clone().into(),
-                "--dir".into(),
-                tmp.path().join("bridgewire").into(),
-            ],
-            &[],
-        );
-        results.push(rt.block_on(workload(
+    let mut targets = vec![
+        Target {
+            name: "direct".into(),
+            url: hub.clone(),
+            _guard: None,
+        },
+        record_bridle(
+            bin("bridgewire"),
+            &hub,
+            tmp.path().join("bridgewire"),
             "bridgewire record bridle",
-            &url,
-            browsers,
-            messages,
-        )));
+        ),
+    ];
+    // Another build side by side (e.g. the previous commit's `target/release/bridgewire`).
+    if let Some(base) = std::env::var_os("BRIDGEWIRE_BASELINE") {
+        let name = format!("baseline ({})", PathBuf::from(&base).display());
+        targets.push(record_bridle(
+            base.into(),
+            &hub,
+            tmp.path().join("baseline"),
+            &name,
+        ));
     }
     let mitm = std::env::var("MITMDUMP").unwrap_or_else(|_| "mitmdump".into());
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -205,51 +250,68 @@ fn main() {
         flows.clone().into(),
     ];
     match ChildGuard::spawn(&mitm_argv, &[]) {
-        Ok(_g) => {
-            let url = format!("http://127.0.0.1:{port}");
+        Ok(g) => {
             let ready = (0..100).any(|_| {
                 std::thread::sleep(Duration::from_millis(100));
                 std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
             });
             if ready {
-                results.push(rt.block_on(workload(
-                    "mitmdump -w (reverse proxy)",
-                    &url,
-                    browsers,
-                    messages,
-                )));
+                targets.push(Target {
+                    name: "mitmdump -w (reverse proxy)".into(),
+                    url: format!("http://127.0.0.1:{port}"),
+                    _guard: Some(g),
+                });
             } else {
                 eprintln!("mitmdump did not listen; skipped");
             }
         }
         Err(e) => eprintln!("mitmdump unavailable ({e}); skipped"),
     }
-    let direct = results[0].p50;
-    println!("| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | wall s |");
-    println!("|---|---|---|---|---|---|---|");
-    for r in &results {
-        println!(
-            "| {} | {:.2} | {:.2} | {:+.2} | {:+.2} | {:.0} | {:.2} |",
-            r.name,
-            r.p50,
-            r.p99,
-            r.p50 - direct,
-            r.p99 - results[0].p99,
-            r.frames_per_s,
-            r.wall
-        );
+    // Rounds interleave the paths, so each proxy is compared with the direct run next to it
+    // (the machine's load drifts between rounds); figures are medians over the rounds.
+    let mut runs: Vec<Vec<Result>> = targets.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        for (t, r) in targets.iter().zip(runs.iter_mut()) {
+            r.push(rt.block_on(workload(&t.name, &t.url, browsers, messages)));
+        }
     }
-    if results.len() == 3 {
+    let load_after = load_average();
+    println!(
+        "{browsers} browsers × {messages} messages, {rounds} round(s), medians; load average before {load_before}, after {load_after}\n"
+    );
+    println!(
+        "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | frames/s vs direct | wall s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let direct = &runs[0];
+    let mut rows = Vec::new();
+    for r in &runs {
+        let paired = |f: &dyn Fn(&Result, &Result) -> f64| {
+            median(r.iter().zip(direct).map(|(a, d)| f(a, d)).collect())
+        };
+        let added50 = paired(&|a, d| a.p50 - d.p50);
+        let added99 = paired(&|a, d| a.p99 - d.p99);
+        let ratio = paired(&|a, d| a.frames_per_s / d.frames_per_s);
         println!(
-            "\nbridgewire vs mitmdump: p50 {:.2}x, p99 {:.2}x, frames/s {:.2}x",
-            results[1].p50 / results[2].p50,
-            results[1].p99 / results[2].p99,
-            results[1].frames_per_s / results[2].frames_per_s
+            "| {} | {:.2} | {:.2} | {:+.2} | {:+.2} | {:.0} | {:.2}× | {:.2} |",
+            r[0].name,
+            median(r.iter().map(|x| x.p50).collect()),
+            median(r.iter().map(|x| x.p99).collect()),
+            added50,
+            added99,
+            median(r.iter().map(|x| x.frames_per_s).collect()),
+            ratio,
+            median(r.iter().map(|x| x.wall).collect()),
         );
+        rows.push((added50, added99, ratio));
     }
+    let (a50, a99, ratio) = rows[1];
+    println!(
+        "\nbridgewire record bridle: added p50 {a50:+.2} ms (goal < 1), added p99 {a99:+.2} ms (goal < 5), frames/s {ratio:.2}× direct (goal ≥ 0.9)"
+    );
     let recorded: usize = walk(&tmp.path().join("bridgewire"));
     println!(
-        "\nbridgewire recorded {recorded} lane lines for {browsers} browsers × {messages} messages"
+        "bridgewire recorded {recorded} lane lines for {rounds} × {browsers} browsers × {messages} messages"
     );
 }
 

@@ -1252,3 +1252,260 @@ fn node_agent_divergences_fail_exactly_their_rule() {
         );
     }
 }
+
+/// A hub for the recording proxy's crash tests: the node hub (not ours, canonical socket.io)
+/// when the npm packages are installed, else the reference hub.
+fn proxy_test_hub() -> (Proc, String) {
+    if node_ready() {
+        let mut c = node("hub.js");
+        c.env("JWT_SECRET", SECRET).env("BRIDLE_API_KEY", API_KEY);
+        let p = Proc::spawn(c);
+        let url = p.first_line().trim().to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        return (p, url);
+    }
+    spawn_hub(None)
+}
+
+/// Connects an agent (a task answering every message with typing, `streams` accumulating
+/// `stream` frames and `stream_end`, as fast as it can) and a browser through the proxy at
+/// `url`; returns the browser.
+async fn proxy_peers(url: &str, agent_id: &str, client: &str, streams: usize) -> Socket {
+    let mut agent = Socket::connect(
+        url,
+        "/ws/agent",
+        Some(json!({"apiKey": API_KEY, "agentId": agent_id})),
+        &opts(),
+    )
+    .await
+    .expect("agent connects through the proxy");
+    agent.emit("register", json!({}));
+    agent.emit("ping", json!({}));
+    agent
+        .recv_named("pong", W)
+        .await
+        .expect("the hub answers the agent");
+    let token = bridgewire::bridle::sign_jwt(SECRET, client, &[]);
+    let browser = Socket::connect(
+        url,
+        "/ws/client",
+        Some(json!({"token": token, "agentId": agent_id})),
+        &opts(),
+    )
+    .await
+    .expect("browser connects through the proxy");
+    tokio::spawn(async move {
+        let mut a = agent;
+        while let Ok(m) = a.recv(Duration::from_secs(60)).await {
+            if m.name != "message" {
+                continue;
+            }
+            let cid = m.data["clientId"].clone();
+            a.emit("typing", json!({"clientId": cid}));
+            let mut text = String::new();
+            for i in 0..streams {
+                text.push_str(&format!("w{i} "));
+                a.emit("stream", json!({"clientId": cid, "text": text}));
+            }
+            a.emit("stream_end", json!({"clientId": cid, "text": text}));
+        }
+    });
+    browser
+}
+
+/// The Socket.IO events of one lane, with its seqs, and whether its last line was cut.
+fn lane_events(
+    path: &std::path::Path,
+    dir: &str,
+) -> (Vec<(String, serde_json::Value)>, Vec<f64>, bool) {
+    use bridgewire::bridle::wire::decode_frame;
+    let (mut events, mut seqs, mut cut) = (Vec::new(), Vec::new(), false);
+    for r in bridgewire::lane::read::LaneReader::open(path, Some(dir)).expect("the lane opens") {
+        match r {
+            Ok(e) => {
+                seqs.push(e.seq);
+                if let Ok((_, Some(p))) = decode_frame(&e.line)
+                    && let Some((name, data)) = p.as_event()
+                {
+                    events.push((name.to_string(), data.clone()));
+                }
+            }
+            Err(e) if e.is_warning() && !cut => cut = true,
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+    }
+    (events, seqs, cut)
+}
+
+/// Runs `turns` messages, each awaited to its `stream_end`; every hub→browser event received.
+async fn proxy_turns(
+    browser: &mut Socket,
+    turns: usize,
+    got: &mut Vec<(String, serde_json::Value)>,
+) -> Result<(), RecvError> {
+    for n in 0..turns {
+        browser.emit("message", json!({"text": format!("m{n}")}));
+        loop {
+            let e = browser.recv(W).await?;
+            let end = e.name == "stream_end";
+            got.push((e.name, e.data));
+            if end {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn wait_exit(p: &mut Proc, within: Duration) -> Option<std::process::ExitStatus> {
+    let t = std::time::Instant::now();
+    while t.elapsed() < within {
+        if let Ok(Some(st)) = p.child.try_wait() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Lane writes happen on the proxy's writer thread, after forwarding (issue 13): SIGTERM with
+/// the browser and agent still connected closes them and writes every queued frame, so each
+/// lane holds exactly what crossed the proxy, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_bridle_sigterm_writes_every_forwarded_frame() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_hub, hub_url) = proxy_test_hub();
+    let (mut proxy, url) = spawn_proxy(&hub_url, tmp.path(), &["--no-redact"]);
+    let mut browser = proxy_peers(&url, "bot-t", "u-term", 6).await;
+    let mut got = Vec::new();
+    browser.recv_named("welcome", W).await.expect("welcome");
+    got.push(("welcome".to_string(), serde_json::Value::Null));
+    let turns = 40;
+    proxy_turns(&mut browser, turns, &mut got)
+        .await
+        .expect("every turn answered");
+    unsafe {
+        libc::kill(proxy.child.id() as i32, libc::SIGTERM);
+    }
+    let st = wait_exit(&mut proxy, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
+    assert!(st.success(), "{st}");
+    let cell = tmp.path().join("bot-t__u-term");
+    let (down, seqs, cut) = lane_events(&cell.join("hub→browser.ndjson"), "hub→browser");
+    assert!(!cut, "a clean stop leaves no cut line");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    // The welcome's data is the hub's; the rest compare whole.
+    assert_eq!(down.len(), got.len(), "{down:?}");
+    assert_eq!(down[0].0, "welcome");
+    assert_eq!(down[1..], got[1..]);
+    let (up, seqs, _) = lane_events(&cell.join("agent→hub.ndjson"), "agent→hub");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert_eq!(up.iter().filter(|(n, _)| n == "stream_end").count(), turns);
+}
+
+/// What a SIGKILL of the proxy can lose is documented: frames still queued for the writer, a
+/// tail of each lane, never one in the middle. The lane is a prefix of what the browser got
+/// (or what the browser got is a prefix of it: frames forwarded but not read yet), well-formed
+/// but for at most a cut last line, its seqs in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_bridle_sigkill_loses_at_most_a_tail_of_each_lane() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_hub, hub_url) = proxy_test_hub();
+    let (mut proxy, url) = spawn_proxy(&hub_url, tmp.path(), &["--no-redact"]);
+    let mut browser = proxy_peers(&url, "bot-k", "u-kill", 40).await;
+    let mut got = Vec::new();
+    proxy_turns(&mut browser, 20, &mut got)
+        .await
+        .expect("every turn answered");
+    // Kill while a turn's 42 frames are streaming through.
+    browser.emit("message", json!({"text": "last"}));
+    let e = browser.recv_named("typing", W).await.expect("typing");
+    got.push((e.name, e.data));
+    let _ = proxy.child.kill();
+    let _ = proxy.child.wait();
+    while let Ok(e) = browser.recv(Duration::from_secs(2)).await {
+        got.push((e.name, e.data));
+    }
+    let got: Vec<_> = got.into_iter().filter(|(n, _)| n != "welcome").collect();
+    let cell = tmp.path().join("bot-k__u-kill");
+    let (down, seqs, _) = lane_events(&cell.join("hub→browser.ndjson"), "hub→browser");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let down: Vec<_> = down.into_iter().filter(|(n, _)| n != "welcome").collect();
+    let n = down.len().min(got.len());
+    assert!(n > 0, "nothing recorded");
+    assert_eq!(
+        down[..n],
+        got[..n],
+        "the lane is not a prefix of what crossed"
+    );
+}
+
+/// Idle detection ends each replayed cell once the hub is quiet for its own cadence; the fixed
+/// window (`--fixed-windows`) gives the same report on every bundled cell: against the
+/// reference hub, its builds that send an extra event (`extension-events`: a `status` after
+/// `welcome`) or differ (`delta-stream`, `drop-typing`), and the node hub (not ours, extension
+/// events of its own).
+#[test]
+fn replay_bridle_idle_detection_reports_as_the_fixed_window_does() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let r = root.to_str().unwrap().to_string();
+    let mut hubs: Vec<Vec<String>> = [
+        None,
+        Some("extension-events"),
+        Some("delta-stream"),
+        Some("drop-typing"),
+    ]
+    .iter()
+    .map(|b| {
+        let mut c = vec![HUB.to_string(), "--listen".into(), "127.0.0.1:0".into()];
+        if let Some(b) = b {
+            c.extend(["--break".into(), b.to_string()]);
+        }
+        c
+    })
+    .collect();
+    if node_ready() {
+        hubs.push(vec![
+            "node".into(),
+            node_dir().join("hub.js").display().to_string(),
+        ]);
+    }
+    let mut jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = Vec::new();
+    for hub in &hubs {
+        for fixed in [false, true] {
+            let (r, hub) = (r.clone(), hub.clone());
+            jobs.push(Box::new(move || {
+                let mut args = vec!["replay", "bridle", r.as_str()];
+                if fixed {
+                    args.push("--fixed-windows");
+                }
+                args.push("--");
+                args.extend(hub.iter().map(String::as_str));
+                let mut c = Command::new(env!("CARGO_BIN_EXE_bridgewire"));
+                c.args(&args)
+                    .env("JWT_SECRET", SECRET)
+                    .env("BRIDLE_API_KEY", API_KEY)
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::null());
+                let out = c.output().expect("bridgewire runs");
+                (
+                    out.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                )
+            }));
+        }
+    }
+    let results = parallel(jobs);
+    for (hub, pair) in hubs.iter().zip(results.chunks(2)) {
+        assert_eq!(pair[0], pair[1], "{hub:?}: idle detection vs fixed window");
+    }
+    // The extension event and the deltas are seen (each fails a cell), so both modes looked.
+    assert_eq!(results[0].0, 0, "{}", results[0].1);
+    for (i, what) in [(2, "extension-events"), (4, "delta-stream")] {
+        assert_eq!(results[i].0, 1, "{what}: {}", results[i].1);
+        assert!(
+            results[i].1.contains("FAIL ref-hub/bot-1__alice"),
+            "{what}: {}",
+            results[i].1
+        );
+    }
+}

@@ -51,6 +51,7 @@ impl Live for BridleLive {
             jwt_secret,
             api_key,
             wait: timeout,
+            fixed_windows: false,
         };
         let mut events = Vec::new();
         // A live difference is what parity reports; only a replay that could not run is an error.

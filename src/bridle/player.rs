@@ -7,6 +7,17 @@
 //! event is awaited (bounded) and collected; an `http→hub` request is sent without waiting and
 //! its answer collected at the recorded `hub→http` line. The browser's JWT is signed afresh for the cell's
 //! clientId (`admin` → the ADMIN role); the recorded handshake secrets were redacted.
+//!
+//! After the script, the browser keeps listening until the hub is idle, so that events a hub
+//! build sends beyond the recording are seen: every recorded output arrived (the script awaited
+//! each one), and the hub was quiet for an adaptive window measured from its own cadence as in
+//! bb's player (`src/bb/player.rs`): 4× the longest of the last 16 gaps before its outputs, at
+//! least 10 ms, at most the fixed window (`wait / 10`, 100–500 ms), counted from its last
+//! output or the replay's last write, whichever is later. A gap runs from the later of the
+//! hub's previous output and the replay's last write to the frame's arrival (read off the
+//! socket, not when the script got to it), so the hub's reaction time to what the replay sent
+//! counts too: an extra event would be a reaction to the script's last writes. `fixed_windows`
+//! keeps the fixed window (the replay's timing before idle detection).
 
 use super::model::{BRIDLE_RULES, BridleModel, event_of};
 use super::transport::{Options, Socket};
@@ -14,7 +25,9 @@ use super::{AGENT_NSP, CLIENT_NSP, sign_jwt};
 use crate::cell::Cell;
 use crate::protocol::Model;
 use serde_json::{Value, json};
+use std::collections::VecDeque;
 use std::time::Duration;
+use tokio::time::Instant;
 
 #[derive(Debug, Clone)]
 pub struct ReplayConfig {
@@ -22,6 +35,59 @@ pub struct ReplayConfig {
     pub jwt_secret: String,
     pub api_key: String,
     pub wait: Duration,
+    /// Wait the full quiet window after the script instead of ending it when the hub is idle.
+    pub fixed_windows: bool,
+}
+
+/// The adaptive quiet window: `CADENCE_FACTOR` × the longest recent gap, at least `MIN_WINDOW`
+/// (as bb's player).
+const MIN_WINDOW: Duration = Duration::from_millis(10);
+const CADENCE_FACTOR: u32 = 4;
+const CADENCE_GAPS: usize = 16;
+
+/// The fixed quiet window after the script.
+pub fn fixed_quiet(wait: Duration) -> Duration {
+    (wait / 10).clamp(Duration::from_millis(100), Duration::from_millis(500))
+}
+
+/// The hub's cadence as the replay sees it.
+struct Cadence {
+    /// The gaps before the hub's recent outputs.
+    gaps: VecDeque<Duration>,
+    /// The later of the hub's last output and the replay's last write.
+    mark: Instant,
+}
+
+impl Cadence {
+    fn new() -> Cadence {
+        Cadence {
+            gaps: VecDeque::with_capacity(CADENCE_GAPS),
+            mark: Instant::now(),
+        }
+    }
+
+    /// The replay sent something (an event, a request, a connect).
+    fn wrote(&mut self) {
+        self.mark = Instant::now();
+    }
+
+    /// A hub output read off its connection at `at`.
+    fn arrived(&mut self, at: Option<Instant>) {
+        let Some(at) = at else { return };
+        if self.gaps.len() == CADENCE_GAPS {
+            self.gaps.pop_front();
+        }
+        self.gaps.push_back(at.saturating_duration_since(self.mark));
+        self.mark = self.mark.max(at);
+    }
+
+    /// The quiet window, at most `cap`.
+    fn window(&self, cap: Duration) -> Duration {
+        let longest = self.gaps.iter().max().copied().unwrap_or_default();
+        (longest * CADENCE_FACTOR)
+            .clamp(MIN_WINDOW, cap.max(MIN_WINDOW))
+            .min(cap)
+    }
 }
 
 /// A replayed cell's outcome.
@@ -163,6 +229,7 @@ pub async fn replay_cell_into(
         open_timeout: cfg.wait,
         ..Options::default()
     };
+    let mut cadence = Cadence::new();
     let mut agent = if has_agent {
         match Socket::connect(
             &cfg.url,
@@ -178,8 +245,12 @@ pub async fn replay_cell_into(
                     s.emit("register", json!({}));
                 }
                 // A pong after register: the hub handled it (events are ordered per socket).
+                // Its round trip is the hub's first reaction time.
+                cadence.wrote();
                 s.emit("ping", json!({}));
-                let _ = s.recv_named("pong", cfg.wait).await;
+                if s.recv_named("pong", cfg.wait).await.is_ok() {
+                    cadence.arrived(s.engine.last_arrival());
+                }
                 Some(s)
             }
             Err(e) => return Outcome::Fail(format!("the replayed agent could not connect: {e}")),
@@ -202,7 +273,10 @@ pub async fn replay_cell_into(
         )
         .await
         {
-            Ok(s) => Some(s),
+            Ok(s) => {
+                cadence.wrote();
+                Some(s)
+            }
             Err(e) => {
                 return Outcome::Fail(format!("the replayed browser could not connect: {e}"));
             }
@@ -226,6 +300,7 @@ pub async fn replay_cell_into(
                     && let Some(b) = browser.as_ref()
                 {
                     b.disconnect();
+                    cadence.wrote();
                 }
                 view.push(ev);
             }
@@ -233,6 +308,7 @@ pub async fn replay_cell_into(
             Step::BrowserSend(n, d) => {
                 if let Some(b) = browser.as_ref() {
                     b.emit(&n, d.clone());
+                    cadence.wrote();
                 }
                 view.push(json!({ "dir": "browser→hub", "event": n, "data": d }));
             }
@@ -243,7 +319,11 @@ pub async fn replay_cell_into(
                     None => {
                         let deadline = tokio::time::Instant::now() + cfg.wait;
                         loop {
-                            match b.recv_until(deadline).await {
+                            let got = b.recv_until(deadline).await;
+                            if got.is_ok() {
+                                cadence.arrived(b.engine.last_arrival());
+                            }
+                            match got {
                                 Ok(e) if e.name == want => break Some(Ok((e.name, e.data))),
                                 Ok(e) => buffered.push_back((e.name, e.data)),
                                 Err(e) => break Some(Err(e.to_string())),
@@ -264,20 +344,28 @@ pub async fn replay_cell_into(
             Step::HttpSend(req) => {
                 let rb = http_request(&http, &cfg.url, &req, cfg.wait * 4);
                 view.push(json!({ "dir": "http→hub", "http": req }));
+                cadence.wrote();
                 pending.push_back(tokio::spawn(async move {
                     match rb.send().await {
                         Ok(r) => {
                             let status = r.status().as_u16();
                             let body = r.json::<Value>().await.unwrap_or(Value::Null);
-                            json!({ "status": status, "body": body })
+                            (
+                                Some(Instant::now()),
+                                json!({ "status": status, "body": body }),
+                            )
                         }
-                        Err(e) => json!({ "error": e.to_string() }),
+                        Err(e) => (None, json!({ "error": e.to_string() })),
                     }
                 }));
             }
             Step::HttpExpect => {
                 let got = match pending.pop_front() {
-                    Some(t) => t.await.unwrap_or(Value::Null),
+                    Some(t) => {
+                        let (at, got) = t.await.unwrap_or((None, Value::Null));
+                        cadence.arrived(at);
+                        got
+                    }
                     None => Value::Null,
                 };
                 let ev = json!({ "dir": "hub→http", "http": got });
@@ -288,6 +376,7 @@ pub async fn replay_cell_into(
                 if let Some(a) = agent.as_mut() {
                     match a.recv_named(&want, cfg.wait).await {
                         Ok(m) => {
+                            cadence.arrived(a.engine.last_arrival());
                             if want == "message"
                                 && let Some(c) = m.data["clientId"].as_str()
                             {
@@ -316,21 +405,38 @@ pub async fn replay_cell_into(
                         d["clientId"] = json!(live_client);
                     }
                     a.emit(&n, d.clone());
+                    cadence.wrote();
                 }
                 view.push(json!({ "dir": "agent→hub", "event": n, "data": d }));
             }
         }
     }
     // Quiescence: whatever else the hub sends (bounded), after everything recorded was seen,
-    // is part of what this build does and the recording did not.
+    // is part of what this build does and the recording did not. Idle: quiet for the adaptive
+    // window since its last output or the replay's last write (see the module doc).
     if let Some(b) = browser.as_mut() {
-        let quiet = (cfg.wait / 10).clamp(Duration::from_millis(100), Duration::from_millis(500));
-        let end = tokio::time::Instant::now() + cfg.wait;
-        while let Ok(e) = b
-            .recv_until((tokio::time::Instant::now() + quiet).min(end))
-            .await
-        {
-            buffered.push_back((e.name, e.data));
+        let fixed = fixed_quiet(cfg.wait);
+        let end = Instant::now() + cfg.wait;
+        loop {
+            let until = if cfg.fixed_windows {
+                Instant::now() + fixed
+            } else {
+                cadence.mark + cadence.window(fixed)
+            };
+            match b.recv_until(until.min(end)).await {
+                Ok(e) => {
+                    cadence.arrived(b.engine.last_arrival());
+                    buffered.push_back((e.name, e.data));
+                }
+                // Quiet, but bytes arrived that the connection did not read yet (its task was
+                // not scheduled): not idle.
+                Err(super::transport::RecvError::Timeout)
+                    if !cfg.fixed_windows && Instant::now() < end && b.engine.has_unread() =>
+                {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Err(_) => break,
+            }
         }
     }
     for (n, d) in buffered {

@@ -1,7 +1,8 @@
 //! `record bridle`: a Socket.IO-aware recording proxy between browsers or agents and a hub.
 //!
 //! Every Engine.IO frame crossing the proxy (WebSocket frames and HTTP long-polling packets
-//! alike) is appended to lanes *before* it is forwarded, in the lane entry format:
+//! alike) is queued for its lane *before* it is forwarded, and appended to lanes in the lane
+//! entry format:
 //!
 //! * directions `browser→hub`, `hub→browser` (namespace `/ws/client`), `agent→hub`,
 //!   `hub→agent` (namespace `/ws/agent`), `http→hub`, `hub→http` (the HTTP API);
@@ -21,12 +22,28 @@
 //!   (a non-2xx answer to a polling request), are dropped and counted, never held; at most
 //!   [`MAX_SESSIONS`] sessions and [`MAX_PENDING`] held-back frames per session (past either,
 //!   the held-back frames are written to `_unscoped` and counted as overflow).
+//!
+//! Lane writes are off the forwarding path (issue 13): a forwarding task only queues the frame
+//! (its bytes shared, not copied) and forwards it. One writer thread owns everything else: the
+//! session routing below, redaction, JSON decoding of the frames that need it, and the lane
+//! files. It takes whatever is queued (up to [`WRITE_BATCH`] events), routes it, and appends it
+//! with one `write` per lane file touched before it takes the next batch. Seqs follow queue
+//! order, and a frame is queued before it is forwarded, so an effect still sorts after its
+//! cause and every lane is in `(run, seq)` order. The queue is bounded ([`QUEUE_EVENTS`] events,
+//! [`QUEUE_BYTES`] bytes of frames): when the writer falls behind, forwarding waits for it
+//! (backpressure); the queue never grows past its bound.
+//!
+//! Crashes: SIGINT/SIGTERM stop accepting, close the open connections and write everything
+//! queued before the proxy exits; a browser, agent or hub that crashes loses nothing. A SIGKILL
+//! (or crash) of the proxy itself loses the frames still queued, some of which may already have
+//! been forwarded: for each lane a tail, never a frame in the middle (normally the last
+//! millisecond of traffic, at most the queue bound). `tests/bridle.rs` checks both.
 
 use super::wire::{EioPacket, SioPacket, SioType, decode_frame};
 use super::{AGENT_NSP, CLIENT_NSP, peek_jwt};
 use crate::lane::write::{LaneWriter, Line};
-use axum::body::Body;
-use axum::extract::ws::{Message as AxMsg, WebSocket, WebSocketUpgrade};
+use axum::body::{Body, Bytes};
+use axum::extract::ws::{Message as AxMsg, Utf8Bytes as AxText, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -34,8 +51,10 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use tokio_tungstenite::tungstenite::Message as TMsg;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio_tungstenite::tungstenite::{Message as TMsg, Utf8Bytes as TText};
 
 /// What to record and where.
 #[derive(Debug, Clone)]
@@ -71,7 +90,7 @@ struct Session {
     /// Namespace → (role, agentId, clientId for browsers).
     nsps: HashMap<String, (Role, String, String)>,
     /// Control frames seen before any namespace said who this is: (from_client, line).
-    pending: Vec<(bool, String)>,
+    pending: Vec<(bool, Bytes)>,
 }
 
 impl Session {
@@ -88,13 +107,113 @@ impl Session {
 pub const MAX_SESSIONS: usize = 65_536;
 /// Frames held back per session before it says who it is.
 pub const MAX_PENDING: usize = 1024;
+/// Events queued for the writer at once; past it, forwarding waits (backpressure).
+pub const QUEUE_EVENTS: usize = 4096;
+/// Bytes of frames queued for the writer at once (a bigger frame goes alone); past it,
+/// forwarding waits (backpressure).
+pub const QUEUE_BYTES: usize = 16 << 20;
+/// Events the writer routes and appends per batch at most.
+pub const WRITE_BATCH: usize = 1024;
 
-/// The recording half: lanes plus per-session state.
-pub struct Recorder {
+/// What a forwarding task hands the writer, in forwarding order.
+enum Event {
+    /// Session `sid` opened (the hub answered a polling handshake, or a WebSocket connected).
+    Open(Arc<str>),
+    /// A WebSocket's provisional session id became the hub's (its `open` packet).
+    Rename(Arc<str>, Arc<str>),
+    /// A text frame of a session: from the browser or agent (`true`) or from the hub.
+    Text(Arc<str>, bool, Bytes),
+    Binary(Arc<str>, bool, Bytes),
+    /// A long-polling POST body: packets separated by U+001E, from the client.
+    PollPost(Arc<str>, Bytes),
+    /// A long-polling GET answer: the request's sid (none on the handshake), whether the hub
+    /// answered 2xx, the body.
+    PollGet(Option<Arc<str>>, bool, Bytes),
+    /// A session ended: frames still held back go to `_unscoped`.
+    Close(Arc<str>),
+    /// An HTTP API request, recorded before it is forwarded.
+    HttpRequest {
+        method: String,
+        path: String,
+        query: Option<String>,
+        content_type: Option<String>,
+        body: Bytes,
+    },
+    /// The hub's answer to an HTTP API request.
+    HttpResponse {
+        path: String,
+        status: u16,
+        body: Bytes,
+    },
+    /// The proxy is stopping: write what is queued, accept nothing more.
+    Stop,
+}
+
+impl Event {
+    /// Bytes it holds, for the queue's byte bound.
+    fn size(&self) -> usize {
+        64 + match self {
+            Event::Text(_, _, b)
+            | Event::Binary(_, _, b)
+            | Event::PollPost(_, b)
+            | Event::PollGet(_, _, b)
+            | Event::HttpRequest { body: b, .. }
+            | Event::HttpResponse { body: b, .. } => b.len(),
+            _ => 0,
+        }
+    }
+}
+
+struct Queued {
+    event: Event,
+    /// Its share of [`QUEUE_BYTES`], released once it is written.
+    _bytes: Option<OwnedSemaphorePermit>,
+}
+
+/// The forwarding side of the writer's queue.
+#[derive(Clone)]
+struct LaneQueue {
+    tx: mpsc::Sender<Queued>,
+    budget: Arc<Semaphore>,
+}
+
+impl LaneQueue {
+    /// Queues `event`, waiting while the queue is full. `false` when the writer has stopped:
+    /// the frame cannot be recorded, so the caller must not forward it.
+    async fn push(&self, event: Event) -> bool {
+        let n = event.size().min(QUEUE_BYTES) as u32;
+        let permit = match self.budget.clone().try_acquire_many_owned(n) {
+            Ok(p) => p,
+            Err(_) => match self.budget.clone().acquire_many_owned(n).await {
+                Ok(p) => p,
+                Err(_) => return false,
+            },
+        };
+        let q = Queued {
+            event,
+            _bytes: Some(permit),
+        };
+        match self.tx.try_send(q) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(q)) => self.tx.send(q).await.is_ok(),
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// One routed lane line, waiting for its batch's write.
+struct Record {
+    scope: String,
+    dir: &'static str,
+    line: Bytes,
+}
+
+/// The recording half, run by the writer thread: lanes plus per-session state.
+struct Recorder {
     /// Frames not recorded: for session ids the hub never opened through this proxy, or refused.
-    pub dropped: u64,
+    dropped: u64,
     /// Held-back frames written to `_unscoped` because a bound was reached.
-    pub overflowed: u64,
+    overflowed: u64,
     writer: LaneWriter,
     sessions: HashMap<String, Session>,
     /// (agentId, clientId) of every browser seen connecting.
@@ -104,11 +223,13 @@ pub struct Recorder {
     /// so they stay redacted wherever they recur, in any cell).
     secrets: Option<Arc<crate::redact::Secrets>>,
     /// Frames recorded, for reports.
-    pub frames: u64,
+    frames: u64,
+    /// Lines routed since the last write.
+    out: Vec<Record>,
 }
 
 impl Recorder {
-    pub fn new(writer: LaneWriter, redact: bool) -> Recorder {
+    fn new(writer: LaneWriter, redact: bool) -> Recorder {
         let secrets = redact.then(crate::redact::Secrets::new);
         let writer = match &secrets {
             Some(s) => {
@@ -126,20 +247,113 @@ impl Recorder {
             redact,
             secrets,
             frames: 0,
+            out: Vec::new(),
         }
     }
 
-    fn write(&mut self, scope: &str, dir: &str, line: &str) {
+    fn write(&mut self, scope: &str, dir: &'static str, line: Bytes) {
         self.frames += 1;
-        self.writer.append(Line {
-            scope: Some(scope),
+        self.out.push(Record {
+            scope: scope.to_string(),
             dir,
-            bytes: line.as_bytes(),
+            line,
         });
     }
 
+    /// Appends the lines routed since the last call: one `write` per lane file touched.
+    fn flush(&mut self) {
+        if self.out.is_empty() {
+            return;
+        }
+        let lines: Vec<Line<'_>> = self
+            .out
+            .iter()
+            .map(|r| Line {
+                scope: Some(&r.scope),
+                dir: r.dir,
+                bytes: &r.line,
+            })
+            .collect();
+        self.writer.append_batch(&lines);
+        drop(lines);
+        self.out.clear();
+    }
+
+    fn apply(&mut self, event: &Event) {
+        match event {
+            Event::Open(sid) => self.open(sid),
+            Event::Rename(from, to) => match self.sessions.remove(&**from) {
+                Some(s) => {
+                    self.sessions.insert(to.to_string(), s);
+                }
+                None => self.open(to),
+            },
+            Event::Text(sid, from_client, text) => self.frame(sid, *from_client, text),
+            Event::Binary(sid, from_client, bytes) => self.binary(sid, *from_client, bytes),
+            Event::PollPost(sid, body) => {
+                if std::str::from_utf8(body).is_ok() {
+                    for packet in body.split(|b| *b == 0x1e) {
+                        self.frame(sid, true, &body.slice_ref(packet));
+                    }
+                }
+            }
+            Event::PollGet(sid, ok, body) => {
+                if let Ok(text) = std::str::from_utf8(body) {
+                    let mut sid = sid.as_deref().map(str::to_string);
+                    for packet in text.split('\u{1e}') {
+                        if *ok
+                            && packet.starts_with('0')
+                            && let Ok(EioPacket::Open(o)) = EioPacket::decode(packet)
+                        {
+                            self.open(&o.sid);
+                            sid = Some(o.sid);
+                        }
+                        if let Some(sid) = &sid {
+                            self.frame(sid, false, &body.slice_ref(packet.as_bytes()));
+                        }
+                    }
+                }
+            }
+            Event::Close(sid) => self.close(sid),
+            Event::HttpRequest {
+                method,
+                path,
+                query,
+                content_type,
+                body,
+            } => {
+                // Method, path, query string and body, enough for `replay bridle` to send it
+                // again.
+                let json_body = serde_json::from_slice::<Value>(body).ok();
+                let mut req = json!({
+                    "method": method,
+                    "path": path,
+                    "body": json_body.clone().unwrap_or(Value::Null),
+                });
+                if let Some(q) = query {
+                    req["query"] = json!(q);
+                }
+                if json_body.is_none() && !body.is_empty() {
+                    req["bodyText"] = json!(String::from_utf8_lossy(body));
+                    if let Some(ct) = content_type {
+                        req["contentType"] = json!(ct);
+                    }
+                }
+                self.http(path, "http→hub", &req);
+            }
+            Event::HttpResponse { path, status, body } => {
+                let resp = json!({
+                    "status": status,
+                    "body": serde_json::from_slice::<Value>(body).unwrap_or(Value::Null),
+                });
+                self.http(path, "hub→http", &resp);
+            }
+            Event::Stop => {}
+        }
+    }
+
     /// Starts tracking session `sid` (the hub opened it, or a WebSocket connected).
-    pub fn open(&mut self, sid: &str) {
+    fn open(&mut self, sid: &str) {
         if !self.sessions.contains_key(sid) && self.sessions.len() >= MAX_SESSIONS {
             // Bounded: the oldest-looking session goes (its held-back frames to `_unscoped`).
             if let Some(victim) = self.sessions.keys().next().cloned() {
@@ -150,13 +364,8 @@ impl Recorder {
         self.sessions.entry(sid.to_string()).or_default();
     }
 
-    /// Whether session `sid` is tracked.
-    pub fn knows(&self, sid: &str) -> bool {
-        self.sessions.contains_key(sid)
-    }
-
     /// Holds a frame back until the session says who it is (bounded by [`MAX_PENDING`]).
-    fn hold(&mut self, sid: &str, from_client: bool, line: String) {
+    fn hold(&mut self, sid: &str, from_client: bool, line: Bytes) {
         let Some(session) = self.sessions.get_mut(sid) else {
             self.dropped += 1;
             return;
@@ -168,7 +377,7 @@ impl Recorder {
                 self.write(
                     "_unscoped",
                     if fc { "browser→hub" } else { "hub→browser" },
-                    &l,
+                    l,
                 );
             }
         }
@@ -177,8 +386,12 @@ impl Recorder {
         }
     }
 
-    /// Records one text frame of session `sid` (dropped, counted, when the session is unknown).
-    pub fn frame(&mut self, sid: &str, from_client: bool, text: &str) {
+    /// Records one text frame (UTF-8) of session `sid` (dropped, counted, when the session is
+    /// unknown).
+    fn frame(&mut self, sid: &str, from_client: bool, bytes: &Bytes) {
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return;
+        };
         let Some(session) = self.sessions.get_mut(sid) else {
             self.dropped += 1;
             return;
@@ -191,7 +404,7 @@ impl Recorder {
         {
             let scope = format!("{agent}__{client}");
             let (up, down) = Role::Browser.dirs();
-            self.write(&scope, if from_client { up } else { down }, text);
+            self.write(&scope, if from_client { up } else { down }, bytes.clone());
             return;
         }
         let sio = match decode_frame(text) {
@@ -204,13 +417,13 @@ impl Recorder {
                 Some((role, scope)) => {
                     let (up, down) = role.dirs();
                     let dir = if from_client { up } else { down };
-                    self.write(&scope, dir, text);
+                    self.write(&scope, dir, bytes.clone());
                 }
-                None => self.hold(sid, from_client, text.to_string()),
+                None => self.hold(sid, from_client, bytes.clone()),
             }
             return;
         };
-        let mut line = text.to_string();
+        let mut line = bytes.clone();
         if from_client && p.kind == SioType::Connect {
             let auth = p.data.clone().unwrap_or(Value::Null);
             let agent = auth["agentId"].as_str().unwrap_or("_none").to_string();
@@ -240,7 +453,7 @@ impl Recorder {
                         }
                     }
                 }
-                line = redact_connect(&p);
+                line = Bytes::from(redact_connect(&p));
             }
         }
         let Some(session) = self.sessions.get_mut(sid) else {
@@ -258,7 +471,7 @@ impl Recorder {
             Role::Agent => format!("{agent}__agent"),
         };
         for (fc, l) in pending {
-            self.write(&home, if fc { up } else { down }, &l);
+            self.write(&home, if fc { up } else { down }, l);
         }
         let scope = match role {
             Role::Browser => home,
@@ -271,11 +484,11 @@ impl Recorder {
                 _ => home,
             },
         };
-        self.write(&scope, if from_client { up } else { down }, &line);
+        self.write(&scope, if from_client { up } else { down }, line);
     }
 
-    pub fn binary(&mut self, sid: &str, from_client: bool, bytes: &[u8]) {
-        let line = format!("binary:{}", crate::util::base64_encode(bytes));
+    fn binary(&mut self, sid: &str, from_client: bool, bytes: &[u8]) {
+        let line = Bytes::from(format!("binary:{}", crate::util::base64_encode(bytes)));
         let Some(session) = self.sessions.get_mut(sid) else {
             self.dropped += 1;
             return;
@@ -283,36 +496,61 @@ impl Recorder {
         match session.home() {
             Some((role, scope)) => {
                 let (up, down) = role.dirs();
-                self.write(&scope, if from_client { up } else { down }, &line);
+                self.write(&scope, if from_client { up } else { down }, line);
             }
             None => self.hold(sid, from_client, line),
         }
     }
 
     /// A session ended: frames still held back go to `_unscoped`.
-    pub fn close(&mut self, sid: &str) {
+    fn close(&mut self, sid: &str) {
         if let Some(s) = self.sessions.remove(sid) {
             for (fc, l) in s.pending {
                 self.write(
                     "_unscoped",
                     if fc { "browser→hub" } else { "hub→browser" },
-                    &l,
+                    l,
                 );
             }
         }
     }
 
-    /// Records one HTTP API line: the request (`http→hub`, before it is forwarded) or the
-    /// answer (`hub→http`).
-    pub fn http(&mut self, path: &str, dir: &str, line: &Value) {
+    /// Records one HTTP API line: the request (`http→hub`) or the answer (`hub→http`).
+    fn http(&mut self, path: &str, dir: &'static str, line: &Value) {
         let rest = path.strip_prefix("/api/agent/").unwrap_or("");
         let agent = match rest.split('/').next() {
             Some(a) if !a.is_empty() && rest != "health" => a,
             _ => "_hub",
         };
         let scope = format!("{agent}__http");
-        self.write(&scope, dir, &line.to_string());
+        self.write(&scope, dir, Bytes::from(line.to_string()));
     }
+}
+
+/// The writer thread: routes and appends queued events in batches until [`Event::Stop`] (then
+/// what is still queued) or until every sender is gone.
+fn write_lanes(mut rec: Recorder, mut rx: mpsc::Receiver<Queued>) -> Recorder {
+    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(q) => batch.push(q),
+                Err(_) => break,
+            }
+        }
+        for q in &batch {
+            if matches!(q.event, Event::Stop) {
+                // Refuse new events; those already queued are still drained and written.
+                rx.close();
+            }
+            rec.apply(&q.event);
+        }
+        rec.flush();
+        // The batch's byte permits go only now that its lines are written.
+        batch.clear();
+    }
+    rec
 }
 
 /// A CONNECT packet with `auth.apiKey` and `auth.token` replaced.
@@ -330,29 +568,48 @@ pub fn redact_connect(p: &SioPacket) -> String {
 
 struct Proxy {
     cfg: ProxyConfig,
-    rec: Arc<Mutex<Recorder>>,
+    queue: LaneQueue,
     http: reqwest::Client,
+    /// Turns `true` when the proxy stops: open WebSockets are closed.
+    stopping: watch::Receiver<bool>,
+    /// WebSocket relays still running.
+    relays: Arc<AtomicUsize>,
 }
 
-impl Proxy {
-    fn rec(&self) -> std::sync::MutexGuard<'_, Recorder> {
-        self.rec.lock().unwrap_or_else(|p| p.into_inner())
+/// Counts one running relay until dropped.
+struct RelayGuard(Arc<AtomicUsize>);
+
+impl Drop for RelayGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-/// Serves the proxy on `listener` until `shutdown` resolves. Returns the number of frames
-/// recorded.
+/// Serves the proxy on `listener` until `shutdown` resolves, then closes the open WebSockets
+/// and writes every queued frame. Returns the number of frames recorded.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     cfg: ProxyConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<u64> {
     let writer = LaneWriter::create(&cfg.dir)?.with_mode(cfg.mode)?;
-    let rec = Arc::new(Mutex::new(Recorder::new(writer, cfg.redact)));
+    let rec = Recorder::new(writer, cfg.redact);
+    let (tx, rx) = mpsc::channel(QUEUE_EVENTS);
+    let writer = std::thread::Builder::new()
+        .name("bridle-lanes".into())
+        .spawn(move || write_lanes(rec, rx))?;
+    let queue = LaneQueue {
+        tx,
+        budget: Arc::new(Semaphore::new(QUEUE_BYTES)),
+    };
+    let (stop, stopping) = watch::channel(false);
+    let relays = Arc::new(AtomicUsize::new(0));
     let proxy = Arc::new(Proxy {
         cfg,
-        rec: rec.clone(),
+        queue: queue.clone(),
         http: reqwest::Client::new(),
+        stopping,
+        relays: relays.clone(),
     });
     let app = axum::Router::new().fallback(handle).with_state(proxy);
     // Small frames must not sit in Nagle's buffer waiting for a delayed ACK (~40 ms a hop).
@@ -360,24 +617,42 @@ pub async fn serve(
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
-        .await?;
-    let (frames, dropped, overflowed) = rec
-        .lock()
-        .map(|r| (r.frames, r.dropped, r.overflowed))
-        .unwrap_or_default();
-    if dropped > 0 {
+        .await;
+    // Upgraded WebSockets outlive the server: close them (bounded), so their last frames and
+    // held-back ones are queued before the writer stops.
+    let _ = stop.send(true);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    while relays.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let _ = queue
+        .tx
+        .send(Queued {
+            event: Event::Stop,
+            _bytes: None,
+        })
+        .await;
+    drop(queue);
+    let rec = tokio::task::spawn_blocking(move || writer.join())
+        .await
+        .map_err(|e| anyhow::anyhow!("the lane writer: {e}"))?
+        .map_err(|_| anyhow::anyhow!("the lane writer panicked"))?;
+    served?;
+    if rec.dropped > 0 {
         eprintln!(
-            "bridgewire record bridle: {dropped} frame(s) for Engine.IO sessions the hub did not open through this proxy (or refused) were not recorded"
+            "bridgewire record bridle: {} frame(s) for Engine.IO sessions the hub did not open through this proxy (or refused) were not recorded",
+            rec.dropped
         );
     }
-    if overflowed > 0 {
+    if rec.overflowed > 0 {
         eprintln!(
-            "bridgewire record bridle: {overflowed} held-back frame(s) written to _unscoped (session bounds reached)"
+            "bridgewire record bridle: {} held-back frame(s) written to _unscoped (session bounds reached)",
+            rec.overflowed
         );
     }
-    Ok(frames)
+    Ok(rec.frames)
 }
 
 fn query_sid(uri: &axum::http::Uri) -> Option<String> {
@@ -413,6 +688,7 @@ async fn handle(State(p): State<Arc<Proxy>>, req: Request) -> Response {
                 .unwrap_or(u),
             Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
         };
+        // `true`: TCP_NODELAY on the hub side too.
         let upstream =
             match tokio_tungstenite::connect_async_with_config(url.as_str(), None, true).await {
                 Ok((u, _)) => u,
@@ -421,7 +697,9 @@ async fn handle(State(p): State<Arc<Proxy>>, req: Request) -> Response {
                 }
             };
         let sid = sid.unwrap_or_else(|| format!("ws-{}", uuid::Uuid::new_v4()));
-        return ws.on_upgrade(move |client| pump(p, client, upstream, sid));
+        p.relays.fetch_add(1, Ordering::SeqCst);
+        let guard = RelayGuard(p.relays.clone());
+        return ws.on_upgrade(move |client| pump(p, client, upstream, sid, guard));
     }
     forward_http(p, req, path_q).await
 }
@@ -429,59 +707,68 @@ async fn handle(State(p): State<Arc<Proxy>>, req: Request) -> Response {
 type Upstream =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// Relays one WebSocket both ways, recording each frame before forwarding it. The session
-/// key is the Engine.IO sid (from the query on an upgrade, else from the `open` packet).
-async fn pump(p: Arc<Proxy>, client: WebSocket, upstream: Upstream, mut sid: String) {
-    p.rec().open(&sid);
+/// Relays one WebSocket both ways, queueing each frame for its lane before forwarding it (the
+/// frame's bytes are shared with the queue, not copied). The session key is the Engine.IO sid
+/// (from the query on an upgrade, else from the `open` packet).
+async fn pump(p: Arc<Proxy>, client: WebSocket, upstream: Upstream, sid: String, _g: RelayGuard) {
+    let mut sid: Arc<str> = sid.into();
+    let mut stopping = p.stopping.clone();
     let (mut c_tx, mut c_rx) = client.split();
     let (mut u_tx, mut u_rx) = upstream.split();
+    if *stopping.borrow_and_update() || !p.queue.push(Event::Open(sid.clone())).await {
+        let _ = c_tx.close().await;
+        let _ = u_tx.close().await;
+        return;
+    }
     loop {
         tokio::select! {
+            _ = stopping.changed() => break,
             m = c_rx.next() => {
                 let Some(Ok(m)) = m else { break };
-                let out = match m {
+                let (event, out) = match m {
                     AxMsg::Text(t) => {
-                        p.rec().frame(&sid, true, t.as_str());
-                        TMsg::text(t.as_str())
+                        let b = Bytes::from(t);
+                        let Ok(out) = TText::try_from(b.clone()) else { break };
+                        (Some(Event::Text(sid.clone(), true, b)), TMsg::Text(out))
                     }
-                    AxMsg::Binary(b) => {
-                        p.rec().binary(&sid, true, &b);
-                        TMsg::binary(b)
-                    }
-                    AxMsg::Ping(b) => TMsg::Ping(b),
-                    AxMsg::Pong(b) => TMsg::Pong(b),
+                    AxMsg::Binary(b) => (Some(Event::Binary(sid.clone(), true, b.clone())), TMsg::Binary(b)),
+                    AxMsg::Ping(b) => (None, TMsg::Ping(b)),
+                    AxMsg::Pong(b) => (None, TMsg::Pong(b)),
                     AxMsg::Close(_) => break,
                 };
+                if let Some(e) = event && !p.queue.push(e).await {
+                    break;
+                }
                 if u_tx.send(out).await.is_err() {
                     break;
                 }
             }
             m = u_rx.next() => {
                 let Some(Ok(m)) = m else { break };
-                let out = match m {
+                let (event, out) = match m {
                     TMsg::Text(t) => {
-                        if let Ok(EioPacket::Open(o)) = EioPacket::decode(t.as_str()) {
-                            let mut rec = p.rec();
-                            match rec.sessions.remove(&sid) {
-                                Some(s) => {
-                                    rec.sessions.insert(o.sid.clone(), s);
-                                }
-                                None => rec.open(&o.sid),
+                        if t.starts_with('0')
+                            && let Ok(EioPacket::Open(o)) = EioPacket::decode(t.as_str())
+                        {
+                            let new: Arc<str> = o.sid.into();
+                            if !p.queue.push(Event::Rename(sid.clone(), new.clone())).await {
+                                break;
                             }
-                            sid = o.sid.clone();
+                            sid = new;
                         }
-                        p.rec().frame(&sid, false, t.as_str());
-                        AxMsg::Text(t.as_str().into())
+                        let b = Bytes::from(t);
+                        let Ok(out) = AxText::try_from(b.clone()) else { break };
+                        (Some(Event::Text(sid.clone(), false, b)), AxMsg::Text(out))
                     }
-                    TMsg::Binary(b) => {
-                        p.rec().binary(&sid, false, &b);
-                        AxMsg::Binary(b)
-                    }
-                    TMsg::Ping(b) => AxMsg::Ping(b),
-                    TMsg::Pong(b) => AxMsg::Pong(b),
+                    TMsg::Binary(b) => (Some(Event::Binary(sid.clone(), false, b.clone())), AxMsg::Binary(b)),
+                    TMsg::Ping(b) => (None, AxMsg::Ping(b)),
+                    TMsg::Pong(b) => (None, AxMsg::Pong(b)),
                     TMsg::Close(_) => break,
                     TMsg::Frame(_) => continue,
                 };
+                if let Some(e) = event && !p.queue.push(e).await {
+                    break;
+                }
                 if c_tx.send(out).await.is_err() {
                     break;
                 }
@@ -490,10 +777,11 @@ async fn pump(p: Arc<Proxy>, client: WebSocket, upstream: Upstream, mut sid: Str
     }
     let _ = c_tx.close().await;
     let _ = u_tx.close().await;
-    p.rec().close(&sid);
+    p.queue.push(Event::Close(sid)).await;
 }
 
-/// Long-polling requests and the HTTP API: forwarded as is, their packets or bodies recorded.
+/// Long-polling requests and the HTTP API: forwarded as is, their packets or bodies queued for
+/// their lanes (a request's before it is forwarded, an answer's before it is returned).
 async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
     let method = req.method().clone();
     let content_type = req.headers().get("content-type").cloned();
@@ -503,40 +791,38 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
         Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, e.to_string()).into_response(),
     };
     let polling = uri.path().starts_with("/socket.io");
-    let sid = query_sid(&uri);
-    if polling
-        && method == axum::http::Method::POST
-        && let (Some(sid), Ok(text)) = (&sid, std::str::from_utf8(&body))
+    let sid: Option<Arc<str>> = query_sid(&uri).map(Into::into);
+    let stopped = || (StatusCode::SERVICE_UNAVAILABLE, "the recorder stopped").into_response();
+    let queued = if !polling {
+        p.queue
+            .push(Event::HttpRequest {
+                method: method.as_str().to_string(),
+                path: uri.path().to_string(),
+                query: uri.query().map(str::to_string),
+                content_type: content_type
+                    .as_ref()
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string),
+                body: body.clone(),
+            })
+            .await
+    } else if method == axum::http::Method::POST
+        && let Some(sid) = &sid
     {
-        let mut rec = p.rec();
-        for packet in text.split('\u{1e}') {
-            rec.frame(sid, true, packet);
-        }
-    }
-    if !polling {
-        // Method, path, query string and body, enough for `replay bridle` to send it again.
-        let json_body = serde_json::from_slice::<Value>(&body).ok();
-        let mut req_json = json!({
-            "method": method.as_str(),
-            "path": uri.path(),
-            "body": json_body.clone().unwrap_or(Value::Null),
-        });
-        if let Some(q) = uri.query() {
-            req_json["query"] = json!(q);
-        }
-        if json_body.is_none() && !body.is_empty() {
-            req_json["bodyText"] = json!(String::from_utf8_lossy(&body));
-            if let Some(ct) = content_type.as_ref().and_then(|v| v.to_str().ok()) {
-                req_json["contentType"] = json!(ct);
-            }
-        }
-        p.rec().http(uri.path(), "http→hub", &req_json);
+        p.queue
+            .push(Event::PollPost(sid.clone(), body.clone()))
+            .await
+    } else {
+        true
+    };
+    if !queued {
+        return stopped();
     }
     let url = format!("{}{path_q}", p.cfg.upstream.trim_end_matches('/'));
     let mut rb = p
         .http
         .request(method.clone(), url)
-        .body(body.clone())
+        .body(body)
         .timeout(std::time::Duration::from_secs(180));
     if let Some(ct) = &content_type {
         rb = rb.header("content-type", ct.clone());
@@ -546,40 +832,33 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
         Err(e) => return (StatusCode::BAD_GATEWAY, format!("upstream: {e}")).into_response(),
     };
     let status = resp.status();
+    let mut queued = true;
     if polling
         && !status.is_success()
         && let Some(sid) = &sid
     {
         // The hub refused this session (unknown or closed id): its state goes now.
-        let mut rec = p.rec();
-        if rec.knows(sid) {
-            rec.close(sid);
-        }
+        queued &= p.queue.push(Event::Close(sid.clone())).await;
     }
     let rct = resp.headers().get("content-type").cloned();
     let rbody = resp.bytes().await.unwrap_or_default();
     if polling && method == axum::http::Method::GET {
-        if let Ok(text) = std::str::from_utf8(&rbody) {
-            let mut rec = p.rec();
-            let mut sid = sid.clone();
-            for packet in text.split('\u{1e}') {
-                if let Ok(EioPacket::Open(o)) = EioPacket::decode(packet)
-                    && status.is_success()
-                {
-                    rec.open(&o.sid);
-                    sid = Some(o.sid);
-                }
-                if let Some(sid) = &sid {
-                    rec.frame(sid, false, packet);
-                }
-            }
-        }
+        queued &= p
+            .queue
+            .push(Event::PollGet(sid, status.is_success(), rbody.clone()))
+            .await;
     } else if !polling {
-        let resp_json = json!({
-            "status": status.as_u16(),
-            "body": serde_json::from_slice::<Value>(&rbody).unwrap_or(Value::Null),
-        });
-        p.rec().http(uri.path(), "hub→http", &resp_json);
+        queued &= p
+            .queue
+            .push(Event::HttpResponse {
+                path: uri.path().to_string(),
+                status: status.as_u16(),
+                body: rbody.clone(),
+            })
+            .await;
+    }
+    if !queued {
+        return stopped();
     }
     let mut out = Response::new(Body::from(rbody));
     *out.status_mut() = status;

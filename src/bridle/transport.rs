@@ -99,9 +99,15 @@ enum Cmd {
 pub struct Engine {
     pub open: OpenInfo,
     cmd: mpsc::UnboundedSender<Cmd>,
-    rx: mpsc::Receiver<Incoming>,
+    /// Each frame with when the connection read it.
+    rx: mpsc::Receiver<(Instant, Incoming)>,
     task: tokio::task::JoinHandle<()>,
     closed: Option<CloseReason>,
+    /// When the connection read the frame [`Engine::next`] returned last (replay measures the
+    /// hub's cadence from it, not from when the caller got round to the frame).
+    arrived: Option<Instant>,
+    /// The TCP socket, to see bytes that arrived but were not read yet.
+    fd: Option<std::os::fd::RawFd>,
 }
 
 impl Drop for Engine {
@@ -144,6 +150,10 @@ impl Engine {
         .await
         .map_err(|_| ConnectError::Timeout(opts.open_timeout))?
         .map_err(|e| ConnectError::Upgrade(e.to_string()))?;
+        let fd = match ws.get_ref() {
+            tokio_tungstenite::MaybeTlsStream::Plain(s) => Some(std::os::fd::AsRawFd::as_raw_fd(s)),
+            _ => None,
+        };
         let (sink, stream) = ws.split();
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let (tx, rx) = mpsc::channel(opts.buffer.max(1));
@@ -159,6 +169,8 @@ impl Engine {
             rx,
             task,
             closed: None,
+            arrived: None,
+            fd,
         };
         match engine.next(deadline).await {
             Some(Incoming::Packet(EioPacket::Open(o), _)) => {
@@ -183,7 +195,8 @@ impl Engine {
                 self.closed = Some(CloseReason::Abrupt);
                 Some(Incoming::Closed(CloseReason::Abrupt))
             }
-            Ok(Some(i)) => {
+            Ok(Some((at, i))) => {
+                self.arrived = Some(at);
                 if let Incoming::Closed(r) = &i {
                     self.closed = Some(r.clone());
                 }
@@ -213,6 +226,27 @@ impl Engine {
     pub fn is_closed(&self) -> bool {
         self.closed.is_some() || self.task.is_finished()
     }
+
+    /// When the frame [`Engine::next`] returned last was read off the connection.
+    pub fn last_arrival(&self) -> Option<Instant> {
+        self.arrived
+    }
+
+    /// Whether the connection has more to give than [`Engine::next`] returned so far: frames
+    /// read and waiting, or bytes on the socket not read yet (0 once it closed).
+    pub fn has_unread(&self) -> bool {
+        if !self.rx.is_empty() {
+            return true;
+        }
+        let Some(fd) = self.fd.filter(|_| !self.is_closed()) else {
+            return false;
+        };
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer; the socket is still open (the
+        // pump that owns it is running), and an error only reads as "nothing".
+        let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+        r == 0 && n > 0
+    }
 }
 
 type WsStream =
@@ -222,7 +256,7 @@ async fn pump(
     mut sink: futures_util::stream::SplitSink<WsStream, Message>,
     mut stream: futures_util::stream::SplitStream<WsStream>,
     mut cmd: mpsc::UnboundedReceiver<Cmd>,
-    tx: mpsc::Sender<Incoming>,
+    tx: mpsc::Sender<(Instant, Incoming)>,
     auto_pong: bool,
 ) {
     loop {
@@ -230,7 +264,7 @@ async fn pump(
             c = cmd.recv() => match c {
                 Some(Cmd::Send(m)) => {
                     if let Err(e) = sink.send(m).await {
-                        let _ = tx.send(Incoming::Closed(CloseReason::Transport(e.to_string()))).await;
+                        let _ = tx.send((Instant::now(), Incoming::Closed(CloseReason::Transport(e.to_string())))).await;
                         return;
                     }
                 }
@@ -238,6 +272,7 @@ async fn pump(
                 Some(Cmd::Abort) | None => return,
             },
             m = stream.next() => {
+                let at = Instant::now();
                 let incoming = match m {
                     None => Incoming::Closed(CloseReason::Abrupt),
                     Some(Err(e)) => Incoming::Closed(classify(&e)),
@@ -255,7 +290,7 @@ async fn pump(
                     Some(Ok(_)) => continue, // WebSocket ping/pong frames
                 };
                 let end = matches!(incoming, Incoming::Closed(_));
-                if tx.send(incoming).await.is_err() || end {
+                if tx.send((at, incoming)).await.is_err() || end {
                     return;
                 }
             }

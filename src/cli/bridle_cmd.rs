@@ -373,6 +373,10 @@ pub struct ReplayBridleArgs {
     /// Bound on each expected frame, in ms.
     #[arg(long, value_name = "DURATION", default_value_t = 3000, value_parser = super::args::parse_ms)]
     pub wait_ms: u64,
+    /// Listen for events beyond the recording for the full quiet window after each cell
+    /// (wait-ms / 10, 100-500 ms) instead of ending it once the hub is idle.
+    #[arg(long)]
+    pub fixed_windows: bool,
     /// The hub command.
     #[arg(last = true, value_name = "HUB COMMAND")]
     pub command: Vec<OsString>,
@@ -413,6 +417,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         jwt_secret,
         api_key,
         wait: Duration::from_millis(a.wait_ms),
+        fixed_windows: a.fixed_windows,
     };
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
