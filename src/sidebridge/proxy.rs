@@ -417,14 +417,9 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         println!("http://{addr}/");
         use std::io::Write;
         let _ = std::io::stdout().flush();
+        // `record sidebridge` installed bridgewire's signal handling (crate::signals).
         let shutdown = async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = term.recv() => {},
-            }
+            crate::signals::interrupted_async().await;
         };
         proxy.serve(shutdown).await?;
         Ok(())
