@@ -224,6 +224,18 @@ async fn replay_cells(
             }
         })
         .collect();
+    if write_current.is_some() {
+        // What the recording holds is known too (a recording made with --keep-key, or by
+        // another recorder, carries the key the bridge may echo back).
+        for r in &runs {
+            for p in &r.pairs {
+                let _ = super::proxy::redacted_line(&secrets, &p.request, false, key);
+                if let Some((rep, _, _)) = &p.reply {
+                    let _ = super::proxy::redacted_line(&secrets, rep, false, key);
+                }
+            }
+        }
+    }
     let mut order: Vec<(f64, f64, usize, usize)> = Vec::new();
     for (ci, r) in runs.iter().enumerate() {
         if !r.problems.is_empty() {

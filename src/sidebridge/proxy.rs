@@ -214,9 +214,14 @@ pub fn redacted_line(
     key: Option<&str>,
 ) -> Vec<u8> {
     let mut e = e.clone();
-    if !keep_key {
+    {
         for (k, v) in &e.headers {
-            if crate::redact::is_secret_header(k) {
+            // --keep-key keeps the key headers; every other credential header (Cookie,
+            // X-Api-Key, …) is never kept, so its value is learned either way.
+            let key_header = wire::SECRET_HEADERS
+                .iter()
+                .any(|s| k.eq_ignore_ascii_case(s));
+            if crate::redact::is_secret_header(k) && !(keep_key && key_header) {
                 secrets.learn(v);
                 if let Some((_, cred)) = v.split_once(' ') {
                     secrets.learn(cred.trim()); // `Bearer <token>`, `Basic <…>`
