@@ -1439,3 +1439,53 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         named.join("\n")
     );
 }
+
+/// `lanes` shows a raw recording (`--no-redact`, another recorder) redacted in every view, and
+/// as stored only with `--no-redact`.
+#[test]
+fn lanes_shows_raw_recordings_redacted_unless_no_redact() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("rec");
+    let secret = "S3CR3T-lanes-raw-0042";
+    let mut child = Command::new(BRIDGEWIRE)
+        .args(["record", "bb", "--no-redact", "--dir"])
+        .arg(&root)
+        .args(["--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The key first, then an echo of it in a non-secret position.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"m","params":{{"threadId":"t1","apiKey":"{secret}"}}}}"#
+    )
+    .unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"n","params":{{"threadId":"t1","text":"say {secret}"}}}}"#
+    )
+    .unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let cell = root.join("t1");
+    let raw = std::fs::read_to_string(cell.join("runtime→bridge.ndjson")).unwrap();
+    assert!(raw.contains(secret), "recorded raw: {raw}");
+    let lanes = |extra: &[&str]| {
+        let out = Command::new(BRIDGEWIRE)
+            .args(["lanes", "--color", "never"])
+            .args(extra)
+            .arg(&cell)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for view in [&[][..], &["--json"], &["--raw"]] {
+        let shown = lanes(view);
+        assert!(shown.contains("say [redacted]"), "{view:?}: {shown}");
+        assert!(!shown.contains(secret), "{view:?}: {shown}");
+    }
+    assert!(lanes(&["--raw", "--no-redact"]).contains(&format!("say {secret}")));
+}
