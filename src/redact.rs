@@ -56,6 +56,13 @@ use serde_json::Value;
 
 pub const REDACTED: &str = "[redacted]";
 
+/// A value some redaction already replaced: `[redacted]`, `[redacted:other]`, `Bearer
+/// [redacted]`, `sid=[redacted]`, or bb's checked-in marker (`REDACTED`, `sk-REDACTED`). Left
+/// as it is (and never learned), so redacting twice changes nothing.
+pub fn is_redacted(s: &str) -> bool {
+    s.contains("[redacted") || s.ends_with("REDACTED")
+}
+
 const SECRET_SUFFIXES: &[&str] = &[
     "token",
     "secret",
@@ -181,7 +188,7 @@ fn redact_url_into(url: &str, replaced: &mut Vec<String>) -> Option<String> {
         .split('&')
         .map(|kv| match kv.split_once('=') {
             Some((k, v))
-                if !v.is_empty() && v != REDACTED && is_secret_param(&percent_decode(k)) =>
+                if !v.is_empty() && !is_redacted(v) && is_secret_param(&percent_decode(k)) =>
             {
                 changed = true;
                 replaced.push(percent_decode(v));
@@ -244,7 +251,7 @@ impl Walk {
             return;
         }
         match v {
-            Value::String(s) if s != REDACTED => {
+            Value::String(s) if !is_redacted(s) => {
                 self.replaced.push(std::mem::replace(s, REDACTED.into()));
             }
             Value::Array(a) => a
@@ -272,7 +279,7 @@ impl Walk {
                 for (k, x) in m.iter_mut() {
                     if is_secret_key(k) {
                         match x {
-                            Value::String(s) if s != REDACTED => {
+                            Value::String(s) if !is_redacted(s) => {
                                 self.replaced.push(std::mem::replace(s, REDACTED.into()));
                             }
                             Value::Array(_) | Value::Object(_) => {
@@ -302,7 +309,7 @@ impl Walk {
 
     fn take(&mut self, v: &mut Value) {
         match v {
-            Value::String(s) if s != REDACTED => {
+            Value::String(s) if !is_redacted(s) => {
                 self.replaced.push(std::mem::replace(s, REDACTED.into()));
             }
             Value::Array(_) | Value::Object(_) => self.replace_strings(v, 0),
@@ -381,7 +388,7 @@ fn structural_value(line: &str) -> Result<Option<(String, Vec<String>)>, ()> {
 fn learnable(replaced: &[String]) -> Vec<String> {
     let mut secrets: Vec<String> = replaced
         .iter()
-        .filter(|s| s.encode_utf16().count() >= 8 && s.as_str() != REDACTED)
+        .filter(|s| s.encode_utf16().count() >= 8 && !is_redacted(s))
         .cloned()
         .collect();
     secrets.sort_by_key(|s| std::cmp::Reverse(s.encode_utf16().count()));
@@ -459,7 +466,7 @@ fn bytes_pass(b: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
                 let e = string_end(i)?;
                 if secret || all {
                     let v = decode(i, e);
-                    if v != REDACTED {
+                    if !is_redacted(&v) {
                         edits.push((i, e));
                         replaced.push(v);
                     }
@@ -585,7 +592,7 @@ impl Secrets {
 
     /// Remembers a secret value (ignored below 8 UTF-16 units: too likely to be ordinary text).
     pub fn learn(&self, value: &str) {
-        if value.encode_utf16().count() < 8 || value == REDACTED {
+        if value.encode_utf16().count() < 8 || is_redacted(value) {
             return;
         }
         let mut k = self.known.write().unwrap_or_else(|e| e.into_inner());

@@ -796,10 +796,14 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         .as_bytes(),
     );
     let bb_rec = rec.join("bb");
-    {
+    // The same session recorded raw too (`--no-redact`): the input of the second half, where
+    // the commands that read recordings must redact what they show and write themselves.
+    let raw = root.join("raw");
+    for (dir, flags) in [(&bb_rec, &[][..]), (&raw.join("bb"), &["--no-redact"][..])] {
         let mut cmd = Command::new(BRIDGEWIRE);
         cmd.args(["record", "bb", "--provider", "py", "--dir"])
-            .arg(&bb_rec)
+            .arg(dir)
+            .args(flags)
             .arg("--")
             .args(py_bb_bridge())
             .env("PYTHONIOENCODING", "utf-8:surrogateescape")
@@ -880,7 +884,7 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
     up.args(["-c", ECHO_SERVER]);
     let (upstream, up_url) = start(up);
     let sb_rec = rec.join("sb");
-    {
+    for (dir, flags) in [(&sb_rec, &[][..]), (&raw.join("sb"), &["--keep-key"][..])] {
         let mut rc = Command::new(BRIDGEWIRE);
         rc.args([
             "record",
@@ -891,7 +895,8 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
             &format!("{up_url}/"),
         ])
         .arg("--dir")
-        .arg(&sb_rec);
+        .arg(dir)
+        .args(flags);
         let (proxy, url) = start(rc);
         let (cookie, proxy_auth, bearer) = (
             format!("sid={sb_cookie}; theme=dark"),
@@ -1084,7 +1089,14 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
             p(&d.join("r.html")),
         ]
     };
-    for (proto, dir) in [("bb", &bb_rec), ("sb", &sb_rec), ("br", &br_rec)] {
+    let (raw_bb, raw_sb) = (raw.join("bb"), raw.join("sb"));
+    for (proto, dir) in [
+        ("bb", &bb_rec),
+        ("sb", &sb_rec),
+        ("br", &br_rec),
+        ("rawbb", &raw_bb),
+        ("rawsb", &raw_sb),
+    ] {
         for f in formats {
             let mut a = sv(&["pins", "--format", f, "--dump-dir"]);
             a.push(p(&out.join(format!("pins-dump-{proto}-{f}"))));
@@ -1132,7 +1144,12 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
             }
         }
     }
-    for f in formats {
+    let raw_bb_cell = raw_bb.join("py/thr_sweep");
+    for (f, cell) in [
+        ("text", &bb_cell),
+        ("json", &bb_cell),
+        ("text", &raw_bb_cell),
+    ] {
         let mut a = sv(&[
             "replay",
             "bb",
@@ -1143,10 +1160,26 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
             "--format",
             f,
         ]);
-        a.push(p(&bb_cell));
+        a.push(p(cell));
         a.push("--".into());
         a.extend(bridge.clone());
         runs.push((sv(&["replay", "bb"]), a));
+        let mut a = sv(&[
+            "rerecord",
+            "bb",
+            "--timeout-ms",
+            "8000",
+            "--verbose",
+            "--stats",
+            "--format",
+            f,
+        ]);
+        a.push(p(cell));
+        a.push("--".into());
+        a.extend(bridge.clone());
+        runs.push((sv(&["rerecord", "bb"]), a));
+    }
+    for f in formats {
         let mut a = sv(&["check", "bb", "--timeout-ms", "3000", "--config"]);
         a.push(p(&config));
         a.extend(sv(&["--format", f]));
@@ -1220,20 +1253,6 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         a.extend(reports("check-bridle-agent", f));
         a.extend(["--".into(), agent_bin.clone()]);
         runs.push((sv(&["check", "bridle", "agent"]), a));
-        let mut a = sv(&[
-            "rerecord",
-            "bb",
-            "--timeout-ms",
-            "8000",
-            "--verbose",
-            "--stats",
-            "--format",
-            f,
-        ]);
-        a.push(p(&bb_cell));
-        a.push("--".into());
-        a.extend(bridge.clone());
-        runs.push((sv(&["rerecord", "bb"]), a));
     }
     let mut a = sv(&[
         "replay",
@@ -1248,6 +1267,7 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         "--key".into(),
         sb_cli_key.clone(),
         p(&sb_rec),
+        p(&raw_sb),
     ]);
     runs.push((sv(&["replay", "sidebridge"]), a));
     let mut a = sv(&["replay", "bridle", "--wait-ms", "3000", "--url"]);
@@ -1263,18 +1283,22 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
     // package / redact / record-cells.
     let tsv = root.join("cells.tsv");
     std::fs::write(&tsv, "py\tsweep\tthr_sweep\n").unwrap();
-    let mut a = sv(&["package", "--raw"]);
-    a.extend([
-        p(&bb_rec),
-        "--cells".into(),
-        p(&tsv),
-        "--out".into(),
-        p(&out.join("package")),
-    ]);
-    runs.push((sv(&["package"]), a));
-    let mut a = sv(&["redact", "--out"]);
-    a.extend([p(&out.join("redact")), p(&rec)]);
-    runs.push((sv(&["redact"]), a));
+    for (from, to) in [(&bb_rec, "package"), (&raw_bb, "package-raw")] {
+        let mut a = sv(&["package", "--raw"]);
+        a.extend([
+            p(from),
+            "--cells".into(),
+            p(&tsv),
+            "--out".into(),
+            p(&out.join(to)),
+        ]);
+        runs.push((sv(&["package"]), a));
+    }
+    for (from, to) in [(&rec, "redact"), (&raw, "redact-raw")] {
+        let mut a = sv(&["redact", "--out"]);
+        a.extend([p(&out.join(to)), p(from)]);
+        runs.push((sv(&["redact"]), a));
+    }
     let side_bridge = sv(&[
         "python3",
         concat!(
@@ -1332,6 +1356,20 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         }
     }
 
+    // The raw recordings are input (unredacted on purpose); what the commands write into
+    // them (pins, `.current` lanes) is output and is searched.
+    let raw_inputs: Vec<(std::path::PathBuf, Vec<u8>)> = walkdir::WalkDir::new(&raw)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    assert!(
+        raw_inputs
+            .iter()
+            .any(|(_, b)| String::from_utf8_lossy(b).contains(&bb_api)),
+        "the raw recording holds the secrets"
+    );
     let mut ran = Vec::new();
     for (_, a) in &runs {
         let r = run_bw(root, a);
@@ -1351,6 +1389,11 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
     }
     // The inputs the user wrote (the config) are not output; everything else under root is.
     std::fs::remove_file(&config).unwrap();
+    for (path, bytes) in &raw_inputs {
+        if std::fs::read(path).ok().as_ref() == Some(bytes) {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
     let extra_refs: Vec<(&str, &[u8])> = extra
         .iter()
         .map(|(w, b)| (w.as_str(), b.as_slice()))

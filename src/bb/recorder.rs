@@ -334,6 +334,8 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
             })?
     };
     let status = child.wait()?;
+    // What the bridge left running would hold its stdout open (and outlive the recording).
+    crate::proc::kill_wrapped_leftovers();
     let _ = from_bridge.join();
     // The runtime may keep its end open after the bridge is gone; stdin is not ours to wait on.
     if to_bridge.is_finished() {
@@ -593,6 +595,7 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
             );
         })?;
     let status = child.wait()?;
+    crate::proc::kill_wrapped_leftovers();
     let _ = from_provider.join();
     if to_provider.is_finished() {
         let _ = to_provider.join();

@@ -5,6 +5,7 @@
 use super::rules::{self, id};
 use super::spawn::ChildGuard;
 use super::{AGENT_NSP, text_parts};
+use crate::report::live::VerdictLog;
 use crate::rule::{SubCheck, Verdict};
 use serde_json::{Value, json};
 use socketioxide::SocketIo;
@@ -28,6 +29,8 @@ pub struct AgentCheck {
     pub turn_wait: Duration,
     /// Bound on reconnection after the hub restarts (the spec's agents retry after 3 s).
     pub reconnect_wait: Duration,
+    /// Where verdicts go as they are reached (for the partial report of an interrupted run).
+    pub live: Option<crate::report::live::Live>,
 }
 
 #[derive(Debug)]
@@ -251,7 +254,11 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
 
 /// Runs the agent rules; verdicts in catalogue order.
 pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
-    let mut out = Vec::new();
+    agent_rules(c).await.into_vec()
+}
+
+async fn agent_rules(c: &AgentCheck) -> VerdictLog {
+    let mut out = VerdictLog::new(c.live.clone());
     let mut hub =
         match FakeHub::start("127.0.0.1:0".parse().expect("addr"), c.api_key.clone()).await {
             Ok(h) => h,
@@ -456,7 +463,7 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
 }
 
 /// One fault, one verdict: `agent-auth` fails with the cause, every later rule is not run.
-fn not_connected(mut out: Vec<Verdict>, why: String) -> Vec<Verdict> {
+fn not_connected(mut out: VerdictLog, why: String) -> VerdictLog {
     out.push(Verdict::fail(id::AGENT_AUTH, why));
     for r in &id::AGENT[1..] {
         out.push(Verdict::not_run(

@@ -34,6 +34,8 @@ pub struct HubCheck {
     pub sync_timeout: Duration,
     /// Only these rule ids (all when empty).
     pub only: Vec<String>,
+    /// Where verdicts go as they are reached (for the partial report of an interrupted run).
+    pub live: Option<crate::report::live::Live>,
 }
 
 /// The events the spec lists from the hub to a browser (`Events: Hub -> Browser`).
@@ -325,7 +327,7 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         },
         tally: Tally::default(),
     };
-    let mut out = Vec::new();
+    let mut out = crate::report::live::VerdictLog::new(c.live.clone());
     for &rule in id::HUB {
         if !c.only.is_empty() && !c.only.iter().any(|o| o == rule) {
             continue;
@@ -349,7 +351,7 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         }
         out.push(Verdict::from_subchecks(rule, subs));
     }
-    out
+    out.into_vec()
 }
 
 async fn run_rule(ctx: &Ctx<'_>, rule: &str, subs: &Subs) {

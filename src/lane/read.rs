@@ -460,12 +460,11 @@ pub fn peek_key(bytes: &[u8]) -> Option<super::SeqKey> {
     let rest = bytes.strip_prefix(b"{\"ts\":")?;
     let comma = memchr::memchr(b',', rest)?;
     let rest = &rest[comma + 1..];
-    let (run, rest) = if let Some(r) = rest.strip_prefix(b"\"run\":") {
-        let comma = memchr::memchr(b',', r)?;
-        (parse_num(&r[..comma])?, &r[comma + 1..])
-    } else {
-        (0.0, rest)
-    };
+    // Without `run` in its place the line may still carry one later (`{"ts":…,"seq":…,"run":…}`):
+    // reading it as run 0 let an unsorted lane pass the pre-scan; the full parse decides.
+    let r = rest.strip_prefix(b"\"run\":")?;
+    let comma = memchr::memchr(b',', r)?;
+    let (run, rest) = (parse_num(&r[..comma])?, &r[comma + 1..]);
     let r = rest.strip_prefix(b"\"seq\":")?;
     let comma = memchr::memchr(b',', r)?;
     Some(super::SeqKey {
@@ -616,7 +615,8 @@ mod tests {
     fn peeks_keys_fast() {
         let k = peek_key(GOOD.as_bytes()).unwrap();
         assert_eq!((k.run, k.seq), (2.0, 3.0));
-        let k = peek_key(br#"{"ts":1,"seq":868.25,"dir":"x","line":""}"#).unwrap();
-        assert_eq!((k.run, k.seq), (0.0, 868.25));
+        // No `run` in bb's place: left to the full parse (it may come later in the line).
+        assert!(peek_key(br#"{"ts":1,"seq":868.25,"dir":"x","line":""}"#).is_none());
+        assert!(peek_key(br#"{"ts":1,"seq":2,"run":5,"dir":"x","line":""}"#).is_none());
     }
 }
