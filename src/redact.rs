@@ -233,9 +233,13 @@ fn percent_decode(s: &str) -> String {
 /// Cheap pre-filter: does the line have a key that could lead to a redaction? One structural
 /// pass over the keys (string values are skipped), so clean lines are never parsed.
 pub fn may_need_redaction(line: &[u8]) -> bool {
-    crate::rpc_scan::any_key(line, &|k| {
-        is_secret_key(k) || is_container_key(k) || is_url_key(k)
-    })
+    crate::rpc_scan::any_key(line, &key_may_matter)
+}
+
+/// Whether one object key could lead to a redaction: the test [`may_need_redaction`] applies to
+/// every key (for a caller that walks the keys itself, e.g. the recorder's fused scan).
+pub fn key_may_matter(k: &str) -> bool {
+    is_secret_key(k) || is_container_key(k) || is_url_key(k)
 }
 
 struct Walk {
@@ -402,6 +406,11 @@ fn structural(line: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
     if !may_need_redaction(line) {
         return None;
     }
+    structural_unfiltered(line)
+}
+
+/// [`structural`] without its pre-filter.
+fn structural_unfiltered(line: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
     if let Ok(text) = std::str::from_utf8(line)
         && let Ok(r) = structural_value(text)
     {
@@ -685,12 +694,22 @@ impl Secrets {
     /// Redacts one lane line of any bytes: the structural pass (learning what it replaces),
     /// then every known value. `None` when nothing changed.
     pub fn redact_bytes(&self, line: &[u8]) -> Option<Vec<u8>> {
-        let first = structural(line).map(|(out, replaced)| {
-            for s in &replaced {
-                self.learn(s);
-            }
-            out
-        });
+        self.redact_bytes_scanned(line, may_need_redaction(line))
+    }
+
+    /// [`Secrets::redact_bytes`] for a caller that already has [`may_need_redaction`]'s answer
+    /// for `line` (`keys_may_matter`, e.g. from the recorder's fused scan with
+    /// [`key_may_matter`]), so the line's keys are not walked twice.
+    pub fn redact_bytes_scanned(&self, line: &[u8], keys_may_matter: bool) -> Option<Vec<u8>> {
+        let first = keys_may_matter
+            .then(|| structural_unfiltered(line))
+            .flatten()
+            .map(|(out, replaced)| {
+                for s in &replaced {
+                    self.learn(s);
+                }
+                out
+            });
         let base = first.as_deref().unwrap_or(line);
         match self.known_pass(base) {
             Some(out) => Some(out),

@@ -150,49 +150,73 @@ s.serve_forever()
 /// `X-Api-Key` and `Proxy-Authorization` headers.
 #[test]
 fn record_sidebridge_keeps_no_credential() {
-    let secrets = [
-        "S3CR3T-query-0001",
-        "S3CR3T-cookie-0002",
-        "S3CR3T-xapikey-0003",
-        "S3CR3T-proxyauth-0004",
-        "S3CR3T-sbkey-0005",
-        "S3CR3T-body-0006",
-        "S3CR3T-bearer-0007",
-        "S3CR3T-setcookie-0009",
-    ];
-    let t = tempfile::tempdir().unwrap();
-    let mut up = Command::new("python3");
-    up.args(["-c", ECHO_SERVER]);
-    let (upstream, up_url) = start(up);
-    let mut rec = Command::new(BRIDGEWIRE);
-    rec.args(["record", "sidebridge", "--upstream", &format!("{up_url}/")])
-        .arg("--dir")
-        .arg(t.path());
-    let (proxy, url) = start(rec);
-    let body = r#"{"chatId":"c1","text":"hello","apiKey":"S3CR3T-body-0006","messages":[]}"#;
-    let reply = http(
-        &url,
-        "POST",
-        "/?key=S3CR3T-query-0001&mode=x",
-        &[
-            ("Content-Type", "application/json"),
-            ("Cookie", "sid=S3CR3T-cookie-0002; theme=dark"),
-            ("X-Api-Key", "S3CR3T-xapikey-0003"),
-            ("Proxy-Authorization", "Basic S3CR3T-proxyauth-0004"),
-            ("x-sidebridge-key", "S3CR3T-sbkey-0005"),
-            ("Authorization", "Bearer S3CR3T-bearer-0007"),
-        ],
-        body,
-    );
-    assert!(
-        reply.starts_with("HTTP/1.1 200") && reply.contains("S3CR3T-cookie-0002"),
-        "the exchange crossed unchanged: {reply}"
-    );
-    let err = stop(proxy);
-    let _ = stop(upstream);
-    assert!(files_under(t.path()) >= 2, "both lanes were written");
-    let hits = sweep(t.path(), &[("stderr", &err)], &secrets);
-    assert!(hits.is_empty(), "secrets on disk: {hits:#?}");
+    // `--keep-key` keeps the key headers (x-sidebridge-key, Authorization) on purpose; every
+    // other credential, and its echo in the reply, goes either way (with --keep-key the echoes
+    // of Cookie / X-Api-Key / Proxy-Authorization were recorded).
+    for keep_key in [false, true] {
+        let mut secrets = vec![
+            "S3CR3T-query-0001",
+            "S3CR3T-cookie-0002",
+            "S3CR3T-xapikey-0003",
+            "S3CR3T-proxyauth-0004",
+            "S3CR3T-body-0006",
+            "S3CR3T-setcookie-0009",
+        ];
+        if !keep_key {
+            secrets.extend(["S3CR3T-sbkey-0005", "S3CR3T-bearer-0007"]);
+        }
+        let t = tempfile::tempdir().unwrap();
+        let mut up = Command::new("python3");
+        up.args(["-c", ECHO_SERVER]);
+        let (upstream, up_url) = start(up);
+        let mut rec = Command::new(BRIDGEWIRE);
+        rec.args(["record", "sidebridge", "--upstream", &format!("{up_url}/")])
+            .arg("--dir")
+            .arg(t.path());
+        if keep_key {
+            rec.arg("--keep-key");
+        }
+        let (proxy, url) = start(rec);
+        let body = r#"{"chatId":"c1","text":"hello","apiKey":"S3CR3T-body-0006","messages":[]}"#;
+        let reply = http(
+            &url,
+            "POST",
+            "/?key=S3CR3T-query-0001&mode=x",
+            &[
+                ("Content-Type", "application/json"),
+                ("Cookie", "sid=S3CR3T-cookie-0002; theme=dark"),
+                ("X-Api-Key", "S3CR3T-xapikey-0003"),
+                ("Proxy-Authorization", "Basic S3CR3T-proxyauth-0004"),
+                ("x-sidebridge-key", "S3CR3T-sbkey-0005"),
+                ("Authorization", "Bearer S3CR3T-bearer-0007"),
+            ],
+            body,
+        );
+        assert!(
+            reply.starts_with("HTTP/1.1 200") && reply.contains("S3CR3T-cookie-0002"),
+            "the exchange crossed unchanged: {reply}"
+        );
+        let err = stop(proxy);
+        let _ = stop(upstream);
+        assert!(files_under(t.path()) >= 2, "both lanes were written");
+        let hits = sweep(t.path(), &[("stderr", &err)], &secrets);
+        assert!(
+            hits.is_empty(),
+            "--keep-key {keep_key}: secrets on disk: {hits:#?}"
+        );
+        if keep_key {
+            let lanes = walkdir::WalkDir::new(t.path())
+                .into_iter()
+                .flatten()
+                .filter(|e| e.file_type().is_file())
+                .map(|e| std::fs::read_to_string(e.path()).unwrap())
+                .collect::<String>();
+            assert!(
+                lanes.contains("S3CR3T-sbkey-0005"),
+                "--keep-key kept the key"
+            );
+        }
+    }
 }
 
 /// issue 15: `record bridle` recorded an apiKey or a JWT inside an HTTP API body.
@@ -1438,4 +1462,115 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         "planted secrets found:\n{}",
         named.join("\n")
     );
+}
+
+/// `lanes` shows a raw recording (`--no-redact`, another recorder) redacted in every view, and
+/// as stored only with `--no-redact`.
+#[test]
+fn lanes_shows_raw_recordings_redacted_unless_no_redact() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("rec");
+    let secret = "S3CR3T-lanes-raw-0042";
+    let mut child = Command::new(BRIDGEWIRE)
+        .args(["record", "bb", "--no-redact", "--dir"])
+        .arg(&root)
+        .args(["--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The key first, then an echo of it in a non-secret position.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"m","params":{{"threadId":"t1","apiKey":"{secret}"}}}}"#
+    )
+    .unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"n","params":{{"threadId":"t1","text":"say {secret}"}}}}"#
+    )
+    .unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let cell = root.join("t1");
+    let raw = std::fs::read_to_string(cell.join("runtime→bridge.ndjson")).unwrap();
+    assert!(raw.contains(secret), "recorded raw: {raw}");
+    let lanes = |extra: &[&str]| {
+        let out = Command::new(BRIDGEWIRE)
+            .args(["lanes", "--color", "never"])
+            .args(extra)
+            .arg(&cell)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for view in [&[][..], &["--json"], &["--raw"]] {
+        let shown = lanes(view);
+        assert!(shown.contains("say [redacted]"), "{view:?}: {shown}");
+        assert!(!shown.contains(secret), "{view:?}: {shown}");
+    }
+    assert!(lanes(&["--raw", "--no-redact"]).contains(&format!("say {secret}")));
+}
+
+/// `redact` (and `package`, which redacts the same way) on a raw recording: a non-UTF-8 line's
+/// bytes (`lineBase64`), and a value stated under a secret key in one file but echoed in a file
+/// read before it, used to survive.
+#[test]
+fn redact_command_covers_raw_bytes_and_values_from_other_files() {
+    let t = tempfile::tempdir().unwrap();
+    let cell = t.path().join("in/p/c");
+    std::fs::create_dir_all(&cell).unwrap();
+    let (key, bytes_key) = ("S3CR3T-redact-key-0051", "S3CR3T-redact-bytes-0052");
+    let entry = |seq: u32, dir: &str, line: &str| {
+        format!(
+            r#"{{"ts":1,"run":1,"seq":{seq},"dir":"{dir}","line":{}}}"#,
+            serde_json::to_string(line).unwrap()
+        )
+    };
+    let mut raw_line = br#"{"jsonrpc":"2.0","method":"x","params":{"note":"a"#.to_vec();
+    raw_line.push(0xff);
+    raw_line.extend_from_slice(format!(r#"","apiKey":"{bytes_key}"}}}}"#).as_bytes());
+    let b64 = format!(
+        r#"{{"ts":1,"run":1,"seq":3,"dir":"runtime→bridge","line":{},"lineBase64":"{}"}}"#,
+        serde_json::to_string(&String::from_utf8_lossy(&raw_line)).unwrap(),
+        bridgewire::util::base64_encode(&raw_line)
+    );
+    std::fs::write(
+        cell.join("runtime→bridge.ndjson"),
+        format!(
+            "{}\n{b64}\n",
+            entry(1, "runtime→bridge", &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"apiKey":"{key}"}}}}"#))
+        ),
+    )
+    .unwrap();
+    // `bridge→runtime` sorts (and is read) before `runtime→bridge`.
+    std::fs::write(
+        cell.join("bridge→runtime.ndjson"),
+        entry(
+            2,
+            "bridge→runtime",
+            &format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"text":"echo {key}"}}}}"#),
+        ) + "\n",
+    )
+    .unwrap();
+    let out = t.path().join("out");
+    let o = Command::new(BRIDGEWIRE)
+        .arg("redact")
+        .arg(t.path().join("in"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let hits = sweep(&out, &[], &[key, bytes_key]);
+    assert!(hits.is_empty(), "{hits:#?}");
+    let echoed = std::fs::read_to_string(out.join("p/c/bridge→runtime.ndjson")).unwrap();
+    assert!(echoed.contains("echo [redacted]"), "{echoed}");
 }

@@ -119,3 +119,50 @@ proptest! {
         }
     }
 }
+
+/// `record bb`'s line splitter (`src/bb/recorder.rs`): the bytes a bridge or runtime writes,
+/// in reads of any size.
+mod line_splitter {
+    use super::super::{bytes, config};
+    use bridgewire::bb::recorder::{LineSplitter, Piece};
+    use proptest::prelude::*;
+
+    fn split(chunks: &[&[u8]]) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
+        let mut sp = LineSplitter::default();
+        let mut lines = Vec::new();
+        for c in chunks {
+            sp.feed(c, |p| match p {
+                Piece::Line(l) => lines.push(l.to_vec()),
+                Piece::Oversized(n) => panic!("a line of {n} bytes is not over 64 MiB"),
+            });
+        }
+        (lines, sp.finish())
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Any stream cut into any reads gives the lines of the whole stream (`\n` ends a
+        /// line, one `\r` before it is dropped, the unterminated tail comes last, as it came).
+        #[test]
+        fn lines_do_not_depend_on_how_reads_split_them(
+            stream in prop_oneof![bytes(600), prop::collection::vec(prop::sample::select(b"ab\r\n".to_vec()), 0..200)],
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+        ) {
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(stream.len() + 1)).collect();
+            at.push(0);
+            at.push(stream.len());
+            at.sort_unstable();
+            let chunks: Vec<&[u8]> = at.windows(2).map(|w| &stream[w[0]..w[1]]).collect();
+            let (lines, tail) = split(&chunks);
+            let mut want: Vec<&[u8]> = stream.split(|&b| b == b'\n').collect();
+            let last = want.pop().unwrap().to_vec(); // the tail is kept as it came
+            let want: Vec<Vec<u8>> = want
+                .into_iter()
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+                .collect();
+            prop_assert_eq!(lines, want);
+            prop_assert_eq!(tail.unwrap_or_default(), last);
+        }
+    }
+}

@@ -3,7 +3,7 @@
 
 use super::{bytes, config, deep_nesting, json, key, text};
 use bridgewire::jsjson::format_f64;
-use bridgewire::rpc_scan::{RpcInfo, any_key, scan, value_end};
+use bridgewire::rpc_scan::{IdKey, RpcInfo, any_key, scan, scan_line, value_end};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
@@ -159,6 +159,42 @@ proptest! {
         prop_assert_eq!(value_end(text.as_bytes(), 0), Some(text.len()));
         for probe in ["id", "threadId", "token", "x"] {
             prop_assert_eq!(any_key(text.as_bytes(), &|k| k == probe), any_key_in(&v, &|k| k == probe));
+        }
+    }
+
+    /// The recorder's fused pass (`scan_line`) answers exactly as `scan` and `any_key` do, on
+    /// any bytes, mutated messages and deep values.
+    #[test]
+    fn the_fused_scan_agrees_with_scan_and_any_key(b in prop_oneof![
+        bytes(512),
+        rpc_object().prop_map(|v| v.to_string().into_bytes()),
+        rpc_object().prop_flat_map(|v| {
+            let s = v.to_string().into_bytes();
+            let n = s.len();
+            (Just(s), 0..n.max(1), any::<u8>())
+        }).prop_map(|(mut s, i, c)| { if !s.is_empty() { s[i] = c; } s }),
+        deep_nesting(),
+    ]) {
+        for probe in ["id", "threadId", "token", "x"] {
+            let fused = scan_line(&b, &mut |k: &str| k == probe);
+            prop_assert_eq!(fused.key_hit, any_key(&b, &|k| k == probe));
+            let want = scan(&b);
+            let got = fused.rpc.map(|r| RpcInfo {
+                id_key: r.id.as_ref().map(|id| match id {
+                    IdKey::Number(bits) => format!(
+                        "number:{}",
+                        bridgewire::jsjson::format_f64(f64::from_bits(*bits))
+                    ),
+                    IdKey::String(s) => format!("string:{s}"),
+                }),
+                method: if r.has_method {
+                    want.as_ref().and_then(|w| w.method.clone()).or(Some(String::new()))
+                } else {
+                    None
+                },
+                thread_id: r.thread_id.map(|t| t.into_owned()),
+            });
+            prop_assert_eq!(got, want);
         }
     }
 
