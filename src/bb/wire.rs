@@ -78,6 +78,8 @@ pub struct WireJudge {
     pub interrupts: usize,
     /// Whether any runtime→bridge line was seen (recordings may lack that lane).
     pub runtime_seen: bool,
+    /// Valid `thread/delta` messages judged (none: `turn/delta-outside-turn` saw nothing).
+    pub deltas_seen: usize,
 }
 
 /// A position formatted on first use.
@@ -209,6 +211,7 @@ impl WireJudge {
         drops: &[SilentDrop],
     ) {
         let at = &LazyAt(std::cell::LazyCell::new(at));
+        self.deltas_seen += 1;
         if let Some(answered) = self.late_settlement.get(thread) {
             // Still settling the turn the stop interrupted: one fault, judged by the kit's
             // stop/interrupt-settles-before-result; the thread stays detached afterwards.
@@ -328,6 +331,11 @@ impl WireJudge {
                     return Verdict::not_run(&id(rule), why);
                 }
                 let not_run = match *rule {
+                    // No pass on evidence not seen: a bridge that sent no valid delta (random
+                    // bytes, say) has not shown it keeps deltas inside turns.
+                    DELTA_OUTSIDE_TURN if self.deltas_seen == 0 => {
+                        Some("no valid thread/delta was received to judge")
+                    }
                     INTERRUPT_SETTLES_INTERRUPTED if !self.runtime_seen => {
                         Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
                     }
