@@ -53,6 +53,14 @@ pub const TO_AGENT: &[&str] = &["message", "pong"];
 /// Fields a hub→browser event must not carry: they are the agent side's routing.
 const AGENT_SIDE_FIELDS: &[&str] = &["clientId", "agentId"];
 
+/// Distinct non-spec event names tallied per run; later new names count under
+/// [`OTHER_NAMES`] (a hub inventing a name per frame cannot grow the tally).
+const MAX_EXTENSION_NAMES: usize = 1024;
+const OTHER_NAMES: &str = "(other names past the first 1024)";
+
+/// Non-spec events a peer keeps for the rules that judge replies; later ones are only tallied.
+const MAX_EXTRAS: usize = 10_000;
+
 /// Events the spec does not list, by side and name, over the whole run.
 #[derive(Default)]
 struct Tally {
@@ -102,13 +110,20 @@ impl<'a> Peer<'a> {
                 *self.tally.spec_events.borrow_mut() += 1;
                 return Ok(e);
             }
-            *self
-                .tally
-                .extensions
-                .borrow_mut()
-                .entry((self.side, e.name.clone()))
-                .or_default() += 1;
-            self.extras.push((e.name, e.data));
+            {
+                let mut ext = self.tally.extensions.borrow_mut();
+                let key = if ext.len() < MAX_EXTENSION_NAMES
+                    || ext.contains_key(&(self.side, e.name.clone()))
+                {
+                    (self.side, e.name.clone())
+                } else {
+                    (self.side, OTHER_NAMES.to_string())
+                };
+                *ext.entry(key).or_default() += 1;
+            }
+            if self.extras.len() < MAX_EXTRAS {
+                self.extras.push((e.name, e.data));
+            }
         }
     }
 
