@@ -6,7 +6,11 @@
 //! 2. Latency: request/response round trips on a ping-pong bridge (`cat`), with and without the
 //!    recorder in between; the added p50/p99.
 //!
-//! `cargo bench --bench record [-- --mb 200 --pings 20000]`
+//! Throughput runs are interleaved (`--reps`, default 5, medians) and report wall and CPU time
+//! (user + sys of every process of each pipeline): on a shared machine CPU time is the steadier
+//! figure, and the load average is printed around the runs.
+//!
+//! `cargo bench --bench record [-- --mb 200 --pings 20000 --reps 5]`
 
 #[path = "common.rs"]
 mod common;
@@ -39,35 +43,58 @@ fn main() {
 
     let d = data.display();
     let out = t.path().display();
-    let pipe = time_sh(&format!("cat {d} | cat > /dev/null"), 3);
-    let tee = time_sh(
-        &format!(
-            "cat {d} | tee {out}/a > /dev/null && cat {d} | cat | tee {out}/b > /dev/null; rm -f {out}/a {out}/b"
+    // The three pipelines, interleaved (pipe, tee, bridgewire, pipe, tee, …) so that each sees
+    // the same machine load; per pipeline the median wall time and the median CPU time (user +
+    // sys of every process of the pipeline, from getrusage of the children).
+    let runs = [
+        (
+            "plain pipe (cat | cat)",
+            format!("cat {d} | cat | cat > /dev/null"),
         ),
-        1,
-    );
-    // tee in both directions of one pipeline, like the recorder's two lanes:
-    let tee2 = time_sh(
-        &format!("cat {d} | tee {out}/a | cat | tee {out}/b > /dev/null; rm -f {out}/a {out}/b"),
-        3,
-    );
-    let _ = tee;
-    let bw = time_sh(
-        &format!("cat {d} | {BW} record bb --dir {out}/rec -- cat > /dev/null; rm -rf {out}/rec"),
-        3,
-    );
+        (
+            "tee both directions",
+            format!("cat {d} | tee {out}/a | cat | tee {out}/b > /dev/null; rm -f {out}/a {out}/b"),
+        ),
+        (
+            "bridgewire record bb -- cat",
+            format!(
+                "cat {d} | {BW} record bb --dir {out}/rec -- cat > /dev/null; rm -rf {out}/rec"
+            ),
+        ),
+    ];
+    let reps = arg("--reps", 5) as usize;
+    let mut walls: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    let mut cpus: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    println!("load average before: {}", loadavg());
+    for _ in 0..reps {
+        for (i, (_, script)) in runs.iter().enumerate() {
+            let (wall, cpu) = time_sh_cpu(script);
+            walls[i].push(wall);
+            cpus[i].push(cpu);
+        }
+    }
+    println!("load average after: {}", loadavg());
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let (tee_wall, tee_cpu) = (median(&walls[1]), median(&cpus[1]));
+    let (pipe_wall, pipe_cpu) = (median(&walls[0]), median(&cpus[0]));
     println!();
-    println!("| run | MiB/s | vs tee |");
-    println!("| --- | ---: | ---: |");
-    for (name, dur) in [
-        ("plain pipe (cat | cat)", pipe),
-        ("tee both directions", tee2),
-        ("bridgewire record bb -- cat", bw),
-    ] {
+    println!(
+        "| run ({reps} interleaved runs, medians) | wall s | MiB/s | vs tee (wall) | vs pipe (wall) | CPU s | vs tee (CPU) | vs pipe (CPU) |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (i, (name, _)) in runs.iter().enumerate() {
+        let (w, c) = (median(&walls[i]), median(&cpus[i]));
         println!(
-            "| {name} | {:.0} | {:.2} |",
-            mb_per_s(bytes, dur),
-            tee2.as_secs_f64() / dur.as_secs_f64()
+            "| {name} | {w:.2} | {:.0} | {:.2} | {:.2} | {c:.2} | {:.2} | {:.2} |",
+            bytes as f64 / 1048576.0 / w,
+            tee_wall / w,
+            pipe_wall / w,
+            tee_cpu / c,
+            pipe_cpu / c,
         );
     }
 
@@ -96,6 +123,35 @@ fn main() {
         pct(&recorded, 0.5) - pct(&direct, 0.5),
         pct(&recorded, 0.99) - pct(&direct, 0.99)
     );
+}
+
+/// Runs a shell pipeline once: (wall seconds, CPU seconds of all its processes).
+fn time_sh_cpu(script: &str) -> (f64, f64) {
+    let before = children_cpu();
+    let t = Instant::now();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .status()
+        .expect("sh");
+    let wall = t.elapsed().as_secs_f64();
+    assert!(st.success(), "benchmark step failed: {script}");
+    (wall, children_cpu() - before)
+}
+
+/// User + system CPU seconds of every waited-for descendant so far.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage fills a struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 /// Writes JSON-RPC lines of mixed size until `target` bytes.

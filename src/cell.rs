@@ -33,28 +33,52 @@ impl Cell {
     /// directory too (the shared corpus ships only re-recorded lanes), since its merged view is
     /// well defined.
     pub fn at(root: &Path, path: &Path) -> Option<Cell> {
-        let names: Vec<String> = std::fs::read_dir(path)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
-        let has = |name: String| names.contains(&name);
-        let protocol = Protocol::ALL.into_iter().find(|p| {
-            p.directions()
-                .iter()
-                .any(|d| has(format!("{d}.ndjson")) || has(format!("{d}{CURRENT_SUFFIX}.ndjson")))
-        })?;
+        // Which direction files are present, per protocol and direction index: one pass over
+        // the directory, no per-direction allocation (this runs once per cell of a folder of
+        // hundreds of thousands).
+        let mut present = [[(false, false); 8]; Protocol::ALL.len()];
+        for e in std::fs::read_dir(path).ok()?.filter_map(|e| e.ok()) {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            let Some(stem) = name.strip_suffix(".ndjson") else {
+                continue;
+            };
+            let (dir, current) = match stem.strip_suffix(CURRENT_SUFFIX) {
+                Some(d) => (d, true),
+                None => (stem, false),
+            };
+            for (p, protocol) in Protocol::ALL.iter().enumerate() {
+                if let Some(i) = protocol.directions().iter().position(|d| *d == dir) {
+                    if !e.file_type().map(|t| t.is_file()).unwrap_or(false) {
+                        break;
+                    }
+                    let slot = &mut present[p][i];
+                    if current {
+                        slot.1 = true;
+                    } else {
+                        slot.0 = true;
+                    }
+                    break;
+                }
+            }
+        }
+        let p = present
+            .iter()
+            .position(|dirs| dirs.iter().any(|&(lane, cur)| lane || cur))?;
+        let protocol = Protocol::ALL[p];
         let mut lanes = Vec::new();
         let mut current = Vec::new();
-        for d in protocol.directions() {
-            if has(format!("{d}.ndjson")) {
+        for (i, d) in protocol.directions().iter().enumerate() {
+            let (lane, cur) = present[p][i];
+            if lane {
                 lanes.push(LaneFile {
                     dir: d.to_string(),
                     path: path.join(format!("{d}.ndjson")),
                 });
             }
-            if has(format!("{d}{CURRENT_SUFFIX}.ndjson")) {
+            if cur {
                 current.push(LaneFile {
                     dir: d.to_string(),
                     path: path.join(format!("{d}{CURRENT_SUFFIX}.ndjson")),

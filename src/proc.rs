@@ -40,8 +40,24 @@ pub const TREE_ENV_PREFIX: &str = "BRIDGEWIRE_TREE_";
 /// How long [`kill_marked`] keeps killing a tree that keeps forking.
 const KILL_BOUND: Duration = Duration::from_secs(2);
 
-/// Makes `cmd` start in its own process group and die when bridgewire dies.
+/// The marker of a wrapped child ([`isolate`]): `BRIDGEWIRE_TREE_<bridgewire pid>_wrapped`.
+fn wrapped_var() -> String {
+    format!("{TREE_ENV_PREFIX}{}_wrapped", std::process::id())
+}
+
+/// The signal that made [`forward_signals`] kill a wrapped child that outlived its grace.
+static FORCED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Makes `cmd` (a wrapped child: `record bb`'s bridge, `record child`'s provider) start in its
+/// own process group, die when bridgewire dies, and carry a marker every descendant inherits,
+/// so [`exit_like`] finds what it left behind (a grandchild that called `setsid()` too).
 pub fn isolate(cmd: &mut Command) {
+    cmd.env(wrapped_var(), "1");
+    isolate_group(cmd);
+}
+
+/// Makes `cmd` start in its own process group and die when bridgewire dies.
+fn isolate_group(cmd: &mut Command) {
     // SAFETY: setpgid and prctl are async-signal-safe and touch only the child.
     unsafe {
         cmd.pre_exec(|| {
@@ -52,16 +68,46 @@ pub fn isolate(cmd: &mut Command) {
     }
 }
 
-/// Forwards terminating signals to `pid` from a background thread, for the life of the process.
+/// Forwards terminating signals to the wrapped child `pid` (started with [`isolate`]) from a
+/// background thread, for the life of the process: to its process group, as a terminal's
+/// Ctrl-C reaches a foreground job (a shell and the command it waits for both get it). A child
+/// still running [`crate::signals::GRACE`] after the first SIGINT/SIGTERM/SIGHUP is killed with
+/// its whole tree, and [`exit_like`] then exits `128 + signal`: the command stops within 2 s.
 pub fn forward_signals(pid: u32) -> std::io::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new(FORWARDED_SIGNALS)?;
     std::thread::Builder::new()
         .name("signal-forward".into())
         .spawn(move || {
+            let mut grace_started = false;
             for sig in signals.forever() {
-                // SAFETY: plain kill(2) on the child's pid.
+                // SAFETY: kill(2) on the child's group (it leads one), else on the child.
                 unsafe {
-                    libc::kill(pid as libc::pid_t, sig);
+                    if libc::kill(-(pid as libc::pid_t), sig) != 0 {
+                        libc::kill(pid as libc::pid_t, sig);
+                    }
+                }
+                let terminating = matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGHUP);
+                if terminating && !grace_started {
+                    grace_started = true;
+                    let _ = std::thread::Builder::new()
+                        .name("signal-grace".into())
+                        .spawn(move || {
+                            std::thread::sleep(crate::signals::GRACE);
+                            // The child may have ended on the signal and left processes
+                            // holding its stdout (the recorder waits for that pipe): the
+                            // whole tree goes either way.
+                            let root_alive = proc_stat(pid).is_some_and(|s| s.state != b'Z');
+                            if root_alive {
+                                FORCED.store(sig, Ordering::SeqCst);
+                            }
+                            kill_marked(
+                                &TreeMark {
+                                    pgid: if root_alive { pid } else { 0 },
+                                    var: wrapped_var(),
+                                },
+                                None,
+                            );
+                        });
                 }
             }
         })?;
@@ -84,8 +130,29 @@ pub fn kill_group(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// Ends bridgewire the way the child ended: same exit code, or the same signal re-raised.
+/// Kills what a wrapped child ([`isolate`]) left running after it exited: its marker's
+/// carriers (a setsid grandchild too). Called once the child was reaped, so no group id is
+/// used (it may have been reused).
+pub fn kill_wrapped_leftovers() {
+    // pgid 0: [`kill_marked`] then looks for marked processes only.
+    kill_marked(
+        &TreeMark {
+            pgid: 0,
+            var: wrapped_var(),
+        },
+        None,
+    );
+}
+
+/// Ends bridgewire the way the wrapped child ended: same exit code, or the same signal
+/// re-raised; `128 + signal` when [`forward_signals`] had to kill it. What the child left
+/// running is killed first ([`kill_wrapped_leftovers`]).
 pub fn exit_like(status: ExitStatus) -> ! {
+    kill_wrapped_leftovers();
+    let forced = FORCED.load(Ordering::SeqCst);
+    if forced != 0 {
+        std::process::exit(128 + forced);
+    }
     if let Some(code) = status.code() {
         std::process::exit(code);
     }
@@ -128,7 +195,7 @@ impl ChildTree {
             TREES.fetch_add(1, Ordering::Relaxed)
         );
         cmd.env(&var, "1");
-        isolate(cmd);
+        isolate_group(cmd);
         let child = cmd.spawn()?;
         let mark = TreeMark {
             pgid: child.id(),
@@ -291,7 +358,7 @@ pub fn kill_marked(mark: &TreeMark, mut child: Option<&mut Child>) {
     let deadline = Instant::now() + KILL_BOUND;
     let mut killed: Vec<u32> = Vec::new();
     loop {
-        let alive = root_alive(&mut child);
+        let alive = mark.pgid != 0 && root_alive(&mut child);
         if alive {
             kill_group_id(mark.pgid);
         }

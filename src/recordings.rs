@@ -29,6 +29,10 @@ pub struct Options {
     pub home: Option<PathBuf>,
     /// Values that must not survive anywhere (replaced by `REDACTED` textually).
     pub secrets: Vec<String>,
+    /// More recording folders to learn secret values from (not written): `package` learns
+    /// from the whole raw recording, so a value stated in a scope that is not packaged (the
+    /// `_process` scope's `initialize`) is still redacted where a packaged cell repeats it.
+    pub learn_from: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -460,8 +464,33 @@ fn structural(v: &mut Value, catalogs: bool) {
     }
 }
 
+/// Every lane line of a lane file's text (`line`, or `lineBase64` decoded): for the learning
+/// pass of [`redact_tree`].
+fn learn_lane_lines(secrets: &crate::redact::Secrets, text: &str) {
+    for raw in text.split('\n') {
+        if let Ok(Value::Object(entry)) = serde_json::from_str::<Value>(raw.trim_end_matches('\r'))
+        {
+            if let Some(line) = entry.get("line").and_then(Value::as_str) {
+                let _ = secrets.redact_framed(line.as_bytes());
+            } else if let Some(b) = entry.get("lineBase64").and_then(Value::as_str)
+                && let Some(bytes) = crate::util::base64_decode(b)
+            {
+                let _ = secrets.redact_framed(&bytes);
+            }
+        }
+    }
+}
+
 /// Redacts one file's text by its kind: lanes per entry, `*.json` textually, others unchanged.
-fn redact_file_text(r: &Redactor, name: &str, text: &str) -> (String, usize) {
+/// Every lane line first goes through `secrets` (the record-time rules at any depth and for any
+/// bytes, then every value learned anywhere in the tree), so a raw recording (`--no-redact`,
+/// `--keep-key`, another recorder) comes out as bridgewire's recorders would have written it.
+fn redact_file_text(
+    r: &Redactor,
+    secrets: &crate::redact::Secrets,
+    name: &str,
+    text: &str,
+) -> (String, usize) {
     if name.ends_with(".ndjson") {
         let mut out = String::with_capacity(text.len());
         let mut changed = 0;
@@ -471,8 +500,34 @@ fn redact_file_text(r: &Redactor, name: &str, text: &str) -> (String, usize) {
                 continue;
             }
             let new = match serde_json::from_str::<Value>(raw) {
+                Ok(Value::Object(mut entry))
+                    if entry.get("lineBase64").is_some_and(Value::is_string) =>
+                {
+                    // Not UTF-8: the raw bytes are redacted, then encoded again.
+                    let b64 = entry["lineBase64"].as_str().unwrap_or_default();
+                    match crate::util::base64_decode(b64)
+                        .and_then(|bytes| secrets.redact_framed(&bytes))
+                    {
+                        Some(bytes) => {
+                            entry.insert(
+                                "line".into(),
+                                Value::String(String::from_utf8_lossy(&bytes).into_owned()),
+                            );
+                            entry.insert(
+                                "lineBase64".into(),
+                                Value::String(crate::util::base64_encode(&bytes)),
+                            );
+                            crate::jsjson::to_string(&Value::Object(entry))
+                        }
+                        None => raw.to_string(),
+                    }
+                }
                 Ok(Value::Object(mut entry)) if entry.get("line").is_some_and(Value::is_string) => {
                     let line = entry["line"].as_str().unwrap_or_default().to_string();
+                    let line = match secrets.redact_framed(line.as_bytes()) {
+                        Some(b) => String::from_utf8_lossy(&b).into_owned(),
+                        None => line,
+                    };
                     entry.insert("line".into(), Value::String(r.line(&line)));
                     crate::jsjson::to_string(&Value::Object(entry))
                 }
@@ -486,7 +541,8 @@ fn redact_file_text(r: &Redactor, name: &str, text: &str) -> (String, usize) {
         }
         (out, changed)
     } else if name.ends_with(".json") {
-        let new = r.textual(text);
+        let known = secrets.redact_text(text);
+        let new = r.textual(&known);
         let changed = usize::from(new != text);
         (new, changed)
     } else {
@@ -501,6 +557,20 @@ pub fn redact_tree(input: &Path, output: &Path, opts: &Options) -> Result<Summar
     let r = Redactor::new(opts)?;
     if !input.is_dir() {
         return Err(format!("{}: no such directory", input.display()));
+    }
+    // First every lane line is read once to learn the secrets it holds (a value stated under a
+    // secret key in one file is redacted wherever it recurs, in any file, before or after).
+    let secrets = crate::redact::Secrets::default();
+    for entry in std::iter::once(input)
+        .chain(opts.learn_from.iter().map(PathBuf::as_path))
+        .flat_map(|d| walkdir::WalkDir::new(d).follow_links(false).into_iter())
+        .flatten()
+    {
+        if entry.file_type().is_file() && entry.file_name().to_string_lossy().ends_with(".ndjson") {
+            let bytes = std::fs::read(entry.path())
+                .map_err(|e| format!("{}: {e}", entry.path().display()))?;
+            learn_lane_lines(&secrets, &String::from_utf8_lossy(&bytes));
+        }
     }
     // Redact into memory file by file, sweeping each result, before anything is written.
     let mut planned: Vec<(PathBuf, Vec<u8>)> = Vec::new();
@@ -526,7 +596,7 @@ pub fn redact_tree(input: &Path, output: &Path, opts: &Options) -> Result<Summar
         let redactable = name.ends_with(".ndjson") || name.ends_with(".json");
         let out_bytes = if redactable {
             let text = String::from_utf8_lossy(&bytes);
-            let (new, changed) = redact_file_text(&r, &name, &text);
+            let (new, changed) = redact_file_text(&r, &secrets, &name, &text);
             changed_lines += changed;
             for (i, l) in new.lines().enumerate() {
                 for (what, head) in r.survivors(l) {
@@ -594,6 +664,7 @@ mod tests {
         Redactor::new(&Options {
             home: Some("/home/alice".into()),
             secrets: vec!["hunter2-very-secret".into()],
+            learn_from: Vec::new(),
         })
         .unwrap()
     }

@@ -56,6 +56,13 @@ use serde_json::Value;
 
 pub const REDACTED: &str = "[redacted]";
 
+/// A value some redaction already replaced: `[redacted]`, `[redacted:other]`, `Bearer
+/// [redacted]`, `sid=[redacted]`, or bb's checked-in marker (`REDACTED`, `sk-REDACTED`). Left
+/// as it is (and never learned), so redacting twice changes nothing.
+pub fn is_redacted(s: &str) -> bool {
+    s.contains("[redacted") || s.ends_with("REDACTED")
+}
+
 const SECRET_SUFFIXES: &[&str] = &[
     "token",
     "secret",
@@ -181,7 +188,7 @@ fn redact_url_into(url: &str, replaced: &mut Vec<String>) -> Option<String> {
         .split('&')
         .map(|kv| match kv.split_once('=') {
             Some((k, v))
-                if !v.is_empty() && v != REDACTED && is_secret_param(&percent_decode(k)) =>
+                if !v.is_empty() && !is_redacted(v) && is_secret_param(&percent_decode(k)) =>
             {
                 changed = true;
                 replaced.push(percent_decode(v));
@@ -226,9 +233,13 @@ fn percent_decode(s: &str) -> String {
 /// Cheap pre-filter: does the line have a key that could lead to a redaction? One structural
 /// pass over the keys (string values are skipped), so clean lines are never parsed.
 pub fn may_need_redaction(line: &[u8]) -> bool {
-    crate::rpc_scan::any_key(line, &|k| {
-        is_secret_key(k) || is_container_key(k) || is_url_key(k)
-    })
+    crate::rpc_scan::any_key(line, &key_may_matter)
+}
+
+/// Whether one object key could lead to a redaction: the test [`may_need_redaction`] applies to
+/// every key (for a caller that walks the keys itself, e.g. the recorder's fused scan).
+pub fn key_may_matter(k: &str) -> bool {
+    is_secret_key(k) || is_container_key(k) || is_url_key(k)
 }
 
 struct Walk {
@@ -244,7 +255,7 @@ impl Walk {
             return;
         }
         match v {
-            Value::String(s) if s != REDACTED => {
+            Value::String(s) if !is_redacted(s) => {
                 self.replaced.push(std::mem::replace(s, REDACTED.into()));
             }
             Value::Array(a) => a
@@ -272,7 +283,7 @@ impl Walk {
                 for (k, x) in m.iter_mut() {
                     if is_secret_key(k) {
                         match x {
-                            Value::String(s) if s != REDACTED => {
+                            Value::String(s) if !is_redacted(s) => {
                                 self.replaced.push(std::mem::replace(s, REDACTED.into()));
                             }
                             Value::Array(_) | Value::Object(_) => {
@@ -302,7 +313,7 @@ impl Walk {
 
     fn take(&mut self, v: &mut Value) {
         match v {
-            Value::String(s) if s != REDACTED => {
+            Value::String(s) if !is_redacted(s) => {
                 self.replaced.push(std::mem::replace(s, REDACTED.into()));
             }
             Value::Array(_) | Value::Object(_) => self.replace_strings(v, 0),
@@ -381,7 +392,7 @@ fn structural_value(line: &str) -> Result<Option<(String, Vec<String>)>, ()> {
 fn learnable(replaced: &[String]) -> Vec<String> {
     let mut secrets: Vec<String> = replaced
         .iter()
-        .filter(|s| s.encode_utf16().count() >= 8 && s.as_str() != REDACTED)
+        .filter(|s| s.encode_utf16().count() >= 8 && !is_redacted(s))
         .cloned()
         .collect();
     secrets.sort_by_key(|s| std::cmp::Reverse(s.encode_utf16().count()));
@@ -395,6 +406,11 @@ fn structural(line: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
     if !may_need_redaction(line) {
         return None;
     }
+    structural_unfiltered(line)
+}
+
+/// [`structural`] without its pre-filter.
+fn structural_unfiltered(line: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
     if let Ok(text) = std::str::from_utf8(line)
         && let Ok(r) = structural_value(text)
     {
@@ -459,7 +475,7 @@ fn bytes_pass(b: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
                 let e = string_end(i)?;
                 if secret || all {
                     let v = decode(i, e);
-                    if v != REDACTED {
+                    if !is_redacted(&v) {
                         edits.push((i, e));
                         replaced.push(v);
                     }
@@ -585,7 +601,7 @@ impl Secrets {
 
     /// Remembers a secret value (ignored below 8 UTF-16 units: too likely to be ordinary text).
     pub fn learn(&self, value: &str) {
-        if value.encode_utf16().count() < 8 || value == REDACTED {
+        if value.encode_utf16().count() < 8 || is_redacted(value) {
             return;
         }
         let mut k = self.known.write().unwrap_or_else(|e| e.into_inner());
@@ -678,12 +694,22 @@ impl Secrets {
     /// Redacts one lane line of any bytes: the structural pass (learning what it replaces),
     /// then every known value. `None` when nothing changed.
     pub fn redact_bytes(&self, line: &[u8]) -> Option<Vec<u8>> {
-        let first = structural(line).map(|(out, replaced)| {
-            for s in &replaced {
-                self.learn(s);
-            }
-            out
-        });
+        self.redact_bytes_scanned(line, may_need_redaction(line))
+    }
+
+    /// [`Secrets::redact_bytes`] for a caller that already has [`may_need_redaction`]'s answer
+    /// for `line` (`keys_may_matter`, e.g. from the recorder's fused scan with
+    /// [`key_may_matter`]), so the line's keys are not walked twice.
+    pub fn redact_bytes_scanned(&self, line: &[u8], keys_may_matter: bool) -> Option<Vec<u8>> {
+        let first = keys_may_matter
+            .then(|| structural_unfiltered(line))
+            .flatten()
+            .map(|(out, replaced)| {
+                for s in &replaced {
+                    self.learn(s);
+                }
+                out
+            });
         let base = first.as_deref().unwrap_or(line);
         match self.known_pass(base) {
             Some(out) => Some(out),

@@ -100,6 +100,258 @@ pub fn scan(line: &[u8]) -> Option<RpcInfo> {
     (s.i == s.b.len()).then_some(info)
 }
 
+/// A JSON-RPC id as bb keys its pending maps (`number:<js number>` / `string:<text>`), borrowed
+/// from the line where it can be.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum IdKey<'a> {
+    /// The number's `f64` bits (`-0` as `0`): equal bits, equal JS text.
+    Number(u64),
+    String(std::borrow::Cow<'a, str>),
+}
+
+impl IdKey<'_> {
+    pub fn into_owned(self) -> IdKey<'static> {
+        match self {
+            IdKey::Number(n) => IdKey::Number(n),
+            IdKey::String(s) => IdKey::String(std::borrow::Cow::Owned(s.into_owned())),
+        }
+    }
+}
+
+/// [`RpcInfo`] borrowed from the line: what the recorder needs, without allocating.
+#[derive(Debug, Default, PartialEq)]
+pub struct RpcRef<'a> {
+    pub id: Option<IdKey<'a>>,
+    pub has_method: bool,
+    pub thread_id: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl RpcRef<'_> {
+    pub fn is_request(&self) -> bool {
+        self.id.is_some() && self.has_method
+    }
+    pub fn is_response(&self) -> bool {
+        self.id.is_some() && !self.has_method
+    }
+}
+
+/// One pass over a line answering both of the recorder's questions.
+#[derive(Debug, Default, PartialEq)]
+pub struct LineScan<'a> {
+    /// As [`scan`] classifies the line (`None`: not a JSON object).
+    pub rpc: Option<RpcRef<'a>>,
+    /// As [`any_key`] answers for the same predicate.
+    pub key_hit: bool,
+}
+
+/// [`scan`] and [`any_key`] fused into one walk of the line with no recursion: the recorder's
+/// per-line pass (the scope of the line and whether redaction must look at it).
+pub fn scan_line<'a>(line: &'a [u8], pred: &mut dyn FnMut(&str) -> bool) -> LineScan<'a> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Ctx {
+        Top,
+        Params,
+        Other,
+    }
+    #[derive(Clone, Copy, PartialEq)]
+    enum Slot {
+        None,
+        Id,
+        Method,
+        Params,
+        ThreadId,
+    }
+    struct Frame {
+        closer: u8,
+        ctx: Ctx,
+    }
+    let mut s = Scanner { b: line, i: 0 };
+    let mut found = false;
+    // A value of id/method/threadId that `scan` refuses (raw control character, bad escape,
+    // unparsable number) makes the whole line "not classified", as there.
+    let mut rpc_ok = true;
+    let mut rpc = RpcRef::default();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut slot = Slot::None;
+    let fail = LineScan::default();
+    // A key just read (raw bytes, quotes excluded) in a frame of `ctx`: checks it, returns the
+    // slot of its value.
+    let mut key = |raw: &[u8], ctx: Ctx, found: &mut bool| -> Slot {
+        if !*found {
+            *found = if memchr::memchr(b'\\', raw).is_some() {
+                let mut quoted = Vec::with_capacity(raw.len() + 2);
+                quoted.push(b'"');
+                quoted.extend_from_slice(raw);
+                quoted.push(b'"');
+                serde_json::from_slice::<String>(&quoted).is_ok_and(|k| pred(&k))
+            } else {
+                std::str::from_utf8(raw).is_ok_and(&mut *pred)
+            };
+        }
+        match (ctx, raw) {
+            (Ctx::Top, b"id") => Slot::Id,
+            (Ctx::Top, b"method") => Slot::Method,
+            (Ctx::Top, b"params") => Slot::Params,
+            (Ctx::Params, b"threadId") => Slot::ThreadId,
+            _ => Slot::None,
+        }
+    };
+    s.ws();
+    let top_is_object = s.peek() == Some(b'{');
+    loop {
+        // A value starts here; `slot` says what it is to the classification.
+        s.ws();
+        let Some(c) = s.peek() else { return fail };
+        match c {
+            b'"' => match slot {
+                Slot::Id | Slot::Method | Slot::ThreadId => {
+                    let Some((start, end)) = s.string_span() else {
+                        return fail;
+                    };
+                    let text = string_text(line, start, end);
+                    rpc_ok &= text.is_some();
+                    match slot {
+                        Slot::Id => rpc.id = text.map(IdKey::String),
+                        Slot::Method => rpc.has_method = text.is_some(),
+                        _ => rpc.thread_id = text,
+                    }
+                }
+                _ => {
+                    if s.string_span().is_none() {
+                        return fail;
+                    }
+                }
+            },
+            b'{' | b'[' => {
+                if stack.len() >= MAX_KEY_DEPTH {
+                    found = true; // as deep as `any_key` looks: "maybe", the redactor decides
+                }
+                match slot {
+                    Slot::Id => rpc.id = None,
+                    Slot::Method => rpc.has_method = false,
+                    Slot::Params | Slot::ThreadId => rpc.thread_id = None,
+                    Slot::None => {}
+                }
+                let ctx = if stack.is_empty() && c == b'{' {
+                    Ctx::Top
+                } else if slot == Slot::Params && c == b'{' {
+                    Ctx::Params
+                } else {
+                    Ctx::Other
+                };
+                s.i += 1;
+                s.ws();
+                let closer = if c == b'{' { b'}' } else { b']' };
+                if s.peek() == Some(closer) {
+                    s.i += 1;
+                } else {
+                    stack.push(Frame { closer, ctx });
+                    slot = Slot::None;
+                    if c == b'{' {
+                        let Some((start, end)) = s.string_span() else {
+                            return fail;
+                        };
+                        slot = key(&line[start..end], ctx, &mut found);
+                        if s.expect(b':').is_none() {
+                            return fail;
+                        }
+                    }
+                    continue;
+                }
+            }
+            b't' | b'f' | b'n' => {
+                let lit: &[u8] = match c {
+                    b't' => b"true",
+                    b'f' => b"false",
+                    _ => b"null",
+                };
+                if s.literal(lit).is_none() {
+                    return fail;
+                }
+                match slot {
+                    Slot::Id => rpc.id = None,
+                    Slot::Method => rpc.has_method = false,
+                    Slot::Params | Slot::ThreadId => rpc.thread_id = None,
+                    Slot::None => {}
+                }
+            }
+            _ => {
+                let start = s.i;
+                if s.number().is_none() {
+                    return fail;
+                }
+                match slot {
+                    // `scan` reads a number id only from `-` or a digit; else it is no id.
+                    Slot::Id if !matches!(c, b'-' | b'0'..=b'9') => rpc.id = None,
+                    Slot::Id => {
+                        let n = std::str::from_utf8(&line[start..s.i])
+                            .ok()
+                            .and_then(|t| t.parse::<f64>().ok());
+                        rpc_ok &= n.is_some();
+                        rpc.id = n.map(|n| IdKey::Number(if n == 0.0 { 0 } else { n.to_bits() }));
+                    }
+                    Slot::Method => rpc.has_method = false,
+                    Slot::Params | Slot::ThreadId => rpc.thread_id = None,
+                    Slot::None => {}
+                }
+            }
+        }
+        // A value ended: close what it completes, or move to the container's next member.
+        slot = Slot::None;
+        loop {
+            let Some(f) = stack.last() else {
+                // The top value is complete.
+                s.ws();
+                let whole = s.i == line.len();
+                return LineScan {
+                    rpc: (top_is_object && rpc_ok && whole).then_some(rpc),
+                    key_hit: found,
+                };
+            };
+            let (closer, ctx) = (f.closer, f.ctx);
+            s.ws();
+            match s.peek() {
+                Some(b',') => {
+                    s.i += 1;
+                    if closer == b'}' {
+                        s.ws();
+                        let Some((start, end)) = s.string_span() else {
+                            return fail;
+                        };
+                        slot = key(&line[start..end], ctx, &mut found);
+                        if s.expect(b':').is_none() {
+                            return fail;
+                        }
+                    }
+                    break;
+                }
+                Some(c) if c == closer => {
+                    s.i += 1;
+                    stack.pop();
+                }
+                _ => return fail,
+            }
+        }
+    }
+}
+
+/// A string's text as [`Scanner::string_value`] reads it (raw control characters refused),
+/// borrowed when it has no escapes.
+fn string_text(b: &[u8], start: usize, end: usize) -> Option<std::borrow::Cow<'_, str>> {
+    let raw = &b[start..end];
+    if raw.iter().any(|&c| c < 0x20) {
+        return None;
+    }
+    if memchr::memchr(b'\\', raw).is_none() {
+        return std::str::from_utf8(raw)
+            .ok()
+            .map(std::borrow::Cow::Borrowed);
+    }
+    serde_json::from_slice::<String>(&b[start - 1..end + 1])
+        .ok()
+        .map(std::borrow::Cow::Owned)
+}
+
 /// The end (exclusive) of the JSON value starting at `start` (after whitespace), with no
 /// recursion; `None` when it is not a complete value.
 pub fn value_end(line: &[u8], start: usize) -> Option<usize> {
@@ -219,6 +471,19 @@ impl<'a> Scanner<'a> {
         }
         self.i += 1;
         let start = self.i;
+        // Most strings of a JSON-RPC line (keys, ids, methods) are short: look at their first
+        // bytes here before handing the rest to memchr.
+        let short = self.b.len().min(self.i + 16);
+        while self.i < short {
+            match self.b[self.i] {
+                b'"' => {
+                    self.i += 1;
+                    return Some((start, self.i - 1));
+                }
+                b'\\' => break,
+                _ => self.i += 1,
+            }
+        }
         loop {
             let rel = memchr::memchr2(b'"', b'\\', &self.b[self.i..])?;
             self.i += rel;
@@ -384,6 +649,91 @@ mod tests {
         let shallow = format!(r#"{{"x":{}1{}}}"#, "[".repeat(10), "]".repeat(10));
         assert!(!any_key(shallow.as_bytes(), &|_| false));
         assert!(any_key(shallow.as_bytes(), &|k| k == "x"));
+    }
+
+    /// `scan_line` must answer exactly as `scan` and `any_key` do, on good and broken lines.
+    #[test]
+    fn the_fused_scan_agrees_with_scan_and_any_key() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let pieces: &[&str] = &[
+            r#"{"jsonrpc":"2.0","id":7,"method":"turn/start","params":{"threadId":"thr_a","input":[{"text":"hi \"x\""}]}}"#,
+            r#"{"id":"s-1","result":{"token":"abc","deep":[[[{"k":1}]]]}}"#,
+            r#"{"method":"thread/delta","params":{"x":{"threadId":"no"},"threadId":"t\u0041"}}"#,
+            r#" {"id":-0.0,"error":{"code":-32600}} "#,
+            r#"{"id":1e400,"method":null,"params":[1,2]}"#,
+            r#"{"id":true,"method":"m","params":{"threadId":5}}"#,
+            r#"{"id":"a","id":2,"method":"m","method":3,"params":{"threadId":"a"},"params":{}}"#,
+            r#"{"env":{"API_KEY":"v"},"headers":[["Authorization","b"]],"callbackUrl":"http://x?token=1"}"#,
+            r#"{"a\u0074oken":1,"\u0069d":3}"#,
+            r#"[{"apiKey":"x"}]"#,
+            r#""just a string""#,
+            "this is { not json",
+            r#"{"id":"bad\q","method":"m"}"#,
+            "{\"id\":\"ctl\u{1}\",\"method\":\"m\"}",
+            r#"{"id":01,"method":"m"}"#,
+            r#"{"id":1-2,"method":"m"}"#,
+        ];
+        let pred = |k: &str| k.ends_with("oken") || k == "env" || k.ends_with("Url");
+        let mut lines: Vec<Vec<u8>> = pieces.iter().map(|p| p.as_bytes().to_vec()).collect();
+        let deep = format!(
+            r#"{{"id":1,"method":"m","x":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        lines.push(deep.into_bytes());
+        for _ in 0..20_000 {
+            let mut l = pieces[(next() % pieces.len() as u64) as usize]
+                .as_bytes()
+                .to_vec();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() % (l.len() as u64 + 1)) as usize;
+                match next() % 4 {
+                    0 => l.truncate(at),
+                    1 if at < l.len() => {
+                        l.remove(at);
+                    }
+                    _ => {
+                        let junk = b"{}[]\":,\\ 0a\x01";
+                        l.insert(at, junk[(next() % junk.len() as u64) as usize])
+                    }
+                }
+            }
+            lines.push(l);
+        }
+        for l in &lines {
+            let fused = scan_line(l, &mut |k: &str| pred(k));
+            let want = scan(l);
+            let got = fused.rpc.as_ref().map(|r| RpcInfo {
+                id_key: r.id.as_ref().map(|id| match id {
+                    IdKey::Number(bits) => {
+                        format!(
+                            "number:{}",
+                            crate::jsjson::format_f64(f64::from_bits(*bits))
+                        )
+                    }
+                    IdKey::String(s) => format!("string:{s}"),
+                }),
+                method: r.has_method.then(|| {
+                    want.as_ref()
+                        .and_then(|w| w.method.clone())
+                        .unwrap_or_default()
+                }),
+                thread_id: r.thread_id.as_ref().map(|t| t.to_string()),
+            });
+            assert_eq!(got, want, "{}", String::from_utf8_lossy(l));
+            assert_eq!(
+                fused.key_hit,
+                any_key(l, &pred),
+                "{}",
+                String::from_utf8_lossy(l)
+            );
+        }
     }
 
     #[test]

@@ -103,6 +103,35 @@ pub fn on_signal(hook: impl FnOnce(i32) + Send + 'static) -> Registration {
     add(Entry::Hook(Box::new(hook)))
 }
 
+/// For a command that ends gracefully on a signal (a proxy finishing its in-flight exchanges
+/// and flushing its lanes): set the returned flag once it has ended; the registered hook waits
+/// for it, at most `bound` (keep it under [`GRACE`]), before the handler kills the trees and
+/// exits.
+pub fn drain_on_signal(
+    bound: Duration,
+) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, Registration) {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let reg = on_signal(move |_| {
+        let until = std::time::Instant::now() + bound;
+        while !flag.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    (done, reg)
+}
+
+/// Resolves once a SIGINT/SIGTERM arrived (polled: a shutdown future for a tokio server that
+/// sees the signal even when it came before the server installed its own handlers).
+pub async fn interrupted_async() -> i32 {
+    loop {
+        if let Some(sig) = interrupted() {
+            return sig;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// The signal that is ending the command, if one arrived.
 pub fn interrupted() -> Option<i32> {
     match SIGNALLED.load(Ordering::SeqCst) {

@@ -427,3 +427,160 @@ fn record_bb_survives_random_bytes() {
     // Every line crossed twice (runtime→bridge and back through `cat`).
     assert_eq!(recorded, 2 * 20_000);
 }
+
+/// A peer (Python stdlib, not ours) that starts a grandchild in its own session, prints its
+/// address (`fmt`, `{}` the port), then answers every connection with 2 KiB of random bytes.
+fn random_bytes_server(fmt: &str) -> String {
+    format!(
+        r#"
+import os, socket, subprocess, threading
+subprocess.Popen(["setsid", "sleep", "300"])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0)); s.listen(64)
+print("{fmt}".format(s.getsockname()[1]), flush=True)
+def serve(c):
+    try:
+        c.settimeout(5); c.recv(65536); c.sendall(os.urandom(2048))
+    except Exception: pass
+    finally: c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#
+    )
+}
+
+/// issue 15 items 4 and 5: each protocol's check against a peer that answers random bytes (and,
+/// for bb, a line nested 200 000 deep first): bounded time and memory, the run fails with
+/// every failure named, rules that need a decodable answer never pass (SB-D2…D9 passed with no
+/// evidence before; `turn/delta-outside-turn` passed with no delta seen), and the peer's whole
+/// tree (a setsid grandchild included) is gone afterwards.
+#[test]
+fn each_check_against_random_bytes_fails_named_and_bounded() {
+    let bb_bridge = r#"
+import os, sys, subprocess
+subprocess.Popen(["setsid", "sleep", "300"])
+out = sys.stdout.buffer
+out.write(b'{"jsonrpc":"2.0","id":1,"result":' + b"[" * 200000 + b"]" * 200000 + b"}\n")
+for i in range(2000):
+    out.write(os.urandom(200).replace(b"\n", b"{") + b"\n")
+out.flush()
+sys.stdin.buffer.read()
+"#;
+    let hub = random_bytes_server("127.0.0.1:{}");
+    let sidebridge = random_bytes_server("http://127.0.0.1:{}/");
+    // (what, bridgewire arguments, rules that must not pass, text naming the cause)
+    let rows: Vec<(&str, Vec<&str>, Vec<&str>, &str)> = vec![
+        (
+            "check bb",
+            vec![
+                "check",
+                "bb",
+                "--timeout-ms",
+                "3000",
+                "--format",
+                "json",
+                "--",
+                "python3",
+                "-c",
+                bb_bridge,
+            ],
+            vec![
+                "handshake/initialize",
+                "turn/delta-outside-turn",
+                "rpc/unknown-method",
+            ],
+            "non-JSON stdout line",
+        ),
+        (
+            "check bridle hub",
+            vec![
+                "check",
+                "bridle",
+                "hub",
+                "--wait-ms",
+                "2000",
+                "--format",
+                "json",
+                "--",
+                "python3",
+                "-c",
+                &hub,
+            ],
+            vec![
+                "handshake-auth",
+                "welcome",
+                "spec-events-only",
+                "http-health",
+            ],
+            "WebSocket upgrade failed",
+        ),
+        (
+            "check sidebridge",
+            vec![
+                "check",
+                "sidebridge",
+                "--timeout",
+                "5",
+                "--format",
+                "json",
+                "--",
+                "python3",
+                "-c",
+                &sidebridge,
+            ],
+            vec![
+                "SB-H1", "SB-D1", "SB-D2", "SB-D3", "SB-D4", "SB-D5", "SB-D6", "SB-D7", "SB-D8",
+                "SB-D9",
+            ],
+            "malformed HTTP reply",
+        ),
+    ];
+    for (what, args, never_pass, cause) in rows {
+        let mark = uuid::Uuid::new_v4().to_string();
+        let mut child = Command::new(BRIDGEWIRE)
+            .args(&args)
+            .env("BRIDGEWIRE_TEST_MARK", &mark)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut out = String::new();
+            let _ = stdout.read_to_string(&mut out);
+            out
+        });
+        let (code, peak_mib, took) = watch(&mut child, Duration::from_secs(240));
+        let out = reader.join().unwrap();
+        assert_eq!(code, Some(1), "{what}: the run fails: {out}");
+        assert!(out.contains(cause), "{what}: the cause is named: {out}");
+        let doc: serde_json::Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{what}: a JSON document ({e}): {out}"));
+        let verdicts = doc["verdicts"].as_array().unwrap();
+        for v in verdicts {
+            if v["status"] == "fail" || v["status"] == "skipped" || v["status"] == "not-run" {
+                assert!(
+                    !v["detail"].as_str().unwrap_or("").is_empty(),
+                    "{what}: {} is named: {v}",
+                    v["id"]
+                );
+            }
+        }
+        for id in never_pass {
+            let v = verdicts
+                .iter()
+                .find(|v| v["id"] == id)
+                .unwrap_or_else(|| panic!("{what}: no verdict {id}: {out}"));
+            assert_ne!(
+                v["status"], "pass",
+                "{what}: {id} passed with no evidence: {v}"
+            );
+        }
+        assert!(peak_mib < 150, "{what}: peak RSS {peak_mib} MiB");
+        let left = leftovers(&mark);
+        assert!(left.is_empty(), "{what}: processes left: {left:?}");
+        eprintln!("{what} against random bytes: peak RSS {peak_mib} MiB in {took:?}");
+    }
+}

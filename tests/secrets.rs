@@ -150,49 +150,73 @@ s.serve_forever()
 /// `X-Api-Key` and `Proxy-Authorization` headers.
 #[test]
 fn record_sidebridge_keeps_no_credential() {
-    let secrets = [
-        "S3CR3T-query-0001",
-        "S3CR3T-cookie-0002",
-        "S3CR3T-xapikey-0003",
-        "S3CR3T-proxyauth-0004",
-        "S3CR3T-sbkey-0005",
-        "S3CR3T-body-0006",
-        "S3CR3T-bearer-0007",
-        "S3CR3T-setcookie-0009",
-    ];
-    let t = tempfile::tempdir().unwrap();
-    let mut up = Command::new("python3");
-    up.args(["-c", ECHO_SERVER]);
-    let (upstream, up_url) = start(up);
-    let mut rec = Command::new(BRIDGEWIRE);
-    rec.args(["record", "sidebridge", "--upstream", &format!("{up_url}/")])
-        .arg("--dir")
-        .arg(t.path());
-    let (proxy, url) = start(rec);
-    let body = r#"{"chatId":"c1","text":"hello","apiKey":"S3CR3T-body-0006","messages":[]}"#;
-    let reply = http(
-        &url,
-        "POST",
-        "/?key=S3CR3T-query-0001&mode=x",
-        &[
-            ("Content-Type", "application/json"),
-            ("Cookie", "sid=S3CR3T-cookie-0002; theme=dark"),
-            ("X-Api-Key", "S3CR3T-xapikey-0003"),
-            ("Proxy-Authorization", "Basic S3CR3T-proxyauth-0004"),
-            ("x-sidebridge-key", "S3CR3T-sbkey-0005"),
-            ("Authorization", "Bearer S3CR3T-bearer-0007"),
-        ],
-        body,
-    );
-    assert!(
-        reply.starts_with("HTTP/1.1 200") && reply.contains("S3CR3T-cookie-0002"),
-        "the exchange crossed unchanged: {reply}"
-    );
-    let err = stop(proxy);
-    let _ = stop(upstream);
-    assert!(files_under(t.path()) >= 2, "both lanes were written");
-    let hits = sweep(t.path(), &[("stderr", &err)], &secrets);
-    assert!(hits.is_empty(), "secrets on disk: {hits:#?}");
+    // `--keep-key` keeps the key headers (x-sidebridge-key, Authorization) on purpose; every
+    // other credential, and its echo in the reply, goes either way (with --keep-key the echoes
+    // of Cookie / X-Api-Key / Proxy-Authorization were recorded).
+    for keep_key in [false, true] {
+        let mut secrets = vec![
+            "S3CR3T-query-0001",
+            "S3CR3T-cookie-0002",
+            "S3CR3T-xapikey-0003",
+            "S3CR3T-proxyauth-0004",
+            "S3CR3T-body-0006",
+            "S3CR3T-setcookie-0009",
+        ];
+        if !keep_key {
+            secrets.extend(["S3CR3T-sbkey-0005", "S3CR3T-bearer-0007"]);
+        }
+        let t = tempfile::tempdir().unwrap();
+        let mut up = Command::new("python3");
+        up.args(["-c", ECHO_SERVER]);
+        let (upstream, up_url) = start(up);
+        let mut rec = Command::new(BRIDGEWIRE);
+        rec.args(["record", "sidebridge", "--upstream", &format!("{up_url}/")])
+            .arg("--dir")
+            .arg(t.path());
+        if keep_key {
+            rec.arg("--keep-key");
+        }
+        let (proxy, url) = start(rec);
+        let body = r#"{"chatId":"c1","text":"hello","apiKey":"S3CR3T-body-0006","messages":[]}"#;
+        let reply = http(
+            &url,
+            "POST",
+            "/?key=S3CR3T-query-0001&mode=x",
+            &[
+                ("Content-Type", "application/json"),
+                ("Cookie", "sid=S3CR3T-cookie-0002; theme=dark"),
+                ("X-Api-Key", "S3CR3T-xapikey-0003"),
+                ("Proxy-Authorization", "Basic S3CR3T-proxyauth-0004"),
+                ("x-sidebridge-key", "S3CR3T-sbkey-0005"),
+                ("Authorization", "Bearer S3CR3T-bearer-0007"),
+            ],
+            body,
+        );
+        assert!(
+            reply.starts_with("HTTP/1.1 200") && reply.contains("S3CR3T-cookie-0002"),
+            "the exchange crossed unchanged: {reply}"
+        );
+        let err = stop(proxy);
+        let _ = stop(upstream);
+        assert!(files_under(t.path()) >= 2, "both lanes were written");
+        let hits = sweep(t.path(), &[("stderr", &err)], &secrets);
+        assert!(
+            hits.is_empty(),
+            "--keep-key {keep_key}: secrets on disk: {hits:#?}"
+        );
+        if keep_key {
+            let lanes = walkdir::WalkDir::new(t.path())
+                .into_iter()
+                .flatten()
+                .filter(|e| e.file_type().is_file())
+                .map(|e| std::fs::read_to_string(e.path()).unwrap())
+                .collect::<String>();
+            assert!(
+                lanes.contains("S3CR3T-sbkey-0005"),
+                "--keep-key kept the key"
+            );
+        }
+    }
 }
 
 /// issue 15: `record bridle` recorded an apiKey or a JWT inside an HTTP API body.
@@ -796,10 +820,14 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         .as_bytes(),
     );
     let bb_rec = rec.join("bb");
-    {
+    // The same session recorded raw too (`--no-redact`): the input of the second half, where
+    // the commands that read recordings must redact what they show and write themselves.
+    let raw = root.join("raw");
+    for (dir, flags) in [(&bb_rec, &[][..]), (&raw.join("bb"), &["--no-redact"][..])] {
         let mut cmd = Command::new(BRIDGEWIRE);
         cmd.args(["record", "bb", "--provider", "py", "--dir"])
-            .arg(&bb_rec)
+            .arg(dir)
+            .args(flags)
             .arg("--")
             .args(py_bb_bridge())
             .env("PYTHONIOENCODING", "utf-8:surrogateescape")
@@ -880,7 +908,7 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
     up.args(["-c", ECHO_SERVER]);
     let (upstream, up_url) = start(up);
     let sb_rec = rec.join("sb");
-    {
+    for (dir, flags) in [(&sb_rec, &[][..]), (&raw.join("sb"), &["--keep-key"][..])] {
         let mut rc = Command::new(BRIDGEWIRE);
         rc.args([
             "record",
@@ -891,7 +919,8 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
             &format!("{up_url}/"),
         ])
         .arg("--dir")
-        .arg(&sb_rec);
+        .arg(dir)
+        .args(flags);
         let (proxy, url) = start(rc);
         let (cookie, proxy_auth, bearer) = (
             format!("sid={sb_cookie}; theme=dark"),
@@ -1084,7 +1113,14 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
             p(&d.join("r.html")),
         ]
     };
-    for (proto, dir) in [("bb", &bb_rec), ("sb", &sb_rec), ("br", &br_rec)] {
+    let (raw_bb, raw_sb) = (raw.join("bb"), raw.join("sb"));
+    for (proto, dir) in [
+        ("bb", &bb_rec),
+        ("sb", &sb_rec),
+        ("br", &br_rec),
+        ("rawbb", &raw_bb),
+        ("rawsb", &raw_sb),
+    ] {
         for f in formats {
             let mut a = sv(&["pins", "--format", f, "--dump-dir"]);
             a.push(p(&out.join(format!("pins-dump-{proto}-{f}"))));
@@ -1132,7 +1168,12 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
             }
         }
     }
-    for f in formats {
+    let raw_bb_cell = raw_bb.join("py/thr_sweep");
+    for (f, cell) in [
+        ("text", &bb_cell),
+        ("json", &bb_cell),
+        ("text", &raw_bb_cell),
+    ] {
         let mut a = sv(&[
             "replay",
             "bb",
@@ -1143,10 +1184,26 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
             "--format",
             f,
         ]);
-        a.push(p(&bb_cell));
+        a.push(p(cell));
         a.push("--".into());
         a.extend(bridge.clone());
         runs.push((sv(&["replay", "bb"]), a));
+        let mut a = sv(&[
+            "rerecord",
+            "bb",
+            "--timeout-ms",
+            "8000",
+            "--verbose",
+            "--stats",
+            "--format",
+            f,
+        ]);
+        a.push(p(cell));
+        a.push("--".into());
+        a.extend(bridge.clone());
+        runs.push((sv(&["rerecord", "bb"]), a));
+    }
+    for f in formats {
         let mut a = sv(&["check", "bb", "--timeout-ms", "3000", "--config"]);
         a.push(p(&config));
         a.extend(sv(&["--format", f]));
@@ -1220,20 +1277,6 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         a.extend(reports("check-bridle-agent", f));
         a.extend(["--".into(), agent_bin.clone()]);
         runs.push((sv(&["check", "bridle", "agent"]), a));
-        let mut a = sv(&[
-            "rerecord",
-            "bb",
-            "--timeout-ms",
-            "8000",
-            "--verbose",
-            "--stats",
-            "--format",
-            f,
-        ]);
-        a.push(p(&bb_cell));
-        a.push("--".into());
-        a.extend(bridge.clone());
-        runs.push((sv(&["rerecord", "bb"]), a));
     }
     let mut a = sv(&[
         "replay",
@@ -1248,6 +1291,7 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         "--key".into(),
         sb_cli_key.clone(),
         p(&sb_rec),
+        p(&raw_sb),
     ]);
     runs.push((sv(&["replay", "sidebridge"]), a));
     let mut a = sv(&["replay", "bridle", "--wait-ms", "3000", "--url"]);
@@ -1263,18 +1307,22 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
     // package / redact / record-cells.
     let tsv = root.join("cells.tsv");
     std::fs::write(&tsv, "py\tsweep\tthr_sweep\n").unwrap();
-    let mut a = sv(&["package", "--raw"]);
-    a.extend([
-        p(&bb_rec),
-        "--cells".into(),
-        p(&tsv),
-        "--out".into(),
-        p(&out.join("package")),
-    ]);
-    runs.push((sv(&["package"]), a));
-    let mut a = sv(&["redact", "--out"]);
-    a.extend([p(&out.join("redact")), p(&rec)]);
-    runs.push((sv(&["redact"]), a));
+    for (from, to) in [(&bb_rec, "package"), (&raw_bb, "package-raw")] {
+        let mut a = sv(&["package", "--raw"]);
+        a.extend([
+            p(from),
+            "--cells".into(),
+            p(&tsv),
+            "--out".into(),
+            p(&out.join(to)),
+        ]);
+        runs.push((sv(&["package"]), a));
+    }
+    for (from, to) in [(&rec, "redact"), (&raw, "redact-raw")] {
+        let mut a = sv(&["redact", "--out"]);
+        a.extend([p(&out.join(to)), p(from)]);
+        runs.push((sv(&["redact"]), a));
+    }
     let side_bridge = sv(&[
         "python3",
         concat!(
@@ -1332,6 +1380,20 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         }
     }
 
+    // The raw recordings are input (unredacted on purpose); what the commands write into
+    // them (pins, `.current` lanes) is output and is searched.
+    let raw_inputs: Vec<(std::path::PathBuf, Vec<u8>)> = walkdir::WalkDir::new(&raw)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    assert!(
+        raw_inputs
+            .iter()
+            .any(|(_, b)| String::from_utf8_lossy(b).contains(&bb_api)),
+        "the raw recording holds the secrets"
+    );
     let mut ran = Vec::new();
     for (_, a) in &runs {
         let r = run_bw(root, a);
@@ -1351,6 +1413,11 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
     }
     // The inputs the user wrote (the config) are not output; everything else under root is.
     std::fs::remove_file(&config).unwrap();
+    for (path, bytes) in &raw_inputs {
+        if std::fs::read(path).ok().as_ref() == Some(bytes) {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
     let extra_refs: Vec<(&str, &[u8])> = extra
         .iter()
         .map(|(w, b)| (w.as_str(), b.as_slice()))
@@ -1395,4 +1462,115 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
         "planted secrets found:\n{}",
         named.join("\n")
     );
+}
+
+/// `lanes` shows a raw recording (`--no-redact`, another recorder) redacted in every view, and
+/// as stored only with `--no-redact`.
+#[test]
+fn lanes_shows_raw_recordings_redacted_unless_no_redact() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("rec");
+    let secret = "S3CR3T-lanes-raw-0042";
+    let mut child = Command::new(BRIDGEWIRE)
+        .args(["record", "bb", "--no-redact", "--dir"])
+        .arg(&root)
+        .args(["--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The key first, then an echo of it in a non-secret position.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"m","params":{{"threadId":"t1","apiKey":"{secret}"}}}}"#
+    )
+    .unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"n","params":{{"threadId":"t1","text":"say {secret}"}}}}"#
+    )
+    .unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let cell = root.join("t1");
+    let raw = std::fs::read_to_string(cell.join("runtime→bridge.ndjson")).unwrap();
+    assert!(raw.contains(secret), "recorded raw: {raw}");
+    let lanes = |extra: &[&str]| {
+        let out = Command::new(BRIDGEWIRE)
+            .args(["lanes", "--color", "never"])
+            .args(extra)
+            .arg(&cell)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for view in [&[][..], &["--json"], &["--raw"]] {
+        let shown = lanes(view);
+        assert!(shown.contains("say [redacted]"), "{view:?}: {shown}");
+        assert!(!shown.contains(secret), "{view:?}: {shown}");
+    }
+    assert!(lanes(&["--raw", "--no-redact"]).contains(&format!("say {secret}")));
+}
+
+/// `redact` (and `package`, which redacts the same way) on a raw recording: a non-UTF-8 line's
+/// bytes (`lineBase64`), and a value stated under a secret key in one file but echoed in a file
+/// read before it, used to survive.
+#[test]
+fn redact_command_covers_raw_bytes_and_values_from_other_files() {
+    let t = tempfile::tempdir().unwrap();
+    let cell = t.path().join("in/p/c");
+    std::fs::create_dir_all(&cell).unwrap();
+    let (key, bytes_key) = ("S3CR3T-redact-key-0051", "S3CR3T-redact-bytes-0052");
+    let entry = |seq: u32, dir: &str, line: &str| {
+        format!(
+            r#"{{"ts":1,"run":1,"seq":{seq},"dir":"{dir}","line":{}}}"#,
+            serde_json::to_string(line).unwrap()
+        )
+    };
+    let mut raw_line = br#"{"jsonrpc":"2.0","method":"x","params":{"note":"a"#.to_vec();
+    raw_line.push(0xff);
+    raw_line.extend_from_slice(format!(r#"","apiKey":"{bytes_key}"}}}}"#).as_bytes());
+    let b64 = format!(
+        r#"{{"ts":1,"run":1,"seq":3,"dir":"runtime→bridge","line":{},"lineBase64":"{}"}}"#,
+        serde_json::to_string(&String::from_utf8_lossy(&raw_line)).unwrap(),
+        bridgewire::util::base64_encode(&raw_line)
+    );
+    std::fs::write(
+        cell.join("runtime→bridge.ndjson"),
+        format!(
+            "{}\n{b64}\n",
+            entry(1, "runtime→bridge", &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"apiKey":"{key}"}}}}"#))
+        ),
+    )
+    .unwrap();
+    // `bridge→runtime` sorts (and is read) before `runtime→bridge`.
+    std::fs::write(
+        cell.join("bridge→runtime.ndjson"),
+        entry(
+            2,
+            "bridge→runtime",
+            &format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"text":"echo {key}"}}}}"#),
+        ) + "\n",
+    )
+    .unwrap();
+    let out = t.path().join("out");
+    let o = Command::new(BRIDGEWIRE)
+        .arg("redact")
+        .arg(t.path().join("in"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let hits = sweep(&out, &[], &[key, bytes_key]);
+    assert!(hits.is_empty(), "{hits:#?}");
+    let echoed = std::fs::read_to_string(out.join("p/c/bridge→runtime.ndjson")).unwrap();
+    assert!(echoed.contains("echo [redacted]"), "{echoed}");
 }

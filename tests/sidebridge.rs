@@ -389,12 +389,12 @@ fn recording_proxy_tees_lanes_per_chat_then_pins_and_replay_work() {
     // The proxy is transparent: the whole rule table passes through it.
     let (out, v) = check(&["--url", &proxy.url, "--key", KEY], &[], &[]);
     assert_eq!(out.status.code(), Some(0), "{v}");
-    // Graceful stop on SIGTERM.
+    // Graceful stop on SIGTERM (in-flight exchanges recorded), exit 143 as every command.
     unsafe {
         libc_kill(proxy.child.id() as i32, 15);
     }
     let status = proxy.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(status.code(), Some(143));
 
     let root = tmp.path().join("ref");
     let chats: Vec<_> = std::fs::read_dir(&root)

@@ -45,18 +45,26 @@ fn marked(mark: &str) -> Vec<u32> {
 }
 
 /// Waits (bounded) until no marked process is left; returns the ones still there.
-fn leftovers(mark: &str) -> Vec<u32> {
+fn leftovers(mark: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let left = marked(mark);
         if left.is_empty() || Instant::now() > deadline {
+            let described = left
+                .iter()
+                .map(|p| {
+                    let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                    let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                    format!("{p} {}", cmd.trim())
+                })
+                .collect();
             for &p in &left {
                 // Do not leak them into the next test.
                 unsafe {
                     libc::kill(p as i32, libc::SIGKILL);
                 }
             }
-            return left;
+            return described;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -342,40 +350,6 @@ fn parity_of_git_refs_removes_worktrees_and_kills_the_build() {
 }
 
 #[test]
-fn check_bridle_hub_exits_130_and_kills_the_hub_tree() {
-    let run = Run::new();
-    // A hub that prints its address, starts a setsid grandchild and then never answers.
-    let hub = r#"
-import os, socket, subprocess, time
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
-subprocess.Popen(["setsid", "sleep", "300"])
-print("127.0.0.1:%d" % s.getsockname()[1], flush=True)
-open(os.environ["READY"], "w").close()
-conns = []
-while True:
-    c, _ = s.accept(); conns.append(c)
-"#;
-    let mut child = run
-        .command(&[
-            "check",
-            "bridle",
-            "hub",
-            "--wait-ms",
-            "60000",
-            "--",
-            "python3",
-            "-c",
-            hub,
-        ])
-        .spawn()
-        .unwrap();
-    run.wait_ready(&mut child);
-    std::thread::sleep(Duration::from_millis(300));
-    let (code, took, out) = signal_and_wait(&mut child, libc::SIGINT);
-    assert_clean(&run, "check bridle hub", code, 130, took, &out);
-}
-
-#[test]
 fn a_sigkilled_recorder_leaves_nothing_outside_its_recordings_folder() {
     let run = Run::new();
     let dir = run.tmp.path().join("recordings");
@@ -405,37 +379,142 @@ fn a_sigkilled_recorder_leaves_nothing_outside_its_recordings_folder() {
     );
 }
 
-/// Runs `args` (with the test's marker, TMPDIR and READY), waits for READY, lets it run a
-/// random moment (soak rounds), sends `sig` and asserts the clean end: exit 128 + sig within
-/// the bound, no marked process, no temporary entry. Returns the output. `settle` is waited
-/// after READY before the random moment (the command reaching its long wait).
+/// How a started command says it reached its long wait.
+#[derive(Clone, Copy)]
+enum Ready {
+    /// The hostile child touched `$READY`.
+    File,
+    /// bridgewire printed its first stdout line (a proxy's address).
+    StdoutLine,
+}
+
+/// A started bridgewire whose stdout and stderr are drained by threads (a leftover grandchild
+/// holding a pipe cannot block the test).
+struct Proc {
+    child: Child,
+    out: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    _stdin: Option<std::process::ChildStdin>,
+}
+
+impl Proc {
+    fn start(mut cmd: Command) -> Proc {
+        use std::io::Read;
+        // `record bb` reads the runtime's side from stdin: keep it open.
+        cmd.stdin(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut readers = Vec::new();
+        let pipes: Vec<Box<dyn Read + Send>> = vec![
+            Box::new(child.stdout.take().unwrap()),
+            Box::new(child.stderr.take().unwrap()),
+        ];
+        for mut pipe in pipes {
+            let out = out.clone();
+            readers.push(std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    out.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            }));
+        }
+        let stdin = child.stdin.take();
+        Proc {
+            child,
+            out,
+            readers,
+            _stdin: stdin,
+        }
+    }
+
+    fn output(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
+    }
+
+    fn wait_ready(&mut self, run: &Run, ready: Ready) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ok = match ready {
+                Ready::File => run.ready.exists(),
+                Ready::StdoutLine => self.output().contains('\n'),
+            };
+            if ok {
+                return;
+            }
+            if let Ok(Some(s)) = self.child.try_wait() {
+                std::thread::sleep(Duration::from_millis(200));
+                panic!(
+                    "bridgewire ended before it was ready ({s}): {}",
+                    self.output()
+                );
+            }
+            assert!(Instant::now() < deadline, "never ready: {}", self.output());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `sig`; returns (exit code or -signal, time to exit, output). Killed past 10 s.
+    fn signal(mut self, sig: i32) -> (Option<i32>, Duration, String) {
+        let t = Instant::now();
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+        let deadline = t + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break self.child.wait().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let took = t.elapsed();
+        // The pipes close when bridgewire and its tree are gone; bounded either way.
+        let until = Instant::now() + Duration::from_secs(3);
+        for r in std::mem::take(&mut self.readers) {
+            while !r.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let code = status.code().or(status.signal().map(|s| -s));
+        (code, took, self.output())
+    }
+}
+
+fn sig_name(sig: i32) -> &'static str {
+    if sig == libc::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    }
+}
+
+/// Runs `args` (with the test's marker, TMPDIR and READY, in the test's folder), waits until
+/// it is `ready`, lets it run `settle` plus a random moment (soak rounds), sends `sig` and
+/// asserts the clean end: exit 128 + sig within the bound, no marked process (a setsid
+/// grandchild included), no temporary entry. Returns the output.
 fn interrupt_case(
     what: &str,
     run: &Run,
     args: &[&str],
+    ready: Ready,
     sig: i32,
     round: usize,
     settle: Duration,
 ) -> String {
-    let want = 128 + sig;
     let mut cmd = run.command(args);
     cmd.current_dir(run.tmp.path());
-    // `record bb` reads the runtime's side from stdin: keep it open.
-    cmd.stdin(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let _stdin = child.stdin.take();
-    run.wait_ready(&mut child);
+    let mut p = Proc::start(cmd);
+    p.wait_ready(run, ready);
     std::thread::sleep(settle + jitter(round));
-    let (code, took, out) = signal_and_wait(&mut child, sig);
-    let what = format!(
-        "{what} ({})",
-        if sig == libc::SIGINT {
-            "SIGINT"
-        } else {
-            "SIGTERM"
-        }
-    );
-    assert_clean(run, &what, code, want, took, &out);
+    let (code, took, out) = p.signal(sig);
+    let what = format!("{what} ({})", sig_name(sig));
+    assert_clean(run, &what, code, 128 + sig, took, &out);
     out
 }
 
@@ -471,6 +550,7 @@ fn check_bb_is_interrupted_cleanly_and_writes_partial_reports() {
                     "-c",
                     &script,
                 ],
+                Ready::File,
                 sig,
                 round,
                 // Signalled while the kit waits for its first answer (the conformance folder
@@ -484,4 +564,382 @@ fn check_bb_is_interrupted_cleanly_and_writes_partial_reports() {
             assert!(md.contains("Interrupted by SIG"), "{md}");
         }
     }
+}
+/// A Python stdlib HTTP-ish server that prints its address, starts a grandchild in its own
+/// session, says it is ready, then accepts connections and never answers (a hung bridge, hub
+/// or upstream). `fmt` is how the address is printed (`{}` is the port).
+fn hostile_server(fmt: &str) -> String {
+    format!(
+        r#"
+import os, socket, subprocess
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0)); s.listen(64)
+subprocess.Popen(["setsid", "sleep", "300"])
+subprocess.Popen(["sleep", "300"])
+print("{fmt}".format(s.getsockname()[1]), flush=True)
+open(os.environ["READY"], "w").close()
+conns = []
+while True:
+    c, _ = s.accept(); conns.append(c)
+"#
+    )
+}
+
+/// Runs `case(sig, round)` for both signals, over the soak rounds.
+fn each_signal(case: impl Fn(i32, usize)) {
+    for round in 0..soak_rounds() {
+        for sig in both_signals() {
+            case(sig, round);
+        }
+    }
+}
+
+fn repo_path(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The partial summary names the signal and the report files say the run was interrupted.
+fn assert_partial(what: &str, out: &str, sig: i32, junit: &Path, md: &Path) {
+    assert!(
+        out.contains(&format!("interrupted by {}", sig_name(sig))),
+        "{what}: the partial summary names the signal: {out}"
+    );
+    let j = std::fs::read_to_string(junit)
+        .unwrap_or_else(|e| panic!("{what}: the JUnit report is written ({e}): {out}"));
+    assert!(
+        j.contains("interrupted"),
+        "{what}: JUnit marked interrupted: {j}"
+    );
+    let m = std::fs::read_to_string(md)
+        .unwrap_or_else(|e| panic!("{what}: the Markdown report is written ({e}): {out}"));
+    assert!(
+        m.contains(&format!("Interrupted by {}", sig_name(sig))),
+        "{what}: Markdown marked interrupted: {m}"
+    );
+}
+
+#[test]
+fn replay_bridle_is_interrupted_cleanly() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let hub = hostile_server("127.0.0.1:{}");
+        let rec = repo_path("recordings/bridle");
+        let out = interrupt_case(
+            "replay bridle",
+            &run,
+            &[
+                "replay",
+                "bridle",
+                &rec,
+                "--wait-ms",
+                "60000",
+                "--",
+                "python3",
+                "-c",
+                &hub,
+            ],
+            Ready::File,
+            sig,
+            round,
+            Duration::from_millis(300),
+        );
+        assert!(out.contains("interrupted"), "partial summary: {out}");
+    });
+}
+
+#[test]
+fn replay_sidebridge_is_interrupted_cleanly() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let bridge = hostile_server("http://127.0.0.1:{}/");
+        let rec = repo_path("recordings/sidebridge");
+        let out = interrupt_case(
+            "replay sidebridge",
+            &run,
+            &[
+                "replay",
+                "sidebridge",
+                &rec,
+                "--timeout",
+                "60",
+                "--",
+                "python3",
+                "-c",
+                &bridge,
+            ],
+            Ready::File,
+            sig,
+            round,
+            Duration::from_millis(300),
+        );
+        assert!(out.contains("interrupted"), "partial summary: {out}");
+    });
+}
+
+/// issue 15 item 4: `check sidebridge` wrote no partial report when interrupted.
+#[test]
+fn check_sidebridge_is_interrupted_cleanly_and_writes_partial_reports() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let (junit, md) = (run.tmp.path().join("r.xml"), run.tmp.path().join("r.md"));
+        let bridge = hostile_server("http://127.0.0.1:{}/");
+        let out = interrupt_case(
+            "check sidebridge",
+            &run,
+            &[
+                "check",
+                "sidebridge",
+                "--timeout",
+                "60",
+                "--junit",
+                junit.to_str().unwrap(),
+                "--markdown",
+                md.to_str().unwrap(),
+                "--",
+                "python3",
+                "-c",
+                &bridge,
+            ],
+            Ready::File,
+            sig,
+            round,
+            Duration::from_millis(300),
+        );
+        assert_partial("check sidebridge", &out, sig, &junit, &md);
+    });
+}
+
+/// issue 15 item 4: `check bridle hub` wrote no partial report when interrupted.
+#[test]
+fn check_bridle_hub_is_interrupted_cleanly_and_writes_partial_reports() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let (junit, md) = (run.tmp.path().join("r.xml"), run.tmp.path().join("r.md"));
+        let hub = hostile_server("127.0.0.1:{}");
+        let out = interrupt_case(
+            "check bridle hub",
+            &run,
+            &[
+                "check",
+                "bridle",
+                "hub",
+                "--wait-ms",
+                "60000",
+                "--junit",
+                junit.to_str().unwrap(),
+                "--markdown",
+                md.to_str().unwrap(),
+                "--",
+                "python3",
+                "-c",
+                &hub,
+            ],
+            Ready::File,
+            sig,
+            round,
+            Duration::from_millis(300),
+        );
+        assert_partial("check bridle hub", &out, sig, &junit, &md);
+    });
+}
+
+/// issue 15 item 4: `check bridle agent` wrote no partial report when interrupted.
+#[test]
+fn check_bridle_agent_is_interrupted_cleanly_and_writes_partial_reports() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let (junit, md) = (run.tmp.path().join("r.xml"), run.tmp.path().join("r.md"));
+        let agent = hostile_shell();
+        let out = interrupt_case(
+            "check bridle agent",
+            &run,
+            &[
+                "check",
+                "bridle",
+                "agent",
+                "--wait-ms",
+                "60000",
+                "--junit",
+                junit.to_str().unwrap(),
+                "--markdown",
+                md.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                &agent,
+            ],
+            Ready::File,
+            sig,
+            round,
+            Duration::from_millis(300),
+        );
+        assert_partial("check bridle agent", &out, sig, &junit, &md);
+    });
+}
+
+#[test]
+fn rerecord_bb_is_interrupted_cleanly() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        // A copy: rerecording writes `.current` lanes into the cell.
+        let cell = run.tmp.path().join("rec/bb-ref/fork");
+        std::fs::create_dir_all(&cell).unwrap();
+        for e in std::fs::read_dir(bundled_cell()).unwrap().flatten() {
+            std::fs::copy(e.path(), cell.join(e.file_name())).unwrap();
+        }
+        let script = hostile_shell();
+        let out = interrupt_case(
+            "rerecord bb",
+            &run,
+            &[
+                "rerecord",
+                "bb",
+                "--timeout-ms",
+                "120000",
+                cell.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+            Ready::File,
+            sig,
+            round,
+            Duration::ZERO,
+        );
+        assert!(
+            out.contains("interrupted by signal"),
+            "partial summary: {out}"
+        );
+    });
+}
+
+/// `parity` with two `cmd:` legs that hang (the ref: legs are covered above).
+#[test]
+fn parity_of_commands_is_interrupted_cleanly() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        for leg in ["a.sh", "b.sh"] {
+            std::fs::write(run.tmp.path().join(leg), hostile_shell()).unwrap();
+        }
+        let rec = repo_path("recordings/bb-ref");
+        let out = interrupt_case(
+            "parity cmd:",
+            &run,
+            &[
+                "parity",
+                "--base",
+                "cmd:sh a.sh",
+                "--head",
+                "cmd:sh b.sh",
+                "--cell",
+                "fork",
+                "--timeout-ms",
+                "120000",
+                &rec,
+            ],
+            Ready::File,
+            sig,
+            round,
+            Duration::ZERO,
+        );
+        assert!(
+            out.contains("interrupted by signal"),
+            "partial summary: {out}"
+        );
+    });
+}
+
+/// `record bb` is a transparent wrapper: it forwards the signal to the bridge and ends as the
+/// bridge did (here: killed by that signal, or 128 + signal). Whatever the bridge started (a
+/// setsid grandchild included) is gone afterwards, and nothing is left outside the
+/// recordings folder.
+#[test]
+fn record_bb_passes_the_signal_on_and_leaves_nothing() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let dir = run.tmp.path().join("recordings");
+        let script = hostile_shell();
+        let mut cmd = run.command(&[
+            "record",
+            "bb",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        cmd.current_dir(run.tmp.path());
+        let mut p = Proc::start(cmd);
+        p.wait_ready(&run, Ready::File);
+        std::thread::sleep(jitter(round));
+        let (code, took, out) = p.signal(sig);
+        let what = format!("record bb ({})", sig_name(sig));
+        assert!(
+            code == Some(-sig) || code == Some(128 + sig),
+            "{what}: exit {code:?}: {out}"
+        );
+        assert!(took < Duration::from_secs(3), "{what}: took {took:?}");
+        let left = leftovers(&run.mark);
+        assert!(left.is_empty(), "{what}: processes left: {left:?}");
+        let tmp = run.tmp_entries();
+        assert!(tmp.is_empty(), "{what}: temporary entries left: {tmp:?}");
+    });
+}
+
+#[test]
+fn record_bridle_is_interrupted_cleanly() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let dir = run.tmp.path().join("recordings");
+        let out = interrupt_case(
+            "record bridle",
+            &run,
+            &[
+                "record",
+                "bridle",
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--dir",
+                dir.to_str().unwrap(),
+            ],
+            Ready::StdoutLine,
+            sig,
+            round,
+            Duration::ZERO,
+        );
+        assert!(out.contains("interrupted"), "partial summary: {out}");
+    });
+}
+
+#[test]
+fn record_sidebridge_is_interrupted_cleanly() {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let dir = run.tmp.path().join("recordings");
+        let bridge = hostile_server("http://127.0.0.1:{}/");
+        let out = interrupt_case(
+            "record sidebridge",
+            &run,
+            &[
+                "record",
+                "sidebridge",
+                "--dir",
+                dir.to_str().unwrap(),
+                "--",
+                "python3",
+                "-c",
+                &bridge,
+            ],
+            Ready::File,
+            sig,
+            round,
+            Duration::from_millis(300),
+        );
+        assert!(out.contains("interrupted"), "partial summary: {out}");
+    });
 }

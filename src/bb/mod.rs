@@ -134,13 +134,13 @@ pub fn assemble_judged(
                     }
                     continue;
                 }
-                let Some(m) = parse_object(&entry.line) else {
+                let Some(mut m) = parse_object(&entry.line) else {
                     continue;
                 };
                 if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
                     continue;
                 }
-                let params = m.get("params").cloned().unwrap_or(Value::Null);
+                let params = m.remove("params").unwrap_or(Value::Null);
                 match delta::validate_params(&params) {
                     Err(e) => sink.invalid(format!("{}: invalid thread/delta: {e}", at(&entry))),
                     Ok((thread_id, deltas)) => {

@@ -25,8 +25,9 @@
 //!   environment, so a recorded provider never records itself.
 
 use crate::lane::write::{LaneWriter, Line};
-use crate::rpc_scan;
-use crate::util::CappedMap;
+use crate::rpc_scan::{self, IdKey, RpcRef};
+use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -42,32 +43,65 @@ pub const BB_RECORD_ENV: &str = "BB_PROVIDER_BRIDGE_RECORD_DIR";
 /// The longest line recorded (bb's JSON-RPC line limit).
 pub const MAX_RECORDED_LINE: usize = 64 * 1024 * 1024;
 
-const CHUNK: usize = 256 * 1024;
+/// The read buffer: as large as the pipes are made ([`widen_pipe`]), so one read takes what a
+/// fast peer has written and one batch of lane writes covers it.
+const CHUNK: usize = 1024 * 1024;
+
+/// Gives a pipe (if `fd` is one) a 1 MiB buffer, the unprivileged maximum by default: fewer,
+/// larger reads and writes, so fewer wake-ups and fewer lane writes per byte. The data and its
+/// order are the pipe's as before; failures (a file, a tty, a lower limit) are ignored.
+fn widen_pipe(fd: std::os::fd::RawFd) {
+    // SAFETY: fstat fills a struct we own; F_SETPIPE_SZ only changes a pipe's capacity.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO {
+            let _ = libc::fcntl(fd, libc::F_SETPIPE_SZ, CHUNK as libc::c_int);
+        }
+    }
+}
 
 /// Scopes runtime-lane lines as bb does: pending request maps per direction.
 ///
 /// Unlike bb's, each map holds at most [`PENDING_CAP`] requests (oldest forgotten), so a peer
 /// that never answers cannot grow the recorder without bound; a response to a forgotten request
 /// keeps its provisional scope, as an unmatched response does in bb.
+#[derive(Default)]
 pub struct Scoper {
-    /// Runtime→bridge requests awaiting a bridge→runtime response ([`NO_SCOPE`] = `_process`).
-    r: CappedMap,
+    /// Runtime→bridge requests awaiting a bridge→runtime response (`None` = `_process`).
+    r: Pending,
     /// Bridge→runtime requests awaiting a runtime→bridge response.
-    b: CappedMap,
+    b: Pending,
 }
 
 pub const PENDING_CAP: usize = 1 << 16;
 
-/// Stands for "no thread" in the pending maps. An empty thread id is a scope of its own (`t-`),
-/// so the sentinel is a lone NUL instead; a response to a request whose thread id is exactly
-/// `"\u0000"` would land in `_process`.
-const NO_SCOPE: &str = "\0";
+/// Requests awaiting their response: id → the request's scope, at most [`PENDING_CAP`].
+#[derive(Default)]
+struct Pending {
+    map: HashMap<IdKey<'static>, Option<Box<str>>>,
+    /// Insertion order, for forgetting the oldest; a removed id leaves its slot until it comes
+    /// round (the order never holds more than the cap).
+    order: VecDeque<IdKey<'static>>,
+}
 
-impl Default for Scoper {
-    fn default() -> Self {
-        Scoper {
-            r: CappedMap::new(PENDING_CAP),
-            b: CappedMap::new(PENDING_CAP),
+impl Pending {
+    fn insert(&mut self, id: IdKey<'static>, scope: Option<Box<str>>) {
+        if self.map.insert(id.clone(), scope).is_none() {
+            self.order.push_back(id);
+            while self.order.len() > PENDING_CAP {
+                if let Some(old) = self.order.pop_front() {
+                    self.map.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, id: &IdKey<'_>) -> Option<Option<Box<str>>> {
+        match id {
+            IdKey::Number(n) => self.map.remove(&IdKey::Number(*n)),
+            IdKey::String(s) => self
+                .map
+                .remove(&IdKey::String(Cow::Owned(s.clone().into_owned()))),
         }
     }
 }
@@ -75,28 +109,34 @@ impl Default for Scoper {
 impl Scoper {
     /// The scope of a line on `runtime→bridge` (`from_runtime`) or `bridge→runtime`.
     pub fn scope(&mut self, line: &[u8], from_runtime: bool) -> Option<String> {
-        let Some(info) = rpc_scan::scan(line) else {
-            return None; // non-JSON and non-objects go to _process
-        };
-        let provisional = info.thread_id.clone();
+        let rpc = rpc_scan::scan_line(line, &mut |_| false).rpc;
+        self.scope_of(rpc, from_runtime).map(Cow::into_owned)
+    }
+
+    /// The scope of a line already scanned ([`rpc_scan::scan_line`]); borrowed from the line
+    /// unless it comes from the request a response answers.
+    pub fn scope_of<'a>(
+        &mut self,
+        rpc: Option<RpcRef<'a>>,
+        from_runtime: bool,
+    ) -> Option<Cow<'a, str>> {
+        let info = rpc?; // non-JSON and non-objects go to _process
         let (own, opposite) = if from_runtime {
             (&mut self.r, &mut self.b)
         } else {
             (&mut self.b, &mut self.r)
         };
         if info.is_request() {
-            own.insert(
-                info.id_key.clone().expect("request has id"),
-                provisional.clone().unwrap_or_else(|| NO_SCOPE.to_string()),
-            );
-            provisional
+            let id = info.id.expect("a request has an id").into_owned();
+            own.insert(id, info.thread_id.as_deref().map(Box::from));
+            info.thread_id
         } else if info.is_response() {
-            match opposite.remove(info.id_key.as_deref().expect("response has id")) {
-                Some(scope) => Some(scope).filter(|s| s != NO_SCOPE),
-                None => provisional,
+            match opposite.remove(info.id.as_ref().expect("a response has an id")) {
+                Some(scope) => scope.map(|s| Cow::Owned(s.into())),
+                None => info.thread_id,
             }
         } else {
-            provisional
+            info.thread_id
         }
     }
 }
@@ -265,6 +305,7 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
     // other's disk writes.
     let writer = lanes;
     let scoper = Arc::new(Mutex::new(Scoper::default()));
+    let redact = opts.redact;
 
     // The socket provider wrappers report to: abstract, so it needs no folder and leaves
     // nothing behind whatever ends the recorder.
@@ -300,6 +341,12 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
     crate::proc::forward_signals(child.id())?;
     let child_stdin = child.stdin.take().expect("piped");
     let child_stdout = child.stdout.take().expect("piped");
+    {
+        use std::os::fd::AsRawFd;
+        for fd in [0, 1, child_stdin.as_raw_fd(), child_stdout.as_raw_fd()] {
+            widen_pipe(fd);
+        }
+    }
 
     let to_bridge = {
         let writer = writer.sibling();
@@ -308,12 +355,13 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
             .name("runtime→bridge".into())
             .spawn(move || {
                 record_direction(
-                    io::stdin().lock(),
+                    &*std_fd(0),
                     child_stdin,
                     "runtime→bridge",
                     true,
                     writer,
                     &scoper,
+                    redact,
                 );
             })?
     };
@@ -325,15 +373,18 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
             .spawn(move || {
                 record_direction(
                     child_stdout,
-                    io::stdout().lock(),
+                    &*std_fd(1),
                     "bridge→runtime",
                     false,
                     writer,
                     &scoper,
+                    redact,
                 );
             })?
     };
     let status = child.wait()?;
+    // What the bridge left running would hold its stdout open (and outlive the recording).
+    crate::proc::kill_wrapped_leftovers();
     let _ = from_bridge.join();
     // The runtime may keep its end open after the bridge is gone; stdin is not ours to wait on.
     if to_bridge.is_finished() {
@@ -349,14 +400,30 @@ fn record_direction(
     from_runtime: bool,
     mut writer: LaneWriter,
     scoper: &Mutex<Scoper>,
+    redact: bool,
 ) {
-    let mut scopes: Vec<Option<String>> = Vec::new();
+    let mut key_hits: Vec<bool> = Vec::new();
+    let mut keys = KeyMemo::default();
     tee_pump(input, output, dir, |lines| {
-        scopes.clear();
-        {
+        // One pass per line finds its scope and whether redaction must look at it; the shared
+        // pending maps are locked only to file and match the ids.
+        key_hits.clear();
+        let mut pred = |k: &str| redact && keys.may_matter(k);
+        let scans: Vec<Option<RpcRef<'_>>> = lines
+            .iter()
+            .map(|l| {
+                let scan = rpc_scan::scan_line(l, &mut pred);
+                key_hits.push(scan.key_hit);
+                scan.rpc
+            })
+            .collect();
+        let scopes: Vec<Option<Cow<'_, str>>> = {
             let mut s = scoper.lock().expect("scoper");
-            scopes.extend(lines.iter().map(|l| s.scope(l, from_runtime)));
-        }
+            scans
+                .into_iter()
+                .map(|rpc| s.scope_of(rpc, from_runtime))
+                .collect()
+        };
         let batch: Vec<Line<'_>> = lines
             .iter()
             .zip(&scopes)
@@ -366,8 +433,50 @@ fn record_direction(
                 bytes: l,
             })
             .collect();
-        writer.append_batch(&batch);
+        writer.append_batch_scanned(&batch, &key_hits);
     });
+}
+
+/// [`crate::redact::key_may_matter`] remembered for the keys seen last: a wire repeats the
+/// same few dozen keys (`jsonrpc`, `id`, `params`, …) on every line, and the test normalizes the
+/// key and compares it with every pattern. Direct-mapped: a collision only costs a recompute.
+struct KeyMemo {
+    slots: Vec<(Box<str>, bool)>,
+}
+
+impl Default for KeyMemo {
+    fn default() -> Self {
+        KeyMemo {
+            slots: vec![(Box::from("\0"), false); 512],
+        }
+    }
+}
+
+impl KeyMemo {
+    fn may_matter(&mut self, key: &str) -> bool {
+        let b = key.as_bytes();
+        if b.len() > 64 {
+            return crate::redact::key_may_matter(key);
+        }
+        let mut h = b.len() as u32;
+        for &c in b {
+            h = h.wrapping_mul(31).wrapping_add(c as u32);
+        }
+        let slot = &mut self.slots[(h as usize) & 511];
+        if &*slot.0 != key {
+            *slot = (Box::from(key), crate::redact::key_may_matter(key));
+        }
+        slot.1
+    }
+}
+
+/// Stdin or stdout as an unbuffered file: std's stdout buffers (by line) and stdin copies
+/// through an 8 KiB buffer; the pumps do their own framing and write each chunk whole. Never
+/// closed (the process's own descriptor).
+fn std_fd(fd: std::os::fd::RawFd) -> std::mem::ManuallyDrop<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: 0 and 1 stay open for the life of the process and the File is never dropped.
+    std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 fn abstract_addr(name: &str) -> io::Result<std::os::unix::net::SocketAddr> {
@@ -593,6 +702,7 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
             );
         })?;
     let status = child.wait()?;
+    crate::proc::kill_wrapped_leftovers();
     let _ = from_provider.join();
     if to_provider.is_finished() {
         let _ = to_provider.join();

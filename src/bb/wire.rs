@@ -78,6 +78,8 @@ pub struct WireJudge {
     pub interrupts: usize,
     /// Whether any runtime→bridge line was seen (recordings may lack that lane).
     pub runtime_seen: bool,
+    /// Valid `thread/delta` messages judged (none: `turn/delta-outside-turn` saw nothing).
+    pub deltas_seen: usize,
 }
 
 fn thread_of(msg: &Value) -> Option<&str> {
@@ -180,6 +182,7 @@ impl WireJudge {
 
     /// A valid `thread/delta` for `thread`, with what it assembled into and what was dropped.
     pub fn bridge_delta(&mut self, thread: &str, at: &str, events: &[Value], drops: &[SilentDrop]) {
+        self.deltas_seen += 1;
         if let Some(answered) = self.late_settlement.get(thread) {
             // Still settling the turn the stop interrupted: one fault, judged by the kit's
             // stop/interrupt-settles-before-result; the thread stays detached afterwards.
@@ -299,6 +302,11 @@ impl WireJudge {
                     return Verdict::not_run(&id(rule), why);
                 }
                 let not_run = match *rule {
+                    // No pass on evidence not seen: a bridge that sent no valid delta (random
+                    // bytes, say) has not shown it keeps deltas inside turns.
+                    DELTA_OUTSIDE_TURN if self.deltas_seen == 0 => {
+                        Some("no valid thread/delta was received to judge")
+                    }
                     INTERRUPT_SETTLES_INTERRUPTED if !self.runtime_seen => {
                         Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
                     }

@@ -5,6 +5,7 @@
 use super::rules::{self, id};
 use super::spawn::ChildGuard;
 use super::{AGENT_NSP, text_parts};
+use crate::report::live::VerdictLog;
 use crate::rule::{SubCheck, Verdict};
 use serde_json::{Value, json};
 use socketioxide::SocketIo;
@@ -28,6 +29,8 @@ pub struct AgentCheck {
     pub turn_wait: Duration,
     /// Bound on reconnection after the hub restarts (the spec's agents retry after 3 s).
     pub reconnect_wait: Duration,
+    /// Where verdicts go as they are reached (for the partial report of an interrupted run).
+    pub live: Option<crate::report::live::Live>,
 }
 
 #[derive(Debug)]
@@ -60,11 +63,43 @@ enum Seen {
     Disconnected,
 }
 
+/// What the hub double holds of an agent's frames not yet read by the check, at most; past it
+/// frames are dropped and counted (a flooding agent cannot grow the check).
+pub const MAX_QUEUED: usize = 4096;
+
+/// Frames kept of one answer; past it the answer is judged incomplete, named as a flood.
+pub const MAX_TURN_FRAMES: usize = 10_000;
+
+/// The sending side of the hub double's queue, bounded by [`MAX_QUEUED`].
+#[derive(Clone)]
+struct SeenTx {
+    tx: mpsc::UnboundedSender<Seen>,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
+    dropped: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl SeenTx {
+    fn send(&self, seen: Seen) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.queued.fetch_add(1, SeqCst) >= MAX_QUEUED {
+            self.queued.fetch_sub(1, SeqCst);
+            self.dropped.fetch_add(1, SeqCst);
+            return;
+        }
+        if self.tx.send(seen).is_err() {
+            self.queued.fetch_sub(1, SeqCst);
+        }
+    }
+}
+
 struct FakeHub {
     addr: SocketAddr,
     io: SocketIo,
     agent: Arc<Mutex<Option<SocketRef>>>,
     rx: mpsc::UnboundedReceiver<Seen>,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
+    /// Frames dropped because [`MAX_QUEUED`] were waiting.
+    dropped: Arc<std::sync::atomic::AtomicUsize>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -73,6 +108,13 @@ impl FakeHub {
     async fn start(addr: SocketAddr, api_key: String) -> std::io::Result<FakeHub> {
         let (layer, io) = SocketIo::builder().build_layer();
         let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let tx = SeenTx {
+            tx,
+            queued: queued.clone(),
+            dropped: dropped.clone(),
+        };
         let wrong_tx = tx.clone();
         let agent: Arc<Mutex<Option<SocketRef>>> = Arc::default();
         let slot = agent.clone();
@@ -83,15 +125,15 @@ impl FakeHub {
             let ok = auth["apiKey"].as_str() == Some(api_key.as_str())
                 && auth["agentId"].as_str().is_some_and(|a| !a.is_empty());
             if !ok {
-                let _ = tx.send(Seen::Rejected { auth });
+                tx.send(Seen::Rejected { auth });
                 return std::future::ready(Err(Rejected));
             }
-            let _ = tx.send(Seen::Connected { auth });
+            tx.send(Seen::Connected { auth });
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.clone());
             let t = tx.clone();
             // Called synchronously in arrival order (only the returned future is spawned).
             s.on_fallback(move |Event(name): Event, Data(data): Data<Value>| {
-                let _ = t.send(Seen::Event {
+                t.send(Seen::Event {
                     name,
                     data,
                     at: Instant::now(),
@@ -100,7 +142,7 @@ impl FakeHub {
             });
             let t = tx.clone();
             s.on("ping", move |s: SocketRef| {
-                let _ = t.send(Seen::Event {
+                t.send(Seen::Event {
                     name: "ping".into(),
                     data: json!({}),
                     at: Instant::now(),
@@ -110,7 +152,7 @@ impl FakeHub {
             });
             let t = tx.clone();
             s.on_disconnect(move || {
-                let _ = t.send(Seen::Disconnected);
+                t.send(Seen::Disconnected);
                 std::future::ready(())
             });
             std::future::ready(Ok(()))
@@ -118,7 +160,7 @@ impl FakeHub {
         io.ns(AGENT_NSP, (async || {}).with(middleware));
         // Any other namespace (`/`, a typo) is refused, and recorded so the verdict can name it.
         let wrong = move |s: SocketRef, TryData(auth): TryData<Value>| {
-            let _ = wrong_tx.send(Seen::WrongNamespace {
+            wrong_tx.send(Seen::WrongNamespace {
                 nsp: s.ns().to_string(),
                 auth: auth.unwrap_or(Value::Null),
             });
@@ -142,6 +184,8 @@ impl FakeHub {
             io,
             agent,
             rx,
+            queued,
+            dropped,
             stop: Some(stop),
             task,
         })
@@ -162,10 +206,19 @@ impl FakeHub {
     }
 
     async fn next(&mut self, deadline: Instant) -> Option<Seen> {
-        tokio::time::timeout_at(deadline, self.rx.recv())
+        let seen = tokio::time::timeout_at(deadline, self.rx.recv())
             .await
             .ok()
-            .flatten()
+            .flatten();
+        if seen.is_some() {
+            self.queued
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        seen
+    }
+
+    fn dropped(&self) -> usize {
+        self.dropped.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Plays a browser message toward the agent. socketioxide sends the CONNECT ack before it
@@ -209,6 +262,8 @@ struct Turn {
     complete: bool,
     /// The agent's connection ended while waiting.
     disconnected: bool,
+    /// Over [`MAX_TURN_FRAMES`] frames without an end: collecting stopped.
+    flooded: bool,
 }
 
 async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
@@ -234,11 +289,12 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
             _ => false,
         };
         frames.push((name, data, at));
-        if done {
+        if done || frames.len() >= MAX_TURN_FRAMES {
             return Turn {
                 frames,
-                complete: true,
+                complete: done,
                 disconnected,
+                flooded: !done,
             };
         }
     }
@@ -246,12 +302,17 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
         frames,
         complete: false,
         disconnected,
+        flooded: false,
     }
 }
 
 /// Runs the agent rules; verdicts in catalogue order.
 pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
-    let mut out = Vec::new();
+    agent_rules(c).await.into_vec()
+}
+
+async fn agent_rules(c: &AgentCheck) -> VerdictLog {
+    let mut out = VerdictLog::new(c.live.clone());
     let mut hub =
         match FakeHub::start("127.0.0.1:0".parse().expect("addr"), c.api_key.clone()).await {
             Ok(h) => h,
@@ -371,9 +432,23 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
         .collect();
     let names: Vec<&str> = frames.iter().map(|(n, _)| n.as_str()).collect();
     let incomplete = (!turn.complete).then(|| {
+        if turn.flooded {
+            return format!(
+                "more than {MAX_TURN_FRAMES} frames without a closing stream_end (a flood): stopped collecting"
+            );
+        }
+        let shown: Vec<&str> = names.iter().take(40).copied().collect();
+        let more = names.len().saturating_sub(shown.len());
+        let dropped = hub.dropped();
         format!(
-            "no complete answer within {:?} (saw {names:?})",
-            c.turn_wait
+            "no complete answer within {:?} (saw {shown:?}{}{})",
+            c.turn_wait,
+            if more > 0 { format!(" and {more} more") } else { String::new() },
+            if dropped > 0 {
+                format!("; {dropped} frame(s) dropped past the {MAX_QUEUED} queued")
+            } else {
+                String::new()
+            }
         )
     });
 
@@ -388,9 +463,18 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
     } else if wrong.is_empty() {
         Verdict::pass(id::AGENT_CLIENT_ID)
     } else {
+        let more = wrong.len().saturating_sub(20);
         Verdict::fail(
             id::AGENT_CLIENT_ID,
-            format!("answered {client_id:?} with {}", wrong.join(", ")),
+            format!(
+                "answered {client_id:?} with {}{}",
+                wrong[..wrong.len() - more].join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ),
         )
     });
 
@@ -456,7 +540,7 @@ pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
 }
 
 /// One fault, one verdict: `agent-auth` fails with the cause, every later rule is not run.
-fn not_connected(mut out: Vec<Verdict>, why: String) -> Vec<Verdict> {
+fn not_connected(mut out: VerdictLog, why: String) -> VerdictLog {
     out.push(Verdict::fail(id::AGENT_AUTH, why));
     for r in &id::AGENT[1..] {
         out.push(Verdict::not_run(

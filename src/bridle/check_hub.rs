@@ -34,6 +34,8 @@ pub struct HubCheck {
     pub sync_timeout: Duration,
     /// Only these rule ids (all when empty).
     pub only: Vec<String>,
+    /// Where verdicts go as they are reached (for the partial report of an interrupted run).
+    pub live: Option<crate::report::live::Live>,
 }
 
 /// The events the spec lists from the hub to a browser (`Events: Hub -> Browser`).
@@ -50,6 +52,14 @@ pub const TO_AGENT: &[&str] = &["message", "pong"];
 
 /// Fields a hub→browser event must not carry: they are the agent side's routing.
 const AGENT_SIDE_FIELDS: &[&str] = &["clientId", "agentId"];
+
+/// Distinct non-spec event names tallied per run; later new names count under
+/// [`OTHER_NAMES`] (a hub inventing a name per frame cannot grow the tally).
+const MAX_EXTENSION_NAMES: usize = 1024;
+const OTHER_NAMES: &str = "(other names past the first 1024)";
+
+/// Non-spec events a peer keeps for the rules that judge replies; later ones are only tallied.
+const MAX_EXTRAS: usize = 10_000;
 
 /// Events the spec does not list, by side and name, over the whole run.
 #[derive(Default)]
@@ -100,13 +110,20 @@ impl<'a> Peer<'a> {
                 *self.tally.spec_events.borrow_mut() += 1;
                 return Ok(e);
             }
-            *self
-                .tally
-                .extensions
-                .borrow_mut()
-                .entry((self.side, e.name.clone()))
-                .or_default() += 1;
-            self.extras.push((e.name, e.data));
+            {
+                let mut ext = self.tally.extensions.borrow_mut();
+                let key = if ext.len() < MAX_EXTENSION_NAMES
+                    || ext.contains_key(&(self.side, e.name.clone()))
+                {
+                    (self.side, e.name.clone())
+                } else {
+                    (self.side, OTHER_NAMES.to_string())
+                };
+                *ext.entry(key).or_default() += 1;
+            }
+            if self.extras.len() < MAX_EXTRAS {
+                self.extras.push((e.name, e.data));
+            }
         }
     }
 
@@ -325,7 +342,7 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         },
         tally: Tally::default(),
     };
-    let mut out = Vec::new();
+    let mut out = crate::report::live::VerdictLog::new(c.live.clone());
     for &rule in id::HUB {
         if !c.only.is_empty() && !c.only.iter().any(|o| o == rule) {
             continue;
@@ -349,7 +366,7 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         }
         out.push(Verdict::from_subchecks(rule, subs));
     }
-    out
+    out.into_vec()
 }
 
 async fn run_rule(ctx: &Ctx<'_>, rule: &str, subs: &Subs) {

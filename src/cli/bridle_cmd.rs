@@ -109,6 +109,37 @@ fn report(verdicts: &[Verdict], format: super::Format, strict: bool) -> u8 {
     if summary.ok() { exit::OK } else { exit::FAILED }
 }
 
+/// A held live reporter for a Bridle check: verdicts are kept as reached, and a signal prints
+/// them with the partial summary and writes the report files marked interrupted.
+fn live_for(
+    target: &str,
+    started_ms: i64,
+    files: &crate::report::ReportFiles,
+    format: super::Format,
+    strict: bool,
+) -> crate::report::live::Live {
+    let r = crate::report::ReportFiles::simple_report("bridle", target, started_ms, Vec::new());
+    let mut policy = r.policy;
+    policy.strict = strict;
+    crate::report::live::Live::start_held(
+        r.meta,
+        policy,
+        files.clone(),
+        match format {
+            super::Format::Text => crate::report::live::Lines::Stdout,
+            super::Format::Json => crate::report::live::Lines::Stderr,
+        },
+    )
+}
+
+fn joined(command: &[OsString]) -> String {
+    command
+        .iter()
+        .map(|s| s.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Writes the requested report files; a file that cannot be written makes the run exit 2.
 fn write_reports(
     files: &crate::report::ReportFiles,
@@ -149,6 +180,14 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     }
+    let started = crate::util::now_ms();
+    let live = live_for(
+        a.url.clone().unwrap_or_else(|| joined(&a.command)).as_str(),
+        started,
+        &a.reports,
+        a.format,
+        a.strict,
+    );
     let Some((jwt_secret, api_key, _hub, url)) = start_hub(
         "check bridle hub",
         a.url.as_deref(),
@@ -166,13 +205,18 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
         wait: Duration::from_millis(a.wait_ms),
         sync_timeout: Duration::from_millis(a.sync_timeout_ms),
         only: a.rules.clone(),
+        live: Some(live.clone()),
     };
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
-    let started = crate::util::now_ms();
     let verdicts = rt.block_on(check_hub(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
+    if live.finish().is_none() {
+        // A signal ended the run: its handler printed and wrote what was reached.
+        crate::signals::exit_if_interrupted();
+        return exit::FAILED;
+    }
     let code = report(&verdicts, a.format, a.strict);
     write_reports(&a.reports, "bridle", &cfg.url, started, verdicts, code)
 }
@@ -197,20 +241,25 @@ pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
         wait: Duration::from_millis(a.wait_ms),
         turn_wait: Duration::from_millis(a.turn_wait_ms),
         reconnect_wait: Duration::from_millis(a.reconnect_wait_ms),
+        live: None,
+    };
+    let started = crate::util::now_ms();
+    let target = joined(&cfg.command);
+    let live = live_for(&target, started, &a.reports, a.format, false);
+    let cfg = AgentCheck {
+        live: Some(live.clone()),
+        ..cfg
     };
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
-    let started = crate::util::now_ms();
     let verdicts = rt.block_on(check_agent(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
+    if live.finish().is_none() {
+        crate::signals::exit_if_interrupted();
+        return exit::FAILED;
+    }
     let code = report(&verdicts, a.format, false);
-    let target = cfg
-        .command
-        .iter()
-        .map(|s| s.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ");
     write_reports(&a.reports, "bridle", &target, started, verdicts, code)
 }
 
@@ -242,6 +291,10 @@ pub struct RecordBridleArgs {
 }
 
 pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
+    // A signal stops the proxy gracefully (in-flight frames recorded), then the summary is
+    // printed and the command exits 130/143.
+    crate::signals::install();
+    let (drained, _drain) = crate::signals::drain_on_signal(Duration::from_millis(1200));
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
@@ -264,25 +317,26 @@ pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let shutdown = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-            }
+            crate::signals::interrupted_async().await;
         };
         crate::bridle::proxy::serve(listener, cfg, shutdown).await
     });
-    rt.shutdown_timeout(Duration::from_secs(1));
-    match r {
+    rt.shutdown_timeout(Duration::from_millis(300));
+    let interrupted = crate::signals::interrupted()
+        .map(|sig| format!("interrupted by {}: ", crate::report::live::signal_name(sig)))
+        .unwrap_or_default();
+    let code = match r {
         Ok(frames) => {
-            eprintln!("bridgewire record bridle: {frames} frames recorded");
+            eprintln!("bridgewire record bridle: {interrupted}{frames} frames recorded");
             exit::OK
         }
         Err(e) => {
             eprintln!("bridgewire record bridle: {e:#}");
             exit::INVALID_INPUT
         }
-    }
+    };
+    drained.store(true, std::sync::atomic::Ordering::SeqCst);
+    code
 }
 
 /// The hub under test: `--url` (with its secrets), or a started command (default: the bundled
@@ -384,6 +438,10 @@ pub struct ReplayBridleArgs {
 
 pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
     use crate::bridle::player::{Outcome, ReplayConfig, replay_cell};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    // SIGINT/SIGTERM: the hub's tree is killed, the cells finished so far are summed up, exit
+    // 130/143.
+    crate::signals::install();
     let mut cells = Vec::new();
     for r in &a.recordings {
         match crate::cell::discover(r) {
@@ -422,6 +480,17 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
+    let tally = std::sync::Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let total = cells.len();
+    let t = tally.clone();
+    let _summary = crate::signals::on_signal(move |sig| {
+        let (p, f) = (t[0].load(SeqCst), t[1].load(SeqCst));
+        eprintln!(
+            "bridgewire replay bridle: interrupted by {}: {} of {total} cells finished ({p} passed, {f} failed); the hub's tree killed",
+            crate::report::live::signal_name(sig),
+            p + f
+        );
+    });
     let (mut passed, mut failed) = (0, 0);
     for cell in &cells {
         let budget = cfg.wait * 40;
@@ -429,12 +498,15 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
             .block_on(async { tokio::time::timeout(budget, replay_cell(cell, &cfg)).await })
             .unwrap_or_else(|_| Outcome::Fail(format!("timed out after {budget:?}")));
         match outcome {
+            _ if crate::signals::interrupted().is_some() => break,
             Outcome::Pass { events, rows } => {
                 passed += 1;
+                tally[0].fetch_add(1, SeqCst);
                 println!("PASS {}: events {events}, rows {rows}", cell.key);
             }
             Outcome::Fail(why) => {
                 failed += 1;
+                tally[1].fetch_add(1, SeqCst);
                 println!("FAIL {}: {why}", cell.key);
             }
             Outcome::NotReplayable(why) => println!("SKIP {}: {why}", cell.key),

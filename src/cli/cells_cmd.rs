@@ -190,6 +190,7 @@ pub fn redact(a: &RedactArgs) -> u8 {
     let opts = crate::recordings::Options {
         home: a.home.clone(),
         secrets: a.secret.clone(),
+        learn_from: Vec::new(),
     };
     match crate::recordings::redact_tree(&a.input, &out, &opts) {
         Ok(s) => {
@@ -319,6 +320,7 @@ pub fn package(a: &PackageArgs) -> u8 {
     let opts = crate::recordings::Options {
         home: a.home.clone(),
         secrets: a.secret.clone(),
+        learn_from: vec![a.raw.clone()],
     };
     match crate::recordings::redact_tree(&stage, &a.out, &opts) {
         Ok(_) => {}

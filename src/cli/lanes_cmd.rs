@@ -41,9 +41,15 @@ pub struct LanesArgs {
     /// One JSON object per message (offset, direction, name, thread, chat, decoded message).
     #[arg(long, conflicts_with = "raw")]
     pub json: bool,
-    /// The lane entries exactly as stored (NDJSON), filters applied.
+    /// The lane entries as stored (NDJSON), filters applied (redacted unless --no-redact).
     #[arg(long)]
     pub raw: bool,
+    /// Show the lines exactly as stored. By default every line shown is passed through the
+    /// record-time redaction first (secret keys, env/header containers, URLs, at any depth and
+    /// for any bytes, and every value learned from the whole cell), so a raw recording
+    /// (`--no-redact`, another recorder) never reaches a terminal or a log unredacted.
+    #[arg(long)]
+    pub no_redact: bool,
     /// Colour the view: `auto` (only when stdout is a terminal), `always`, `never`.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
@@ -234,6 +240,9 @@ fn view_line(e: &Entry, d: &Decoded, t0: f64, color: bool) -> String {
     )
 }
 
+/// Sibling cells `lanes` learns secret values from before it shows a cell.
+const MAX_LEARN_CELLS: usize = 256;
+
 pub fn run(a: &LanesArgs) -> u8 {
     let root = a.cell.parent().unwrap_or(&a.cell);
     let cell = match crate::cell::discover(&a.cell) {
@@ -259,6 +268,50 @@ pub fn run(a: &LanesArgs) -> u8 {
     let mut t0: Option<f64> = None;
     let mut last: Option<SeqKey> = None;
     let mut reported = 0usize;
+    let secrets = crate::redact::global();
+    let redact = |mut e: crate::lane::Entry| {
+        if a.no_redact {
+            return e;
+        }
+        let raw = e.raw_bytes();
+        if let Some(b) = secrets.redact_framed(&raw) {
+            match String::from_utf8(b) {
+                Ok(text) => {
+                    e.line = text;
+                    e.extra.remove("lineBase64");
+                }
+                Err(b) => {
+                    e.line = String::from_utf8_lossy(b.as_bytes()).into_owned();
+                    e.extra.insert(
+                        "lineBase64".into(),
+                        crate::util::base64_encode(b.as_bytes()).into(),
+                    );
+                }
+            }
+        }
+        e
+    };
+    if !a.no_redact {
+        // Learn first from the whole cell and its sibling cells (one recording's scopes: a key
+        // sent in `_process`'s `initialize` and echoed in a thread), so a secret stated after
+        // (or beside) its echo is redacted in the echo too.
+        let siblings = cell
+            .path
+            .parent()
+            .and_then(|p| crate::cell::discover(p).ok())
+            .unwrap_or_default();
+        for c in siblings
+            .iter()
+            .filter(|c| c.path != cell.path)
+            .take(MAX_LEARN_CELLS)
+            .chain([&cell])
+        {
+            let mut m = c.merged();
+            for e in m.by_ref() {
+                let _ = secrets.redact_framed(&e.raw_bytes());
+            }
+        }
+    }
     loop {
         let mut merged = if a.recorded {
             cell.recorded()
@@ -268,6 +321,7 @@ pub fn run(a: &LanesArgs) -> u8 {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
         for e in merged.by_ref() {
+            let e = redact(e);
             let key = e.key();
             if last.is_some_and(|l| key <= l) {
                 continue;

@@ -78,7 +78,11 @@ pub fn run(a: &PinsArgs) -> u8 {
     }
     let mut worst = exit::OK;
     let started_ms = crate::util::now_ms();
+    // Report files list every cell, so their verdicts are kept only when one is asked for;
+    // otherwise a check keeps counts only (memory stays flat however many cells there are).
     let mut verdicts: Vec<crate::rule::Verdict> = Vec::new();
+    let keep_verdicts =
+        a.reports.junit.is_some() || a.reports.markdown.is_some() || a.reports.html.is_some();
     // Recordings folders with a failing cell, for the command that accepts the new counts.
     let mut to_update: Vec<String> = Vec::new();
     let mut json = JsonCells::default();
@@ -194,31 +198,33 @@ pub fn run(a: &PinsArgs) -> u8 {
                         worst = worst.max(exit::FAILED);
                     }
                 } else {
-                    verdicts.push(if ok {
-                        crate::rule::Verdict::pass(&o.key)
-                    } else {
-                        crate::rule::Verdict::fail(
-                            &o.key,
-                            format!(
-                                "{}{detail}{}{}",
-                                o.key,
-                                if o.invalid.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!(
-                                        "; {} invalid message(s): {}",
-                                        o.invalid.len(),
-                                        o.invalid.join("; ")
-                                    )
-                                },
-                                if o.lane_errors.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!("; unreadable: {}", o.lane_errors.join("; "))
-                                }
-                            ),
-                        )
-                    });
+                    if keep_verdicts {
+                        verdicts.push(if ok {
+                            crate::rule::Verdict::pass(&o.key)
+                        } else {
+                            crate::rule::Verdict::fail(
+                                &o.key,
+                                format!(
+                                    "{}{detail}{}{}",
+                                    o.key,
+                                    if o.invalid.is_empty() {
+                                        String::new()
+                                    } else {
+                                        format!(
+                                            "; {} invalid message(s): {}",
+                                            o.invalid.len(),
+                                            o.invalid.join("; ")
+                                        )
+                                    },
+                                    if o.lane_errors.is_empty() {
+                                        String::new()
+                                    } else {
+                                        format!("; unreadable: {}", o.lane_errors.join("; "))
+                                    }
+                                ),
+                            )
+                        });
+                    }
                     if ok {
                         passed += 1;
                     } else {
@@ -281,7 +287,10 @@ pub fn run(a: &PinsArgs) -> u8 {
                     } else {
                         failed += 1;
                         worst = worst.max(exit::FAILED);
-                        verdicts.push(crate::rule::Verdict::fail(key, "pinned but no recording"));
+                        if keep_verdicts {
+                            verdicts
+                                .push(crate::rule::Verdict::fail(key, "pinned but no recording"));
+                        }
                         pending.insert(key.clone(), None);
                         let r = root.display().to_string();
                         if !to_update.contains(&r) {

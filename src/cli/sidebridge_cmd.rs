@@ -196,6 +196,10 @@ pub struct RecordSidebridgeArgs {
 }
 
 pub fn record_cmd(a: &RecordSidebridgeArgs) -> u8 {
+    // A signal stops the proxy gracefully (in-flight exchanges get a moment to be recorded),
+    // kills the bridge's tree, prints where the recording is and exits 130/143.
+    crate::signals::install();
+    let (drained, _drain) = crate::signals::drain_on_signal(Duration::from_millis(1200));
     let url_pattern = match a.url_pattern.as_deref().map(regex::Regex::new).transpose() {
         Ok(p) => p,
         Err(e) => {
@@ -229,13 +233,23 @@ pub fn record_cmd(a: &RecordSidebridgeArgs) -> u8 {
         max_body: a.max_body,
         mode: a.mode,
     };
-    match crate::sidebridge::proxy::run(cfg) {
+    let dir = cfg.dir.clone();
+    let code = match crate::sidebridge::proxy::run(cfg) {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("bridgewire record sidebridge: {e:#}");
             exit::INVALID_INPUT
         }
+    };
+    if let Some(sig) = crate::signals::interrupted() {
+        eprintln!(
+            "bridgewire record sidebridge: interrupted by {}: the exchanges completed so far are in {}",
+            crate::report::live::signal_name(sig),
+            dir.display()
+        );
     }
+    drained.store(true, std::sync::atomic::Ordering::SeqCst);
+    code
 }
 
 pub fn replay_cmd(a: &ReplaySidebridgeArgs) -> u8 {
@@ -310,14 +324,42 @@ pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    let limits = a.target.limits();
+    let meta = |target: String| RunMeta {
+        protocol: "sidebridge".into(),
+        target,
+        started_at: report::rfc3339_utc(started),
+        duration_ms: (crate::util::now_ms() - started).max(0) as u64,
+        timeout_ms: limits.total.as_millis() as u64,
+        fixture: fixture_path.clone(),
+        ..Default::default()
+    };
+    // Verdicts are kept as reached: a signal prints them with the partial summary and writes
+    // the report files marked interrupted (the bridge's tree is killed, exit 130/143).
+    let spec_target = spec.url.clone().unwrap_or_else(|| {
+        spec.command
+            .iter()
+            .map(|s| s.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    let live = crate::report::live::Live::start_held(
+        meta(spec_target),
+        a.policy.policy(),
+        a.reports.clone(),
+        match a.format {
+            super::Format::Text => crate::report::live::Lines::Stdout,
+            super::Format::Json => crate::report::live::Lines::Stderr,
+        },
+    );
     let (url, _guard) = match spec.resolve() {
         Ok(x) => x,
         Err(e) => {
+            live.finish();
             eprintln!("bridgewire check sidebridge: {e:#}");
             return exit::INVALID_INPUT;
         }
     };
-    let limits = a.target.limits();
     let cfg = CheckConfig {
         url: url.clone(),
         key: spec.key.clone(),
@@ -327,30 +369,31 @@ pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
         give_up_after: a.give_up_after,
         fixture,
         nonce: nonce(),
+        live: Some(live.clone()),
     };
     let checked =
         match crate::sidebridge::spawn::runtime().block_on(crate::sidebridge::rules::check(&cfg)) {
             Ok(r) => r,
             Err(e) => {
+                live.finish();
                 eprintln!("bridgewire check sidebridge: {e}");
                 return exit::INVALID_INPUT;
             }
         };
+    drop(cfg);
+    if live.finish().is_none() {
+        // A signal ended the run: its handler printed what was reached, wrote the reports
+        // and exits 130/143 (the verdicts decided after the bridge was killed are not shown).
+        crate::signals::exit_if_interrupted();
+        return exit::FAILED;
+    }
     let mut verdicts = checked.verdicts.clone();
     for v in &mut verdicts {
         // Every verdict carries its catalogue level, whoever reads it.
         v.level = Some(crate::rule::level_of("sidebridge", v));
     }
     let report = Report {
-        meta: RunMeta {
-            protocol: "sidebridge".into(),
-            target: url.clone(),
-            started_at: report::rfc3339_utc(started),
-            duration_ms: (crate::util::now_ms() - started).max(0) as u64,
-            timeout_ms: limits.total.as_millis() as u64,
-            fixture: fixture_path,
-            ..Default::default()
-        },
+        meta: meta(url.clone()),
         verdicts,
         policy: a.policy.policy(),
     };

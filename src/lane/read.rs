@@ -201,6 +201,164 @@ impl<R: BufRead> Iterator for LaneReader<R> {
 /// Parses one lane line into an [`Entry`].
 pub fn parse_entry(bytes: &[u8], expected_dir: Option<&str>) -> Result<Entry, LaneErrorKind> {
     let text = std::str::from_utf8(bytes).map_err(|e| LaneErrorKind::NotUtf8(e.valid_up_to()))?;
+    if let Some(entry) = parse_canonical(text) {
+        if let Some(expected) = expected_dir
+            && entry.dir != expected
+        {
+            return Err(LaneErrorKind::DirMismatch {
+                expected: expected.to_string(),
+                found: entry.dir,
+            });
+        }
+        return Ok(entry);
+    }
+    parse_entry_general(text, expected_dir)
+}
+
+/// The layout every recorder writes, `{"ts":N,"run":N,"seq":N,"dir":"…","line":"…"}` (`run`
+/// optional, no other keys, no whitespace), read without building JSON values; `None` for
+/// anything else (which [`parse_entry_general`] then reads or names as an error), so the result
+/// is always the general parser's.
+fn parse_canonical(text: &str) -> Option<Entry> {
+    let b = text.as_bytes();
+    let mut at = b"{\"ts\":".len();
+    if !b.starts_with(b"{\"ts\":") {
+        return None;
+    }
+    let ts = canonical_number(b, &mut at)?;
+    let run = if b[at..].starts_with(b",\"run\":") {
+        at += b",\"run\":".len();
+        canonical_number(b, &mut at)?
+    } else {
+        0.0
+    };
+    at = expect(b, at, b",\"seq\":")?;
+    let seq = canonical_number(b, &mut at)?;
+    at = expect(b, at, b",\"dir\":")?;
+    let dir = canonical_string(text, &mut at)?;
+    at = expect(b, at, b",\"line\":")?;
+    let line = canonical_string(text, &mut at)?;
+    if &b[at..] != b"}" {
+        return None;
+    }
+    Some(Entry {
+        ts,
+        run,
+        seq,
+        dir,
+        line,
+        extra: Map::new(),
+    })
+}
+
+fn expect(b: &[u8], at: usize, word: &[u8]) -> Option<usize> {
+    b[at..].starts_with(word).then_some(at + word.len())
+}
+
+/// A non-negative JSON number (`0|[1-9][0-9]*` with optional fraction and exponent) as f64;
+/// Rust's parse rounds correctly, as serde_json's `float_roundtrip` does.
+fn canonical_number(b: &[u8], at: &mut usize) -> Option<f64> {
+    let start = *at;
+    let digits = |i: &mut usize| {
+        let s = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i > s
+    };
+    let mut i = start;
+    if b.get(i) == Some(&b'0') {
+        i += 1;
+    } else if !digits(&mut i) {
+        return None;
+    }
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        if !digits(&mut i) {
+            return None;
+        }
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if !digits(&mut i) {
+            return None;
+        }
+    }
+    *at = i;
+    let n: f64 = std::str::from_utf8(&b[start..i]).ok()?.parse().ok()?;
+    n.is_finite().then_some(n)
+}
+
+/// A JSON string at `at` (opening quote included), unescaped; `None` on anything a JSON
+/// parser would refuse (control characters, bad escapes, lone surrogates).
+fn canonical_string(text: &str, at: &mut usize) -> Option<String> {
+    let b = text.as_bytes();
+    if b.get(*at) != Some(&b'"') {
+        return None;
+    }
+    let mut i = *at + 1;
+    let mut out = String::new();
+    let mut run = i;
+    loop {
+        let rel = memchr::memchr2(b'"', b'\\', &b[i..])?;
+        let end = i + rel;
+        if b[i..end].iter().any(|&c| c < 0x20) {
+            return None;
+        }
+        if b[end] == b'"' {
+            out.push_str(&text[run..end]);
+            *at = end + 1;
+            return Some(out);
+        }
+        out.push_str(&text[run..end]);
+        let esc = *b.get(end + 1)?;
+        i = end + 2;
+        match esc {
+            b'"' => out.push('"'),
+            b'\\' => out.push('\\'),
+            b'/' => out.push('/'),
+            b'b' => out.push('\u{8}'),
+            b'f' => out.push('\u{c}'),
+            b'n' => out.push('\n'),
+            b'r' => out.push('\r'),
+            b't' => out.push('\t'),
+            b'u' => {
+                let hi = hex4(b, i)?;
+                i += 4;
+                let c = if (0xD800..0xDC00).contains(&hi) {
+                    if b.get(i..i + 2)? != b"\\u" {
+                        return None;
+                    }
+                    let lo = hex4(b, i + 2)?;
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return None;
+                    }
+                    i += 6;
+                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?
+                } else {
+                    char::from_u32(hi)? // a lone low surrogate is refused here
+                };
+                out.push(c);
+            }
+            _ => return None,
+        }
+        run = i;
+    }
+}
+
+fn hex4(b: &[u8], at: usize) -> Option<u32> {
+    let s = std::str::from_utf8(b.get(at..at + 4)?).ok()?;
+    if !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(s, 16).ok()
+}
+
+/// Any JSON object with the five keys (any order, extra keys kept).
+fn parse_entry_general(text: &str, expected_dir: Option<&str>) -> Result<Entry, LaneErrorKind> {
     let mut de = serde_json::Deserializer::from_str(text);
     let raw = de
         .deserialize_map(RawEntryVisitor)
@@ -302,12 +460,11 @@ pub fn peek_key(bytes: &[u8]) -> Option<super::SeqKey> {
     let rest = bytes.strip_prefix(b"{\"ts\":")?;
     let comma = memchr::memchr(b',', rest)?;
     let rest = &rest[comma + 1..];
-    let (run, rest) = if let Some(r) = rest.strip_prefix(b"\"run\":") {
-        let comma = memchr::memchr(b',', r)?;
-        (parse_num(&r[..comma])?, &r[comma + 1..])
-    } else {
-        (0.0, rest)
-    };
+    // Without `run` in its place the line may still carry one later (`{"ts":…,"seq":…,"run":…}`):
+    // reading it as run 0 let an unsorted lane pass the pre-scan; the full parse decides.
+    let r = rest.strip_prefix(b"\"run\":")?;
+    let comma = memchr::memchr(b',', r)?;
+    let (run, rest) = (parse_num(&r[..comma])?, &r[comma + 1..]);
     let r = rest.strip_prefix(b"\"seq\":")?;
     let comma = memchr::memchr(b',', r)?;
     Some(super::SeqKey {
@@ -419,11 +576,47 @@ mod tests {
         assert!(got[1].is_ok());
     }
 
+    /// The canonical-layout fast path reads exactly what the general parser reads, and leaves
+    /// to it everything it is not sure of.
+    #[test]
+    fn the_fast_path_agrees_with_the_general_parser() {
+        let lines = [
+            GOOD.to_string(),
+            r#"{"ts":1.5e3,"seq":0,"dir":"d","line":"\"q\" \\ \/ \b\f\n\r\t \u00e9 \ud83d\ude00 é"}"#.into(),
+            r#"{"ts":0.1,"run":17e-1,"seq":12345678901234567890123,"dir":"d","line":""}"#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"\ud800"}"#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"\udc00"}"#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"\ud800\u0041"}"#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"\x"}"#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"\u12"}"#.into(),
+            "{\"ts\":1,\"run\":2,\"seq\":3,\"dir\":\"d\",\"line\":\"a\tb\"}".into(),
+            r#"{"ts":01,"run":2,"seq":3,"dir":"d","line":"x"}"#.into(),
+            r#"{"ts":-1,"run":2,"seq":3,"dir":"d","line":"x"}"#.into(),
+            r#"{"ts":1.,"run":2,"seq":3,"dir":"d","line":"x"}"#.into(),
+            r#"{"ts":1e999,"run":2,"seq":3,"dir":"d","line":"x"}"#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"x","z":1}"#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"x"} "#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"x"}}"#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":1}"#.into(),
+            r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"x"#.into(),
+        ];
+        for line in &lines {
+            let general = parse_entry_general(line, None);
+            if let Some(fast) = parse_canonical(line) {
+                assert_eq!(Some(&fast), general.as_ref().ok(), "{line}");
+            }
+            let both = parse_entry(line.as_bytes(), None).map_err(|e| e.to_string());
+            assert_eq!(both, general.map_err(|e| e.to_string()), "{line}");
+        }
+        assert!(parse_canonical(&lines[1]).is_some() && parse_canonical(&lines[2]).is_some());
+    }
+
     #[test]
     fn peeks_keys_fast() {
         let k = peek_key(GOOD.as_bytes()).unwrap();
         assert_eq!((k.run, k.seq), (2.0, 3.0));
-        let k = peek_key(br#"{"ts":1,"seq":868.25,"dir":"x","line":""}"#).unwrap();
-        assert_eq!((k.run, k.seq), (0.0, 868.25));
+        // No `run` in bb's place: left to the full parse (it may come later in the line).
+        assert!(peek_key(br#"{"ts":1,"seq":868.25,"dir":"x","line":""}"#).is_none());
+        assert!(peek_key(br#"{"ts":1,"seq":2,"run":5,"dir":"x","line":""}"#).is_none());
     }
 }

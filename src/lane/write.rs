@@ -39,6 +39,9 @@ pub struct LaneWriter {
     scratch: Vec<Vec<u8>>,
     failures: u64,
     redactor: Option<Redactor>,
+    /// The known-secret set behind `redactor` when it is one ([`LaneWriter::with_secrets`]):
+    /// lets a caller that scanned the keys itself skip the redactor's own key walk.
+    secrets: Option<std::sync::Arc<crate::redact::Secrets>>,
     /// Permission bits of lane files (folders get the matching search bits).
     file_mode: u32,
 }
@@ -129,6 +132,7 @@ impl LaneWriter {
             scratch: Vec::new(),
             failures: 0,
             redactor: None,
+            secrets: None,
             file_mode: DEFAULT_FILE_MODE,
         })
     }
@@ -148,12 +152,17 @@ impl LaneWriter {
     /// Passes every line through `redactor` before it is written.
     pub fn with_redactor(mut self, redactor: Redactor) -> Self {
         self.redactor = Some(redactor);
+        self.secrets = None;
         self
     }
 
     /// Redacts every line with `secrets` (bb §1.9 rules plus every value it learned).
     pub fn with_secrets(self, secrets: std::sync::Arc<crate::redact::Secrets>) -> Self {
-        self.with_redactor(std::sync::Arc::new(move |b: &[u8]| secrets.redact_bytes(b)))
+        let set = secrets.clone();
+        let mut w =
+            self.with_redactor(std::sync::Arc::new(move |b: &[u8]| secrets.redact_bytes(b)));
+        w.secrets = Some(set);
+        w
     }
 
     /// A writer for the same recording (root, run, seq counter, redaction) with its own files.
@@ -167,6 +176,7 @@ impl LaneWriter {
             scratch: Vec::new(),
             failures: 0,
             redactor: self.redactor.clone(),
+            secrets: self.secrets.clone(),
             file_mode: self.file_mode,
         }
     }
@@ -197,10 +207,34 @@ impl LaneWriter {
 
     /// Records lines in order, one `write` per file touched. Seqs are consecutive.
     pub fn append_batch(&mut self, lines: &[Line<'_>]) {
-        let ts = format_f64(crate::util::now_ms() as f64);
-        let run = format_f64(self.run as f64);
-        // Group by file, preserving order inside each file.
-        let mut groups: Vec<(String, String, Vec<u8>)> = Vec::new();
+        self.append_lines(lines, None);
+    }
+
+    /// [`LaneWriter::append_batch`] for a caller that already walked each line's keys with
+    /// [`crate::redact::key_may_matter`] (`key_hits[i]`: what
+    /// [`crate::redact::may_need_redaction`] would answer for line `i`).
+    pub fn append_batch_scanned(&mut self, lines: &[Line<'_>], key_hits: &[bool]) {
+        assert_eq!(lines.len(), key_hits.len(), "one key answer per line");
+        self.append_lines(lines, Some(key_hits));
+    }
+
+    fn append_lines(&mut self, lines: &[Line<'_>], key_hits: Option<&[bool]>) {
+        if lines.is_empty() {
+            return;
+        }
+        // The part of every entry before its seq, once per batch: `{"ts":…,"run":…,"seq":`.
+        let mut head = Vec::with_capacity(64);
+        head.extend_from_slice(b"{\"ts\":");
+        head.extend_from_slice(format_f64(crate::util::now_ms() as f64).as_bytes());
+        head.extend_from_slice(b",\"run\":");
+        head.extend_from_slice(format_f64(self.run as f64).as_bytes());
+        head.extend_from_slice(b",\"seq\":");
+        // Lines grouped by (scope, dir), in order inside each group. Batches hold lines of a
+        // handful of scopes, so a scan that tries the previous line's group first is cheapest.
+        // Two scopes can share a folder name (`a/b`, `a:b`): groups are per folder, so a lane
+        // file still gets its lines in seq order.
+        let mut groups: Vec<(Option<&str>, &str, String, Vec<u8>)> = Vec::new();
+        let mut last = usize::MAX;
         // Seqs are taken for the whole batch at once; counted even if a write then fails, as
         // bb does.
         let first = self
@@ -208,33 +242,52 @@ impl LaneWriter {
             .fetch_add(lines.len() as u64, std::sync::atomic::Ordering::SeqCst);
         for (i, line) in lines.iter().enumerate() {
             self.last = first + i as u64 + 1;
-            let scope = scope_dir_name(line.scope);
-            let idx = match groups
-                .iter()
-                .position(|(s, d, _)| *s == scope && d == line.dir)
-            {
-                Some(i) => i,
-                None => {
-                    let buf = self
-                        .scratch
-                        .pop()
-                        .map(|mut b| {
-                            b.clear();
-                            b
-                        })
-                        .unwrap_or_default();
-                    groups.push((scope, line.dir.to_string(), buf));
-                    groups.len() - 1
+            let same =
+                |g: &(Option<&str>, &str, String, Vec<u8>)| g.0 == line.scope && g.1 == line.dir;
+            let idx = if last < groups.len() && same(&groups[last]) {
+                last
+            } else if let Some(i) = groups.iter().position(same) {
+                i
+            } else {
+                let name = scope_dir_name(line.scope);
+                match groups.iter().position(|g| g.1 == line.dir && g.2 == name) {
+                    Some(i) => i,
+                    None => {
+                        let mut buf = self.scratch.pop().unwrap_or_default();
+                        buf.clear();
+                        groups.push((line.scope, line.dir, name, buf));
+                        groups.len() - 1
+                    }
                 }
             };
+            last = idx;
             // Redaction sees the raw bytes (a non-UTF-8 line is redacted before `lineBase64`).
-            let redacted = self.redactor.as_ref().and_then(|r| r(line.bytes));
+            let redacted = match (&self.secrets, key_hits) {
+                (Some(set), Some(hits)) => set.redact_bytes_scanned(line.bytes, hits[i]),
+                _ => self.redactor.as_ref().and_then(|r| r(line.bytes)),
+            };
             let bytes = redacted.as_deref().unwrap_or(line.bytes);
-            let text = std::str::from_utf8(bytes).map_err(|_| bytes);
-            encode_entry_text(&mut groups[idx].2, &ts, &run, self.last, line.dir, text);
+            let out = &mut groups[idx].3;
+            out.extend_from_slice(&head);
+            out.extend_from_slice(itoa_buf(self.last).as_bytes());
+            out.extend_from_slice(b",\"dir\":");
+            write_str_bytes(out, line.dir);
+            out.extend_from_slice(b",\"line\":");
+            let at = out.len();
+            // Written as text first: one pass escapes and tells whether the line is ASCII;
+            // only a non-ASCII line is checked for UTF-8 (and redone if it is not).
+            if !push_json_string(out, bytes) && std::str::from_utf8(bytes).is_err() {
+                out.truncate(at);
+                // bb's decoder would substitute U+FFFD; keep the exact bytes beside it.
+                write_str_bytes(out, &String::from_utf8_lossy(bytes));
+                out.extend_from_slice(b",\"lineBase64\":\"");
+                out.extend_from_slice(crate::util::base64_encode(bytes).as_bytes());
+                out.push(b'"');
+            }
+            out.extend_from_slice(b"}\n");
         }
-        for (scope, dir, buf) in groups {
-            if let Err(e) = self.write_file(&scope, &dir, &buf) {
+        for (_, dir, scope, buf) in groups {
+            if let Err(e) = self.write_file(&scope, dir, &buf) {
                 self.failures += 1;
                 eprintln!(
                     "bridgewire recorder: failed to append to {}: {e}",
@@ -304,7 +357,9 @@ fn encode_entry_text(
     write_str_bytes(out, dir);
     out.extend_from_slice(b",\"line\":");
     match text {
-        Ok(text) => write_str_bytes(out, text),
+        Ok(text) => {
+            push_json_string(out, text.as_bytes());
+        }
         Err(bytes) => {
             // bb's decoder would substitute U+FFFD; keep the exact bytes beside it.
             write_str_bytes(out, &String::from_utf8_lossy(bytes));
@@ -314,6 +369,196 @@ fn encode_entry_text(
         }
     }
     out.extend_from_slice(b"}\n");
+}
+
+/// Appends `bytes` (UTF-8) as a JSON string literal, escaped as `JSON.stringify` escapes it.
+/// Returns whether every byte was ASCII (the caller may skip its own UTF-8 check then).
+///
+/// The recorder's hot loop: every recorded byte passes here once. Sixteen bytes at a time
+/// (SSE2, which every x86-64 has), runs with nothing to escape are copied whole.
+pub fn push_json_string(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        push_json_string_sse2(out, bytes)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        out.reserve(bytes.len() + bytes.len() / 8 + 2);
+        out.push(b'"');
+        let mut start = 0;
+        let mut high = 0u8;
+        loop {
+            let (i, h) = next_escape(bytes, start);
+            high |= h;
+            out.extend_from_slice(&bytes[start..i]);
+            if i == bytes.len() {
+                break;
+            }
+            push_escape(out, bytes[i]);
+            start = i + 1;
+        }
+        out.push(b'"');
+        high & 0x80 == 0
+    }
+}
+
+/// [`push_json_string`] with SSE2: every 16-byte block is stored whole, then the output moves
+/// past the bytes before the first one to escape (if any); `"` and `\\` (the common escapes in
+/// a JSON line) cost one stored backslash, no call.
+#[cfg(target_arch = "x86_64")]
+fn push_json_string_sse2(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    use std::arch::x86_64::*;
+    // Room for: the quotes, every remaining byte doubled (`"` → `\\"`), one 16-byte store past
+    // the end. A control character (6 bytes) re-checks the room.
+    let room = |rest: usize| rest * 2 + 32;
+    out.reserve(room(bytes.len()));
+    let n = bytes.len();
+    let mut src = 0usize;
+    // SAFETY: SSE2 is part of x86-64. Loads read 16 bytes inside `bytes` (src + 16 <= n).
+    // Writes go to `dst`, which stays below `out.capacity()` by the invariant
+    // `capacity - dst >= room(n - src)`: a block step writes 16 and advances dst by at most the
+    // src it consumes; an escape of `"`/`\\` writes 2 for 1 consumed; any other escape
+    // re-reserves first. `set_len` covers only initialized bytes.
+    unsafe {
+        let mut dst = out.len();
+        let base = |out: &mut Vec<u8>| out.as_mut_ptr();
+        *base(out).add(dst) = b'"';
+        dst += 1;
+        let quote = _mm_set1_epi8(b'"' as i8);
+        let bslash = _mm_set1_epi8(b'\\' as i8);
+        let ctrl_max = _mm_set1_epi8(0x1f);
+        let mut seen = _mm_setzero_si128();
+        let mut tail_high = 0u8;
+        loop {
+            let m = if src + 16 <= n {
+                let v = _mm_loadu_si128(bytes.as_ptr().add(src).cast());
+                seen = _mm_or_si128(seen, v);
+                let ctrl = _mm_cmpeq_epi8(_mm_min_epu8(v, ctrl_max), v);
+                let hit = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                    ctrl,
+                );
+                _mm_storeu_si128(base(out).add(dst).cast(), v);
+                let m = _mm_movemask_epi8(hit) as u32;
+                if m == 0 {
+                    src += 16;
+                    dst += 16;
+                    continue;
+                }
+                m.trailing_zeros() as usize
+            } else {
+                // The tail, a byte at a time.
+                let mut k = 0;
+                while src + k < n {
+                    let c = bytes[src + k];
+                    if c < 0x20 || c == b'"' || c == b'\\' {
+                        break;
+                    }
+                    tail_high |= c;
+                    *base(out).add(dst + k) = c;
+                    k += 1;
+                }
+                if src + k == n {
+                    dst += k;
+                    break;
+                }
+                k
+            };
+            // Bytes before the escape are already stored.
+            src += m;
+            dst += m;
+            let c = bytes[src];
+            src += 1;
+            if c == b'"' || c == b'\\' {
+                *base(out).add(dst) = b'\\';
+                *base(out).add(dst + 1) = c;
+                dst += 2;
+            } else {
+                out.set_len(dst);
+                push_escape(out, c);
+                out.reserve(room(n - src));
+                dst = out.len();
+            }
+        }
+        *base(out).add(dst) = b'"';
+        out.set_len(dst + 1);
+        _mm_movemask_epi8(seen) == 0 && tail_high & 0x80 == 0
+    }
+}
+
+#[inline]
+fn push_escape(out: &mut Vec<u8>, c: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match c {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x0c => out.extend_from_slice(b"\\f"),
+        c => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[(c >> 4) as usize],
+            HEX[(c & 15) as usize],
+        ]),
+    }
+}
+
+/// The first position at or after `from` of a byte JSON must escape (`"`, `\\`, a control
+/// character), or `bytes.len()`; and `0x80` if a non-ASCII byte of `bytes` was seen on the way
+/// (bytes past the stop may count too), else 0.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn next_escape(bytes: &[u8], mut from: usize) -> (usize, u8) {
+    let mut high = 0u8;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86-64; every load reads 16 bytes inside `bytes` (checked by the
+    // loop condition), unaligned loads are allowed.
+    unsafe {
+        use std::arch::x86_64::*;
+        let quote = _mm_set1_epi8(b'"' as i8);
+        let bslash = _mm_set1_epi8(b'\\' as i8);
+        let ctrl_max = _mm_set1_epi8(0x1f);
+        let mut seen = _mm_setzero_si128();
+        while from + 16 <= bytes.len() {
+            let v = _mm_loadu_si128(bytes.as_ptr().add(from).cast());
+            seen = _mm_or_si128(seen, v);
+            // unsigned v <= 0x1f  <=>  min(v, 0x1f) == v
+            let ctrl = _mm_cmpeq_epi8(_mm_min_epu8(v, ctrl_max), v);
+            let hit = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                ctrl,
+            );
+            let m = _mm_movemask_epi8(hit) as u32;
+            if m != 0 {
+                // `seen` may include bytes past the hit: they are bytes of the same string,
+                // which is all the caller asks about.
+                let h = if _mm_movemask_epi8(seen) != 0 {
+                    0x80
+                } else {
+                    0
+                };
+                return (from + m.trailing_zeros() as usize, h);
+            }
+            from += 16;
+        }
+        if _mm_movemask_epi8(seen) != 0 {
+            high = 0x80;
+        }
+    }
+    while from < bytes.len() {
+        let c = bytes[from];
+        if c < 0x20 || c == b'"' || c == b'\\' {
+            return (from, high);
+        }
+        high |= c;
+        from += 1;
+    }
+    (from, high & 0x80)
 }
 
 /// Decimal digits of `n` without allocating.
@@ -346,6 +591,47 @@ fn itoa_buf(mut n: u64) -> Digits {
 mod tests {
     use super::*;
     use crate::lane::read::LaneReader;
+
+    #[test]
+    fn simd_escaping_matches_the_scalar_escaper() {
+        // Every escape class at every offset of a 16-byte block, and around block ends.
+        let specials: &[&str] = &[
+            "\"", "\\", "\n", "\r", "\t", "\u{8}", "\u{c}", "\u{1}", "\u{1f}", "é", "漢", "\u{7f}",
+            " ",
+        ];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for n in 0..4000 {
+            let len = n % 200;
+            let mut text = String::new();
+            while text.len() < len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x.is_multiple_of(5) {
+                    text.push_str(specials[(x / 5 % specials.len() as u64) as usize]);
+                } else {
+                    text.push((b'a' + (x % 26) as u8) as char);
+                }
+            }
+            let mut simd = Vec::new();
+            let ascii = push_json_string(&mut simd, text.as_bytes());
+            let mut scalar = Vec::new();
+            write_str_bytes(&mut scalar, &text);
+            assert_eq!(
+                String::from_utf8(simd).unwrap(),
+                String::from_utf8(scalar).unwrap()
+            );
+            assert_eq!(ascii, text.is_ascii(), "{text:?}");
+            let back: String = serde_json::from_str(&text_json(&text)).unwrap();
+            assert_eq!(back, text);
+        }
+    }
+
+    fn text_json(text: &str) -> String {
+        let mut out = Vec::new();
+        push_json_string(&mut out, text.as_bytes());
+        String::from_utf8(out).unwrap()
+    }
 
     #[test]
     fn writes_scoped_lanes_with_one_seq_counter() {

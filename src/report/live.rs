@@ -37,6 +37,9 @@ struct State {
     started: Instant,
     /// The `on_signal` hook; dropped when the run finishes.
     hook: Option<crate::signals::Registration>,
+    /// Verdict lines are not printed as reached (the command prints its own report at the
+    /// end); an interrupt prints every verdict reached, then the tail.
+    held: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -49,6 +52,12 @@ pub struct Live {
     state: Arc<Mutex<State>>,
 }
 
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Live")
+    }
+}
+
 impl Live {
     /// Starts reporting a run. `expected` sizes the progress bar (shown only when stderr is a
     /// terminal; it ticks on its own, so it never looks stalled).
@@ -59,7 +68,25 @@ impl Live {
         lines: Lines,
         expected: u64,
     ) -> Live {
-        let bar = std::io::stderr().is_terminal().then(|| {
+        Live::begin(meta, policy, files, lines, expected, false)
+    }
+
+    /// Like [`Live::start`] for a check that prints its own report at the end: verdicts are
+    /// kept as reached but not printed, and no progress bar is drawn; only an interrupt prints
+    /// (every verdict reached, then the partial summary) and writes the report files.
+    pub fn start_held(meta: RunMeta, policy: Policy, files: ReportFiles, lines: Lines) -> Live {
+        Live::begin(meta, policy, files, lines, 0, true)
+    }
+
+    fn begin(
+        meta: RunMeta,
+        policy: Policy,
+        files: ReportFiles,
+        lines: Lines,
+        expected: u64,
+        held: bool,
+    ) -> Live {
+        let bar = (!held && std::io::stderr().is_terminal()).then(|| {
             let pb = indicatif::ProgressBar::new(expected);
             pb.set_style(
                 indicatif::ProgressStyle::with_template(
@@ -83,6 +110,7 @@ impl Live {
             last: Instant::now(),
             started: Instant::now(),
             hook: None,
+            held,
         }));
         let live = Live { state };
         let on_signal = live.clone();
@@ -106,6 +134,10 @@ impl Live {
             v = v.with_duration(now - st.last);
         }
         st.last = now;
+        if st.held {
+            st.report.verdicts.push(v);
+            return;
+        }
         let text = super::terminal::verdict_lines(&st.report, &v);
         let lines = st.lines;
         let emit = || emit(lines, &text);
@@ -159,7 +191,7 @@ impl Live {
     /// marked as interrupted. Returns whether the run was still in progress. (The signal
     /// handler then kills the targets and exits 128 + sig.)
     pub fn interrupt(&self, sig: i32) -> bool {
-        let (report, files, lines) = {
+        let (report, files, lines, held) = {
             let mut st = lock(&self.state);
             if st.closed {
                 return false;
@@ -172,13 +204,72 @@ impl Live {
             r.meta.interrupted = Some(signal_name(sig));
             r.meta.duration_ms = st.started.elapsed().as_millis() as u64;
             drop(st.hook.take());
-            (r, st.files.clone(), st.lines)
+            (r, st.files.clone(), st.lines, st.held)
         };
-        emit(lines, &super::terminal::tail(&report));
+        let text = if held {
+            super::terminal::render(&report)
+        } else {
+            super::terminal::tail(&report)
+        };
+        emit(lines, &text);
         if let Err(e) = files.write(&report) {
             eprintln!("bridgewire: {e}");
         }
         true
+    }
+}
+
+/// A check's verdict list that also hands each verdict to a live reporter as it is pushed, so
+/// an interrupted run reports what it reached. Derefs to the list for everything else (a
+/// verdict changed after it was pushed is reported as it was pushed).
+pub struct VerdictLog {
+    list: Vec<Verdict>,
+    live: Option<Live>,
+}
+
+impl VerdictLog {
+    pub fn new(live: Option<Live>) -> VerdictLog {
+        VerdictLog {
+            list: Vec::new(),
+            live,
+        }
+    }
+
+    pub fn push(&mut self, v: Verdict) {
+        if let Some(l) = &self.live {
+            l.verdict(&v);
+        }
+        self.list.push(v);
+    }
+
+    pub fn insert(&mut self, at: usize, v: Verdict) {
+        if let Some(l) = &self.live {
+            l.verdict(&v);
+        }
+        self.list.insert(at, v);
+    }
+
+    pub fn extend(&mut self, vs: impl IntoIterator<Item = Verdict>) {
+        for v in vs {
+            self.push(v);
+        }
+    }
+
+    pub fn into_vec(self) -> Vec<Verdict> {
+        self.list
+    }
+}
+
+impl std::ops::Deref for VerdictLog {
+    type Target = Vec<Verdict>;
+    fn deref(&self) -> &Vec<Verdict> {
+        &self.list
+    }
+}
+
+impl std::ops::DerefMut for VerdictLog {
+    fn deref_mut(&mut self) -> &mut Vec<Verdict> {
+        &mut self.list
     }
 }
 

@@ -224,6 +224,18 @@ async fn replay_cells(
             }
         })
         .collect();
+    if write_current.is_some() {
+        // What the recording holds is known too (a recording made with --keep-key, or by
+        // another recorder, carries the key the bridge may echo back).
+        for r in &runs {
+            for p in &r.pairs {
+                let _ = super::proxy::redacted_line(&secrets, &p.request, false, key);
+                if let Some((rep, _, _)) = &p.reply {
+                    let _ = super::proxy::redacted_line(&secrets, rep, false, key);
+                }
+            }
+        }
+    }
     let mut order: Vec<(f64, f64, usize, usize)> = Vec::new();
     for (ci, r) in runs.iter().enumerate() {
         if !r.problems.is_empty() {
@@ -243,6 +255,7 @@ async fn replay_cells(
     let mut ids: HashMap<String, String> = HashMap::new();
     for (_, _, ci, pi) in order {
         let (sent, new) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
+        SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = &mut runs[ci];
         let p = &r.pairs[pi];
         r.recorded.push(normalizer::request_event(&p.request));
@@ -379,7 +392,12 @@ pub fn first_divergence(recorded: &[Value], replayed: &[Value]) -> Option<String
     None
 }
 
+/// Exchanges sent by this process's replay so far (for the summary of an interrupted one).
+static SENT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 pub fn replay(o: &ReplayOptions) -> u8 {
+    // SIGINT/SIGTERM: the bridge's tree is killed, what was replayed is said, exit 130/143.
+    crate::signals::install();
     let mut cells = Vec::new();
     for root in &o.recordings {
         match crate::cell::discover(root) {
@@ -412,6 +430,14 @@ pub fn replay(o: &ReplayOptions) -> u8 {
         }
     };
     let rt = super::spawn::runtime();
+    let total = cells.len();
+    let _summary = crate::signals::on_signal(move |sig| {
+        eprintln!(
+            "bridgewire replay sidebridge: interrupted by {}: {} exchange(s) of {total} cell(s) replayed, no cell compared; the bridge's tree killed",
+            crate::report::live::signal_name(sig),
+            SENT.load(std::sync::atomic::Ordering::SeqCst)
+        );
+    });
     let (mut passed, mut failed) = (0, 0);
     let refs: Vec<&Cell> = cells.iter().collect();
     let results = rt.block_on(replay_cells(

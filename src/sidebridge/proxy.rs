@@ -214,9 +214,14 @@ pub fn redacted_line(
     key: Option<&str>,
 ) -> Vec<u8> {
     let mut e = e.clone();
-    if !keep_key {
+    {
         for (k, v) in &e.headers {
-            if crate::redact::is_secret_header(k) {
+            // --keep-key keeps the key headers; every other credential header (Cookie,
+            // X-Api-Key, …) is never kept, so its value is learned either way.
+            let key_header = wire::SECRET_HEADERS
+                .iter()
+                .any(|s| k.eq_ignore_ascii_case(s));
+            if crate::redact::is_secret_header(k) && !(keep_key && key_header) {
                 secrets.learn(v);
                 if let Some((_, cred)) = v.split_once(' ') {
                     secrets.learn(cred.trim()); // `Bearer <token>`, `Basic <…>`
@@ -417,14 +422,9 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         println!("http://{addr}/");
         use std::io::Write;
         let _ = std::io::stdout().flush();
+        // `record sidebridge` installed bridgewire's signal handling (crate::signals).
         let shutdown = async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = term.recv() => {},
-            }
+            crate::signals::interrupted_async().await;
         };
         proxy.serve(shutdown).await?;
         Ok(())

@@ -11,6 +11,7 @@
 use super::client::{Driver, Exchange, Kind, Screen};
 use super::profiles::{self, From, Msg, Profile, Reply, Rng, Style, is_textual_uuid};
 use super::transport::{Limits, TransportError};
+use crate::report::live::VerdictLog;
 use crate::rule::{SubCheck, Verdict};
 use serde_json::Value;
 use std::time::Duration;
@@ -30,6 +31,8 @@ pub struct CheckConfig {
     pub fixture: super::fixture::Fixture,
     /// Seeds the words to remember: fresh per run (not `seed`), so no reply can be canned.
     pub nonce: u64,
+    /// Where verdicts go as they are reached (for the partial report of an interrupted run).
+    pub live: Option<crate::report::live::Live>,
 }
 
 /// One reply as each profile sees it.
@@ -173,7 +176,8 @@ pub fn leaks_internals(text: &str) -> Option<(&'static str, String)> {
 pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut d = Driver::new(&cfg.url, cfg.key.clone(), cfg.limits, cfg.seed)?;
     d.give_up_after = cfg.give_up_after;
-    let mut v: Vec<Verdict> = Vec::new();
+    // Each verdict is also handed to the live reporter (an interrupted run reports it).
+    let mut v = VerdictLog::new(cfg.live.clone());
     let mut rng = Rng::new(cfg.seed ^ 0x5eed);
 
     // SB-H2: the first request of the run, timed (a cold start counts).
@@ -640,7 +644,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         .collect();
     v.sort_by_key(|x| order.iter().position(|o| *o == x.id).unwrap_or(usize::MAX));
     Ok(CheckReport {
-        verdicts: v,
+        verdicts: v.into_vec(),
         profiles,
         exchanges: d.log,
     })
@@ -698,7 +702,7 @@ fn same_reply(
     }
 }
 
-async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Vec<Verdict>) {
+async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictLog) {
     let start_body = |rng: &mut Rng, d: &mut Driver| {
         profiles::Request {
             version: "1.0".into(),

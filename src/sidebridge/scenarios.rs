@@ -18,6 +18,7 @@ use super::client::{Driver, Screen};
 use super::fixture::{Fixture, Step};
 use super::profiles::{From, Msg, Profile, Rng, Style};
 use super::rules::{CheckConfig, ends, is_5xx, pass_with, reply_text, request_has_history};
+use crate::report::live::VerdictLog;
 use crate::rule::{Status, SubCheck, Verdict};
 
 /// Random words, from a per-run nonce: lower-case consonants, so no natural word and no
@@ -168,7 +169,7 @@ async fn toggle(
     }
 }
 
-pub async fn run(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Vec<Verdict>) {
+pub async fn run(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictLog) {
     let fx = &cfg.fixture;
     let mut words = Words(Rng::new(cfg.nonce));
 
@@ -409,7 +410,7 @@ async fn history_rules(
     words: &mut Words,
     memory: &Option<String>,
     baseline: &Result<(), String>,
-    v: &mut Vec<Verdict>,
+    v: &mut VerdictLog,
 ) {
     let need_r6 = fx.missing(&["remember", "recall", "disableHistory"]);
     let need_s2 = fx.missing(&["disableHistory", "enableHistory"]);
@@ -571,7 +572,7 @@ fn strict_from_subchecks(id: &str, subs: Vec<SubCheck>) -> Verdict {
     v
 }
 
-async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut Vec<Verdict>) {
+async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut VerdictLog) {
     if let Some(why) = fx.missing(&["endSession"]) {
         v.push(Verdict::not_run("SB-S1", why.clone()));
         v.push(Verdict::not_run("SB-R12", why));

@@ -7,7 +7,7 @@
 //! a bridge can tell. Plain `http://` only.
 
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Bounds on one exchange. Defaults: connect 5 s, whole exchange 60 s (the app's timeout),
@@ -188,10 +188,20 @@ pub async fn send(
     }
 }
 
-type Parsed = (u16, Vec<(String, String)>, Vec<u8>);
+/// A reply's status, headers (in order) and body.
+pub type Parsed = (u16, Vec<(String, String)>, Vec<u8>);
 
-async fn read_reply(
-    stream: &mut TcpStream,
+/// The longest header section read (status line and headers, without the blank line).
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// The longest chunk-size line (size, extensions) read: a longer one is refused, not buffered.
+pub const MAX_CHUNK_LINE: usize = 4096;
+
+/// Reads one HTTP/1.1 reply from `stream` (any byte source: the property tests feed it
+/// arbitrary bytes): a header section of at most 64 KiB, then a body of at most `max_body`
+/// bytes (`Content-Length`, chunked, or up to the end of the stream).
+pub async fn read_reply<R: AsyncRead + Unpin>(
+    stream: &mut R,
     head_only: bool,
     max_body: usize,
 ) -> Result<Parsed, TransportError> {
@@ -199,14 +209,21 @@ async fn read_reply(
     let mut chunk = [0u8; 16384];
     // Head (skipping interim 1xx replies).
     loop {
+        let too_long = || TransportError::Malformed("header section over 64 KiB".into());
+        let mut searched = 0;
         let end = loop {
-            if let Some(p) = memchr::memmem::find(&buf, b"\r\n\r\n") {
+            // Search only the new bytes (a reply trickling in byte by byte stays linear), and
+            // judge the head by its length, not by how the reads happened to split it.
+            if let Some(p) = memchr::memmem::find(&buf[searched..], b"\r\n\r\n") {
+                let p = searched + p;
+                if p > MAX_HEAD {
+                    return Err(too_long());
+                }
                 break p;
             }
-            if buf.len() > 64 * 1024 {
-                return Err(TransportError::Malformed(
-                    "header section over 64 KiB".into(),
-                ));
+            searched = buf.len().saturating_sub(3);
+            if buf.len() > MAX_HEAD + 3 {
+                return Err(too_long());
             }
             let n = stream
                 .read(&mut chunk)
@@ -296,16 +313,16 @@ async fn read_reply(
     }
 }
 
-async fn read_chunked(
-    stream: &mut TcpStream,
+async fn read_chunked<R: AsyncRead + Unpin>(
+    stream: &mut R,
     mut buf: Vec<u8>,
     max_body: usize,
 ) -> Result<Vec<u8>, TransportError> {
     let mut body = Vec::new();
     let mut chunk = [0u8; 16384];
     let mut pos = 0usize;
-    async fn fill(
-        stream: &mut TcpStream,
+    async fn fill<R: AsyncRead + Unpin>(
+        stream: &mut R,
         buf: &mut Vec<u8>,
         chunk: &mut [u8],
         got: usize,
@@ -327,6 +344,12 @@ async fn read_chunked(
             if let Some(p) = memchr::memmem::find(&buf[pos..], b"\r\n") {
                 break pos + p;
             }
+            // An endless size line (no CRLF) must not grow the buffer until the deadline.
+            if buf.len() - pos > MAX_CHUNK_LINE {
+                return Err(TransportError::BadChunks(format!(
+                    "chunk-size line over {MAX_CHUNK_LINE} bytes"
+                )));
+            }
             fill(stream, &mut buf, &mut chunk, body.len()).await?;
         };
         let size_text = String::from_utf8_lossy(&buf[pos..line_end]);
@@ -337,7 +360,8 @@ async fn read_chunked(
         if size == 0 {
             return Ok(body);
         }
-        if body.len() + size > max_body {
+        // `body.len() <= max_body` holds here; a size near `usize::MAX` must not overflow.
+        if size > max_body - body.len() {
             return Err(TransportError::TooLarge(max_body));
         }
         while buf.len() < pos + size + 2 {

@@ -86,7 +86,11 @@ impl Envelope {
             exchange: o.get("exchange")?.as_u64()?,
             method: o.get("method").and_then(Value::as_str).map(str::to_string),
             path: o.get("path").and_then(Value::as_str).map(str::to_string),
-            status: o.get("status").and_then(Value::as_u64).map(|s| s as u16),
+            // An out-of-range status is no status (`as u16` read 65736 as 200).
+            status: o
+                .get("status")
+                .and_then(Value::as_u64)
+                .and_then(|s| u16::try_from(s).ok()),
             headers: o
                 .get("headers")
                 .and_then(Value::as_array)
