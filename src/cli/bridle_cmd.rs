@@ -91,6 +91,9 @@ pub(crate) fn runtime() -> Option<tokio::runtime::Runtime> {
 fn report(verdicts: &[Verdict], format: super::Format, strict: bool) -> u8 {
     let mut r = crate::report::ReportFiles::simple_report("bridle", "", 0, verdicts.to_vec());
     r.policy.strict = strict;
+    // stdout passes through the same redaction as the report files.
+    let r = crate::report::redact_report(&r);
+    let verdicts = &r.verdicts;
     let summary = r.summary();
     match format {
         super::Format::Text => print!("{}", crate::report::terminal::render(&r)),
@@ -507,7 +510,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
             Outcome::Fail(why) => {
                 failed += 1;
                 tally[1].fetch_add(1, SeqCst);
-                println!("FAIL {}: {why}", cell.key);
+                println!("FAIL {}: {}", cell.key, crate::redact::printable(&why));
             }
             Outcome::NotReplayable(why) => println!("SKIP {}: {why}", cell.key),
         }

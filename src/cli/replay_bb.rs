@@ -10,10 +10,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// `println!` that ignores a closed stdout (`| head`).
+/// A line of `replay bb` / `rerecord bb` output, passed through the process's redaction (it
+/// may quote what the bridge said).
 macro_rules! say {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($t)*);
+        let text = format!($($t)*);
+        let _ = writeln!(std::io::stdout(), "{}", crate::redact::printable(&text));
     }};
 }
 

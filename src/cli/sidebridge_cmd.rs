@@ -401,15 +401,18 @@ pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
         eprintln!("bridgewire check sidebridge: {e}");
         return exit::INVALID_INPUT;
     }
+    // stdout passes through the same redaction as the report files.
+    let shown = report::redact_report(&report);
     if a.format == super::Format::Json {
-        let mut doc = report::json::to_value(&report);
+        let mut doc = report::json::to_value(&shown);
         doc["url"] = serde_json::json!(url);
         doc["not_applicable"] = serde_json::json!(not_applicable(&checked));
         doc["profiles"] = profiles_json(&checked);
-        println!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
+        let doc = crate::jsjson::to_string_pretty(&doc);
+        println!("{}", crate::redact::printable(doc.trim_end()));
     } else {
-        println!("sidebridge {url}");
-        print!("{}", report::terminal::render(&report));
+        println!("sidebridge {}", crate::redact::printable(&url));
+        print!("{}", report::terminal::render(&shown));
         print_extra(&checked, a.verbose);
     }
     if report.summary().ok() {

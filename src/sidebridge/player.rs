@@ -455,7 +455,7 @@ pub fn replay(o: &ReplayOptions) -> u8 {
             }
             Some(d) => {
                 failed += 1;
-                println!("FAIL {}: {}", r.key, d.trim_end());
+                println!("FAIL {}: {}", r.key, crate::redact::printable(d.trim_end()));
             }
         }
     }
