@@ -1,14 +1,19 @@
-//! Offline pins throughput and memory, and the parallel speed-up.
+//! Offline pins throughput and memory, and the parallel speed-up. Every figure is measured on
+//! whole processes (`wait4(2)`: wall, CPU = user + sys, peak RSS), bridgewire and its baseline
+//! side by side in the same run; the load average is printed, since a shared machine inflates
+//! wall times (compare CPU there).
 //!
-//! 1. A synthetic recordings folder (bb cells of ~8 MiB each) at 256 MiB, 512 MiB and 1 GiB:
-//!    `bridgewire pins --update` MiB/s and peak RSS, beside `jq -c . <every lane> >/dev/null`
-//!    over the same files (ratio).
-//! 2. Corpus-shaped folders: the 14 small cells of `recordings/bb` (one re-recorded lane of
-//!    ~19 KiB each) replicated (hard links) to 10 000 cells, beside `jq -c .` over the same
-//!    files, and to 200 000 cells for peak RSS (bridgewire only: the RSS must stay flat).
+//! 1. A synthetic recordings folder (bb cells of ~8 MiB each) at a quarter, half and all of
+//!    `--gib` (default 1; 0 skips): `bridgewire pins --update` beside `jq -c . <every lane>
+//!    >/dev/null` over the same files.
+//! 2. Corpus-shaped folders: the 14 small cells of `recordings/bb` (one re-recorded lane each)
+//!    replicated (hard links) to `--corpus` cells (default 10 000): `--rounds` (default 3)
+//!    rounds of `pins --update` (2 workers, and `-j 1`), `pins` (check) and `jq -c .`,
+//!    interleaved, medians; and to `--corpus-big` cells (default 200 000; 0 skips) for the peak
+//!    RSS of `--update` and of a check (it must stay flat).
 //! 3. 1000 small cells: `-j 1` versus `-j 2`.
 //!
-//! `cargo bench --bench pins [-- --gib 1 --corpus 10000 --corpus-big 200000]`
+//! `cargo bench --bench pins [-- --gib 1 --corpus 10000 --corpus-big 200000 --rounds 3]`
 
 #[path = "common.rs"]
 mod common;
@@ -28,65 +33,10 @@ fn main() {
         .unwrap_or(1.0);
     let t = tempfile::tempdir().unwrap();
     println!("machine: {}", machine());
-    let cell_bytes = 8u64 << 20;
-    let total_cells = ((gib * 1024.0 * 1024.0 * 1024.0) as u64 / cell_bytes).max(4);
-    let all = t.path().join("all");
-    for i in 0..total_cells {
-        write_cell(
-            &all.join("synthetic").join(format!("cell-{i:04}")),
-            cell_bytes,
-            i,
-        );
+    println!("load average at the start: {}", load_average());
+    if gib > 0.0 {
+        big_cells(t.path(), gib);
     }
-    println!();
-    println!("| folder | cells | MiB | bridgewire MiB/s | peak RSS MiB | jq MiB/s | ratio |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for frac in [4u64, 2, 1] {
-        let n = total_cells / frac;
-        let dir = t.path().join(format!("set-{n}"));
-        for i in 0..n {
-            let src = all.join("synthetic").join(format!("cell-{i:04}"));
-            let dst = dir.join("synthetic").join(format!("cell-{i:04}"));
-            std::fs::create_dir_all(&dst).unwrap();
-            for f in std::fs::read_dir(&src).unwrap() {
-                let f = f.unwrap();
-                std::fs::hard_link(f.path(), dst.join(f.file_name())).unwrap();
-            }
-        }
-        let bytes = dir_bytes(&dir);
-        let (bw_time, rss_kib) = time_rss(
-            Command::new(BW)
-                .args(["pins", "--update"])
-                .arg(&dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        );
-        let lanes: Vec<String> = walkdir::WalkDir::new(&dir)
-            .into_iter()
-            .filter_map(|e| e.ok())
-            .filter(|e| {
-                e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "ndjson")
-            })
-            .map(|e| e.path().display().to_string())
-            .collect();
-        let (jq_time, _) = time_rss(
-            Command::new("jq")
-                .arg("-c")
-                .arg(".")
-                .args(&lanes)
-                .stdout(Stdio::null()),
-        );
-        println!(
-            "| {} | {n} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1}× |",
-            dir.file_name().unwrap().to_string_lossy(),
-            bytes as f64 / 1048576.0,
-            mb_per_s(bytes, bw_time),
-            rss_kib as f64 / 1024.0,
-            mb_per_s(bytes, jq_time),
-            jq_time.as_secs_f64() / bw_time.as_secs_f64()
-        );
-    }
-
     corpus_shaped(t.path());
 
     // Parallel speed-up over 1000 small cells.
@@ -123,6 +73,53 @@ fn main() {
         j2.as_secs_f64(),
         j1.as_secs_f64() / j2.as_secs_f64()
     );
+}
+
+/// Synthetic 8 MiB cells at a quarter, half and all of `gib`.
+fn big_cells(tmp: &Path, gib: f64) {
+    let cell_bytes = 8u64 << 20;
+    let total_cells = ((gib * 1024.0 * 1024.0 * 1024.0) as u64 / cell_bytes).max(4);
+    let all = tmp.join("all");
+    for i in 0..total_cells {
+        write_cell(
+            &all.join("synthetic").join(format!("cell-{i:04}")),
+            cell_bytes,
+            i,
+        );
+    }
+    println!();
+    println!(
+        "| folder | cells | MiB | bridgewire MiB/s | CPU s | peak RSS MiB | jq MiB/s | jq CPU s | vs jq, wall | vs jq, CPU |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for frac in [4u64, 2, 1] {
+        let n = total_cells / frac;
+        let dir = tmp.join(format!("set-{n}"));
+        for i in 0..n {
+            let src = all.join("synthetic").join(format!("cell-{i:04}"));
+            let dst = dir.join("synthetic").join(format!("cell-{i:04}"));
+            std::fs::create_dir_all(&dst).unwrap();
+            for f in std::fs::read_dir(&src).unwrap() {
+                let f = f.unwrap();
+                std::fs::hard_link(f.path(), dst.join(f.file_name())).unwrap();
+            }
+        }
+        let bytes = dir_bytes(&dir);
+        let (bw_wall, bw_cpu, rss_kib) = bw_pins(&dir, &["--update"]);
+        let (jq_wall, jq_cpu) = jq_over(&dir);
+        println!(
+            "| {} | {n} | {:.0} | {:.0} | {bw_cpu:.2} | {:.1} | {:.0} | {jq_cpu:.2} | **{:.1}×** | {:.1}× |",
+            dir.file_name().unwrap().to_string_lossy(),
+            bytes as f64 / 1048576.0,
+            bytes as f64 / 1048576.0 / bw_wall,
+            rss_kib as f64 / 1024.0,
+            bytes as f64 / 1048576.0 / jq_wall,
+            jq_wall / bw_wall,
+            jq_cpu / bw_cpu
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let _ = std::fs::remove_dir_all(&all);
 }
 
 /// Writes one bb cell of about `bytes`: runtime→bridge turn/start requests and bridge→runtime
@@ -258,7 +255,72 @@ fn lane_files(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Corpus-shaped folders: many small cells.
+/// One process's wall time, CPU time (user + sys) and peak RSS (KiB), from wait4(2).
+fn measure(cmd: &mut Command) -> (f64, f64, u64) {
+    let t = std::time::Instant::now();
+    #[expect(
+        clippy::zombie_processes,
+        reason = "reaped below with wait4(2) to read its rusage"
+    )]
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: plain wait4 on our own child; rusage is written by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid);
+    assert!(libc::WIFEXITED(status), "child did not exit normally");
+    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (
+        t.elapsed().as_secs_f64(),
+        secs(usage.ru_utime) + secs(usage.ru_stime),
+        usage.ru_maxrss as u64,
+    )
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `jq -c .` over every lane of `dir`: one jq per 2000 files, one after the other; summed.
+fn jq_over(dir: &Path) -> (f64, f64) {
+    let lanes = lane_files(dir);
+    let (mut wall, mut cpu) = (0.0, 0.0);
+    for chunk in lanes.chunks(2000) {
+        let (w, c, _) = measure(
+            Command::new("jq")
+                .arg("-c")
+                .arg(".")
+                .args(chunk)
+                .stdout(Stdio::null()),
+        );
+        wall += w;
+        cpu += c;
+    }
+    (wall, cpu)
+}
+
+fn bw_pins(dir: &Path, args: &[&str]) -> (f64, f64, u64) {
+    measure(
+        Command::new(BW)
+            .arg("pins")
+            .args(args)
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+}
+
+/// Corpus-shaped folders: many small cells. At `--corpus` cells, rounds of `pins --update`
+/// (2 workers and `-j 1`), `pins` (check) and `jq -c .` interleaved, medians; at
+/// `--corpus-big` cells, one `--update` and one check for the peak RSS.
 fn corpus_shaped(tmp: &Path) {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str, default: u64| -> u64 {
@@ -268,54 +330,80 @@ fn corpus_shaped(tmp: &Path) {
             .and_then(|v| v.parse().ok())
             .unwrap_or(default)
     };
-    let (small, big) = (arg("--corpus", 10_000), arg("--corpus-big", 200_000));
-    println!();
-    println!(
-        "| corpus-shaped folder | cells | MiB | bridgewire s | MiB/s | peak RSS MiB | jq -c . s | vs jq |"
+    let (small, big, rounds) = (
+        arg("--corpus", 10_000),
+        arg("--corpus-big", 200_000),
+        arg("--rounds", 3).max(1) as usize,
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (n, with_jq) in [(small, true), (big, false)] {
-        if n == 0 {
-            continue;
-        }
-        let dir = tmp.join(format!("corpus-{n}"));
-        replicate_corpus(&dir, n);
+    println!();
+    println!("load average before the corpus runs: {}", load_average());
+    if small > 0 {
+        let dir = tmp.join(format!("corpus-{small}"));
+        replicate_corpus(&dir, small);
         let bytes = dir_bytes(&dir);
-        let (bw, rss) = time_rss(
-            Command::new(BW)
-                .args(["pins", "--update"])
-                .arg(&dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        );
-        let jq = with_jq.then(|| {
-            let lanes = lane_files(&dir);
-            // One jq per 2000 files (argument lists stay short), one after the other.
-            let mut total = std::time::Duration::ZERO;
-            for chunk in lanes.chunks(2000) {
-                let (d, _) = time_rss(
-                    Command::new("jq")
-                        .arg("-c")
-                        .arg(".")
-                        .args(chunk)
-                        .stdout(Stdio::null()),
-                );
-                total += d;
+        let runs: [(&str, &[&str]); 3] = [
+            ("pins --update (2 workers)", &["--update"]),
+            ("pins --update -j 1", &["--update", "-j", "1"]),
+            ("pins (check, 2 workers)", &[]),
+        ];
+        let mut bw: Vec<Vec<(f64, f64, u64)>> = vec![Vec::new(); runs.len()];
+        let mut jq: Vec<(f64, f64)> = Vec::new();
+        for _ in 0..rounds {
+            for (i, (_, a)) in runs.iter().enumerate() {
+                bw[i].push(bw_pins(&dir, a));
             }
-            total
-        });
+            jq.push(jq_over(&dir));
+        }
+        let jq_wall = median(jq.iter().map(|r| r.0).collect());
+        let jq_cpu = median(jq.iter().map(|r| r.1).collect());
+        println!();
         println!(
-            "| corpus-{n} | {n} | {:.0} | {:.2} | {:.0} | {:.1} | {} | {} |",
-            bytes as f64 / 1048576.0,
-            bw.as_secs_f64(),
-            mb_per_s(bytes, bw),
-            rss as f64 / 1024.0,
-            jq.map_or("—".into(), |d| format!("{:.2}", d.as_secs_f64())),
-            jq.map_or("—".into(), |d| format!(
-                "**{:.1}×**",
-                d.as_secs_f64() / bw.as_secs_f64()
-            )),
+            "corpus-{small}: {small} cells, {:.0} MiB, {rounds} rounds interleaved, medians",
+            bytes as f64 / 1048576.0
         );
+        println!();
+        println!("| run | wall s | CPU s (user + sys) | peak RSS MiB | vs jq, wall | vs jq, CPU |");
+        println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+        println!("| jq -c . over every lane | {jq_wall:.2} | {jq_cpu:.2} | — | 1.0× | 1.0× |");
+        for (i, (name, _)) in runs.iter().enumerate() {
+            let wall = median(bw[i].iter().map(|r| r.0).collect());
+            let cpu = median(bw[i].iter().map(|r| r.1).collect());
+            let rss = bw[i].iter().map(|r| r.2).max().unwrap_or(0);
+            println!(
+                "| bridgewire {name} | {wall:.2} | {cpu:.2} | {:.1} | **{:.1}×** | {:.1}× |",
+                rss as f64 / 1024.0,
+                jq_wall / wall,
+                jq_cpu / cpu
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
+    if big > 0 {
+        let dir = tmp.join(format!("corpus-{big}"));
+        replicate_corpus(&dir, big);
+        let bytes = dir_bytes(&dir);
+        let update = bw_pins(&dir, &["--update"]);
+        let check = bw_pins(&dir, &[]);
+        println!();
+        println!(
+            "corpus-{big}: {big} cells, {:.0} MiB (load average {})",
+            bytes as f64 / 1048576.0,
+            load_average()
+        );
+        println!();
+        println!("| run | wall s | CPU s (user + sys) | peak RSS MiB |");
+        println!("| --- | ---: | ---: | ---: |");
+        for (name, (wall, cpu, rss)) in [
+            ("pins --update (2 workers)", update),
+            ("pins (check, 2 workers)", check),
+        ] {
+            println!(
+                "| bridgewire {name} | {wall:.2} | {cpu:.2} | {:.1} |",
+                rss as f64 / 1024.0
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    println!();
+    println!("load average after the corpus runs: {}", load_average());
 }

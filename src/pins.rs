@@ -253,7 +253,8 @@ pub fn describe_change(old: Counts, new: Counts) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pin {
     pub counts: Option<Counts>,
-    pub raw: Option<Value>,
+    /// Boxed: almost every pin has none, and a pins file can hold 10⁵ pins.
+    pub raw: Option<Box<Value>>,
 }
 
 impl Pin {
@@ -261,14 +262,14 @@ impl Pin {
         let counts = Counts::from_json(&v);
         let raw = match counts {
             Some(c) if c.to_json() == v && key_order_is_canonical(&v) => None,
-            _ => Some(v),
+            _ => Some(Box::new(v)),
         };
         Pin { counts, raw }
     }
 
     pub fn to_json(&self) -> Value {
         match (&self.raw, self.counts) {
-            (Some(v), _) => v.clone(),
+            (Some(v), _) => (**v).clone(),
             (None, Some(c)) => c.to_json(),
             (None, None) => Value::Null,
         }
@@ -284,12 +285,39 @@ fn key_order_is_canonical(v: &Value) -> bool {
 }
 
 /// The pins file as compact counts (what `pins` keeps per cell: no JSON tree unless a pin
-/// does not round-trip).
-pub fn load_compact(path: &Path) -> anyhow::Result<BTreeMap<String, Pin>> {
-    Ok(load(path)?
-        .into_iter()
-        .map(|(k, v)| (k, Pin::from_value(v)))
-        .collect())
+/// does not round-trip), read as a stream: neither the file's text nor a tree of all of it is
+/// ever held, so a pins file of 10⁵ cells costs its keys and counts only.
+pub fn load_compact(path: &Path) -> anyhow::Result<BTreeMap<Box<str>, Pin>> {
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    struct Pins;
+    impl<'de> Visitor<'de> for Pins {
+        type Value = BTreeMap<Box<str>, Pin>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let v: Value = map.next_value()?;
+                out.insert(key.into_boxed_str(), Pin::from_value(v)); // the last one wins
+            }
+            Ok(out)
+        }
+    }
+    let file = std::fs::File::open(path)
+        .map_err(|e| anyhow::anyhow!("{}: cannot read pins: {e}", path.display()))?;
+    let mut de =
+        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(64 << 10, file));
+    let parsed = de.deserialize_map(Pins).and_then(|p| de.end().map(|()| p));
+    parsed.map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => {
+            anyhow::anyhow!("{}: pins must be a JSON object", path.display())
+        }
+        serde_json::error::Category::Io => {
+            anyhow::anyhow!("{}: cannot read pins: {e}", path.display())
+        }
+        _ => anyhow::anyhow!("{}:{}: not valid JSON: {e}", path.display(), e.line()),
+    })
 }
 
 /// Cell keys below `root`, sorted, as [`crate::cell::discover`] finds them, without holding
@@ -306,28 +334,29 @@ pub fn discover_keys(root: &Path) -> Result<Vec<Box<str>>, crate::cell::Discover
     Ok(keys)
 }
 
-/// Writes pins as [`render`] does, entry by entry, through a temp file renamed into place.
-pub fn write_pins(path: &Path, pins: &BTreeMap<Box<str>, Counts>) -> std::io::Result<()> {
+/// Writes pins as [`render`] does, entry by entry, through a temp file renamed into place;
+/// `pins` must be sorted by key with no key twice.
+pub fn write_pins(path: &Path, pins: &[(&str, Counts)]) -> std::io::Result<()> {
+    debug_assert!(pins.windows(2).all(|w| w[0].0 < w[1].0), "sorted, unique");
     let tmp = path.with_extension("json.tmp");
     let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
     if pins.is_empty() {
         out.write_all(b"{}\n")?;
     } else {
         // JavaScript property order: array-index keys first, numerically.
-        let mut index_keys: Vec<(u32, &str)> = pins
-            .keys()
-            .filter_map(|k| crate::jsjson::array_index(k).map(|n| (n, &**k)))
+        let mut index_keys: Vec<(u32, usize)> = pins
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (k, _))| crate::jsjson::array_index(k).map(|n| (n, i)))
             .collect();
         index_keys.sort();
-        let ordered = index_keys.iter().map(|(_, k)| *k).chain(
-            pins.keys()
-                .map(|k| &**k)
-                .filter(|k| crate::jsjson::array_index(k).is_none()),
+        let ordered = index_keys.iter().map(|&(_, i)| &pins[i]).chain(
+            pins.iter()
+                .filter(|(k, _)| crate::jsjson::array_index(k).is_none()),
         );
         out.write_all(b"{\n")?;
         let mut key = String::new();
-        for (i, k) in ordered.enumerate() {
-            let c = pins[k];
+        for (i, (k, c)) in ordered.enumerate() {
             key.clear();
             crate::jsjson::write_str(&mut key, k);
             write!(
@@ -374,9 +403,8 @@ mod tests {
                 .enumerate()
                 .map(|(i, k)| (k.to_string(), c(i as u64)))
                 .collect();
-            let boxed: BTreeMap<Box<str>, Counts> =
-                fresh.iter().map(|(k, v)| (k.as_str().into(), *v)).collect();
-            write_pins(&path, &boxed).unwrap();
+            let sorted: Vec<(&str, Counts)> = fresh.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            write_pins(&path, &sorted).unwrap();
             assert_eq!(std::fs::read_to_string(&path).unwrap(), render(&fresh));
         }
     }

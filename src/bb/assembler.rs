@@ -209,9 +209,13 @@ impl Assembler {
                 self.threads.remove(thread_id); // counters keep counting
                 continue;
             }
-            let mut st = self.threads.remove(thread_id).unwrap_or_default();
+            // Taken out (with its key, reused) so `apply` can borrow both.
+            let (key, mut st) = self
+                .threads
+                .remove_entry(thread_id)
+                .unwrap_or_else(|| (thread_id.to_string(), ThreadState::default()));
             self.apply(&mut st, kind, delta, &mut out);
-            self.threads.insert(thread_id.to_string(), st);
+            self.threads.insert(key, st);
         }
         out
     }

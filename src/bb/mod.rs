@@ -110,7 +110,8 @@ pub fn assemble_judged(
                 let Some(m) = parse_object(&entry.line) else {
                     continue;
                 };
-                judge.runtime(&Value::Object(m.clone()), &at(&entry));
+                let m = Value::Object(m);
+                judge.runtime(&m, &at(&entry));
                 if m.get("method").and_then(Value::as_str) == Some("thread/stop")
                     && m.get("params")
                         .and_then(|p| p.get("intent"))
@@ -146,7 +147,7 @@ pub fn assemble_judged(
                     Ok((thread_id, deltas)) => {
                         let events = assembler.assemble(thread_id, deltas);
                         let drops = assembler.take_silent_drops();
-                        judge.bridge_delta(thread_id, &at(&entry), &events, &drops);
+                        judge.bridge_delta_at(thread_id, &|| at(&entry), &events, &drops);
                         for ev in events {
                             match grammar.accept(&ev) {
                                 Ok(()) => sink.event(ev),

@@ -82,6 +82,22 @@ pub struct WireJudge {
     pub deltas_seen: usize,
 }
 
+/// A position formatted on first use.
+struct LazyAt<'a>(std::cell::LazyCell<String, &'a dyn Fn() -> String>);
+
+impl std::ops::Deref for LazyAt<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for LazyAt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
 fn thread_of(msg: &Value) -> Option<&str> {
     msg.get("params")?.get("threadId")?.as_str()
 }
@@ -182,6 +198,19 @@ impl WireJudge {
 
     /// A valid `thread/delta` for `thread`, with what it assembled into and what was dropped.
     pub fn bridge_delta(&mut self, thread: &str, at: &str, events: &[Value], drops: &[SilentDrop]) {
+        self.bridge_delta_at(thread, &|| at.to_string(), events, drops);
+    }
+
+    /// [`WireJudge::bridge_delta`] with the position formatted only if something names it
+    /// (formatting it for every delta line cost `pins` about 5 %).
+    pub fn bridge_delta_at(
+        &mut self,
+        thread: &str,
+        at: &dyn Fn() -> String,
+        events: &[Value],
+        drops: &[SilentDrop],
+    ) {
+        let at = &LazyAt(std::cell::LazyCell::new(at));
         self.deltas_seen += 1;
         if let Some(answered) = self.late_settlement.get(thread) {
             // Still settling the turn the stop interrupted: one fault, judged by the kit's

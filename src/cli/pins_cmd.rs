@@ -110,7 +110,7 @@ pub fn run(a: &PinsArgs) -> u8 {
         selected_any = true;
         let pins_path = pins::pins_path(root);
         let mut pins_unreadable = false;
-        let pinned: BTreeMap<String, pins::Pin> = if pins_path.exists() {
+        let pinned: BTreeMap<Box<str>, pins::Pin> = if pins_path.exists() {
             match pins::load_compact(&pins_path) {
                 Ok(p) => p,
                 Err(e) => {
@@ -124,19 +124,24 @@ pub fn run(a: &PinsArgs) -> u8 {
             BTreeMap::new()
         };
         let text = a.format == Format::Text;
-        let mut fresh: Vec<(Box<str>, Counts)> = Vec::new();
+        // New counts by index into `keys` (in key order): compact, whatever the folder's size.
+        let mut fresh: Vec<(u32, Counts)> = Vec::new();
         let mut unloaded: Vec<String> = Vec::new();
         // Changes a check found, kept for `pins --review`.
         let mut pending: BTreeMap<String, Option<Counts>> = BTreeMap::new();
-        for chunk in keys.chunks(CHUNK) {
-            let outcomes: Vec<CellOutcome> = pool.install(|| {
+        for (chunk_no, chunk) in keys.chunks(CHUNK).enumerate() {
+            let outcomes: Vec<(usize, CellOutcome)> = pool.install(|| {
                 chunk
                     .par_iter()
-                    .filter_map(|k| crate::cell::Cell::at(root, &root.join(&**k)))
-                    .map(|c| pins::compute(&c, a.dump_dir.as_deref()))
+                    .enumerate()
+                    .filter_map(|(i, k)| {
+                        crate::cell::Cell::at(root, &root.join(&**k))
+                            .map(|c| (chunk_no * CHUNK + i, c))
+                    })
+                    .map(|(i, c)| (i, pins::compute(&c, a.dump_dir.as_deref())))
                     .collect()
             });
-            for o in &outcomes {
+            for (_, o) in &outcomes {
                 for w in &o.warnings {
                     eprintln!("warning: {}: {w}", o.key);
                 }
@@ -147,8 +152,8 @@ pub fn run(a: &PinsArgs) -> u8 {
                     eprintln!("error: {}: {i}", o.key);
                 }
             }
-            for o in &outcomes {
-                let pin = pinned.get(&o.key);
+            for (index, o) in &outcomes {
+                let pin = pinned.get(o.key.as_str());
                 let status = pins::check(o.counts, pin.and_then(|p| p.counts));
                 let bad_input = !o.lane_errors.is_empty();
                 if bad_input {
@@ -177,7 +182,7 @@ pub fn run(a: &PinsArgs) -> u8 {
                     PinStatus::NotPinned => format!(": not pinned ({counts})"),
                 };
                 if a.update {
-                    fresh.push((o.key.as_str().into(), c));
+                    fresh.push((*index as u32, c));
                     if text {
                         let verb = match status {
                             PinStatus::Match => "KEEP",
@@ -279,7 +284,7 @@ pub fn run(a: &PinsArgs) -> u8 {
         // Pins whose recording is gone (only meaningful without a --cell filter).
         if a.cell.is_none() {
             for key in pinned.keys().filter(|k| a.partition.includes(k)) {
-                if keys.binary_search_by(|k| (**k).cmp(key.as_str())).is_err() {
+                if keys.binary_search_by(|k| (**k).cmp(&**key)).is_err() {
                     if a.update {
                         if text {
                             println!("DROP {key}: pinned but no recording");
@@ -291,7 +296,7 @@ pub fn run(a: &PinsArgs) -> u8 {
                             verdicts
                                 .push(crate::rule::Verdict::fail(key, "pinned but no recording"));
                         }
-                        pending.insert(key.clone(), None);
+                        pending.insert(key.to_string(), None);
                         let r = root.display().to_string();
                         if !to_update.contains(&r) {
                             to_update.push(r);
@@ -327,14 +332,19 @@ pub fn run(a: &PinsArgs) -> u8 {
             );
             worst = worst.max(exit::INVALID_INPUT);
         } else if a.update {
-            let mut all: BTreeMap<Box<str>, Counts> = fresh.into_iter().collect();
+            let mut all: Vec<(&str, Counts)> = fresh
+                .iter()
+                .map(|&(i, c)| (&*keys[i as usize], c))
+                .collect();
             if a.cell.is_some() || a.partition.partition.is_some() {
-                // Keep pins of cells outside the filter (or the shard).
-                for (k, p) in &pinned {
-                    if let Some(c) = p.counts {
-                        all.entry(k.as_str().into()).or_insert(c);
-                    }
-                }
+                // Keep pins of cells outside the filter (or the shard); a fresh count wins.
+                all.extend(
+                    pinned
+                        .iter()
+                        .filter_map(|(k, p)| p.counts.map(|c| (&**k, c))),
+                );
+                all.sort_by(|x, y| x.0.cmp(y.0)); // stable: fresh counts stay first
+                all.dedup_by(|later, first| later.0 == first.0);
             }
             if let Err(e) = pins::write_pins(&pins_path, &all) {
                 eprintln!("error: {}: cannot write pins: {e}", pins_path.display());
