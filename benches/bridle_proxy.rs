@@ -145,7 +145,20 @@ async fn workload(name: &str, url: &str, browsers: usize, messages: usize) -> Re
 struct Target {
     name: String,
     url: String,
-    _guard: Option<ChildGuard>,
+    /// The proxy process (its CPU time is read from `/proc`).
+    guard: Option<ChildGuard>,
+}
+
+/// CPU seconds (user + system) process `pid` has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime and stime are 14th and 15th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
 }
 
 fn load_average() -> String {
@@ -159,23 +172,22 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn record_bridle(exe: PathBuf, hub: &str, dir: PathBuf, name: &str) -> Target {
-    let (g, url) = start(
-        vec![
-            exe.into(),
-            "record".into(),
-            "bridle".into(),
-            "--upstream".into(),
-            hub.into(),
-            "--dir".into(),
-            dir.into(),
-        ],
-        &[],
-    );
+fn record_bridle(exe: PathBuf, hub: &str, dir: PathBuf, name: &str, extra: &[&str]) -> Target {
+    let mut argv: Vec<OsString> = vec![
+        exe.into(),
+        "record".into(),
+        "bridle".into(),
+        "--upstream".into(),
+        hub.into(),
+        "--dir".into(),
+        dir.into(),
+    ];
+    argv.extend(extra.iter().map(Into::into));
+    let (g, url) = start(argv, &[]);
     Target {
         name: name.into(),
         url,
-        _guard: Some(g),
+        guard: Some(g),
     }
 }
 
@@ -212,13 +224,22 @@ fn main() {
         Target {
             name: "direct".into(),
             url: hub.clone(),
-            _guard: None,
+            guard: None,
         },
         record_bridle(
             bin("bridgewire"),
             &hub,
             tmp.path().join("bridgewire"),
             "bridgewire record bridle",
+            &[],
+        ),
+        // What redaction (a JSON scan of every frame, on the writer thread) costs.
+        record_bridle(
+            bin("bridgewire"),
+            &hub,
+            tmp.path().join("no-redact"),
+            "bridgewire record bridle --no-redact",
+            &["--no-redact"],
         ),
     ];
     // Another build side by side (e.g. the previous commit's `target/release/bridgewire`).
@@ -229,6 +250,7 @@ fn main() {
             &hub,
             tmp.path().join("baseline"),
             &name,
+            &[],
         ));
     }
     let mitm = std::env::var("MITMDUMP").unwrap_or_else(|_| "mitmdump".into());
@@ -259,7 +281,7 @@ fn main() {
                 targets.push(Target {
                     name: "mitmdump -w (reverse proxy)".into(),
                     url: format!("http://127.0.0.1:{port}"),
-                    _guard: Some(g),
+                    guard: Some(g),
                 });
             } else {
                 eprintln!("mitmdump did not listen; skipped");
@@ -270,9 +292,16 @@ fn main() {
     // Rounds interleave the paths, so each proxy is compared with the direct run next to it
     // (the machine's load drifts between rounds); figures are medians over the rounds.
     let mut runs: Vec<Vec<Result>> = targets.iter().map(|_| Vec::new()).collect();
+    // Each proxy's CPU time per frame relayed, over all rounds.
+    let mut cpu: Vec<(f64, f64)> = targets.iter().map(|_| (0.0, 0.0)).collect();
     for _ in 0..rounds {
-        for (t, r) in targets.iter().zip(runs.iter_mut()) {
-            r.push(rt.block_on(workload(&t.name, &t.url, browsers, messages)));
+        for ((t, r), c) in targets.iter().zip(runs.iter_mut()).zip(cpu.iter_mut()) {
+            let pid = t.guard.as_ref().map(ChildGuard::id);
+            let before = pid.map_or(0.0, cpu_seconds);
+            let res = rt.block_on(workload(&t.name, &t.url, browsers, messages));
+            c.0 += pid.map_or(0.0, cpu_seconds) - before;
+            c.1 += res.frames_per_s * res.wall;
+            r.push(res);
         }
     }
     let load_after = load_average();
@@ -280,12 +309,17 @@ fn main() {
         "{browsers} browsers × {messages} messages, {rounds} round(s), medians; load average before {load_before}, after {load_after}\n"
     );
     println!(
-        "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | frames/s vs direct | wall s |"
+        "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | frames/s vs direct | proxy CPU µs/frame | wall s |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let direct = &runs[0];
     let mut rows = Vec::new();
-    for r in &runs {
+    for (r, (cpu_s, frames)) in runs.iter().zip(&cpu) {
+        let per_frame = if *cpu_s > 0.0 {
+            format!("{:.1}", cpu_s / frames * 1e6)
+        } else {
+            "—".into()
+        };
         let paired = |f: &dyn Fn(&Result, &Result) -> f64| {
             median(r.iter().zip(direct).map(|(a, d)| f(a, d)).collect())
         };
@@ -293,7 +327,7 @@ fn main() {
         let added99 = paired(&|a, d| a.p99 - d.p99);
         let ratio = paired(&|a, d| a.frames_per_s / d.frames_per_s);
         println!(
-            "| {} | {:.2} | {:.2} | {:+.2} | {:+.2} | {:.0} | {:.2}× | {:.2} |",
+            "| {} | {:.2} | {:.2} | {:+.2} | {:+.2} | {:.0} | {:.2}× | {per_frame} | {:.2} |",
             r[0].name,
             median(r.iter().map(|x| x.p50).collect()),
             median(r.iter().map(|x| x.p99).collect()),

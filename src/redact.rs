@@ -465,7 +465,9 @@ fn bytes_pass(b: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
     };
     // What the next value is: (secret string, secret subtree, whole container to replace).
     let mut pending_key: (bool, bool) = (false, false); // (secret key, container key)
-    loop {
+    // `None` where the bytes stop being readable: the edits found up to there still apply
+    // (fail closed: a secret before a malformed member or trailing bytes is not written).
+    let _read_to_the_end: Option<()> = (|| loop {
         ws(&mut i);
         let c = *b.get(i)?;
         let all = stack.last().is_some_and(|f| f.all);
@@ -524,19 +526,14 @@ fn bytes_pass(b: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
         loop {
             ws(&mut i);
             let Some(f) = stack.last() else {
-                ws(&mut i);
-                if i != b.len() || edits.is_empty() {
-                    return None; // trailing bytes: not JSON; or nothing to do
+                // A top-level value ended; bytes after it may hold another one.
+                match memchr::memchr2(b'{', b'[', &b[i..]) {
+                    Some(rel) => {
+                        i += rel;
+                        break;
+                    }
+                    None => return Some(()),
                 }
-                let mut out = Vec::with_capacity(b.len());
-                let mut at = 0;
-                for (s, e) in &edits {
-                    out.extend_from_slice(&b[at..*s]);
-                    out.extend_from_slice(b"\"[redacted]\"");
-                    at = *e;
-                }
-                out.extend_from_slice(&b[at..]);
-                return Some((out, replaced));
             };
             let closer = f.closer;
             match *b.get(i)? {
@@ -561,7 +558,19 @@ fn bytes_pass(b: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
                 _ => return None,
             }
         }
+    })();
+    if edits.is_empty() {
+        return None;
     }
+    let mut out = Vec::with_capacity(b.len());
+    let mut at = 0;
+    for (s, e) in &edits {
+        out.extend_from_slice(&b[at..*s]);
+        out.extend_from_slice(b"\"[redacted]\"");
+        at = *e;
+    }
+    out.extend_from_slice(&b[at..]);
+    Some((out, replaced))
 }
 
 /// Most values a [`Secrets`] set keeps; past it new values are not learned (named on stderr

@@ -26,8 +26,9 @@
 //! Lane writes are off the forwarding path (issue 13): a forwarding task only queues the frame
 //! (its bytes shared, not copied) and forwards it. One writer thread owns everything else: the
 //! session routing below, redaction, JSON decoding of the frames that need it, and the lane
-//! files. It takes whatever is queued (up to [`WRITE_BATCH`] events), routes it, and appends it
-//! with one `write` per lane file touched before it takes the next batch. Seqs follow queue
+//! files. Woken by an event, it lets a batch gather for [`COALESCE`], takes whatever is queued
+//! (up to [`WRITE_BATCH`] events), routes it, and appends it with one `write` per lane file
+//! touched before it takes the next batch. Seqs follow queue
 //! order, and a frame is queued before it is forwarded, so an effect still sorts after its
 //! cause and every lane is in `(run, seq)` order. The queue is bounded ([`QUEUE_EVENTS`] events,
 //! [`QUEUE_BYTES`] bytes of frames): when the writer falls behind, forwarding waits for it
@@ -36,8 +37,8 @@
 //! Crashes: SIGINT/SIGTERM stop accepting, close the open connections and write everything
 //! queued before the proxy exits; a browser, agent or hub that crashes loses nothing. A SIGKILL
 //! (or crash) of the proxy itself loses the frames still queued, some of which may already have
-//! been forwarded: for each lane a tail, never a frame in the middle (normally the last
-//! millisecond of traffic, at most the queue bound). `tests/bridle.rs` checks both.
+//! been forwarded: for each lane a tail, never a frame in the middle (normally the last few
+//! milliseconds of traffic, at most the queue bound). `tests/bridle.rs` checks both.
 
 use super::wire::{EioPacket, SioPacket, SioType, decode_frame};
 use super::{AGENT_NSP, CLIENT_NSP, peek_jwt};
@@ -114,6 +115,8 @@ pub const QUEUE_EVENTS: usize = 4096;
 pub const QUEUE_BYTES: usize = 16 << 20;
 /// Events the writer routes and appends per batch at most.
 pub const WRITE_BATCH: usize = 1024;
+/// How long the writer lets a batch gather after its first event.
+pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// What a forwarding task hands the writer, in forwarding order.
 enum Event {
@@ -533,6 +536,9 @@ fn write_lanes(mut rec: Recorder, mut rx: mpsc::Receiver<Queued>) -> Recorder {
     let mut batch = Vec::with_capacity(WRITE_BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
+        // Let a batch gather: one wake-up and one `write` per lane for a few ms of traffic,
+        // not per frame (forwarding does not wait for it; only a SIGKILL window grows).
+        std::thread::sleep(COALESCE);
         while batch.len() < WRITE_BATCH {
             match rx.try_recv() {
                 Ok(q) => batch.push(q),

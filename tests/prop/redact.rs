@@ -119,20 +119,35 @@ proptest! {
     }
 }
 
-mod known_gaps {
+mod gaps_and_regressions {
     use super::*;
 
     /// Found by `planted_secrets_are_removed` (shrunk input: a valid object followed by one
-    /// byte, `0x0e`): a line that is not JSON as a whole is written unredacted, though its
-    /// first value is a well-formed object with `apiKey` (the byte-level pass gives up on
-    /// trailing bytes, and on any malformed member after a secret). Not fixed here:
-    /// `src/redact.rs` is the `sec` helper's; reported to the lead.
+    /// byte, `0x0e`): the byte-level pass gave up on trailing bytes and the line was written
+    /// with its `apiKey` in clear. Fixed (`bytes_pass` applies what it found, fail closed); a
+    /// regression test, not a gap, since.
     #[test]
-    #[ignore = "known gap: a secret in a line with trailing bytes is not redacted (reported)"]
     fn a_secret_before_trailing_bytes_is_redacted() {
+        let line = &b"{\"x\":null,\"apiKey\":\"a0aaaaa00a\"}\x0e"[..];
+        let out = Secrets::new()
+            .redact_bytes(line)
+            .unwrap_or_else(|| line.to_vec());
+        assert!(
+            memchr::memmem::find(&out, b"a0aaaaa00a").is_none(),
+            "secret kept in {}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+
+    /// Still open: the key pre-filter (`rpc_scan::any_key`, and the recorder's fused
+    /// `scan_line` that must agree with it) answers "no key" for a line that is not one JSON
+    /// value, so these lines never reach the (now fail-closed) byte-level pass: a second value
+    /// after the first, a malformed member after the secret. Reported.
+    #[test]
+    #[ignore = "known gap: the key pre-filter reads only the first, well-formed value (reported)"]
+    fn a_secret_in_a_line_that_is_not_one_json_value_is_redacted() {
         for line in [
-            &b"{\"x\":null,\"apiKey\":\"a0aaaaa00a\"}\x0e"[..],
-            b"{\"a\":1}{\"apiKey\":\"a0aaaaa00a\"}",
+            &b"{\"a\":1}{\"apiKey\":\"a0aaaaa00a\"}"[..],
             b"{\"apiKey\":\"a0aaaaa00a\", oops}",
         ] {
             let out = Secrets::new()
