@@ -311,6 +311,67 @@ pub fn has_env_var(pid: u32, var: &str) -> bool {
         .any(|kv| kv.starts_with(needle.as_bytes()))
 }
 
+/// Set on the cleanup's own helpers (`git worktree prune`): [`kill_everything_started`] spares
+/// them and what they start.
+pub const SPARE_ON_EXIT_ENV: &str = "BRIDGEWIRE_SPARE_ON_EXIT";
+
+/// The last sweep before bridgewire exits on a signal: SIGKILLs, in one pass and without
+/// waiting, every process that descends from bridgewire by parent links (orphans come back to
+/// it as subreaper) or carries one of its tree markers (`BRIDGEWIRE_TREE_<pid>_…`, a setsid
+/// grandchild that left its group). The per-tree cleanup normally got there first; this covers
+/// a cleanup the grace period cut short (a loaded machine) and trees started during the sweep.
+pub fn kill_everything_started() {
+    let me = std::process::id();
+    let prefix = format!("{TREE_ENV_PREFIX}{me}_");
+    let procs = all_processes();
+    let spared: Vec<u32> = procs
+        .iter()
+        .filter(|p| has_env_var(p.pid, SPARE_ON_EXIT_ENV))
+        .map(|p| p.pid)
+        .collect();
+    let mut doomed: Vec<u32> = Vec::new();
+    for p in &procs {
+        if p.pid != me
+            && p.state != b'Z'
+            && !spared.contains(&p.pid)
+            && has_env_var_prefix(p.pid, &prefix)
+        {
+            doomed.push(p.pid);
+        }
+    }
+    let mut frontier: Vec<u32> = vec![me];
+    frontier.extend(doomed.iter().copied());
+    while let Some(parent) = frontier.pop() {
+        for p in &procs {
+            if p.ppid == parent
+                && p.pid != me
+                && p.state != b'Z'
+                && !spared.contains(&p.pid)
+                && !doomed.contains(&p.pid)
+            {
+                doomed.push(p.pid);
+                frontier.push(p.pid);
+            }
+        }
+    }
+    for pid in doomed {
+        // SAFETY: kill(2) on a pid just seen alive that bridgewire started (descendant or
+        // marker carrier).
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+}
+
+/// Whether process `pid` carries an environment variable whose name starts with `prefix`.
+fn has_env_var_prefix(pid: u32, prefix: &str) -> bool {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    env.split(|&b| b == 0)
+        .any(|kv| kv.starts_with(prefix.as_bytes()))
+}
+
 /// The live (non-zombie) processes of a tree: members of its group (while `root_alive`, the
 /// group id cannot have been reused), descendants of its root by parent links, and carriers of
 /// its marker. Never bridgewire itself.

@@ -146,7 +146,7 @@ pub fn interrupted() -> Option<i32> {
 pub fn exit_if_interrupted() {
     if let Some(sig) = interrupted() {
         std::thread::sleep(GRACE + Duration::from_millis(200));
-        std::process::exit(128 + sig);
+        exit_now(sig);
     }
 }
 
@@ -207,45 +207,85 @@ pub fn install() {
                     ) {
                         Ok(_) => sig,
                         // A second signal: no more waiting.
-                        Err(first) => std::process::exit(128 + first),
+                        Err(first) => exit_now(first),
                     };
                     let _ = std::thread::Builder::new()
                         .name("signal-cleanup".into())
                         .spawn(move || {
                             run_all(first);
-                            std::process::exit(128 + first);
+                            exit_now(first);
                         });
                     let _ = std::thread::Builder::new()
                         .name("signal-grace".into())
                         .spawn(move || {
                             std::thread::sleep(GRACE);
-                            std::process::exit(128 + first);
+                            exit_now(first);
                         });
                 }
             });
     });
 }
 
-/// Runs every registered entry as a signal would: hooks, then trees, then removals.
+/// Exits `128 + sig` after one last sweep of every process bridgewire started and of the
+/// removals still registered (the cleanup may have been cut short by the grace period, or a
+/// tree may have been born during it).
+fn exit_now(sig: i32) -> ! {
+    crate::proc::kill_everything_started();
+    run_removals();
+    std::process::exit(128 + sig)
+}
+
+/// Runs every registered entry as a signal would: hooks, then trees, then removals. Removals
+/// stay registered until their turn, so that when a slow tree kill runs into the grace period,
+/// the grace exit still removes them ([`exit_now`]).
 fn run_all(sig: i32) {
-    let entries: Vec<Entry> = std::mem::take(&mut *registry())
+    let active: Vec<Entry> = {
+        let mut map = registry();
+        let ids: Vec<u64> = map
+            .iter()
+            .filter(|(_, e)| !is_removal(e))
+            .map(|(&id, _)| id)
+            .collect();
+        ids.iter().rev().filter_map(|id| map.remove(id)).collect()
+    };
+    let mut runs = Vec::new();
+    for e in active {
+        match e {
+            Entry::Hook(h) => h(sig),
+            Entry::Cleanup(c) => runs.push(c),
+        }
+    }
+    // Test hook: a tree kill slowed past the grace period, as on a machine under heavy load
+    // (tests/signals.rs). Never set outside tests.
+    if let Some(ms) = std::env::var("BRIDGEWIRE_TEST_SLOW_CLEANUP_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    for c in runs {
+        run_cleanup(c);
+    }
+    run_removals();
+}
+
+fn is_removal(e: &Entry) -> bool {
+    matches!(
+        e,
+        Entry::Cleanup(Cleanup::Path(_) | Cleanup::Worktree { .. })
+    )
+}
+
+/// Removes every temporary path and worktree still registered (newest first).
+fn run_removals() {
+    let left: Vec<Entry> = std::mem::take(&mut *registry())
         .into_values()
         .rev()
         .collect();
-    let mut runs = Vec::new();
-    let mut removals = Vec::new();
-    for e in entries {
-        match e {
-            Entry::Hook(h) => h(sig),
-            Entry::Cleanup(Cleanup::Run(f)) => runs.push(f),
-            Entry::Cleanup(c) => removals.push(c),
+    for e in left {
+        if let Entry::Cleanup(c) = e {
+            run_cleanup(c);
         }
-    }
-    for f in runs {
-        f();
-    }
-    for c in removals {
-        run_cleanup(c);
     }
 }
 
@@ -260,6 +300,8 @@ fn run_cleanup(c: Cleanup) {
                 .arg("-C")
                 .arg(&repo)
                 .args(["worktree", "prune"])
+                // Let the last sweep spare it: a prune cut off leaves the worktree registered.
+                .env(crate::proc::SPARE_ON_EXIT_ENV, "1")
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .status();

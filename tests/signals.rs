@@ -242,6 +242,36 @@ fn replay_bb_exits_130_and_143_and_leaves_nothing() {
     }
 }
 
+/// On a machine under heavy load the per-tree kill can outlast the grace period; the grace exit
+/// must still leave no process and no temporary folder (it once left a `sleep 300` behind).
+/// The slowness is injected with the test-only `BRIDGEWIRE_TEST_SLOW_CLEANUP_MS`.
+#[test]
+fn a_cleanup_cut_short_by_the_grace_period_still_leaves_nothing() {
+    for (sig, want) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+        let run = Run::new();
+        let cell = bundled_cell();
+        let script = hostile_shell();
+        let mut child = run
+            .command(&[
+                "replay",
+                "bb",
+                "--timeout-ms",
+                "120000",
+                cell.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .env("BRIDGEWIRE_TEST_SLOW_CLEANUP_MS", "5000")
+            .spawn()
+            .unwrap();
+        run.wait_ready(&mut child);
+        let (code, took, out) = signal_and_wait(&mut child, sig);
+        assert_clean(&run, "replay bb, slow cleanup", code, want, took, &out);
+    }
+}
+
 #[test]
 fn a_command_started_with_sigint_ignored_keeps_ignoring_it() {
     let run = Run::new();

@@ -565,7 +565,7 @@ mod regressions {
 /// The recording proxy (`record sidebridge`): its HTTP request parsing (hyper's, configured
 /// with a header-read timeout and a body cap) in front of an upstream, shared by every case.
 mod proxy {
-    use super::super::{bytes, io_config, scratch_dir};
+    use super::super::{bytes, io_config};
     use bridgewire::sidebridge::proxy::{Proxy, ProxyConfig};
     use proptest::prelude::*;
     use std::io::{Read, Write};
@@ -631,7 +631,8 @@ mod proxy {
             .enable_all()
             .build()
             .unwrap();
-        let dir = scratch_dir();
+        // A static is never dropped: its folder goes under the target dir, not /dev/shm or /tmp.
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let proxy = rt.block_on(async {
             let up = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let up_addr = up.local_addr().unwrap();
