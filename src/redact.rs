@@ -242,6 +242,23 @@ pub fn key_may_matter(k: &str) -> bool {
     is_secret_key(k) || is_container_key(k) || is_url_key(k)
 }
 
+/// Every string under a secret key anywhere in `v` (iteratively, for values past the walk's
+/// depth limit), in document order.
+fn collect_secret_strings(v: &Value, out: &mut Vec<String>) {
+    // (value, whether it sits under a secret key)
+    let mut stack: Vec<(&Value, bool)> = vec![(v, false)];
+    while let Some((v, secret)) = stack.pop() {
+        match v {
+            Value::String(s) if secret && !is_redacted(s) => out.push(s.clone()),
+            Value::Array(a) => stack.extend(a.iter().rev().map(|x| (x, secret))),
+            Value::Object(m) => {
+                stack.extend(m.iter().rev().map(|(k, x)| (x, secret || is_secret_key(k))))
+            }
+            _ => {}
+        }
+    }
+}
+
 struct Walk {
     nodes: usize,
     replaced: Vec<String>,
@@ -272,6 +289,9 @@ impl Walk {
         self.nodes += 1;
         if depth > MAX_DEPTH || self.nodes > MAX_NODES {
             if !matches!(v, Value::String(s) if s == REDACTED) {
+                // Fail closed, but still learn the secrets inside, so later lines that repeat
+                // them are redacted too (without recursion: the value may be deep).
+                collect_secret_strings(v, &mut self.replaced);
                 *v = Value::String(REDACTED.into());
                 self.replaced.push(String::new());
             }
