@@ -173,7 +173,12 @@ pub fn scan_line<'a>(line: &'a [u8], pred: &mut dyn FnMut(&str) -> bool) -> Line
     let mut rpc = RpcRef::default();
     let mut stack: Vec<Frame> = Vec::new();
     let mut slot = Slot::None;
-    let fail = LineScan::default();
+    // A line that is not one well-formed JSON value may hide a key the walk never reached (a
+    // broken member, a second value): redaction's full pass decides when it has any string.
+    let fail = LineScan {
+        rpc: None,
+        key_hit: has_string(line),
+    };
     // A key just read (raw bytes, quotes excluded) in a frame of `ctx`: checks it, returns the
     // slot of its value.
     let mut key = |raw: &[u8], ctx: Ctx, found: &mut bool| -> Slot {
@@ -305,7 +310,7 @@ pub fn scan_line<'a>(line: &'a [u8], pred: &mut dyn FnMut(&str) -> bool) -> Line
                 let whole = s.i == line.len();
                 return LineScan {
                     rpc: (top_is_object && rpc_ok && whole).then_some(rpc),
-                    key_hit: found,
+                    key_hit: found || (!whole && has_string(line)),
                 };
             };
             let (closer, ctx) = (f.closer, f.ctx);
@@ -363,8 +368,10 @@ pub fn value_end(line: &[u8], start: usize) -> Option<usize> {
 /// How deep [`any_key`] looks for keys (its walk recurses, so this bounds its stack).
 pub const MAX_KEY_DEPTH: usize = 128;
 
-/// Whether any object key anywhere in the JSON text satisfies `pred` (false for non-JSON). One
-/// structural pass that skips string values with memchr: the redaction pre-filter.
+/// Whether any object key anywhere in the JSON text satisfies `pred`; for text that is not one
+/// well-formed JSON value, whether it has any string at all (a key the walk could not reach
+/// may hide there). One structural pass that skips string values with memchr: the redaction
+/// pre-filter, which may say "maybe" but must never miss.
 pub fn any_key(line: &[u8], pred: &dyn Fn(&str) -> bool) -> bool {
     fn walk(
         s: &mut Scanner<'_>,
@@ -418,7 +425,19 @@ pub fn any_key(line: &[u8], pred: &dyn Fn(&str) -> bool) -> bool {
     }
     let mut s = Scanner { b: line, i: 0 };
     let mut found = false;
-    walk(&mut s, pred, &mut found, 0).is_some() && found
+    if walk(&mut s, pred, &mut found, 0).is_none() {
+        // Not one well-formed value: a key may sit past where the walk stopped (a broken
+        // member), so the full pass decides when the line has any string.
+        return has_string(line);
+    }
+    s.ws();
+    // A second value after the first (`{…}{"apiKey":…}`) is not walked: same answer.
+    found || (s.i < line.len() && has_string(line))
+}
+
+/// Whether `line` has a `"` at all (no key without one).
+fn has_string(line: &[u8]) -> bool {
+    memchr::memchr(b'"', line).is_some()
 }
 
 impl<'a> Scanner<'a> {
