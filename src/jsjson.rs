@@ -254,7 +254,6 @@ fn next_escape(bytes: &[u8], mut from: usize) -> usize {
 
 /// Appends `s` as a JSON string literal to a byte buffer (the recorder's hot path).
 pub fn write_str_bytes(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + bytes.len() / 8 + 2);
     out.push(b'"');
@@ -265,26 +264,35 @@ pub fn write_str_bytes(out: &mut Vec<u8>, s: &str) {
         if i == bytes.len() {
             break;
         }
-        match bytes[i] {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            c => out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[(c >> 4) as usize],
-                HEX[(c & 15) as usize],
-            ]),
-        }
+        push_escape(out, bytes[i]);
         start = i + 1;
     }
     out.push(b'"');
+}
+
+/// Appends the JSON escape of one byte that must be escaped (`"`, `\\`, or a control byte), as
+/// JSON.stringify writes it: the short forms, else `\u00XX` in lower-case hex. Shared with the
+/// lane writer's fast escaper.
+#[inline]
+pub(crate) fn push_escape(out: &mut Vec<u8>, c: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match c {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x0c => out.extend_from_slice(b"\\f"),
+        c => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[(c >> 4) as usize],
+            HEX[(c & 15) as usize],
+        ]),
+    }
 }
 
 #[cfg(test)]

@@ -394,7 +394,7 @@ pub fn push_json_string(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
             if i == bytes.len() {
                 break;
             }
-            push_escape(out, bytes[i]);
+            crate::jsjson::push_escape(out, bytes[i]);
             start = i + 1;
         }
         out.push(b'"');
@@ -475,7 +475,7 @@ fn push_json_string_sse2(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
                 dst += 2;
             } else {
                 out.set_len(dst);
-                push_escape(out, c);
+                crate::jsjson::push_escape(out, c);
                 out.reserve(room(n - src));
                 dst = out.len();
             }
@@ -483,28 +483,6 @@ fn push_json_string_sse2(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
         *base(out).add(dst) = b'"';
         out.set_len(dst + 1);
         _mm_movemask_epi8(seen) == 0 && tail_high & 0x80 == 0
-    }
-}
-
-#[inline]
-fn push_escape(out: &mut Vec<u8>, c: u8) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    match c {
-        b'"' => out.extend_from_slice(b"\\\""),
-        b'\\' => out.extend_from_slice(b"\\\\"),
-        b'\n' => out.extend_from_slice(b"\\n"),
-        b'\r' => out.extend_from_slice(b"\\r"),
-        b'\t' => out.extend_from_slice(b"\\t"),
-        0x08 => out.extend_from_slice(b"\\b"),
-        0x0c => out.extend_from_slice(b"\\f"),
-        c => out.extend_from_slice(&[
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[(c >> 4) as usize],
-            HEX[(c & 15) as usize],
-        ]),
     }
 }
 
