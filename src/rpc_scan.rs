@@ -39,7 +39,8 @@ pub fn scan(line: &[u8]) -> Option<RpcInfo> {
     s.ws();
     let mut info = RpcInfo::default();
     s.object(|s, key| {
-        match key {
+        let name = key_name(key);
+        match name.as_ref() {
             b"id" => {
                 s.ws();
                 match s.peek()? {
@@ -74,7 +75,7 @@ pub fn scan(line: &[u8]) -> Option<RpcInfo> {
                 if s.peek()? == b'{' {
                     let mut tid = None;
                     s.object(|s, k| {
-                        if k == b"threadId" {
+                        if key_name(k).as_ref() == b"threadId" {
                             s.ws();
                             if s.peek()? == b'"' {
                                 tid = Some(s.string_value()?);
@@ -200,7 +201,10 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], pred: &mut dyn FnMut(&[u8]) -> boo
                 pred(raw)
             };
         }
-        match (ctx, raw) {
+        if ctx == Ctx::Other {
+            return Slot::None;
+        }
+        match (ctx, key_name(raw).as_ref()) {
             (Ctx::Top, b"id") => Slot::Id,
             (Ctx::Top, b"method") => Slot::Method,
             (Ctx::Top, b"params") => Slot::Params,
@@ -347,6 +351,23 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], pred: &mut dyn FnMut(&[u8]) -> boo
     }
 }
 
+/// An object key as the full parse names it: its raw bytes, or decoded when it has an escape
+/// (`"\u0069d"` is `id` to serde_json and JSON.parse, which take the last of duplicated keys;
+/// compared raw, `{"id":1,"\u0069d":2}` kept the first).
+fn key_name(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if memchr::memchr(b'\\', raw).is_none() {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut quoted = Vec::with_capacity(raw.len() + 2);
+    quoted.push(b'"');
+    quoted.extend_from_slice(raw);
+    quoted.push(b'"');
+    match serde_json::from_slice::<String>(&quoted) {
+        Ok(k) => std::borrow::Cow::Owned(k.into_bytes()),
+        Err(_) => std::borrow::Cow::Borrowed(raw),
+    }
+}
+
 /// A string's text as [`Scanner::string_value`] reads it (raw control characters refused),
 /// borrowed when it has no escapes.
 fn string_text(b: &[u8], start: usize, end: usize) -> Option<std::borrow::Cow<'_, str>> {
@@ -463,8 +484,8 @@ impl<'a> Scanner<'a> {
         (self.peek()? == c).then(|| self.i += 1)
     }
 
-    /// Walks an object, calling `f` with each raw key (escapes are rare in keys; a key with an
-    /// escape is compared in its raw form, which only matters for exotic spellings).
+    /// Walks an object, calling `f` with each raw key (callers that compare it use
+    /// [`key_name`], so an escaped spelling names the same key as in a full parse).
     fn object(&mut self, mut f: impl FnMut(&mut Self, &[u8]) -> Option<()>) -> Option<()> {
         self.expect(b'{')?;
         self.ws();

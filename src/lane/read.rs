@@ -467,6 +467,19 @@ pub fn peek_key(bytes: &[u8]) -> Option<super::SeqKey> {
     let (run, rest) = (parse_num(&r[..comma])?, &r[comma + 1..]);
     let r = rest.strip_prefix(b"\"seq\":")?;
     let comma = memchr::memchr(b',', r)?;
+    // The full parse takes the last of duplicated keys (as JSON.parse does): a later `run` or
+    // `seq`, or a key spelled with an escaped lower-case letter (`"s\u0065q"`), leaves the
+    // answer to it. Inside a string value a quote is escaped, so `"seq"` there is a key (or the
+    // rare value "seq": a harmless fallback).
+    let tail = &r[comma + 1..];
+    let escaped_letter = memchr::memmem::find_iter(tail, b"\\u00")
+        .any(|i| matches!(tail.get(i + 4), Some(b'6' | b'7')));
+    if escaped_letter
+        || memchr::memmem::find(tail, b"\"run\"").is_some()
+        || memchr::memmem::find(tail, b"\"seq\"").is_some()
+    {
+        return None;
+    }
     Some(super::SeqKey {
         run,
         seq: parse_num(&r[..comma])?,
@@ -618,5 +631,28 @@ mod tests {
         // No `run` in bb's place: left to the full parse (it may come later in the line).
         assert!(peek_key(br#"{"ts":1,"seq":868.25,"dir":"x","line":""}"#).is_none());
         assert!(peek_key(br#"{"ts":1,"seq":2,"run":5,"dir":"x","line":""}"#).is_none());
+    }
+
+    /// Duplicated keys: the full parse (serde_json, like JS `JSON.parse`) takes the last one;
+    /// the fast read answers the same or leaves it to the full parse, never the first one.
+    #[test]
+    fn peek_key_never_takes_the_first_of_duplicated_keys() {
+        for line in [
+            r#"{"ts":1,"run":2,"seq":3,"dir":"x","line":"","seq":1}"#,
+            r#"{"ts":1,"run":2,"seq":3,"dir":"x","line":"","run":0}"#,
+            r#"{"ts":1,"run":2,"seq":3,"dir":"x","line":"", "seq" :1}"#,
+            r#"{"ts":1,"run":2,"seq":3,"dir":"x","line":"","s\u0065q":1}"#,
+            r#"{"ts":1,"run":2,"seq":3,"dir":"x","line":"","\u0072un":1}"#,
+            r#"{"ts":1,"run":2,"seq":3,"dir":"x","line":"{\"seq\":9,\"run\":9}"}"#,
+            r#"{"ts":1,"run":2,"seq":3,"dir":"x","line":"\u001b[0m"}"#,
+        ] {
+            let full = parse_entry(line.as_bytes(), None).unwrap().key();
+            if let Some(k) = peek_key(line.as_bytes()) {
+                assert_eq!((k.run, k.seq), (full.run, full.seq), "{line}");
+            }
+        }
+        // Keys that only look alike inside the line's text are still read fast.
+        let embedded = r#"{"ts":1,"run":2,"seq":3,"dir":"x","line":"{\"seq\":9,\"run\":9}"}"#;
+        assert!(peek_key(embedded.as_bytes()).is_some());
     }
 }

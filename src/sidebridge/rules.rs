@@ -7,12 +7,18 @@
 //! Which replies feed which rule: SB-D1…SB-D8 judge every reply to a request the emulated
 //! client built (not the probes); SB-D9 judges every non-2xx reply of the run; SB-H3 judges
 //! every reply of the run plus a trailing-slash probe.
+//!
+//! One fault, one verdict: SB-D1 judges whether every client reply decodes. Any other rule
+//! that needs a reply's content (messages, options) and meets one it cannot read is *skipped*
+//! naming SB-D1 ([`unreadable`]), never passed or failed on it; an INFO rule that only records
+//! is *not run* when it has nothing readable to record. SB-H1 and SB-R2 (and SB-R11's session
+//! start, SB-R12) keep decoding as their own assertion, as the catalogue states it.
 
 use super::client::{Driver, Exchange, Kind, Screen};
 use super::profiles::{self, From, Msg, Profile, Reply, Rng, Style, is_textual_uuid};
 use super::transport::{Limits, TransportError};
 use crate::report::live::VerdictLog;
-use crate::rule::{SubCheck, Verdict};
+use crate::rule::{Status, SubCheck, Verdict};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -87,6 +93,19 @@ pub(super) fn ends(x: &Exchange) -> bool {
         .and_then(|r| r.options)
         .and_then(|o| o.end_session)
         == Some(true)
+}
+
+/// Why a reply to the emulated client cannot be read, for a rule that needs its content
+/// (messages, options): `None` when it decodes under γ. SB-D1 judges every such reply, so a
+/// rule that meets one is skipped naming SB-D1 instead of passing or failing on what it could
+/// not see (one fault, one verdict).
+pub(super) fn unreadable(x: &Exchange) -> Option<String> {
+    x.judged(Profile::Gamma).err().map(|e| {
+        format!(
+            "{}: the reply cannot be read ({e}); SB-D1 carries that fault",
+            x.label
+        )
+    })
 }
 
 /// Parser and exception text of the common runtimes, as it leaks into error replies
@@ -312,18 +331,22 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             vec![],
         )
         .await;
-    v.push(pass_with(
-        "SB-H5",
-        vec![match &d.log[i].result {
-            Ok(r) => format!(
+    // Recorded only: with no HTTP reply there is nothing to record (never a pass on it).
+    v.push(match &d.log[i].result {
+        Ok(r) => pass_with(
+            "SB-H5",
+            vec![format!(
                 "status {}, Allow {:?}, Access-Control-Allow-Methods {:?}",
                 r.status,
                 r.header("allow").unwrap_or(""),
                 r.header("access-control-allow-methods").unwrap_or("")
-            ),
-            Err(e) => format!("{e}"),
-        }],
-    ));
+            )],
+        ),
+        Err(e) => Verdict::not_run(
+            "SB-H5",
+            format!("the OPTIONS request got no readable HTTP reply ({e}): nothing to record"),
+        ),
+    });
 
     // Authentication.
     auth(&mut d, &mut rng, cfg, &mut v).await;
@@ -345,11 +368,14 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     // SB-R1.
     v.push(match hello {
         None => Verdict::skipped("SB-R1", "the session ended before the first send"),
+        Some(i) if is_5xx(&d.log[i]) => Verdict::fail(
+            "SB-R1",
+            format!("the message was not answered: status {}", d.log[i].status().unwrap_or(0)),
+        ),
         Some(i) => match d.log[i].judged(Profile::Gamma) {
-            Err(e) => Verdict::fail("SB-R1", format!("{}: {e}", d.log[i].label)),
-            Ok(_) if is_5xx(&d.log[i]) => Verdict::fail(
+            Err(_) => Verdict::skipped(
                 "SB-R1",
-                format!("the message was not answered: status {}", d.log[i].status().unwrap_or(0)),
+                unreadable(&d.log[i]).unwrap_or_default(),
             ),
             Ok(r) => {
                 let shown: Vec<&Msg> = r.messages.iter().filter(|m| !m.content.is_empty()).collect();
@@ -412,21 +438,33 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     ];
     let a = s.start(&mut d, "foreign-history/start").await;
     let b = s.send(&mut d, "hello again", "foreign-history/send").await;
-    let mut r4 = Vec::new();
+    // A 5xx or a dropped connection is seen without reading the body; "no session end" needs
+    // the body: a reply that does not decode leaves the rule skipped (SB-D1 carries it).
+    let (mut r4, mut r4_unread) = (Vec::new(), Vec::new());
     for i in std::iter::once(a).chain(b) {
         let x = &d.log[i];
         if let Err(e) = &x.result {
             r4.push(format!("{}: {e}", x.label));
         } else if is_5xx(x) {
             r4.push(format!("{}: status {}", x.label, x.status().unwrap_or(0)));
+        } else if let Some(why) = unreadable(x) {
+            r4_unread.push(why);
         } else if ends(x) {
             r4.push(format!("{}: the session was ended", x.label));
         }
     }
-    v.push(if r4.is_empty() {
-        Verdict::pass("SB-R4")
-    } else {
+    v.push(if !r4.is_empty() {
         Verdict::fail("SB-R4", r4.join("; "))
+    } else if !r4_unread.is_empty() {
+        Verdict::skipped(
+            "SB-R4",
+            format!(
+                "whether the session was ended cannot be seen: {}",
+                r4_unread.join("; ")
+            ),
+        )
+    } else {
+        Verdict::pass("SB-R4")
     });
 
     // SB-R5: app bytes versus canonical bytes.
@@ -508,22 +546,20 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         ("odd/empty-body", String::new()),
         ("odd/null", "null".into()),
     ];
-    let mut notes = Vec::new();
+    // Recorded only, each probe a sub-check: a reply that cannot be read records nothing, so
+    // the rule is not run (naming why) rather than passing on it; INFO never fails the run.
+    let mut r9 = Vec::new();
     for (label, body) in probes {
         let i = d.probe(label, body.into_bytes()).await;
-        let x = &d.log[i];
-        notes.push(match x.judged(Profile::Gamma) {
-            Ok(r) => format!(
-                "{}: status {}, {} system message(s), endSession {}",
-                label.trim_start_matches("odd/"),
-                x.status().unwrap_or(0),
+        r9.push(recorded(&d.log[i], label.trim_start_matches("odd/"), |r| {
+            format!(
+                "{} system message(s), endSession {}",
                 r.messages.iter().filter(|m| m.from == From::System).count(),
                 r.options.and_then(|o| o.end_session).unwrap_or(false)
-            ),
-            Err(e) => format!("{}: {}", label.trim_start_matches("odd/"), e),
-        });
+            )
+        }));
     }
-    v.push(pass_with("SB-R9", notes));
+    v.push(record_verdict("SB-R9", r9));
     let chat = rng.uuid(); // a chat of its own: the 2.0 probe may have ended the other
     let probes = [
         (
@@ -662,6 +698,51 @@ pub(super) fn request_has_history(x: &Exchange) -> bool {
         .is_some_and(|v| v.get("history").is_some())
 }
 
+/// One reply of an INFO rule that only records: passed with what was seen (status and
+/// `what` of the decoded reply), or not run when there is nothing readable to record.
+fn recorded(x: &Exchange, name: &str, what: impl Fn(&Reply) -> String) -> SubCheck {
+    let status = match &x.result {
+        Err(e) => return SubCheck::new(name, Status::NotRun, format!("no HTTP reply ({e})")),
+        Ok(r) => r.status,
+    };
+    match x.judged(Profile::Gamma) {
+        Ok(r) => SubCheck::pass(name, format!("status {status}, {}", what(&r))),
+        Err(e) => SubCheck::new(
+            name,
+            Status::NotRun,
+            format!(
+                "status {status}, the reply does not decode ({e}){}",
+                if (200..300).contains(&status) {
+                    ""
+                } else {
+                    "; SB-D9 judges it"
+                }
+            ),
+        ),
+    }
+}
+
+/// An INFO rule over [`recorded`] sub-checks: not run when any reply could not be read (the
+/// detail names each), else passed with every record as its detail.
+fn record_verdict(id: &str, subs: Vec<SubCheck>) -> Verdict {
+    let unread: Vec<String> = subs
+        .iter()
+        .filter(|c| c.status != Status::Pass)
+        .map(|c| format!("{}: {}", c.name, c.evidence))
+        .collect();
+    let v = if unread.is_empty() {
+        pass_with(
+            id,
+            subs.iter()
+                .map(|c| format!("{}: {}", c.name, c.evidence))
+                .collect(),
+        )
+    } else {
+        Verdict::not_run(id, format!("nothing to record: {}", unread.join("; ")))
+    };
+    v.with_subchecks(subs)
+}
+
 fn same_reply(
     id: &str,
     d: &Driver,
@@ -674,7 +755,14 @@ fn same_reply(
     };
     let (xa, xb) = (&d.log[a], &d.log[b]);
     match (xa.judged(Profile::Gamma), xb.judged(Profile::Gamma)) {
-        (_, Err(e)) => Verdict::fail(id, format!("{}: {e}", xb.label)),
+        // Nothing to compare with: the plain reply's fault is SB-D1's.
+        (_, Err(_)) => Verdict::skipped(
+            id,
+            format!(
+                "nothing to compare with: {}",
+                unreadable(xb).unwrap_or_default()
+            ),
+        ),
         (Err(e), Ok(_)) => Verdict::fail(
             id,
             format!(
@@ -734,9 +822,10 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
         let x = &d.log[i];
         let status = x.status().unwrap_or(0);
         v.push(match x.judged(Profile::App) {
-            _ if x.result.is_err() => {
-                Verdict::skipped("SB-A4", "no reply to judge (the failure is SB-D1's)")
-            }
+            Err(e) if x.result.is_err() => Verdict::skipped(
+                "SB-A4",
+                format!("{}: no reply to judge ({e}); SB-D1 carries that fault", x.label),
+            ),
             _ if status == 401 || status == 403 => Verdict::fail(
                 "SB-A4",
                 format!(
@@ -750,11 +839,14 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
                 ),
             ),
             Ok(_) => pass_with("SB-A4", vec![format!("status {status}")]),
-            Err(_) => pass_with(
+            // Whether the bridge accepted the request is in the body it sent: unreadable, it
+            // is not seen (the body's fault is SB-D1's).
+            Err(_) => Verdict::skipped(
                 "SB-A4",
-                vec![format!(
-                    "status {status}: accepted; the body does not decode (judged by SB-D1)"
-                )],
+                format!(
+                    "status {status}, but whether the request was accepted cannot be seen: {}",
+                    unreadable(x).unwrap_or_default()
+                ),
             ),
         });
         return;
@@ -883,7 +975,7 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
         }
     });
     // SB-A5 (INFO): spacing and header-name case.
-    let mut notes = Vec::new();
+    let mut a5 = Vec::new();
     for (label, name, value) in [
         (
             "auth/key-with-spaces",
@@ -903,17 +995,20 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
             .exchange(label, Kind::Probe, None, "POST", h, body, vec![])
             .await;
         let x = &d.log[i];
-        notes.push(format!(
-            "{}: {}",
-            label.trim_start_matches("auth/"),
-            match x.judged(Profile::Gamma) {
-                Ok(_) if ends(x) => format!("rejected (status {})", x.status().unwrap_or(0)),
-                Ok(_) => format!("accepted (status {})", x.status().unwrap_or(0)),
-                Err(e) => e,
-            }
-        ));
+        let name = label.trim_start_matches("auth/");
+        // A 401/403 is a refusal whatever its body; otherwise the body says which it was.
+        a5.push(match x.status() {
+            Some(s @ (401 | 403)) => SubCheck::pass(name, format!("status {s}, rejected")),
+            _ => recorded(x, name, |r| {
+                if r.options.and_then(|o| o.end_session) == Some(true) {
+                    "rejected".to_string()
+                } else {
+                    "accepted".to_string()
+                }
+            }),
+        });
     }
-    v.push(pass_with("SB-A5", notes));
+    v.push(record_verdict("SB-A5", a5));
 }
 
 /// SB-D1…SB-D9 over the logged replies.

@@ -17,7 +17,9 @@
 use super::client::{Driver, Screen};
 use super::fixture::{Fixture, Step};
 use super::profiles::{From, Msg, Profile, Rng, Style};
-use super::rules::{CheckConfig, ends, is_5xx, pass_with, reply_text, request_has_history};
+use super::rules::{
+    CheckConfig, ends, is_5xx, pass_with, reply_text, request_has_history, unreadable,
+};
 use crate::report::live::VerdictLog;
 use crate::rule::{Status, SubCheck, Verdict};
 
@@ -73,6 +75,9 @@ async fn run_steps(
         };
         done.push(i);
         let gate = !(judge_last && n + 1 == steps.len());
+        if gate && let Some(why) = unreadable(&d.log[i]) {
+            return Ran::NotEntered(format!("`{key}` step {} sent {text:?}; {why}", n + 1));
+        }
         if gate && let Some(p) = step.pattern(word) {
             let reply = reply_text(d, i);
             if !p.is_match(&reply) {
@@ -101,39 +106,55 @@ fn steps<'a>(fx: &'a Fixture, key: &str) -> &'a [Step] {
     fx.get(key).map(Vec::as_slice).unwrap_or_default()
 }
 
-/// Remember `word`, then recall it: `Ok(recall exchange)` when the reply names the word.
+/// How `recall` was answered, when it was sent.
+enum Recall {
+    /// The reply names the word (its exchange).
+    Named(usize),
+    /// The bridge did not enter the scenario, or its readable reply misses the word (why).
+    Missed(String),
+    /// The reply cannot be read: whether it names the word is not seen (SB-D1's fault).
+    Unreadable(String),
+}
+
+impl Recall {
+    /// Gates use it as a plain outcome: anything but a named word is why not.
+    fn ok(self) -> Result<usize, String> {
+        match self {
+            Recall::Named(i) => Ok(i),
+            Recall::Missed(why) | Recall::Unreadable(why) => Err(why),
+        }
+    }
+}
+
+/// Remember `word`, then recall it.
 async fn remember_then_recall(
     s: &mut Screen,
     d: &mut Driver,
     fx: &Fixture,
     word: &str,
     label: &str,
-) -> Result<usize, String> {
+) -> Recall {
     if let Ran::NotEntered(why) =
         run_steps(s, d, "remember", steps(fx, "remember"), word, label, false).await
     {
-        return Err(why);
+        return Recall::Missed(why);
     }
     recall(s, d, fx, word, label).await
 }
 
-async fn recall(
-    s: &mut Screen,
-    d: &mut Driver,
-    fx: &Fixture,
-    word: &str,
-    label: &str,
-) -> Result<usize, String> {
+async fn recall(s: &mut Screen, d: &mut Driver, fx: &Fixture, word: &str, label: &str) -> Recall {
     let rc = steps(fx, "recall");
     match run_steps(s, d, "recall", rc, word, label, true).await {
-        Ran::NotEntered(why) => Err(why),
+        Ran::NotEntered(why) => Recall::Missed(why),
         Ran::Done(ix) => {
             let i = *ix.last().expect("a scenario has a step");
             let last = rc.last().expect("a scenario has a step");
-            if recalls(d, i, last, word) {
-                Ok(i)
+            if let Some(why) = unreadable(&d.log[i]) {
+                Recall::Unreadable(format!("asked to recall {word:?}: {why}"))
+            } else if recalls(d, i, last, word) {
+                Recall::Named(i)
             } else {
-                Err(format!(
+                Recall::Missed(format!(
                     "asked to recall a word it was told ({word:?}), the bridge answered {:?}{}",
                     clip(&reply_text(d, i)),
                     last.expect
@@ -160,10 +181,15 @@ async fn toggle(
         Ran::NotEntered(why) => Err(why),
         Ran::Done(ix) if !done(s) => {
             let i = *ix.last().expect("a scenario has a step");
-            Err(format!(
-                "after `{key}` the bridge did not {what}; it answered {:?}",
-                clip(&d.log[i].describe_reply())
-            ))
+            Err(match unreadable(&d.log[i]) {
+                Some(why) => {
+                    format!("whether the bridge did {what} after `{key}` cannot be seen: {why}")
+                }
+                None => format!(
+                    "after `{key}` the bridge did not {what}; it answered {:?}",
+                    clip(&d.log[i].describe_reply())
+                ),
+            })
         }
         Ran::Done(_) => Ok(()),
     }
@@ -181,6 +207,7 @@ pub async fn run(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Verdi
         let w = words.next();
         remember_then_recall(&mut s, d, fx, &w, "memory")
             .await
+            .ok()
             .map(|_| ())
             .map_err(|e| format!("the bridge does not recall in a plain chat with history: {e}"))
     } else {
@@ -214,7 +241,9 @@ pub async fn run(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Verdi
                 Ok(()) => {
                     let mut again = s.reopen();
                     let i = again.start(d, "reopen/session-start").await;
-                    if again.send_history {
+                    if let Some(why) = unreadable(&d.log[i]) {
+                        Verdict::skipped("SB-S3", format!("whether the options were re-asserted cannot be seen: {why}"))
+                    } else if again.send_history {
                         Verdict::fail(
                             "SB-S3",
                             format!(
@@ -383,6 +412,8 @@ async fn unknown_chat(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut W
                 let text = reply_text(d, i);
                 if let Some(s) = x.status().filter(|s| !(200..300).contains(s)) {
                     SubCheck::fail("recall", format!("status {s}: {:?}", clip(&text)))
+                } else if let Some(why) = unreadable(x) {
+                    SubCheck::skipped("recall", why)
                 } else if text.to_lowercase().contains(&decoy) {
                     SubCheck::fail(
                         "recall",
@@ -399,7 +430,7 @@ async fn unknown_chat(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut W
             }
         });
     }
-    Verdict::from_subchecks("SB-R11", subs)
+    strict_from_subchecks("SB-R11", subs)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -470,14 +501,17 @@ async fn history_rules(
     v.push(match (&need_r6, &remembered, &r) {
         (Some(n), _, _) => Verdict::not_run("SB-R6", n.clone()),
         (None, Err(why), _) => Verdict::skipped("SB-R6", why.clone()),
-        (None, Ok(()), Some(Ok(i))) if request_has_history(&d.log[*i]) => {
+        (None, Ok(()), Some(Recall::Named(i))) if request_has_history(&d.log[*i]) => {
             Verdict::fail("SB-R6", "internal: the emulated client sent history")
         }
-        (None, Ok(()), Some(Ok(_))) => {
+        (None, Ok(()), Some(Recall::Named(_))) => {
             pass_with("SB-R6", vec![format!("recalled {w:?} without history")])
         }
-        (None, Ok(()), Some(Err(why))) => {
+        (None, Ok(()), Some(Recall::Missed(why))) => {
             Verdict::fail("SB-R6", format!("without `history`: {why}"))
+        }
+        (None, Ok(()), Some(Recall::Unreadable(why))) => {
+            Verdict::skipped("SB-R6", format!("without `history`: {why}"))
         }
         (None, Ok(()), None) => Verdict::skipped("SB-R6", "the recall was not sent"),
     });
@@ -487,11 +521,20 @@ async fn history_rules(
         // SB-S2: set true → omitted → explicit false, the client following the merge rules.
         let mut subs = Vec::new();
         let plain = s.send(d, "hello without history", "no-history/plain").await;
-        let unasked: Vec<String> = r
-            .as_ref()
-            .and_then(|r| r.as_ref().ok().copied())
-            .into_iter()
-            .chain(plain)
+        let looked_at: Vec<usize> = match &r {
+            Some(Recall::Named(i)) => Some(*i),
+            _ => None,
+        }
+        .into_iter()
+        .chain(plain)
+        .collect();
+        let unread: Vec<String> = looked_at
+            .iter()
+            .filter_map(|i| unreadable(&d.log[*i]))
+            .collect();
+        let unasked: Vec<String> = looked_at
+            .iter()
+            .copied()
             .filter(|i| {
                 d.log[*i]
                     .judged(Profile::Gamma)
@@ -507,6 +550,8 @@ async fn history_rules(
                 "stays-disabled",
                 format!("{}: the reply re-enabled history (disableSendHistory:false) the bridge had disabled, unasked", unasked.join(", ")),
             )
+        } else if !unread.is_empty() {
+            SubCheck::skipped("stays-disabled", format!("whether history stayed off cannot be seen: {}", unread.join("; ")))
         } else if plain.is_some_and(|i| request_has_history(&d.log[i])) {
             SubCheck::fail("stays-disabled", "internal: a reply without options changed the client's state")
         } else if plain.is_none() {
@@ -541,12 +586,15 @@ async fn history_rules(
                     ));
                 } else {
                     subs.push(match recall(&mut s, d, fx, &w, "no-history/again").await {
-                        Ok(i) if !request_has_history(&d.log[i]) => SubCheck::fail(
+                        Recall::Named(i) if !request_has_history(&d.log[i]) => SubCheck::fail(
                             "recall-after-enable",
                             "internal: explicit false did not re-enable history",
                         ),
-                        Ok(_) => SubCheck::pass("recall-after-enable", format!("recalled {w:?}")),
-                        Err(why) => SubCheck::fail(
+                        Recall::Named(_) => {
+                            SubCheck::pass("recall-after-enable", format!("recalled {w:?}"))
+                        }
+                        Recall::Unreadable(why) => SubCheck::skipped("recall-after-enable", why),
+                        Recall::Missed(why) => SubCheck::fail(
                             "recall-after-enable",
                             format!("after re-enabling history: {why}"),
                         ),
@@ -655,16 +703,19 @@ async fn two_chats(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Word
     let mut subs = Vec::new();
     for (name, r, own, other) in [("chat-a", &ra, &wa, &wb), ("chat-b", &rb, &wb, &wa)] {
         subs.push(match r {
-            Ok(i) if reply_text(d, *i).to_lowercase().contains(other.as_str()) => SubCheck::fail(
-                name,
-                format!(
-                    "recalled the other chat's word {other:?}: {:?}",
-                    clip(&reply_text(d, *i))
-                ),
-            ),
-            Ok(_) => SubCheck::pass(name, format!("recalled its own word {own:?}")),
-            Err(why) => SubCheck::fail(name, why.clone()),
+            Recall::Named(i) if reply_text(d, *i).to_lowercase().contains(other.as_str()) => {
+                SubCheck::fail(
+                    name,
+                    format!(
+                        "recalled the other chat's word {other:?}: {:?}",
+                        clip(&reply_text(d, *i))
+                    ),
+                )
+            }
+            Recall::Named(_) => SubCheck::pass(name, format!("recalled its own word {own:?}")),
+            Recall::Unreadable(why) => SubCheck::skipped(name, why.clone()),
+            Recall::Missed(why) => SubCheck::fail(name, why.clone()),
         });
     }
-    Verdict::from_subchecks("SB-S4", subs)
+    strict_from_subchecks("SB-S4", subs)
 }

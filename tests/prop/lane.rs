@@ -259,6 +259,40 @@ proptest! {
         }
     }
 
+    /// Duplicated keys after bb's layout (plain or spelled with an escape, with or without
+    /// spaces): the full parse takes the last one, and so does the fast read or it declines.
+    #[test]
+    fn peek_key_takes_the_last_of_duplicated_keys(
+        run in finite_f64(),
+        seq in finite_f64(),
+        dups in prop::collection::vec(
+            (
+                prop_oneof![
+                    Just("run"), Just("seq"), Just("r\\u0075n"), Just("\\u0073eq"),
+                    Just("ts"), Just("dir2"),
+                ],
+                finite_f64(),
+                any::<bool>(),
+            ),
+            0..3,
+        ),
+    ) {
+        let mut o = format!(
+            "{{\"ts\":1,\"run\":{},\"seq\":{},\"dir\":\"bridge→runtime\",\"line\":\"{{}}\"",
+            format_f64(run),
+            format_f64(seq)
+        );
+        for (k, v, spaced) in &dups {
+            let sp = if *spaced { " " } else { "" };
+            o.push_str(&format!(",{sp}\"{k}\"{sp}:{sp}{}", format_f64(*v)));
+        }
+        o.push('}');
+        let full = parse_entry(o.as_bytes(), None).unwrap().key();
+        if let Some(k) = peek_key(o.as_bytes()) {
+            prop_assert_eq!((k.run, k.seq), (full.run, full.seq), "{}", o);
+        }
+    }
+
     /// Any bytes: the fast key read never panics.
     #[test]
     fn peek_key_survives_any_bytes(b in prop_oneof![bytes(200), lane_file()]) {

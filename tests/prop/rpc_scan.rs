@@ -198,11 +198,134 @@ proptest! {
         }
     }
 
+    /// Duplicated members and keys spelled with escapes (`"\u0069d"`): serde_json, like JS
+    /// `JSON.parse`, takes the last of duplicated keys under any spelling; so does the scan,
+    /// and the fused pass with it.
+    #[test]
+    fn scan_takes_the_last_of_duplicated_keys_under_any_spelling(
+        v in rpc_object().prop_map(plain_keys),
+        dups in prop::collection::vec(
+            (prop::sample::select(vec!["id", "method", "params"]), json(2)),
+            0..3,
+        ),
+        threadids in prop::collection::vec(prop_oneof![text(6).prop_map(Value::String), json(1)], 0..3),
+        escape in prop::collection::vec(any::<bool>(), 8),
+    ) {
+        // Each key spelled plainly or with its first letter escaped.
+        let spell = |k: &str, n: usize| -> String {
+            let mut c = k.chars();
+            match c.next() {
+                Some(first) if escape[n % escape.len()] && (first as u32) < 0x10000 => format!("\"\\u{:04x}{}\"", first as u32, c.as_str()),
+                _ => Value::String(k.to_string()).to_string(),
+            }
+        };
+        let mut members: Vec<(String, Value)> = v.as_object().unwrap().clone().into_iter().collect();
+        members.extend(dups.into_iter().map(|(k, v)| (k.to_string(), v)));
+        // A params object with threadId given more than once.
+        if !threadids.is_empty() {
+            let inner: Vec<String> = threadids
+                .iter()
+                .enumerate()
+                .map(|(n, t)| format!("{}:{t}", spell("threadId", n + 3)))
+                .collect();
+            members.push(("params".into(), Value::Null));
+            let text = format!("{{{}}}", inner.join(","));
+            members.last_mut().unwrap().1 = serde_json::from_str(&text).unwrap();
+            // Written below from `text` itself, so the duplicates stay in the bytes.
+            let body: Vec<String> = members[..members.len() - 1]
+                .iter()
+                .enumerate()
+                .map(|(n, (k, v))| format!("{}:{v}", spell(k, n)))
+                .chain(std::iter::once(format!("{}:{text}", spell("params", 7))))
+                .collect();
+            let line = format!("{{{}}}", body.join(","));
+            let full: Value = serde_json::from_str(&line).unwrap();
+            prop_assert_eq!(scan(line.as_bytes()), expected(&full), "{}", line);
+            return Ok(());
+        }
+        let body: Vec<String> = members
+            .iter()
+            .enumerate()
+            .map(|(n, (k, v))| format!("{}:{v}", spell(k, n)))
+            .collect();
+        let line = format!("{{{}}}", body.join(","));
+        let full: Value = serde_json::from_str(&line).unwrap();
+        prop_assert_eq!(scan(line.as_bytes()), expected(&full), "{}", line);
+        let fused = scan_line(line.as_bytes(), &mut |_| false).rpc.map(|r| r.id);
+        let want = scan(line.as_bytes()).map(|i| i.id_key);
+        prop_assert_eq!(
+            fused.map(|id| id.map(|id| match id {
+                IdKey::Number(bits) => format!("number:{}", format_f64(f64::from_bits(bits))),
+                IdKey::String(s) => format!("string:{s}"),
+            })),
+            want
+        );
+    }
+
     /// Any JSON value at the top level: objects scan to what serde_json finds, everything else
     /// is refused.
     #[test]
     fn scan_refuses_what_is_not_an_object(v in json(3).prop_map(plain_keys)) {
         let text = v.to_string();
         prop_assert_eq!(scan(text.as_bytes()), expected(&v));
+    }
+}
+
+/// The same lines through JS `JSON.parse` (node, when present): id, method and
+/// `params.threadId` as the scan reads them, duplicated keys and escaped spellings included.
+#[test]
+fn scan_reads_duplicated_keys_as_json_parse_does() {
+    let lines = [
+        r#"{"id":1,"id":2,"method":"m"}"#,
+        r#"{"id":1,"\u0069d":2,"method":"m"}"#,
+        r#"{"\u0069d":"a","id":"b","method":"m","\u006dethod":7}"#,
+        r#"{"id":"x","method":"m","params":{"threadId":"a","thread\u0049d":"b"}}"#,
+        r#"{"id":3,"params":{"threadId":"a"},"p\u0061rams":{"x":1}}"#,
+        r#"{"method":"n","params":{"threadId":"a"},"params":{"threadId":"c"}}"#,
+    ];
+    let script = r#"
+        const out = [];
+        for (const l of require('fs').readFileSync(0, 'utf8').split('\n').filter(Boolean)) {
+            const v = JSON.parse(l);
+            const id = typeof v.id === 'string' ? 'string:' + v.id
+                : typeof v.id === 'number' ? 'number:' + String(v.id) : null;
+            const method = typeof v.method === 'string' ? v.method : null;
+            const p = v.params;
+            const tid = p && typeof p === 'object' && !Array.isArray(p)
+                && typeof p.threadId === 'string' ? p.threadId : null;
+            out.push([id, method, tid]);
+        }
+        process.stdout.write(JSON.stringify(out));
+    "#;
+    let child = std::process::Command::new("node")
+        .args(["-e", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        eprintln!("skipping the JSON.parse comparison: no node on PATH");
+        return;
+    };
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(lines.join("\n").as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let js: Vec<(Option<String>, Option<String>, Option<String>)> =
+        serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(js.len(), lines.len());
+    for (line, (id, method, tid)) in lines.iter().zip(js) {
+        let got = scan(line.as_bytes()).unwrap();
+        assert_eq!(
+            (got.id_key, got.method, got.thread_id),
+            (id, method, tid),
+            "{line}"
+        );
     }
 }

@@ -46,6 +46,13 @@ FLAWS = {
     "case-sensitive-ids": "SB-R3: looks its own messages up by id, case-sensitively",
     "no-end": "SB-S1, SB-R12 skipped: says goodbye but never sets endSession",
     "global-memory": "SB-S4, SB-R11: one remembered word shared by every chat",
+    "foreign-history-500": "SB-R4: a history holding a message from \"unknown\" gets a 500",
+    "foreign-history-html": "SB-D1 (SB-R4 skipped): a history holding a message from \"unknown\" gets a 200 HTML page",
+    "options-broken": "SB-H5 not run: OPTIONS is answered with a line that is not HTTP",
+    "odd-unreadable": "SB-R9 not run: a request it cannot place (no chatId, version 2.0, empty, null) gets a 200 plain-text body",
+    "key-case-unreadable": "SB-A5 not run: the key header spelled other than in lower case gets a 200 plain-text body",
+    "private-start-html": "SB-D1 (SB-S3 skipped): the session start of a chat in private mode gets a 200 HTML page",
+    "no-history-html": "SB-D1 (SB-R6, SB-S2 skipped): a send without history gets a 200 HTML page",
 }
 ODDITIES = {
     "chunked": "every reply in chunked transfer encoding",
@@ -54,7 +61,12 @@ ODDITIES = {
     "upper-ids": "reply ids in upper case",
     "options-null": "every reply carries \"options\": null (and \"messages\": null when empty)",
     "404-allow": "GET/PUT/HEAD get 404 with Allow: POST",
+    "end-false": "every reply that does not end the session says \"endSession\": false",
+    "options-405": "OPTIONS gets 405 with Allow: POST and an empty Side Bridge body",
+    "odd-noop": "a request it cannot place (no chatId, version 2.0, empty, null) gets 200 {}",
 }
+
+HTML = b"<html><body><h1>Internal error</h1></body></html>"
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -151,6 +163,8 @@ class Handler(BaseHTTPRequestHandler):
                 obj["options"]["theme"] = "dark"
         elif "options-null" in st.oddities:
             obj["options"] = None
+        if "end-false" in st.oddities and not (obj.get("options") or {}).get("endSession"):
+            obj["options"] = dict(obj.get("options") or {}, endSession=False)
         if "unknown-keys" in st.oddities:
             obj["served_by"] = {"peer": True, "v": [1, 2]}
         self.send_bytes(status, json.dumps(obj).encode(), extra=extra)
@@ -171,6 +185,12 @@ class Handler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_HEAD = do_DELETE = not_post
 
     def do_OPTIONS(self):
+        if "options-broken" in self.st.flaws:
+            self.close_connection = True
+            self.wfile.write(b"OK then\r\n\r\n")
+            return
+        if "options-405" in self.st.oddities:
+            return self.send_bytes(405, b"{}", extra=[("Allow", "POST")])
         self.send_response(204)
         self.send_header("Allow", "POST, OPTIONS")
         self.send_header("Content-Length", "0")
@@ -198,6 +218,9 @@ class Handler(BaseHTTPRequestHandler):
                 json.loads(raw)
             except ValueError:
                 return self.error(400, "That is not JSON.")
+        if "key-case-unreadable" in st.flaws and any(
+                k.lower() == "x-sidebridge-key" and k != "x-sidebridge-key" for k in self.headers.keys()):
+            return self.send_bytes(200, b"key header noted", ctype="text/plain")
         if st.key is not None and sent_key != st.key:
             if "auth-garbage-body" in st.flaws:
                 return self.send_bytes(401, b"Unauthorized", ctype="text/plain")
@@ -205,7 +228,14 @@ class Handler(BaseHTTPRequestHandler):
         try:
             req = json.loads(raw)
         except ValueError:
+            if not raw.strip():
+                return self.unplaceable()
             return self.bad_request("The request body is not valid JSON.")
+        if req is None or (isinstance(req, dict) and (
+                not isinstance(req.get("chatId"), str)
+                or str(req.get("sidebridge", "")).split(".")[0] != "1")):
+            if "odd-unreadable" in st.flaws or "odd-noop" in st.oddities:
+                return self.unplaceable()
         if not isinstance(req, dict) or not isinstance(req.get("sidebridge"), str):
             return self.bad_request("A Side Bridge request object is expected.")
         version = req["sidebridge"]
@@ -218,8 +248,26 @@ class Handler(BaseHTTPRequestHandler):
         for v in (msgs, hist):
             if v is not None and not (isinstance(v, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in v)):
                 return self.bad_request("messages and history must be lists of messages.")
+        if "foreign-history-500" in st.flaws or "foreign-history-html" in st.flaws:
+            if any(h.get("from") == "unknown" for h in hist or []):
+                if "foreign-history-500" in st.flaws:
+                    return self.error(500, "Unknown sender in history.")
+                return self.send_bytes(200, HTML, ctype="text/html")
+        if "no-history-html" in st.flaws and msgs is not None and hist is None:
+            return self.send_bytes(200, HTML, ctype="text/html")
         with st.lock:
-            return self.answer(st.chat(cid), msgs, hist)
+            chat = st.chat(cid)
+            if "private-start-html" in st.flaws and msgs is None and chat.private:
+                return self.send_bytes(200, HTML, ctype="text/html")
+            return self.answer(chat, msgs, hist)
+
+    def unplaceable(self):
+        """A request that is not a Side Bridge 1.x request it can place (R9's probes)."""
+        if "odd-unreadable" in self.st.flaws:
+            return self.send_bytes(200, b"unsupported request", ctype="text/plain")
+        if "odd-noop" in self.st.oddities:
+            return self.send_bytes(200, b"{}")
+        return self.bad_request("The request body is not valid JSON.")
 
     def bad_request(self, text):
         for flaw, (status, leak) in LEAKS.items():
