@@ -27,6 +27,22 @@ pub fn time_sh(script: &str, reps: usize) -> Duration {
 
 /// Runs a command, returning (wall time, peak RSS in KiB) measured with wait4(2).
 pub fn time_rss(cmd: &mut Command) -> (Duration, u64) {
+    let m = measure(cmd);
+    (m.wall, m.rss_kib)
+}
+
+/// One whole process as wait4(2) reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    pub wall: Duration,
+    /// User + system CPU time, in seconds.
+    pub cpu_s: f64,
+    pub rss_kib: u64,
+}
+
+/// Runs a command to its end: its wall time, CPU time (user + sys) and peak RSS, from
+/// wait4(2). Panics if it does not exit normally.
+pub fn measure(cmd: &mut Command) -> Usage {
     let t = Instant::now();
     #[expect(
         clippy::zombie_processes,
@@ -40,7 +56,12 @@ pub fn time_rss(cmd: &mut Command) -> (Duration, u64) {
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(r, pid);
     assert!(libc::WIFEXITED(status), "child did not exit normally");
-    (t.elapsed(), usage.ru_maxrss as u64)
+    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    Usage {
+        wall: t.elapsed(),
+        cpu_s: secs(usage.ru_utime) + secs(usage.ru_stime),
+        rss_kib: usage.ru_maxrss as u64,
+    }
 }
 
 pub fn mb_per_s(bytes: u64, d: Duration) -> f64 {

@@ -9,8 +9,9 @@
 //! 2. Corpus-shaped folders: the 14 small cells of `recordings/bb` (one re-recorded lane each)
 //!    replicated (hard links) to `--corpus` cells (default 10 000): `--rounds` (default 3)
 //!    rounds of `pins --update` (2 workers, and `-j 1`), `pins` (check) and `jq -c .`,
-//!    interleaved, medians; and to `--corpus-big` cells (default 200 000; 0 skips) for the peak
-//!    RSS of `--update` and of a check (it must stay flat).
+//!    interleaved, medians (the wall ratio is 2 workers against one jq, the CPU ratio is the
+//!    fair one on a loaded machine); and to `--corpus-big` cells (default 200 000; 0 skips) for
+//!    the peak RSS of a check with no pins file, `--update` and a check (it must stay flat).
 //! 3. 1000 small cells: `-j 1` versus `-j 2`.
 //!
 //! `cargo bench --bench pins [-- --gib 1 --corpus 10000 --corpus-big 200000 --rounds 3]`
@@ -255,27 +256,10 @@ fn lane_files(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// One process's wall time, CPU time (user + sys) and peak RSS (KiB), from wait4(2).
-fn measure(cmd: &mut Command) -> (f64, f64, u64) {
-    let t = std::time::Instant::now();
-    #[expect(
-        clippy::zombie_processes,
-        reason = "reaped below with wait4(2) to read its rusage"
-    )]
-    let child = cmd.spawn().expect("spawn");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: plain wait4 on our own child; rusage is written by the kernel.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid);
-    assert!(libc::WIFEXITED(status), "child did not exit normally");
-    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    (
-        t.elapsed().as_secs_f64(),
-        secs(usage.ru_utime) + secs(usage.ru_stime),
-        usage.ru_maxrss as u64,
-    )
+/// One process's wall time (s), CPU time (user + sys, s) and peak RSS (KiB).
+fn wall_cpu_rss(cmd: &mut Command) -> (f64, f64, u64) {
+    let u = measure(cmd);
+    (u.wall.as_secs_f64(), u.cpu_s, u.rss_kib)
 }
 
 fn load_average() -> String {
@@ -294,7 +278,7 @@ fn jq_over(dir: &Path) -> (f64, f64) {
     let lanes = lane_files(dir);
     let (mut wall, mut cpu) = (0.0, 0.0);
     for chunk in lanes.chunks(2000) {
-        let (w, c, _) = measure(
+        let (w, c, _) = wall_cpu_rss(
             Command::new("jq")
                 .arg("-c")
                 .arg(".")
@@ -308,7 +292,7 @@ fn jq_over(dir: &Path) -> (f64, f64) {
 }
 
 fn bw_pins(dir: &Path, args: &[&str]) -> (f64, f64, u64) {
-    measure(
+    wall_cpu_rss(
         Command::new(BW)
             .arg("pins")
             .args(args)
@@ -337,6 +321,7 @@ fn corpus_shaped(tmp: &Path) {
     );
     println!();
     println!("load average before the corpus runs: {}", load_average());
+    let mut small_rss = None;
     if small > 0 {
         let dir = tmp.join(format!("corpus-{small}"));
         replicate_corpus(&dir, small);
@@ -369,6 +354,7 @@ fn corpus_shaped(tmp: &Path) {
             let wall = median(bw[i].iter().map(|r| r.0).collect());
             let cpu = median(bw[i].iter().map(|r| r.1).collect());
             let rss = bw[i].iter().map(|r| r.2).max().unwrap_or(0);
+            small_rss = small_rss.max(Some(rss));
             println!(
                 "| bridgewire {name} | {wall:.2} | {cpu:.2} | {:.1} | **{:.1}×** | {:.1}× |",
                 rss as f64 / 1024.0,
@@ -382,6 +368,9 @@ fn corpus_shaped(tmp: &Path) {
         let dir = tmp.join(format!("corpus-{big}"));
         replicate_corpus(&dir, big);
         let bytes = dir_bytes(&dir);
+        // A check with no pins file first (every cell is a pending change), then an update
+        // and a check against the pins it wrote.
+        let fresh_check = bw_pins(&dir, &[]);
         let update = bw_pins(&dir, &["--update"]);
         let check = bw_pins(&dir, &[]);
         println!();
@@ -394,12 +383,25 @@ fn corpus_shaped(tmp: &Path) {
         println!("| run | wall s | CPU s (user + sys) | peak RSS MiB |");
         println!("| --- | ---: | ---: | ---: |");
         for (name, (wall, cpu, rss)) in [
+            ("pins (check, no pins file, 2 workers)", fresh_check),
             ("pins --update (2 workers)", update),
             ("pins (check, 2 workers)", check),
         ] {
             println!(
                 "| bridgewire {name} | {wall:.2} | {cpu:.2} | {:.1} |",
                 rss as f64 / 1024.0
+            );
+        }
+        if let Some(small_rss) = small_rss {
+            let big_rss = [fresh_check.2, update.2, check.2]
+                .into_iter()
+                .max()
+                .unwrap_or(0);
+            println!();
+            println!(
+                "peak RSS, {small} → {big} cells (worst run of each): {:.1} → {:.1} MiB",
+                small_rss as f64 / 1024.0,
+                big_rss as f64 / 1024.0
             );
         }
         let _ = std::fs::remove_dir_all(&dir);

@@ -284,98 +284,480 @@ fn key_order_is_canonical(v: &Value) -> bool {
     })
 }
 
-/// The pins file as compact counts (what `pins` keeps per cell: no JSON tree unless a pin
-/// does not round-trip), read as a stream: neither the file's text nor a tree of all of it is
-/// ever held, so a pins file of 10⁵ cells costs its keys and counts only.
-pub fn load_compact(path: &Path) -> anyhow::Result<BTreeMap<Box<str>, Pin>> {
+/// Reads the pins file as a stream, handing each entry to `each` in file order (no text, no
+/// tree of the whole file); `each` returns `false` to stop early (not an error).
+pub fn read_pins(path: &Path, mut each: impl FnMut(String, Pin) -> bool) -> anyhow::Result<()> {
     use serde::de::{Deserializer, MapAccess, Visitor};
-    struct Pins;
-    impl<'de> Visitor<'de> for Pins {
-        type Value = BTreeMap<Box<str>, Pin>;
+    struct Pins<F>(F);
+    /// The message of the error that ends a read `each` stopped.
+    const STOPPED: &str = "\u{0}stopped";
+    impl<'de, F: FnMut(String, Pin) -> bool> Visitor<'de> for Pins<F> {
+        type Value = ();
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("a JSON object")
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out = BTreeMap::new();
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key::<String>()? {
                 let v: Value = map.next_value()?;
-                out.insert(key.into_boxed_str(), Pin::from_value(v)); // the last one wins
+                if !(self.0)(key, Pin::from_value(v)) {
+                    return Err(serde::de::Error::custom(STOPPED));
+                }
             }
-            Ok(out)
+            Ok(())
         }
     }
     let file = std::fs::File::open(path)
         .map_err(|e| anyhow::anyhow!("{}: cannot read pins: {e}", path.display()))?;
     let mut de =
         serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(64 << 10, file));
-    let parsed = de.deserialize_map(Pins).and_then(|p| de.end().map(|()| p));
-    parsed.map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => {
-            anyhow::anyhow!("{}: pins must be a JSON object", path.display())
-        }
-        serde_json::error::Category::Io => {
-            anyhow::anyhow!("{}: cannot read pins: {e}", path.display())
-        }
-        _ => anyhow::anyhow!("{}:{}: not valid JSON: {e}", path.display(), e.line()),
-    })
+    let parsed = de.deserialize_map(Pins(&mut each)).and_then(|()| de.end());
+    match parsed {
+        Ok(()) => Ok(()),
+        Err(e) if e.to_string().starts_with(STOPPED) => Ok(()),
+        Err(e) => Err(match e.classify() {
+            serde_json::error::Category::Data => {
+                anyhow::anyhow!("{}: pins must be a JSON object", path.display())
+            }
+            serde_json::error::Category::Io => {
+                anyhow::anyhow!("{}: cannot read pins: {e}", path.display())
+            }
+            _ => anyhow::anyhow!("{}:{}: not valid JSON: {e}", path.display(), e.line()),
+        }),
+    }
 }
 
-/// Cell keys below `root`, sorted, as [`crate::cell::discover`] finds them, without holding
-/// the cells.
-pub fn discover_keys(root: &Path) -> Result<Vec<Box<str>>, crate::cell::DiscoverError> {
-    use crate::cell::DiscoverError;
-    let mut keys: Vec<Box<str>> = crate::cell::walk(root)?
-        .map(|c| c.key.into_boxed_str())
-        .collect();
-    if keys.is_empty() {
-        return Err(DiscoverError::NotRecordings(root.to_path_buf()));
+/// The pins file as compact counts (no JSON tree unless a pin does not round-trip), read as a
+/// stream; a key given twice keeps its last pin.
+pub fn load_compact(path: &Path) -> anyhow::Result<BTreeMap<Box<str>, Pin>> {
+    let mut out = BTreeMap::new();
+    read_pins(path, |k, p| {
+        out.insert(k.into_boxed_str(), p);
+        true
+    })?;
+    Ok(out)
+}
+
+/// The pins of a recordings folder in key order, one at a time, for merging against the cells
+/// as [`SortedCells`] walks them.
+///
+/// A pins file bridgewire wrote is sorted: it is read twice as a stream (once to check the
+/// order and that it parses, then entry by entry from a reader thread through a bounded
+/// channel), so memory does not grow with its size. A file in another order (hand-edited, a
+/// key twice, array-index keys first) is loaded as compact counts instead.
+pub struct PinCursor {
+    head: Option<(Box<str>, Pin)>,
+    source: PinSource,
+}
+
+enum PinSource {
+    Empty,
+    Map(std::collections::btree_map::IntoIter<Box<str>, Pin>),
+    Stream {
+        rx: std::sync::mpsc::Receiver<Result<(String, Pin), String>>,
+        reader: Option<std::thread::JoinHandle<()>>,
+    },
+}
+
+/// Pins read ahead of the merge (the reader thread's channel).
+const PIN_CHANNEL: usize = 1024;
+
+impl PinCursor {
+    /// No pins file: every cell is unpinned.
+    pub fn empty() -> PinCursor {
+        PinCursor {
+            head: None,
+            source: PinSource::Empty,
+        }
     }
-    keys.sort();
-    Ok(keys)
+
+    /// Opens the pins file; the error is [`read_pins`]'s (the file is unreadable as pins).
+    pub fn open(path: &Path) -> anyhow::Result<PinCursor> {
+        let mut sorted = true;
+        let mut last: Option<String> = None;
+        read_pins(path, |k, _| {
+            if last.as_ref().is_some_and(|l| *l >= k) {
+                sorted = false;
+                return false;
+            }
+            last = Some(k);
+            true
+        })?;
+        let source = if sorted {
+            let (tx, rx) = std::sync::mpsc::sync_channel(PIN_CHANNEL);
+            let path = path.to_path_buf();
+            let reader = std::thread::Builder::new()
+                .name("pins-reader".into())
+                .spawn(move || {
+                    let r = read_pins(&path, |k, p| tx.send(Ok((k, p))).is_ok());
+                    if let Err(e) = r {
+                        let _ = tx.send(Err(format!("{e:#}")));
+                    }
+                })?;
+            PinSource::Stream {
+                rx,
+                reader: Some(reader),
+            }
+        } else {
+            PinSource::Map(load_compact(path)?.into_iter())
+        };
+        let mut c = PinCursor { head: None, source };
+        c.head = c.pull().transpose()?;
+        Ok(c)
+    }
+
+    fn pull(&mut self) -> Option<anyhow::Result<(Box<str>, Pin)>> {
+        match &mut self.source {
+            PinSource::Empty => None,
+            PinSource::Map(it) => it.next().map(Ok),
+            PinSource::Stream { rx, .. } => match rx.recv().ok()? {
+                Ok((k, p)) => Some(Ok((k.into_boxed_str(), p))),
+                Err(e) => {
+                    self.source = PinSource::Empty;
+                    Some(Err(anyhow::anyhow!("{e}")))
+                }
+            },
+        }
+    }
+
+    /// The next pin's key.
+    pub fn peek_key(&self) -> Option<&str> {
+        self.head.as_ref().map(|(k, _)| &**k)
+    }
+
+    /// Takes the next pin; an error (the file changed or failed while it was read) ends the
+    /// cursor.
+    pub fn advance(&mut self) -> anyhow::Result<Option<(Box<str>, Pin)>> {
+        let next = match self.pull() {
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => {
+                self.head = None;
+                return Err(e);
+            }
+            None => None,
+        };
+        Ok(std::mem::replace(&mut self.head, next))
+    }
+}
+
+impl Drop for PinCursor {
+    fn drop(&mut self) {
+        if let PinSource::Stream { rx, reader } = &mut self.source {
+            let reader = reader.take();
+            // Dropping the receiver ends the reader at its next send.
+            drop(std::mem::replace(rx, std::sync::mpsc::sync_channel(0).1));
+            if let Some(r) = reader {
+                let _ = r.join();
+            }
+        }
+    }
+}
+
+/// A JSON object written entry by entry in the pretty shape [`crate::jsjson::to_string_pretty`]
+/// gives (two-space indent, trailing newline), to a temp file renamed into place at the end.
+/// Entries are pushed in key order; array-index keys, which JavaScript order puts first, are
+/// held aside (there are few) and the file is rewritten with them in front.
+pub struct ObjectStream {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: Option<std::io::BufWriter<std::fs::File>>,
+    body_entries: usize,
+    index_entries: Vec<(u32, String)>,
+    failed: Option<std::io::Error>,
+    text: String,
+}
+
+impl ObjectStream {
+    pub fn new(path: &Path) -> ObjectStream {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        ObjectStream {
+            path: path.to_path_buf(),
+            tmp: PathBuf::from(tmp),
+            out: None,
+            body_entries: 0,
+            index_entries: Vec::new(),
+            failed: None,
+            text: String::new(),
+        }
+    }
+
+    /// Entries pushed so far.
+    pub fn len(&self) -> usize {
+        self.body_entries + self.index_entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds `"key": value`, `value` already rendered at depth 1.
+    pub fn push(&mut self, key: &str, value: &str) {
+        self.text.clear();
+        self.text.push_str("  ");
+        crate::jsjson::write_str(&mut self.text, key);
+        self.text.push_str(": ");
+        self.text.push_str(value);
+        if let Some(n) = crate::jsjson::array_index(key) {
+            self.index_entries.push((n, self.text.clone()));
+            return;
+        }
+        if self.failed.is_some() {
+            return;
+        }
+        let first = self.body_entries == 0;
+        self.body_entries += 1;
+        let r = (|| {
+            if self.out.is_none() {
+                let f = std::fs::File::create(&self.tmp)?;
+                self.out = Some(std::io::BufWriter::with_capacity(64 << 10, f));
+            }
+            let out = self.out.as_mut().expect("opened above");
+            out.write_all(if first { b"{\n" } else { b",\n" })?;
+            out.write_all(self.text.as_bytes())
+        })();
+        if let Err(e) = r {
+            self.failed = Some(e);
+        }
+    }
+
+    /// Drops what was written (the file in place is left as it was).
+    pub fn abandon(mut self) {
+        self.out = None;
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+
+    /// Puts the object in place; with no entry, writes `{}` (`keep_empty`) or removes the file.
+    pub fn finish(mut self, keep_empty: bool) -> std::io::Result<()> {
+        if let Some(e) = self.failed.take() {
+            self.abandon();
+            return Err(e);
+        }
+        if self.is_empty() {
+            self.out = None;
+            let _ = std::fs::remove_file(&self.tmp);
+            return if keep_empty {
+                write_atomic(&self.tmp, &self.path, |out| out.write_all(b"{}\n"))
+            } else {
+                match std::fs::remove_file(&self.path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
+                }
+            };
+        }
+        let body = self.out.take();
+        if self.index_entries.is_empty() {
+            let mut out = body.expect("a body entry was written");
+            out.write_all(b"\n}\n")?;
+            let file = out.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all().ok();
+            drop(file);
+            return std::fs::rename(&self.tmp, &self.path);
+        }
+        // Array-index keys first, numerically, then the body as written.
+        self.index_entries.sort_by_key(|e| e.0);
+        let body_path = self.tmp.clone();
+        let mut final_tmp = self.tmp.clone().into_os_string();
+        final_tmp.push("2");
+        let final_tmp = PathBuf::from(final_tmp);
+        if let Some(mut b) = body {
+            b.flush()?;
+        }
+        let index_entries = std::mem::take(&mut self.index_entries);
+        let has_body = self.body_entries > 0;
+        let r = write_atomic(&final_tmp, &self.path, |out| {
+            out.write_all(b"{\n")?;
+            for (i, (_, e)) in index_entries.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",\n")?;
+                }
+                out.write_all(e.as_bytes())?;
+            }
+            if has_body {
+                out.write_all(b",\n")?;
+                let mut f = std::io::BufReader::new(std::fs::File::open(&body_path)?);
+                std::io::Read::read_exact(&mut f, &mut [0u8; 2])?; // the body's "{\n"
+                std::io::copy(&mut f, out)?;
+            }
+            out.write_all(b"\n}\n")
+        });
+        let _ = std::fs::remove_file(&body_path);
+        r
+    }
+}
+
+impl Drop for ObjectStream {
+    fn drop(&mut self) {
+        // Not finished: nothing is put in place.
+        if self.out.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes `tmp` with `fill`, syncs it and renames it to `path`.
+fn write_atomic(
+    tmp: &Path,
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::fs::File::create(tmp)?);
+    let r = fill(&mut out).and_then(|()| out.flush());
+    if let Err(e) = r {
+        drop(out);
+        let _ = std::fs::remove_file(tmp);
+        return Err(e);
+    }
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all().ok();
+    drop(file);
+    std::fs::rename(tmp, path)
+}
+
+/// A pin's counts as the pins file renders them at depth 1.
+pub fn counts_block(c: Counts) -> String {
+    format!(
+        "{{\n    \"events\": {},\n    \"rows\": {},\n    \"unhandled\": {},\n    \"grammarDrops\": {}\n  }}",
+        c.events, c.rows, c.unhandled, c.grammar_drops
+    )
 }
 
 /// Writes pins as [`render`] does, entry by entry, through a temp file renamed into place;
 /// `pins` must be sorted by key with no key twice.
 pub fn write_pins(path: &Path, pins: &[(&str, Counts)]) -> std::io::Result<()> {
     debug_assert!(pins.windows(2).all(|w| w[0].0 < w[1].0), "sorted, unique");
-    let tmp = path.with_extension("json.tmp");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-    if pins.is_empty() {
-        out.write_all(b"{}\n")?;
-    } else {
-        // JavaScript property order: array-index keys first, numerically.
-        let mut index_keys: Vec<(u32, usize)> = pins
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (k, _))| crate::jsjson::array_index(k).map(|n| (n, i)))
-            .collect();
-        index_keys.sort();
-        let ordered = index_keys.iter().map(|&(_, i)| &pins[i]).chain(
-            pins.iter()
-                .filter(|(k, _)| crate::jsjson::array_index(k).is_none()),
-        );
-        out.write_all(b"{\n")?;
-        let mut key = String::new();
-        for (i, (k, c)) in ordered.enumerate() {
-            key.clear();
-            crate::jsjson::write_str(&mut key, k);
-            write!(
-                out,
-                "{}  {key}: {{\n    \"events\": {},\n    \"rows\": {},\n    \"unhandled\": {},\n    \"grammarDrops\": {}\n  }}",
-                if i > 0 { ",\n" } else { "" },
-                c.events,
-                c.rows,
-                c.unhandled,
-                c.grammar_drops
-            )?;
-        }
-        out.write_all(b"\n}\n")?;
+    let mut out = ObjectStream::new(path);
+    for (k, c) in pins {
+        out.push(k, &counts_block(*c));
     }
-    out.into_inner()
-        .map_err(|e| e.into_error())?
-        .sync_all()
-        .ok();
-    std::fs::rename(&tmp, path)
+    out.finish(true)
+}
+
+/// Directory entries a level of [`SortedCells`] holds at once: a directory with more children
+/// is read again for each further window, so memory does not grow with its size.
+const WALK_WINDOW: usize = 32 * 1024;
+/// As deep as [`crate::cell::walk`] looks (the root is depth 0).
+const WALK_MAX_DEPTH: usize = 6;
+
+/// The cells below `root` (or `root` itself) in key order, as [`crate::cell::discover`] finds
+/// them, one at a time and without holding a listing of the folder: each directory is read
+/// in windows of its smallest names not yet visited.
+///
+/// A key `a/b` sorts by its bytes, so a directory's own key (`a`) and the keys below it
+/// (`a/…`) are not always adjacent (`a-x/…` falls between): each child directory `n` is two
+/// walk items, `n` (the directory as a cell) and `n/` (what is below it), sorted together.
+pub struct SortedCells {
+    root: PathBuf,
+    stack: Vec<WalkLevel>,
+}
+
+struct WalkLevel {
+    dir: PathBuf,
+    depth: usize,
+    /// Items of the current window by sort key (`name`, or `name/` for what is below it;
+    /// `.` at the root for the root itself), each with its name.
+    window: BTreeMap<Box<[u8]>, std::ffi::OsString>,
+    /// The last item taken: the next window starts after it.
+    bound: Option<Box<[u8]>>,
+    /// The directory has items beyond the window.
+    more: bool,
+}
+
+impl WalkLevel {
+    fn new(dir: PathBuf, depth: usize) -> WalkLevel {
+        WalkLevel {
+            dir,
+            depth,
+            window: BTreeMap::new(),
+            bound: None,
+            more: true,
+        }
+    }
+
+    fn refill(&mut self) {
+        use std::os::unix::ffi::OsStrExt;
+        self.more = false;
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let (window, bound, more) = (&mut self.window, self.bound.as_deref(), &mut self.more);
+        let mut consider = |sort: &[u8], name: &std::ffi::OsStr| {
+            if bound.is_some_and(|b| sort <= b) {
+                return;
+            }
+            if window.len() >= WALK_WINDOW {
+                *more = true;
+                match window.last_key_value() {
+                    Some((last, _)) if sort < &**last => {
+                        window.pop_last();
+                    }
+                    _ => return,
+                }
+            }
+            window.insert(sort.into(), name.to_owned());
+        };
+        if self.depth == 0 {
+            consider(b".", std::ffi::OsStr::new(""));
+        }
+        let mut below = Vec::new();
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = e.file_name();
+            consider(name.as_bytes(), &name);
+            if self.depth + 1 < WALK_MAX_DEPTH {
+                below.clear();
+                below.extend_from_slice(name.as_bytes());
+                below.push(b'/');
+                consider(&below, &name);
+            }
+        }
+    }
+}
+
+impl SortedCells {
+    pub fn new(root: &Path) -> Result<SortedCells, crate::cell::DiscoverError> {
+        if !root.is_dir() {
+            return Err(crate::cell::DiscoverError::Missing(root.to_path_buf()));
+        }
+        Ok(SortedCells {
+            root: root.to_path_buf(),
+            stack: vec![WalkLevel::new(root.to_path_buf(), 0)],
+        })
+    }
+}
+
+impl Iterator for SortedCells {
+    type Item = Cell;
+
+    fn next(&mut self) -> Option<Cell> {
+        loop {
+            let level = self.stack.last_mut()?;
+            let Some((sort, name)) = level.window.pop_first() else {
+                if level.more {
+                    level.refill();
+                } else {
+                    self.stack.pop();
+                }
+                continue;
+            };
+            let below = sort.last() == Some(&b'/');
+            level.bound = Some(sort);
+            if below {
+                let next = WalkLevel::new(level.dir.join(&name), level.depth + 1);
+                self.stack.push(next);
+            } else {
+                let path = if name.is_empty() {
+                    level.dir.clone()
+                } else {
+                    level.dir.join(&name)
+                };
+                if let Some(c) = Cell::at(&self.root, &path) {
+                    return Some(c);
+                }
+            }
+        }
+    }
 }
 
 /// The pins file of a recordings folder.
@@ -419,5 +801,96 @@ mod tests {
         let bad = json!({"events": "1"});
         let p = Pin::from_value(bad.clone());
         assert_eq!((p.counts, p.to_json()), (None, bad));
+    }
+
+    #[test]
+    fn sorted_walk_is_discover_order_across_windows_and_awkward_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let lane = |d: &Path| {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("bridge→runtime.ndjson"), "").unwrap();
+        };
+        // Names around '/' in byte order ('-' and '.' sort before it), a cell with cells
+        // below it, deep cells, a non-cell directory and a file.
+        for k in [
+            "a",
+            "a/x",
+            "a-b/y",
+            "a.c/z",
+            "a0/w",
+            "b/c/d/e/f",
+            "b/c/d/e/f/g",
+            "b/c",
+        ] {
+            lane(&root.join(k));
+        }
+        std::fs::create_dir_all(root.join("empty/dir")).unwrap();
+        std::fs::write(root.join("file"), "").unwrap();
+        for i in 0..(WALK_WINDOW / 2 + 7) {
+            lane(&root.join("many").join(format!("c{i:05}")));
+        }
+        let discovered: Vec<String> = crate::cell::discover(root)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.key)
+            .collect();
+        let walked: Vec<String> = SortedCells::new(root).unwrap().map(|c| c.key).collect();
+        assert_eq!(walked.len(), discovered.len());
+        assert!(walked == discovered, "walk order differs from discover's");
+        // The root itself as a cell.
+        lane(root);
+        let discovered: Vec<String> = crate::cell::discover(root)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.key)
+            .collect();
+        let walked: Vec<String> = SortedCells::new(root).unwrap().map(|c| c.key).collect();
+        assert!(walked == discovered, "walk order differs from discover's");
+    }
+
+    #[test]
+    fn object_stream_is_the_pretty_document_with_index_keys_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o.json");
+        let c = Counts {
+            events: 3,
+            rows: 1,
+            unhandled: 0,
+            grammar_drops: 2,
+        };
+        for keys in [
+            vec![],
+            vec!["7"],
+            vec!["p/a", "p/b"],
+            vec!["12", "3", "a\"q", "p/a", "z"],
+        ] {
+            let mut sorted: Vec<&str> = keys.clone();
+            sorted.sort();
+            let mut out = ObjectStream::new(&path);
+            let mut map = Map::new();
+            for (i, k) in sorted.iter().enumerate() {
+                let v = if i % 2 == 0 { Value::Null } else { c.to_json() };
+                out.push(
+                    k,
+                    &if v.is_null() {
+                        "null".into()
+                    } else {
+                        counts_block(c)
+                    },
+                );
+                map.insert(k.to_string(), v);
+            }
+            out.finish(false).unwrap();
+            if keys.is_empty() {
+                assert!(!path.exists());
+            } else {
+                assert_eq!(
+                    std::fs::read_to_string(&path).unwrap(),
+                    crate::jsjson::to_string_pretty(&Value::Object(map))
+                );
+            }
+            assert!(!dir.path().join("o.json.tmp").exists());
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `bridgewire pins`.
 
 use super::{Format, PinsArgs, exit};
-use crate::pins::{self, CellOutcome, Counts, PinStatus};
+use crate::pins::{self, CellOutcome, PinStatus};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -89,59 +89,108 @@ pub fn run(a: &PinsArgs) -> u8 {
     let (mut passed, mut failed) = (0u64, 0u64);
     let mut selected_any = false;
     for root in &a.recordings {
-        // Only the keys are kept (sorted); each cell is loaded when its chunk comes up, and its
-        // outcome printed and dropped: memory does not grow with the folder's bytes.
-        let keys = match pins::discover_keys(root) {
-            Ok(k) => k,
+        // Cells come in key order from a walk that holds no listing of the folder; each chunk
+        // is computed in parallel (while the next is walked), printed, and merged against the
+        // pins file read as a sorted stream; the new pins file and the pending changes are
+        // written as streams too: memory does not grow with the number of cells.
+        let mut walk = match pins::SortedCells::new(root) {
+            Ok(w) => w,
             Err(e) => {
                 eprintln!("error: {e}");
                 worst = worst.max(exit::INVALID_INPUT);
                 continue;
             }
         };
-        let keys: Vec<Box<str>> = keys
-            .into_iter()
-            .filter(|k| a.cell.as_deref().is_none_or(|f| k.contains(f)))
-            .filter(|k| a.partition.includes(k))
-            .collect();
-        if keys.is_empty() {
+        let selected =
+            |k: &str| a.cell.as_deref().is_none_or(|f| k.contains(f)) && a.partition.includes(k);
+        let mut walked_any = false;
+        let mut chunk = next_chunk(&mut walk, &selected, &mut walked_any);
+        if !walked_any {
+            eprintln!(
+                "error: {}",
+                crate::cell::DiscoverError::NotRecordings(root.to_path_buf())
+            );
+            worst = worst.max(exit::INVALID_INPUT);
+            continue;
+        }
+        if chunk.is_empty() {
             continue;
         }
         selected_any = true;
         let pins_path = pins::pins_path(root);
         let mut pins_unreadable = false;
-        let pinned: BTreeMap<Box<str>, pins::Pin> = if pins_path.exists() {
-            match pins::load_compact(&pins_path) {
+        let mut pinned = if pins_path.exists() {
+            match pins::PinCursor::open(&pins_path) {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     worst = worst.max(exit::INVALID_INPUT);
                     pins_unreadable = true;
-                    BTreeMap::new()
+                    pins::PinCursor::empty()
                 }
             }
         } else {
-            BTreeMap::new()
+            pins::PinCursor::empty()
         };
         let text = a.format == Format::Text;
-        // New counts by index into `keys` (in key order): compact, whatever the folder's size.
-        let mut fresh: Vec<(u32, Counts)> = Vec::new();
+        let filtered = a.cell.is_some() || a.partition.partition.is_some();
+        let mut fresh = a.update.then(|| pins::ObjectStream::new(&pins_path));
+        let mut pending =
+            (!a.update).then(|| pins::ObjectStream::new(&super::pins_review::pending_path(root)));
         let mut unloaded: Vec<String> = Vec::new();
-        // Changes a check found, kept for `pins --review`.
-        let mut pending: BTreeMap<String, Option<Counts>> = BTreeMap::new();
-        for (chunk_no, chunk) in keys.chunks(CHUNK).enumerate() {
-            let outcomes: Vec<(usize, CellOutcome)> = pool.install(|| {
-                chunk
-                    .par_iter()
-                    .enumerate()
-                    .filter_map(|(i, k)| {
-                        crate::cell::Cell::at(root, &root.join(&**k))
-                            .map(|c| (chunk_no * CHUNK + i, c))
-                    })
-                    .map(|(i, c)| (i, pins::compute(&c, a.dump_dir.as_deref())))
-                    .collect()
+        // Pins whose recording is gone, reported after the cells.
+        let mut gone: Vec<Box<str>> = Vec::new();
+        // Takes the pins before `key` (all of them with `None`): kept by a filtered update,
+        // gone when no cell filter is set.
+        let pins_before = |key: Option<&str>,
+                           pinned: &mut pins::PinCursor,
+                           fresh: &mut Option<pins::ObjectStream>,
+                           pending: &mut Option<pins::ObjectStream>,
+                           gone: &mut Vec<Box<str>>,
+                           pins_unreadable: &mut bool,
+                           worst: &mut u8| {
+            while let Some(k) = pinned.peek_key() {
+                if key.is_some_and(|key| k >= key) {
+                    break;
+                }
+                let (k, pin) = match pinned.advance() {
+                    Ok(Some(p)) => p,
+                    Ok(None) => break,
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        *worst = (*worst).max(exit::INVALID_INPUT);
+                        *pins_unreadable = true;
+                        break;
+                    }
+                };
+                if let Some(f) = fresh
+                    && filtered
+                    && let Some(c) = pin.counts
+                {
+                    // Keep pins of cells outside the filter (or the shard).
+                    f.push(&k, &pins::counts_block(c));
+                }
+                if a.cell.is_none() && a.partition.includes(&k) {
+                    if let Some(p) = pending {
+                        p.push(&k, "null");
+                    }
+                    gone.push(k);
+                }
+            }
+        };
+        loop {
+            let (outcomes, next): (Vec<CellOutcome>, Vec<crate::cell::Cell>) = pool.install(|| {
+                rayon::join(
+                    || {
+                        chunk
+                            .par_iter()
+                            .map(|c| pins::compute(c, a.dump_dir.as_deref()))
+                            .collect()
+                    },
+                    || next_chunk(&mut walk, &selected, &mut walked_any),
+                )
             });
-            for (_, o) in &outcomes {
+            for o in &outcomes {
                 for w in &o.warnings {
                     eprintln!("warning: {}: {w}", o.key);
                 }
@@ -152,8 +201,29 @@ pub fn run(a: &PinsArgs) -> u8 {
                     eprintln!("error: {}: {i}", o.key);
                 }
             }
-            for (index, o) in &outcomes {
-                let pin = pinned.get(o.key.as_str());
+            for o in &outcomes {
+                pins_before(
+                    Some(&o.key),
+                    &mut pinned,
+                    &mut fresh,
+                    &mut pending,
+                    &mut gone,
+                    &mut pins_unreadable,
+                    &mut worst,
+                );
+                let pin = match pinned.peek_key() {
+                    Some(k) if k == o.key => match pinned.advance() {
+                        Ok(p) => p.map(|p| p.1),
+                        Err(e) => {
+                            eprintln!("error: {e:#}");
+                            worst = worst.max(exit::INVALID_INPUT);
+                            pins_unreadable = true;
+                            None
+                        }
+                    },
+                    _ => None,
+                };
+                let pin = pin.as_ref();
                 let status = pins::check(o.counts, pin.and_then(|p| p.counts));
                 let bad_input = !o.lane_errors.is_empty();
                 if bad_input {
@@ -182,7 +252,9 @@ pub fn run(a: &PinsArgs) -> u8 {
                     PinStatus::NotPinned => format!(": not pinned ({counts})"),
                 };
                 if a.update {
-                    fresh.push((*index as u32, c));
+                    if let Some(f) = &mut fresh {
+                        f.push(&o.key, &pins::counts_block(c));
+                    }
                     if text {
                         let verb = match status {
                             PinStatus::Match => "KEEP",
@@ -238,7 +310,9 @@ pub fn run(a: &PinsArgs) -> u8 {
                         if matches!(status, PinStatus::Mismatch { .. } | PinStatus::NotPinned)
                             && !bad_input
                         {
-                            pending.insert(o.key.clone(), Some(c));
+                            if let Some(p) = &mut pending {
+                                p.push(&o.key, &pins::counts_block(c));
+                            }
                             let r = root.display().to_string();
                             if !to_update.contains(&r) {
                                 to_update.push(r);
@@ -280,77 +354,80 @@ pub fn run(a: &PinsArgs) -> u8 {
             }));
                 }
             }
+            if next.is_empty() {
+                break;
+            }
+            chunk = next;
         }
+        pins_before(
+            None,
+            &mut pinned,
+            &mut fresh,
+            &mut pending,
+            &mut gone,
+            &mut pins_unreadable,
+            &mut worst,
+        );
+        drop(pinned);
         // Pins whose recording is gone (only meaningful without a --cell filter).
-        if a.cell.is_none() {
-            for key in pinned.keys().filter(|k| a.partition.includes(k)) {
-                if keys.binary_search_by(|k| (**k).cmp(&**key)).is_err() {
-                    if a.update {
-                        if text {
-                            println!("DROP {key}: pinned but no recording");
-                        }
-                    } else {
-                        failed += 1;
-                        worst = worst.max(exit::FAILED);
-                        if keep_verdicts {
-                            verdicts
-                                .push(crate::rule::Verdict::fail(key, "pinned but no recording"));
-                        }
-                        pending.insert(key.to_string(), None);
-                        let r = root.display().to_string();
-                        if !to_update.contains(&r) {
-                            to_update.push(r);
-                        }
-                        if text {
-                            println!("FAIL {key}: pinned but no recording");
-                        }
-                    }
+        for key in &gone {
+            if a.update {
+                if text {
+                    println!("DROP {key}: pinned but no recording");
+                }
+            } else {
+                failed += 1;
+                worst = worst.max(exit::FAILED);
+                if keep_verdicts {
+                    verdicts.push(crate::rule::Verdict::fail(key, "pinned but no recording"));
+                }
+                let r = root.display().to_string();
+                if !to_update.contains(&r) {
+                    to_update.push(r);
+                }
+                if text {
+                    println!("FAIL {key}: pinned but no recording");
                 }
             }
         }
-        if !a.update {
-            super::pins_review::write_pending(root, &pending);
+        if let Some(p) = pending {
+            // An update settles everything a review would have: the update removes the file.
+            if let Err(e) = p.finish(false) {
+                eprintln!(
+                    "warning: {}: cannot keep the pending changes: {e}",
+                    super::pins_review::pending_path(root).display()
+                );
+            }
         } else {
-            // An update settles everything a review would have.
             super::pins_review::write_pending(root, &BTreeMap::new());
         }
         // New pins only from recordings that loaded: counts of a cell whose lanes could not be
         // read (or a pins file that could not be read) would pin the damage.
-        if a.update && (!unloaded.is_empty() || pins_unreadable) {
-            eprintln!(
-                "error: {}: not updated: {}",
-                pins_path.display(),
-                if pins_unreadable {
-                    "the pins file itself could not be read (fix or delete it)".to_string()
-                } else {
-                    format!(
-                        "{} cell(s) failed to load ({}); fix the recordings first",
-                        unloaded.len(),
-                        unloaded.join(", ")
-                    )
-                }
-            );
-            worst = worst.max(exit::INVALID_INPUT);
-        } else if a.update {
-            let mut all: Vec<(&str, Counts)> = fresh
-                .iter()
-                .map(|&(i, c)| (&*keys[i as usize], c))
-                .collect();
-            if a.cell.is_some() || a.partition.partition.is_some() {
-                // Keep pins of cells outside the filter (or the shard); a fresh count wins.
-                all.extend(
-                    pinned
-                        .iter()
-                        .filter_map(|(k, p)| p.counts.map(|c| (&**k, c))),
+        if let Some(f) = fresh {
+            if !unloaded.is_empty() || pins_unreadable {
+                f.abandon();
+                eprintln!(
+                    "error: {}: not updated: {}",
+                    pins_path.display(),
+                    if pins_unreadable {
+                        "the pins file itself could not be read (fix or delete it)".to_string()
+                    } else {
+                        format!(
+                            "{} cell(s) failed to load ({}); fix the recordings first",
+                            unloaded.len(),
+                            unloaded.join(", ")
+                        )
+                    }
                 );
-                all.sort_by(|x, y| x.0.cmp(y.0)); // stable: fresh counts stay first
-                all.dedup_by(|later, first| later.0 == first.0);
-            }
-            if let Err(e) = pins::write_pins(&pins_path, &all) {
-                eprintln!("error: {}: cannot write pins: {e}", pins_path.display());
                 worst = worst.max(exit::INVALID_INPUT);
-            } else if text {
-                println!("wrote {} pins to {}", all.len(), pins_path.display());
+            } else {
+                let n = f.len();
+                if let Err(e) = f.finish(true) {
+                    eprintln!("error: {}: cannot write pins: {e}", pins_path.display());
+                    worst = worst.max(exit::INVALID_INPUT);
+                } else if text {
+                    println!("wrote {n} pins to {}", pins_path.display());
+                }
             }
         }
     }
@@ -397,6 +474,25 @@ or review them cell by cell (kept in row-counts.pending.json):\n  bridgewire pin
         Format::Json => json.finish(passed, failed),
     }
     worst
+}
+
+/// The next cells of the walk that `selected` keeps, up to [`CHUNK`]; fewer only at its end.
+fn next_chunk(
+    walk: &mut pins::SortedCells,
+    selected: &(dyn Fn(&str) -> bool + Sync),
+    walked_any: &mut bool,
+) -> Vec<crate::cell::Cell> {
+    let mut out = Vec::with_capacity(CHUNK);
+    for c in walk.by_ref() {
+        *walked_any = true;
+        if selected(&c.key) {
+            out.push(c);
+            if out.len() == CHUNK {
+                break;
+            }
+        }
+    }
+    out
 }
 
 /// A word as a shell would need it quoted to read it back.
