@@ -84,6 +84,33 @@ fn opts() -> Options {
 
 const W: Duration = Duration::from_secs(5);
 
+/// A canonical server's odd packets reach the checks as the JS client would take them: an event
+/// named by a number is an event (named "7", not skipped); a packet socket.io-parser refuses
+/// (`0[]`: a CONNECT whose payload is no object) is an invalid frame naming the frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_and_malformed_packets_from_a_canonical_server_are_named() {
+    if !node_ready() {
+        return;
+    }
+    let server = Proc::spawn(node("sio-echo-server.js"));
+    let url = format!("http://127.0.0.1:{}", server.first_line().trim());
+    let mut s = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
+        .await
+        .expect("connect");
+    s.recv_named("hello", W).await.expect("hello");
+    assert!(s.emit("numbered", json!(null)));
+    let e = s.recv(W).await.expect("the numbered event");
+    assert_eq!((e.name.as_str(), &e.data), ("7", &json!({"n": 7})));
+    assert!(s.emit("raw", json!("0[]")));
+    match s.recv(W).await {
+        Err(RecvError::Invalid { frame, error }) => {
+            assert_eq!(frame, "40[]");
+            assert!(error.to_string().contains("CONNECT"), "{error}");
+        }
+        other => panic!("expected the invalid frame to be named, got {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_interops_with_canonical_socket_io_server() {
     if !node_ready() {
