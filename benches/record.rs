@@ -10,7 +10,10 @@
 //! (user + sys of every process of each pipeline): on a shared machine CPU time is the steadier
 //! figure, and the load average is printed around the runs.
 //!
-//! `cargo bench --bench record [-- --mb 200 --pings 20000 --reps 5]`
+//! `cargo bench --bench record [-- --mb 200 --pings 20000 --reps 5 --before PATH]`
+//!
+//! `--before PATH` adds another `bridgewire` binary (e.g. a build of an earlier commit) to the
+//! interleaved throughput runs, so a change is measured against its predecessor in one run.
 
 #[path = "common.rs"]
 mod common;
@@ -62,6 +65,20 @@ fn main() {
             ),
         ),
     ];
+    let mut runs = runs.to_vec();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(before) = args
+        .iter()
+        .position(|a| a == "--before")
+        .and_then(|i| args.get(i + 1))
+    {
+        runs.push((
+            "bridgewire record bb -- cat (--before)",
+            format!(
+                "cat {d} | {before} record bb --dir {out}/rec0 -- cat > /dev/null; rm -rf {out}/rec0"
+            ),
+        ));
+    }
     let reps = arg("--reps", 5) as usize;
     let mut walls: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
     let mut cpus: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];

@@ -216,45 +216,46 @@ fn read_retry(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-/// Copies `input` to `output`, handing each chunk's complete lines to `record` first.
-/// Stops forwarding (but keeps reading and recording) once `output` is gone.
-fn tee_pump(
-    mut input: impl Read,
-    mut output: impl Write,
-    direction: &str,
-    mut record: impl FnMut(&[&[u8]]),
-) {
-    let mut buf = vec![0u8; CHUNK];
-    let mut splitter = LineSplitter::default();
-    let mut output_open = true;
-    let mut lines: Vec<(usize, usize)> = Vec::new();
-    loop {
-        let n = match read_retry(&mut input, &mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let chunk = &buf[..n];
-        // Collect line spans within this chunk where possible; lines that straddle chunks are
-        // materialized by the splitter.
+/// Frames chunks into lines and hands each chunk's complete lines to `record` at once.
+struct Framer<'d> {
+    splitter: LineSplitter,
+    direction: &'d str,
+    /// Per chunk: each line as (offset, len) in the chunk, or (`usize::MAX`, index in `owned`)
+    /// for a line that straddled chunks (materialized by the splitter).
+    spans: Vec<(usize, usize)>,
+}
+
+impl<'d> Framer<'d> {
+    fn new(direction: &'d str) -> Self {
+        Framer {
+            splitter: LineSplitter::default(),
+            direction,
+            spans: Vec::new(),
+        }
+    }
+
+    fn feed(&mut self, chunk: &[u8], record: &mut impl FnMut(&[&[u8]])) {
         let mut owned: Vec<Vec<u8>> = Vec::new();
-        lines.clear();
-        splitter.feed(chunk, |piece| match piece {
+        let direction = self.direction;
+        let spans = &mut self.spans;
+        spans.clear();
+        self.splitter.feed(chunk, |piece| match piece {
             Piece::Line(l) => {
                 let base = chunk.as_ptr() as usize;
                 let p = l.as_ptr() as usize;
                 if p >= base && p + l.len() <= base + chunk.len() {
-                    lines.push((p - base, l.len()));
+                    spans.push((p - base, l.len()));
                 } else {
                     owned.push(l.to_vec());
-                    lines.push((usize::MAX, owned.len() - 1));
+                    spans.push((usize::MAX, owned.len() - 1));
                 }
             }
             Piece::Oversized(len) => eprintln!(
                 "bridgewire: a {direction} line of {len} bytes exceeds {MAX_RECORDED_LINE} bytes; forwarded, not recorded"
             ),
         });
-        if !lines.is_empty() {
-            let refs: Vec<&[u8]> = lines
+        if !spans.is_empty() {
+            let refs: Vec<&[u8]> = spans
                 .iter()
                 .map(|&(off, len)| {
                     if off == usize::MAX {
@@ -266,13 +267,234 @@ fn tee_pump(
                 .collect();
             record(&refs);
         }
+    }
+
+    fn finish(&mut self, record: &mut impl FnMut(&[&[u8]])) {
+        if let Some(tail) = self.splitter.finish() {
+            // The line crossed even without its terminator: keep it.
+            record(&[strip_cr(&tail)]);
+        }
+    }
+}
+
+/// Copies `input` to `output`, handing each chunk's complete lines to `record` first.
+/// Stops forwarding (but keeps reading and recording) once `output` is gone.
+///
+/// When `input` is a pipe the bytes are forwarded without passing through user space
+/// ([`zero_copy`]); otherwise (a file, a tty, a socket) or when the kernel refuses, each chunk
+/// is read and written. Either way a chunk's complete lines are on disk before its first byte
+/// is forwarded, and the bytes forwarded are exactly the bytes read.
+fn tee_pump(
+    mut input: impl Read + std::os::fd::AsFd,
+    mut output: impl Write + std::os::fd::AsFd,
+    direction: &str,
+    mut record: impl FnMut(&[&[u8]]),
+) {
+    let mut buf = vec![0u8; CHUNK];
+    let mut framer = Framer::new(direction);
+    let mut output_open = true;
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let (in_fd, out_fd) = (input.as_fd().as_raw_fd(), output.as_fd().as_raw_fd());
+        if zero_copy::is_pipe(in_fd)
+            && let Some(dup) = zero_copy::Dup::new()
+        {
+            match zero_copy::pump(&dup, in_fd, out_fd, &mut buf, &mut framer, &mut record) {
+                zero_copy::End::Input => {
+                    framer.finish(&mut record);
+                    return;
+                }
+                zero_copy::End::Unsupported => {}
+                zero_copy::End::Forwarding {
+                    consumed,
+                    moved,
+                    error,
+                } => {
+                    // The chunk's lines are recorded and `moved` of its bytes forwarded; the
+                    // rest is still in the input pipe: take it off and write it ourselves.
+                    let rest = &mut buf[moved..consumed];
+                    let mut got = 0;
+                    while got < rest.len() {
+                        match read_retry(&mut input, &mut rest[got..]) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => got += n,
+                        }
+                    }
+                    let unsupported = matches!(
+                        error.raw_os_error(),
+                        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
+                    );
+                    if !unsupported
+                        || output.write_all(&rest[..got]).is_err()
+                        || output.flush().is_err()
+                    {
+                        output_open = false;
+                    }
+                }
+            }
+        }
+    }
+    loop {
+        let n = match read_retry(&mut input, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        framer.feed(chunk, &mut record);
         if output_open && (output.write_all(chunk).is_err() || output.flush().is_err()) {
             output_open = false;
         }
     }
-    if let Some(tail) = splitter.finish() {
-        // The line crossed even without its terminator: keep it.
-        record(&[strip_cr(&tail)]);
+    framer.finish(&mut record);
+}
+
+/// Forwarding from a pipe without copying through user space: `tee(2)` duplicates what the
+/// input pipe holds into a private pipe without consuming it; the copy is read, framed and
+/// recorded; then `splice(2)` moves exactly those bytes from the input pipe to the output.
+/// One user-space copy per byte instead of two, and the order is the read/write path's:
+/// recorded, then forwarded.
+#[cfg(target_os = "linux")]
+mod zero_copy {
+    use super::{CHUNK, Framer, widen_pipe};
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+    pub fn is_pipe(fd: RawFd) -> bool {
+        // SAFETY: fstat fills a struct we own.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
+        }
+    }
+
+    /// The private pipe `tee(2)` fills.
+    pub struct Dup {
+        read: OwnedFd,
+        write: OwnedFd,
+    }
+
+    impl Dup {
+        pub fn new() -> Option<Dup> {
+            let mut fds = [0; 2];
+            // SAFETY: pipe2 fills two descriptors we then own.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                return None;
+            }
+            // SAFETY: both are fresh descriptors owned by nobody else.
+            let (read, write) =
+                unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+            widen_pipe(write.as_raw_fd());
+            Some(Dup { read, write })
+        }
+    }
+
+    /// Why [`pump`] stopped.
+    pub enum End {
+        /// End of input (or a read error), everything forwarded.
+        Input,
+        /// `tee(2)` is not possible here; nothing of the input was consumed.
+        Unsupported,
+        /// Forwarding failed after `consumed` bytes of the current chunk (in `buf`) were
+        /// recorded and `moved` of them forwarded (`error`: `EPIPE` when the output is gone,
+        /// `EINVAL` when it cannot take a splice).
+        Forwarding {
+            consumed: usize,
+            moved: usize,
+            error: io::Error,
+        },
+    }
+
+    /// Waits until `fd` is ready for `events` (for descriptors in non-blocking mode).
+    fn wait(fd: RawFd, events: libc::c_short) {
+        let mut p = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        // SAFETY: one pollfd we own.
+        unsafe { libc::poll(&mut p, 1, -1) };
+    }
+
+    pub fn pump(
+        dup: &Dup,
+        input: RawFd,
+        output: RawFd,
+        buf: &mut [u8],
+        framer: &mut Framer<'_>,
+        record: &mut impl FnMut(&[&[u8]]),
+    ) -> End {
+        let (dup_r, dup_w) = (dup.read.as_raw_fd(), dup.write.as_raw_fd());
+        let cap = buf.len().min(CHUNK);
+        loop {
+            // SAFETY: tee between two pipe descriptors; no memory is passed.
+            let n = unsafe { libc::tee(input, dup_w, cap, 0) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN) => {
+                        wait(input, libc::POLLIN);
+                        continue;
+                    }
+                    Some(libc::EINVAL | libc::ENOSYS) => return End::Unsupported,
+                    _ => return End::Input,
+                }
+            }
+            if n == 0 {
+                return End::Input;
+            }
+            let n = n as usize;
+            // The copy is whole in the private pipe (it was empty): read it all.
+            let mut got = 0;
+            while got < n {
+                // SAFETY: reads into `buf[got..n]`, which we own.
+                let r = unsafe { libc::read(dup_r, buf[got..n].as_mut_ptr().cast(), n - got) };
+                if r > 0 {
+                    got += r as usize;
+                } else if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                } else {
+                    return End::Input;
+                }
+            }
+            framer.feed(&buf[..n], record);
+            // Recorded: now the same bytes leave the input pipe for the output.
+            let mut moved = 0;
+            while moved < n {
+                // SAFETY: splice between descriptors; no memory is passed.
+                let r = unsafe {
+                    libc::splice(
+                        input,
+                        std::ptr::null_mut(),
+                        output,
+                        std::ptr::null_mut(),
+                        n - moved,
+                        libc::SPLICE_F_MOVE,
+                    )
+                };
+                if r > 0 {
+                    moved += r as usize;
+                    continue;
+                }
+                let e = if r == 0 {
+                    io::Error::from_raw_os_error(libc::EPIPE)
+                } else {
+                    io::Error::last_os_error()
+                };
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => {}
+                    Some(libc::EAGAIN) => wait(output, libc::POLLOUT),
+                    _ => {
+                        return End::Forwarding {
+                            consumed: n,
+                            moved,
+                            error: e,
+                        };
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -298,8 +520,13 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
         lanes = lanes.with_mode(m)?;
     }
     if opts.redact {
-        // One known-secret set per recording: a value redacted once stays redacted.
-        lanes = lanes.with_secrets(crate::redact::Secrets::new());
+        // One known-secret set per recording: a value redacted once stays redacted. It starts
+        // with what the bridge is given (`--api-key K`, a GH_TOKEN it inherits): a bridge that
+        // echoes its own credentials must not get them into a lane.
+        let secrets = crate::redact::Secrets::new();
+        crate::redact::learn_command_line(&secrets, &opts.command);
+        crate::redact::learn_environment(&secrets);
+        lanes = lanes.with_secrets(secrets);
     }
     // One writer per thread (siblings share the seq counter): directions never wait for each
     // other's disk writes.
@@ -394,8 +621,8 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
 }
 
 fn record_direction(
-    input: impl Read,
-    output: impl Write,
+    input: impl Read + std::os::fd::AsFd,
+    output: impl Write + std::os::fd::AsFd,
     dir: &'static str,
     from_runtime: bool,
     mut writer: LaneWriter,
@@ -408,11 +635,11 @@ fn record_direction(
         // One pass per line finds its scope and whether redaction must look at it; the shared
         // pending maps are locked only to file and match the ids.
         key_hits.clear();
-        let mut pred = |k: &str| redact && keys.may_matter(k);
+        let mut pred = |k: &[u8]| redact && keys.may_matter(k);
         let scans: Vec<Option<RpcRef<'_>>> = lines
             .iter()
             .map(|l| {
-                let scan = rpc_scan::scan_line(l, &mut pred);
+                let scan = rpc_scan::scan_line_raw_keys(l, &mut pred);
                 key_hits.push(scan.key_hit);
                 scan.rpc
             })
@@ -439,34 +666,60 @@ fn record_direction(
 
 /// [`crate::redact::key_may_matter`] remembered for the keys seen last: a wire repeats the
 /// same few dozen keys (`jsonrpc`, `id`, `params`, …) on every line, and the test normalizes the
-/// key and compares it with every pattern. Direct-mapped: a collision only costs a recompute.
+/// key and compares it with every pattern. Direct-mapped on the key's bytes (no UTF-8 check on a
+/// hit); a collision only costs a recompute; keys longer than a slot are tested every time.
 struct KeyMemo {
-    slots: Vec<(Box<str>, bool)>,
+    slots: Vec<KeySlot>,
+}
+
+const KEY_SLOT_BYTES: usize = 24;
+const KEY_SLOTS: usize = 512;
+
+#[derive(Clone, Copy)]
+struct KeySlot {
+    /// The key's bytes, zero-padded; `len` > [`KEY_SLOT_BYTES`] marks an empty slot.
+    bytes: [u8; KEY_SLOT_BYTES],
+    len: u8,
+    matters: bool,
 }
 
 impl Default for KeyMemo {
     fn default() -> Self {
         KeyMemo {
-            slots: vec![(Box::from("\0"), false); 512],
+            slots: vec![
+                KeySlot {
+                    bytes: [0; KEY_SLOT_BYTES],
+                    len: u8::MAX,
+                    matters: false,
+                };
+                KEY_SLOTS
+            ],
         }
     }
 }
 
 impl KeyMemo {
-    fn may_matter(&mut self, key: &str) -> bool {
-        let b = key.as_bytes();
-        if b.len() > 64 {
-            return crate::redact::key_may_matter(key);
+    /// `key`: a key's text, or raw bytes that may not be UTF-8 (never a match then).
+    fn may_matter(&mut self, key: &[u8]) -> bool {
+        let test = |key: &[u8]| std::str::from_utf8(key).is_ok_and(crate::redact::key_may_matter);
+        if key.len() > KEY_SLOT_BYTES {
+            return test(key);
         }
-        let mut h = b.len() as u32;
-        for &c in b {
+        let mut padded = [0u8; KEY_SLOT_BYTES];
+        let mut h = key.len() as u32;
+        for (i, &c) in key.iter().enumerate() {
+            padded[i] = c;
             h = h.wrapping_mul(31).wrapping_add(c as u32);
         }
-        let slot = &mut self.slots[(h as usize) & 511];
-        if &*slot.0 != key {
-            *slot = (Box::from(key), crate::redact::key_may_matter(key));
+        let slot = &mut self.slots[(h as usize) % KEY_SLOTS];
+        if slot.len as usize != key.len() || slot.bytes != padded {
+            *slot = KeySlot {
+                bytes: padded,
+                len: key.len() as u8,
+                matters: test(key),
+            };
         }
-        slot.1
+        slot.matters
     }
 }
 

@@ -92,7 +92,7 @@ pub fn event_of(entry: &Entry) -> Result<Option<Value>, String> {
     let Some(p) = sio else {
         return Ok(None);
     };
-    if let Some((name, data)) = p.as_event() {
+    if let Some((name, data)) = p.event_parts() {
         return Ok(Some(json!({ "dir": dir, "event": name, "data": data })));
     }
     let packet = match p.kind {

@@ -392,9 +392,9 @@ impl Socket {
                     if p.kind == SioType::Disconnect {
                         return Err(RecvError::Disconnected);
                     }
-                    if let Some((name, data)) = p.as_event() {
+                    if let Some((name, data)) = p.event_parts() {
                         return Ok(Event {
-                            name: name.into(),
+                            name: name.into_owned(),
                             data: data.clone(),
                         });
                     }

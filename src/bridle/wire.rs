@@ -5,8 +5,12 @@
 //! is a binary message with no prefix. A Socket.IO 5 packet rides in an Engine.IO message:
 //! `<type>[<attachments>-][<nsp>,][<ack id>][<JSON data>]`, the namespace omitted when it is `/`.
 //!
-//! Decoders are strict and name what they refused ([`WireError`]); they never panic, whatever
-//! the input.
+//! Decoders name what they refused ([`WireError`]) and never panic, whatever the input. The
+//! Socket.IO decoder accepts and refuses exactly what the canonical JS decoder
+//! (`socket.io-parser` 4.x, `Decoder#decodeString`) does, with the same fields: a peer's packet
+//! is judged as the real server or client would take it (`tests/node_sio_parser.rs` compares
+//! the two). Known differences come from JSON itself: serde_json refuses lone surrogates, numbers
+//! beyond f64 and nesting past 128 levels, which `JSON.parse` takes.
 
 use serde_json::Value;
 
@@ -23,8 +27,17 @@ pub enum WireError {
     Json(String),
     #[error("invalid attachment count")]
     Attachments,
-    #[error("an event packet needs a non-empty array whose first element is a string")]
+    #[error("too many attachments ({0}; the JS decoder takes at most {MAX_ATTACHMENTS})")]
+    TooManyAttachments(String),
+    #[error(
+        "an event packet needs an array whose first element is a number or a string other than a reserved event name"
+    )]
     EventShape,
+    #[error("invalid {kind} payload: {why}")]
+    Payload {
+        kind: &'static str,
+        why: &'static str,
+    },
     #[error("invalid Engine.IO open payload: {0}")]
     Open(String),
 }
@@ -130,13 +143,28 @@ impl SioType {
     }
 }
 
+/// The JS decoder's default `maxAttachments`.
+pub const MAX_ATTACHMENTS: u32 = 10;
+
+/// Event names the JS decoder refuses (`RESERVED_EVENTS` of socket.io-parser).
+const RESERVED_EVENTS: [&str; 6] = [
+    "connect",
+    "connect_error",
+    "disconnect",
+    "disconnecting",
+    "newListener",
+    "removeListener",
+];
+
 /// A Socket.IO packet.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SioPacket {
     pub kind: SioType,
     /// `/` when the frame names none.
     pub nsp: String,
-    pub ack: Option<u64>,
+    /// The ack id as the JS decoder reads it: `Number(<digits and spaces>)`, so it may be a
+    /// fraction-free float beyond u64, or NaN (`"21 2[…]"`: the JS decoder accepts that).
+    pub ack: Option<f64>,
     pub attachments: u32,
     pub data: Option<Value>,
 }
@@ -184,6 +212,26 @@ impl SioPacket {
         Some((name, arr.get(1).unwrap_or(&NULL)))
     }
 
+    /// [`SioPacket::as_event`], and also an event named by a number, which the JS decoder
+    /// takes and a JS socket emits under the number's text: so a peer's odd event is seen
+    /// (and named in a verdict), not silently skipped.
+    pub fn event_parts(&self) -> Option<(std::borrow::Cow<'_, str>, &Value)> {
+        if let Some((name, data)) = self.as_event() {
+            return Some((std::borrow::Cow::Borrowed(name), data));
+        }
+        if self.kind != SioType::Event && self.kind != SioType::BinaryEvent {
+            return None;
+        }
+        let arr = self.data.as_ref()?.as_array()?;
+        let Value::Number(n) = arr.first()? else {
+            return None;
+        };
+        let mut name = String::new();
+        crate::jsjson::write_number(&mut name, n);
+        static NULL: Value = Value::Null;
+        Some((std::borrow::Cow::Owned(name), arr.get(1).unwrap_or(&NULL)))
+    }
+
     /// The Socket.IO text (the Engine.IO message payload, without the leading `4`).
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -196,7 +244,14 @@ impl SioPacket {
             out.push(',');
         }
         if let Some(id) = self.ack {
-            out.push_str(&id.to_string());
+            // As JS's `str += id` writes a number.
+            out.push_str(&if id.is_nan() {
+                "NaN".to_string()
+            } else if id.is_infinite() {
+                if id > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
+            } else {
+                crate::jsjson::format_f64(id)
+            });
         }
         if let Some(d) = &self.data {
             out.push_str(&d.to_string());
@@ -209,14 +264,32 @@ impl SioPacket {
         format!("4{}", self.encode())
     }
 
+    /// Decodes a Socket.IO packet as `socket.io-parser`'s `Decoder#decodeString` does: the type
+    /// is `Number(first character)` (empty or a space is 0, CONNECT); binary kinds take
+    /// `Number(<up to "-">)` attachments, an integer in 1..=10; a namespace runs from `/` to the
+    /// first `,`; the ack id is the run of digits and spaces that follows, read with `Number`;
+    /// the rest is JSON, which must suit the type (CONNECT an object, DISCONNECT none, EVENT an
+    /// array led by a number or a non-reserved name, ACK an array, CONNECT_ERROR a string or an
+    /// object).
     pub fn decode(text: &str) -> Result<SioPacket, WireError> {
         let mut chars = text.chars();
-        let kind = SioType::from_char(chars.next().ok_or(WireError::Empty)?)?;
+        let kind = match chars.next() {
+            None => SioType::Connect,
+            Some(c) if is_js_space(c) => SioType::Connect,
+            Some(c) => SioType::from_char(c)?,
+        };
         let mut rest = chars.as_str();
         let mut attachments = 0;
         if matches!(kind, SioType::BinaryEvent | SioType::BinaryAck) {
             let dash = rest.find('-').ok_or(WireError::Attachments)?;
-            attachments = rest[..dash].parse().map_err(|_| WireError::Attachments)?;
+            let n = js_number(&rest[..dash]);
+            if n.is_nan() || !n.is_finite() || n.floor() != n || n < 1.0 {
+                return Err(WireError::Attachments);
+            }
+            if n > f64::from(MAX_ATTACHMENTS) {
+                return Err(WireError::TooManyAttachments(crate::jsjson::format_f64(n)));
+            }
+            attachments = n as u32;
             rest = &rest[dash + 1..];
         }
         let mut nsp = "/".to_string();
@@ -232,31 +305,114 @@ impl SioPacket {
                 }
             }
         }
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let ack = if digits > 0 {
-            let id = rest[..digits].parse().ok();
-            rest = &rest[digits..];
-            id
-        } else {
-            None
-        };
+        // `Number(c) == c` holds for a digit and for a JS space (both sides become numbers).
+        let id_len: usize = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || is_js_space(*c))
+            .map(char::len_utf8)
+            .sum();
+        let ack = (id_len > 0).then(|| js_number(&rest[..id_len]));
+        rest = &rest[id_len..];
         let data = if rest.is_empty() {
             None
         } else {
             Some(serde_json::from_str::<Value>(rest).map_err(|e| WireError::Json(e.to_string()))?)
         };
-        let p = SioPacket {
+        if let Some(d) = &data {
+            check_payload(kind, d)?;
+        }
+        Ok(SioPacket {
             kind,
             nsp,
             ack,
             attachments,
             data,
-        };
-        if matches!(kind, SioType::Event | SioType::BinaryEvent) && p.as_event().is_none() {
-            return Err(WireError::EventShape);
-        }
-        Ok(p)
+        })
     }
+}
+
+/// `Decoder.isPayloadValid` of socket.io-parser.
+fn check_payload(kind: SioType, d: &Value) -> Result<(), WireError> {
+    let bad = |kind, why| Err(WireError::Payload { kind, why });
+    match kind {
+        SioType::Connect if !d.is_object() => bad("CONNECT", "not an object"),
+        SioType::Disconnect => bad("DISCONNECT", "a DISCONNECT carries no data"),
+        SioType::ConnectError if !(d.is_object() || d.is_string()) => {
+            bad("CONNECT_ERROR", "neither a string nor an object")
+        }
+        SioType::Event | SioType::BinaryEvent => match d.as_array().and_then(|a| a.first()) {
+            Some(Value::Number(_)) => Ok(()),
+            Some(Value::String(name)) if !RESERVED_EVENTS.contains(&name.as_str()) => Ok(()),
+            _ => Err(WireError::EventShape),
+        },
+        SioType::Ack | SioType::BinaryAck if !d.is_array() => bad("ACK", "not an array"),
+        _ => Ok(()),
+    }
+}
+
+/// A JS white space or line terminator (what `Number()` trims): `char::is_whitespace` but
+/// U+0085, plus U+FEFF.
+fn is_js_space(c: char) -> bool {
+    (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}'
+}
+
+/// JS `Number(string)` (ECMA-262 StringToNumber): trimmed; empty is 0; `0x`/`0o`/`0b`
+/// integers; `Infinity` with an optional sign; decimal literals; anything else NaN.
+fn js_number(s: &str) -> f64 {
+    let t = s.trim_matches(is_js_space);
+    if t.is_empty() {
+        return 0.0;
+    }
+    for (prefix, radix) in [
+        ("0x", 16),
+        ("0X", 16),
+        ("0o", 8),
+        ("0O", 8),
+        ("0b", 2),
+        ("0B", 2),
+    ] {
+        if let Some(digits) = t.strip_prefix(prefix) {
+            if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+                return f64::NAN;
+            }
+            return digits.chars().fold(0.0, |n, c| {
+                n * f64::from(radix) + f64::from(c.to_digit(radix).unwrap_or(0))
+            });
+        }
+    }
+    match t {
+        "Infinity" | "+Infinity" => return f64::INFINITY,
+        "-Infinity" => return f64::NEG_INFINITY,
+        _ => {}
+    }
+    // StrDecimalLiteral: [+-] (digits [. digits*] | . digits) [(e|E) [+-] digits]; Rust's
+    // parser reads the same grammar (and also `inf`/`nan`, kept out by this check).
+    let b = t.as_bytes();
+    let mut i = usize::from(matches!(b[0], b'+' | b'-'));
+    let int = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+    i += int;
+    let mut frac = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        frac = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        i += frac;
+    }
+    if int + frac == 0 {
+        return f64::NAN;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        i += usize::from(matches!(b.get(i), Some(b'+' | b'-')));
+        let exp = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if exp == 0 {
+            return f64::NAN;
+        }
+        i += exp;
+    }
+    if i != b.len() {
+        return f64::NAN;
+    }
+    t.parse().unwrap_or(f64::NAN)
 }
 
 /// Decodes a WebSocket text frame all the way: the Engine.IO packet and, for messages, the
@@ -319,7 +475,7 @@ mod tests {
         let e = SioPacket::event("/ws/agent", "register", json!({}));
         assert_eq!(e.to_frame(), r#"42/ws/agent,["register",{}]"#);
         let mut acked = SioPacket::event("/", "x", json!(1));
-        acked.ack = Some(12);
+        acked.ack = Some(12.0);
         assert_eq!(acked.encode(), r#"212["x",1]"#);
         assert_eq!(SioPacket::decode(&acked.encode()).unwrap(), acked);
         assert_eq!(SioPacket::disconnect("/a").encode(), "1/a,");
@@ -348,14 +504,55 @@ mod tests {
             Err(WireError::Json(_))
         ));
         assert_eq!(SioPacket::decode("2[]"), Err(WireError::EventShape));
-        assert_eq!(SioPacket::decode("2[1]"), Err(WireError::EventShape));
+        assert_eq!(
+            SioPacket::decode("2[\"disconnect\"]"),
+            Err(WireError::EventShape)
+        );
         assert_eq!(SioPacket::decode("7"), Err(WireError::SocketType('7')));
         assert_eq!(SioPacket::decode("5x-[]"), Err(WireError::Attachments));
-        assert_eq!(SioPacket::decode(""), Err(WireError::Empty));
+        assert_eq!(SioPacket::decode("50-[\"a\"]"), Err(WireError::Attachments));
+        assert!(matches!(
+            SioPacket::decode("511-[\"a\"]"),
+            Err(WireError::TooManyAttachments(_))
+        ));
+        for refused in ["0[]", "1{}", "4[]", "3{}"] {
+            assert!(
+                matches!(SioPacket::decode(refused), Err(WireError::Payload { .. })),
+                "{refused}"
+            );
+        }
         // Arbitrary bytes never panic.
         for s in ["4", "2/", "2/,", "399999999999999999999999", "5-", "0/é,{"] {
             let _ = SioPacket::decode(s);
             let _ = decode_frame(s);
+        }
+    }
+
+    /// What the JS decoder takes that looks odd: the same here (tests/node_sio_parser.rs
+    /// compares the whole range with socket.io-parser itself).
+    #[test]
+    fn socket_takes_what_the_js_parser_takes() {
+        let p = SioPacket::decode("3 1").unwrap();
+        assert_eq!((p.kind, p.ack, p.data), (SioType::Ack, Some(1.0), None));
+        let p = SioPacket::decode("").unwrap();
+        assert_eq!((p.kind, p.nsp.as_str()), (SioType::Connect, "/"));
+        let p = SioPacket::decode("2[1,{\"a\":2}]").unwrap();
+        assert_eq!(p.as_event(), None);
+        let (name, data) = p.event_parts().unwrap();
+        assert_eq!((name.as_ref(), data), ("1", &serde_json::json!({"a": 2})));
+        assert!(
+            SioPacket::decode("21 2[\"a\"]")
+                .unwrap()
+                .ack
+                .unwrap()
+                .is_nan()
+        );
+        let p = SioPacket::decode("5 1-[\"a\"]").unwrap();
+        assert_eq!(p.attachments, 1);
+        assert_eq!(super::js_number("0x1f"), 31.0);
+        assert_eq!(super::js_number(" 1.5e1 "), 15.0);
+        for nan in ["1 2", "inf", "nan", "1e", "+0x1", ".", "1_0"] {
+            assert!(super::js_number(nan).is_nan(), "{nan}");
         }
     }
 

@@ -1,6 +1,7 @@
 // A canonical socket.io 4 server for bridgewire's client interop test.
 // Prints its port as the first stdout line. Namespace /echo needs auth.token === "good",
-// greets with `hello {id}` and echoes `echo` events; maxHttpBufferSize is 10000 bytes.
+// greets with `hello {id}` and echoes `echo` events (`numbered` and `raw` send odd packets);
+// maxHttpBufferSize is 10000 bytes.
 const http = require("http");
 const { Server } = require("socket.io");
 
@@ -15,6 +16,10 @@ echo.on("connection", (socket) => {
   socket.emit("hello", { id: socket.id, auth: socket.handshake.auth });
   socket.on("echo", (data) => socket.emit("echo", data));
   socket.on("bye", () => socket.disconnect(true));
+  // Odd but canonical: an event named by a number; and raw Socket.IO text straight onto the
+  // Engine.IO connection (for packets the JS decoder refuses).
+  socket.on("numbered", () => socket.emit(7, { n: 7 }));
+  socket.on("raw", (text) => socket.conn.write(text));
 });
 server.listen(0, "127.0.0.1", () => {
   console.log(String(server.address().port));

@@ -42,10 +42,21 @@ fn packet() -> impl Strategy<Value = SioPacket> {
         prop::sample::select(KINDS.to_vec()),
         nsp(),
         prop::option::of(any::<u64>()),
-        any::<u32>(),
+        1..=bridgewire::bridle::wire::MAX_ATTACHMENTS,
         prop::option::of(object()),
         prop::collection::vec(json(2), 0..3),
-        text(10),
+        // A name the JS decoder takes (reserved ones are refused).
+        text(10).prop_filter("not a reserved event name", |n| {
+            ![
+                "connect",
+                "connect_error",
+                "disconnect",
+                "disconnecting",
+                "newListener",
+                "removeListener",
+            ]
+            .contains(&n.as_str())
+        }),
     )
         .prop_map(|(kind, nsp, ack, attachments, obj, args, name)| {
             let data = match kind {
@@ -66,7 +77,8 @@ fn packet() -> impl Strategy<Value = SioPacket> {
             SioPacket {
                 kind,
                 nsp,
-                ack: if acked { ack } else { None },
+                // The JS decoder reads ids as numbers: a u64 id is its nearest f64.
+                ack: if acked { ack.map(|a| a as f64) } else { None },
                 attachments: if binary { attachments } else { 0 },
                 data,
             }
@@ -103,12 +115,12 @@ proptest! {
         match decode_frame(&f) {
             Ok((_, Some(p))) => {
                 prop_assert!(p.nsp.len() <= f.len());
-                if matches!(p.kind, SioType::Event | SioType::BinaryEvent) {
-                    prop_assert!(p.as_event().is_some());
+                // Decoded packets re-encode to a frame that decodes to the same packet (a NaN
+                // ack id, which the JS decoder also takes, writes as `NaN` and cannot).
+                if !p.ack.is_some_and(f64::is_nan) {
+                    let again = SioPacket::decode(&p.encode());
+                    prop_assert_eq!(again.as_ref(), Ok(&p), "{}", p.encode());
                 }
-                // Decoded packets re-encode to a frame that decodes to the same packet.
-                let again = SioPacket::decode(&p.encode());
-                prop_assert_eq!(again.as_ref(), Ok(&p), "{}", p.encode());
             }
             Ok((_, None)) => {}
             Err(e) => prop_assert!(bounded_error(&e), "{}", e),
