@@ -6,8 +6,11 @@
 //! Run: `cargo bench --bench bridle_proxy` (results: BENCHMARKS.md); mitmdump is optional
 //! (`MITMDUMP=<path>`, skipped when absent). Env: `BENCH_BROWSERS` (100), `BENCH_MESSAGES` (20),
 //! `BENCH_ROUNDS` (3: the paths interleaved, medians of the per-round figures),
+//! `BENCH_PACE_MS` (200: a second, paced load, each browser one message per period at the
+//! earliest, well under saturation; 0 skips it),
 //! `BRIDGEWIRE_BASELINE=<another bridgewire binary>` (a second proxy row, e.g. an older build).
-//! Prints a Markdown table with each proxy's added p50/p99 and frames/s ratio against the
+//! Prints a Markdown table per load (saturated: latency mostly queueing behind the CPU; paced:
+//! the path's own latency) with each proxy's added p50/p99 and frames/s ratio against the
 //! direct run of the same round, the goals, and the load average.
 
 use bridgewire::bridle::spawn::{ChildGuard, parse_address};
@@ -75,7 +78,17 @@ async fn agent(url: String, agent_id: String) {
     }
 }
 
-async fn workload(name: &str, url: &str, browsers: usize, messages: usize) -> Result {
+/// Runs the load: every browser sends `messages` messages, each after the previous one's
+/// `stream_end`, back to back (`pace` none: the hub at saturation, so latency there is mostly
+/// queueing) or one every `pace` at the earliest (browsers staggered over one period: an offered
+/// load well under saturation, so latency there is the path's own).
+async fn workload(
+    name: &str,
+    url: &str,
+    browsers: usize,
+    messages: usize,
+    pace: Option<Duration>,
+) -> Result {
     let agent_id = format!("bench-{}", uuid::Uuid::new_v4().simple());
     let agent_task = tokio::spawn(agent(url.to_string(), agent_id.clone()));
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -103,7 +116,12 @@ async fn workload(name: &str, url: &str, browsers: usize, messages: usize) -> Re
                 .expect("welcome");
             let mut lat = Vec::new();
             let mut frames = 0u64;
+            let t0 = tokio::time::Instant::now()
+                + pace.map_or(Duration::ZERO, |p| p * i as u32 / browsers as u32);
             for n in 0..messages {
+                if let Some(p) = pace {
+                    tokio::time::sleep_until(t0 + p * n as u32).await;
+                }
                 let t = Instant::now();
                 b.emit("message", json!({"text": format!("m{n}")}));
                 loop {
@@ -290,18 +308,31 @@ fn main() {
         Err(e) => eprintln!("mitmdump unavailable ({e}); skipped"),
     }
     // Rounds interleave the paths, so each proxy is compared with the direct run next to it
-    // (the machine's load drifts between rounds); figures are medians over the rounds.
+    // (the machine's load drifts between rounds); figures are medians over the rounds. Each
+    // round runs every path at saturation, then every path paced.
+    let pace = env_num("BENCH_PACE_MS", 200);
+    let pace = (pace > 0).then(|| Duration::from_millis(pace as u64));
     let mut runs: Vec<Vec<Result>> = targets.iter().map(|_| Vec::new()).collect();
-    // Each proxy's CPU time per frame relayed, over all rounds.
+    let mut paced: Vec<Vec<Result>> = targets.iter().map(|_| Vec::new()).collect();
+    // Each proxy's CPU time and frames relayed, over all rounds (saturated; paced).
     let mut cpu: Vec<(f64, f64)> = targets.iter().map(|_| (0.0, 0.0)).collect();
+    let mut paced_cpu: Vec<(f64, f64)> = targets.iter().map(|_| (0.0, 0.0)).collect();
     for _ in 0..rounds {
-        for ((t, r), c) in targets.iter().zip(runs.iter_mut()).zip(cpu.iter_mut()) {
-            let pid = t.guard.as_ref().map(ChildGuard::id);
-            let before = pid.map_or(0.0, cpu_seconds);
-            let res = rt.block_on(workload(&t.name, &t.url, browsers, messages));
-            c.0 += pid.map_or(0.0, cpu_seconds) - before;
-            c.1 += res.frames_per_s * res.wall;
-            r.push(res);
+        for (load, runs, cpu) in [
+            (None, &mut runs, &mut cpu),
+            (pace, &mut paced, &mut paced_cpu),
+        ] {
+            for ((t, r), c) in targets.iter().zip(runs.iter_mut()).zip(cpu.iter_mut()) {
+                let pid = t.guard.as_ref().map(ChildGuard::id);
+                let before = pid.map_or(0.0, cpu_seconds);
+                let res = rt.block_on(workload(&t.name, &t.url, browsers, messages, load));
+                c.0 += pid.map_or(0.0, cpu_seconds) - before;
+                c.1 += res.frames_per_s * res.wall;
+                r.push(res);
+            }
+            if pace.is_none() {
+                break;
+            }
         }
     }
     let load_after = load_average();
@@ -309,12 +340,50 @@ fn main() {
         "{browsers} browsers × {messages} messages, {rounds} round(s), medians; load average before {load_before}, after {load_after}\n"
     );
     println!(
-        "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | frames/s vs direct | proxy CPU µs/frame | wall s |"
+        "At saturation (each browser sends its next message as soon as the last is answered; latency is mostly queueing):\n"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    let sat = table(&runs, &cpu, true);
+    let (a50, a99, ratio) = sat[1];
+    println!(
+        "\nbridgewire record bridle at saturation: added p50 {a50:+.2} ms (goal < 1), added p99 {a99:+.2} ms (goal < 5), frames/s {ratio:.2}× direct (goal ≥ 0.9)"
+    );
+    if let Some(p) = pace {
+        let direct_rate = median(runs[0].iter().map(|x| x.frames_per_s).collect());
+        let offered = browsers as f64 * 1000.0 / p.as_millis() as f64;
+        let offered_frames = median(paced[0].iter().map(|x| x.frames_per_s).collect());
+        println!(
+            "\nPaced (each browser one message every {} ms at the earliest, staggered: {offered:.0} messages/s offered, {offered_frames:.0} frames/s direct = {:.0} % of direct's saturated rate):\n",
+            p.as_millis(),
+            offered_frames / direct_rate * 100.0
+        );
+        let rows = table(&paced, &paced_cpu, false);
+        let (a50, a99, _) = rows[1];
+        println!(
+            "\nbridgewire record bridle paced: added p50 {a50:+.2} ms (goal < 1), added p99 {a99:+.2} ms (goal < 5)"
+        );
+    }
+    let recorded: usize = walk(&tmp.path().join("bridgewire"));
+    println!(
+        "bridgewire recorded {recorded} lane lines for {rounds} round(s) × {browsers} browsers × {messages} messages{}",
+        if pace.is_some() { " × 2 loads" } else { "" }
+    );
+}
+
+/// Prints one load's table; returns each path's (added p50, added p99, frames/s vs direct),
+/// each the median over rounds of the difference (ratio) with the direct run of the same round.
+fn table(runs: &[Vec<Result>], cpu: &[(f64, f64)], rate: bool) -> Vec<(f64, f64, f64)> {
+    if rate {
+        println!(
+            "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | frames/s vs direct | proxy CPU µs/frame | wall s |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+    } else {
+        println!("| path | p50 ms | p99 ms | added p50 ms | added p99 ms | proxy CPU µs/frame |");
+        println!("|---|---|---|---|---|---|");
+    }
     let direct = &runs[0];
     let mut rows = Vec::new();
-    for (r, (cpu_s, frames)) in runs.iter().zip(&cpu) {
+    for (r, (cpu_s, frames)) in runs.iter().zip(cpu) {
         let per_frame = if *cpu_s > 0.0 {
             format!("{:.1}", cpu_s / frames * 1e6)
         } else {
@@ -326,27 +395,24 @@ fn main() {
         let added50 = paired(&|a, d| a.p50 - d.p50);
         let added99 = paired(&|a, d| a.p99 - d.p99);
         let ratio = paired(&|a, d| a.frames_per_s / d.frames_per_s);
-        println!(
-            "| {} | {:.2} | {:.2} | {:+.2} | {:+.2} | {:.0} | {:.2}× | {per_frame} | {:.2} |",
-            r[0].name,
-            median(r.iter().map(|x| x.p50).collect()),
-            median(r.iter().map(|x| x.p99).collect()),
-            added50,
-            added99,
-            median(r.iter().map(|x| x.frames_per_s).collect()),
-            ratio,
-            median(r.iter().map(|x| x.wall).collect()),
-        );
+        let p50 = median(r.iter().map(|x| x.p50).collect());
+        let p99 = median(r.iter().map(|x| x.p99).collect());
+        if rate {
+            println!(
+                "| {} | {p50:.2} | {p99:.2} | {added50:+.2} | {added99:+.2} | {:.0} | {ratio:.2}× | {per_frame} | {:.2} |",
+                r[0].name,
+                median(r.iter().map(|x| x.frames_per_s).collect()),
+                median(r.iter().map(|x| x.wall).collect()),
+            );
+        } else {
+            println!(
+                "| {} | {p50:.2} | {p99:.2} | {added50:+.2} | {added99:+.2} | {per_frame} |",
+                r[0].name
+            );
+        }
         rows.push((added50, added99, ratio));
     }
-    let (a50, a99, ratio) = rows[1];
-    println!(
-        "\nbridgewire record bridle: added p50 {a50:+.2} ms (goal < 1), added p99 {a99:+.2} ms (goal < 5), frames/s {ratio:.2}× direct (goal ≥ 0.9)"
-    );
-    let recorded: usize = walk(&tmp.path().join("bridgewire"));
-    println!(
-        "bridgewire recorded {recorded} lane lines for {rounds} × {browsers} browsers × {messages} messages"
-    );
+    rows
 }
 
 fn walk(dir: &std::path::Path) -> usize {

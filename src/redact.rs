@@ -612,6 +612,43 @@ struct Known {
     values: std::collections::HashSet<String>,
     /// Byte forms to look for, longest first: each value raw and JSON-escaped.
     finders: Vec<memchr::memmem::Finder<'static>>,
+    /// The same forms in the order learned.
+    forms: Vec<Vec<u8>>,
+    /// One automaton over `forms[..n]`, to tell in one pass over a line whether any of them
+    /// occurs (most lines hold none: one pass, not one per form); forms learned since are
+    /// looked for one by one until it is rebuilt.
+    any: Option<(aho_corasick::AhoCorasick, usize)>,
+}
+
+impl Known {
+    /// Whether any known form occurs in `b`.
+    fn occurs(&self, b: &[u8]) -> bool {
+        let covered = match &self.any {
+            Some((ac, n)) => {
+                if ac.is_match(b) {
+                    return true;
+                }
+                *n
+            }
+            None => 0,
+        };
+        self.forms[covered..]
+            .iter()
+            .any(|f| memchr::memmem::find(b, f).is_some())
+    }
+
+    /// Rebuilds the automaton once the forms it misses are many (a quarter of those it has,
+    /// 16 at least): each rebuild costs a pass over all forms, so rebuilds thin out as the set
+    /// grows.
+    fn maybe_rebuild(&mut self) {
+        let covered = self.any.as_ref().map_or(0, |(_, n)| *n);
+        if self.forms.len() - covered < (covered / 4).max(16) {
+            return;
+        }
+        if let Ok(ac) = aho_corasick::AhoCorasick::new(&self.forms) {
+            self.any = Some((ac, self.forms.len()));
+        }
+    }
 }
 
 impl Secrets {
@@ -657,9 +694,11 @@ impl Secrets {
         }
         for f in forms {
             k.finders.push(memchr::memmem::Finder::new(&f).into_owned());
+            k.forms.push(f);
         }
         k.finders
             .sort_by_key(|f| std::cmp::Reverse(f.needle().len()));
+        k.maybe_rebuild();
         self.count
             .store(k.values.len(), std::sync::atomic::Ordering::Relaxed);
     }
@@ -683,6 +722,12 @@ impl Secrets {
             return None;
         }
         let k = self.known.read().unwrap_or_else(|e| e.into_inner());
+        // Replacing is done longest form first, each on the previous one's output (a shorter
+        // value overlapping a longer one must not leave part of it in clear); most lines hold
+        // no known value at all, which one scan tells.
+        if !k.occurs(b) {
+            return None;
+        }
         let mut cur: Option<Vec<u8>> = None;
         for f in &k.finders {
             let hay = cur.as_deref().unwrap_or(b);
@@ -1075,5 +1120,27 @@ mod tests {
             out.contains(r#""x":"[redacted]""#) || out.contains("[redacted]"),
             "{out}"
         );
+    }
+
+    /// Many known values (past the automaton's rebuild points, and some learned since the last
+    /// rebuild): each is still replaced wherever it occurs, longest first where they overlap,
+    /// and a line holding none is left alone.
+    #[test]
+    fn many_known_values_are_each_replaced() {
+        let s = Secrets::default();
+        let values: Vec<String> = (0..203).map(|i| format!("secret-value-{i:04}-x")).collect();
+        for v in &values {
+            s.learn(v);
+        }
+        // A shorter value inside a longer one, learned after it.
+        s.learn("secret-value-0007-x-and-more");
+        for v in &values {
+            assert_eq!(s.redact_text(&format!("a {v} b")), "a [redacted] b", "{v}");
+        }
+        assert_eq!(
+            s.redact_text("pre secret-value-0007-x-and-more post"),
+            "pre [redacted] post"
+        );
+        assert!(s.redact_known(b"nothing secret-value-0 here").is_none());
     }
 }

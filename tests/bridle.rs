@@ -1430,6 +1430,82 @@ async fn record_bridle_sigterm_writes_every_forwarded_frame() {
     assert_eq!(up.iter().filter(|(n, _)| n == "stream_end").count(), turns);
 }
 
+/// Runs the raw-socket browser (`tests/peers/bridle_raw_browser.py`, Python, not ours) against
+/// `url`; its report: the text frames it sent and received.
+fn raw_browser(url: &str, client: &str, agent: &str, text: &str) -> serde_json::Value {
+    let peer = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/bridle_raw_browser.py");
+    let mut c = Command::new("python3");
+    c.arg(peer)
+        .env("HUB_URL", url)
+        .env("TOKEN", bridgewire::bridle::sign_jwt(SECRET, client, &[]))
+        .env("AGENT_ID", agent)
+        .env("TEXT", text);
+    let p = Proc::spawn(c);
+    let line = p
+        .lines
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the raw browser reported within 60 s");
+    let out: serde_json::Value = serde_json::from_str(&line).expect(&line);
+    assert!(out.get("error").is_none(), "raw browser at {url}: {out}");
+    out
+}
+
+/// The relay forwards raw bytes and parses frames off the forwarding path (issue 13): between
+/// the canonical socket.io hub and agent (npm, not ours) and a raw-socket browser (Python, not
+/// ours) that offers compression, fragments its CONNECT around a ping and splits frames across
+/// TCP reads. The browser runs against the hub directly first (it is a valid client there),
+/// then through the proxy: it gets its answer, and its cell's lanes hold exactly the text
+/// frames that crossed, in order, with the CONNECT's token redacted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_bridle_relays_fragmented_and_split_frames_between_canonical_peers() {
+    if !node_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (_hub, hub_url) = proxy_test_hub();
+    let (mut proxy, url) = spawn_proxy(&hub_url, tmp.path(), &[]);
+    let mut agent = node("agent.js");
+    agent
+        .env("BRIDLE_URL", &url)
+        .env("BRIDLE_API_KEY", API_KEY)
+        .env("BRIDLE_AGENT_ID", "bot-raw");
+    let _agent = Proc::spawn(agent);
+    wait_agent(&url, "bot-raw").await;
+    let direct = tokio::task::spawn_blocking(move || {
+        raw_browser(&hub_url, "u-direct", "bot-raw", "split me")
+    })
+    .await
+    .unwrap();
+    assert!(direct["received"].to_string().contains("stream_end"));
+    let u = url.clone();
+    let out = tokio::task::spawn_blocking(move || raw_browser(&u, "u-raw", "bot-raw", "split me"))
+        .await
+        .unwrap();
+    unsafe {
+        libc::kill(proxy.child.id() as i32, libc::SIGTERM);
+    }
+    wait_exit(&mut proxy, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
+    let cell = tmp.path().join("bot-raw__u-raw");
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let received = strings(&out["received"]);
+    assert!(received.len() >= 4, "{out}");
+    assert_eq!(lane_lines(&cell.join("hub→browser.ndjson")), received);
+    let sent = strings(&out["sent"]);
+    let up = lane_lines(&cell.join("browser→hub.ndjson"));
+    assert_eq!(up.len(), sent.len(), "{up:?}");
+    assert_eq!(
+        up[0], r#"40/ws/client,{"token":"[redacted]","agentId":"bot-raw"}"#,
+        "the fragmented CONNECT, joined and redacted"
+    );
+    assert_eq!(up[1..], sent[1..]);
+}
+
 /// What a SIGKILL of the proxy can lose is documented: frames still queued for the writer, a
 /// tail of each lane, never one in the middle. The lane is a prefix of what the browser got
 /// (or what the browser got is a prefix of it: frames forwarded but not read yet), well-formed

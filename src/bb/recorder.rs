@@ -545,8 +545,13 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
         lanes = lanes.with_mode(m)?;
     }
     if opts.redact {
-        // One known-secret set per recording: a value redacted once stays redacted.
-        lanes = lanes.with_secrets(crate::redact::Secrets::new());
+        // One known-secret set per recording: a value redacted once stays redacted. It starts
+        // with what the bridge is given (`--api-key K`, a GH_TOKEN it inherits): a bridge that
+        // echoes its own credentials must not get them into a lane.
+        let secrets = crate::redact::Secrets::new();
+        crate::redact::learn_command_line(&secrets, &opts.command);
+        crate::redact::learn_environment(&secrets);
+        lanes = lanes.with_secrets(secrets);
     }
     // One writer per thread (siblings share the seq counter): directions never wait for each
     // other's disk writes.

@@ -8,7 +8,7 @@
 //! * [`check_hub`], [`check_agent`]: the live checkers;
 //! * [`model`]: the offline model (events, grammar, rows) behind pins and parity;
 //! * [`player`]: `replay bridle`;
-//! * [`proxy`]: `record bridle`, the recording proxy;
+//! * [`proxy`]: `record bridle`, the recording proxy ([`wsframe`]: its WebSocket frame parser);
 //! * [`spawn`]: peers under test as child processes.
 
 pub mod check_agent;
@@ -21,6 +21,7 @@ pub mod rules;
 pub mod spawn;
 pub mod transport;
 pub mod wire;
+pub mod wsframe;
 
 use serde_json::{Value, json};
 

@@ -41,21 +41,19 @@
 //! milliseconds of traffic, at most the queue bound). `tests/bridle.rs` checks both.
 
 use super::wire::{EioPacket, SioPacket, SioType, decode_frame};
+use super::wsframe::{Boundary, FrameParser, Message};
 use super::{AGENT_NSP, CLIENT_NSP, peek_jwt};
 use crate::lane::write::{LaneWriter, Line};
 use axum::body::{Body, Bytes};
-use axum::extract::ws::{Message as AxMsg, Utf8Bytes as AxText, WebSocket, WebSocketUpgrade};
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
-use tokio_tungstenite::tungstenite::{Message as TMsg, Utf8Bytes as TText};
 
 /// What to record and where.
 #[derive(Debug, Clone)]
@@ -120,13 +118,14 @@ pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// What a forwarding task hands the writer, in forwarding order.
 enum Event {
-    /// Session `sid` opened (the hub answered a polling handshake, or a WebSocket connected).
-    Open(Arc<str>),
-    /// A WebSocket's provisional session id became the hub's (its `open` packet).
-    Rename(Arc<str>, Arc<str>),
-    /// A text frame of a session: from the browser or agent (`true`) or from the hub.
-    Text(Arc<str>, bool, Bytes),
-    Binary(Arc<str>, bool, Bytes),
+    /// A WebSocket relay started: its connection number and session id (the query's on an
+    /// upgrade, else provisional until the hub's `open` packet names it).
+    WsOpen(u64, Arc<str>),
+    /// Bytes relayed on WebSocket connection `conn`, as read: from the browser or agent
+    /// (`true`) or from the hub. Frames are parsed from them on the writer thread.
+    WsChunk(u64, bool, Bytes),
+    /// A WebSocket relay ended.
+    WsClose(u64),
     /// A long-polling POST body: packets separated by U+001E, from the client.
     PollPost(Arc<str>, Bytes),
     /// A long-polling GET answer: the request's sid (none on the handshake), whether the hub
@@ -156,8 +155,7 @@ impl Event {
     /// Bytes it holds, for the queue's byte bound.
     fn size(&self) -> usize {
         64 + match self {
-            Event::Text(_, _, b)
-            | Event::Binary(_, _, b)
+            Event::WsChunk(_, _, b)
             | Event::PollPost(_, b)
             | Event::PollGet(_, _, b)
             | Event::HttpRequest { body: b, .. }
@@ -229,6 +227,23 @@ struct Recorder {
     frames: u64,
     /// Lines routed since the last write.
     out: Vec<Record>,
+    /// WebSocket relays by connection number: their session and frame parsers.
+    conns: HashMap<u64, WsConn>,
+    /// Directions of WebSocket relays whose bytes stopped parsing (a protocol error): their
+    /// later frames were relayed but not recorded.
+    unparsed: u64,
+    /// Messages parsed from the chunk at hand (kept to reuse its allocation).
+    scratch: Vec<Message>,
+}
+
+/// One WebSocket relay as the writer thread sees it.
+struct WsConn {
+    /// Its Engine.IO session id (renamed from a provisional one by the hub's `open` packet).
+    sid: Arc<str>,
+    /// Frames from the browser or agent.
+    up: FrameParser,
+    /// Frames from the hub.
+    down: FrameParser,
 }
 
 impl Recorder {
@@ -251,7 +266,56 @@ impl Recorder {
             secrets,
             frames: 0,
             out: Vec::new(),
+            conns: HashMap::new(),
+            unparsed: 0,
+            scratch: Vec::new(),
         }
+    }
+
+    /// Parses the frames completed by `bytes` (relayed on connection `conn`) and records each
+    /// data message as the codec-based relay did: a text frame as its text, a binary one as
+    /// `binary:` + base64; a hub `open` packet renames a provisional session first.
+    fn ws_chunk(&mut self, conn: u64, from_client: bool, bytes: &Bytes) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let parser = if from_client { &mut c.up } else { &mut c.down };
+        let mut msgs = std::mem::take(&mut self.scratch);
+        if let Err(e) = parser.feed(bytes, &mut |m| msgs.push(m)) {
+            self.unparsed += 1;
+            eprintln!(
+                "bridgewire record bridle: {} WebSocket frames of session {} stopped parsing: {e}; later frames are relayed, not recorded",
+                if from_client { "client" } else { "hub" },
+                c.sid
+            );
+        }
+        let mut sid = c.sid.clone();
+        for m in msgs.drain(..) {
+            match m {
+                Message::Text(t) => {
+                    if !from_client
+                        && t.first() == Some(&b'0')
+                        && let Ok(text) = std::str::from_utf8(&t)
+                        && let Ok(EioPacket::Open(o)) = EioPacket::decode(text)
+                    {
+                        let new: Arc<str> = o.sid.into();
+                        match self.sessions.remove(&*sid) {
+                            Some(s) => {
+                                self.sessions.insert(new.to_string(), s);
+                            }
+                            None => self.open(&new),
+                        }
+                        if let Some(c) = self.conns.get_mut(&conn) {
+                            c.sid = new.clone();
+                        }
+                        sid = new;
+                    }
+                    self.frame(&sid, from_client, &t);
+                }
+                Message::Binary(b) => self.binary(&sid, from_client, &b),
+            }
+        }
+        self.scratch = msgs;
     }
 
     fn write(&mut self, scope: &str, dir: &'static str, line: Bytes) {
@@ -284,15 +348,23 @@ impl Recorder {
 
     fn apply(&mut self, event: &Event) {
         match event {
-            Event::Open(sid) => self.open(sid),
-            Event::Rename(from, to) => match self.sessions.remove(&**from) {
-                Some(s) => {
-                    self.sessions.insert(to.to_string(), s);
+            Event::WsOpen(conn, sid) => {
+                self.open(sid);
+                self.conns.insert(
+                    *conn,
+                    WsConn {
+                        sid: sid.clone(),
+                        up: FrameParser::new(),
+                        down: FrameParser::new(),
+                    },
+                );
+            }
+            Event::WsChunk(conn, from_client, bytes) => self.ws_chunk(*conn, *from_client, bytes),
+            Event::WsClose(conn) => {
+                if let Some(c) = self.conns.remove(conn) {
+                    self.close(&c.sid);
                 }
-                None => self.open(to),
-            },
-            Event::Text(sid, from_client, text) => self.frame(sid, *from_client, text),
-            Event::Binary(sid, from_client, bytes) => self.binary(sid, *from_client, bytes),
+            }
             Event::PollPost(sid, body) => {
                 if std::str::from_utf8(body).is_ok() {
                     for packet in body.split(|b| *b == 0x1e) {
@@ -580,6 +652,8 @@ struct Proxy {
     stopping: watch::Receiver<bool>,
     /// WebSocket relays still running.
     relays: Arc<AtomicUsize>,
+    /// Numbers WebSocket relays (the writer thread keys their parsers by it).
+    conns: std::sync::atomic::AtomicU64,
 }
 
 /// Counts one running relay until dropped.
@@ -616,6 +690,7 @@ pub async fn serve(
         http: reqwest::Client::new(),
         stopping,
         relays: relays.clone(),
+        conns: Default::default(),
     });
     let app = axum::Router::new().fallback(handle).with_state(proxy);
     // Small frames must not sit in Nagle's buffer waiting for a delayed ACK (~40 ms a hop).
@@ -680,110 +755,267 @@ async fn handle(State(p): State<Arc<Proxy>>, req: Request) -> Response {
         .map(|x| x.as_str().to_string())
         .unwrap_or_else(|| "/".into());
     if is_ws {
-        let sid = query_sid(req.uri());
-        let (mut parts, _) = req.into_parts();
-        let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &p).await {
-            Ok(ws) => ws,
-            Err(e) => return e.into_response(),
-        };
-        let url = match super::transport::engine_url(&p.cfg.upstream) {
-            Ok(u) => u
-                .split("/socket.io/")
-                .next()
-                .map(|base| format!("{base}{path_q}"))
-                .unwrap_or(u),
-            Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
-        };
-        // `true`: TCP_NODELAY on the hub side too.
-        let upstream =
-            match tokio_tungstenite::connect_async_with_config(url.as_str(), None, true).await {
-                Ok((u, _)) => u,
-                Err(e) => {
-                    return (StatusCode::BAD_GATEWAY, format!("upstream: {e}")).into_response();
-                }
-            };
-        let sid = sid.unwrap_or_else(|| format!("ws-{}", uuid::Uuid::new_v4()));
-        p.relays.fetch_add(1, Ordering::SeqCst);
-        let guard = RelayGuard(p.relays.clone());
-        return ws.on_upgrade(move |client| pump(p, client, upstream, sid, guard));
+        return upgrade(p, req, path_q).await;
     }
     forward_http(p, req, path_q).await
 }
 
-type Upstream =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+/// How long the hub may take to connect and answer a WebSocket upgrade.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Largest upgrade answer head read from the hub.
+const MAX_HEAD: usize = 64 << 10;
+/// Bytes read per `read` on a relay (a chunk holds as many frames as arrived).
+const READ_CHUNK: usize = 64 << 10;
+/// After one direction of a relay ends, how long the other may take to finish (its peer's
+/// close frame and FIN), before both are dropped.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Relays one WebSocket both ways, queueing each frame for its lane before forwarding it (the
-/// frame's bytes are shared with the queue, not copied). The session key is the Engine.IO sid
-/// (from the query on an upgrade, else from the `open` packet).
-async fn pump(p: Arc<Proxy>, client: WebSocket, upstream: Upstream, sid: String, _g: RelayGuard) {
-    let mut sid: Arc<str> = sid.into();
-    let mut stopping = p.stopping.clone();
-    let (mut c_tx, mut c_rx) = client.split();
-    let (mut u_tx, mut u_rx) = upstream.split();
-    if *stopping.borrow_and_update() || !p.queue.push(Event::Open(sid.clone())).await {
-        let _ = c_tx.close().await;
-        let _ = u_tx.close().await;
-        return;
+/// `host:port` of the hub (plain TCP: the proxy speaks `http`/`ws` upstream).
+fn hub_authority(upstream: &str) -> Result<String, String> {
+    let (scheme, rest) = upstream
+        .split_once("://")
+        .ok_or_else(|| format!("upstream {upstream:?}: no scheme"))?;
+    let port = match scheme {
+        "http" | "ws" => 80,
+        _ => {
+            return Err(format!(
+                "upstream {upstream:?}: only http:// (or ws://) is relayed"
+            ));
+        }
+    };
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() {
+        return Err(format!("upstream {upstream:?}: no host"));
     }
+    // `host` or `host:port` (`[v6]:port` included).
+    Ok(
+        if host
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        {
+            host.to_string()
+        } else {
+            format!("{host}:{port}")
+        },
+    )
+}
+
+/// The hub's answer head to an upgrade request: status, headers, and the bytes read past it
+/// (the first relayed bytes from the hub).
+struct HubAnswer {
+    status: StatusCode,
+    headers: Vec<(axum::http::HeaderName, HeaderValue)>,
+    rest: Vec<u8>,
+}
+
+/// Sends the browser's or agent's upgrade request to the hub as it came (its headers but
+/// `Host`, and `Sec-WebSocket-Extensions`: no compression is negotiated, so the relayed
+/// frames can be read back as they are) and reads the hub's answer head.
+async fn hub_handshake(
+    hub: &mut tokio::net::TcpStream,
+    authority: &str,
+    path_q: &str,
+    headers: &axum::http::HeaderMap,
+) -> Result<HubAnswer, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = format!("GET {path_q} HTTP/1.1\r\nhost: {authority}\r\n").into_bytes();
+    for (k, v) in headers {
+        if k == axum::http::header::HOST || k == axum::http::header::SEC_WEBSOCKET_EXTENSIONS {
+            continue;
+        }
+        head.extend_from_slice(k.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(v.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    hub.write_all(&head).await.map_err(|e| e.to_string())?;
+    let mut buf = Vec::with_capacity(4096);
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(format!("answer head over {MAX_HEAD} bytes"));
+        }
+        let mut chunk = [0u8; 4096];
+        let n = hub.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("closed before answering the upgrade".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let text = std::str::from_utf8(&buf[..end]).map_err(|_| "answer head not UTF-8".to_string())?;
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse::<u16>().ok())
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let mut out = Vec::new();
+    for l in lines {
+        let (k, v) = l
+            .split_once(':')
+            .ok_or_else(|| format!("bad header line {l:?}"))?;
+        let k = axum::http::HeaderName::from_bytes(k.trim().as_bytes())
+            .map_err(|_| format!("bad header name {k:?}"))?;
+        let v = HeaderValue::from_str(v.trim()).map_err(|_| format!("bad header value {v:?}"))?;
+        out.push((k, v));
+    }
+    Ok(HubAnswer {
+        status,
+        headers: out,
+        rest: buf[end + 4..].to_vec(),
+    })
+}
+
+/// A WebSocket upgrade: the handshake goes to the hub as is; once both sides switched, the
+/// bytes are relayed as they are read, both ways (no frame is decoded or re-encoded on the
+/// forwarding path), and each chunk read is queued for the writer thread, which parses the
+/// frames off it, before it is forwarded.
+async fn upgrade(p: Arc<Proxy>, mut req: Request, path_q: String) -> Response {
+    let bad = |e: String| (StatusCode::BAD_GATEWAY, format!("upstream: {e}")).into_response();
+    let authority = match hub_authority(&p.cfg.upstream) {
+        Ok(a) => a,
+        Err(e) => return bad(e),
+    };
+    // Cloned: the request's body is not `Sync`, so it is not borrowed across an await.
+    let headers = req.headers().clone();
+    let answer = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+        let mut hub = tokio::net::TcpStream::connect(&authority)
+            .await
+            .map_err(|e| e.to_string())?;
+        // Small frames must not wait in Nagle's buffer.
+        let _ = hub.set_nodelay(true);
+        let a = hub_handshake(&mut hub, &authority, &path_q, &headers).await?;
+        Ok::<_, String>((hub, a))
+    })
+    .await;
+    let (hub, answer) = match answer {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => return bad(e),
+        Err(_) => return bad(format!("no upgrade answer within {HANDSHAKE_TIMEOUT:?}")),
+    };
+    let mut resp = Response::new(Body::empty());
+    for (k, v) in answer.headers {
+        resp.headers_mut().append(k, v);
+    }
+    *resp.status_mut() = answer.status;
+    if answer.status != StatusCode::SWITCHING_PROTOCOLS {
+        // The hub refused the upgrade: its answer (and what of its body came with the head).
+        resp.headers_mut()
+            .remove(axum::http::header::CONTENT_LENGTH);
+        resp.headers_mut()
+            .remove(axum::http::header::TRANSFER_ENCODING);
+        *resp.body_mut() = Body::from(answer.rest);
+        return resp;
+    }
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let sid: Arc<str> = query_sid(req.uri())
+        .unwrap_or_else(|| format!("ws-{}", uuid::Uuid::new_v4()))
+        .into();
+    let conn = p.conns.fetch_add(1, Ordering::Relaxed);
+    p.relays.fetch_add(1, Ordering::SeqCst);
+    let guard = RelayGuard(p.relays.clone());
+    let first = Bytes::from(answer.rest);
+    tokio::spawn(async move {
+        let _g = guard;
+        let mut stopping = p.stopping.clone();
+        if *stopping.borrow_and_update() || !p.queue.push(Event::WsOpen(conn, sid)).await {
+            return;
+        }
+        if let Ok(client) = on_upgrade.await {
+            let client = hyper_util::rt::TokioIo::new(client);
+            relay(&p, conn, client, hub, first, stopping).await;
+        }
+        p.queue.push(Event::WsClose(conn)).await;
+    });
+    resp
+}
+
+/// Relays one upgraded connection both ways until either side ends (the other then has
+/// [`CLOSE_GRACE`] to finish) or the proxy stops.
+async fn relay(
+    p: &Proxy,
+    conn: u64,
+    client: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    hub: tokio::net::TcpStream,
+    first: Bytes,
+    stopping: watch::Receiver<bool>,
+) {
+    let (c_rd, c_wr) = tokio::io::split(client);
+    let (h_rd, h_wr) = hub.into_split();
+    // Close frames for a stop (1001 going away): masked towards the hub, as a client's must be.
+    let key: [u8; 4] = uuid::Uuid::new_v4().as_bytes()[..4].try_into().expect("4");
+    let to_hub = super::wsframe::encode(true, 8, &1001u16.to_be_bytes(), Some(key));
+    let to_client = super::wsframe::encode(true, 8, &1001u16.to_be_bytes(), None);
+    let up = pump(
+        &p.queue,
+        conn,
+        true,
+        c_rd,
+        h_wr,
+        Bytes::new(),
+        to_hub,
+        stopping.clone(),
+    );
+    let down = pump(
+        &p.queue, conn, false, h_rd, c_wr, first, to_client, stopping,
+    );
+    tokio::pin!(up, down);
+    tokio::select! {
+        _ = &mut up => { let _ = tokio::time::timeout(CLOSE_GRACE, &mut down).await; }
+        _ = &mut down => { let _ = tokio::time::timeout(CLOSE_GRACE, &mut up).await; }
+    }
+}
+
+/// One direction of a relay: reads what arrived, queues it for its lane, writes the same bytes
+/// on. `first`: bytes already read (the hub's, past its upgrade answer). When the proxy stops,
+/// sends `close` if no frame is partly through, then ends the direction.
+#[allow(clippy::too_many_arguments)]
+async fn pump(
+    queue: &LaneQueue,
+    conn: u64,
+    from_client: bool,
+    mut src: impl tokio::io::AsyncRead + Unpin,
+    mut dst: impl tokio::io::AsyncWrite + Unpin,
+    first: Bytes,
+    close: Vec<u8>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut edge = Boundary::default();
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut chunk = first;
     loop {
-        tokio::select! {
-            _ = stopping.changed() => break,
-            m = c_rx.next() => {
-                let Some(Ok(m)) = m else { break };
-                let (event, out) = match m {
-                    AxMsg::Text(t) => {
-                        let b = Bytes::from(t);
-                        let Ok(out) = TText::try_from(b.clone()) else { break };
-                        (Some(Event::Text(sid.clone(), true, b)), TMsg::Text(out))
-                    }
-                    AxMsg::Binary(b) => (Some(Event::Binary(sid.clone(), true, b.clone())), TMsg::Binary(b)),
-                    AxMsg::Ping(b) => (None, TMsg::Ping(b)),
-                    AxMsg::Pong(b) => (None, TMsg::Pong(b)),
-                    AxMsg::Close(_) => break,
-                };
-                if let Some(e) = event && !p.queue.push(e).await {
-                    break;
-                }
-                if u_tx.send(out).await.is_err() {
-                    break;
-                }
-            }
-            m = u_rx.next() => {
-                let Some(Ok(m)) = m else { break };
-                let (event, out) = match m {
-                    TMsg::Text(t) => {
-                        if t.starts_with('0')
-                            && let Ok(EioPacket::Open(o)) = EioPacket::decode(t.as_str())
-                        {
-                            let new: Arc<str> = o.sid.into();
-                            if !p.queue.push(Event::Rename(sid.clone(), new.clone())).await {
-                                break;
-                            }
-                            sid = new;
-                        }
-                        let b = Bytes::from(t);
-                        let Ok(out) = AxText::try_from(b.clone()) else { break };
-                        (Some(Event::Text(sid.clone(), false, b)), AxMsg::Text(out))
-                    }
-                    TMsg::Binary(b) => (Some(Event::Binary(sid.clone(), false, b.clone())), AxMsg::Binary(b)),
-                    TMsg::Ping(b) => (None, AxMsg::Ping(b)),
-                    TMsg::Pong(b) => (None, AxMsg::Pong(b)),
-                    TMsg::Close(_) => break,
-                    TMsg::Frame(_) => continue,
-                };
-                if let Some(e) = event && !p.queue.push(e).await {
-                    break;
-                }
-                if c_tx.send(out).await.is_err() {
-                    break;
-                }
+        if !chunk.is_empty() {
+            edge.advance(&chunk);
+            if !queue
+                .push(Event::WsChunk(conn, from_client, chunk.clone()))
+                .await
+                || dst.write_all(&chunk).await.is_err()
+            {
+                break;
             }
         }
+        let n = tokio::select! {
+            biased;
+            _ = stopping.changed() => {
+                if edge.at_boundary() {
+                    let _ = dst.write_all(&close).await;
+                }
+                break;
+            }
+            r = src.read(&mut buf) => r,
+        };
+        match n {
+            Ok(0) | Err(_) => break,
+            Ok(n) => chunk = Bytes::copy_from_slice(&buf[..n]),
+        }
     }
-    let _ = c_tx.close().await;
-    let _ = u_tx.close().await;
-    p.queue.push(Event::Close(sid)).await;
+    let _ = dst.shutdown().await;
 }
 
 /// Long-polling requests and the HTTP API: forwarded as is, their packets or bodies queued for

@@ -5,7 +5,8 @@
 //! scenario phrases from the fixture ([`super::scenarios`]); without them they are *not run*.
 //!
 //! Which replies feed which rule: SB-D1…SB-D8 judge every reply to a request the emulated
-//! client built (not the probes); SB-D9 judges every non-2xx reply of the run; SB-H3 judges
+//! client built (not the probes); SB-D9 judges every non-2xx reply to a POST of the run (the
+//! other methods are SB-H4's and SB-H5's); SB-H3 judges
 //! every reply of the run plus a trailing-slash probe.
 //!
 //! One fault, one verdict: SB-D1 judges whether every client reply decodes. Any other rule
@@ -1033,7 +1034,10 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
             }
             continue;
         };
-        if !(200..300).contains(&r.status) && x.method != "HEAD" && !(300..400).contains(&r.status)
+        // Only replies to a POST: the app sends nothing else. The GET/PUT/HEAD probes' bodies
+        // are SB-H4's and the OPTIONS probe is SB-H5's record (one fault, one verdict; no
+        // warning about text the app never asks for).
+        if !(200..300).contains(&r.status) && x.method == "POST" && !(300..400).contains(&r.status)
         {
             non_2xx += 1;
             match profiles::decode_reply(Profile::Gamma, r) {

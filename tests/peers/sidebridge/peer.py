@@ -53,6 +53,7 @@ FLAWS = {
     "key-case-unreadable": "SB-A5 not run: the key header spelled other than in lower case gets a 200 plain-text body",
     "private-start-html": "SB-D1 (SB-S3 skipped): the session start of a chat in private mode gets a 200 HTML page",
     "no-history-html": "SB-D1 (SB-R6, SB-S2 skipped): a send without history gets a 200 HTML page",
+    "html-not-post": "SB-H4: GET/PUT/HEAD get 405 with Allow: POST and an HTML body",
 }
 ODDITIES = {
     "chunked": "every reply in chunked transfer encoding",
@@ -64,6 +65,7 @@ ODDITIES = {
     "end-false": "every reply that does not end the session says \"endSession\": false",
     "options-405": "OPTIONS gets 405 with Allow: POST and an empty Side Bridge body",
     "odd-noop": "a request it cannot place (no chatId, version 2.0, empty, null) gets 200 {}",
+    "options-501": "OPTIONS gets the standard library's own 501 HTML page (no do_OPTIONS)",
 }
 
 HTML = b"<html><body><h1>Internal error</h1></body></html>"
@@ -179,6 +181,8 @@ class Handler(BaseHTTPRequestHandler):
         self.error_with_allow(status)
 
     def error_with_allow(self, status):
+        if "html-not-post" in self.st.flaws:
+            return self.send_bytes(status, HTML, ctype="text/html", extra=[("Allow", "POST")])
         body = json.dumps({"messages": [message(self.st, "system", "Send a POST with a JSON body.")]}).encode()
         self.send_bytes(status, body, extra=[("Allow", "POST")])
 
@@ -189,6 +193,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.wfile.write(b"OK then\r\n\r\n")
             return
+        if "options-501" in self.st.oddities:
+            return self.send_error(501, "Unsupported method ('OPTIONS')")
         if "options-405" in self.st.oddities:
             return self.send_bytes(405, b"{}", extra=[("Allow", "POST")])
         self.send_response(204)

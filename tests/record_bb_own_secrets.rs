@@ -1,0 +1,107 @@
+//! `record bb` redacts what the bridge was given: a bridge that echoes its own `--api-key` or a
+//! secret-named environment variable (here in a log notification, under a key that names no
+//! secret) must not leave it in a lane. The bridge is a Python stdlib program, not ours; the
+//! same bridge echoing an ordinary long option value (`--model …`) keeps it (no over-redaction).
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
+
+/// Prints one log notification naming its arguments and `GH_TOKEN`, then one per stdin line,
+/// until stdin ends.
+const BRIDGE: &str = r#"
+import json, os, sys
+args = sys.argv[1:]
+def arg(name):
+    return args[args.index(name) + 1]
+def say(text):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "log", "params": {"message": text}}) + "\n")
+    sys.stdout.flush()
+say("starting: key %s, token %s, model %s" % (arg("--api-key"), os.environ.get("GH_TOKEN"), arg("--model")))
+for line in sys.stdin:
+    say("still here with %s" % arg("--api-key"))
+"#;
+
+fn lanes_text(root: &Path) -> String {
+    let mut text = String::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        } else {
+            text.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
+        }
+    }
+    text
+}
+
+#[test]
+fn a_bridge_echoing_its_own_key_or_token_leaves_neither_in_a_lane() {
+    let key = format!("sk-own-{}", uuid::Uuid::new_v4().simple());
+    let token = format!("ghp_{}", uuid::Uuid::new_v4().simple());
+    let model = "gpt-4o-mini-2024-07-18";
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BW)
+        .args(["record", "bb", "--provider", "py", "--dir"])
+        .arg(tmp.path())
+        .args([
+            "--",
+            "python3",
+            "-c",
+            BRIDGE,
+            "--api-key",
+            &key,
+            "--model",
+            model,
+        ])
+        .env("GH_TOKEN", &token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}\n").unwrap();
+    drop(stdin);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("record bb did not end");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    // The consumer gets the bridge's bytes as they are; only the lanes are redacted.
+    assert!(out.contains(&key) && out.contains("still here"), "{out}");
+    let lanes = lanes_text(tmp.path());
+    assert!(
+        lanes.contains("starting: key") && lanes.contains("still here"),
+        "{lanes}"
+    );
+    assert!(
+        !lanes.contains(&key),
+        "the bridge's own --api-key reached a lane"
+    );
+    assert!(
+        !lanes.contains(&token),
+        "the bridge's GH_TOKEN reached a lane"
+    );
+    assert!(
+        lanes.contains(model),
+        "an ordinary option value was redacted too"
+    );
+}
