@@ -294,25 +294,43 @@ fn tee_pump(
     let mut framer = Framer::new(direction);
     let mut output_open = true;
     #[cfg(target_os = "linux")]
-    {
+    let (in_fd, out_fd) = {
         use std::os::fd::AsRawFd;
-        let (in_fd, out_fd) = (input.as_fd().as_raw_fd(), output.as_fd().as_raw_fd());
-        if zero_copy::is_pipe(in_fd)
-            && let Some(dup) = zero_copy::Dup::new()
+        (input.as_fd().as_raw_fd(), output.as_fd().as_raw_fd())
+    };
+    #[cfg(target_os = "linux")]
+    let mut dup = if zero_copy::is_pipe(in_fd) {
+        zero_copy::Dup::new()
+    } else {
+        None
+    };
+    // Bytes the last round carried: a bulk stream goes zero-copy, a trickle of small writes
+    // (one request at a time) goes by read/write, which takes one syscall less per round.
+    let mut last = 0usize;
+    loop {
+        #[cfg(target_os = "linux")]
+        if output_open
+            && last >= ZERO_COPY_FROM
+            && let Some(d) = &dup
         {
-            match zero_copy::pump(&dup, in_fd, out_fd, &mut buf, &mut framer, &mut record) {
-                zero_copy::End::Input => {
-                    framer.finish(&mut record);
-                    return;
+            match zero_copy::round(d, in_fd, out_fd, &mut buf, &mut framer, &mut record) {
+                zero_copy::Round::Moved(n) => {
+                    last = n;
+                    continue;
                 }
-                zero_copy::End::Unsupported => {}
-                zero_copy::End::Forwarding {
+                zero_copy::Round::Input => break,
+                zero_copy::Round::Unsupported => {
+                    dup = None;
+                    continue;
+                }
+                zero_copy::Round::Forwarding {
                     consumed,
                     moved,
                     error,
                 } => {
                     // The chunk's lines are recorded and `moved` of its bytes forwarded; the
                     // rest is still in the input pipe: take it off and write it ourselves.
+                    dup = None;
                     let rest = &mut buf[moved..consumed];
                     let mut got = 0;
                     while got < rest.len() {
@@ -331,11 +349,10 @@ fn tee_pump(
                     {
                         output_open = false;
                     }
+                    continue;
                 }
             }
         }
-    }
-    loop {
         let n = match read_retry(&mut input, &mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
@@ -345,9 +362,15 @@ fn tee_pump(
         if output_open && (output.write_all(chunk).is_err() || output.flush().is_err()) {
             output_open = false;
         }
+        last = n;
     }
     framer.finish(&mut record);
 }
+
+/// A round that carried at least this many bytes makes the next one zero-copy: below it the
+/// copy saved costs less than the extra syscall (`tee`, then `read` and `splice`, against
+/// `read` and `write`), and small rounds are the interactive ones, where latency counts.
+const ZERO_COPY_FROM: usize = 16 * 1024;
 
 /// Forwarding from a pipe without copying through user space: `tee(2)` duplicates what the
 /// input pipe holds into a private pipe without consuming it; the copy is read, framed and
@@ -389,8 +412,10 @@ mod zero_copy {
         }
     }
 
-    /// Why [`pump`] stopped.
-    pub enum End {
+    /// What one [`round`] did.
+    pub enum Round {
+        /// `n` bytes recorded and forwarded.
+        Moved(usize),
         /// End of input (or a read error), everything forwarded.
         Input,
         /// `tee(2)` is not possible here; nothing of the input was consumed.
@@ -416,85 +441,85 @@ mod zero_copy {
         unsafe { libc::poll(&mut p, 1, -1) };
     }
 
-    pub fn pump(
+    /// Duplicates what the input holds (waiting for something), records its complete lines,
+    /// then moves the same bytes to the output.
+    pub fn round(
         dup: &Dup,
         input: RawFd,
         output: RawFd,
         buf: &mut [u8],
         framer: &mut Framer<'_>,
         record: &mut impl FnMut(&[&[u8]]),
-    ) -> End {
+    ) -> Round {
         let (dup_r, dup_w) = (dup.read.as_raw_fd(), dup.write.as_raw_fd());
         let cap = buf.len().min(CHUNK);
-        loop {
+        let n = loop {
             // SAFETY: tee between two pipe descriptors; no memory is passed.
             let n = unsafe { libc::tee(input, dup_w, cap, 0) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::EAGAIN) => {
-                        wait(input, libc::POLLIN);
-                        continue;
-                    }
-                    Some(libc::EINVAL | libc::ENOSYS) => return End::Unsupported,
-                    _ => return End::Input,
-                }
+            if n > 0 {
+                break n as usize;
             }
             if n == 0 {
-                return End::Input;
+                return Round::Input;
             }
-            let n = n as usize;
-            // The copy is whole in the private pipe (it was empty): read it all.
-            let mut got = 0;
-            while got < n {
-                // SAFETY: reads into `buf[got..n]`, which we own.
-                let r = unsafe { libc::read(dup_r, buf[got..n].as_mut_ptr().cast(), n - got) };
-                if r > 0 {
-                    got += r as usize;
-                } else if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                } else {
-                    return End::Input;
-                }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::EAGAIN) => wait(input, libc::POLLIN),
+                Some(libc::EINVAL | libc::ENOSYS) => return Round::Unsupported,
+                _ => return Round::Input,
             }
-            framer.feed(&buf[..n], record);
-            // Recorded: now the same bytes leave the input pipe for the output.
-            let mut moved = 0;
-            while moved < n {
-                // SAFETY: splice between descriptors; no memory is passed.
-                let r = unsafe {
-                    libc::splice(
-                        input,
-                        std::ptr::null_mut(),
-                        output,
-                        std::ptr::null_mut(),
-                        n - moved,
-                        libc::SPLICE_F_MOVE,
-                    )
-                };
-                if r > 0 {
-                    moved += r as usize;
-                    continue;
-                }
-                let e = if r == 0 {
-                    io::Error::from_raw_os_error(libc::EPIPE)
-                } else {
-                    io::Error::last_os_error()
-                };
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => {}
-                    Some(libc::EAGAIN) => wait(output, libc::POLLOUT),
-                    _ => {
-                        return End::Forwarding {
-                            consumed: n,
-                            moved,
-                            error: e,
-                        };
-                    }
+        };
+        // The copy is whole in the private pipe (it was empty): read it all.
+        let mut got = 0;
+        while got < n {
+            // SAFETY: reads into `buf[got..n]`, which we own.
+            let r = unsafe { libc::read(dup_r, buf[got..n].as_mut_ptr().cast(), n - got) };
+            if r > 0 {
+                got += r as usize;
+            } else if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            } else {
+                return Round::Input;
+            }
+        }
+        framer.feed(&buf[..n], record);
+        // Recorded: now the same bytes leave the input pipe for the output.
+        let mut moved = 0;
+        while moved < n {
+            // SAFETY: splice between descriptors; no memory is passed.
+            let r = unsafe {
+                libc::splice(
+                    input,
+                    std::ptr::null_mut(),
+                    output,
+                    std::ptr::null_mut(),
+                    n - moved,
+                    libc::SPLICE_F_MOVE,
+                )
+            };
+            if r > 0 {
+                moved += r as usize;
+                continue;
+            }
+            let e = if r == 0 {
+                io::Error::from_raw_os_error(libc::EPIPE)
+            } else {
+                io::Error::last_os_error()
+            };
+            match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::EAGAIN) => wait(output, libc::POLLOUT),
+                _ => {
+                    return Round::Forwarding {
+                        consumed: n,
+                        moved,
+                        error: e,
+                    };
                 }
             }
         }
+        Round::Moved(n)
     }
 }
 
