@@ -33,11 +33,24 @@ impl Cell {
     /// directory too (the shared corpus ships only re-recorded lanes), since its merged view is
     /// well defined.
     pub fn at(root: &Path, path: &Path) -> Option<Cell> {
+        Cell::scan(root, path).0
+    }
+
+    /// [`Cell::at`], and whether the directory has directories in it (`true` when it cannot
+    /// be read): a walk need not read a leaf twice.
+    pub fn scan(root: &Path, path: &Path) -> (Option<Cell>, bool) {
+        let Ok(entries) = std::fs::read_dir(path) else {
+            return (None, true);
+        };
+        let mut below = false;
         // Which direction files are present, per protocol and direction index: one pass over
         // the directory, no per-direction allocation (this runs once per cell of a folder of
         // hundreds of thousands).
         let mut present = [[(false, false); 8]; Protocol::ALL.len()];
-        for e in std::fs::read_dir(path).ok()?.filter_map(|e| e.ok()) {
+        for e in entries.filter_map(|e| e.ok()) {
+            if !below && e.file_type().is_ok_and(|t| t.is_dir()) {
+                below = true;
+            }
             let name = e.file_name();
             let Some(name) = name.to_str() else {
                 continue;
@@ -64,9 +77,12 @@ impl Cell {
                 }
             }
         }
-        let p = present
+        let Some(p) = present
             .iter()
-            .position(|dirs| dirs.iter().any(|&(lane, cur)| lane || cur))?;
+            .position(|dirs| dirs.iter().any(|&(lane, cur)| lane || cur))
+        else {
+            return (None, below);
+        };
         let protocol = Protocol::ALL[p];
         let mut lanes = Vec::new();
         let mut current = Vec::new();
@@ -85,20 +101,22 @@ impl Cell {
                 });
             }
         }
-        let key = path
-            .strip_prefix(root)
-            .ok()?
+        let Ok(rel) = path.strip_prefix(root) else {
+            return (None, below);
+        };
+        let key = rel
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect::<Vec<_>>()
             .join("/");
-        Some(Cell {
+        let cell = Cell {
             protocol,
             key: if key.is_empty() { ".".into() } else { key },
             path: path.to_path_buf(),
             lanes,
             current,
-        })
+        };
+        (Some(cell), below)
     }
 
     /// The merged view (bb §2.5): recorded lanes, with each lane that has a `.current`

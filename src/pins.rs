@@ -653,9 +653,12 @@ pub struct SortedCells {
 struct WalkLevel {
     dir: PathBuf,
     depth: usize,
-    /// Items of the current window by sort key (`name`, or `name/` for what is below it;
-    /// `.` at the root for the root itself), each with its name.
-    window: BTreeMap<Box<[u8]>, std::ffi::OsString>,
+    /// Items of the current window: `name`, or `name/` for what is below it (`.` at the
+    /// root for the root itself).
+    window: std::collections::BTreeSet<Box<[u8]>>,
+    /// The last directory taken as an item that has no directory below it: its `name/` item
+    /// is skipped (one read of each leaf directory, not two).
+    leaf: Option<Box<[u8]>>,
     /// The last item taken: the next window starts after it.
     bound: Option<Box<[u8]>>,
     /// The directory has items beyond the window.
@@ -667,7 +670,8 @@ impl WalkLevel {
         WalkLevel {
             dir,
             depth,
-            window: BTreeMap::new(),
+            window: std::collections::BTreeSet::new(),
+            leaf: None,
             bound: None,
             more: true,
         }
@@ -680,23 +684,23 @@ impl WalkLevel {
             return;
         };
         let (window, bound, more) = (&mut self.window, self.bound.as_deref(), &mut self.more);
-        let mut consider = |sort: &[u8], name: &std::ffi::OsStr| {
+        let mut consider = |sort: &[u8]| {
             if bound.is_some_and(|b| sort <= b) {
                 return;
             }
             if window.len() >= WALK_WINDOW {
                 *more = true;
-                match window.last_key_value() {
-                    Some((last, _)) if sort < &**last => {
+                match window.last() {
+                    Some(last) if sort < &**last => {
                         window.pop_last();
                     }
                     _ => return,
                 }
             }
-            window.insert(sort.into(), name.to_owned());
+            window.insert(sort.into());
         };
         if self.depth == 0 {
-            consider(b".", std::ffi::OsStr::new(""));
+            consider(b".");
         }
         let mut below = Vec::new();
         for e in entries.flatten() {
@@ -704,12 +708,12 @@ impl WalkLevel {
                 continue;
             }
             let name = e.file_name();
-            consider(name.as_bytes(), &name);
+            consider(name.as_bytes());
             if self.depth + 1 < WALK_MAX_DEPTH {
                 below.clear();
                 below.extend_from_slice(name.as_bytes());
                 below.push(b'/');
-                consider(&below, &name);
+                consider(&below);
             }
         }
     }
@@ -732,8 +736,9 @@ impl Iterator for SortedCells {
 
     fn next(&mut self) -> Option<Cell> {
         loop {
+            use std::os::unix::ffi::OsStrExt;
             let level = self.stack.last_mut()?;
-            let Some((sort, name)) = level.window.pop_first() else {
+            let Some(sort) = level.window.pop_first() else {
                 if level.more {
                     level.refill();
                 } else {
@@ -741,18 +746,24 @@ impl Iterator for SortedCells {
                 }
                 continue;
             };
-            let below = sort.last() == Some(&b'/');
             level.bound = Some(sort);
-            if below {
-                let next = WalkLevel::new(level.dir.join(&name), level.depth + 1);
+            let sort = level.bound.as_deref().expect("just set");
+            if let Some(name) = sort.strip_suffix(b"/") {
+                if level.leaf.as_deref() == Some(name) {
+                    continue;
+                }
+                let dir = level.dir.join(std::ffi::OsStr::from_bytes(name));
+                let next = WalkLevel::new(dir, level.depth + 1);
                 self.stack.push(next);
             } else {
-                let path = if name.is_empty() {
+                let path = if level.depth == 0 && sort == b"." {
                     level.dir.clone()
                 } else {
-                    level.dir.join(&name)
+                    level.dir.join(std::ffi::OsStr::from_bytes(sort))
                 };
-                if let Some(c) = Cell::at(&self.root, &path) {
+                let (cell, below) = Cell::scan(&self.root, &path);
+                level.leaf = (!below).then(|| sort.into());
+                if let Some(c) = cell {
                     return Some(c);
                 }
             }

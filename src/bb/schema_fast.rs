@@ -112,13 +112,17 @@ impl FastSchema {
         match c {
             Check::Type(mask) => type_bits(v) & mask != 0,
             Check::Required(names) => match v {
-                Value::Object(m) => names.iter().all(|n| m.contains_key(n)),
+                Value::Object(m) => names.iter().all(|n| small_get(m, n).is_some()),
                 _ => true,
             },
             Check::Properties(props) => match v {
-                Value::Object(m) => props
-                    .iter()
-                    .all(|(name, node)| m.get(name).is_none_or(|value| self.valid(*node, value))),
+                // From the instance's side (it has a few keys, the schema many): each key is
+                // looked up in the sorted properties; no hashing.
+                Value::Object(m) => m.iter().all(|(name, value)| {
+                    props
+                        .binary_search_by(|(p, _)| p.as_str().cmp(name))
+                        .map_or(true, |i| self.valid(props[i].1, value))
+                }),
                 _ => true,
             },
             Check::Enum(options) => options.iter().any(|o| json_equal(v, o)),
@@ -164,7 +168,7 @@ impl FastSchema {
                 by_value,
                 all,
             } => match v {
-                Value::Object(m) => match m.get(prop) {
+                Value::Object(m) => match small_get(m, prop) {
                     Some(Value::String(s)) => by_value
                         .get(s.as_str())
                         .is_none_or(|nodes| nodes.iter().all(|n| self.valid(*n, v))),
@@ -174,6 +178,16 @@ impl FastSchema {
             },
             Check::Ref(node) => self.valid(*node, v),
         }
+    }
+}
+
+/// `m.get(key)`, by a scan of the entries when there are few: cheaper than hashing the key
+/// (serde_json's maps hash with SipHash).
+fn small_get<'a>(m: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a Value> {
+    if m.len() <= 8 {
+        m.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        m.get(key)
     }
 }
 
@@ -286,6 +300,7 @@ impl Compiler<'_> {
                     for (name, s) in props {
                         out.push((name.clone(), self.node(s, &format!("{at}/{name}"))?));
                     }
+                    out.sort_by(|a, b| a.0.cmp(&b.0)); // looked up by binary search
                     Check::Properties(out)
                 }
                 "enum" => Check::Enum(

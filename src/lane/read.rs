@@ -313,6 +313,11 @@ fn canonical_string(text: &str, at: &mut usize) -> Option<String> {
             *at = end + 1;
             return Some(out);
         }
+        if out.capacity() == 0 {
+            // The first escape: the rest of the text bounds the string (`line`, the last
+            // field, nearly fills it), so it grows once instead of doubling along the way.
+            out.reserve(b.len() - run);
+        }
         out.push_str(&text[run..end]);
         let esc = *b.get(end + 1)?;
         i = end + 2;
