@@ -614,39 +614,31 @@ struct Known {
     finders: Vec<memchr::memmem::Finder<'static>>,
     /// The same forms in the order learned.
     forms: Vec<Vec<u8>>,
-    /// One automaton over `forms[..n]`, to tell in one pass over a line whether any of them
-    /// occurs (most lines hold none: one pass, not one per form); forms learned since are
-    /// looked for one by one until it is rebuilt.
-    any: Option<(aho_corasick::AhoCorasick, usize)>,
+    /// One automaton over the forms learned before the last rebuild, to tell in one pass over
+    /// a line whether any of them occurs (most lines hold none: one pass, not one per form).
+    any: Option<aho_corasick::AhoCorasick>,
+    /// Forms learned since the last rebuild, looked for one by one until the next.
+    fresh: Vec<memchr::memmem::Finder<'static>>,
 }
 
 impl Known {
     /// Whether any known form occurs in `b`.
     fn occurs(&self, b: &[u8]) -> bool {
-        let covered = match &self.any {
-            Some((ac, n)) => {
-                if ac.is_match(b) {
-                    return true;
-                }
-                *n
-            }
-            None => 0,
-        };
-        self.forms[covered..]
-            .iter()
-            .any(|f| memchr::memmem::find(b, f).is_some())
+        self.any.as_ref().is_some_and(|ac| ac.is_match(b))
+            || self.fresh.iter().any(|f| f.find(b).is_some())
     }
 
-    /// Rebuilds the automaton once the forms it misses are many (a quarter of those it has,
-    /// 16 at least): each rebuild costs a pass over all forms, so rebuilds thin out as the set
-    /// grows.
+    /// Rebuilds the automaton once the forms it misses are many (an eighth of those it has, 8
+    /// at least): each rebuild costs a pass over all forms, so rebuilds thin out as the set
+    /// grows, and a line is searched once plus at most that many times.
     fn maybe_rebuild(&mut self) {
-        let covered = self.any.as_ref().map_or(0, |(_, n)| *n);
-        if self.forms.len() - covered < (covered / 4).max(16) {
+        let covered = self.forms.len() - self.fresh.len();
+        if self.fresh.len() < (covered / 8).max(8) {
             return;
         }
         if let Ok(ac) = aho_corasick::AhoCorasick::new(&self.forms) {
-            self.any = Some((ac, self.forms.len()));
+            self.any = Some(ac);
+            self.fresh.clear();
         }
     }
 }
@@ -694,6 +686,7 @@ impl Secrets {
         }
         for f in forms {
             k.finders.push(memchr::memmem::Finder::new(&f).into_owned());
+            k.fresh.push(memchr::memmem::Finder::new(&f).into_owned());
             k.forms.push(f);
         }
         k.finders

@@ -23,19 +23,25 @@
 //!   [`MAX_SESSIONS`] sessions and [`MAX_PENDING`] held-back frames per session (past either,
 //!   the held-back frames are written to `_unscoped` and counted as overflow).
 //!
-//! Lane writes are off the forwarding path (issue 13): a forwarding task only queues the frame
-//! (its bytes shared, not copied) and forwards it. One writer thread owns everything else: the
-//! session routing below, redaction, JSON decoding of the frames that need it, and the lane
-//! files. Woken by an event, it lets a batch gather for [`COALESCE`], takes whatever is queued
-//! (up to [`WRITE_BATCH`] events), routes it, and appends it with one `write` per lane file
-//! touched before it takes the next batch. Seqs follow queue
-//! order, and a frame is queued before it is forwarded, so an effect still sorts after its
-//! cause and every lane is in `(run, seq)` order. The queue is bounded ([`QUEUE_EVENTS`] events,
-//! [`QUEUE_BYTES`] bytes of frames): when the writer falls behind, forwarding waits for it
-//! (backpressure); the queue never grows past its bound.
+//! Lane writes are off the forwarding path (issue 13). A WebSocket is relayed as raw bytes:
+//! the upgrade request goes to the hub as the client sent it, less `Sec-WebSocket-Extensions`
+//! (no compression is negotiated, so frames can be read back as they are), and after the
+//! switch each side's bytes are read in chunks and written on unchanged, no frame decoded or
+//! re-encoded; each chunk is queued before it is forwarded (its bytes shared, not copied).
+//! Long-polling and HTTP API bodies are queued the same way. One writer thread owns everything
+//! else: the WebSocket frame parsers ([`super::wsframe`]: unmasking, fragments, control frames,
+//! frames split across chunks), the session routing below, redaction, JSON decoding of the
+//! frames that need it, and the lane files. Woken by an event, it lets a batch gather for
+//! [`COALESCE`], takes whatever is queued (up to [`WRITE_BATCH`] events), routes it, and
+//! appends it with one `write` per lane file touched before it takes the next batch. Seqs
+//! follow queue order, and a chunk is queued before it is forwarded, so an effect still sorts
+//! after its cause and every lane is in `(run, seq)` order. The queue is bounded
+//! ([`QUEUE_EVENTS`] events, [`QUEUE_BYTES`] bytes): when the writer falls behind, forwarding
+//! waits for it (backpressure); the queue never grows past its bound.
 //!
-//! Crashes: SIGINT/SIGTERM stop accepting, close the open connections and write everything
-//! queued before the proxy exits; a browser, agent or hub that crashes loses nothing. A SIGKILL
+//! Crashes: SIGINT/SIGTERM stop accepting, close the open connections (a close frame, 1001,
+//! each way where no frame is partly through) and write everything queued before the proxy
+//! exits; a browser, agent or hub that crashes loses nothing. A SIGKILL
 //! (or crash) of the proxy itself loses the frames still queued, some of which may already have
 //! been forwarded: for each lane a tail, never a frame in the middle (normally the last few
 //! milliseconds of traffic, at most the queue bound). `tests/bridle.rs` checks both.
