@@ -29,12 +29,19 @@ pub struct Line<'a> {
 /// Lane files a writer keeps open at once.
 pub const MAX_OPEN_FILES: usize = 256;
 
+/// How many created scope folders a writer remembers (a `String` each) before forgetting them.
+const MAX_KNOWN_FOLDERS: usize = 4096;
+
 pub struct LaneWriter {
     root: PathBuf,
     run: i64,
     seq: std::sync::Arc<std::sync::atomic::AtomicU64>,
     last: u64,
     files: HashMap<(String, String), File>,
+    /// Scope folders this writer has created (or found): a file reopened after the
+    /// [`MAX_OPEN_FILES`] cap closed it skips the `mkdir` walk (a missing folder is still
+    /// recreated: the open's `NotFound` falls back to it). Cleared past [`MAX_KNOWN_FOLDERS`].
+    made: std::collections::HashSet<String>,
     /// Reusable per-file byte buffers for a batch.
     scratch: Vec<Vec<u8>>,
     failures: u64,
@@ -129,6 +136,7 @@ impl LaneWriter {
             seq: Default::default(),
             last: 0,
             files: HashMap::new(),
+            made: Default::default(),
             scratch: Vec::new(),
             failures: 0,
             redactor: None,
@@ -173,6 +181,7 @@ impl LaneWriter {
             seq: self.seq.clone(),
             last: 0,
             files: HashMap::new(),
+            made: Default::default(),
             scratch: Vec::new(),
             failures: 0,
             redactor: self.redactor.clone(),
@@ -310,13 +319,31 @@ impl LaneWriter {
                 self.files.clear();
             }
             let folder = self.root.join(scope);
-            create_dirs(&folder, dir_mode(self.file_mode))?;
+            let mode = self.file_mode;
+            if !self.made.contains(scope) {
+                create_dirs(&folder, dir_mode(mode))?;
+                if self.made.len() >= MAX_KNOWN_FOLDERS {
+                    self.made.clear();
+                }
+                self.made.insert(scope.to_string());
+            }
             use std::os::unix::fs::OpenOptionsExt;
-            let file = OpenOptions::new()
-                .mode(self.file_mode)
-                .create(true)
-                .append(true)
-                .open(folder.join(format!("{dir}.ndjson")))?;
+            let path = folder.join(format!("{dir}.ndjson"));
+            let open = || {
+                OpenOptions::new()
+                    .mode(mode)
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+            };
+            let file = match open() {
+                // The folder went away since this writer made it: make it again.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    create_dirs(&folder, dir_mode(mode))?;
+                    open()?
+                }
+                r => r?,
+            };
             self.files.insert(key.clone(), file);
         }
         self.files
