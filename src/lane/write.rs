@@ -717,6 +717,40 @@ mod tests {
     }
 
     #[test]
+    fn reopened_lane_recreates_a_folder_removed_after_it_was_made() {
+        // Past MAX_OPEN_FILES the writer closes its files and reopens them on demand without
+        // the mkdir walk for folders it made; a folder removed meanwhile must come back.
+        let t = tempfile::tempdir().unwrap();
+        let mut w = LaneWriter::with_run(t.path(), 1).unwrap();
+        let scopes: Vec<String> = (0..=MAX_OPEN_FILES).map(|i| format!("s{i}")).collect();
+        for s in &scopes {
+            w.append(Line {
+                scope: Some(s),
+                dir: "up",
+                bytes: b"x",
+            });
+        }
+        std::fs::remove_dir_all(t.path().join("s0")).unwrap();
+        w.append(Line {
+            scope: Some("s0"),
+            dir: "up",
+            bytes: b"y",
+        });
+        assert_eq!(w.failures, 0);
+        let text = std::fs::read_to_string(t.path().join("s0/up.ndjson")).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.contains("\"line\":\"y\""), "{text}");
+        // A folder still there is reused: the lane keeps its earlier line.
+        w.append(Line {
+            scope: Some("s1"),
+            dir: "up",
+            bytes: b"z",
+        });
+        let text = std::fs::read_to_string(t.path().join("s1/up.ndjson")).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+    }
+
+    #[test]
     fn writes_scoped_lanes_with_one_seq_counter() {
         let t = tempfile::tempdir().unwrap();
         let mut w = LaneWriter::with_run(t.path(), 42).unwrap();
