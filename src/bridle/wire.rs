@@ -147,7 +147,7 @@ impl SioType {
 pub const MAX_ATTACHMENTS: u32 = 10;
 
 /// Event names the JS decoder refuses (`RESERVED_EVENTS` of socket.io-parser).
-const RESERVED_EVENTS: [&str; 6] = [
+pub const RESERVED_EVENTS: [&str; 6] = [
     "connect",
     "connect_error",
     "disconnect",

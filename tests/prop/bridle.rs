@@ -47,15 +47,7 @@ fn packet() -> impl Strategy<Value = SioPacket> {
         prop::collection::vec(json(2), 0..3),
         // A name the JS decoder takes (reserved ones are refused).
         text(10).prop_filter("not a reserved event name", |n| {
-            ![
-                "connect",
-                "connect_error",
-                "disconnect",
-                "disconnecting",
-                "newListener",
-                "removeListener",
-            ]
-            .contains(&n.as_str())
+            !bridgewire::bridle::wire::RESERVED_EVENTS.contains(&n.as_str())
         }),
     )
         .prop_map(|(kind, nsp, ack, attachments, obj, args, name)| {
