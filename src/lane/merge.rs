@@ -7,6 +7,8 @@
 //! lane order, which is exactly the stable sort's result. A lane out of order (hand-edited, or
 //! two processes appending one thread at once) falls back to an in-memory stable sort, with a
 //! warning, so the order is still bb's.
+//! So does a lane with a line longer than the pre-scan's head whose key the head cannot show
+//! (`run`/`seq` after a long field, or repeated past the head): its order was not checked.
 
 use super::read::{LaneError, LaneReader, parse_entry, peek_key};
 use super::{Entry, SeqKey};
@@ -135,10 +137,17 @@ impl MergedEntries {
                 }
             };
             match lane_is_sorted(&mut source).and_then(|s| source.rewind().map(|()| s)) {
-                Ok(true) => {}
-                Ok(false) => {
+                Ok(PreScan::Sorted) => {}
+                Ok(PreScan::Unsorted) => {
                     report.warnings.push(format!(
                         "{}: entries are not in (run, seq) order; sorting the cell in memory",
+                        lane.path.display()
+                    ));
+                    sorted = false;
+                }
+                Ok(PreScan::Unseen(line)) => {
+                    report.warnings.push(format!(
+                        "{}:{line}: this line's (run, seq) is not in its first {HEAD} bytes; sorting the cell in memory",
                         lane.path.display()
                     ));
                     sorted = false;
@@ -238,57 +247,121 @@ impl Iterator for MergedEntries {
     }
 }
 
+/// How much of each line the pre-scan keeps.
+const HEAD: usize = 4096;
+
+/// What the pre-scan found.
+#[derive(Debug, PartialEq)]
+enum PreScan {
+    /// Every key seen is in non-decreasing `(run, seq)` order.
+    Sorted,
+    Unsorted,
+    /// Line N (1-based) is longer than [`HEAD`] and its key cannot be read from the head alone
+    /// (`run`/`seq` after a long field, or repeated past the head: the full parse takes the
+    /// last). Streaming would trust an order nobody checked, so the cell is sorted in memory.
+    Unseen(usize),
+}
+
 /// Pre-scan: is the lane in non-decreasing `(run, seq)` order? Unparsable lines are ignored
 /// here; the real read reports them.
-fn lane_is_sorted(reader: &mut impl BufRead) -> std::io::Result<bool> {
+fn lane_is_sorted(reader: &mut impl BufRead) -> std::io::Result<PreScan> {
     let mut prev: Option<SeqKey> = None;
     let mut buf = Vec::new();
+    let mut line_no = 0;
     loop {
         buf.clear();
-        // Bound the memory of the pre-scan too: only the head of a line is needed.
-        let n = read_line_head(reader, &mut buf, 4096)?;
-        if n == 0 {
-            return Ok(true);
+        line_no += 1;
+        // Bound the memory of the pre-scan too: only the head of a line is kept.
+        let head = read_line_head(reader, &mut buf, HEAD)?;
+        if head.consumed == 0 {
+            return Ok(PreScan::Sorted);
         }
-        let key = peek_key(&buf).or_else(|| {
-            if buf.len() < 4096 {
-                parse_entry(&buf, None).ok().map(|e| e.key())
-            } else {
-                None
+        let key = if head.truncated {
+            match peek_key(&buf) {
+                Some(k) if !head.key_in_tail => k,
+                _ => return Ok(PreScan::Unseen(line_no)),
             }
-        });
-        if let Some(k) = key {
-            if prev.is_some_and(|p| k.cmp(&p).is_lt()) {
-                return Ok(false);
+        } else {
+            match peek_key(&buf).or_else(|| parse_entry(&buf, None).ok().map(|e| e.key())) {
+                Some(k) => k,
+                None => continue,
             }
-            prev = Some(k);
+        };
+        if prev.is_some_and(|p| key.cmp(&p).is_lt()) {
+            return Ok(PreScan::Unsorted);
         }
+        prev = Some(key);
     }
 }
 
-/// Reads one line, keeping at most `keep` bytes of it; returns the bytes consumed.
-fn read_line_head<R: BufRead>(r: &mut R, out: &mut Vec<u8>, keep: usize) -> std::io::Result<usize> {
-    let mut consumed = 0;
+/// One line as [`read_line_head`] saw it.
+struct LineHead {
+    /// Bytes consumed, the newline included (0 at the end of input).
+    consumed: usize,
+    /// The line was longer than the bytes kept.
+    truncated: bool,
+    /// A `"run"` or `"seq"` token occurs in the bytes not kept (or across the cut): the key
+    /// the full parse would take may not be the head's.
+    key_in_tail: bool,
+}
+
+/// Reads one line, keeping at most `keep` bytes of it and watching the rest for `run`/`seq`
+/// key tokens.
+fn read_line_head<R: BufRead>(
+    r: &mut R,
+    out: &mut Vec<u8>,
+    keep: usize,
+) -> std::io::Result<LineHead> {
+    const TOKENS: [&[u8]; 2] = [b"\"run\"", b"\"seq\""];
+    let has_token = |hay: &[u8]| {
+        TOKENS
+            .iter()
+            .any(|t| memchr::memmem::find(hay, t).is_some())
+    };
+    let mut head = LineHead {
+        consumed: 0,
+        truncated: false,
+        key_in_tail: false,
+    };
+    // The last bytes before the part being scanned, so a token cut across reads (or across
+    // the head's end) is still seen.
+    let mut carry: Vec<u8> = Vec::new();
     loop {
         let chunk = r.fill_buf()?;
         if chunk.is_empty() {
-            return Ok(consumed);
+            return Ok(head);
         }
         let (take, done) = match memchr::memchr(b'\n', chunk) {
             Some(i) => (i + 1, true),
             None => (chunk.len(), false),
         };
-        let room = keep.saturating_sub(out.len());
         let content = if done {
             &chunk[..take - 1]
         } else {
             &chunk[..take]
         };
-        out.extend_from_slice(&content[..content.len().min(room)]);
+        let room = keep.saturating_sub(out.len());
+        let kept = content.len().min(room);
+        out.extend_from_slice(&content[..kept]);
+        let tail = &content[kept..];
+        if !tail.is_empty() {
+            if !head.truncated {
+                head.truncated = true;
+                carry.extend_from_slice(&out[out.len().saturating_sub(4)..]);
+            }
+            if !head.key_in_tail {
+                let mut seam = std::mem::take(&mut carry);
+                seam.extend_from_slice(&tail[..tail.len().min(4)]);
+                head.key_in_tail = has_token(&seam) || has_token(tail);
+                // The next seam starts with the last 4 bytes scanned so far.
+                seam.extend_from_slice(&tail[tail.len().saturating_sub(4)..]);
+                carry = seam[seam.len().saturating_sub(4)..].to_vec();
+            }
+        }
         r.consume(take);
-        consumed += take;
+        head.consumed += take;
         if done {
-            return Ok(consumed);
+            return Ok(head);
         }
     }
 }
@@ -335,6 +408,96 @@ mod tests {
         );
         let lines: Vec<String> = MergedEntries::open(&[a, b]).map(|e| e.line).collect();
         assert_eq!(lines, ["1/1", "1/2", "1/5", "1/5", "1/5.5", "2/0.5", "2/1"]);
+    }
+
+    /// A long line whose `run`/`seq` the pre-scan's head cannot show must not be streamed on
+    /// trust: the lane is out of order, and only the full parse can tell.
+    #[test]
+    fn keys_past_the_head_of_a_long_line_are_not_trusted() {
+        let t = tempfile::tempdir().unwrap();
+        let long = "x".repeat(3 * HEAD);
+        let cases: [(&str, String); 3] = [
+            // `run`/`seq` after the long `line`.
+            (
+                "after",
+                format!("{{\"ts\":0,\"dir\":\"x\",\"line\":\"{long}\",\"run\":1,\"seq\":3}}"),
+            ),
+            // A repeated `seq` past the head: the full parse takes the last one (3).
+            (
+                "repeated",
+                format!(
+                    "{{\"ts\":0,\"run\":1,\"seq\":0,\"dir\":\"x\",\"line\":\"{long}\",\"seq\":3}}"
+                ),
+            ),
+            // The repeated key cut across the head's end (`"s` kept, `eq"` not).
+            (
+                "seam",
+                format!(
+                    "{{\"ts\":0,\"run\":1,\"seq\":0,\"dir\":\"x\",\"line\":\"{}\",\"seq\":3}}",
+                    "y".repeat(HEAD - 2 - 2 - 42)
+                ),
+            ),
+        ];
+        for (name, first) in cases {
+            let path = t.path().join(name);
+            let mut f = File::create(&path).unwrap();
+            writeln!(f, "{first}").unwrap();
+            writeln!(
+                f,
+                "{{\"ts\":0,\"run\":1,\"seq\":1,\"dir\":\"x\",\"line\":\"1/1\"}}"
+            )
+            .unwrap();
+            drop(f);
+            let a = LaneFile {
+                dir: "x".into(),
+                path,
+            };
+            let b = lane(&t, &format!("{name}-b"), "y", &[(1.0, 2.0)]);
+            let mut m = MergedEntries::open(&[a, b]);
+            let seqs: Vec<f64> = m.by_ref().map(|e| e.seq).collect();
+            assert_eq!(seqs, [1.0, 2.0, 3.0], "{name}");
+            assert_eq!(
+                m.report().warnings.len(),
+                1,
+                "{name}: {:?}",
+                m.report().warnings
+            );
+            assert!(
+                m.report().warnings[0].contains(":1:"),
+                "{name}: {:?}",
+                m.report().warnings
+            );
+        }
+    }
+
+    /// A long line whose key is in its head (the recorder's layout) keeps the streaming path.
+    #[test]
+    fn a_long_line_with_its_key_in_the_head_streams() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("a");
+        let mut f = File::create(&path).unwrap();
+        let long = "z".repeat(3 * HEAD);
+        writeln!(
+            f,
+            "{{\"ts\":0,\"run\":1,\"seq\":1,\"dir\":\"x\",\"line\":\"{long}\"}}"
+        )
+        .unwrap();
+        writeln!(
+            f,
+            "{{\"ts\":0,\"run\":1,\"seq\":3,\"dir\":\"x\",\"line\":\"\\\"seq\\\": text\"}}"
+        )
+        .unwrap();
+        drop(f);
+        let a = LaneFile {
+            dir: "x".into(),
+            path,
+        };
+        let b = lane(&t, "b", "y", &[(1.0, 2.0)]);
+        let mut m = MergedEntries::open(&[a, b]);
+        assert!(matches!(m.mode, Mode::Stream { .. }));
+        let seqs: Vec<f64> = m.by_ref().map(|e| e.seq).collect();
+        assert_eq!(seqs, [1.0, 2.0, 3.0]);
+        assert!(m.report().warnings.is_empty(), "{:?}", m.report().warnings);
     }
 
     #[test]
