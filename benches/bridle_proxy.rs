@@ -13,9 +13,13 @@
 //! the path's own latency) with each proxy's added p50/p99 and frames/s ratio against the
 //! direct run of the same round, the goals, and the load average.
 
+#[path = "common.rs"]
+mod common;
+
 use bridgewire::bridle::spawn::{ChildGuard, parse_address};
 use bridgewire::bridle::transport::{Options, Socket};
 use bridgewire::bridle::{AGENT_NSP, CLIENT_NSP, sign_jwt, text_parts};
+use common::{load_average, median};
 use serde_json::json;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -177,17 +181,6 @@ fn cpu_seconds(pid: u32) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     (ticks(11) + ticks(12)) / hz
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn record_bridle(exe: PathBuf, hub: &str, dir: PathBuf, name: &str, extra: &[&str]) -> Target {

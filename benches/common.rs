@@ -9,20 +9,46 @@ pub const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
 
 /// Runs a shell pipeline `reps` times; returns the median wall time.
 pub fn time_sh(script: &str, reps: usize) -> Duration {
-    let mut times: Vec<Duration> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            let st = Command::new("sh")
-                .arg("-c")
-                .arg(script)
-                .status()
-                .expect("sh");
-            assert!(st.success(), "benchmark step failed: {script}");
-            t.elapsed()
-        })
-        .collect();
+    let mut times: Vec<Duration> = (0..reps).map(|_| time_sh_cpu(script).0).collect();
     times.sort();
     times[times.len() / 2]
+}
+
+/// Runs a shell pipeline once: its wall time and the CPU seconds (user + sys) of all its
+/// processes. Panics if it fails.
+pub fn time_sh_cpu(script: &str) -> (Duration, f64) {
+    let before = children_cpu();
+    let t = Instant::now();
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .status()
+        .expect("sh");
+    let wall = t.elapsed();
+    assert!(st.success(), "benchmark step failed: {script}");
+    (wall, children_cpu() - before)
+}
+
+/// User + system CPU seconds of every waited-for descendant so far.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage fills a struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// The middle value (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The 1, 5 and 15 minute load averages, as printed beside every measured figure.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// Runs a command, returning (wall time, peak RSS in KiB) measured with wait4(2).

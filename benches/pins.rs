@@ -262,17 +262,6 @@ fn wall_cpu_rss(cmd: &mut Command) -> (f64, f64, u64) {
     (u.wall.as_secs_f64(), u.cpu_s, u.rss_kib)
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// `jq -c .` over every lane of `dir`: one jq per 2000 files, one after the other; summed.
 fn jq_over(dir: &Path) -> (f64, f64) {
     let lanes = lane_files(dir);

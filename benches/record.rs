@@ -82,29 +82,24 @@ fn main() {
     let reps = arg("--reps", 5) as usize;
     let mut walls: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
     let mut cpus: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
-    println!("load average before: {}", loadavg());
+    println!("load average before: {}", load_average());
     for _ in 0..reps {
         for (i, (_, script)) in runs.iter().enumerate() {
             let (wall, cpu) = time_sh_cpu(script);
-            walls[i].push(wall);
+            walls[i].push(wall.as_secs_f64());
             cpus[i].push(cpu);
         }
     }
-    println!("load average after: {}", loadavg());
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
-    let (tee_wall, tee_cpu) = (median(&walls[1]), median(&cpus[1]));
-    let (pipe_wall, pipe_cpu) = (median(&walls[0]), median(&cpus[0]));
+    println!("load average after: {}", load_average());
+    let (tee_wall, tee_cpu) = (median(walls[1].clone()), median(cpus[1].clone()));
+    let (pipe_wall, pipe_cpu) = (median(walls[0].clone()), median(cpus[0].clone()));
     println!();
     println!(
         "| run ({reps} interleaved runs, medians) | wall s | MiB/s | vs tee (wall) | vs pipe (wall) | CPU s | vs tee (CPU) | vs pipe (CPU) |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (i, (name, _)) in runs.iter().enumerate() {
-        let (w, c) = (median(&walls[i]), median(&cpus[i]));
+        let (w, c) = (median(walls[i].clone()), median(cpus[i].clone()));
         println!(
             "| {name} | {w:.2} | {:.0} | {:.2} | {:.2} | {c:.2} | {:.2} | {:.2} |",
             bytes as f64 / 1048576.0 / w,
@@ -140,35 +135,6 @@ fn main() {
         pct(&recorded, 0.5) - pct(&direct, 0.5),
         pct(&recorded, 0.99) - pct(&direct, 0.99)
     );
-}
-
-/// Runs a shell pipeline once: (wall seconds, CPU seconds of all its processes).
-fn time_sh_cpu(script: &str) -> (f64, f64) {
-    let before = children_cpu();
-    let t = Instant::now();
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .status()
-        .expect("sh");
-    let wall = t.elapsed().as_secs_f64();
-    assert!(st.success(), "benchmark step failed: {script}");
-    (wall, children_cpu() - before)
-}
-
-/// User + system CPU seconds of every waited-for descendant so far.
-fn children_cpu() -> f64 {
-    // SAFETY: getrusage fills a struct we own.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
 }
 
 /// Writes JSON-RPC lines of mixed size until `target` bytes.

@@ -39,11 +39,6 @@ fn replay(fixed: bool) -> (f64, serde_json::Value) {
     (wall, doc)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rounds: usize = args
