@@ -122,48 +122,47 @@ proptest! {
 mod gaps_and_regressions {
     use super::*;
 
+    /// Redacts `line` with fresh secrets and fails if `secret` is still in the output.
+    fn assert_redacted(line: &[u8], secret: &[u8]) {
+        let out = Secrets::new()
+            .redact_bytes(line)
+            .unwrap_or_else(|| line.to_vec());
+        assert!(
+            memchr::memmem::find(&out, secret).is_none(),
+            "secret kept in {}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+
     /// Found by `planted_secrets_are_removed` (shrunk input: a valid object followed by one
     /// byte, `0x0e`): the byte-level pass gave up on trailing bytes and the line was written
     /// with its `apiKey` in clear. Fixed (`bytes_pass` applies what it found, fail closed); a
     /// regression test, not a gap, since.
     #[test]
     fn a_secret_before_trailing_bytes_is_redacted() {
-        let line = &b"{\"x\":null,\"apiKey\":\"a0aaaaa00a\"}\x0e"[..];
-        let out = Secrets::new()
-            .redact_bytes(line)
-            .unwrap_or_else(|| line.to_vec());
-        assert!(
-            memchr::memmem::find(&out, b"a0aaaaa00a").is_none(),
-            "secret kept in {}",
-            String::from_utf8_lossy(&out)
-        );
+        assert_redacted(b"{\"x\":null,\"apiKey\":\"a0aaaaa00a\"}\x0e", b"a0aaaaa00a");
     }
 
-    /// Still open: the key pre-filter (`rpc_scan::any_key`, and the recorder's fused
-    /// `scan_line` that must agree with it) answers "no key" for a line that is not one JSON
-    /// value, so these lines never reach the (now fail-closed) byte-level pass: a second value
-    /// after the first, a malformed member after the secret. Reported.
+    /// Found the same way: the key pre-filter (`rpc_scan::any_key`, and the recorder's fused
+    /// `scan_line` that must agree with it) answered "no key" for a line that is not one JSON
+    /// value (a second value after the first, a malformed member after the secret), so these
+    /// lines never reached the byte-level pass. Fixed (such a line with any string goes to the
+    /// full pass); a regression test since.
     #[test]
     fn a_secret_in_a_line_that_is_not_one_json_value_is_redacted() {
         for line in [
             &b"{\"a\":1}{\"apiKey\":\"a0aaaaa00a\"}"[..],
             b"{\"apiKey\":\"a0aaaaa00a\", oops}",
         ] {
-            let out = Secrets::new()
-                .redact_bytes(line)
-                .unwrap_or_else(|| line.to_vec());
-            assert!(
-                memchr::memmem::find(&out, b"a0aaaaa00a").is_none(),
-                "secret kept in {}",
-                String::from_utf8_lossy(&out)
-            );
+            assert_redacted(line, b"a0aaaaa00a");
         }
     }
 
     /// Found by `planted_secrets_are_removed` (shrunk: `apiKey` under 33 `{"a":[` levels): a
     /// secret deeper than the structural pass's depth (64) is redacted in its line (the
-    /// subtree is replaced whole) but not learned, so it is written in clear in later lines.
-    /// Not fixed here (`src/redact.rs` is `sec`'s); reported.
+    /// subtree is replaced whole) but was not learned, so it was written in clear in later
+    /// lines. Fixed (a secret-named key is learned past the depth bound too); a regression
+    /// test since.
     #[test]
     fn a_deep_secret_is_learned_for_later_lines() {
         let line = format!(
