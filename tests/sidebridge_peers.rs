@@ -429,6 +429,67 @@ fn rows() -> Vec<Row> {
             Exact(&["SB-S1:skipped", "SB-R12:skipped"]),
             1,
         ),
+        // SB-R2: decoding is SB-D1's; a 5xx or an ended session is SB-R2's own cause, and a
+        // rule whose own sub-check fails still fails beside SB-D1.
+        row(
+            "500 to an empty send",
+            &["--flaw", "empty-send-500"],
+            true,
+            &[],
+            Exact(&["SB-R2:fail"]),
+            1,
+        ),
+        row(
+            "empty send ends the session",
+            &["--flaw", "empty-send-ends"],
+            true,
+            &[],
+            Exact(&["SB-R2:fail"]),
+            1,
+        ),
+        row(
+            "HTML page to an empty send",
+            &["--flaw", "empty-send-html"],
+            true,
+            &[],
+            Exact(&["SB-D1:fail", "SB-R2:skipped"]),
+            1,
+        ),
+        row(
+            "500 HTML page to an empty send",
+            &["--flaw", "empty-send-html-500"],
+            true,
+            &[],
+            Exact(&["SB-D1:fail", "SB-R2:fail", "SB-D9:fail"]),
+            1,
+        ),
+        // SB-H1's own cause: no HTTP reply at all (no status to record); SB-D1 fails on the
+        // same exchange (a reply not received completely).
+        row(
+            "hangs up on the new-chat session start",
+            &["--flaw", "hangup-second-post"],
+            true,
+            &[],
+            Exact(&["SB-H1:fail", "SB-D1:fail"]),
+            1,
+        ),
+        // Legal: a nudge to the empty send, a 201 with a greeting at session start.
+        row(
+            "nudge on an empty send",
+            &["--oddity", "empty-send-nudge"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "201 with a greeting at session start",
+            &["--oddity", "start-201"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
         // The endpoint redirects with 301: SB-H3 fails, nothing else is judged on a redirect.
         row(
             "301 redirect",
@@ -438,17 +499,18 @@ fn rows() -> Vec<Row> {
             AllBut(&[]),
             1,
         ),
-        // Random bytes: nothing decodes. SB-D1 carries it; SB-H1 and SB-R2 assert decoding
-        // themselves (the catalogue), SB-R10 sees a 200 to malformed JSON; every other rule
-        // that needs a reply's content is skipped naming SB-D1, SB-R9 (INFO) records nothing.
+        // Random bytes: nothing decodes. SB-D1 carries it; SB-H1 and SB-R2 show their decode
+        // sub-check skipped naming SB-D1 (they got an HTTP reply, no 5xx), SB-R10 sees a 200
+        // to malformed JSON; every other rule that needs a reply's content is skipped naming
+        // SB-D1, SB-R9 (INFO) records nothing.
         row(
             "random bytes",
             &["--flaw", "random-bytes"],
             false,
             &[],
             Exact(&[
-                "SB-H1:fail",
-                "SB-R2:fail",
+                "SB-H1:skipped",
+                "SB-R2:skipped",
                 "SB-R10:fail",
                 "SB-D1:fail",
                 "SB-A4:skipped",
@@ -666,6 +728,25 @@ fn independent_peers_get_exactly_their_verdicts() {
             "SB-D1 carries that fault",
         ),
         ("random bytes", "SB-R4", "SB-D1 carries that fault"),
+        ("random bytes", "SB-H1", "SB-D1 carries that fault"),
+        ("random bytes", "SB-R2", "SB-D1 carries that fault"),
+        (
+            "HTML page to an empty send",
+            "SB-R2",
+            "SB-D1 carries that fault",
+        ),
+        ("500 to an empty send", "SB-R2", "status 500"),
+        ("500 HTML page to an empty send", "SB-R2", "status 500"),
+        (
+            "empty send ends the session",
+            "SB-R2",
+            "the empty send ended the session",
+        ),
+        (
+            "hangs up on the new-chat session start",
+            "SB-H1",
+            "no HTTP reply",
+        ),
         ("random bytes", "SB-R5", "SB-D1 carries that fault"),
         (
             "undecodable 200 to an unexpected key",
@@ -699,8 +780,88 @@ fn independent_peers_get_exactly_their_verdicts() {
             problems.push(format!("{name}: {id} detail lacks {needle:?}: {d:?}"));
         }
     }
+    // Every sub-check is run and shown: the decode sub-check of SB-H1 and SB-R2 is skipped
+    // naming SB-D1 on an unreadable reply, passed on a readable one, whatever the rule's
+    // verdict; SB-R2's own sub-checks still decide when they fail.
+    let subcheck = |name: &str, id: &str, sub: &str| -> (String, String) {
+        results
+            .iter()
+            .find(|(r, _)| r.name == name)
+            .and_then(|(_, (_, v, _))| {
+                let x = v["verdicts"].as_array()?.iter().find(|x| x["id"] == id)?;
+                let c = x["subchecks"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["name"] == sub)?;
+                Some((
+                    c["status"].as_str()?.to_string(),
+                    c["evidence"].as_str()?.to_string(),
+                ))
+            })
+            .unwrap_or_default()
+    };
+    for (name, id, sub, status, needle) in [
+        ("random bytes", "SB-H1", "decodes", "skipped", "SB-D1"),
+        ("random bytes", "SB-H1", "status", "pass", "status 200"),
+        ("random bytes", "SB-R2", "decodes", "skipped", "SB-D1"),
+        ("random bytes", "SB-R2", "no-5xx", "pass", "status 200"),
+        ("random bytes", "SB-R2", "not-ended", "skipped", "SB-D1"),
+        ("500 to an empty send", "SB-R2", "decodes", "pass", ""),
+        (
+            "500 to an empty send",
+            "SB-R2",
+            "no-5xx",
+            "fail",
+            "status 500",
+        ),
+        (
+            "500 HTML page to an empty send",
+            "SB-R2",
+            "decodes",
+            "skipped",
+            "SB-D1",
+        ),
+        (
+            "500 HTML page to an empty send",
+            "SB-R2",
+            "no-5xx",
+            "fail",
+            "status 500",
+        ),
+        (
+            "hangs up on the new-chat session start",
+            "SB-H1",
+            "status",
+            "fail",
+            "no HTTP reply",
+        ),
+        ("correct", "SB-H1", "decodes", "pass", ""),
+        (
+            "201 with a greeting at session start",
+            "SB-H1",
+            "status",
+            "pass",
+            "status 201",
+        ),
+        (
+            "nudge on an empty send",
+            "SB-R2",
+            "not-ended",
+            "pass",
+            "1 message",
+        ),
+    ] {
+        let (got, evidence) = subcheck(name, id, sub);
+        if got != status || !evidence.contains(needle) {
+            problems.push(format!(
+                "{name}: {id} sub-check {sub}: expected {status} with {needle:?}, got {got:?} {evidence:?}"
+            ));
+        }
+    }
     // The legal oddities pass their rule without a warning.
     for (name, id) in [
+        ("nudge on an empty send", "SB-R2"),
+        ("201 with a greeting at session start", "SB-H1"),
         ("endSession false", "SB-R4"),
         ("405 to OPTIONS", "SB-H5"),
         ("no-op reply to odd requests", "SB-R9"),

@@ -54,6 +54,11 @@ FLAWS = {
     "private-start-html": "SB-D1 (SB-S3 skipped): the session start of a chat in private mode gets a 200 HTML page",
     "no-history-html": "SB-D1 (SB-R6, SB-S2 skipped): a send without history gets a 200 HTML page",
     "html-not-post": "SB-H4: GET/PUT/HEAD get 405 with Allow: POST and an HTML body",
+    "empty-send-500": "SB-R2: an empty send gets a 500 with a Side Bridge body",
+    "empty-send-ends": "SB-R2: an empty send ends the session",
+    "empty-send-html": "SB-D1 (SB-R2 skipped): an empty send gets a 200 HTML page",
+    "empty-send-html-500": "SB-R2 (its 5xx), SB-D1, SB-D9: an empty send gets a 500 HTML page",
+    "hangup-second-post": "SB-H1, SB-D1: the second POST of the run (the new-chat session start) gets no reply, the connection is closed",
 }
 ODDITIES = {
     "chunked": "every reply in chunked transfer encoding",
@@ -66,6 +71,8 @@ ODDITIES = {
     "options-405": "OPTIONS gets 405 with Allow: POST and an empty Side Bridge body",
     "odd-noop": "a request it cannot place (no chatId, version 2.0, empty, null) gets 200 {}",
     "options-501": "OPTIONS gets the standard library's own 501 HTML page (no do_OPTIONS)",
+    "empty-send-nudge": "an empty send gets a system message asking for text and \"endSession\": false",
+    "start-201": "every session start is answered 201 Created with a system greeting",
 }
 
 HTML = b"<html><body><h1>Internal error</h1></body></html>"
@@ -100,6 +107,7 @@ class State:
         self.oddities = set(oddities)
         self.chats = {}
         self.lock = threading.Lock()
+        self.posts = 0
 
     def chat(self, cid):
         c = self.chats.setdefault(cid.upper(), Chat())
@@ -210,6 +218,12 @@ class Handler(BaseHTTPRequestHandler):
         st = self.st
         raw = self.drain()
         path = self.path.split("?")[0]
+        with st.lock:
+            st.posts += 1
+            n = st.posts
+        if n == 2 and "hangup-second-post" in st.flaws:
+            self.close_connection = True
+            return
         if path == "/" and "redirect-301" in st.flaws:
             return self.send_bytes(301, b"", extra=[("Location", "/bridge")])
         if path == "/" and "redirect-307" in st.oddities:
@@ -287,9 +301,23 @@ class Handler(BaseHTTPRequestHandler):
         if msgs is None:  # session start
             if chat.ended:
                 return self.reply(200, [message(st, "system", "This conversation is closed.")], {"endSession": True})
+            if "start-201" in st.oddities:
+                return self.reply(201, [message(st, "system", "Welcome to the peer bridge.")],
+                                  {"disableSendHistory": True} if chat.private else None)
             return self.reply(200, None, {"disableSendHistory": True} if chat.private else None)
         if chat.ended:
             return self.reply(200, [message(st, "system", "This conversation is closed.")], {"endSession": True})
+        if msgs and all(not m.get("content", "").strip() for m in msgs):
+            if "empty-send-500" in st.flaws:
+                return self.error(500, "Nothing to answer.")
+            if "empty-send-ends" in st.flaws:
+                return self.error(200, "Nothing to answer, goodbye.", end=True)
+            if "empty-send-html" in st.flaws:
+                return self.send_bytes(200, HTML, ctype="text/html")
+            if "empty-send-html-500" in st.flaws:
+                return self.send_bytes(500, HTML, ctype="text/html")
+            if "empty-send-nudge" in st.oddities:
+                return self.reply(200, [message(st, "system", "Type a message first.")], {"endSession": False})
         out, opts = [], {}
         for m in msgs:
             text = m.get("content", "").strip()
