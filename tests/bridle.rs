@@ -10,6 +10,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
+mod common;
+
 /// A child process killed (with its group) and reaped on drop.
 struct Proc {
     child: Child,
@@ -46,27 +48,12 @@ impl Drop for Proc {
     }
 }
 
-fn node_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node")
-}
+use common::need::node_dir;
 
-/// Whether the npm packages are installed. Absent: skip with a message locally, fail under CI.
-fn node_ready() -> bool {
-    if node_dir().join("node_modules/socket.io").is_dir()
-        && node_dir().join("node_modules/socket.io-client").is_dir()
-    {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "tests/node/node_modules is missing under CI: run `npm ci --prefix tests/node` first"
-        );
-    }
-    eprintln!(
-        "SKIPPED: tests/node/node_modules is absent (run `npm ci --prefix tests/node`); \
-         the interop test needs the canonical socket.io packages"
-    );
-    false
+/// Whether node and the canonical socket.io packages are there for `test`; absent: a panic
+/// under CI, else a visible SKIPPED line ([`common::need`]).
+fn node_ready(test: &str) -> bool {
+    common::need::node_packages(test, &["socket.io", "socket.io-client"])
 }
 
 fn node(script: &str) -> Command {
@@ -89,7 +76,7 @@ const W: Duration = Duration::from_secs(5);
 /// (`0[]`: a CONNECT whose payload is no object) is an invalid frame naming the frame.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_and_malformed_packets_from_a_canonical_server_are_named() {
-    if !node_ready() {
+    if !node_ready("odd_and_malformed_packets_from_a_canonical_server_are_named") {
         return;
     }
     let server = Proc::spawn(node("sio-echo-server.js"));
@@ -113,7 +100,7 @@ async fn odd_and_malformed_packets_from_a_canonical_server_are_named() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_interops_with_canonical_socket_io_server() {
-    if !node_ready() {
+    if !node_ready("client_interops_with_canonical_socket_io_server") {
         return;
     }
     let server = Proc::spawn(node("sio-echo-server.js"));
@@ -246,7 +233,7 @@ fn spawn_agent(url: &str, agent_id: &str, brk: Option<&str>) -> Proc {
 
 #[test]
 fn canonical_socket_io_client_against_reference_hub() {
-    if !node_ready() {
+    if !node_ready("canonical_socket_io_client_against_reference_hub") {
         return;
     }
     let (_hub, url) = spawn_hub(None);
@@ -665,7 +652,10 @@ async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
             .starts_with("You said: hello")
     );
     // The canonical client through the proxy: long-polling, then the WebSocket upgrade.
-    if node_ready() {
+    let canonical = node_ready(
+        "record_bridle_tees_every_frame_into_scoped_redacted_lanes: the canonical client through the proxy",
+    );
+    if canonical {
         let mut c = node("browser-script.js");
         c.env("HUB_URL", &url)
             .env("JWT_SECRET", SECRET)
@@ -711,7 +701,7 @@ async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
     let http = read(&root.join("bot-r__http/http→hub.ndjson"));
     assert!(http.contains("plain sync"), "{http}");
     assert!(read(&root.join("bot-r__http/hub→http.ndjson")).contains("Plain answer"));
-    if node_ready() {
+    if canonical {
         let polled = read(&root.join("bot-r__u-node/hub→browser.ndjson"));
         assert!(
             polled.contains("welcome") && polled.contains("stream_end"),
@@ -950,7 +940,7 @@ fn check_hub_against_a_running_hub_by_url() {
 /// its own reconnection): a spec-following JS agent passes every agent rule.
 #[test]
 fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
-    if !node_ready() {
+    if !node_ready("canonical_socket_io_client_agent_passes_check_bridle_agent") {
         return;
     }
     let script = node_dir().join("agent.js");
@@ -1010,7 +1000,7 @@ fn not_passed(out: &str) -> Vec<&str> {
 /// the extensions; each divergence switch fails exactly its rule, naming the cause.
 #[test]
 fn second_hub_on_canonical_socket_io_passes_and_each_divergence_fails_its_rule() {
-    if !node_ready() {
+    if !node_ready("second_hub_on_canonical_socket_io_passes_and_each_divergence_fails_its_rule") {
         return;
     }
     let cases: &[(&str, &str, &str)] = &[
@@ -1232,7 +1222,7 @@ fn parity_recorded_leg_against_the_live_reference_hub() {
 /// instead of extending it fails `streaming-replace` alone.
 #[test]
 fn node_agent_divergences_fail_exactly_their_rule() {
-    if !node_ready() {
+    if !node_ready("node_agent_divergences_fail_exactly_their_rule") {
         return;
     }
     let script = node_dir().join("agent.js");
@@ -1283,7 +1273,7 @@ fn node_agent_divergences_fail_exactly_their_rule() {
 /// A hub for the recording proxy's crash tests: the node hub (not ours, canonical socket.io)
 /// when the npm packages are installed, else the reference hub.
 fn proxy_test_hub() -> (Proc, String) {
-    if node_ready() {
+    if node_ready("proxy crash tests: the node hub (the reference hub stands in)") {
         let mut c = node("hub.js");
         c.env("JWT_SECRET", SECRET).env("BRIDLE_API_KEY", API_KEY);
         let p = Proc::spawn(c);
@@ -1458,7 +1448,7 @@ fn raw_browser(url: &str, client: &str, agent: &str, text: &str) -> serde_json::
 /// frames that crossed, in order, with the CONNECT's token redacted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_bridle_relays_fragmented_and_split_frames_between_canonical_peers() {
-    if !node_ready() {
+    if !node_ready("record_bridle_relays_fragmented_and_split_frames_between_canonical_peers") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -1567,7 +1557,8 @@ fn replay_bridle_idle_detection_reports_as_the_fixed_window_does() {
         c
     })
     .collect();
-    if node_ready() {
+    if node_ready("replay_bridle_idle_detection_reports_as_the_fixed_window_does: the node hub leg")
+    {
         hubs.push(vec![
             "node".into(),
             node_dir().join("hub.js").display().to_string(),

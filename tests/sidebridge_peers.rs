@@ -11,20 +11,14 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 
+mod common;
+use common::need::python;
+
 const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
 const KEY: &str = "peer-key-7";
 
 fn peer_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/sidebridge")
-}
-
-fn python() -> Option<&'static str> {
-    ["python3", "python"].into_iter().find(|p| {
-        Command::new(p)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
 }
 
 /// What a row expects among the verdicts that do not pass.
@@ -579,8 +573,7 @@ fn run(row: &Row, py: &str, cwd: &std::path::Path) -> (Option<i32>, Value, Strin
 
 #[test]
 fn independent_peers_get_exactly_their_verdicts() {
-    let Some(py) = python() else {
-        eprintln!("skipping: no python3 on PATH");
+    let Some(py) = python("independent_peers_get_exactly_their_verdicts") else {
         return;
     };
     let rows = rows();
@@ -884,7 +877,9 @@ fn independent_peers_get_exactly_their_verdicts() {
 
 #[test]
 fn a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows_its_output() {
-    let Some(py) = python() else {
+    let Some(py) = python(
+        "a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows_its_output",
+    ) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -1003,7 +998,9 @@ fn post(url: &str, headers: &[(&str, &str)], body: &str) -> u16 {
 
 #[test]
 fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_reaches_a_lane() {
-    let Some(py) = python() else {
+    let Some(py) = python(
+        "replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_reaches_a_lane",
+    ) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
