@@ -3,52 +3,15 @@
 
 use bridgewire::bridle::transport::{ConnectError, Engine, Incoming, Options, RecvError, Socket};
 use serde_json::json;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
 mod common;
 
-/// A child process killed (with its group) and reaped on drop.
-struct Proc {
-    child: Child,
-    pub lines: mpsc::Receiver<String>,
-}
-
-impl Proc {
-    fn spawn(mut cmd: Command) -> Proc {
-        cmd.stdout(Stdio::piped()).stdin(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Proc { child, lines: rx }
-    }
-
-    fn first_line(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(15))
-            .expect("the child printed no first line within 15 s")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 use common::need::node_dir;
+use common::proc::{Proc, wait_within};
 
 /// Whether node and the canonical socket.io packages are there for `test`; absent: a panic
 /// under CI, else a visible SKIPPED line ([`common::need`]).
@@ -71,6 +34,18 @@ fn opts() -> Options {
 
 const W: Duration = Duration::from_secs(5);
 
+/// The canonical socket.io echo server (`tests/node/sio-echo-server.js`) and its URL.
+fn echo_server() -> (Proc, String) {
+    let server = Proc::spawn(node("sio-echo-server.js"));
+    let url = format!("http://127.0.0.1:{}", server.first_line().trim());
+    (server, url)
+}
+
+/// A socket on the echo server's `/echo` namespace with the token it accepts.
+async fn echo_connect(url: &str) -> Result<Socket, ConnectError> {
+    Socket::connect(url, "/echo", Some(json!({"token": "good"})), &opts()).await
+}
+
 /// A canonical server's odd packets reach the checks as the JS client would take them: an event
 /// named by a number is an event (named "7", not skipped); a packet socket.io-parser refuses
 /// (`0[]`: a CONNECT whose payload is no object) is an invalid frame naming the frame.
@@ -79,11 +54,8 @@ async fn odd_and_malformed_packets_from_a_canonical_server_are_named() {
     if !node_ready("odd_and_malformed_packets_from_a_canonical_server_are_named") {
         return;
     }
-    let server = Proc::spawn(node("sio-echo-server.js"));
-    let url = format!("http://127.0.0.1:{}", server.first_line().trim());
-    let mut s = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
-        .await
-        .expect("connect");
+    let (_server, url) = echo_server();
+    let mut s = echo_connect(&url).await.expect("connect");
     s.recv_named("hello", W).await.expect("hello");
     assert!(s.emit("numbered", json!(null)));
     let e = s.recv(W).await.expect("the numbered event");
@@ -103,13 +75,10 @@ async fn client_interops_with_canonical_socket_io_server() {
     if !node_ready("client_interops_with_canonical_socket_io_server") {
         return;
     }
-    let server = Proc::spawn(node("sio-echo-server.js"));
-    let url = format!("http://127.0.0.1:{}", server.first_line().trim());
+    let (server, url) = echo_server();
 
     // Handshake, auth, greeting, echo round trip.
-    let mut s = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
-        .await
-        .expect("connect");
+    let mut s = echo_connect(&url).await.expect("connect");
     assert!(s.connected["sid"].is_string(), "{:?}", s.connected);
     let hello = s.recv_named("hello", W).await.expect("hello");
     assert_eq!(hello.data["auth"]["token"], "good");
@@ -134,9 +103,7 @@ async fn client_interops_with_canonical_socket_io_server() {
     }
 
     // Frame-level control: an oversized frame makes the server close the connection.
-    let mut big = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
-        .await
-        .expect("connect");
+    let mut big = echo_connect(&url).await.expect("connect");
     big.emit("echo", json!("x".repeat(50_000)));
     match big.recv_named("echo", W).await {
         Err(RecvError::Closed(_)) => {}
@@ -144,9 +111,7 @@ async fn client_interops_with_canonical_socket_io_server() {
     }
 
     // Invalid JSON in an event: the canonical server drops the connection.
-    let mut bad = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
-        .await
-        .expect("connect");
+    let mut bad = echo_connect(&url).await.expect("connect");
     bad.engine.send_text("42/echo,[\"echo\",{");
     let r = bad.recv_named("never", W).await;
     assert!(matches!(r, Err(RecvError::Closed(_))), "{r:?}");
@@ -179,7 +144,7 @@ async fn client_interops_with_canonical_socket_io_server() {
     let raw = Engine::connect(&url, &opts()).await.expect("engine");
     raw.send_raw(Message::binary(vec![0u8, 1, 2, 255]));
     raw.abort();
-    let mut again = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
+    let mut again = echo_connect(&url)
         .await
         .expect("server still serves after bad input");
     again.emit("echo", json!("ok"));
@@ -1374,17 +1339,6 @@ async fn proxy_turns(
     Ok(())
 }
 
-fn wait_exit(p: &mut Proc, within: Duration) -> Option<std::process::ExitStatus> {
-    let t = std::time::Instant::now();
-    while t.elapsed() < within {
-        if let Ok(Some(st)) = p.child.try_wait() {
-            return Some(st);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
-
 /// Lane writes happen on the proxy's writer thread, after forwarding (issue 13): SIGTERM with
 /// the browser and agent still connected closes them and writes every queued frame, so each
 /// lane holds exactly what crossed the proxy, in order.
@@ -1404,7 +1358,8 @@ async fn record_bridle_sigterm_writes_every_forwarded_frame() {
     unsafe {
         libc::kill(proxy.child.id() as i32, libc::SIGTERM);
     }
-    let st = wait_exit(&mut proxy, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
+    let st =
+        wait_within(&mut proxy.child, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
     // Stopped by SIGTERM: 143, as every command (issue 15), after the graceful drain.
     assert_eq!(st.code(), Some(143), "{st}");
     let cell = tmp.path().join("bot-t__u-term");
@@ -1474,7 +1429,7 @@ async fn record_bridle_relays_fragmented_and_split_frames_between_canonical_peer
     unsafe {
         libc::kill(proxy.child.id() as i32, libc::SIGTERM);
     }
-    wait_exit(&mut proxy, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
+    wait_within(&mut proxy.child, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
     let cell = tmp.path().join("bot-raw__u-raw");
     let strings = |v: &serde_json::Value| -> Vec<String> {
         v.as_array()

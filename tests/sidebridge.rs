@@ -7,6 +7,9 @@ use std::collections::BTreeSet;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::proc::spawn_url_first as spawn_url;
+
 const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
 const REF: &str = env!("CARGO_BIN_EXE_sidebridge-ref");
 const KEY: &str = "s3cret-key";
@@ -336,46 +339,6 @@ fn bad_input_ends_in_named_verdicts_within_bounds() {
             "{bridge:?}: no failing verdict mentions {needle:?}: {v}"
         );
     }
-}
-
-/// A spawned process that prints its URL first; killed on drop.
-struct Spawned {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_url(cmd: &mut Command) -> Spawned {
-    use std::io::BufRead;
-    let mut child = cmd
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut r = std::io::BufReader::new(stdout);
-        let mut line = String::new();
-        let _ = r.read_line(&mut line);
-        let _ = tx.send(line);
-        let mut sink = String::new();
-        while r.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
-            sink.clear();
-        }
-    });
-    let url = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("printed its URL")
-        .trim()
-        .to_string();
-    assert!(url.starts_with("http://"), "{url:?}");
-    Spawned { child, url }
 }
 
 fn all_lane_text(dir: &std::path::Path) -> String {

@@ -13,6 +13,7 @@ use std::process::Command;
 
 mod common;
 use common::need::python;
+use common::proc::spawn_url;
 
 const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
 const KEY: &str = "peer-key-7";
@@ -921,51 +922,6 @@ fn a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows
             && err.contains("exit status: 3"),
         "{err}"
     );
-}
-
-/// A process whose URL comes from a line of its output; killed on drop.
-struct Spawned {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `cmd` and waits (bounded) for a line with an http:// URL on stdout or stderr.
-fn spawn_url(cmd: &mut Command) -> Spawned {
-    use std::io::BufRead;
-    let mut child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let (tx, rx) = std::sync::mpsc::channel();
-    for r in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
-                if let Some(i) = line.find("http://") {
-                    let url: String = line[i..]
-                        .chars()
-                        .take_while(|c| !c.is_whitespace())
-                        .collect();
-                    let _ = tx.send(url);
-                }
-            }
-        });
-    }
-    let url = rx
-        .recv_timeout(std::time::Duration::from_secs(30))
-        .expect("printed its URL");
-    Spawned { child, url }
 }
 
 /// One raw HTTP/1.1 POST (`Connection: close`); the status code.

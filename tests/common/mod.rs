@@ -3,3 +3,4 @@
 #![allow(dead_code)]
 
 pub mod need;
+pub mod proc;
