@@ -485,6 +485,98 @@ fn rows() -> Vec<Row> {
             Exact(&[]),
             0,
         ),
+        // The MUST rules' own flaws (audit: each rule fails against a peer not ours).
+        row(
+            "accepts a missing key",
+            &["--flaw", "accept-missing-key"],
+            true,
+            &[],
+            Exact(&["SB-A1:fail"]),
+            1,
+        ),
+        row(
+            "accepts a wrong key",
+            &["--flaw", "accept-wrong-key"],
+            true,
+            &[],
+            // No key check: which comes first, key or body, cannot be seen (SB-A2's fault).
+            Exact(&["SB-A2:fail", "SB-A3:skipped"]),
+            1,
+        ),
+        row(
+            "answers the send twice",
+            &["--flaw", "answer-twice"],
+            true,
+            &[],
+            Exact(&["SB-R1:fail"]),
+            1,
+        ),
+        row(
+            "reply reuses the request's id",
+            &["--flaw", "reply-with-request-id"],
+            true,
+            &[],
+            Exact(&["SB-D4:fail"]),
+            1,
+        ),
+        row(
+            "relative source URL",
+            &["--flaw", "relative-sources"],
+            true,
+            &[],
+            Exact(&["SB-D5:fail"]),
+            1,
+        ),
+        row(
+            "re-enables history unasked",
+            &["--flaw", "reenable-history"],
+            true,
+            &[],
+            Exact(&["SB-S2:fail"]),
+            1,
+        ),
+        row(
+            "500 at an ended chat's session start",
+            &["--flaw", "crash-on-ended"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R12:fail"]),
+            1,
+        ),
+        row(
+            "400 to unknown request keys",
+            &["--flaw", "strict-keys"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R7:fail"]),
+            1,
+        ),
+        row(
+            "text cut from the raw bytes",
+            &["--flaw", "raw-text"],
+            true,
+            &[],
+            Exact(&["SB-R5:fail"]),
+            1,
+        ),
+        // Legal: cited sources with an absolute https URL (and a key the client ignores), a
+        // 403 refusal of a missing or wrong key.
+        row(
+            "https sources",
+            &["--oddity", "sources-https"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "403 refusal",
+            &["--oddity", "refuse-403"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
         // The endpoint redirects with 301: SB-H3 fails, nothing else is judged on a redirect.
         row(
             "301 redirect",
@@ -723,6 +815,21 @@ fn independent_peers_get_exactly_their_verdicts() {
         ),
         ("random bytes", "SB-R4", "SB-D1 carries that fault"),
         ("random bytes", "SB-H1", "SB-D1 carries that fault"),
+        ("accepts a wrong key", "SB-A3", "SB-A2 carries that fault"),
+        (
+            "accepts a missing key",
+            "SB-A1",
+            "assistant content was served",
+        ),
+        ("answers the send twice", "SB-R1", "answered twice"),
+        (
+            "reply reuses the request's id",
+            "SB-D4",
+            "equals an id of the request",
+        ),
+        ("relative source URL", "SB-D5", "/docs/peer"),
+        ("400 to unknown request keys", "SB-R7", "status 400"),
+        ("text cut from the raw bytes", "SB-R5", "\\/"),
         ("random bytes", "SB-R2", "SB-D1 carries that fault"),
         (
             "HTML page to an empty send",
@@ -854,6 +961,9 @@ fn independent_peers_get_exactly_their_verdicts() {
     }
     // The legal oddities pass their rule without a warning.
     for (name, id) in [
+        ("https sources", "SB-D5"),
+        ("403 refusal", "SB-A1"),
+        ("403 refusal", "SB-A2"),
         ("nudge on an empty send", "SB-R2"),
         ("201 with a greeting at session start", "SB-H1"),
         ("endSession false", "SB-R4"),

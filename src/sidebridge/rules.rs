@@ -134,6 +134,15 @@ pub(super) fn strict_from_subchecks(id: &str, subs: Vec<SubCheck>) -> Verdict {
     v
 }
 
+/// Whether a reply decodes and carries assistant content (the request was served).
+fn served_assistant_content(x: &Exchange) -> bool {
+    x.judged(Profile::Gamma).is_ok_and(|r| {
+        r.messages
+            .iter()
+            .any(|m| m.from == From::Assistant && !m.content.is_empty())
+    })
+}
+
 /// Parser and exception text of the common runtimes, as it leaks into error replies
 /// (`(runtime, pattern)`). Each pattern is specific to internals: a plain explanation such as
 /// "The request body is not valid JSON." matches none.
@@ -944,6 +953,9 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
         }
         .encode(Style::App, &mut d.rng)
     };
+    // Whether a wrong key got assistant content: then the bridge checks no key, and SB-A3
+    // (which order key and body are judged in) has nothing to judge: SB-A2 carries it.
+    let mut wrong_key_served = None;
     for (id, label, header) in [
         ("SB-A1", "auth/no-key", None),
         ("SB-A2", "auth/wrong-key", Some(format!("{key}-wrong"))),
@@ -971,7 +983,11 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
                     vec![],
                 )
                 .await;
-            match rejected(&d.log[i]) {
+            let x = &d.log[i];
+            if id == "SB-A2" && step == "send" && served_assistant_content(x) {
+                wrong_key_served = Some(x.label.clone());
+            }
+            match rejected(x) {
                 Ok(n) => notes.push(format!("{step}: {n}")),
                 Err(e) => fails.push(e),
             }
@@ -998,7 +1014,15 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
         .await;
     let x = &d.log[i];
     let status = x.status().unwrap_or(0);
-    v.push(if status == 400 || status >= 500 {
+    v.push(if let Some(at) = wrong_key_served {
+        Verdict::skipped(
+            "SB-A3",
+            format!(
+                "a wrong key is accepted ({at}: assistant content served); SB-A2 carries that fault: \
+                 whether the key is checked before the body cannot be seen"
+            ),
+        )
+    } else if status == 400 || status >= 500 {
         // Whatever the body says: the malformed body was judged before the key.
         Verdict::fail(
             "SB-A3",
