@@ -183,7 +183,7 @@ impl Assembler {
             ["providerItemId", "channel", "parentRef"]
                 .iter()
                 .filter_map(|p| {
-                    k.get(*p)
+                    k.get(p)
                         .and_then(JsonView::as_str)
                         .map(|v| format!("{p} {v:?}"))
                 })
