@@ -1005,6 +1005,36 @@ fn second_hub_on_canonical_socket_io_passes_and_each_divergence_fails_its_rule()
             "http-sync-timeout",
             "the stream snapshots concatenated",
         ),
+        ("admin-as-sub", "welcome", "want clientId \"admin\""),
+        ("no-browser-pong", "ping-pong", "browser: no pong"),
+        (
+            "any-agent",
+            "agent-isolation",
+            "agent b received \"message\"",
+        ),
+        (
+            "all-browsers",
+            "client-routing",
+            "the other browser received",
+        ),
+        (
+            "not-connected-silent",
+            "agent-not-connected",
+            "browser: no message within",
+        ),
+        ("images-first", "legacy-parts", "[{\"type\":\"image\""),
+        ("end-new-id", "stream-relay", "stream_end carries messageId"),
+        (
+            "stream-deltas",
+            "streaming-replace",
+            "does not extend the previous",
+        ),
+        ("notes-no-kind", "notes", "kind not relayed"),
+        ("keep-dead-agent", "agent-reconnect", "agent gone"),
+        ("health-no-count", "http-health", "browserClients"),
+        ("message-202", "http-message", "answered 202"),
+        ("sync-no-message-id", "http-sync", "messageId null"),
+        ("status-flood", "robustness", "(flood)"),
     ];
     // The table covers every switch the hub has (its own list is the independent source).
     let listed = Command::new("node")
@@ -1202,7 +1232,41 @@ fn node_agent_divergences_fail_exactly_their_rule() {
             "streaming-replace",
             "does not extend the last accumulation",
         ),
+        (
+            "register-once",
+            "agent-register",
+            "no register within 5s of reconnecting",
+        ),
+        (
+            "wrong-client-id",
+            "agent-client-id",
+            "with clientId \"bridgewire-browser-1-x\"",
+        ),
+        (
+            "end-new-id",
+            "stream-end-final",
+            "stream_end carries messageId",
+        ),
+        (
+            "notes-no-kind",
+            "notes",
+            "has kind null, want thinking or tool",
+        ),
     ];
+    // The table covers every divergence the agent has (its own list is the independent source).
+    let listed = Command::new("node")
+        .arg(&script)
+        .arg("--list")
+        .output()
+        .expect("node runs");
+    let mut switches: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.split('\t').next().map(String::from))
+        .collect();
+    let mut covered: Vec<String> = cases.iter().map(|c| c.0.to_string()).collect();
+    switches.sort();
+    covered.sort();
+    assert_eq!(switches, covered);
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = cases
         .iter()
         .map(|&(d, _, _)| {
