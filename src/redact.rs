@@ -1263,7 +1263,7 @@ mod tests {
             let mut k: String = (0..len)
                 .map(|i| alphabet[((x >> (i * 5 + 8)) % alphabet.len() as u64) as usize])
                 .collect();
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 let p = key_patterns().nth((x % 27) as usize).unwrap_or("url");
                 k.push_str(&p[p.len().saturating_sub(4)..]);
             }
@@ -1271,7 +1271,7 @@ mod tests {
         }
         let mut mattering = 0;
         for k in &keys {
-            if key_may_matter(&k) {
+            if key_may_matter(k) {
                 mattering += 1;
                 assert!(key_tail_may_matter(k.as_bytes()), "{k:?}");
             }
