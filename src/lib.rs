@@ -29,6 +29,7 @@ pub mod cli;
 pub mod config;
 pub mod diff;
 pub mod jsjson;
+pub mod jsonref;
 pub mod lane;
 pub mod normalize;
 pub mod parity;

@@ -148,7 +148,7 @@ pub fn compute(cell: &Cell, dump_dir: Option<&Path>) -> CellOutcome {
         dump,
     };
     let mut merged = cell.merged();
-    model.assemble(cell, &mut merged, &mut sink);
+    model.assemble_fast(cell, &mut merged, &mut sink);
     let report = merged.into_report();
     let rows = sink.rows.take().map(|r| r.finish()).unwrap_or_default();
     sink.counts.rows = rows.len() as u64;

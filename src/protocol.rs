@@ -122,6 +122,16 @@ pub trait Model: Sync {
         entries: &mut dyn Iterator<Item = Entry>,
         sink: &mut dyn EventSink,
     );
+    /// [`Model::assemble`] by a faster path where the protocol has one (same events, drops
+    /// and messages); what `pins` uses.
+    fn assemble_fast(
+        &self,
+        cell: &Cell,
+        entries: &mut dyn Iterator<Item = Entry>,
+        sink: &mut dyn EventSink,
+    ) {
+        self.assemble(cell, entries, sink)
+    }
     fn row_projector(&self) -> Box<dyn RowProjector>;
     /// Counted as `unhandled` in pins.
     fn is_unhandled(&self, _event: &Value) -> bool {

@@ -8,6 +8,9 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::proc::{run_with_input, wait_within};
+
 const BRIDGE: &str = env!("CARGO_BIN_EXE_bb-ref-bridge");
 const PROVIDER: &str = env!("CARGO_BIN_EXE_bb-ref-provider");
 const WAIT: Duration = Duration::from_secs(10);
@@ -162,16 +165,7 @@ impl Bridge {
     }
 
     fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(15));
-        }
+        wait_within(&mut self.child, timeout)
     }
 
     fn initialize(&mut self) -> Value {
@@ -1049,20 +1043,19 @@ fn unknown_break_mode_is_refused() {
 
 #[test]
 fn break_flag_is_equivalent_to_env() {
-    let mut command = Command::new(BRIDGE);
-    command
-        .args(["--break", "wrong-protocol-version"])
-        .env_remove("BB_REF_BRIDGE_BREAK")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = command.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":2,"client":{{"name":"t","version":"1"}}}}}}"#).unwrap();
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    let line: Value =
-        serde_json::from_slice(output.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    let (_, out) = run_with_input(
+        Command::new(BRIDGE)
+            .args(["--break", "wrong-protocol-version"])
+            .env_remove("BB_REF_BRIDGE_BREAK")
+            .stderr(Stdio::null()),
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"client":{"name":"t","version":"1"}}}"#,
+            "\n"
+        )
+        .as_bytes(),
+        Duration::from_secs(60),
+    );
+    let line: Value = serde_json::from_str(out.lines().next().unwrap_or_default()).unwrap();
     assert_eq!(line["result"]["protocolVersion"], 1);
 }
 

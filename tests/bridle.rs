@@ -3,70 +3,20 @@
 
 use bridgewire::bridle::transport::{ConnectError, Engine, Incoming, Options, RecvError, Socket};
 use serde_json::json;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
-/// A child process killed (with its group) and reaped on drop.
-struct Proc {
-    child: Child,
-    pub lines: mpsc::Receiver<String>,
-}
+mod common;
 
-impl Proc {
-    fn spawn(mut cmd: Command) -> Proc {
-        cmd.stdout(Stdio::piped()).stdin(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Proc { child, lines: rx }
-    }
+use common::need::node_dir;
+use common::proc::{Proc, wait_within};
 
-    fn first_line(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(15))
-            .expect("the child printed no first line within 15 s")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn node_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node")
-}
-
-/// Whether the npm packages are installed. Absent: skip with a message locally, fail under CI.
-fn node_ready() -> bool {
-    if node_dir().join("node_modules/socket.io").is_dir()
-        && node_dir().join("node_modules/socket.io-client").is_dir()
-    {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "tests/node/node_modules is missing under CI: run `npm ci --prefix tests/node` first"
-        );
-    }
-    eprintln!(
-        "SKIPPED: tests/node/node_modules is absent (run `npm ci --prefix tests/node`); \
-         the interop test needs the canonical socket.io packages"
-    );
-    false
+/// Whether node and the canonical socket.io packages are there for `test`; absent: a panic
+/// under CI, else a visible SKIPPED line ([`common::need`]).
+fn node_ready(test: &str) -> bool {
+    common::need::node_packages(test, &["socket.io", "socket.io-client"])
 }
 
 fn node(script: &str) -> Command {
@@ -84,19 +34,28 @@ fn opts() -> Options {
 
 const W: Duration = Duration::from_secs(5);
 
+/// The canonical socket.io echo server (`tests/node/sio-echo-server.js`) and its URL.
+fn echo_server() -> (Proc, String) {
+    let server = Proc::spawn(node("sio-echo-server.js"));
+    let url = format!("http://127.0.0.1:{}", server.first_line().trim());
+    (server, url)
+}
+
+/// A socket on the echo server's `/echo` namespace with the token it accepts.
+async fn echo_connect(url: &str) -> Result<Socket, ConnectError> {
+    Socket::connect(url, "/echo", Some(json!({"token": "good"})), &opts()).await
+}
+
 /// A canonical server's odd packets reach the checks as the JS client would take them: an event
 /// named by a number is an event (named "7", not skipped); a packet socket.io-parser refuses
 /// (`0[]`: a CONNECT whose payload is no object) is an invalid frame naming the frame.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_and_malformed_packets_from_a_canonical_server_are_named() {
-    if !node_ready() {
+    if !node_ready("odd_and_malformed_packets_from_a_canonical_server_are_named") {
         return;
     }
-    let server = Proc::spawn(node("sio-echo-server.js"));
-    let url = format!("http://127.0.0.1:{}", server.first_line().trim());
-    let mut s = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
-        .await
-        .expect("connect");
+    let (_server, url) = echo_server();
+    let mut s = echo_connect(&url).await.expect("connect");
     s.recv_named("hello", W).await.expect("hello");
     assert!(s.emit("numbered", json!(null)));
     let e = s.recv(W).await.expect("the numbered event");
@@ -113,16 +72,13 @@ async fn odd_and_malformed_packets_from_a_canonical_server_are_named() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_interops_with_canonical_socket_io_server() {
-    if !node_ready() {
+    if !node_ready("client_interops_with_canonical_socket_io_server") {
         return;
     }
-    let server = Proc::spawn(node("sio-echo-server.js"));
-    let url = format!("http://127.0.0.1:{}", server.first_line().trim());
+    let (server, url) = echo_server();
 
     // Handshake, auth, greeting, echo round trip.
-    let mut s = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
-        .await
-        .expect("connect");
+    let mut s = echo_connect(&url).await.expect("connect");
     assert!(s.connected["sid"].is_string(), "{:?}", s.connected);
     let hello = s.recv_named("hello", W).await.expect("hello");
     assert_eq!(hello.data["auth"]["token"], "good");
@@ -147,9 +103,7 @@ async fn client_interops_with_canonical_socket_io_server() {
     }
 
     // Frame-level control: an oversized frame makes the server close the connection.
-    let mut big = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
-        .await
-        .expect("connect");
+    let mut big = echo_connect(&url).await.expect("connect");
     big.emit("echo", json!("x".repeat(50_000)));
     match big.recv_named("echo", W).await {
         Err(RecvError::Closed(_)) => {}
@@ -157,9 +111,7 @@ async fn client_interops_with_canonical_socket_io_server() {
     }
 
     // Invalid JSON in an event: the canonical server drops the connection.
-    let mut bad = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
-        .await
-        .expect("connect");
+    let mut bad = echo_connect(&url).await.expect("connect");
     bad.engine.send_text("42/echo,[\"echo\",{");
     let r = bad.recv_named("never", W).await;
     assert!(matches!(r, Err(RecvError::Closed(_))), "{r:?}");
@@ -192,7 +144,7 @@ async fn client_interops_with_canonical_socket_io_server() {
     let raw = Engine::connect(&url, &opts()).await.expect("engine");
     raw.send_raw(Message::binary(vec![0u8, 1, 2, 255]));
     raw.abort();
-    let mut again = Socket::connect(&url, "/echo", Some(json!({"token": "good"})), &opts())
+    let mut again = echo_connect(&url)
         .await
         .expect("server still serves after bad input");
     again.emit("echo", json!("ok"));
@@ -246,7 +198,7 @@ fn spawn_agent(url: &str, agent_id: &str, brk: Option<&str>) -> Proc {
 
 #[test]
 fn canonical_socket_io_client_against_reference_hub() {
-    if !node_ready() {
+    if !node_ready("canonical_socket_io_client_against_reference_hub") {
         return;
     }
     let (_hub, url) = spawn_hub(None);
@@ -665,7 +617,10 @@ async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
             .starts_with("You said: hello")
     );
     // The canonical client through the proxy: long-polling, then the WebSocket upgrade.
-    if node_ready() {
+    let canonical = node_ready(
+        "record_bridle_tees_every_frame_into_scoped_redacted_lanes: the canonical client through the proxy",
+    );
+    if canonical {
         let mut c = node("browser-script.js");
         c.env("HUB_URL", &url)
             .env("JWT_SECRET", SECRET)
@@ -711,7 +666,7 @@ async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
     let http = read(&root.join("bot-r__http/http→hub.ndjson"));
     assert!(http.contains("plain sync"), "{http}");
     assert!(read(&root.join("bot-r__http/hub→http.ndjson")).contains("Plain answer"));
-    if node_ready() {
+    if canonical {
         let polled = read(&root.join("bot-r__u-node/hub→browser.ndjson"));
         assert!(
             polled.contains("welcome") && polled.contains("stream_end"),
@@ -950,7 +905,7 @@ fn check_hub_against_a_running_hub_by_url() {
 /// its own reconnection): a spec-following JS agent passes every agent rule.
 #[test]
 fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
-    if !node_ready() {
+    if !node_ready("canonical_socket_io_client_agent_passes_check_bridle_agent") {
         return;
     }
     let script = node_dir().join("agent.js");
@@ -1010,7 +965,7 @@ fn not_passed(out: &str) -> Vec<&str> {
 /// the extensions; each divergence switch fails exactly its rule, naming the cause.
 #[test]
 fn second_hub_on_canonical_socket_io_passes_and_each_divergence_fails_its_rule() {
-    if !node_ready() {
+    if !node_ready("second_hub_on_canonical_socket_io_passes_and_each_divergence_fails_its_rule") {
         return;
     }
     let cases: &[(&str, &str, &str)] = &[
@@ -1050,6 +1005,36 @@ fn second_hub_on_canonical_socket_io_passes_and_each_divergence_fails_its_rule()
             "http-sync-timeout",
             "the stream snapshots concatenated",
         ),
+        ("admin-as-sub", "welcome", "want clientId \"admin\""),
+        ("no-browser-pong", "ping-pong", "browser: no pong"),
+        (
+            "any-agent",
+            "agent-isolation",
+            "agent b received \"message\"",
+        ),
+        (
+            "all-browsers",
+            "client-routing",
+            "the other browser received",
+        ),
+        (
+            "not-connected-silent",
+            "agent-not-connected",
+            "browser: no message within",
+        ),
+        ("images-first", "legacy-parts", "[{\"type\":\"image\""),
+        ("end-new-id", "stream-relay", "stream_end carries messageId"),
+        (
+            "stream-deltas",
+            "streaming-replace",
+            "does not extend the previous",
+        ),
+        ("notes-no-kind", "notes", "kind not relayed"),
+        ("keep-dead-agent", "agent-reconnect", "agent gone"),
+        ("health-no-count", "http-health", "browserClients"),
+        ("message-202", "http-message", "answered 202"),
+        ("sync-no-message-id", "http-sync", "messageId null"),
+        ("status-flood", "robustness", "(flood)"),
     ];
     // The table covers every switch the hub has (its own list is the independent source).
     let listed = Command::new("node")
@@ -1232,7 +1217,7 @@ fn parity_recorded_leg_against_the_live_reference_hub() {
 /// instead of extending it fails `streaming-replace` alone.
 #[test]
 fn node_agent_divergences_fail_exactly_their_rule() {
-    if !node_ready() {
+    if !node_ready("node_agent_divergences_fail_exactly_their_rule") {
         return;
     }
     let script = node_dir().join("agent.js");
@@ -1247,7 +1232,41 @@ fn node_agent_divergences_fail_exactly_their_rule() {
             "streaming-replace",
             "does not extend the last accumulation",
         ),
+        (
+            "register-once",
+            "agent-register",
+            "no register within 5s of reconnecting",
+        ),
+        (
+            "wrong-client-id",
+            "agent-client-id",
+            "with clientId \"bridgewire-browser-1-x\"",
+        ),
+        (
+            "end-new-id",
+            "stream-end-final",
+            "stream_end carries messageId",
+        ),
+        (
+            "notes-no-kind",
+            "notes",
+            "has kind null, want thinking or tool",
+        ),
     ];
+    // The table covers every divergence the agent has (its own list is the independent source).
+    let listed = Command::new("node")
+        .arg(&script)
+        .arg("--list")
+        .output()
+        .expect("node runs");
+    let mut switches: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.split('\t').next().map(String::from))
+        .collect();
+    let mut covered: Vec<String> = cases.iter().map(|c| c.0.to_string()).collect();
+    switches.sort();
+    covered.sort();
+    assert_eq!(switches, covered);
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = cases
         .iter()
         .map(|&(d, _, _)| {
@@ -1283,7 +1302,7 @@ fn node_agent_divergences_fail_exactly_their_rule() {
 /// A hub for the recording proxy's crash tests: the node hub (not ours, canonical socket.io)
 /// when the npm packages are installed, else the reference hub.
 fn proxy_test_hub() -> (Proc, String) {
-    if node_ready() {
+    if node_ready("proxy crash tests: the node hub (the reference hub stands in)") {
         let mut c = node("hub.js");
         c.env("JWT_SECRET", SECRET).env("BRIDLE_API_KEY", API_KEY);
         let p = Proc::spawn(c);
@@ -1384,17 +1403,6 @@ async fn proxy_turns(
     Ok(())
 }
 
-fn wait_exit(p: &mut Proc, within: Duration) -> Option<std::process::ExitStatus> {
-    let t = std::time::Instant::now();
-    while t.elapsed() < within {
-        if let Ok(Some(st)) = p.child.try_wait() {
-            return Some(st);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
-
 /// Lane writes happen on the proxy's writer thread, after forwarding (issue 13): SIGTERM with
 /// the browser and agent still connected closes them and writes every queued frame, so each
 /// lane holds exactly what crossed the proxy, in order.
@@ -1414,7 +1422,8 @@ async fn record_bridle_sigterm_writes_every_forwarded_frame() {
     unsafe {
         libc::kill(proxy.child.id() as i32, libc::SIGTERM);
     }
-    let st = wait_exit(&mut proxy, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
+    let st =
+        wait_within(&mut proxy.child, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
     // Stopped by SIGTERM: 143, as every command (issue 15), after the graceful drain.
     assert_eq!(st.code(), Some(143), "{st}");
     let cell = tmp.path().join("bot-t__u-term");
@@ -1458,7 +1467,7 @@ fn raw_browser(url: &str, client: &str, agent: &str, text: &str) -> serde_json::
 /// frames that crossed, in order, with the CONNECT's token redacted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_bridle_relays_fragmented_and_split_frames_between_canonical_peers() {
-    if !node_ready() {
+    if !node_ready("record_bridle_relays_fragmented_and_split_frames_between_canonical_peers") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -1484,7 +1493,7 @@ async fn record_bridle_relays_fragmented_and_split_frames_between_canonical_peer
     unsafe {
         libc::kill(proxy.child.id() as i32, libc::SIGTERM);
     }
-    wait_exit(&mut proxy, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
+    wait_within(&mut proxy.child, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
     let cell = tmp.path().join("bot-raw__u-raw");
     let strings = |v: &serde_json::Value| -> Vec<String> {
         v.as_array()
@@ -1567,7 +1576,8 @@ fn replay_bridle_idle_detection_reports_as_the_fixed_window_does() {
         c
     })
     .collect();
-    if node_ready() {
+    if node_ready("replay_bridle_idle_detection_reports_as_the_fixed_window_does: the node hub leg")
+    {
         hubs.push(vec![
             "node".into(),
             node_dir().join("hub.js").display().to_string(),

@@ -11,12 +11,10 @@
 use bridgewire::bridle::wire::SioPacket;
 use serde_json::Value;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-fn node_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node")
-}
+mod common;
+use common::need::node_dir;
 
 /// The packet texts: the table, then a sample of the product of the pieces.
 fn corpus() -> Vec<String> {
@@ -187,11 +185,10 @@ fn ours(text: &str) -> Result<Value, String> {
 
 #[test]
 fn the_socket_io_decoder_agrees_with_socket_io_parser() {
-    if !node_dir().join("node_modules/socket.io-parser").is_dir() {
-        if std::env::var_os("CI").is_some() {
-            panic!("tests/node/node_modules is missing under CI: run `npm ci --prefix tests/node`");
-        }
-        eprintln!("SKIPPED: tests/node/node_modules is absent (run `npm ci --prefix tests/node`)");
+    if !common::need::node_packages(
+        "the_socket_io_decoder_agrees_with_socket_io_parser",
+        &["socket.io-parser"],
+    ) {
         return;
     }
     let texts = corpus();

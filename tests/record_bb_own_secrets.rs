@@ -3,10 +3,12 @@
 //! secret) must not leave it in a lane. The bridge is a Python stdlib program, not ours; the
 //! same bridge echoing an ordinary long option value (`--model …`) keeps it (no over-redaction).
 
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
+use common::proc::run_with_input;
 
 const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
 
@@ -44,46 +46,26 @@ fn a_bridge_echoing_its_own_key_or_token_leaves_neither_in_a_lane() {
     let token = format!("ghp_{}", uuid::Uuid::new_v4().simple());
     let model = "gpt-4o-mini-2024-07-18";
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BW)
-        .args(["record", "bb", "--provider", "py", "--dir"])
-        .arg(tmp.path())
-        .args([
-            "--",
-            "python3",
-            "-c",
-            BRIDGE,
-            "--api-key",
-            &key,
-            "--model",
-            model,
-        ])
-        .env("GH_TOKEN", &token)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}\n").unwrap();
-    drop(stdin);
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("record bb did not end");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    // Bounded: stdout is read off-thread, a hung recorder is killed and named.
+    let (status, out) = run_with_input(
+        Command::new(BW)
+            .args(["record", "bb", "--provider", "py", "--dir"])
+            .arg(tmp.path())
+            .args([
+                "--",
+                "python3",
+                "-c",
+                BRIDGE,
+                "--api-key",
+                &key,
+                "--model",
+                model,
+            ])
+            .env("GH_TOKEN", &token)
+            .stderr(Stdio::null()),
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}\n",
+        Duration::from_secs(60),
+    );
     assert!(status.success(), "{status}");
     // The consumer gets the bridge's bytes as they are; only the lanes are redacted.
     assert!(out.contains(&key) && out.contains("still here"), "{out}");

@@ -12,6 +12,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::proc::wait_within;
+
 struct Count(u64);
 impl EventSink for Count {
     fn event(&mut self, _e: Value) {
@@ -104,17 +107,10 @@ fn records_all_four_lanes_and_pins_them() {
     );
     wait_for(&mut seen, "thread/stop", &|v| v["id"] == 4);
     drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("recorder did not exit after stdin closed");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_within(&mut child, Duration::from_secs(20)).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("recorder did not exit after stdin closed");
+    });
     assert!(status.success(), "{status:?}");
     // Drain what arrived after the stop response.
     seen.extend(rx.try_iter());

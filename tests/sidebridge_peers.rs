@@ -11,20 +11,15 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 
+mod common;
+use common::need::python;
+use common::proc::spawn_url;
+
 const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
 const KEY: &str = "peer-key-7";
 
 fn peer_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/sidebridge")
-}
-
-fn python() -> Option<&'static str> {
-    ["python3", "python"].into_iter().find(|p| {
-        Command::new(p)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
 }
 
 /// What a row expects among the verdicts that do not pass.
@@ -429,6 +424,159 @@ fn rows() -> Vec<Row> {
             Exact(&["SB-S1:skipped", "SB-R12:skipped"]),
             1,
         ),
+        // SB-R2: decoding is SB-D1's; a 5xx or an ended session is SB-R2's own cause, and a
+        // rule whose own sub-check fails still fails beside SB-D1.
+        row(
+            "500 to an empty send",
+            &["--flaw", "empty-send-500"],
+            true,
+            &[],
+            Exact(&["SB-R2:fail"]),
+            1,
+        ),
+        row(
+            "empty send ends the session",
+            &["--flaw", "empty-send-ends"],
+            true,
+            &[],
+            Exact(&["SB-R2:fail"]),
+            1,
+        ),
+        row(
+            "HTML page to an empty send",
+            &["--flaw", "empty-send-html"],
+            true,
+            &[],
+            Exact(&["SB-D1:fail", "SB-R2:skipped"]),
+            1,
+        ),
+        row(
+            "500 HTML page to an empty send",
+            &["--flaw", "empty-send-html-500"],
+            true,
+            &[],
+            Exact(&["SB-D1:fail", "SB-R2:fail", "SB-D9:fail"]),
+            1,
+        ),
+        // SB-H1's own cause: no HTTP reply at all (no status to record); SB-D1 fails on the
+        // same exchange (a reply not received completely).
+        row(
+            "hangs up on the new-chat session start",
+            &["--flaw", "hangup-second-post"],
+            true,
+            &[],
+            Exact(&["SB-H1:fail", "SB-D1:fail"]),
+            1,
+        ),
+        // Legal: a nudge to the empty send, a 201 with a greeting at session start.
+        row(
+            "nudge on an empty send",
+            &["--oddity", "empty-send-nudge"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "201 with a greeting at session start",
+            &["--oddity", "start-201"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        // The MUST rules' own flaws (audit: each rule fails against a peer not ours).
+        row(
+            "accepts a missing key",
+            &["--flaw", "accept-missing-key"],
+            true,
+            &[],
+            Exact(&["SB-A1:fail"]),
+            1,
+        ),
+        row(
+            "accepts a wrong key",
+            &["--flaw", "accept-wrong-key"],
+            true,
+            &[],
+            // No key check: which comes first, key or body, cannot be seen (SB-A2's fault).
+            Exact(&["SB-A2:fail", "SB-A3:skipped"]),
+            1,
+        ),
+        row(
+            "answers the send twice",
+            &["--flaw", "answer-twice"],
+            true,
+            &[],
+            Exact(&["SB-R1:fail"]),
+            1,
+        ),
+        row(
+            "reply reuses the request's id",
+            &["--flaw", "reply-with-request-id"],
+            true,
+            &[],
+            Exact(&["SB-D4:fail"]),
+            1,
+        ),
+        row(
+            "relative source URL",
+            &["--flaw", "relative-sources"],
+            true,
+            &[],
+            Exact(&["SB-D5:fail"]),
+            1,
+        ),
+        row(
+            "re-enables history unasked",
+            &["--flaw", "reenable-history"],
+            true,
+            &[],
+            Exact(&["SB-S2:fail"]),
+            1,
+        ),
+        row(
+            "500 at an ended chat's session start",
+            &["--flaw", "crash-on-ended"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R12:fail"]),
+            1,
+        ),
+        row(
+            "400 to unknown request keys",
+            &["--flaw", "strict-keys"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R7:fail"]),
+            1,
+        ),
+        row(
+            "text cut from the raw bytes",
+            &["--flaw", "raw-text"],
+            true,
+            &[],
+            Exact(&["SB-R5:fail"]),
+            1,
+        ),
+        // Legal: cited sources with an absolute https URL (and a key the client ignores), a
+        // 403 refusal of a missing or wrong key.
+        row(
+            "https sources",
+            &["--oddity", "sources-https"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "403 refusal",
+            &["--oddity", "refuse-403"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
         // The endpoint redirects with 301: SB-H3 fails, nothing else is judged on a redirect.
         row(
             "301 redirect",
@@ -438,17 +586,18 @@ fn rows() -> Vec<Row> {
             AllBut(&[]),
             1,
         ),
-        // Random bytes: nothing decodes. SB-D1 carries it; SB-H1 and SB-R2 assert decoding
-        // themselves (the catalogue), SB-R10 sees a 200 to malformed JSON; every other rule
-        // that needs a reply's content is skipped naming SB-D1, SB-R9 (INFO) records nothing.
+        // Random bytes: nothing decodes. SB-D1 carries it; SB-H1 and SB-R2 show their decode
+        // sub-check skipped naming SB-D1 (they got an HTTP reply, no 5xx), SB-R10 sees a 200
+        // to malformed JSON; every other rule that needs a reply's content is skipped naming
+        // SB-D1, SB-R9 (INFO) records nothing.
         row(
             "random bytes",
             &["--flaw", "random-bytes"],
             false,
             &[],
             Exact(&[
-                "SB-H1:fail",
-                "SB-R2:fail",
+                "SB-H1:skipped",
+                "SB-R2:skipped",
                 "SB-R10:fail",
                 "SB-D1:fail",
                 "SB-A4:skipped",
@@ -517,8 +666,7 @@ fn run(row: &Row, py: &str, cwd: &std::path::Path) -> (Option<i32>, Value, Strin
 
 #[test]
 fn independent_peers_get_exactly_their_verdicts() {
-    let Some(py) = python() else {
-        eprintln!("skipping: no python3 on PATH");
+    let Some(py) = python("independent_peers_get_exactly_their_verdicts") else {
         return;
     };
     let rows = rows();
@@ -666,6 +814,40 @@ fn independent_peers_get_exactly_their_verdicts() {
             "SB-D1 carries that fault",
         ),
         ("random bytes", "SB-R4", "SB-D1 carries that fault"),
+        ("random bytes", "SB-H1", "SB-D1 carries that fault"),
+        ("accepts a wrong key", "SB-A3", "SB-A2 carries that fault"),
+        (
+            "accepts a missing key",
+            "SB-A1",
+            "assistant content was served",
+        ),
+        ("answers the send twice", "SB-R1", "answered twice"),
+        (
+            "reply reuses the request's id",
+            "SB-D4",
+            "equals an id of the request",
+        ),
+        ("relative source URL", "SB-D5", "/docs/peer"),
+        ("400 to unknown request keys", "SB-R7", "status 400"),
+        ("text cut from the raw bytes", "SB-R5", "\\/"),
+        ("random bytes", "SB-R2", "SB-D1 carries that fault"),
+        (
+            "HTML page to an empty send",
+            "SB-R2",
+            "SB-D1 carries that fault",
+        ),
+        ("500 to an empty send", "SB-R2", "status 500"),
+        ("500 HTML page to an empty send", "SB-R2", "status 500"),
+        (
+            "empty send ends the session",
+            "SB-R2",
+            "the empty send ended the session",
+        ),
+        (
+            "hangs up on the new-chat session start",
+            "SB-H1",
+            "no HTTP reply",
+        ),
         ("random bytes", "SB-R5", "SB-D1 carries that fault"),
         (
             "undecodable 200 to an unexpected key",
@@ -699,8 +881,91 @@ fn independent_peers_get_exactly_their_verdicts() {
             problems.push(format!("{name}: {id} detail lacks {needle:?}: {d:?}"));
         }
     }
+    // Every sub-check is run and shown: the decode sub-check of SB-H1 and SB-R2 is skipped
+    // naming SB-D1 on an unreadable reply, passed on a readable one, whatever the rule's
+    // verdict; SB-R2's own sub-checks still decide when they fail.
+    let subcheck = |name: &str, id: &str, sub: &str| -> (String, String) {
+        results
+            .iter()
+            .find(|(r, _)| r.name == name)
+            .and_then(|(_, (_, v, _))| {
+                let x = v["verdicts"].as_array()?.iter().find(|x| x["id"] == id)?;
+                let c = x["subchecks"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["name"] == sub)?;
+                Some((
+                    c["status"].as_str()?.to_string(),
+                    c["evidence"].as_str()?.to_string(),
+                ))
+            })
+            .unwrap_or_default()
+    };
+    for (name, id, sub, status, needle) in [
+        ("random bytes", "SB-H1", "decodes", "skipped", "SB-D1"),
+        ("random bytes", "SB-H1", "status", "pass", "status 200"),
+        ("random bytes", "SB-R2", "decodes", "skipped", "SB-D1"),
+        ("random bytes", "SB-R2", "no-5xx", "pass", "status 200"),
+        ("random bytes", "SB-R2", "not-ended", "skipped", "SB-D1"),
+        ("500 to an empty send", "SB-R2", "decodes", "pass", ""),
+        (
+            "500 to an empty send",
+            "SB-R2",
+            "no-5xx",
+            "fail",
+            "status 500",
+        ),
+        (
+            "500 HTML page to an empty send",
+            "SB-R2",
+            "decodes",
+            "skipped",
+            "SB-D1",
+        ),
+        (
+            "500 HTML page to an empty send",
+            "SB-R2",
+            "no-5xx",
+            "fail",
+            "status 500",
+        ),
+        (
+            "hangs up on the new-chat session start",
+            "SB-H1",
+            "status",
+            "fail",
+            "no HTTP reply",
+        ),
+        ("correct", "SB-H1", "decodes", "pass", ""),
+        (
+            "201 with a greeting at session start",
+            "SB-H1",
+            "status",
+            "pass",
+            "status 201",
+        ),
+        (
+            "nudge on an empty send",
+            "SB-R2",
+            "not-ended",
+            "pass",
+            "1 message",
+        ),
+    ] {
+        let (got, evidence) = subcheck(name, id, sub);
+        if got != status || !evidence.contains(needle) {
+            problems.push(format!(
+                "{name}: {id} sub-check {sub}: expected {status} with {needle:?}, got {got:?} {evidence:?}"
+            ));
+        }
+    }
     // The legal oddities pass their rule without a warning.
     for (name, id) in [
+        ("https sources", "SB-D5"),
+        ("403 refusal", "SB-A1"),
+        ("403 refusal", "SB-A2"),
+        ("nudge on an empty send", "SB-R2"),
+        ("201 with a greeting at session start", "SB-H1"),
         ("endSession false", "SB-R4"),
         ("405 to OPTIONS", "SB-H5"),
         ("no-op reply to odd requests", "SB-R9"),
@@ -723,7 +988,9 @@ fn independent_peers_get_exactly_their_verdicts() {
 
 #[test]
 fn a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows_its_output() {
-    let Some(py) = python() else {
+    let Some(py) = python(
+        "a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows_its_output",
+    ) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -767,51 +1034,6 @@ fn a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows
     );
 }
 
-/// A process whose URL comes from a line of its output; killed on drop.
-struct Spawned {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `cmd` and waits (bounded) for a line with an http:// URL on stdout or stderr.
-fn spawn_url(cmd: &mut Command) -> Spawned {
-    use std::io::BufRead;
-    let mut child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let (tx, rx) = std::sync::mpsc::channel();
-    for r in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
-                if let Some(i) = line.find("http://") {
-                    let url: String = line[i..]
-                        .chars()
-                        .take_while(|c| !c.is_whitespace())
-                        .collect();
-                    let _ = tx.send(url);
-                }
-            }
-        });
-    }
-    let url = rx
-        .recv_timeout(std::time::Duration::from_secs(30))
-        .expect("printed its URL");
-    Spawned { child, url }
-}
-
 /// One raw HTTP/1.1 POST (`Connection: close`); the status code.
 fn post(url: &str, headers: &[(&str, &str)], body: &str) -> u16 {
     use std::io::{Read, Write};
@@ -842,7 +1064,9 @@ fn post(url: &str, headers: &[(&str, &str)], body: &str) -> u16 {
 
 #[test]
 fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_reaches_a_lane() {
-    let Some(py) = python() else {
+    let Some(py) = python(
+        "replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_reaches_a_lane",
+    ) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -557,43 +557,15 @@ fn both_signals() -> [i32; 2] {
 /// printed and the report files written, marked interrupted.
 #[test]
 fn check_bb_is_interrupted_cleanly_and_writes_partial_reports() {
-    for round in 0..soak_rounds() {
-        for sig in both_signals() {
-            let run = Run::new();
-            let junit = run.tmp.path().join("r.xml");
-            let md = run.tmp.path().join("r.md");
-            let script = hostile_shell();
-            let out = interrupt_case(
-                "check bb",
-                &run,
-                &[
-                    "check",
-                    "bb",
-                    "--timeout-ms",
-                    "120000",
-                    "--junit",
-                    junit.to_str().unwrap(),
-                    "--markdown",
-                    md.to_str().unwrap(),
-                    "--",
-                    "sh",
-                    "-c",
-                    &script,
-                ],
-                Ready::File,
-                sig,
-                round,
-                // Signalled while the kit waits for its first answer (the conformance folder
-                // exists then; before it was registered, it was left about half the time).
-                Duration::from_millis(1000),
-            );
-            assert!(out.contains("interrupted by SIG"), "partial summary: {out}");
-            let junit = std::fs::read_to_string(&junit).expect("the JUnit report is written");
-            assert!(junit.contains("interrupted"), "{junit}");
-            let md = std::fs::read_to_string(&md).expect("the Markdown report is written");
-            assert!(md.contains("Interrupted by SIG"), "{md}");
-        }
-    }
+    let script = hostile_shell();
+    partial_report_case(
+        "check bb",
+        &["check", "bb", "--timeout-ms", "120000"],
+        &["sh", "-c", &script],
+        // Signalled while the kit waits for its first answer (the conformance folder exists
+        // then; before it was registered, it was left about half the time).
+        Duration::from_millis(1000),
+    );
 }
 /// A Python stdlib HTTP-ish server that prints its address, starts a grandchild in its own
 /// session, says it is ready, then accepts connections and never answers (a hung bridge, hub
@@ -631,6 +603,49 @@ fn repo_path(rel: &str) -> String {
         .into_owned()
 }
 
+/// A command with `--junit`/`--markdown` reports, interrupted under each signal (see
+/// [`interrupt_case`]): `args`, the report flags, `--` and the `bridge` command line. The
+/// partial summary names the signal and both reports say the run was interrupted.
+fn partial_report_case(what: &str, args: &[&str], bridge: &[&str], settle: Duration) {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let (junit, md) = (run.tmp.path().join("r.xml"), run.tmp.path().join("r.md"));
+        let mut all = args.to_vec();
+        all.extend([
+            "--junit",
+            junit.to_str().unwrap(),
+            "--markdown",
+            md.to_str().unwrap(),
+            "--",
+        ]);
+        all.extend(bridge);
+        let out = interrupt_case(what, &run, &all, Ready::File, sig, round, settle);
+        assert_partial(what, &out, sig, &junit, &md);
+    });
+}
+
+/// A command interrupted under each signal (see [`interrupt_case`]); `args` prepares the run's
+/// folder when it needs to and gives the command line. The partial summary contains `needle`.
+fn summary_case(
+    what: &str,
+    ready: Ready,
+    settle: Duration,
+    needle: &str,
+    args: impl Fn(&Run) -> Vec<String>,
+) {
+    each_signal(|sig, round| {
+        let run = Run::new();
+        let args = args(&run);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = interrupt_case(what, &run, &args, ready, sig, round, settle);
+        assert!(out.contains(needle), "{what}: partial summary: {out}");
+    });
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
 /// The partial summary names the signal and the report files say the run was interrupted.
 fn assert_partial(what: &str, out: &str, sig: i32, junit: &Path, md: &Path) {
     assert!(
@@ -653,14 +668,15 @@ fn assert_partial(what: &str, out: &str, sig: i32, junit: &Path, md: &Path) {
 
 #[test]
 fn replay_bridle_is_interrupted_cleanly() {
-    each_signal(|sig, round| {
-        let run = Run::new();
-        let hub = hostile_server("127.0.0.1:{}");
-        let rec = repo_path("recordings/bridle");
-        let out = interrupt_case(
-            "replay bridle",
-            &run,
-            &[
+    let hub = hostile_server("127.0.0.1:{}");
+    let rec = repo_path("recordings/bridle");
+    summary_case(
+        "replay bridle",
+        Ready::File,
+        Duration::from_millis(300),
+        "interrupted",
+        |_| {
+            strings(&[
                 "replay",
                 "bridle",
                 &rec,
@@ -670,26 +686,22 @@ fn replay_bridle_is_interrupted_cleanly() {
                 "python3",
                 "-c",
                 &hub,
-            ],
-            Ready::File,
-            sig,
-            round,
-            Duration::from_millis(300),
-        );
-        assert!(out.contains("interrupted"), "partial summary: {out}");
-    });
+            ])
+        },
+    );
 }
 
 #[test]
 fn replay_sidebridge_is_interrupted_cleanly() {
-    each_signal(|sig, round| {
-        let run = Run::new();
-        let bridge = hostile_server("http://127.0.0.1:{}/");
-        let rec = repo_path("recordings/sidebridge");
-        let out = interrupt_case(
-            "replay sidebridge",
-            &run,
-            &[
+    let bridge = hostile_server("http://127.0.0.1:{}/");
+    let rec = repo_path("recordings/sidebridge");
+    summary_case(
+        "replay sidebridge",
+        Ready::File,
+        Duration::from_millis(300),
+        "interrupted",
+        |_| {
+            strings(&[
                 "replay",
                 "sidebridge",
                 &rec,
@@ -699,132 +711,63 @@ fn replay_sidebridge_is_interrupted_cleanly() {
                 "python3",
                 "-c",
                 &bridge,
-            ],
-            Ready::File,
-            sig,
-            round,
-            Duration::from_millis(300),
-        );
-        assert!(out.contains("interrupted"), "partial summary: {out}");
-    });
+            ])
+        },
+    );
 }
 
 /// issue 15 item 4: `check sidebridge` wrote no partial report when interrupted.
 #[test]
 fn check_sidebridge_is_interrupted_cleanly_and_writes_partial_reports() {
-    each_signal(|sig, round| {
-        let run = Run::new();
-        let (junit, md) = (run.tmp.path().join("r.xml"), run.tmp.path().join("r.md"));
-        let bridge = hostile_server("http://127.0.0.1:{}/");
-        let out = interrupt_case(
-            "check sidebridge",
-            &run,
-            &[
-                "check",
-                "sidebridge",
-                "--timeout",
-                "60",
-                "--junit",
-                junit.to_str().unwrap(),
-                "--markdown",
-                md.to_str().unwrap(),
-                "--",
-                "python3",
-                "-c",
-                &bridge,
-            ],
-            Ready::File,
-            sig,
-            round,
-            Duration::from_millis(300),
-        );
-        assert_partial("check sidebridge", &out, sig, &junit, &md);
-    });
+    let bridge = hostile_server("http://127.0.0.1:{}/");
+    partial_report_case(
+        "check sidebridge",
+        &["check", "sidebridge", "--timeout", "60"],
+        &["python3", "-c", &bridge],
+        Duration::from_millis(300),
+    );
 }
 
 /// issue 15 item 4: `check bridle hub` wrote no partial report when interrupted.
 #[test]
 fn check_bridle_hub_is_interrupted_cleanly_and_writes_partial_reports() {
-    each_signal(|sig, round| {
-        let run = Run::new();
-        let (junit, md) = (run.tmp.path().join("r.xml"), run.tmp.path().join("r.md"));
-        let hub = hostile_server("127.0.0.1:{}");
-        let out = interrupt_case(
-            "check bridle hub",
-            &run,
-            &[
-                "check",
-                "bridle",
-                "hub",
-                "--wait-ms",
-                "60000",
-                "--junit",
-                junit.to_str().unwrap(),
-                "--markdown",
-                md.to_str().unwrap(),
-                "--",
-                "python3",
-                "-c",
-                &hub,
-            ],
-            Ready::File,
-            sig,
-            round,
-            Duration::from_millis(300),
-        );
-        assert_partial("check bridle hub", &out, sig, &junit, &md);
-    });
+    let hub = hostile_server("127.0.0.1:{}");
+    partial_report_case(
+        "check bridle hub",
+        &["check", "bridle", "hub", "--wait-ms", "60000"],
+        &["python3", "-c", &hub],
+        Duration::from_millis(300),
+    );
 }
 
 /// issue 15 item 4: `check bridle agent` wrote no partial report when interrupted.
 #[test]
 fn check_bridle_agent_is_interrupted_cleanly_and_writes_partial_reports() {
-    each_signal(|sig, round| {
-        let run = Run::new();
-        let (junit, md) = (run.tmp.path().join("r.xml"), run.tmp.path().join("r.md"));
-        let agent = hostile_shell();
-        let out = interrupt_case(
-            "check bridle agent",
-            &run,
-            &[
-                "check",
-                "bridle",
-                "agent",
-                "--wait-ms",
-                "60000",
-                "--junit",
-                junit.to_str().unwrap(),
-                "--markdown",
-                md.to_str().unwrap(),
-                "--",
-                "sh",
-                "-c",
-                &agent,
-            ],
-            Ready::File,
-            sig,
-            round,
-            Duration::from_millis(300),
-        );
-        assert_partial("check bridle agent", &out, sig, &junit, &md);
-    });
+    let agent = hostile_shell();
+    partial_report_case(
+        "check bridle agent",
+        &["check", "bridle", "agent", "--wait-ms", "60000"],
+        &["sh", "-c", &agent],
+        Duration::from_millis(300),
+    );
 }
 
 #[test]
 fn rerecord_bb_is_interrupted_cleanly() {
-    each_signal(|sig, round| {
-        let run = Run::new();
-        // A copy: rerecording writes `.current` lanes into the cell.
-        let cell = run.tmp.path().join("rec/bb-ref/fork");
-        std::fs::create_dir_all(&cell).unwrap();
-        for e in std::fs::read_dir(bundled_cell()).unwrap().flatten() {
-            std::fs::copy(e.path(), cell.join(e.file_name())).unwrap();
-        }
-        let script = hostile_shell();
-        let out = interrupt_case(
-            "rerecord bb",
-            &run,
-            &[
+    let script = hostile_shell();
+    summary_case(
+        "rerecord bb",
+        Ready::File,
+        Duration::ZERO,
+        "interrupted by signal",
+        |run| {
+            // A copy: rerecording writes `.current` lanes into the cell.
+            let cell = run.tmp.path().join("rec/bb-ref/fork");
+            std::fs::create_dir_all(&cell).unwrap();
+            for e in std::fs::read_dir(bundled_cell()).unwrap().flatten() {
+                std::fs::copy(e.path(), cell.join(e.file_name())).unwrap();
+            }
+            strings(&[
                 "rerecord",
                 "bb",
                 "--timeout-ms",
@@ -834,32 +777,25 @@ fn rerecord_bb_is_interrupted_cleanly() {
                 "sh",
                 "-c",
                 &script,
-            ],
-            Ready::File,
-            sig,
-            round,
-            Duration::ZERO,
-        );
-        assert!(
-            out.contains("interrupted by signal"),
-            "partial summary: {out}"
-        );
-    });
+            ])
+        },
+    );
 }
 
 /// `parity` with two `cmd:` legs that hang (the ref: legs are covered above).
 #[test]
 fn parity_of_commands_is_interrupted_cleanly() {
-    each_signal(|sig, round| {
-        let run = Run::new();
-        for leg in ["a.sh", "b.sh"] {
-            std::fs::write(run.tmp.path().join(leg), hostile_shell()).unwrap();
-        }
-        let rec = repo_path("recordings/bb-ref");
-        let out = interrupt_case(
-            "parity cmd:",
-            &run,
-            &[
+    let rec = repo_path("recordings/bb-ref");
+    summary_case(
+        "parity cmd:",
+        Ready::File,
+        Duration::ZERO,
+        "interrupted by signal",
+        |run| {
+            for leg in ["a.sh", "b.sh"] {
+                std::fs::write(run.tmp.path().join(leg), hostile_shell()).unwrap();
+            }
+            strings(&[
                 "parity",
                 "--base",
                 "cmd:sh a.sh",
@@ -870,17 +806,9 @@ fn parity_of_commands_is_interrupted_cleanly() {
                 "--timeout-ms",
                 "120000",
                 &rec,
-            ],
-            Ready::File,
-            sig,
-            round,
-            Duration::ZERO,
-        );
-        assert!(
-            out.contains("interrupted by signal"),
-            "partial summary: {out}"
-        );
-    });
+            ])
+        },
+    );
 }
 
 /// `record bb` is a transparent wrapper: it forwards the signal to the bridge and ends as the
@@ -923,39 +851,36 @@ fn record_bb_passes_the_signal_on_and_leaves_nothing() {
 
 #[test]
 fn record_bridle_is_interrupted_cleanly() {
-    each_signal(|sig, round| {
-        let run = Run::new();
-        let dir = run.tmp.path().join("recordings");
-        let out = interrupt_case(
-            "record bridle",
-            &run,
-            &[
+    summary_case(
+        "record bridle",
+        Ready::StdoutLine,
+        Duration::ZERO,
+        "interrupted",
+        |run| {
+            let dir = run.tmp.path().join("recordings");
+            strings(&[
                 "record",
                 "bridle",
                 "--upstream",
                 "http://127.0.0.1:9",
                 "--dir",
                 dir.to_str().unwrap(),
-            ],
-            Ready::StdoutLine,
-            sig,
-            round,
-            Duration::ZERO,
-        );
-        assert!(out.contains("interrupted"), "partial summary: {out}");
-    });
+            ])
+        },
+    );
 }
 
 #[test]
 fn record_sidebridge_is_interrupted_cleanly() {
-    each_signal(|sig, round| {
-        let run = Run::new();
-        let dir = run.tmp.path().join("recordings");
-        let bridge = hostile_server("http://127.0.0.1:{}/");
-        let out = interrupt_case(
-            "record sidebridge",
-            &run,
-            &[
+    let bridge = hostile_server("http://127.0.0.1:{}/");
+    summary_case(
+        "record sidebridge",
+        Ready::File,
+        Duration::from_millis(300),
+        "interrupted",
+        |run| {
+            let dir = run.tmp.path().join("recordings");
+            strings(&[
                 "record",
                 "sidebridge",
                 "--dir",
@@ -964,12 +889,7 @@ fn record_sidebridge_is_interrupted_cleanly() {
                 "python3",
                 "-c",
                 &bridge,
-            ],
-            Ready::File,
-            sig,
-            round,
-            Duration::from_millis(300),
-        );
-        assert!(out.contains("interrupted"), "partial summary: {out}");
-    });
+            ])
+        },
+    );
 }

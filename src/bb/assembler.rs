@@ -15,6 +15,7 @@
 //! normalizes ids anyway, and fixed ids make dumps reproducible).
 
 use super::delta::KEY_SEPARATOR;
+use crate::jsonref::JsonView;
 use crate::util::{CappedMap, CappedSet};
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -105,9 +106,9 @@ struct Key<'a> {
 }
 
 impl<'a> Key<'a> {
-    fn of(delta: &'a Value) -> Key<'a> {
+    fn of<J: JsonView>(delta: &'a J) -> Key<'a> {
         let k = delta.get("key");
-        let part = |name: &str| k.and_then(|k| k.get(name)).and_then(Value::as_str);
+        let part = |name: &str| k.and_then(|k| k.get(name)).and_then(JsonView::as_str);
         Key {
             provider_item_id: part("providerItemId"),
             channel: part("channel"),
@@ -177,13 +178,13 @@ impl Assembler {
         std::mem::take(&mut self.silent_drops)
     }
 
-    fn silent_drop(&mut self, delta: &Value) {
+    fn silent_drop<J: JsonView>(&mut self, delta: &J) {
         let key = delta.get("key").filter(|k| k.is_object()).map(|k| {
             ["providerItemId", "channel", "parentRef"]
                 .iter()
                 .filter_map(|p| {
-                    k.get(*p)
-                        .and_then(Value::as_str)
+                    k.get(p)
+                        .and_then(JsonView::as_str)
                         .map(|v| format!("{p} {v:?}"))
                 })
                 .collect::<Vec<_>>()
@@ -196,7 +197,7 @@ impl Assembler {
         });
     }
 
-    pub fn assemble(&mut self, thread_id: &str, deltas: &[Value]) -> Vec<Value> {
+    pub fn assemble<J: JsonView>(&mut self, thread_id: &str, deltas: &[J]) -> Vec<Value> {
         let mut out = Vec::new();
         if self.current_thread != thread_id {
             self.current_thread = thread_id.to_string();
@@ -204,7 +205,7 @@ impl Assembler {
         // §12.7 step 1 (flushing elapsed text windows and parked progress) never fires with
         // window 0 and a frozen clock.
         for delta in deltas {
-            let kind = delta.get("kind").and_then(Value::as_str).unwrap_or("");
+            let kind = delta.get("kind").and_then(JsonView::as_str).unwrap_or("");
             if kind == "session.reset" {
                 self.threads.remove(thread_id); // counters keep counting
                 continue;
@@ -220,13 +221,13 @@ impl Assembler {
         out
     }
 
-    fn resolve_turn(
+    fn resolve_turn<J: JsonView>(
         &mut self,
         st: &mut ThreadState,
-        delta: &Value,
+        delta: &J,
         rule: TurnRule,
     ) -> Option<String> {
-        if let Some(ptid) = delta.get("providerTurnId").and_then(Value::as_str) {
+        if let Some(ptid) = delta.get("providerTurnId").and_then(JsonView::as_str) {
             return Some(self.vouched_turn(st, ptid));
         }
         match rule {
@@ -288,15 +289,23 @@ impl Assembler {
         st.cumulative_output.clear();
     }
 
-    fn fallback(&mut self, st: &mut ThreadState, delta: &Value, out: &mut Vec<Value>) {
+    fn fallback<J: JsonView>(&mut self, st: &mut ThreadState, delta: &J, out: &mut Vec<Value>) {
         let Some(fb) = delta.get("noTurnFallback") else {
             return self.silent_drop(delta);
         };
         let parent = Key::of(delta).parent_ref;
         let mut fields = obj([
             ("providerId", Value::String(self.provider_id.clone())),
-            ("rawType", fb.get("rawType").cloned().unwrap_or(Value::Null)),
-            ("rawEvent", fb.get("raw").cloned().unwrap_or(Value::Null)),
+            (
+                "rawType",
+                fb.get("rawType")
+                    .map(JsonView::to_value)
+                    .unwrap_or(Value::Null),
+            ),
+            (
+                "rawEvent",
+                fb.get("raw").map(JsonView::to_value).unwrap_or(Value::Null),
+            ),
         ]);
         if let Some(p) = self.parent_tool_call_id(st, parent) {
             fields.insert("parentToolCallId".into(), Value::String(p));
@@ -308,7 +317,13 @@ impl Assembler {
         st.open_items.iter().position(|(k, _)| k == key)
     }
 
-    fn apply(&mut self, st: &mut ThreadState, kind: &str, d: &Value, out: &mut Vec<Value>) {
+    fn apply<J: JsonView>(
+        &mut self,
+        st: &mut ThreadState,
+        kind: &str,
+        d: &J,
+        out: &mut Vec<Value>,
+    ) {
         match kind {
             "input.accepted" => {
                 let client = d["clientRequestId"].as_str().unwrap_or("").to_string();
@@ -329,10 +344,13 @@ impl Assembler {
                 let mut item = obj([
                     ("type", json!("userMessage")),
                     ("id", Value::String(id)),
-                    ("content", json!([{"type": "text", "text": d["text"]}])),
+                    (
+                        "content",
+                        json!([{"type": "text", "text": d["text"].to_value()}]),
+                    ),
                 ]);
                 if let Some(p) =
-                    self.parent_tool_call_id(st, d.get("parentRef").and_then(Value::as_str))
+                    self.parent_tool_call_id(st, d.get("parentRef").and_then(JsonView::as_str))
                 {
                     item.insert("parentToolCallId".into(), Value::String(p));
                 }
@@ -343,11 +361,11 @@ impl Assembler {
                 ));
             }
             "turn.open" => {
-                if let Some(ptid) = d.get("providerTurnId").and_then(Value::as_str) {
+                if let Some(ptid) = d.get("providerTurnId").and_then(JsonView::as_str) {
                     let t = self.vouched_turn(st, ptid);
                     let mut fields = Map::new();
                     if let Some(p) =
-                        self.parent_tool_call_id(st, d.get("parentRef").and_then(Value::as_str))
+                        self.parent_tool_call_id(st, d.get("parentRef").and_then(JsonView::as_str))
                     {
                         fields.insert("parentToolCallId".into(), Value::String(p));
                     }
@@ -357,27 +375,27 @@ impl Assembler {
                 }
             }
             "turn.boundary" => {
-                let mut fields = obj([("status", d["status"].clone())]);
+                let mut fields = obj([("status", d["status"].to_value())]);
                 if let Some(e) = d.get("error") {
-                    fields.insert("error".into(), e.clone());
+                    fields.insert("error".into(), e.to_value());
                 }
                 if let Some(c) = d.get("providerCheckpointId") {
-                    fields.insert("providerCheckpointId".into(), c.clone());
+                    fields.insert("providerCheckpointId".into(), c.to_value());
                 }
-                if let Some(ptid) = d.get("providerTurnId").and_then(Value::as_str) {
+                if let Some(ptid) = d.get("providerTurnId").and_then(JsonView::as_str) {
                     let t = self.vouched_turn(st, ptid);
                     out.push(event("turn/completed", turn_scope(&t), fields));
                     return;
                 }
                 let turn = match st.current_turn.clone() {
                     Some(t) => t,
-                    None if d.get("claimIfIdle") == Some(&Value::Bool(true))
+                    None if d.get("claimIfIdle").is_some_and(JsonView::is_true)
                         && !st.queued_inputs.is_empty() =>
                     {
                         self.open_turn(st, out)
                     }
                     // A claiming boundary on an idle thread settles nothing, by design.
-                    None if d.get("claimIfIdle") == Some(&Value::Bool(true)) => return,
+                    None if d.get("claimIfIdle").is_some_and(JsonView::is_true) => return,
                     None => return self.silent_drop(d),
                 };
                 out.push(event("turn/completed", turn_scope(&turn), fields));
@@ -400,12 +418,15 @@ impl Assembler {
                         None => self.mint_item(),
                     },
                 };
-                let ty = if d["channel"] == "fileChange" {
+                let ty = if d["channel"].is_str("fileChange") {
                     "item/fileChange/outputDelta"
                 } else {
                     "item/commandExecution/outputDelta"
                 };
-                let mut fields = obj([("itemId", Value::String(id)), ("delta", d["text"].clone())]);
+                let mut fields = obj([
+                    ("itemId", Value::String(id)),
+                    ("delta", d["text"].to_value()),
+                ]);
                 if let Some(p) = self.parent_tool_call_id(st, key.parent_ref) {
                     fields.insert("parentToolCallId".into(), Value::String(p));
                 }
@@ -448,9 +469,9 @@ impl Assembler {
                     return;
                 };
                 let usage = obj([
-                    ("total", d["total"].clone()),
-                    ("last", d["last"].clone()),
-                    ("modelContextWindow", d["modelContextWindow"].clone()),
+                    ("total", d["total"].to_value()),
+                    ("last", d["last"].to_value()),
+                    ("modelContextWindow", d["modelContextWindow"].to_value()),
                 ]);
                 out.push(event(
                     "thread/tokenUsage/updated",
@@ -459,9 +480,9 @@ impl Assembler {
                 ));
             }
             "contextWindow" => {
-                let turn = if let Some(ptid) = d.get("providerTurnId").and_then(Value::as_str) {
+                let turn = if let Some(ptid) = d.get("providerTurnId").and_then(JsonView::as_str) {
                     Some(self.vouched_turn(st, ptid))
-                } else if d["attach"] == "open" {
+                } else if d["attach"].is_str("open") {
                     st.current_turn.clone()
                 } else {
                     st.current_turn.clone().or_else(|| st.last_turn.clone())
@@ -470,26 +491,30 @@ impl Assembler {
                 if let Some(snap) = d.get("snapshot").filter(|s| s.is_object()) {
                     usage.insert(
                         "usedTokens".into(),
-                        snap.get("usedTokens").cloned().unwrap_or(Value::Null),
+                        snap.get("usedTokens")
+                            .map(JsonView::to_value)
+                            .unwrap_or(Value::Null),
                     );
                     usage.insert(
                         "modelContextWindow".into(),
                         snap.get("contextWindowTokens")
-                            .cloned()
+                            .map(JsonView::to_value)
                             .unwrap_or(Value::Null),
                     );
                     usage.insert(
                         "estimated".into(),
-                        snap.get("estimated").cloned().unwrap_or(Value::Bool(false)),
+                        snap.get("estimated")
+                            .map(JsonView::to_value)
+                            .unwrap_or(Value::Bool(false)),
                     );
-                    usage.insert("snapshot".into(), snap.clone());
+                    usage.insert("snapshot".into(), snap.to_value());
                 } else {
-                    usage.insert("usedTokens".into(), d["used"].clone());
+                    usage.insert("usedTokens".into(), d["used"].to_value());
                     usage.insert(
                         "modelContextWindow".into(),
-                        d.get("size").cloned().unwrap_or(Value::Null),
+                        d.get("size").map(JsonView::to_value).unwrap_or(Value::Null),
                     );
-                    usage.insert("estimated".into(), d["estimated"].clone());
+                    usage.insert("estimated".into(), d["estimated"].to_value());
                 }
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
                 out.push(event(
@@ -512,14 +537,14 @@ impl Assembler {
                     out.push(event(
                         "turn/diff/updated",
                         turn_scope(&t),
-                        obj([("diff", d["diff"].clone())]),
+                        obj([("diff", d["diff"].to_value())]),
                     ));
                 }
             }
             "provider.error" => {
-                let turn = if let Some(ptid) = d.get("providerTurnId").and_then(Value::as_str) {
+                let turn = if let Some(ptid) = d.get("providerTurnId").and_then(JsonView::as_str) {
                     Some(self.vouched_turn(st, ptid))
-                } else if d.get("threadScoped") == Some(&Value::Bool(true)) {
+                } else if d.get("threadScoped").is_some_and(JsonView::is_true) {
                     None
                 } else if st.current_turn.is_some() {
                     st.current_turn.clone()
@@ -528,15 +553,15 @@ impl Assembler {
                 } else {
                     None
                 };
-                let mut fields = obj([("message", d["message"].clone())]);
+                let mut fields = obj([("message", d["message"].to_value())]);
                 for f in ["detail", "willRetry", "errorInfo"] {
                     if let Some(v) = d.get(f) {
-                        fields.insert(f.into(), v.clone());
+                        fields.insert(f.into(), v.to_value());
                     }
                 }
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
                 out.push(event("provider/error", scope, fields));
-                if d.get("settlesTurn") == Some(&Value::Bool(true))
+                if d.get("settlesTurn").is_some_and(JsonView::is_true)
                     && let Some(t) = turn
                 {
                     out.push(event(
@@ -552,16 +577,16 @@ impl Assembler {
             "provider.modelFallback" => {
                 let turn = st.current_turn.clone().or_else(|| st.last_turn.clone());
                 let fields = obj([
-                    ("originalModel", d["originalModel"].clone()),
-                    ("fallbackModel", d["fallbackModel"].clone()),
-                    ("reason", d["reason"].clone()),
-                    ("message", d["message"].clone()),
+                    ("originalModel", d["originalModel"].to_value()),
+                    ("fallbackModel", d["fallbackModel"].to_value()),
+                    ("reason", d["reason"].to_value()),
+                    ("message", d["message"].to_value()),
                 ]);
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
                 out.push(event("provider/modelFallback", scope, fields));
             }
             "provider.warning" => {
-                let turn = if d.get("vouchedTurn") == Some(&Value::Bool(true)) {
+                let turn = if d.get("vouchedTurn").is_some_and(JsonView::is_true) {
                     st.current_turn.clone()
                 } else {
                     None
@@ -569,35 +594,36 @@ impl Assembler {
                 let mut fields = obj([(
                     "category",
                     d.get("category")
-                        .cloned()
+                        .map(JsonView::to_value)
                         .unwrap_or_else(|| json!("general")),
                 )]);
                 for f in ["summary", "details"] {
                     if let Some(v) = d.get(f) {
-                        fields.insert(f.into(), v.clone());
+                        fields.insert(f.into(), v.to_value());
                     }
                 }
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
                 out.push(event("provider/warning", scope, fields));
             }
             "unhandled" => {
-                let turn = if let Some(ptid) = d.get("providerTurnId").and_then(Value::as_str) {
+                let turn = if let Some(ptid) = d.get("providerTurnId").and_then(JsonView::as_str) {
                     Some(self.vouched_turn(st, ptid))
-                } else if d.get("vouchedTurn") == Some(&Value::Bool(true)) {
+                } else if d.get("vouchedTurn").is_some_and(JsonView::is_true) {
                     st.current_turn.clone()
                 } else {
                     None
                 };
-                if d.get("onlyIfNoTurn") == Some(&Value::Bool(true)) && st.current_turn.is_some() {
+                if d.get("onlyIfNoTurn").is_some_and(JsonView::is_true) && st.current_turn.is_some()
+                {
                     return;
                 }
                 let mut fields = obj([
                     ("providerId", Value::String(self.provider_id.clone())),
-                    ("rawType", d["rawType"].clone()),
-                    ("rawEvent", d["raw"].clone()),
+                    ("rawType", d["rawType"].to_value()),
+                    ("rawEvent", d["raw"].to_value()),
                 ]);
                 if let Some(p) =
-                    self.parent_tool_call_id(st, d.get("parentRef").and_then(Value::as_str))
+                    self.parent_tool_call_id(st, d.get("parentRef").and_then(JsonView::as_str))
                 {
                     fields.insert("parentToolCallId".into(), Value::String(p));
                 }
@@ -613,25 +639,25 @@ impl Assembler {
             }
             "thread.identity" => {
                 let mut e = event("thread/identity", thread_scope(), Map::new());
-                e["providerThreadId"] = d["providerThreadId"].clone();
+                e["providerThreadId"] = d["providerThreadId"].to_value();
                 out.push(e);
             }
             "thread.name" => out.push(event(
                 "thread/name/updated",
                 thread_scope(),
-                obj([("threadName", d["name"].clone())]),
+                obj([("threadName", d["name"].to_value())]),
             )),
             "provider.rateLimits" => out.push(event(
                 "provider/rateLimits/updated",
                 thread_scope(),
-                obj([("rateLimits", d["rateLimits"].clone())]),
+                obj([("rateLimits", d["rateLimits"].to_value())]),
             )),
             "extension.state" => out.push(event(
                 "thread/extensionState/updated",
                 thread_scope(),
                 obj([
-                    ("kind", d["extensionKind"].clone()),
-                    ("payload", d["payload"].clone()),
+                    ("kind", d["extensionKind"].to_value()),
+                    ("payload", d["payload"].to_value()),
                 ]),
             )),
             "session.ended" => {
@@ -678,10 +704,10 @@ impl Assembler {
         }
     }
 
-    fn item_open(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
-        let turn = if let Some(ptid) = d.get("providerTurnId").and_then(Value::as_str) {
+    fn item_open<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
+        let turn = if let Some(ptid) = d.get("providerTurnId").and_then(JsonView::as_str) {
             Some(self.vouched_turn(st, ptid))
-        } else if d.get("attach").and_then(Value::as_str) == Some("currentOrLast") {
+        } else if d.get("attach").and_then(JsonView::as_str) == Some("currentOrLast") {
             st.current_turn.clone().or_else(|| st.last_turn.clone())
         } else {
             st.current_turn.clone()
@@ -725,7 +751,7 @@ impl Assembler {
         out.push(event("item/started", turn_scope(&t), obj([("item", item)])));
     }
 
-    fn item_close(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
+    fn item_close<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
         let attached = is_thread_attached(&d["item"]);
         let turn = self.resolve_turn(st, d, TurnRule::Vc);
         if turn.is_none() && !attached {
@@ -745,7 +771,7 @@ impl Assembler {
             // Mid-flight reclassification: settle the started item first, under the same id.
             let mut first = o.item.clone();
             if first.get("status").is_some() {
-                first["status"] = d["status"].clone();
+                first["status"] = d["status"].to_value();
             }
             out.push(event(
                 "item/completed",
@@ -788,7 +814,7 @@ impl Assembler {
         if key.provider_item_id.is_some() {
             st.settled_keys.insert(&ks);
         }
-        let background_delegation = shape_ty == "delegation" && d["item"]["background"] == true;
+        let background_delegation = shape_ty == "delegation" && d["item"]["background"].is_true();
         if shape_ty == "backgroundTask" {
             out.push(event(
                 "item/backgroundTask/completed",
@@ -810,13 +836,13 @@ impl Assembler {
         }
     }
 
-    fn item_progress(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
+    fn item_progress<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
         let key = Key::of(d);
         let ks = key.string();
         let snapshot_ty = d
             .get("snapshot")
             .and_then(|s| s.get("type"))
-            .and_then(Value::as_str)
+            .and_then(JsonView::as_str)
             .map(str::to_string);
         let turn = if snapshot_ty.is_some() {
             None
@@ -858,7 +884,7 @@ impl Assembler {
             None => {
                 let mut fields = obj([("itemId", Value::String(id))]);
                 if let Some(m) = d.get("message") {
-                    fields.insert("message".into(), m.clone());
+                    fields.insert("message".into(), m.to_value());
                 }
                 if let Some(p) = parent {
                     fields.insert("parentToolCallId".into(), Value::String(p));
@@ -872,7 +898,7 @@ impl Assembler {
         };
         // The 500 ms throttle on a frozen clock (§12.8): a key that emitted (or opened) parks
         // every later non-flush progress, and parked events are never released.
-        let flush = d.get("flush") == Some(&Value::Bool(true));
+        let flush = d.get("flush").is_some_and(JsonView::is_true);
         if !flush && st.progress_clock.contains(&ks) {
             return;
         }
@@ -919,7 +945,7 @@ impl Assembler {
         }
     }
 
-    fn text_delta(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
+    fn text_delta<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
         let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
             return self.fallback(st, d, out);
         };
@@ -962,7 +988,7 @@ impl Assembler {
         out.push(event(ty, turn_scope(&t), fields));
     }
 
-    fn text_close(&mut self, st: &mut ThreadState, d: &Value, out: &mut Vec<Value>) {
+    fn text_close<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
         let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
             return self.fallback(st, d, out);
         };
@@ -974,7 +1000,7 @@ impl Assembler {
         let channel = d["channel"].as_str().unwrap_or("agentMessage");
         let open = Self::find_open(st, &ks).map(|i| st.open_items.remove(i).1);
         let accumulated = open.as_ref().map(|o| o.text.clone()).unwrap_or_default();
-        let final_text = match d.get("text").and_then(Value::as_str) {
+        let final_text = match d.get("text").and_then(JsonView::as_str) {
             Some(t) => t.to_string(),
             None => {
                 if accumulated.trim().is_empty() {
@@ -1034,10 +1060,10 @@ fn text_item(o: &OpenItem, text: &str) -> Value {
     v
 }
 
-fn is_thread_attached(shape: &Value) -> bool {
+fn is_thread_attached<J: JsonView>(shape: &J) -> bool {
     match shape["type"].as_str() {
         Some("backgroundTask") => true,
-        Some("delegation") => shape["background"] == true,
+        Some("delegation") => shape["background"].is_true(),
         _ => false,
     }
 }
@@ -1050,28 +1076,31 @@ enum ItemPhase {
 }
 
 /// Builds an event item from a delta shape (§12.5).
-fn build_item(
-    shape: &Value,
+fn build_item<J: JsonView>(
+    shape: &J,
     id: &str,
     phase: ItemPhase,
-    delta: &Value,
+    delta: &J,
     parent: Option<&str>,
     open_presentation: Option<Value>,
 ) -> Value {
     let ty = shape["type"].as_str().unwrap_or("");
     let status = match phase {
         ItemPhase::Open => json!("pending"),
-        ItemPhase::Close => delta["status"].clone(),
-        ItemPhase::Snapshot => shape.get("status").cloned().unwrap_or(json!("pending")),
+        ItemPhase::Close => delta["status"].to_value(),
+        ItemPhase::Snapshot => shape
+            .get("status")
+            .map(JsonView::to_value)
+            .unwrap_or(json!("pending")),
     };
-    let approval = if phase == ItemPhase::Close && delta["approvalStatus"] == "denied" {
+    let approval = if phase == ItemPhase::Close && delta["approvalStatus"].is_str("denied") {
         json!("denied")
     } else {
         Value::Null
     };
     let copy = |m: &mut Map<String, Value>, f: &str| {
         if let Some(v) = shape.get(f) {
-            m.insert(f.into(), v.clone());
+            m.insert(f.into(), v.to_value());
         }
     };
     let mut m = Map::new();
@@ -1086,7 +1115,7 @@ fn build_item(
             if phase == ItemPhase::Close {
                 for f in ["aggregatedOutput", "exitCode"] {
                     if let Some(v) = delta.get(f) {
-                        m.insert(f.into(), v.clone());
+                        m.insert(f.into(), v.to_value());
                     }
                 }
             }
@@ -1103,15 +1132,15 @@ fn build_item(
                     cs.iter()
                         .map(|c| {
                             let mut o = Map::new();
-                            o.insert("path".into(), c["path"].clone());
-                            o.insert("kind".into(), c["kind"].clone());
+                            o.insert("path".into(), c["path"].to_value());
+                            o.insert("kind".into(), c["kind"].to_value());
                             if let Some(v) = c.get("movePath") {
-                                o.insert("movePath".into(), v.clone());
+                                o.insert("movePath".into(), v.to_value());
                             }
                             if let Some(v) = c.get("diff") {
-                                o.insert("diff".into(), v.clone());
-                            } else if let Some(new) = c.get("newText").and_then(Value::as_str) {
-                                let old = c.get("oldText").and_then(Value::as_str).unwrap_or("");
+                                o.insert("diff".into(), v.to_value());
+                            } else if let Some(new) = c.get("newText").and_then(JsonView::as_str) {
+                                let old = c.get("oldText").and_then(JsonView::as_str).unwrap_or("");
                                 o.insert("diff".into(), json!(simple_diff(old, new)));
                             }
                             Value::Object(o)
@@ -1129,15 +1158,15 @@ fn build_item(
             copy(&mut m, "server");
             copy(&mut m, "tool");
             if shape["args"].is_object() {
-                m.insert("arguments".into(), shape["args"].clone());
+                m.insert("arguments".into(), shape["args"].to_value());
             }
             m.insert("status".into(), status);
             if let Some(r) = shape.get("result") {
-                m.insert("result".into(), r.clone());
+                m.insert("result".into(), r.to_value());
             } else if phase == ItemPhase::Close
                 && let Some(r) = delta.get("resultText")
             {
-                m.insert("result".into(), r.clone());
+                m.insert("result".into(), r.to_value());
             }
             copy(&mut m, "error");
             copy(&mut m, "durationMs");
@@ -1168,7 +1197,10 @@ fn build_item(
             m.insert("id".into(), json!(id));
             copy(&mut m, "queries");
             let rt = if phase == ItemPhase::Close {
-                delta.get("resultText").cloned().unwrap_or(Value::Null)
+                delta
+                    .get("resultText")
+                    .map(JsonView::to_value)
+                    .unwrap_or(Value::Null)
             } else {
                 Value::Null
             };
@@ -1180,14 +1212,23 @@ fn build_item(
             copy(&mut m, "url");
             m.insert(
                 "prompt".into(),
-                shape.get("prompt").cloned().unwrap_or(Value::Null),
+                shape
+                    .get("prompt")
+                    .map(JsonView::to_value)
+                    .unwrap_or(Value::Null),
             );
             m.insert(
                 "pattern".into(),
-                shape.get("pattern").cloned().unwrap_or(Value::Null),
+                shape
+                    .get("pattern")
+                    .map(JsonView::to_value)
+                    .unwrap_or(Value::Null),
             );
             let rt = if phase == ItemPhase::Close {
-                delta.get("resultText").cloned().unwrap_or(Value::Null)
+                delta
+                    .get("resultText")
+                    .map(JsonView::to_value)
+                    .unwrap_or(Value::Null)
             } else {
                 Value::Null
             };
@@ -1280,7 +1321,10 @@ fn build_item(
     if let Some(p) = parent {
         m.insert("parentToolCallId".into(), json!(p));
     }
-    let presentation = delta.get("presentation").cloned().or(open_presentation);
+    let presentation = delta
+        .get("presentation")
+        .map(JsonView::to_value)
+        .or(open_presentation);
     if let Some(p) = presentation
         && phase != ItemPhase::Snapshot
     {

@@ -7,6 +7,7 @@
 //! message invalid and it assembles into nothing. Unknown fields inside a delta are tolerated
 //! (bb strips them; they never reach events, which are built from the known fields only).
 
+use crate::jsonref::JsonView;
 use serde_json::Value;
 use std::sync::LazyLock;
 
@@ -89,19 +90,19 @@ pub static PARAMS_FAST: LazyLock<super::schema_fast::FastSchema> = LazyLock::new
 /// `rules/schema/bb-thread-delta-params.schema.json`); on success returns the thread id and
 /// the deltas. The error names the delta (`deltas[i] (kind)`), the field path inside it and
 /// what was allowed.
-pub fn validate_params(params: &Value) -> Result<(&str, &Vec<Value>), String> {
+pub fn validate_params<J: JsonView>(params: &J) -> Result<(&str, &[J]), String> {
     if !PARAMS_FAST.is_valid(params) {
         // Rare: the general validator names the first error.
+        let params = params.to_value();
         let e = PARAMS_SCHEMA
-            .iter_errors(params)
+            .iter_errors(&params)
             .next()
-            .map(|e| describe(params, &e))
+            .map(|e| describe(&params, &e))
             .unwrap_or_else(|| "invalid params".into());
         return Err(e);
     }
-    let obj = params.as_object().expect("schema: an object");
-    let thread_id = obj["threadId"].as_str().expect("schema: a string");
-    let deltas = obj["deltas"].as_array().expect("schema: an array");
+    let thread_id = params["threadId"].as_str().expect("schema: a string");
+    let deltas = params["deltas"].as_array().expect("schema: an array");
     for (i, d) in deltas.iter().enumerate() {
         // JSON Schema counts code points; bb's limit is JavaScript string length (UTF-16).
         if let Some(detail) = d["presentation"]["detail"].as_str()

@@ -28,6 +28,7 @@ pub mod transport;
 pub mod wire;
 
 use crate::cell::Cell;
+use crate::jsonref::{JsonRef, JsonView};
 use crate::lane::Entry;
 use crate::protocol::{EventSink, Model, Protocol, RowProjector};
 use serde_json::Value;
@@ -56,20 +57,17 @@ impl Model for BbModel {
         sink: &mut dyn EventSink,
     ) {
         let judge = assemble_judged(cell, entries, sink);
-        for v in &judge.violations {
-            sink.invalid(format!("{}: {}", v.rule, v.detail));
-        }
-        for rule in wire::RULES {
-            let kept = judge.violations.iter().filter(|v| v.rule == *rule).count();
-            let total = judge.violation_counts.get(rule).copied().unwrap_or(0);
-            if total > kept {
-                sink.invalid(format!(
-                    "{rule}: {} more violation(s) not kept (the judge keeps the first {})",
-                    total - kept,
-                    wire::MAX_KEPT_PER_RULE
-                ));
-            }
-        }
+        report_judge(&judge, sink);
+    }
+
+    fn assemble_fast(
+        &self,
+        cell: &Cell,
+        entries: &mut dyn Iterator<Item = Entry>,
+        sink: &mut dyn EventSink,
+    ) {
+        let judge = assemble_judged_borrowed(cell, entries, sink);
+        report_judge(&judge, sink);
     }
 
     fn row_projector(&self) -> Box<dyn RowProjector> {
@@ -81,9 +79,45 @@ impl Model for BbModel {
     }
 }
 
+/// The wire judge's violations as invalid messages (the first few of each rule, then a count).
+fn report_judge(judge: &wire::WireJudge, sink: &mut dyn EventSink) {
+    for v in &judge.violations {
+        sink.invalid(format!("{}: {}", v.rule, v.detail));
+    }
+    for rule in wire::RULES {
+        let kept = judge.violations.iter().filter(|v| v.rule == *rule).count();
+        let total = judge.violation_counts.get(rule).copied().unwrap_or(0);
+        if total > kept {
+            sink.invalid(format!(
+                "{rule}: {} more violation(s) not kept (the judge keeps the first {})",
+                total - kept,
+                wire::MAX_KEPT_PER_RULE
+            ));
+        }
+    }
+}
+
 /// The offline pass over a cell's merged entries (reference §4.2), with the wire judge fed
 /// along; returns the judge (its violations are not yet reported to `sink`).
 pub fn assemble_judged(
+    cell: &Cell,
+    entries: &mut dyn Iterator<Item = Entry>,
+    sink: &mut dyn EventSink,
+) -> wire::WireJudge {
+    assemble_judged_with::<false>(cell, entries, sink)
+}
+
+/// [`assemble_judged`] reading each `thread/delta` line as a borrowed [`JsonRef`] instead of a
+/// `Value` tree (same events, drops and messages; `tests/counting_path.rs` holds it to that).
+pub fn assemble_judged_borrowed(
+    cell: &Cell,
+    entries: &mut dyn Iterator<Item = Entry>,
+    sink: &mut dyn EventSink,
+) -> wire::WireJudge {
+    assemble_judged_with::<true>(cell, entries, sink)
+}
+
+fn assemble_judged_with<const BORROWED: bool>(
     cell: &Cell,
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
@@ -135,30 +169,67 @@ pub fn assemble_judged(
                     }
                     continue;
                 }
-                let Some(mut m) = parse_object(&entry.line) else {
-                    continue;
+                let at_entry = || at(&entry);
+                let mut pass = Pass {
+                    assembler: &mut assembler,
+                    grammar: &mut grammar,
+                    judge: &mut judge,
+                    sink: &mut *sink,
+                    at: &at_entry,
                 };
-                if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
-                    continue;
-                }
-                let params = m.remove("params").unwrap_or(Value::Null);
-                match delta::validate_params(&params) {
-                    Err(e) => sink.invalid(format!("{}: invalid thread/delta: {e}", at(&entry))),
-                    Ok((thread_id, deltas)) => {
-                        let events = assembler.assemble(thread_id, deltas);
-                        let drops = assembler.take_silent_drops();
-                        judge.bridge_delta_at(thread_id, &|| at(&entry), &events, &drops);
-                        for ev in events {
-                            match grammar.accept(&ev) {
-                                Ok(()) => sink.event(ev),
-                                Err(drop) => sink.grammar_drop(drop),
-                            }
-                        }
+                if BORROWED {
+                    let Some(mut m) = JsonRef::parse(&entry.line) else {
+                        continue;
+                    };
+                    if !m.is_object()
+                        || m.get("method").and_then(JsonView::as_str) != Some("thread/delta")
+                    {
+                        continue;
                     }
+                    pass.delta(&m.take("params"));
+                } else {
+                    let Some(mut m) = parse_object(&entry.line) else {
+                        continue;
+                    };
+                    if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
+                        continue;
+                    }
+                    pass.delta(&m.remove("params").unwrap_or(Value::Null));
                 }
             }
             _ => {} // provider lanes play no part offline
         }
     }
     judge
+}
+
+/// One `thread/delta` message through validation, the assembler, the wire judge and the grammar.
+struct Pass<'p> {
+    assembler: &'p mut assembler::Assembler,
+    grammar: &'p mut grammar::Grammar,
+    judge: &'p mut wire::WireJudge,
+    sink: &'p mut dyn EventSink,
+    at: &'p dyn Fn() -> String,
+}
+
+impl Pass<'_> {
+    fn delta<J: JsonView>(&mut self, params: &J) {
+        match delta::validate_params(params) {
+            Err(e) => self
+                .sink
+                .invalid(format!("{}: invalid thread/delta: {e}", (self.at)())),
+            Ok((thread_id, deltas)) => {
+                let events = self.assembler.assemble(thread_id, deltas);
+                let drops = self.assembler.take_silent_drops();
+                self.judge
+                    .bridge_delta_at(thread_id, self.at, &events, &drops);
+                for ev in events {
+                    match self.grammar.accept(&ev) {
+                        Ok(()) => self.sink.event(ev),
+                        Err(drop) => self.sink.grammar_drop(drop),
+                    }
+                }
+            }
+        }
+    }
 }

@@ -15,6 +15,7 @@
 //! and `enum` compare numbers mathematically; string lengths count code points; `pattern` is a
 //! search, not a full match.
 
+use crate::jsonref::{JsonView, Kind, Num};
 use regex::Regex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -100,64 +101,56 @@ impl FastSchema {
         })
     }
 
-    pub fn is_valid(&self, instance: &Value) -> bool {
+    /// Whether `instance` (a `Value` or a borrowed [`JsonRef`](crate::jsonref::JsonRef))
+    /// is valid.
+    pub fn is_valid<J: JsonView>(&self, instance: &J) -> bool {
         self.valid(self.root, instance)
     }
 
-    fn valid(&self, node: usize, v: &Value) -> bool {
+    fn valid<J: JsonView>(&self, node: usize, v: &J) -> bool {
         self.nodes[node].checks.iter().all(|c| self.check(c, v))
     }
 
-    fn check(&self, c: &Check, v: &Value) -> bool {
+    fn check<J: JsonView>(&self, c: &Check, v: &J) -> bool {
         match c {
             Check::Type(mask) => type_bits(v) & mask != 0,
-            Check::Required(names) => match v {
-                Value::Object(m) => names.iter().all(|n| small_get(m, n).is_some()),
-                _ => true,
-            },
-            Check::Properties(props) => match v {
-                // From the instance's side (it has a few keys, the schema many): each key is
-                // looked up in the sorted properties; no hashing.
-                Value::Object(m) => m.iter().all(|(name, value)| {
-                    props
-                        .binary_search_by(|(p, _)| p.as_str().cmp(name))
-                        .map_or(true, |i| self.valid(props[i].1, value))
-                }),
-                _ => true,
-            },
+            Check::Required(names) => !v.is_object() || names.iter().all(|n| v.get(n).is_some()),
+            // From the instance's side (it has a few keys, the schema many): each key is
+            // looked up in the sorted properties; no hashing.
+            Check::Properties(props) => v.all_members(|name, value| {
+                props
+                    .binary_search_by(|(p, _)| p.as_str().cmp(name))
+                    .map_or(true, |i| self.valid(props[i].1, value))
+            }),
             Check::Enum(options) => options.iter().any(|o| json_equal(v, o)),
             Check::Const(expected) => json_equal(v, expected),
-            Check::MinLength(n) => match v {
-                Value::String(s) => s.len() >= *n && s.chars().count() >= *n,
+            Check::MinLength(n) => match v.kind() {
+                Kind::String(s) => s.len() >= *n && s.chars().count() >= *n,
                 _ => true,
             },
-            Check::MaxLength(n) => match v {
-                Value::String(s) => s.len() <= *n || s.chars().count() <= *n,
+            Check::MaxLength(n) => match v.kind() {
+                Kind::String(s) => s.len() <= *n || s.chars().count() <= *n,
                 _ => true,
             },
-            Check::Pattern(re) => match v {
-                Value::String(s) => re.is_match(s),
+            Check::Pattern(re) => match v.kind() {
+                Kind::String(s) => re.is_match(s),
                 _ => true,
             },
             Check::Not(node) => !self.valid(*node, v),
-            Check::Minimum(min) => match v {
-                Value::Number(n) => {
-                    if let Some(u) = n.as_u64() {
-                        u as f64 >= *min
-                    } else if let Some(i) = n.as_i64() {
-                        i as f64 >= *min
-                    } else {
-                        n.as_f64().is_some_and(|f| f >= *min)
-                    }
-                }
+            Check::Minimum(min) => match v.kind() {
+                Kind::Number(n) => match n {
+                    Num::U(u) => u as f64 >= *min,
+                    Num::I(i) => i as f64 >= *min,
+                    Num::F(f) => f >= *min,
+                },
                 _ => true,
             },
-            Check::MinItems(n) => match v {
-                Value::Array(a) => a.len() >= *n,
+            Check::MinItems(n) => match v.kind() {
+                Kind::Array(a) => a.len() >= *n,
                 _ => true,
             },
-            Check::Items(node) => match v {
-                Value::Array(a) => a.iter().all(|item| self.valid(*node, item)),
+            Check::Items(node) => match v.kind() {
+                Kind::Array(a) => a.iter().all(|item| self.valid(*node, item)),
                 _ => true,
             },
             Check::AnyOf(nodes) => nodes.iter().any(|n| self.valid(*n, v)),
@@ -167,52 +160,45 @@ impl FastSchema {
                 prop,
                 by_value,
                 all,
-            } => match v {
-                Value::Object(m) => match small_get(m, prop) {
-                    Some(Value::String(s)) => by_value
-                        .get(s.as_str())
-                        .is_none_or(|nodes| nodes.iter().all(|n| self.valid(*n, v))),
-                    _ => true,
-                },
-                _ => all.iter().all(|n| self.valid(*n, v)),
-            },
+            } => {
+                if v.is_object() {
+                    match v.get(prop).and_then(JsonView::as_str) {
+                        Some(s) => by_value
+                            .get(s)
+                            .is_none_or(|nodes| nodes.iter().all(|n| self.valid(*n, v))),
+                        None => true,
+                    }
+                } else {
+                    all.iter().all(|n| self.valid(*n, v))
+                }
+            }
             Check::Ref(node) => self.valid(*node, v),
         }
     }
 }
 
-/// `m.get(key)`, by a scan of the entries when there are few: cheaper than hashing the key
-/// (serde_json's maps hash with SipHash).
-fn small_get<'a>(m: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a Value> {
-    if m.len() <= 8 {
-        m.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
-    } else {
-        m.get(key)
-    }
-}
-
-fn type_bits(v: &Value) -> u8 {
-    match v {
-        Value::Null => T_NULL,
-        Value::Bool(_) => T_BOOL,
-        Value::Number(n) => {
-            let integer = n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0);
-            if integer {
+fn type_bits<J: JsonView>(v: &J) -> u8 {
+    match v.kind() {
+        Kind::Null => T_NULL,
+        Kind::Bool(_) => T_BOOL,
+        Kind::Number(n) => {
+            if n.is_integer() {
                 T_NUMBER | T_INTEGER
             } else {
                 T_NUMBER
             }
         }
-        Value::String(_) => T_STRING,
-        Value::Array(_) => T_ARRAY,
-        Value::Object(_) => T_OBJECT,
+        Kind::String(_) => T_STRING,
+        Kind::Array(_) => T_ARRAY,
+        Kind::Object => T_OBJECT,
     }
 }
 
 /// JSON equality as JSON Schema defines it: numbers by value (`1 == 1.0`).
-pub fn json_equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
+pub fn json_equal<J: JsonView>(a: &J, b: &Value) -> bool {
+    match (a.kind(), b) {
+        (Kind::Number(x), Value::Number(y)) => {
+            let y = Num::of_number(y);
             if let (Some(x), Some(y)) = (x.as_u64(), y.as_u64()) {
                 x == y
             } else if let (Some(x), Some(y)) = (x.as_i64(), y.as_i64()) {
@@ -221,15 +207,17 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
                 x.as_f64() == y.as_f64()
             }
         }
-        (Value::Array(x), Value::Array(y)) => {
+        (Kind::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
         }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, a)| y.get(k).is_some_and(|b| json_equal(a, b)))
+        (Kind::Object, Value::Object(y)) => {
+            a.member_count() == y.len()
+                && a.all_members(|k, a| y.get(k).is_some_and(|b| json_equal(a, b)))
         }
-        _ => a == b,
+        (Kind::Null, Value::Null) => true,
+        (Kind::Bool(x), Value::Bool(y)) => x == *y,
+        (Kind::String(x), Value::String(y)) => x == y,
+        _ => false,
     }
 }
 

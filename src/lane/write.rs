@@ -51,6 +51,8 @@ pub struct LaneWriter {
     secrets: Option<std::sync::Arc<crate::redact::Secrets>>,
     /// Permission bits of lane files (folders get the matching search bits).
     file_mode: u32,
+    /// Lane files kept open at once ([`MAX_OPEN_FILES`] unless raised).
+    max_open: usize,
 }
 
 /// Lane files are private by default (`0600` in `0700` folders): recordings hold what crossed
@@ -142,6 +144,7 @@ impl LaneWriter {
             redactor: None,
             secrets: None,
             file_mode: DEFAULT_FILE_MODE,
+            max_open: MAX_OPEN_FILES,
         })
     }
 
@@ -155,6 +158,14 @@ impl LaneWriter {
             std::fs::Permissions::from_mode(dir_mode(self.file_mode)),
         )?;
         Ok(self)
+    }
+
+    /// Keeps up to `n` lane files open (at least [`MAX_OPEN_FILES`]): a recorder writing many
+    /// lanes at once (the Bridle proxy: four per browser) would otherwise close and reopen
+    /// them all the time. The caller keeps `n` within its descriptor limit.
+    pub fn with_max_open_files(mut self, n: usize) -> Self {
+        self.max_open = n.max(MAX_OPEN_FILES);
+        self
     }
 
     /// Passes every line through `redactor` before it is written.
@@ -187,6 +198,7 @@ impl LaneWriter {
             redactor: self.redactor.clone(),
             secrets: self.secrets.clone(),
             file_mode: self.file_mode,
+            max_open: self.max_open,
         }
     }
 
@@ -238,11 +250,14 @@ impl LaneWriter {
         head.extend_from_slice(b",\"run\":");
         head.extend_from_slice(format_f64(self.run as f64).as_bytes());
         head.extend_from_slice(b",\"seq\":");
-        // Lines grouped by (scope, dir), in order inside each group. Batches hold lines of a
-        // handful of scopes, so a scan that tries the previous line's group first is cheapest.
-        // Two scopes can share a folder name (`a/b`, `a:b`): groups are per folder, so a lane
+        // Lines grouped by (scope, dir), in order inside each group; the previous line's group
+        // is tried first (runs of one lane are common). Two scopes can share a folder name (`a/b`, `a:b`): groups are per folder, so a lane
         // file still gets its lines in seq order.
         let mut groups: Vec<(Option<&str>, &str, String, Vec<u8>)> = Vec::new();
+        // (scope, dir) → group, so a batch spread over hundreds of lanes (the Bridle proxy's)
+        // does not compare each line with every group.
+        let mut index: HashMap<(Option<&str>, &str), usize> = HashMap::new();
+        let mut by_folder: HashMap<(String, &str), usize> = HashMap::new();
         let mut last = usize::MAX;
         // Seqs are taken for the whole batch at once; counted even if a write then fails, as
         // bb does.
@@ -255,19 +270,22 @@ impl LaneWriter {
                 |g: &(Option<&str>, &str, String, Vec<u8>)| g.0 == line.scope && g.1 == line.dir;
             let idx = if last < groups.len() && same(&groups[last]) {
                 last
-            } else if let Some(i) = groups.iter().position(same) {
+            } else if let Some(&i) = index.get(&(line.scope, line.dir)) {
                 i
             } else {
                 let name = scope_dir_name(line.scope);
-                match groups.iter().position(|g| g.1 == line.dir && g.2 == name) {
-                    Some(i) => i,
+                let i = match by_folder.get(&(name.clone(), line.dir)) {
+                    Some(&i) => i,
                     None => {
                         let mut buf = self.scratch.pop().unwrap_or_default();
                         buf.clear();
+                        by_folder.insert((name.clone(), line.dir), groups.len());
                         groups.push((line.scope, line.dir, name, buf));
                         groups.len() - 1
                     }
-                }
+                };
+                index.insert((line.scope, line.dir), i);
+                i
             };
             last = idx;
             // Redaction sees the raw bytes (a non-UTF-8 line is redacted before `lineBase64`).
@@ -315,7 +333,7 @@ impl LaneWriter {
         if !self.files.contains_key(&key) {
             // A long-running recorder (one scope per chat) must not run out of descriptors:
             // past the cap, close them all; files are reopened in append mode on demand.
-            if self.files.len() >= MAX_OPEN_FILES {
+            if self.files.len() >= self.max_open {
                 self.files.clear();
             }
             let folder = self.root.join(scope);

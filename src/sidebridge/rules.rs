@@ -12,8 +12,9 @@
 //! One fault, one verdict: SB-D1 judges whether every client reply decodes. Any other rule
 //! that needs a reply's content (messages, options) and meets one it cannot read is *skipped*
 //! naming SB-D1 ([`unreadable`]), never passed or failed on it; an INFO rule that only records
-//! is *not run* when it has nothing readable to record. SB-H1 and SB-R2 (and SB-R11's session
-//! start, SB-R12) keep decoding as their own assertion, as the catalogue states it.
+//! is *not run* when it has nothing readable to record. SB-H1 and SB-R2 show decoding as a
+//! sub-check skipped naming SB-D1 and judge the rest (status, no 5xx, session not ended), as
+//! the catalogue states it; SB-R11's session start and SB-R12 still assert decoding themselves.
 
 use super::client::{Driver, Exchange, Kind, Screen};
 use super::profiles::{self, From, Msg, Profile, Reply, Rng, Style, is_textual_uuid};
@@ -106,6 +107,39 @@ pub(super) fn unreadable(x: &Exchange) -> Option<String> {
             "{}: the reply cannot be read ({e}); SB-D1 carries that fault",
             x.label
         )
+    })
+}
+
+/// Whether a client reply decodes under γ, as a sub-check of a rule whose catalogue text names
+/// decoding: passed when it does, else skipped naming SB-D1, which judges it (one fault, one
+/// verdict).
+pub(super) fn decodes(x: &Exchange) -> SubCheck {
+    match unreadable(x) {
+        None => SubCheck::pass("decodes", "decodes under profile gamma"),
+        Some(why) => SubCheck::skipped("decodes", why),
+    }
+}
+
+/// Like [`Verdict::from_subchecks`], but a skipped sub-check makes the rule skipped even when
+/// others passed (a rule passes only on evidence for all of it); a failed one still fails it.
+pub(super) fn strict_from_subchecks(id: &str, subs: Vec<SubCheck>) -> Verdict {
+    let v = Verdict::from_subchecks(id, subs);
+    if v.status == Status::Pass
+        && let Some(c) = v.subchecks.iter().find(|c| c.status == Status::Skipped)
+    {
+        let detail = format!("{}: {}", c.name, c.evidence);
+        let subs = v.subchecks.clone();
+        return Verdict::skipped(id, detail).with_subchecks(subs);
+    }
+    v
+}
+
+/// Whether a reply decodes and carries assistant content (the request was served).
+fn served_assistant_content(x: &Exchange) -> bool {
+    x.judged(Profile::Gamma).is_ok_and(|r| {
+        r.messages
+            .iter()
+            .any(|m| m.from == From::Assistant && !m.content.is_empty())
     })
 }
 
@@ -222,16 +256,21 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         Ok(r) => pass_with("SB-H2", vec![format!("{:.1?}", r.elapsed)]),
     });
 
-    // SB-H1: session start of a new chat decodes under γ.
+    // SB-H1: session start of a new chat; any status, recorded. Whether it decodes under γ is
+    // shown as a sub-check but judged by SB-D1 (one fault, one verdict).
     let mut s = Screen::new(&mut rng);
     let i = s.start(&mut d, "session-start/new-chat").await;
-    v.push(match d.log[i].judged(Profile::Gamma) {
-        Ok(_) => pass_with(
-            "SB-H1",
-            vec![format!("status {}", d.log[i].status().unwrap_or(0))],
-        ),
-        Err(e) => Verdict::fail("SB-H1", format!("{}: {e}", d.log[i].label)),
-    });
+    let x = &d.log[i];
+    v.push(strict_from_subchecks(
+        "SB-H1",
+        vec![
+            match &x.result {
+                Ok(r) => SubCheck::pass("status", format!("status {}", r.status)),
+                Err(e) => SubCheck::fail("status", format!("{}: no HTTP reply ({e})", x.label)),
+            },
+            decodes(x),
+        ],
+    ));
 
     // SB-H3 probe: the endpoint with its trailing slash toggled.
     let alt = {
@@ -395,7 +434,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             }
         },
     });
-    // SB-R2: an empty send.
+    // SB-R2: an empty send. A 5xx or a dropped connection is seen without reading the body;
+    // decoding is SB-D1's (a sub-check skipped naming it), "not ended" needs the body.
     let mut s = Screen::new(&mut rng);
     s.start(&mut d, "empty-send/start").await;
     let i = s.send(&mut d, "", "empty-send/send").await;
@@ -403,20 +443,27 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         None => Verdict::skipped("SB-R2", "the session ended before the send"),
         Some(i) => {
             let x = &d.log[i];
-            match x.judged(Profile::App) {
-                Err(e) => Verdict::fail("SB-R2", format!("{}: {e}", x.label)),
-                Ok(_) if is_5xx(x) => {
-                    Verdict::fail("SB-R2", format!("status {}", x.status().unwrap_or(0)))
+            let no_5xx = match &x.result {
+                Err(e) => SubCheck::fail("no-5xx", format!("{}: no HTTP reply ({e})", x.label)),
+                Ok(r) if r.status >= 500 => {
+                    SubCheck::fail("no-5xx", format!("{}: status {}", x.label, r.status))
                 }
-                Ok(_) if ends(x) => Verdict::fail("SB-R2", "the empty send ended the session"),
-                Ok(r) => pass_with(
-                    "SB-R2",
-                    vec![format!(
+                Ok(r) => SubCheck::pass("no-5xx", format!("status {}", r.status)),
+            };
+            let not_ended = match (x.judged(Profile::Gamma), unreadable(x)) {
+                (Ok(r), _) if r.options.and_then(|o| o.end_session) == Some(true) => {
+                    SubCheck::fail("not-ended", "the empty send ended the session")
+                }
+                (Ok(r), _) => SubCheck::pass(
+                    "not-ended",
+                    format!(
                         "INFO: {} message(s) in reply to the empty turn",
                         r.messages.len()
-                    )],
+                    ),
                 ),
-            }
+                (Err(_), why) => SubCheck::skipped("not-ended", why.unwrap_or_default()),
+            };
+            strict_from_subchecks("SB-R2", vec![no_5xx, decodes(x), not_ended])
         }
     });
 
@@ -906,6 +953,9 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
         }
         .encode(Style::App, &mut d.rng)
     };
+    // Whether a wrong key got assistant content: then the bridge checks no key, and SB-A3
+    // (which order key and body are judged in) has nothing to judge: SB-A2 carries it.
+    let mut wrong_key_served = None;
     for (id, label, header) in [
         ("SB-A1", "auth/no-key", None),
         ("SB-A2", "auth/wrong-key", Some(format!("{key}-wrong"))),
@@ -933,7 +983,11 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
                     vec![],
                 )
                 .await;
-            match rejected(&d.log[i]) {
+            let x = &d.log[i];
+            if id == "SB-A2" && step == "send" && served_assistant_content(x) {
+                wrong_key_served = Some(x.label.clone());
+            }
+            match rejected(x) {
                 Ok(n) => notes.push(format!("{step}: {n}")),
                 Err(e) => fails.push(e),
             }
@@ -960,7 +1014,15 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
         .await;
     let x = &d.log[i];
     let status = x.status().unwrap_or(0);
-    v.push(if status == 400 || status >= 500 {
+    v.push(if let Some(at) = wrong_key_served {
+        Verdict::skipped(
+            "SB-A3",
+            format!(
+                "a wrong key is accepted ({at}: assistant content served); SB-A2 carries that fault: \
+                 whether the key is checked before the body cannot be seen"
+            ),
+        )
+    } else if status == 400 || status >= 500 {
         // Whatever the body says: the malformed body was judged before the key.
         Verdict::fail(
             "SB-A3",

@@ -18,7 +18,8 @@ use super::client::{Driver, Screen};
 use super::fixture::{Fixture, Step};
 use super::profiles::{From, Msg, Profile, Rng, Style};
 use super::rules::{
-    CheckConfig, ends, is_5xx, pass_with, reply_text, request_has_history, unreadable,
+    CheckConfig, ends, is_5xx, pass_with, reply_text, request_has_history, strict_from_subchecks,
+    unreadable,
 };
 use crate::report::live::VerdictLog;
 use crate::rule::{Status, SubCheck, Verdict};
@@ -604,20 +605,6 @@ async fn history_rules(
         }
         v.push(strict_from_subchecks("SB-S2", subs));
     }
-}
-
-/// Like [`Verdict::from_subchecks`], but a skipped sub-check makes the rule skipped even when
-/// others passed (a rule passes only on evidence for all of it).
-fn strict_from_subchecks(id: &str, subs: Vec<SubCheck>) -> Verdict {
-    let v = Verdict::from_subchecks(id, subs);
-    if v.status == Status::Pass
-        && let Some(c) = v.subchecks.iter().find(|c| c.status == Status::Skipped)
-    {
-        let detail = format!("{}: {}", c.name, c.evidence);
-        let subs = v.subchecks.clone();
-        return Verdict::skipped(id, detail).with_subchecks(subs);
-    }
-    v
 }
 
 async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut VerdictLog) {

@@ -3,18 +3,37 @@
 // kind, accumulated text flushed every 100 ms (the BridleRepository's cadence), stream_end with
 // the returned final text, which extends the last flush by whatever arrived since (no closing
 // flush, as the spec's runtime allows). Env: BRIDLE_URL, BRIDLE_API_KEY, BRIDLE_AGENT_ID.
-// AGENT_DIVERGE plants one divergence: `root-namespace` (connects to BRIDLE_URL itself, the
-// namespace `/`), `end-replaces` (stream_end carries a text that does not extend the last flush).
+// AGENT_DIVERGE plants one divergence (DIVERGENCES; `node agent.js --list` prints them).
+const DIVERGENCES = {
+  "root-namespace": "connects to BRIDLE_URL itself, the namespace `/`",
+  "end-replaces": "stream_end carries a text that does not extend the last flush",
+  "register-once": "emits register after its first connection only, not after reconnecting",
+  "wrong-client-id": "answers under the message's clientId with `-x` appended",
+  "end-new-id": "stream_end carries a messageId of its own, not the streams'",
+  "notes-no-kind": "notes are sent without their kind",
+};
+if (process.argv[2] === "--list") {
+  for (const [k, v] of Object.entries(DIVERGENCES)) console.log(`${k}\t${v}`);
+  process.exit(0);
+}
 const { io } = require("socket.io-client");
 
 const diverge = process.env.AGENT_DIVERGE || "";
+if (diverge && !DIVERGENCES[diverge]) {
+  console.error(`agent.js: unknown divergence ${diverge}`);
+  process.exit(2);
+}
+let connected = 0;
 const nsp = diverge === "root-namespace" ? "" : "/ws/agent";
 const socket = io(process.env.BRIDLE_URL + nsp, {
   auth: { apiKey: process.env.BRIDLE_API_KEY, agentId: process.env.BRIDLE_AGENT_ID },
   reconnectionDelay: 200,
   reconnectionDelayMax: 1000,
 });
-socket.on("connect", () => socket.emit("register", {}));
+socket.on("connect", () => {
+  connected += 1;
+  if (diverge !== "register-once" || connected === 1) socket.emit("register", {});
+});
 
 const parts = (text) => [{ type: "text", text }];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -33,14 +52,18 @@ async function streamSend(clientId, produce) {
   let final = await produce((acc) => { latest = acc; });
   clearInterval(timer);
   if (diverge === "end-replaces") final = "A different ending.";
-  socket.emit("stream_end", { clientId, text: final, parts: parts(final), messageId, ts: Date.now() });
+  const endId = diverge === "end-new-id" ? require("crypto").randomUUID() : messageId;
+  socket.emit("stream_end", { clientId, text: final, parts: parts(final), messageId: endId, ts: Date.now() });
 }
 
 socket.on("message", async (m) => {
-  const clientId = m.clientId;
+  const clientId = diverge === "wrong-client-id" ? m.clientId + "-x" : m.clientId;
   socket.emit("typing", { clientId, ts: Date.now() });
   const note = (kind, text) =>
-    socket.emit("message", { clientId, kind, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
+    socket.emit("message", {
+      clientId, ...(diverge === "notes-no-kind" ? {} : { kind }), text, parts: parts(text),
+      messageId: require("crypto").randomUUID(), ts: Date.now(),
+    });
   note("thinking", "Reading: " + m.text);
   note("tool", "→ searchWeb");
   await streamSend(clientId, async (onChunk) => {

@@ -26,6 +26,20 @@ const DIVERGENCES = {
   "forward-malformed": "null messages and non-array parts are forwarded to the agent",
   "exception-reply": "malformed messages are answered with a framework `exception` event",
   "concat-sync-timeout": "after streams, the sync timeout answers the concatenated snapshots",
+  "admin-as-sub": "an ADMIN browser is welcomed under its JWT sub, not 'admin'",
+  "no-browser-pong": "a browser's ping is not answered (agents' are)",
+  "any-agent": "a browser message reaches every connected agent, not only its agentId's",
+  "all-browsers": "agent frames reach every browser of the agentId, whatever clientId they carry",
+  "not-connected-silent": "a message for an agentId no agent has ever served is dropped without an answer",
+  "images-first": "legacy text + images: image parts before the text part",
+  "end-new-id": "stream_end reaches browsers under a fresh messageId",
+  "stream-deltas": "stream frames reach browsers as the new suffix only, not the accumulation",
+  "notes-no-kind": "notes reach browsers without their kind",
+  "keep-dead-agent": "an agent's disconnect leaves its agentId registered (messages go nowhere)",
+  "health-no-count": "/api/agent/health lacks browserClients",
+  "message-202": "POST /message answers 202",
+  "sync-no-message-id": "POST /message/sync answers the agent's text as {text, ts}, without messageId",
+  "status-flood": "browsers get a `status` event every 20 ms after welcome",
 };
 let diverge = process.env.HUB_DIVERGE || "";
 const argv = process.argv.slice(2);
@@ -82,11 +96,13 @@ const agents = new Map();
 const browsers = new Map();
 const byUser = new Map(); // the clobber-same-user divergence: `${agentId}/${clientId}` → socket
 const syncWaiters = new Map(); // synthetic clientId → { resolve, streamed }
+const served = new Set(); // agentIds an agent has connected for (the not-connected-silent divergence)
+const relayed = new Map(); // the stream-deltas divergence: `${clientId}/${messageId}` → text so far
 
 const textParts = (text) => [{ type: "text", text }];
 function buildParts(text, images) {
   const parts = [];
-  if (text) parts.push({ type: "text", text });
+  if (text && !is("images-first")) parts.push({ type: "text", text });
   for (const img of Array.isArray(images) ? images : []) {
     if (typeof img === "string") {
       const m = /^data:([^;]+);base64,(.*)$/.exec(img);
@@ -95,6 +111,7 @@ function buildParts(text, images) {
       parts.push({ type: "image", base64: img.base64 || img.data || "", mediaType: img.mediaType || img.mimeType || "image/jpeg" });
     }
   }
+  if (text && is("images-first")) parts.push({ type: "text", text });
   return parts;
 }
 function browsersOf(agentId) {
@@ -129,6 +146,10 @@ function toAgent(agentId, clientId, text, parts) {
   if (!agent) return false;
   const out = { type: "message", clientId, agentId, text, parts, messageId: crypto.randomUUID() };
   if (is("no-agent-id")) delete out.agentId;
+  if (is("any-agent")) {
+    for (const a of agents.values()) a.emit("message", out);
+    return true;
+  }
   agent.emit("message", out);
   return true;
 }
@@ -139,6 +160,7 @@ const server = http.createServer(async (req, res) => {
   if (req.method === "GET" && url.pathname === "/api/agent/health") {
     let total = 0;
     for (const set of browsers.values()) total += set.size;
+    if (is("health-no-count")) return json(res, 200, { ok: true, agentConnected: agents.size > 0 });
     return json(res, 200, { ok: true, agentConnected: agents.size > 0, browserClients: total });
   }
   if (req.method === "GET" && (m = /^\/api\/agent\/([^/]+)\/health$/.exec(url.pathname))) {
@@ -153,7 +175,7 @@ const server = http.createServer(async (req, res) => {
     const clientId = `http:${crypto.randomUUID()}`;
     if (!m[2]) {
       toAgent(agentId, clientId, body.text, parts);
-      return json(res, 200, { ok: true });
+      return json(res, is("message-202") ? 202 : 200, { ok: true });
     }
     const answer = await new Promise((resolve) => {
       const waiter = { resolve, streamed: [] };
@@ -172,6 +194,7 @@ const server = http.createServer(async (req, res) => {
       };
       toAgent(agentId, clientId, body.text, parts);
     });
+    if (is("sync-no-message-id") && answer.messageId) delete answer.messageId;
     return json(res, 200, answer);
   }
   json(res, 404, { message: "not found" });
@@ -189,7 +212,7 @@ io.of("/ws/client").on("connection", (socket) => {
     socket.disconnect(true);
     return;
   }
-  const clientId = isAdmin ? "admin" : claims.sub;
+  const clientId = isAdmin && !is("admin-as-sub") ? "admin" : claims.sub;
   socket.data = { clientId, agentId };
   if (is("clobber-same-user")) {
     const key = `${agentId}/${clientId}`;
@@ -200,8 +223,14 @@ io.of("/ws/client").on("connection", (socket) => {
   browsersOf(agentId).add(socket);
   socket.emit("welcome", { clientId });
   socket.emit("status", { agentConnected: agents.has(agentId), browsers: browserCount(agentId) });
+  if (is("status-flood")) {
+    const flood = setInterval(() => socket.emit("status", { agentConnected: agents.has(agentId), browsers: browserCount(agentId) }), 20);
+    socket.on("disconnect", () => clearInterval(flood));
+  }
 
-  socket.on("ping", () => socket.emit("pong", { ts: Date.now() }));
+  socket.on("ping", () => {
+    if (!is("no-browser-pong")) socket.emit("pong", { ts: Date.now() });
+  });
   socket.on("message", (msg) => {
     const bad = !msg || typeof msg !== "object" || Array.isArray(msg) || typeof msg.text !== "string"
       || (msg.parts !== undefined && !Array.isArray(msg.parts));
@@ -216,7 +245,7 @@ io.of("/ws/client").on("connection", (socket) => {
       return;
     }
     const parts = Array.isArray(msg.parts) ? msg.parts : buildParts(msg.text, msg.images);
-    if (!toAgent(agentId, clientId, msg.text, parts)) {
+    if (!toAgent(agentId, clientId, msg.text, parts) && !(is("not-connected-silent") && !served.has(agentId))) {
       const text = "Agent is not connected right now. Your message was not delivered.";
       socket.emit("message", { type: "message", text, parts: textParts(text), messageId: crypto.randomUUID(), ts: Date.now() });
     }
@@ -257,11 +286,19 @@ function relay(agentId, event, data) {
     out.text = text;
     out.parts = Array.isArray(data.parts) ? data.parts : textParts(text);
     out.messageId = data.messageId || crypto.randomUUID();
+    if (event === "stream_end" && is("end-new-id")) out.messageId = crypto.randomUUID();
+    if (event === "stream" && is("stream-deltas")) {
+      const key = `${clientId}/${out.messageId}`;
+      const before = relayed.get(key) || "";
+      relayed.set(key, text);
+      out.text = text.startsWith(before) ? text.slice(before.length) : text;
+      out.parts = textParts(out.text);
+    }
     out.ts = data.ts || Date.now();
-    if (event === "message" && data.kind) out.kind = data.kind;
+    if (event === "message" && data.kind && !is("notes-no-kind")) out.kind = data.kind;
   }
   for (const b of browsers.get(agentId) || []) {
-    if (b.data.clientId === clientId) b.emit(event, out);
+    if (b.data.clientId === clientId || is("all-browsers")) b.emit(event, out);
   }
 }
 
@@ -272,6 +309,7 @@ io.of("/ws/agent").on("connection", (socket) => {
     return;
   }
   agents.set(agentId, socket); // one per agentId: the newest takes over
+  served.add(agentId);
   socket.emit("config", { heartbeatMs: 25000 });
   socket.on("register", () => agents.set(agentId, socket));
   socket.on("ping", () => socket.emit("pong", {}));
@@ -279,6 +317,7 @@ io.of("/ws/agent").on("connection", (socket) => {
     socket.on(event, (data) => relay(agentId, event, data));
   }
   socket.on("disconnect", () => {
+    if (is("keep-dead-agent")) return;
     if (is("takeover-offline") || agents.get(agentId) === socket) agents.delete(agentId);
   });
 });

@@ -71,7 +71,7 @@ proptest! {
         match validate_params(&params) {
             Ok((thread, deltas)) => {
                 prop_assert_eq!(Some(thread), params["threadId"].as_str());
-                prop_assert_eq!(Some(deltas), params["deltas"].as_array());
+                prop_assert_eq!(Some(deltas), params["deltas"].as_array().map(Vec::as_slice));
             }
             Err(e) => prop_assert!(e.len() < 4096, "an error of {} bytes", e.len()),
         }

@@ -364,12 +364,7 @@ proptest! {
 fn js_numbers_print_as_node_does() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
-    if std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: no node on PATH");
+    if !crate::common::need::node("js_numbers_print_as_node_does") {
         return;
     }
     let mut runner = TestRunner::deterministic();

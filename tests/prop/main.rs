@@ -11,6 +11,8 @@
 
 mod bb;
 mod bridle;
+#[path = "../common/mod.rs"]
+mod common;
 mod lane;
 mod misc;
 mod models;

@@ -70,6 +70,14 @@ enum Mutation {
     Drop(usize),
     Duplicate(usize),
     Swap(usize, usize),
+    /// A member `"<key>":<value>` put first in the `at`-th object of a line (a key given twice
+    /// when the object has it already).
+    DupKey {
+        entry: usize,
+        at: usize,
+        key: &'static str,
+        value: Value,
+    },
     /// An entry of any text in one of the protocol's directions.
     Insert {
         at: usize,
@@ -87,10 +95,35 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         1 => idx.prop_map(Mutation::Drop),
         1 => idx.prop_map(Mutation::Duplicate),
         1 => (idx, any::<usize>()).prop_map(|(a, b)| Mutation::Swap(a, b)),
+        2 => (idx, any::<usize>(), prop::sample::select(DUP_KEYS.to_vec()), prop_oneof![
+                prop::sample::select(bridgewire::bb::delta::KINDS.to_vec()).prop_map(|k| json!(k)),
+                json(1),
+            ])
+            .prop_map(|(entry, at, key, value)| Mutation::DupKey { entry, at, key, value }),
         1 => (idx, any::<usize>(), prop_oneof![text(40), bytes(60).prop_map(|b| String::from_utf8_lossy(&b).into_owned())])
             .prop_map(|(at, dir, line)| Mutation::Insert { at, dir, line }),
     ]
 }
+
+/// Keys the offline bb pass reads.
+const DUP_KEYS: &[&str] = &[
+    "kind",
+    "method",
+    "params",
+    "threadId",
+    "deltas",
+    "key",
+    "providerItemId",
+    "channel",
+    "text",
+    "item",
+    "type",
+    "status",
+    "providerTurnId",
+    "noTurnFallback",
+    "snapshot",
+    "flush",
+];
 
 fn set_at(v: &mut Value, path: &[usize], with: Option<Value>) {
     let (first, rest) = match path.split_first() {
@@ -145,6 +178,19 @@ fn apply(p: Protocol, entries: &mut Vec<Entry>, m: &Mutation) {
                 b[i] = *byte;
             }
             e.line = String::from_utf8_lossy(&b).into_owned();
+        }
+        Mutation::DupKey {
+            entry,
+            at,
+            key,
+            value,
+        } => {
+            let e = &mut entries[entry % n];
+            let opens: Vec<usize> = e.line.match_indices('{').map(|(i, _)| i).collect();
+            if !opens.is_empty() {
+                let i = opens[at % opens.len()] + 1;
+                e.line.insert_str(i, &format!("{}:{value},", json!(key)));
+            }
         }
         Mutation::Drop(i) => {
             entries.remove(i % n);
@@ -211,6 +257,48 @@ fn run_model(p: Protocol, key: &str, entries: Vec<Entry>) -> Collect {
     sink
 }
 
+/// Everything a model hands its sink, in order.
+#[derive(Debug, Default, PartialEq)]
+struct Record {
+    events: Vec<Value>,
+    drops: Vec<GrammarDrop>,
+    invalid: Vec<String>,
+}
+
+impl EventSink for Record {
+    fn event(&mut self, event: Value) {
+        self.events.push(event);
+    }
+    fn grammar_drop(&mut self, drop: GrammarDrop) {
+        self.drops.push(drop);
+    }
+    fn invalid(&mut self, message: String) {
+        self.invalid.push(message);
+    }
+}
+
+/// `Model::assemble` (the `Value` path) and `Model::assemble_fast` (what `pins` runs) over the
+/// same entries: the same events, grammar drops and messages, in the same order.
+fn assert_fast_path_agrees(p: Protocol, key: &str, entries: &[Entry]) {
+    let model = p.model();
+    let cell = Cell {
+        protocol: p,
+        key: key.to_string(),
+        path: PathBuf::from("/nonexistent"),
+        lanes: Vec::new(),
+        current: Vec::new(),
+    };
+    let (mut slow, mut fast) = (Record::default(), Record::default());
+    model.assemble(&cell, &mut entries.iter().cloned(), &mut slow);
+    model.assemble_fast(&cell, &mut entries.iter().cloned(), &mut fast);
+    // Debug text, not `==`: it also holds each object's key order.
+    let (slow, fast) = (format!("{slow:?}"), format!("{fast:?}"));
+    assert!(
+        slow == fast,
+        "{key}: the fast path differs\nvalue path: {slow}\nfast path:  {fast}"
+    );
+}
+
 /// Side Bridge exchanges: requests with a `chatId` and messages, replies with messages.
 fn sidebridge_entries() -> impl Strategy<Value = Vec<Entry>> {
     let message = (prop::sample::select(vec!["user", "assistant", "system", "x"]), text(20), "[A-F0-9-]{0,12}")
@@ -271,6 +359,21 @@ proptest! {
             apply(*p, &mut entries, m);
         }
         let _ = run_model(*p, key, entries);
+    }
+
+    /// The same mutated cells through the fast path `pins` uses and the `Value` path: the same
+    /// events, drops and messages (duplicate keys, invalid deltas, broken lines included).
+    #[test]
+    fn fast_path_is_the_value_path_on_mutated_recordings(
+        seed in any::<prop::sample::Index>(),
+        mutations in prop::collection::vec(mutation(), 0..8),
+    ) {
+        let (p, key, entries) = &SEEDS[seed.index(SEEDS.len())];
+        let mut entries = entries.clone();
+        for m in &mutations {
+            apply(*p, &mut entries, m);
+        }
+        assert_fast_path_agrees(*p, key, &entries);
     }
 
     /// Generated Side Bridge exchanges of any content.

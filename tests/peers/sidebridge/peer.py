@@ -54,6 +54,20 @@ FLAWS = {
     "private-start-html": "SB-D1 (SB-S3 skipped): the session start of a chat in private mode gets a 200 HTML page",
     "no-history-html": "SB-D1 (SB-R6, SB-S2 skipped): a send without history gets a 200 HTML page",
     "html-not-post": "SB-H4: GET/PUT/HEAD get 405 with Allow: POST and an HTML body",
+    "empty-send-500": "SB-R2: an empty send gets a 500 with a Side Bridge body",
+    "empty-send-ends": "SB-R2: an empty send ends the session",
+    "empty-send-html": "SB-D1 (SB-R2 skipped): an empty send gets a 200 HTML page",
+    "empty-send-html-500": "SB-R2 (its 5xx), SB-D1, SB-D9: an empty send gets a 500 HTML page",
+    "accept-missing-key": "SB-A1: a request without the key is answered like one with it",
+    "accept-wrong-key": "SB-A2: a request with a wrong key is answered like one with the right key",
+    "answer-twice": "SB-R1: the message is answered once as the send and again as the last history item",
+    "reply-with-request-id": "SB-D4: an echo reply reuses the id of the user's message it answers",
+    "relative-sources": "SB-D5: assistant messages cite a source by a relative URL",
+    "reenable-history": "SB-S2: the reply after `go private` sets disableSendHistory false unasked",
+    "crash-on-ended": "SB-R12: the session start of a chat it ended gets a 500",
+    "strict-keys": "SB-R7: a request with a top-level key it does not know gets a 400",
+    "raw-text": "SB-R5: the echoed text is cut from the raw request bytes (JSON escapes kept)",
+    "hangup-second-post": "SB-H1, SB-D1: the second POST of the run (the new-chat session start) gets no reply, the connection is closed",
 }
 ODDITIES = {
     "chunked": "every reply in chunked transfer encoding",
@@ -66,6 +80,10 @@ ODDITIES = {
     "options-405": "OPTIONS gets 405 with Allow: POST and an empty Side Bridge body",
     "odd-noop": "a request it cannot place (no chatId, version 2.0, empty, null) gets 200 {}",
     "options-501": "OPTIONS gets the standard library's own 501 HTML page (no do_OPTIONS)",
+    "empty-send-nudge": "an empty send gets a system message asking for text and \"endSession\": false",
+    "sources-https": "assistant messages cite a source: an absolute https URL with query and fragment, and an extra key",
+    "refuse-403": "a missing or wrong key gets 403 (not 401) with a system message and endSession",
+    "start-201": "every session start is answered 201 Created with a system greeting",
 }
 
 HTML = b"<html><body><h1>Internal error</h1></body></html>"
@@ -100,6 +118,7 @@ class State:
         self.oddities = set(oddities)
         self.chats = {}
         self.lock = threading.Lock()
+        self.posts = 0
 
     def chat(self, cid):
         c = self.chats.setdefault(cid.upper(), Chat())
@@ -113,8 +132,21 @@ def new_id(state):
     return i.upper() if "upper-ids" in state.oddities else i
 
 
+def raw_content(raw):
+    """The first message's content as it stands in the request bytes: escapes (`\\/`) kept."""
+    text = raw.decode("utf-8", "replace")
+    at = text.find('"messages"')
+    found = re.search(r'"content"\s*:\s*"((?:[^"\\]|\\.)*)"', text[at:] if at >= 0 else text)
+    return found.group(1) if found else ""
+
+
 def message(state, frm, content):
     m = {"id": new_id(state), "from": frm, "content": content, "sources": []}
+    if frm == "assistant" and "relative-sources" in state.flaws:
+        m["sources"] = [{"title": "Peer docs", "url": "/docs/peer"}]
+    if frm == "assistant" and "sources-https" in state.oddities:
+        m["sources"] = [{"title": "Peer docs", "url": "https://example.com/docs/peer?lang=en#top",
+                         "snippet": "how the peer answers"}]
     if "null-from" in state.flaws and frm == "assistant":
         m["from"] = None
     if "unknown-keys" in state.oddities:
@@ -210,6 +242,12 @@ class Handler(BaseHTTPRequestHandler):
         st = self.st
         raw = self.drain()
         path = self.path.split("?")[0]
+        with st.lock:
+            st.posts += 1
+            n = st.posts
+        if n == 2 and "hangup-second-post" in st.flaws:
+            self.close_connection = True
+            return
         if path == "/" and "redirect-301" in st.flaws:
             return self.send_bytes(301, b"", extra=[("Location", "/bridge")])
         if path == "/" and "redirect-307" in st.oddities:
@@ -227,7 +265,11 @@ class Handler(BaseHTTPRequestHandler):
         if "key-case-unreadable" in st.flaws and any(
                 k.lower() == "x-sidebridge-key" and k != "x-sidebridge-key" for k in self.headers.keys()):
             return self.send_bytes(200, b"key header noted", ctype="text/plain")
-        if st.key is not None and sent_key != st.key:
+        lenient = ("accept-missing-key" in st.flaws and sent_key is None) or (
+            "accept-wrong-key" in st.flaws and sent_key is not None)
+        if st.key is not None and sent_key != st.key and not lenient:
+            if "refuse-403" in st.oddities:
+                return self.error(403, "This bridge needs the right key (set it in Side Search).", end=True)
             if "auth-garbage-body" in st.flaws:
                 return self.send_bytes(401, b"Unauthorized", ctype="text/plain")
             return self.error(401, "This bridge needs the right key (set it in Side Search).", end=True)
@@ -244,6 +286,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.unplaceable()
         if not isinstance(req, dict) or not isinstance(req.get("sidebridge"), str):
             return self.bad_request("A Side Bridge request object is expected.")
+        if "strict-keys" in st.flaws and set(req) - {"sidebridge", "chatId", "messages", "history"}:
+            return self.error(400, "Unknown field in the request.")
         version = req["sidebridge"]
         if version.split(".")[0] != "1" or ("refuse-1.1" in st.flaws and version != "1.0"):
             return self.error(400, "Protocol version %s is not supported here." % version, end=True)
@@ -261,6 +305,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_bytes(200, HTML, ctype="text/html")
         if "no-history-html" in st.flaws and msgs is not None and hist is None:
             return self.send_bytes(200, HTML, ctype="text/html")
+        self.raw = raw
         with st.lock:
             chat = st.chat(cid)
             if "private-start-html" in st.flaws and msgs is None and chat.private:
@@ -285,11 +330,27 @@ class Handler(BaseHTTPRequestHandler):
     def answer(self, chat, msgs, hist):
         st = self.st
         if msgs is None:  # session start
+            if chat.ended and "crash-on-ended" in st.flaws:
+                return self.error(500, "Chat state is inconsistent.")
             if chat.ended:
                 return self.reply(200, [message(st, "system", "This conversation is closed.")], {"endSession": True})
+            if "start-201" in st.oddities:
+                return self.reply(201, [message(st, "system", "Welcome to the peer bridge.")],
+                                  {"disableSendHistory": True} if chat.private else None)
             return self.reply(200, None, {"disableSendHistory": True} if chat.private else None)
         if chat.ended:
             return self.reply(200, [message(st, "system", "This conversation is closed.")], {"endSession": True})
+        if msgs and all(not m.get("content", "").strip() for m in msgs):
+            if "empty-send-500" in st.flaws:
+                return self.error(500, "Nothing to answer.")
+            if "empty-send-ends" in st.flaws:
+                return self.error(200, "Nothing to answer, goodbye.", end=True)
+            if "empty-send-html" in st.flaws:
+                return self.send_bytes(200, HTML, ctype="text/html")
+            if "empty-send-html-500" in st.flaws:
+                return self.send_bytes(500, HTML, ctype="text/html")
+            if "empty-send-nudge" in st.oddities:
+                return self.reply(200, [message(st, "system", "Type a message first.")], {"endSession": False})
         out, opts = [], {}
         for m in msgs:
             text = m.get("content", "").strip()
@@ -325,6 +386,7 @@ class Handler(BaseHTTPRequestHandler):
                 said = "My last answer was: %s" % found if found else "I have not answered yet."
             elif low == "go private":
                 chat.private = True
+                chat.reenable = "reenable-history" in st.flaws
                 opts["disableSendHistory"] = True
                 said = "Private mode: I keep the context myself."
             elif low == "go public":
@@ -337,12 +399,20 @@ class Handler(BaseHTTPRequestHandler):
                     chat.ended = True
                     opts["endSession"] = True
             else:
-                said = "You said: %s" % text
+                said = "You said: %s" % (raw_content(self.raw) if "raw-text" in st.flaws else text)
+            if low not in ("go private", "go public") and getattr(chat, "reenable", False):
+                chat.reenable = False
+                chat.private = False
+                opts["disableSendHistory"] = False
             reply = message(st, "assistant", said)
+            if "reply-with-request-id" in st.flaws and said.startswith("You said:") and m.get("id"):
+                reply["id"] = m["id"]
             k = reply["id"] if "case-sensitive-ids" in st.flaws else reply["id"].upper()
             chat.said[k] = said
             chat.last = said
             out.append(reply)
+            if "answer-twice" in st.flaws and hist and hist[-1].get("id") == m.get("id"):
+                out.append(message(st, "assistant", said))
         return self.reply(200, out, opts or None)
 
 
