@@ -618,6 +618,22 @@ fn rows() -> Vec<Row> {
             1,
         ),
         row(
+            "private mode re-asserted on every reply",
+            &["--oddity", "private-reassert"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "an ended chat reopens afresh",
+            &["--oddity", "ended-reopens"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
             "422 to malformed requests",
             &["--oddity", "errors-422"],
             true,
@@ -1029,6 +1045,9 @@ fn independent_peers_get_exactly_their_verdicts() {
     // The legal oddities pass their rule without a warning.
     for (name, id) in [
         ("422 to malformed requests", "SB-R10"),
+        ("private mode re-asserted on every reply", "SB-S2"),
+        ("private mode re-asserted on every reply", "SB-S3"),
+        ("an ended chat reopens afresh", "SB-R12"),
         ("https sources", "SB-D5"),
         ("403 refusal", "SB-A1"),
         ("403 refusal", "SB-A2"),

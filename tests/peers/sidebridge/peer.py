@@ -90,6 +90,8 @@ ODDITIES = {
     "empty-send-nudge": "an empty send gets a system message asking for text and \"endSession\": false",
     "sources-https": "assistant messages cite a source: an absolute https URL with query and fragment, and an extra key",
     "refuse-403": "a missing or wrong key gets 403 (not 401) with a system message and endSession",
+    "private-reassert": "every reply in a private chat repeats disableSendHistory: true",
+    "ended-reopens": "the session start of a chat it ended opens it afresh (200 {})",
     "errors-422": "malformed requests get 422 (not 400) with a plain system message",
     "start-201": "every session start is answered 201 Created with a system greeting",
 }
@@ -350,6 +352,8 @@ class Handler(BaseHTTPRequestHandler):
         if msgs is None:  # session start
             if chat.ended and "crash-on-ended" in st.flaws:
                 return self.error(500, "Chat state is inconsistent.")
+            if chat.ended and "ended-reopens" in st.oddities:
+                chat.ended = False
             if chat.ended:
                 return self.reply(200, [message(st, "system", "This conversation is closed.")], {"endSession": True})
             if "start-201" in st.oddities:
@@ -430,6 +434,8 @@ class Handler(BaseHTTPRequestHandler):
             chat.said[k] = said
             chat.last = said
             out.append(reply)
+            if chat.private and "private-reassert" in st.oddities and "disableSendHistory" not in opts:
+                opts["disableSendHistory"] = True
             if "answer-twice" in st.flaws and hist and hist[-1].get("id") == m.get("id"):
                 out.append(message(st, "assistant", said))
         return self.reply(200, out, opts or None)
