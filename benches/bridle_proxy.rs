@@ -171,16 +171,38 @@ struct Target {
     guard: Option<ChildGuard>,
 }
 
-/// CPU seconds (user + system) process `pid` has used so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+/// CPU seconds (user + system) used so far by the process or thread whose `stat` file is
+/// `path`, and its name.
+fn stat_cpu(path: &std::path::Path) -> (String, f64) {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    let name = stat
+        .split_once('(')
+        .and_then(|(_, r)| r.rsplit_once(')'))
+        .map_or("", |(n, _)| n)
+        .to_string();
     // Fields after the command name (which may hold spaces): utime and stime are 14th and 15th.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / hz
+    (name, (ticks(11) + ticks(12)) / hz)
+}
+
+/// CPU seconds (user + system) process `pid` has used so far: (all threads, the lane writer
+/// thread `bridle-lanes`, when the build names it).
+fn cpu_seconds(pid: u32) -> (f64, f64) {
+    let total = stat_cpu(format!("/proc/{pid}/stat").as_ref()).1;
+    let mut writer = 0.0;
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in rd.flatten() {
+            let (name, s) = stat_cpu(&t.path().join("stat"));
+            if name == "bridle-lanes" {
+                writer += s;
+            }
+        }
+    }
+    (total, writer)
 }
 
 fn record_bridle(exe: PathBuf, hub: &str, dir: PathBuf, name: &str, extra: &[&str]) -> Target {
@@ -307,9 +329,10 @@ fn main() {
     let pace = (pace > 0).then(|| Duration::from_millis(pace as u64));
     let mut runs: Vec<Vec<Result>> = targets.iter().map(|_| Vec::new()).collect();
     let mut paced: Vec<Vec<Result>> = targets.iter().map(|_| Vec::new()).collect();
-    // Each proxy's CPU time and frames relayed, over all rounds (saturated; paced).
-    let mut cpu: Vec<(f64, f64)> = targets.iter().map(|_| (0.0, 0.0)).collect();
-    let mut paced_cpu: Vec<(f64, f64)> = targets.iter().map(|_| (0.0, 0.0)).collect();
+    // Each proxy's CPU time (all threads; the lane writer thread) and frames relayed, over all
+    // rounds (saturated; paced).
+    let mut cpu: Vec<Cpu> = targets.iter().map(|_| Cpu::default()).collect();
+    let mut paced_cpu: Vec<Cpu> = targets.iter().map(|_| Cpu::default()).collect();
     for _ in 0..rounds {
         for (load, runs, cpu) in [
             (None, &mut runs, &mut cpu),
@@ -317,10 +340,12 @@ fn main() {
         ] {
             for ((t, r), c) in targets.iter().zip(runs.iter_mut()).zip(cpu.iter_mut()) {
                 let pid = t.guard.as_ref().map(ChildGuard::id);
-                let before = pid.map_or(0.0, cpu_seconds);
+                let before = pid.map_or((0.0, 0.0), cpu_seconds);
                 let res = rt.block_on(workload(&t.name, &t.url, browsers, messages, load));
-                c.0 += pid.map_or(0.0, cpu_seconds) - before;
-                c.1 += res.frames_per_s * res.wall;
+                let after = pid.map_or((0.0, 0.0), cpu_seconds);
+                c.total += after.0 - before.0;
+                c.writer += after.1 - before.1;
+                c.frames += res.frames_per_s * res.wall;
                 r.push(res);
             }
             if pace.is_none() {
@@ -362,23 +387,38 @@ fn main() {
     );
 }
 
+/// A proxy's CPU seconds over a load's rounds, and the frames it relayed.
+#[derive(Default)]
+struct Cpu {
+    total: f64,
+    /// The lane writer thread's share.
+    writer: f64,
+    frames: f64,
+}
+
 /// Prints one load's table; returns each path's (added p50, added p99, frames/s vs direct),
 /// each the median over rounds of the difference (ratio) with the direct run of the same round.
-fn table(runs: &[Vec<Result>], cpu: &[(f64, f64)], rate: bool) -> Vec<(f64, f64, f64)> {
+fn table(runs: &[Vec<Result>], cpu: &[Cpu], rate: bool) -> Vec<(f64, f64, f64)> {
     if rate {
         println!(
-            "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | frames/s vs direct | proxy CPU µs/frame | wall s |"
+            "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | frames/s vs direct | proxy CPU µs/frame (writer thread) | wall s |"
         );
         println!("|---|---|---|---|---|---|---|---|---|");
     } else {
-        println!("| path | p50 ms | p99 ms | added p50 ms | added p99 ms | proxy CPU µs/frame |");
+        println!(
+            "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | proxy CPU µs/frame (writer thread) |"
+        );
         println!("|---|---|---|---|---|---|");
     }
     let direct = &runs[0];
     let mut rows = Vec::new();
-    for (r, (cpu_s, frames)) in runs.iter().zip(cpu) {
-        let per_frame = if *cpu_s > 0.0 {
-            format!("{:.1}", cpu_s / frames * 1e6)
+    for (r, c) in runs.iter().zip(cpu) {
+        let per_frame = if c.total > 0.0 {
+            format!(
+                "{:.1} ({:.1})",
+                c.total / c.frames * 1e6,
+                c.writer / c.frames * 1e6
+            )
         } else {
             "—".into()
         };

@@ -31,7 +31,8 @@
 //! Long-polling and HTTP API bodies are queued the same way. One writer thread owns everything
 //! else: the WebSocket frame parsers ([`super::wsframe`]: unmasking, fragments, control frames,
 //! frames split across chunks), the session routing below, redaction, JSON decoding of the
-//! frames that need it, and the lane files. Woken by an event, it lets a batch gather for
+//! frames that need it, and the lane files (up to [`MAX_LANE_FILES`] kept open: four per
+//! browser). Woken by an event, it lets a batch gather for
 //! [`COALESCE`], takes whatever is queued (up to [`WRITE_BATCH`] events), routes it, and
 //! appends it with one `write` per lane file touched before it takes the next batch. Seqs
 //! follow queue order, and a chunk is queued before it is forwarded, so an effect still sorts
@@ -121,6 +122,37 @@ pub const QUEUE_BYTES: usize = 16 << 20;
 pub const WRITE_BATCH: usize = 1024;
 /// How long the writer lets a batch gather after its first event.
 pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Most lane files the writer keeps open.
+pub const MAX_LANE_FILES: usize = 4096;
+
+/// How many lane files the writer keeps open: each browser has four lanes, so the lane
+/// writer's default cap (256) would close and reopen files all the time with a few dozen
+/// browsers. The soft descriptor limit is raised to the hard one (capped at 65 536) and a
+/// quarter of it goes to lane files (at most [`MAX_LANE_FILES`]); the rest stays for sockets.
+fn lane_file_cap() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        let want = lim.rlim_max.min(65_536);
+        if lim.rlim_cur < want {
+            let raised = libc::rlimit {
+                rlim_cur: want,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = want;
+            }
+        }
+    }
+    ((lim.rlim_cur / 4) as usize).min(MAX_LANE_FILES)
+}
 
 /// What a forwarding task hands the writer, in forwarding order.
 enum Event {
@@ -678,7 +710,9 @@ pub async fn serve(
     cfg: ProxyConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<u64> {
-    let writer = LaneWriter::create(&cfg.dir)?.with_mode(cfg.mode)?;
+    let writer = LaneWriter::create(&cfg.dir)?
+        .with_mode(cfg.mode)?
+        .with_max_open_files(lane_file_cap());
     let rec = Recorder::new(writer, cfg.redact);
     let (tx, rx) = mpsc::channel(QUEUE_EVENTS);
     let writer = std::thread::Builder::new()

@@ -51,6 +51,8 @@ pub struct LaneWriter {
     secrets: Option<std::sync::Arc<crate::redact::Secrets>>,
     /// Permission bits of lane files (folders get the matching search bits).
     file_mode: u32,
+    /// Lane files kept open at once ([`MAX_OPEN_FILES`] unless raised).
+    max_open: usize,
 }
 
 /// Lane files are private by default (`0600` in `0700` folders): recordings hold what crossed
@@ -142,6 +144,7 @@ impl LaneWriter {
             redactor: None,
             secrets: None,
             file_mode: DEFAULT_FILE_MODE,
+            max_open: MAX_OPEN_FILES,
         })
     }
 
@@ -155,6 +158,14 @@ impl LaneWriter {
             std::fs::Permissions::from_mode(dir_mode(self.file_mode)),
         )?;
         Ok(self)
+    }
+
+    /// Keeps up to `n` lane files open (at least [`MAX_OPEN_FILES`]): a recorder writing many
+    /// lanes at once (the Bridle proxy: four per browser) would otherwise close and reopen
+    /// them all the time. The caller keeps `n` within its descriptor limit.
+    pub fn with_max_open_files(mut self, n: usize) -> Self {
+        self.max_open = n.max(MAX_OPEN_FILES);
+        self
     }
 
     /// Passes every line through `redactor` before it is written.
@@ -187,6 +198,7 @@ impl LaneWriter {
             redactor: self.redactor.clone(),
             secrets: self.secrets.clone(),
             file_mode: self.file_mode,
+            max_open: self.max_open,
         }
     }
 
@@ -238,11 +250,14 @@ impl LaneWriter {
         head.extend_from_slice(b",\"run\":");
         head.extend_from_slice(format_f64(self.run as f64).as_bytes());
         head.extend_from_slice(b",\"seq\":");
-        // Lines grouped by (scope, dir), in order inside each group. Batches hold lines of a
-        // handful of scopes, so a scan that tries the previous line's group first is cheapest.
-        // Two scopes can share a folder name (`a/b`, `a:b`): groups are per folder, so a lane
+        // Lines grouped by (scope, dir), in order inside each group; the previous line's group
+        // is tried first (runs of one lane are common). Two scopes can share a folder name (`a/b`, `a:b`): groups are per folder, so a lane
         // file still gets its lines in seq order.
         let mut groups: Vec<(Option<&str>, &str, String, Vec<u8>)> = Vec::new();
+        // (scope, dir) → group, so a batch spread over hundreds of lanes (the Bridle proxy's)
+        // does not compare each line with every group.
+        let mut index: HashMap<(Option<&str>, &str), usize> = HashMap::new();
+        let mut by_folder: HashMap<(String, &str), usize> = HashMap::new();
         let mut last = usize::MAX;
         // Seqs are taken for the whole batch at once; counted even if a write then fails, as
         // bb does.
@@ -255,19 +270,22 @@ impl LaneWriter {
                 |g: &(Option<&str>, &str, String, Vec<u8>)| g.0 == line.scope && g.1 == line.dir;
             let idx = if last < groups.len() && same(&groups[last]) {
                 last
-            } else if let Some(i) = groups.iter().position(same) {
+            } else if let Some(&i) = index.get(&(line.scope, line.dir)) {
                 i
             } else {
                 let name = scope_dir_name(line.scope);
-                match groups.iter().position(|g| g.1 == line.dir && g.2 == name) {
-                    Some(i) => i,
+                let i = match by_folder.get(&(name.clone(), line.dir)) {
+                    Some(&i) => i,
                     None => {
                         let mut buf = self.scratch.pop().unwrap_or_default();
                         buf.clear();
+                        by_folder.insert((name.clone(), line.dir), groups.len());
                         groups.push((line.scope, line.dir, name, buf));
                         groups.len() - 1
                     }
-                }
+                };
+                index.insert((line.scope, line.dir), i);
+                i
             };
             last = idx;
             // Redaction sees the raw bytes (a non-UTF-8 line is redacted before `lineBase64`).
@@ -315,7 +333,7 @@ impl LaneWriter {
         if !self.files.contains_key(&key) {
             // A long-running recorder (one scope per chat) must not run out of descriptors:
             // past the cap, close them all; files are reopened in append mode on demand.
-            if self.files.len() >= MAX_OPEN_FILES {
+            if self.files.len() >= self.max_open {
                 self.files.clear();
             }
             let folder = self.root.join(scope);
@@ -446,7 +464,9 @@ pub fn push_json_string(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
 /// true. Loads read whole blocks inside `bytes` (src + width <= n). Writes go to `dst`, which
 /// stays below `out.capacity()` by the invariant `capacity - dst >= room(n - src)`: a block step
 /// writes at most 32 and advances dst by at most the src it consumes; an escape of `"`/`\\`
-/// writes 2 for 1 consumed; any other escape re-reserves first. `set_len` covers only
+/// writes 2 for 1 consumed (in a 32-byte block with only those, taken when 64 bytes remain, each
+/// re-store starts at most 2 × 31 + 1 past the block's dst, inside the room of 2 × 64 + 34);
+/// any other escape re-reserves first. `set_len` covers only
 /// initialized bytes.
 #[cfg(target_arch = "x86_64")]
 macro_rules! escape_simd_body {
@@ -483,18 +503,36 @@ macro_rules! escape_simd_body {
                 let v = _mm256_loadu_si256(bytes.as_ptr().add(src).cast());
                 seen2 = _mm256_or_si256(seen2, v);
                 let ctrl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, ctrl_max2), v);
-                let hit = _mm256_or_si256(
-                    _mm256_or_si256(_mm256_cmpeq_epi8(v, quote2), _mm256_cmpeq_epi8(v, bslash2)),
-                    ctrl,
-                );
+                let qb =
+                    _mm256_or_si256(_mm256_cmpeq_epi8(v, quote2), _mm256_cmpeq_epi8(v, bslash2));
                 _mm256_storeu_si256(base(out).add(dst).cast(), v);
-                let m = _mm256_movemask_epi8(hit) as u32;
-                if m == 0 {
+                let mut q = _mm256_movemask_epi8(qb) as u32;
+                let c = _mm256_movemask_epi8(ctrl) as u32;
+                if q | c == 0 {
                     src += 32;
                     dst += 32;
                     continue;
                 }
-                m.trailing_zeros() as usize
+                if c == 0 && src + 64 <= n {
+                    // Only `"` and `\\` (a JSON line has many): each gets its backslash
+                    // here, the block's bytes from it on stored again one further (the loads
+                    // stay inside `bytes`: src + 63 < n).
+                    let mut from = 0usize;
+                    while q != 0 {
+                        let j = q.trailing_zeros() as usize;
+                        dst += j - from;
+                        *base(out).add(dst) = b'\\';
+                        dst += 1;
+                        from = j;
+                        let rest = _mm256_loadu_si256(bytes.as_ptr().add(src + j).cast());
+                        _mm256_storeu_si256(base(out).add(dst).cast(), rest);
+                        q &= q - 1;
+                    }
+                    dst += 32 - from;
+                    src += 32;
+                    continue;
+                }
+                (q | c).trailing_zeros() as usize
             } else if src + 16 <= n {
                 let v = _mm_loadu_si128(bytes.as_ptr().add(src).cast());
                 seen = _mm_or_si128(seen, v);
