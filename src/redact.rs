@@ -249,6 +249,79 @@ pub fn key_may_matter(k: &str) -> bool {
     })
 }
 
+/// Every name [`key_may_matter`] compares a normalized key with, as an exact name or a suffix.
+const KEY_PATTERN_LISTS: [&[&str]; 4] =
+    [SECRET_SUFFIXES, SECRET_EXACT, CONTAINERS, &["url", "uri"]];
+
+#[cfg(test)]
+fn key_patterns() -> impl Iterator<Item = &'static str> {
+    KEY_PATTERN_LISTS.into_iter().flatten().copied()
+}
+
+/// The last three bytes of `p`, last byte lowest.
+const fn tail3(p: &[u8]) -> u32 {
+    let n = p.len();
+    p[n - 1] as u32 | (p[n - 2] as u32) << 8 | (p[n - 3] as u32) << 16
+}
+
+/// Which bit of [`KEY_TAIL_BLOOM`] a tail sets.
+const fn tail_bit(t: u32) -> u32 {
+    t.wrapping_mul(0x9e37_79b1) >> 24
+}
+
+/// The tails ([`tail3`]) of every key pattern, and a 256-bit filter over them.
+const KEY_TAILS: ([u32; 32], usize, [u64; 4]) = {
+    let mut tails = [0u32; 32];
+    let mut n = 0;
+    let mut bloom = [0u64; 4];
+    let mut l = 0;
+    while l < KEY_PATTERN_LISTS.len() {
+        let list = KEY_PATTERN_LISTS[l];
+        let mut i = 0;
+        while i < list.len() {
+            let t = tail3(list[i].as_bytes());
+            tails[n] = t;
+            n += 1;
+            let bit = tail_bit(t);
+            bloom[(bit >> 6) as usize] |= 1 << (bit & 63);
+            i += 1;
+        }
+        l += 1;
+    }
+    (tails, n, bloom)
+};
+
+/// A cheap pre-test of [`key_may_matter`] on a key's raw bytes: `false` only where it answers
+/// `false` too. Every pattern is at least 3 characters and is matched as a suffix or whole, so
+/// a key can matter only if its normalized form ends with the last 3 characters of some
+/// pattern; those come from the key's tail alone when the tail is plain ASCII (a non-ASCII or
+/// control byte there, whose normalization is not byte-wise, answers "maybe"). The recorder
+/// asks this for every key of every line; nearly all fail it after a few bytes.
+#[inline]
+pub fn key_tail_may_matter(key: &[u8]) -> bool {
+    let mut tail = 0u32;
+    let mut n = 0;
+    for &b in key.iter().rev() {
+        match b {
+            b'-' | b'_' | b'.' | b' ' => {}
+            0x21..=0x7e => {
+                tail |= (b.to_ascii_lowercase() as u32) << (8 * n);
+                n += 1;
+                if n == 3 {
+                    break;
+                }
+            }
+            _ => return true,
+        }
+    }
+    if n < 3 {
+        return false; // shorter than every pattern once normalized
+    }
+    let (tails, count, bloom) = &KEY_TAILS;
+    let bit = tail_bit(tail);
+    bloom[(bit >> 6) as usize] & (1 << (bit & 63)) != 0 && tails[..*count].contains(&tail)
+}
+
 /// Every string under a secret key anywhere in `v` (iteratively, for values past the walk's
 /// depth limit), in document order.
 fn collect_secret_strings(v: &Value, out: &mut Vec<String>) {
@@ -1155,5 +1228,76 @@ mod tests {
             "pre [redacted] post"
         );
         assert!(s.redact_known(b"nothing secret-value-0 here").is_none());
+    }
+
+    /// The recorder's key pre-test never says "no" where the full test says "yes": every
+    /// pattern spelled with separators, case, prefixes and non-ASCII around it, plus keys
+    /// that are not patterns.
+    #[test]
+    fn key_tail_pre_test_never_misses_a_key_that_matters() {
+        let mut keys: Vec<String> = vec![
+            "id".into(),
+            "key".into(),
+            "threadId".into(),
+            "a".into(),
+            "".into(),
+            "é".into(),
+            "KEY\u{212a}".into(),
+            "sig\u{b}".into(),
+            "TOKEN\u{a0}".into(),
+        ];
+        let decor: &[(&str, &str)] = &[
+            ("", ""),
+            ("x", ""),
+            ("my_", "_"),
+            ("X-", " "),
+            ("é", ""),
+            ("", "\u{a0}"),
+            ("", "\u{b}"),
+            ("", "\u{2028}"),
+            ("", "\t"),
+            ("", "."),
+            ("a.", "-"),
+        ];
+        for p in key_patterns() {
+            for (pre, post) in decor {
+                for form in [
+                    p.to_string(),
+                    p.to_uppercase(),
+                    p.replace('e', "-e"),
+                    p.replace('k', "\u{212a}"),
+                ] {
+                    keys.push(format!("{pre}{form}{post}"));
+                }
+            }
+        }
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let alphabet: Vec<char> = "abcdefghijklmnopqrstuvwxyzKEYTOKN-_. \t\u{b}é\u{212a}\u{a0}"
+            .chars()
+            .collect();
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 9) as usize;
+            let mut k: String = (0..len)
+                .map(|i| alphabet[((x >> (i * 5 + 8)) % alphabet.len() as u64) as usize])
+                .collect();
+            if x.is_multiple_of(3) {
+                let p = key_patterns().nth((x % 27) as usize).unwrap_or("url");
+                k.push_str(&p[p.len().saturating_sub(4)..]);
+            }
+            keys.push(k);
+        }
+        let mut mattering = 0;
+        for k in &keys {
+            if key_may_matter(k) {
+                mattering += 1;
+                assert!(key_tail_may_matter(k.as_bytes()), "{k:?}");
+            }
+        }
+        assert!(mattering > 1000, "{mattering}");
+        assert!(!key_tail_may_matter(b"threadId"));
+        assert!(!key_tail_may_matter(b"jsonrpc"));
     }
 }

@@ -148,13 +148,15 @@ pub struct LineScan<'a> {
 /// [`scan`] and [`any_key`] fused into one walk of the line with no recursion: the recorder's
 /// per-line pass (the scope of the line and whether redaction must look at it).
 pub fn scan_line<'a>(line: &'a [u8], pred: &mut dyn FnMut(&str) -> bool) -> LineScan<'a> {
-    scan_line_raw_keys(line, &mut |k| std::str::from_utf8(k).is_ok_and(&mut *pred))
+    scan_line_raw_keys(line, |k: &[u8]| {
+        std::str::from_utf8(k).is_ok_and(&mut *pred)
+    })
 }
 
 /// [`scan_line`] with the keys handed over as bytes: the key's text (escapes decoded) when it
 /// has an escape, else its raw bytes, which may not be UTF-8 (`pred` must answer `false` for
 /// those, as [`scan_line`]'s does). Lets a caller memoize keys without checking UTF-8 first.
-pub fn scan_line_raw_keys<'a>(line: &'a [u8], pred: &mut dyn FnMut(&[u8]) -> bool) -> LineScan<'a> {
+pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> bool) -> LineScan<'a> {
     #[derive(Clone, Copy, PartialEq)]
     enum Ctx {
         Top,

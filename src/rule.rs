@@ -184,6 +184,20 @@ impl Verdict {
         v.subchecks = subchecks;
         v
     }
+    /// Like [`Verdict::from_subchecks`], but the rule passes only on evidence for all of it: a
+    /// skipped sub-check makes it skipped (the detail names that sub-check and why) even when
+    /// others passed; a failed one still fails it.
+    pub fn from_all_subchecks(id: &str, subchecks: Vec<SubCheck>) -> Verdict {
+        let v = Verdict::from_subchecks(id, subchecks);
+        if v.status == Status::Pass
+            && let Some(c) = v.subchecks.iter().find(|c| c.status == Status::Skipped)
+        {
+            let detail = format!("{}: {}", c.name, c.evidence);
+            let subs = v.subchecks.clone();
+            return Verdict::skipped(id, detail).with_subchecks(subs);
+        }
+        v
+    }
     pub fn with_context(mut self, context: Vec<String>) -> Verdict {
         self.context = context;
         self
@@ -446,6 +460,26 @@ mod tests {
         assert_eq!(v.status, Status::Fail);
         assert_eq!(v.detail, "two: got 400; four: got 200");
         assert_eq!(v.subchecks.len(), 4);
+        // All of it or nothing: a skipped sub-check beside a passing one leaves it skipped.
+        let all = Verdict::from_all_subchecks(
+            "r",
+            vec![
+                SubCheck::pass("a", "ok"),
+                SubCheck::skipped("b", "not seen"),
+            ],
+        );
+        assert_eq!(all.status, Status::Skipped);
+        assert_eq!(all.detail, "b: not seen");
+        assert_eq!(all.subchecks.len(), 2);
+        assert_eq!(
+            Verdict::from_subchecks("r", all.subchecks.clone()).status,
+            Status::Pass
+        );
+        let failed = Verdict::from_all_subchecks(
+            "r",
+            vec![SubCheck::skipped("a", "x"), SubCheck::fail("b", "y")],
+        );
+        assert_eq!(failed.status, Status::Fail);
         let s = Verdict::from_subchecks("r", vec![SubCheck::skipped("a", "b")]);
         assert_eq!(s.status, Status::Skipped);
         assert_eq!(Verdict::from_subchecks("r", vec![]).status, Status::NotRun);

@@ -559,6 +559,88 @@ fn rows() -> Vec<Row> {
             Exact(&["SB-R5:fail"]),
             1,
         ),
+        // A first reply past the client's timeout (3 s here): SB-H2, and SB-D1 since that
+        // reply was never received completely.
+        row(
+            "first reply after the timeout",
+            &["--flaw", "slow-first"],
+            true,
+            &["--timeout", "3", "--strict"],
+            Exact(&["SB-H2:fail", "SB-D1:fail"]),
+            1,
+        ),
+        row(
+            "401 to a key it does not expect",
+            &["--flaw", "reject-unexpected-key"],
+            false,
+            &["--strict"],
+            Exact(&["SB-A4:fail"]),
+            1,
+        ),
+        // A string flag does not decode under gamma: SB-D1 and SB-D6 both state it (the
+        // catalogue); the scenario rules that needed that reply are skipped naming SB-D1.
+        row(
+            "string option flag",
+            &["--flaw", "options-string"],
+            true,
+            &[],
+            Exact(&[
+                "SB-D1:fail",
+                "SB-D6:fail",
+                "SB-R6:skipped",
+                "SB-S2:skipped",
+                "SB-S3:skipped",
+            ]),
+            1,
+        ),
+        row(
+            "empty assistant message",
+            &["--flaw", "empty-content"],
+            true,
+            &["--strict"],
+            Exact(&["SB-D7:fail"]),
+            1,
+        ),
+        row(
+            "no sources key",
+            &["--flaw", "no-sources"],
+            true,
+            &["--strict"],
+            Exact(&["SB-D8:fail"]),
+            1,
+        ),
+        row(
+            "options not re-asserted on reopen",
+            &["--flaw", "forget-private-on-reopen"],
+            true,
+            &["--strict"],
+            Exact(&["SB-S3:fail"]),
+            1,
+        ),
+        row(
+            "private mode re-asserted on every reply",
+            &["--oddity", "private-reassert"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "an ended chat reopens afresh",
+            &["--oddity", "ended-reopens"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "422 to malformed requests",
+            &["--oddity", "errors-422"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
         // Legal: cited sources with an absolute https URL (and a key the client ignores), a
         // 403 refusal of a missing or wrong key.
         row(
@@ -815,6 +897,7 @@ fn independent_peers_get_exactly_their_verdicts() {
         ),
         ("random bytes", "SB-R4", "SB-D1 carries that fault"),
         ("random bytes", "SB-H1", "SB-D1 carries that fault"),
+        ("301 redirect", "SB-H3", "301"),
         ("accepts a wrong key", "SB-A3", "SB-A2 carries that fault"),
         (
             "accepts a missing key",
@@ -961,6 +1044,10 @@ fn independent_peers_get_exactly_their_verdicts() {
     }
     // The legal oddities pass their rule without a warning.
     for (name, id) in [
+        ("422 to malformed requests", "SB-R10"),
+        ("private mode re-asserted on every reply", "SB-S2"),
+        ("private mode re-asserted on every reply", "SB-S3"),
+        ("an ended chat reopens afresh", "SB-R12"),
         ("https sources", "SB-D5"),
         ("403 refusal", "SB-A1"),
         ("403 refusal", "SB-A2"),
@@ -981,6 +1068,56 @@ fn independent_peers_get_exactly_their_verdicts() {
         let d = detail(name, "SB-D9");
         if d.contains("methods/") {
             problems.push(format!("{name}: SB-D9 judges a method probe: {d:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// `tests/peers/coverage.tsv` is true of the table above: each rule's failing rows expect it to
+/// fail (an INFO rule: not run) and its passing rows are legal oddities expecting it to pass.
+/// The table itself is checked against the live peer by the test above.
+#[test]
+fn the_coverage_map_names_rows_that_fail_and_pass_each_rule() {
+    use common::coverage::{Entry, lines_for_catalogue};
+    let rows = rows();
+    let mut problems = Vec::new();
+    for (line, level) in lines_for_catalogue("sidebridge") {
+        let id = line.rule.as_str();
+        let find = |name: &str| rows.iter().find(|r| r.name == name);
+        for e in &line.fails {
+            let Entry::Named(name) = e else { continue };
+            let want = if level == "INFO" {
+                format!("{id}:not-run")
+            } else {
+                format!("{id}:fail")
+            };
+            match find(name).map(|r| &r.expect) {
+                None => problems.push(format!("{}: no row {name:?}", line.at)),
+                Some(Expect::Exact(bad)) if bad.contains(&want.as_str()) => {}
+                Some(Expect::AllBut(passing)) if !passing.contains(&id) => {}
+                Some(_) => {
+                    problems.push(format!("{}: row {name:?} does not expect {want}", line.at))
+                }
+            }
+        }
+        for e in &line.passes {
+            let Entry::Named(name) = e else { continue };
+            match find(name) {
+                None => problems.push(format!("{}: no row {name:?}", line.at)),
+                Some(r) => {
+                    let odd = r.peer.contains(&"--oddity") && !r.peer.contains(&"--flaw");
+                    let passes = match &r.expect {
+                        Expect::Exact(bad) => !bad.iter().any(|b| b.starts_with(&format!("{id}:"))),
+                        Expect::AllBut(_) => false,
+                    };
+                    if !odd || !passes {
+                        problems.push(format!(
+                            "{}: row {name:?} is not a legal oddity expected to pass {id}",
+                            line.at
+                        ));
+                    }
+                }
+            }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

@@ -76,21 +76,36 @@ pub struct Scoper {
 pub const PENDING_CAP: usize = 1 << 16;
 
 /// Requests awaiting their response: id → the request's scope, at most [`PENDING_CAP`].
+///
+/// Every request a peer sends is filed here and every response looked up, so the maps are on
+/// the recorder's per-line path: number ids (JSON-RPC's usual kind) are keyed by their bits
+/// with a cheap seeded hash, string ids by their text (looked up borrowed, no allocation).
 #[derive(Default)]
 struct Pending {
-    map: HashMap<IdKey<'static>, Option<Box<str>>>,
+    numbers: HashMap<u64, Option<Box<str>>, IdBits>,
+    strings: HashMap<Box<str>, Option<Box<str>>>,
     /// Insertion order, for forgetting the oldest; a removed id leaves its slot until it comes
     /// round (the order never holds more than the cap).
     order: VecDeque<IdKey<'static>>,
 }
 
 impl Pending {
-    fn insert(&mut self, id: IdKey<'static>, scope: Option<Box<str>>) {
-        if self.map.insert(id.clone(), scope).is_none() {
-            self.order.push_back(id);
+    fn insert(&mut self, id: IdKey<'_>, scope: Option<Box<str>>) {
+        let fresh = match &id {
+            IdKey::Number(n) => self.numbers.insert(*n, scope).is_none(),
+            IdKey::String(s) => self.strings.insert(Box::from(&**s), scope).is_none(),
+        };
+        if fresh {
+            self.order.push_back(id.into_owned());
             while self.order.len() > PENDING_CAP {
-                if let Some(old) = self.order.pop_front() {
-                    self.map.remove(&old);
+                match self.order.pop_front() {
+                    Some(IdKey::Number(n)) => {
+                        self.numbers.remove(&n);
+                    }
+                    Some(IdKey::String(s)) => {
+                        self.strings.remove(&*s);
+                    }
+                    None => {}
                 }
             }
         }
@@ -98,11 +113,45 @@ impl Pending {
 
     fn remove(&mut self, id: &IdKey<'_>) -> Option<Option<Box<str>>> {
         match id {
-            IdKey::Number(n) => self.map.remove(&IdKey::Number(*n)),
-            IdKey::String(s) => self
-                .map
-                .remove(&IdKey::String(Cow::Owned(s.clone().into_owned()))),
+            IdKey::Number(n) => self.numbers.remove(n),
+            IdKey::String(s) => self.strings.remove(&**s),
         }
+    }
+}
+
+/// Hashes a number id's `f64` bits: one multiply folded over 128 bits, seeded per map from
+/// std's random keys (so a peer cannot pick ids that collide), instead of SipHash's rounds.
+#[derive(Clone)]
+struct IdBits(u64);
+
+impl Default for IdBits {
+    fn default() -> Self {
+        use std::hash::BuildHasher;
+        IdBits(std::collections::hash_map::RandomState::new().hash_one(0x9e37_79b9_7f4a_7c15u64))
+    }
+}
+
+impl std::hash::BuildHasher for IdBits {
+    type Hasher = IdBitsHasher;
+    fn build_hasher(&self) -> IdBitsHasher {
+        IdBitsHasher(self.0)
+    }
+}
+
+struct IdBitsHasher(u64);
+
+impl std::hash::Hasher for IdBitsHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        let p = ((self.0 ^ n) as u128).wrapping_mul(0x5851_f42d_4c95_7f2d_u128 | (1 << 64));
+        self.0 = (p as u64) ^ ((p >> 64) as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
@@ -127,7 +176,7 @@ impl Scoper {
             (&mut self.b, &mut self.r)
         };
         if info.is_request() {
-            let id = info.id.expect("a request has an id").into_owned();
+            let id = info.id.expect("a request has an id");
             own.insert(id, info.thread_id.as_deref().map(Box::from));
             info.thread_id
         } else if info.is_response() {
@@ -725,7 +774,14 @@ impl Default for KeyMemo {
 
 impl KeyMemo {
     /// `key`: a key's text, or raw bytes that may not be UTF-8 (never a match then).
+    #[inline]
     fn may_matter(&mut self, key: &[u8]) -> bool {
+        // Nearly every key fails the tail test; the memo is for those that pass it.
+        crate::redact::key_tail_may_matter(key) && self.remembered(key)
+    }
+
+    #[inline(never)]
+    fn remembered(&mut self, key: &[u8]) -> bool {
         let test = |key: &[u8]| std::str::from_utf8(key).is_ok_and(crate::redact::key_may_matter);
         if key.len() > KEY_SLOT_BYTES {
             return test(key);

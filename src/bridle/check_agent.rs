@@ -527,7 +527,9 @@ async fn agent_rules(c: &AgentCheck) -> VerdictLog {
     out.push(verdict);
     out.insert(
         register_at,
-        Verdict::from_subchecks(id::AGENT_REGISTER, vec![register_first, register_again]),
+        // Both halves or no pass: an agent that never reconnected has not shown its second
+        // register (agent-reconnect carries that fault; this rule is skipped, not passed).
+        Verdict::from_all_subchecks(id::AGENT_REGISTER, vec![register_first, register_again]),
     );
 
     // stream-cadence (INFO)
@@ -568,7 +570,12 @@ async fn reconnect(
     c: &AgentCheck,
     child: &mut ChildGuard,
 ) -> (Verdict, SubCheck) {
-    let not_back = || SubCheck::skipped("after reconnecting", "the agent did not reconnect");
+    let not_back = || {
+        SubCheck::skipped(
+            "after reconnecting",
+            "the agent did not reconnect (agent-reconnect carries that fault)",
+        )
+    };
     let deadline = Instant::now() + c.reconnect_wait;
     let mut connected = false;
     while let Some(s) = hub.next(deadline).await {

@@ -464,7 +464,9 @@ pub fn push_json_string(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
 /// true. Loads read whole blocks inside `bytes` (src + width <= n). Writes go to `dst`, which
 /// stays below `out.capacity()` by the invariant `capacity - dst >= room(n - src)`: a block step
 /// writes at most 32 and advances dst by at most the src it consumes; an escape of `"`/`\\`
-/// writes 2 for 1 consumed; any other escape re-reserves first. `set_len` covers only
+/// writes 2 for 1 consumed (in a 32-byte block with only those, taken when 64 bytes remain, each
+/// re-store starts at most 2 × 31 + 1 past the block's dst, inside the room of 2 × 64 + 34);
+/// any other escape re-reserves first. `set_len` covers only
 /// initialized bytes.
 #[cfg(target_arch = "x86_64")]
 macro_rules! escape_simd_body {
@@ -501,18 +503,36 @@ macro_rules! escape_simd_body {
                 let v = _mm256_loadu_si256(bytes.as_ptr().add(src).cast());
                 seen2 = _mm256_or_si256(seen2, v);
                 let ctrl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, ctrl_max2), v);
-                let hit = _mm256_or_si256(
-                    _mm256_or_si256(_mm256_cmpeq_epi8(v, quote2), _mm256_cmpeq_epi8(v, bslash2)),
-                    ctrl,
-                );
+                let qb =
+                    _mm256_or_si256(_mm256_cmpeq_epi8(v, quote2), _mm256_cmpeq_epi8(v, bslash2));
                 _mm256_storeu_si256(base(out).add(dst).cast(), v);
-                let m = _mm256_movemask_epi8(hit) as u32;
-                if m == 0 {
+                let mut q = _mm256_movemask_epi8(qb) as u32;
+                let c = _mm256_movemask_epi8(ctrl) as u32;
+                if q | c == 0 {
                     src += 32;
                     dst += 32;
                     continue;
                 }
-                m.trailing_zeros() as usize
+                if c == 0 && src + 64 <= n {
+                    // Only `"` and `\\` (a JSON line has many): each gets its backslash
+                    // here, the block's bytes from it on stored again one further (the loads
+                    // stay inside `bytes`: src + 63 < n).
+                    let mut from = 0usize;
+                    while q != 0 {
+                        let j = q.trailing_zeros() as usize;
+                        dst += j - from;
+                        *base(out).add(dst) = b'\\';
+                        dst += 1;
+                        from = j;
+                        let rest = _mm256_loadu_si256(bytes.as_ptr().add(src + j).cast());
+                        _mm256_storeu_si256(base(out).add(dst).cast(), rest);
+                        q &= q - 1;
+                    }
+                    dst += 32 - from;
+                    src += 32;
+                    continue;
+                }
+                (q | c).trailing_zeros() as usize
             } else if src + 16 <= n {
                 let v = _mm_loadu_si128(bytes.as_ptr().add(src).cast());
                 seen = _mm_or_si128(seen, v);

@@ -120,18 +120,9 @@ pub(super) fn decodes(x: &Exchange) -> SubCheck {
     }
 }
 
-/// Like [`Verdict::from_subchecks`], but a skipped sub-check makes the rule skipped even when
-/// others passed (a rule passes only on evidence for all of it); a failed one still fails it.
+/// A rule that passes only on evidence for all of it ([`Verdict::from_all_subchecks`]).
 pub(super) fn strict_from_subchecks(id: &str, subs: Vec<SubCheck>) -> Verdict {
-    let v = Verdict::from_subchecks(id, subs);
-    if v.status == Status::Pass
-        && let Some(c) = v.subchecks.iter().find(|c| c.status == Status::Skipped)
-    {
-        let detail = format!("{}: {}", c.name, c.evidence);
-        let subs = v.subchecks.clone();
-        return Verdict::skipped(id, detail).with_subchecks(subs);
-    }
-    v
+    Verdict::from_all_subchecks(id, subs)
 }
 
 /// Whether a reply decodes and carries assistant content (the request was served).

@@ -2,5 +2,6 @@
 //! binary uses a part of it, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod coverage;
 pub mod need;
 pub mod proc;

@@ -11,6 +11,7 @@ const DIVERGENCES = {
   "wrong-client-id": "answers under the message's clientId with `-x` appended",
   "end-new-id": "stream_end carries a messageId of its own, not the streams'",
   "notes-no-kind": "notes are sent without their kind",
+  "no-reconnect": "does not reconnect after the hub goes away",
 };
 if (process.argv[2] === "--list") {
   for (const [k, v] of Object.entries(DIVERGENCES)) console.log(`${k}\t${v}`);
@@ -27,6 +28,7 @@ let connected = 0;
 const nsp = diverge === "root-namespace" ? "" : "/ws/agent";
 const socket = io(process.env.BRIDLE_URL + nsp, {
   auth: { apiKey: process.env.BRIDLE_API_KEY, agentId: process.env.BRIDLE_AGENT_ID },
+  reconnection: diverge !== "no-reconnect",
   reconnectionDelay: 200,
   reconnectionDelayMax: 1000,
 });

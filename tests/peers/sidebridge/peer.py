@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -67,6 +68,12 @@ FLAWS = {
     "crash-on-ended": "SB-R12: the session start of a chat it ended gets a 500",
     "strict-keys": "SB-R7: a request with a top-level key it does not know gets a 400",
     "raw-text": "SB-R5: the echoed text is cut from the raw request bytes (JSON escapes kept)",
+    "slow-first": "SB-H2 (and SB-D1, the reply timed out): the first POST of the run waits 6 s",
+    "reject-unexpected-key": "SB-A4: with no key configured, a request carrying one gets 401",
+    "options-string": "SB-D6 (and SB-D1): `go private` is answered with disableSendHistory \"true\", a string",
+    "empty-content": "SB-D7: every reply with messages adds an assistant message with empty content",
+    "no-sources": "SB-D8: reply messages carry no `sources` key",
+    "forget-private-on-reopen": "SB-S3: the session start of a private chat does not re-assert disableSendHistory",
     "hangup-second-post": "SB-H1, SB-D1: the second POST of the run (the new-chat session start) gets no reply, the connection is closed",
 }
 ODDITIES = {
@@ -83,6 +90,9 @@ ODDITIES = {
     "empty-send-nudge": "an empty send gets a system message asking for text and \"endSession\": false",
     "sources-https": "assistant messages cite a source: an absolute https URL with query and fragment, and an extra key",
     "refuse-403": "a missing or wrong key gets 403 (not 401) with a system message and endSession",
+    "private-reassert": "every reply in a private chat repeats disableSendHistory: true",
+    "ended-reopens": "the session start of a chat it ended opens it afresh (200 {})",
+    "errors-422": "malformed requests get 422 (not 400) with a plain system message",
     "start-201": "every session start is answered 201 Created with a system greeting",
 }
 
@@ -142,6 +152,8 @@ def raw_content(raw):
 
 def message(state, frm, content):
     m = {"id": new_id(state), "from": frm, "content": content, "sources": []}
+    if "no-sources" in state.flaws:
+        del m["sources"]
     if frm == "assistant" and "relative-sources" in state.flaws:
         m["sources"] = [{"title": "Peer docs", "url": "/docs/peer"}]
     if frm == "assistant" and "sources-https" in state.oddities:
@@ -188,11 +200,15 @@ class Handler(BaseHTTPRequestHandler):
         st = self.st
         obj = {}
         if messages:
-            obj["messages"] = messages
+            obj["messages"] = list(messages)
+            if "empty-content" in st.flaws:
+                obj["messages"].append(message(st, "assistant", ""))
         elif "options-null" in st.oddities:
             obj["messages"] = None
         if options:
             obj["options"] = dict(options)
+            if "options-string" in st.flaws and obj["options"].get("disableSendHistory") is True:
+                obj["options"]["disableSendHistory"] = "true"
             if "unknown-keys" in st.oddities:
                 obj["options"]["theme"] = "dark"
         elif "options-null" in st.oddities:
@@ -248,6 +264,8 @@ class Handler(BaseHTTPRequestHandler):
         if n == 2 and "hangup-second-post" in st.flaws:
             self.close_connection = True
             return
+        if n == 1 and "slow-first" in st.flaws:
+            time.sleep(6)
         if path == "/" and "redirect-301" in st.flaws:
             return self.send_bytes(301, b"", extra=[("Location", "/bridge")])
         if path == "/" and "redirect-307" in st.oddities:
@@ -255,6 +273,8 @@ class Handler(BaseHTTPRequestHandler):
         if "random-bytes" in st.flaws:
             return self.send_bytes(200, os.urandom(48), ctype="application/octet-stream")
         sent_key = self.headers.get("x-sidebridge-key")
+        if st.key is None and sent_key is not None and "reject-unexpected-key" in st.flaws:
+            return self.error(401, "This bridge takes no key.", end=True)
         if st.key is None and sent_key is not None and "garbage-with-key" in st.flaws:
             return self.send_bytes(200, b"ok, key noted", ctype="text/plain")
         if "parse-before-auth" in st.flaws:
@@ -324,7 +344,7 @@ class Handler(BaseHTTPRequestHandler):
         for flaw, (status, leak) in LEAKS.items():
             if flaw in self.st.flaws:
                 return self.error(status, leak)
-        return self.error(400, text)
+        return self.error(422 if "errors-422" in self.st.oddities else 400, text)
 
     # --- the assistant -------------------------------------------------------------------
     def answer(self, chat, msgs, hist):
@@ -332,12 +352,15 @@ class Handler(BaseHTTPRequestHandler):
         if msgs is None:  # session start
             if chat.ended and "crash-on-ended" in st.flaws:
                 return self.error(500, "Chat state is inconsistent.")
+            if chat.ended and "ended-reopens" in st.oddities:
+                chat.ended = False
             if chat.ended:
                 return self.reply(200, [message(st, "system", "This conversation is closed.")], {"endSession": True})
             if "start-201" in st.oddities:
                 return self.reply(201, [message(st, "system", "Welcome to the peer bridge.")],
                                   {"disableSendHistory": True} if chat.private else None)
-            return self.reply(200, None, {"disableSendHistory": True} if chat.private else None)
+            private = chat.private and "forget-private-on-reopen" not in st.flaws
+            return self.reply(200, None, {"disableSendHistory": True} if private else None)
         if chat.ended:
             return self.reply(200, [message(st, "system", "This conversation is closed.")], {"endSession": True})
         if msgs and all(not m.get("content", "").strip() for m in msgs):
@@ -411,6 +434,8 @@ class Handler(BaseHTTPRequestHandler):
             chat.said[k] = said
             chat.last = said
             out.append(reply)
+            if chat.private and "private-reassert" in st.oddities and "disableSendHistory" not in opts:
+                opts["disableSendHistory"] = True
             if "answer-twice" in st.flaws and hist and hist[-1].get("id") == m.get("id"):
                 out.append(message(st, "assistant", said))
         return self.reply(200, out, opts or None)
