@@ -109,7 +109,10 @@ impl Any<'_> {
     }
 
     fn key(self, k: &str) {
-        if !self.hit.get() && crate::redact::key_may_matter(k) {
+        if !self.hit.get()
+            && crate::redact::key_tail_may_matter(k.as_bytes())
+            && crate::redact::key_may_matter(k)
+        {
             self.hit.set(true);
         }
     }
