@@ -364,7 +364,9 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
                 format!("the rule timed out after {budget:?}; later sub-checks did not run"),
             ));
         }
-        out.push(Verdict::from_subchecks(rule, subs));
+        // A rule passes only on evidence for all of it: a sub-check that could not be seen
+        // (skipped) makes the rule skipped, naming it, even when the others passed.
+        out.push(Verdict::from_all_subchecks(rule, subs));
     }
     out.into_vec()
 }
