@@ -317,14 +317,16 @@ impl<'de> Deserialize<'de> for JsonRef<'de> {
                 Deserialize::deserialize(d)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<JsonRef<'de>, A::Error> {
-                let mut out = Vec::new();
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).clamp(4, 64));
                 while let Some(v) = seq.next_element()? {
                     out.push(v);
                 }
                 Ok(JsonRef::Array(out))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonRef<'de>, A::Error> {
-                let mut out: Vec<(Cow<'de, str>, JsonRef<'de>)> = Vec::new();
+                // Most objects of a delta line have a handful of members: one allocation.
+                let mut out: Vec<(Cow<'de, str>, JsonRef<'de>)> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(0).clamp(8, 64));
                 while let Some(Str(k)) = map.next_key()? {
                     let v = map.next_value()?;
                     out.push((k, v));
@@ -342,8 +344,12 @@ fn dedup_members(m: &mut Vec<(Cow<'_, str>, JsonRef<'_>)>) {
     if m.len() < 2 {
         return;
     }
+    // Length and first byte before the bytes: most pairs differ there, without a memcmp call.
+    let same = |a: &str, b: &str| {
+        a.len() == b.len() && a.as_bytes().first() == b.as_bytes().first() && a == b
+    };
     let has_dup = if m.len() <= 16 {
-        (1..m.len()).any(|i| m[..i].iter().any(|(k, _)| *k == m[i].0))
+        (1..m.len()).any(|i| m[..i].iter().any(|(k, _)| same(k, &m[i].0)))
     } else {
         let mut seen = std::collections::HashSet::with_capacity(m.len());
         !m.iter().all(|(k, _)| seen.insert(k.as_ref()))

@@ -17,8 +17,9 @@
 use super::delta::KEY_SEPARATOR;
 use crate::jsonref::JsonView;
 use crate::util::{CappedMap, CappedSet};
+use crate::util::{FastMap, FastSet};
 use serde_json::{Map, Value, json};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 const PREFIX: &str = "da00000000";
 
@@ -27,7 +28,7 @@ pub struct Assembler {
     provider_id: String,
     turn_counter: u64,
     item_counter: u64,
-    threads: HashMap<String, ThreadState>,
+    threads: FastMap<String, ThreadState>,
     /// Deltas dropped without any trace (no event, no grammar drop), since the last
     /// [`Assembler::take_silent_drops`].
     silent_drops: Vec<SilentDrop>,
@@ -52,13 +53,13 @@ struct ThreadState {
     queued_inputs: VecDeque<String>,
     /// Open items by key string, in opening order (session.ended settles them in that order).
     open_items: Vec<(String, OpenItem)>,
-    cumulative_output: HashMap<String, String>,
+    cumulative_output: FastMap<String, String>,
     provider_items: CappedMap,
     provider_turns: CappedMap,
     bb_turns_to_provider: CappedMap,
     settled_keys: CappedSet,
     /// Keys whose progress clock is set (frozen clock: set means "emitted within 500 ms").
-    progress_clock: HashSet<String>,
+    progress_clock: FastSet<String>,
 }
 
 /// bb's caps: id maps keep 1024 entries, settled keys 512 (oldest dropped).
@@ -72,12 +73,12 @@ impl Default for ThreadState {
             last_turn: None,
             queued_inputs: VecDeque::new(),
             open_items: Vec::new(),
-            cumulative_output: HashMap::new(),
+            cumulative_output: FastMap::default(),
             provider_items: CappedMap::new(MAP_CAP),
             provider_turns: CappedMap::new(MAP_CAP),
             bb_turns_to_provider: CappedMap::new(MAP_CAP),
             settled_keys: CappedSet::new(SETTLED_CAP),
-            progress_clock: HashSet::new(),
+            progress_clock: FastSet::default(),
         }
     }
 }
@@ -142,7 +143,7 @@ impl Assembler {
             provider_id: provider_id.to_string(),
             turn_counter: 0,
             item_counter: 0,
-            threads: HashMap::new(),
+            threads: FastMap::default(),
             silent_drops: Vec::new(),
             current_thread: String::new(),
         }

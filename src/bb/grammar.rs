@@ -5,8 +5,8 @@
 
 use crate::protocol::GrammarDrop;
 use crate::util::CappedSet;
+use crate::util::{FastMap, FastSet};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 
 const ITEM_CAP: usize = 512;
 
@@ -38,8 +38,8 @@ const SETTLING: &[&str] = &[
 struct ThreadGrammar {
     open_items: CappedSet,
     settled_items: CappedSet,
-    started_turns: HashSet<String>,
-    completed_turns: HashSet<String>,
+    started_turns: FastSet<String>,
+    completed_turns: FastSet<String>,
 }
 
 impl Default for ThreadGrammar {
@@ -47,15 +47,15 @@ impl Default for ThreadGrammar {
         ThreadGrammar {
             open_items: CappedSet::new(ITEM_CAP),
             settled_items: CappedSet::new(ITEM_CAP),
-            started_turns: HashSet::new(),
-            completed_turns: HashSet::new(),
+            started_turns: FastSet::default(),
+            completed_turns: FastSet::default(),
         }
     }
 }
 
 #[derive(Default)]
 pub struct Grammar {
-    threads: HashMap<String, ThreadGrammar>,
+    threads: FastMap<String, ThreadGrammar>,
 }
 
 impl Grammar {
@@ -71,8 +71,13 @@ impl Grammar {
     /// Checks and applies one event; `Err` means the event must be dropped.
     pub fn accept(&mut self, event: &Value) -> Result<(), GrammarDrop> {
         let ty = event["type"].as_str().unwrap_or("");
-        let thread = event["threadId"].as_str().unwrap_or("").to_string();
-        let st = self.threads.entry(thread).or_default();
+        let thread = event["threadId"].as_str().unwrap_or("");
+        if !self.threads.contains_key(thread) {
+            // Not `entry`: that would allocate the key for every event.
+            self.threads
+                .insert(thread.to_string(), ThreadGrammar::default());
+        }
+        let st = self.threads.get_mut(thread).expect("inserted above");
         let turn = event["scope"]["turnId"].as_str();
         let drop = |rule: &str, reason: String| GrammarDrop {
             rule: rule.to_string(),

@@ -145,7 +145,7 @@ fn assemble_judged_with<const BORROWED: bool>(
                     continue;
                 };
                 let m = Value::Object(m);
-                judge.runtime(&m, &at(&entry));
+                judge.runtime_at(&m, &|| at(&entry));
                 if m.get("method").and_then(Value::as_str) == Some("thread/stop")
                     && m.get("params")
                         .and_then(|p| p.get("intent"))
@@ -165,7 +165,7 @@ fn assemble_judged_with<const BORROWED: bool>(
                     if !entry.line.contains("\"method\"")
                         && let Some(m) = parse_object(&entry.line)
                     {
-                        judge.bridge_response(&Value::Object(m), &at(&entry));
+                        judge.bridge_response_at(&Value::Object(m), &|| at(&entry));
                     }
                     continue;
                 }

@@ -45,8 +45,8 @@
 //! as a thread-level row.
 
 use crate::protocol::RowProjector;
+use crate::util::{FastMap, FastSet};
 use serde_json::{Value, json};
-use std::collections::{HashMap, HashSet};
 
 /// Tool names bb's timeline drops whatever their presentation says.
 const SUPPRESSED_TOOL_NAMES: [&str; 8] = [
@@ -155,14 +155,14 @@ struct Turn {
 pub struct BbTimelineRows {
     seq: u64,
     turns: Vec<Turn>,
-    turn_index: HashMap<String, usize>,
+    turn_index: FastMap<String, usize>,
     /// Child turn → the tool call it runs under.
-    turn_parent: HashMap<String, String>,
-    closed_turns: HashSet<String>,
+    turn_parent: FastMap<String, String>,
+    closed_turns: FastSet<String>,
     messages: Vec<Message>,
     /// Message key → index.
-    by_key: HashMap<String, usize>,
-    finalized_text: HashSet<String>,
+    by_key: FastMap<String, usize>,
+    finalized_text: FastSet<String>,
 }
 
 impl BbTimelineRows {

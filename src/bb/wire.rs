@@ -148,6 +148,12 @@ impl WireJudge {
 
     /// A line the runtime sent to the bridge.
     pub fn runtime(&mut self, msg: &Value, at: &str) {
+        self.runtime_at(msg, &|| at.to_string())
+    }
+
+    /// [`WireJudge::runtime`] with the position formatted only if it is kept.
+    pub fn runtime_at(&mut self, msg: &Value, at: &dyn Fn() -> String) {
+        let at = &LazyAt(std::cell::LazyCell::new(at));
         self.runtime_seen = true;
         let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id"))
         else {
@@ -181,6 +187,12 @@ impl WireJudge {
 
     /// A response the bridge sent (a line with an `id` and no `method`).
     pub fn bridge_response(&mut self, msg: &Value, at: &str) {
+        self.bridge_response_at(msg, &|| at.to_string())
+    }
+
+    /// [`WireJudge::bridge_response`] with the position formatted only if it is kept.
+    pub fn bridge_response_at(&mut self, msg: &Value, at: &dyn Fn() -> String) {
+        let at = &LazyAt(std::cell::LazyCell::new(at));
         let Some(id) = msg.get("id") else {
             return;
         };
