@@ -14,7 +14,11 @@
 //!    the peak RSS of a check with no pins file, `--update` and a check (it must stay flat).
 //! 3. 1000 small cells: `-j 1` versus `-j 2`.
 //!
-//! `cargo bench --bench pins [-- --gib 1 --corpus 10000 --corpus-big 200000 --rounds 3]`
+//! `--before <binary>` adds another build's `pins` runs to the small corpus's rounds,
+//! interleaved (the same three runs, its own rows in the table).
+//!
+//! `cargo bench --bench pins [-- --gib 1 --corpus 10000 --corpus-big 200000 --rounds 3
+//! --before /tmp/bw-old]`
 
 #[path = "common.rs"]
 mod common;
@@ -281,8 +285,13 @@ fn jq_over(dir: &Path) -> (f64, f64) {
 }
 
 fn bw_pins(dir: &Path, args: &[&str]) -> (f64, f64, u64) {
+    bin_pins(BW, dir, args)
+}
+
+/// `pins` of the binary `bin` (this build's, or a `--before` one) over `dir`.
+fn bin_pins(bin: &str, dir: &Path, args: &[&str]) -> (f64, f64, u64) {
     wall_cpu_rss(
-        Command::new(BW)
+        Command::new(bin)
             .arg("pins")
             .args(args)
             .arg(dir)
@@ -308,6 +317,12 @@ fn corpus_shaped(tmp: &Path) {
         arg("--corpus-big", 200_000),
         arg("--rounds", 3).max(1) as usize,
     );
+    // Another build's binary, run interleaved with this one on the small corpus.
+    let before: Option<String> = args
+        .iter()
+        .position(|a| a == "--before")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     println!();
     println!("load average before the corpus runs: {}", load_average());
     let mut small_rss = None;
@@ -321,10 +336,14 @@ fn corpus_shaped(tmp: &Path) {
             ("pins (check, 2 workers)", &[]),
         ];
         let mut bw: Vec<Vec<(f64, f64, u64)>> = vec![Vec::new(); runs.len()];
+        let mut old: Vec<Vec<(f64, f64, u64)>> = vec![Vec::new(); runs.len()];
         let mut jq: Vec<(f64, f64)> = Vec::new();
         for _ in 0..rounds {
             for (i, (_, a)) in runs.iter().enumerate() {
                 bw[i].push(bw_pins(&dir, a));
+                if let Some(b) = &before {
+                    old[i].push(bin_pins(b, &dir, a));
+                }
             }
             jq.push(jq_over(&dir));
         }
@@ -350,6 +369,19 @@ fn corpus_shaped(tmp: &Path) {
                 jq_wall / wall,
                 jq_cpu / cpu
             );
+        }
+        if let Some(b) = &before {
+            for (i, (name, _)) in runs.iter().enumerate() {
+                let wall = median(old[i].iter().map(|r| r.0).collect());
+                let cpu = median(old[i].iter().map(|r| r.1).collect());
+                let rss = old[i].iter().map(|r| r.2).max().unwrap_or(0);
+                println!(
+                    "| before ({b}) {name} | {wall:.2} | {cpu:.2} | {:.1} | **{:.1}×** | {:.1}× |",
+                    rss as f64 / 1024.0,
+                    jq_wall / wall,
+                    jq_cpu / cpu
+                );
+            }
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -239,7 +239,14 @@ pub fn may_need_redaction(line: &[u8]) -> bool {
 /// Whether one object key could lead to a redaction: the test [`may_need_redaction`] applies to
 /// every key (for a caller that walks the keys itself, e.g. the recorder's fused scan).
 pub fn key_may_matter(k: &str) -> bool {
-    is_secret_key(k) || is_container_key(k) || is_url_key(k)
+    // `is_secret_key(k) || is_container_key(k) || is_url_key(k)`, the key normalized once.
+    with_normalized(k, |n| {
+        SECRET_EXACT.contains(&n)
+            || SECRET_SUFFIXES.iter().any(|s| n.ends_with(s))
+            || CONTAINERS.contains(&n)
+            || n.ends_with("url")
+            || n.ends_with("uri")
+    })
 }
 
 /// Every name [`key_may_matter`] compares a normalized key with, as an exact name or a suffix.
@@ -889,9 +896,22 @@ impl Secrets {
     /// `42/ws/client,["message",{…}]`): the JSON part is redacted structurally, then JWT-shaped
     /// tokens and every known value are replaced anywhere in the line.
     pub fn redact_framed(&self, b: &[u8]) -> Option<Vec<u8>> {
+        self.redact_framed_scanned(b, None)
+    }
+
+    /// [`Secrets::redact_framed`] for a caller that already has [`may_need_redaction`]'s
+    /// answer for the JSON part (`b` from its first `{` or `[`), e.g. from its own pass over
+    /// the frame's keys with [`key_may_matter`]; `None`: scan here.
+    pub fn redact_framed_scanned(
+        &self,
+        b: &[u8],
+        keys_may_matter: Option<bool>,
+    ) -> Option<Vec<u8>> {
         let start = memchr::memchr2(b'{', b'[', b).unwrap_or(b.len());
-        let first = if start < b.len() {
-            structural(&b[start..]).map(|(out, replaced)| {
+        let first = if start < b.len()
+            && keys_may_matter.unwrap_or_else(|| may_need_redaction(&b[start..]))
+        {
+            structural_unfiltered(&b[start..]).map(|(out, replaced)| {
                 for s in &replaced {
                     self.learn(s);
                 }

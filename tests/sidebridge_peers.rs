@@ -1073,6 +1073,87 @@ fn independent_peers_get_exactly_their_verdicts() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// `parity` between two builds of a bridge that is not ours (peer.py and a variant), replaying
+/// the recorded Side Bridge cells on both: differences the client cannot see pass (explicit
+/// `endSession: false`, `options: null`, upper-case ids, extra keys, chunked replies), one it
+/// shows fails naming the changed field.
+#[test]
+fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it_can() {
+    let Some(py) =
+        python("parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it_can")
+    else {
+        return;
+    };
+    let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/sidebridge");
+    let peer = peer_dir().join("peer.py");
+    let leg = |extra: &[&str]| {
+        let mut l = format!("cmd:{py} {} --key s3cret", peer.display());
+        for a in extra {
+            l.push(' ');
+            l.push_str(a);
+        }
+        l
+    };
+    let parity = |head: &[&str]| {
+        let out = Command::new(BW)
+            .args([
+                "parity",
+                "--allow-same-bridge",
+                "--base",
+                &leg(&[]),
+                "--head",
+            ])
+            .arg(leg(head))
+            .arg(&cells)
+            // The cells' key was redacted when they were recorded; this is the one to send.
+            .env("SIDEBRIDGE_KEY", "s3cret")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let jobs: Vec<&[&str]> = vec![
+        &["--oddity", "end-false"],
+        &["--oddity", "options-null"],
+        &["--oddity", "upper-ids"],
+        &["--oddity", "unknown-keys"],
+        &["--oddity", "chunked"],
+        &["--flaw", "null-from"],
+    ];
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|j| s.spawn(move || (*j, parity(j))))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // The cells hold real replies to compare: the recorded rows, not only 401s.
+    let cells_count = std::fs::read_dir(cells.join("sidebridge-ref"))
+        .unwrap()
+        .count();
+    for (head, (code, out)) in results {
+        if head[0] == "--flaw" {
+            assert_eq!(code, Some(1), "{head:?}: {out}");
+            assert!(
+                out.contains("/from: \"assistant\" → \"unknown\""),
+                "{head:?}: {out}"
+            );
+        } else {
+            assert_eq!(code, Some(0), "{head:?}: {out}");
+            assert!(
+                out.contains(&format!("{cells_count} passed, 0 failed, 0 skipped")),
+                "{head:?}: {out}"
+            );
+        }
+        assert!(
+            !out.contains(" 0 rows"),
+            "{head:?}: nothing compared: {out}"
+        );
+    }
+}
+
 /// `tests/peers/coverage.tsv` is true of the table above: each rule's failing rows expect it to
 /// fail (an INFO rule: not run) and its passing rows are legal oddities expecting it to pass.
 /// The table itself is checked against the live peer by the test above.

@@ -13,6 +13,7 @@
 
 pub mod check_agent;
 pub mod check_hub;
+pub mod event_scan;
 pub mod live;
 pub mod model;
 pub mod player;

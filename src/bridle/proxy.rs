@@ -245,6 +245,9 @@ struct Record {
     scope: String,
     dir: &'static str,
     line: Bytes,
+    /// Whether some key of the line's JSON could lead to a redaction, when a scan of the frame
+    /// already told ([`super::event_scan`]); `None`: the redaction pass looks itself.
+    keys: Option<bool>,
 }
 
 /// The recording half, run by the writer thread: lanes plus per-session state.
@@ -255,8 +258,8 @@ struct Recorder {
     overflowed: u64,
     writer: LaneWriter,
     sessions: HashMap<String, Session>,
-    /// (agentId, clientId) of every browser seen connecting.
-    browsers: std::collections::HashSet<(String, String)>,
+    /// agentId → clientIds of every browser seen connecting.
+    browsers: HashMap<String, std::collections::HashSet<String>>,
     redact: bool,
     /// The recording's known secrets (handshake values are learned before they are replaced,
     /// so they stay redacted wherever they recur, in any cell).
@@ -285,15 +288,10 @@ struct WsConn {
 }
 
 impl Recorder {
+    /// `writer` gets lines already redacted ([`Recorder::flush`] redacts them, with what the
+    /// routing scan learned about their keys).
     fn new(writer: LaneWriter, redact: bool) -> Recorder {
         let secrets = redact.then(crate::redact::Secrets::new);
-        let writer = match &secrets {
-            Some(s) => {
-                let s = s.clone();
-                writer.with_redactor(Arc::new(move |b: &[u8]| s.redact_framed(b)))
-            }
-            None => writer,
-        };
         Recorder {
             dropped: 0,
             overflowed: 0,
@@ -357,30 +355,51 @@ impl Recorder {
     }
 
     fn write(&mut self, scope: &str, dir: &'static str, line: Bytes) {
+        self.write_scanned(scope.to_string(), dir, line, None);
+    }
+
+    /// [`Recorder::write`] with what a scan of the frame said about its keys.
+    fn write_scanned(&mut self, scope: String, dir: &'static str, line: Bytes, keys: Option<bool>) {
         self.frames += 1;
         self.out.push(Record {
-            scope: scope.to_string(),
+            scope,
             dir,
             line,
+            keys,
         });
     }
 
-    /// Appends the lines routed since the last call: one `write` per lane file touched.
+    /// Redacts and appends the lines routed since the last call (in routing order, so a value
+    /// learned from one line is replaced in the lines after it): one `write` per lane file
+    /// touched.
     fn flush(&mut self) {
         if self.out.is_empty() {
             return;
         }
+        let redacted: Vec<Option<Vec<u8>>> = match &self.secrets {
+            Some(s) => self
+                .out
+                .iter()
+                .map(|r| s.redact_framed_scanned(&r.line, r.keys))
+                .collect(),
+            None => Vec::new(),
+        };
         let lines: Vec<Line<'_>> = self
             .out
             .iter()
-            .map(|r| Line {
+            .enumerate()
+            .map(|(i, r)| Line {
                 scope: Some(&r.scope),
                 dir: r.dir,
-                bytes: &r.line,
+                bytes: redacted
+                    .get(i)
+                    .and_then(|b| b.as_deref())
+                    .unwrap_or(&r.line),
             })
             .collect();
         self.writer.append_batch(&lines);
         drop(lines);
+        drop(redacted);
         self.out.clear();
     }
 
@@ -509,16 +528,45 @@ impl Recorder {
             self.dropped += 1;
             return;
         };
-        // Fast path: a browser-namespace event of a known session needs no JSON parse (its
-        // scope is the session's); only CONNECTs and agent events are decoded in full.
-        if let Some((nsp, _)) = text.strip_prefix("42").and_then(|r| r.split_once(','))
+        // Fast path: an event on a known namespace of a session that said who it is. A
+        // browser's goes to the session's scope, an agent's to its clientId's; one borrowed
+        // scan ([`super::event_scan`]) finds the clientId and whether any key could need
+        // redacting, and tells whether a full decode would take the packet (if not, the slow
+        // path below handles it as before). Only CONNECTs and other packets are decoded in full.
+        if let Some((nsp, json)) = text.strip_prefix("42").and_then(|r| r.split_once(','))
             && session.pending.is_empty()
-            && let Some((Role::Browser, agent, client)) = session.nsps.get(nsp)
+            && let Some((role, agent, client)) = session.nsps.get(nsp)
         {
-            let scope = format!("{agent}__{client}");
-            let (up, down) = Role::Browser.dirs();
-            self.write(&scope, if from_client { up } else { down }, bytes.clone());
-            return;
+            // The redaction pass reads JSON from the frame's first `{` or `[`: the scan's answer
+            // holds for it only when that is where `json` starts.
+            let scan = (json.starts_with('[')
+                && memchr::memchr2(b'{', b'[', &bytes[..bytes.len() - json.len()]).is_none())
+            .then(|| super::event_scan::scan_event(json))
+            .flatten();
+            let keys = scan.as_ref().map(|s| s.keys_may_matter);
+            let (up, down) = role.dirs();
+            let dir = if from_client { up } else { down };
+            match role {
+                Role::Browser => {
+                    let scope = format!("{agent}__{client}");
+                    self.write_scanned(scope, dir, bytes.clone(), keys);
+                    return;
+                }
+                Role::Agent => {
+                    if let Some(scan) = scan {
+                        let scope = match scan.client_id.as_deref() {
+                            Some(c) if self.browsers.get(agent).is_some_and(|b| b.contains(c)) => {
+                                format!("{agent}__{c}")
+                            }
+                            // A clientId no recorded browser holds: the HTTP API's.
+                            Some(c) if !c.is_empty() => format!("{agent}__http"),
+                            _ => format!("{agent}__agent"),
+                        };
+                        self.write_scanned(scope, dir, bytes.clone(), keys);
+                        return;
+                    }
+                }
+            }
         }
         let sio = match decode_frame(text) {
             Ok((_, Some(p))) => Some(p),
@@ -554,7 +602,10 @@ impl Recorder {
                     .map(|c| c.client_id())
                     .unwrap_or_else(|| "_anonymous".into());
                 if role == Role::Browser {
-                    self.browsers.insert((agent.clone(), client.clone()));
+                    self.browsers
+                        .entry(agent.clone())
+                        .or_default()
+                        .insert(client.clone());
                 }
                 session.nsps.insert(p.nsp.clone(), (role, agent, client));
             }
@@ -589,7 +640,7 @@ impl Recorder {
         let scope = match role {
             Role::Browser => home,
             Role::Agent => match p.as_event().and_then(|(_, d)| d["clientId"].as_str()) {
-                Some(c) if self.browsers.contains(&(agent.clone(), c.to_string())) => {
+                Some(c) if self.browsers.get(&agent).is_some_and(|b| b.contains(c)) => {
                     format!("{agent}__{c}")
                 }
                 // A clientId no recorded browser holds: the HTTP API's.

@@ -102,13 +102,16 @@ pub fn reply_event(e: &Envelope) -> Value {
                 }
                 v
             }).collect::<Vec<_>>(),
-            // As the client decodes it: absent, `null`, `{}` and all-null flags change nothing,
-            // so they are one value.
+            // As the client merges it (reference §3.1, §3.3): absent, `null`, `{}` and
+            // all-null flags change nothing, so they are one value; so does
+            // `endSession: false` (a screen that could read it was not ended, and an ended
+            // one sends nothing more), while `disableSendHistory: false` re-enables history.
             "options": r.options
-                .filter(|o| o.disable_send_history.is_some() || o.end_session.is_some())
-                .map(|o| json!({
-                    "disableSendHistory": o.disable_send_history,
-                    "endSession": o.end_session,
+                .map(|o| (o.disable_send_history, o.end_session.filter(|ended| *ended)))
+                .filter(|(history, ended)| history.is_some() || ended.is_some())
+                .map(|(history, ended)| json!({
+                    "disableSendHistory": history,
+                    "endSession": ended,
                 })).unwrap_or(Value::Null),
         }),
     }
