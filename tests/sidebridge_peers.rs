@@ -1103,10 +1103,20 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
                 &leg(&[]),
                 "--head",
             ])
-            .arg(leg(head))
+            .arg(leg(
+                &head[..head.len() - usize::from(head.contains(&"keyless"))]
+            ))
             .arg(&cells)
-            // The cells' key was redacted when they were recorded; this is the one to send.
-            .env("SIDEBRIDGE_KEY", "s3cret")
+            // The cells' key was redacted when they were recorded; this is the one to send
+            // (an empty one: none, the keyless case below).
+            .env(
+                "SIDEBRIDGE_KEY",
+                if head.contains(&"keyless") {
+                    ""
+                } else {
+                    "s3cret"
+                },
+            )
             .output()
             .unwrap();
         (
@@ -1121,6 +1131,9 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
         &["--oddity", "unknown-keys"],
         &["--oddity", "chunked"],
         &["--flaw", "null-from"],
+        // Without the key every keyed request would be refused alike on both legs: the flaw
+        // must not pass on that; the cells are not run, naming SIDEBRIDGE_KEY.
+        &["--flaw", "null-from", "keyless"],
     ];
     let results: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = jobs
@@ -1134,6 +1147,15 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
         .unwrap()
         .count();
     for (head, (code, out)) in results {
+        if head.contains(&"keyless") {
+            assert_eq!(code, Some(2), "{head:?}: {out}");
+            assert!(
+                out.contains("nothing was compared") && out.contains("set SIDEBRIDGE_KEY"),
+                "{head:?}: {out}"
+            );
+            assert!(!out.contains("PASS"), "{head:?}: {out}");
+            continue;
+        }
         if head[0] == "--flaw" {
             assert_eq!(code, Some(1), "{head:?}: {out}");
             assert!(

@@ -18,6 +18,16 @@ impl Live for SideBridgeLive {
     }
 
     fn replay(&self, cell: &Cell, bridge: &BridgeCommand, timeout: Duration) -> LiveReplay {
+        // Without the key a keyed cell replays as a string of refusals on both legs, which
+        // would compare equal: not run, naming what to set.
+        if std::env::var("SIDEBRIDGE_KEY").map_or(true, |k| k.is_empty())
+            && super::player::needs_key(cell)
+        {
+            return LiveReplay::skipped(
+                "the cell was recorded with the bridge's key (`[redacted]` in its requests); \
+                 set SIDEBRIDGE_KEY to replay it",
+            );
+        }
         match super::player::replay_for_parity(cell, &bridge.spawn_argv(), timeout) {
             Err(e) => LiveReplay::failed(e),
             Ok(events) => {

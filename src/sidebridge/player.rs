@@ -332,6 +332,18 @@ async fn replay_cell(
         .expect("one result per cell")
 }
 
+/// Whether the cell's requests carried the bridge's key (recorded as `[redacted]` in a header,
+/// the path or the body): replayed without a key they would all be refused, and two legs
+/// refused alike would compare equal on evidence neither leg produced.
+pub fn needs_key(cell: &Cell) -> bool {
+    let marked = |s: &str| s.contains(wire::REDACTED);
+    pairs(cell).0.iter().any(|p| {
+        p.request.headers.iter().any(|(_, v)| marked(v))
+            || p.request.path.as_deref().is_some_and(marked)
+            || marked(&String::from_utf8_lossy(&p.request.body))
+    })
+}
+
 /// Replays one cell against a bridge command for a parity leg: starts the bridge, re-sends the
 /// recorded requests, returns the replayed events (raw) or a named error. The key for
 /// `[redacted]` headers comes from `$SIDEBRIDGE_KEY`.
