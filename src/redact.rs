@@ -299,6 +299,38 @@ const KEY_TAILS: ([u32; 32], usize, [u64; 4]) = {
 /// asks this for every key of every line; nearly all fail it after a few bytes.
 #[inline]
 pub fn key_tail_may_matter(key: &[u8]) -> bool {
+    let tail = match key {
+        // The common case: the key ends in three letters or digits, which lower-case by
+        // setting bit 0x20 (digits have it already).
+        [.., a, b, c] if ALNUM[*a as usize] & ALNUM[*b as usize] & ALNUM[*c as usize] => {
+            ((*a as u32) << 16 | (*b as u32) << 8 | *c as u32) | 0x0020_2020
+        }
+        _ => match key_tail_slow(key) {
+            Some(Some(t)) => t,
+            Some(None) => return false,
+            None => return true,
+        },
+    };
+    let (tails, count, bloom) = &KEY_TAILS;
+    let bit = tail_bit(tail);
+    bloom[(bit >> 6) as usize] & (1 << (bit & 63)) != 0 && tails[..*count].contains(&tail)
+}
+
+/// ASCII letters and digits.
+const ALNUM: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (i as u8).is_ascii_alphanumeric();
+        i += 1;
+    }
+    t
+};
+
+/// [`key_tail_may_matter`]'s tail for any key: `Some(Some(tail))`, `Some(None)` when the key
+/// normalizes to fewer than 3 characters, `None` ("maybe") for a byte normalization does not
+/// treat byte-wise.
+fn key_tail_slow(key: &[u8]) -> Option<Option<u32>> {
     let mut tail = 0u32;
     let mut n = 0;
     for &b in key.iter().rev() {
@@ -311,15 +343,11 @@ pub fn key_tail_may_matter(key: &[u8]) -> bool {
                     break;
                 }
             }
-            _ => return true,
+            _ => return None,
         }
     }
-    if n < 3 {
-        return false; // shorter than every pattern once normalized
-    }
-    let (tails, count, bloom) = &KEY_TAILS;
-    let bit = tail_bit(tail);
-    bloom[(bit >> 6) as usize] & (1 << (bit & 63)) != 0 && tails[..*count].contains(&tail)
+    // Shorter than every pattern once normalized: `Some(None)`.
+    Some((n == 3).then_some(tail))
 }
 
 /// Every string under a secret key anywhere in `v` (iteratively, for values past the walk's

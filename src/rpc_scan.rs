@@ -171,6 +171,7 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
         Params,
         ThreadId,
     }
+    #[derive(Clone, Copy)]
     struct Frame {
         closer: u8,
         ctx: Ctx,
@@ -181,19 +182,19 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
     // unparsable number) makes the whole line "not classified", as there.
     let mut rpc_ok = true;
     let mut rpc = RpcRef::default();
-    let mut stack: Vec<Frame> = Vec::new();
+    let mut stack = FrameStack::<Frame>::default();
     let mut slot = Slot::None;
     // A line that is not one well-formed JSON value may hide a key the walk never reached (a
     // broken member, a second value): redaction's full pass decides when it has any string.
-    let fail = LineScan {
+    let fail = || LineScan {
         rpc: None,
         key_hit: has_string(line),
     };
-    // A key just read (raw bytes, quotes excluded) in a frame of `ctx`: checks it, returns the
-    // slot of its value.
-    let mut key = |raw: &[u8], ctx: Ctx, found: &mut bool| -> Slot {
+    // A key just read (raw bytes, quotes excluded; `esc`: it has a backslash) in a frame of
+    // `ctx`: checks it, returns the slot of its value.
+    let mut key = |raw: &[u8], esc: bool, ctx: Ctx, found: &mut bool| -> Slot {
         if !*found {
-            *found = if memchr::memchr(b'\\', raw).is_some() {
+            *found = if esc {
                 let mut quoted = Vec::with_capacity(raw.len() + 2);
                 quoted.push(b'"');
                 quoted.extend_from_slice(raw);
@@ -206,7 +207,12 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
         if ctx == Ctx::Other {
             return Slot::None;
         }
-        match (ctx, key_name(raw).as_ref()) {
+        let name = if esc {
+            key_name(raw)
+        } else {
+            std::borrow::Cow::Borrowed(raw)
+        };
+        match (ctx, name.as_ref()) {
             (Ctx::Top, b"id") => Slot::Id,
             (Ctx::Top, b"method") => Slot::Method,
             (Ctx::Top, b"params") => Slot::Params,
@@ -219,14 +225,14 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
     loop {
         // A value starts here; `slot` says what it is to the classification.
         s.ws();
-        let Some(c) = s.peek() else { return fail };
+        let Some(c) = s.peek() else { return fail() };
         match c {
             b'"' => match slot {
                 Slot::Id | Slot::Method | Slot::ThreadId => {
-                    let Some((start, end)) = s.string_span() else {
-                        return fail;
+                    let Some((start, end, esc)) = s.string_span_esc() else {
+                        return fail();
                     };
-                    let text = string_text(line, start, end);
+                    let text = string_text_esc(line, start, end, esc);
                     rpc_ok &= text.is_some();
                     match slot {
                         Slot::Id => rpc.id = text.map(IdKey::String),
@@ -236,7 +242,7 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
                 }
                 _ => {
                     if s.string_span().is_none() {
-                        return fail;
+                        return fail();
                     }
                 }
             },
@@ -266,12 +272,12 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
                     stack.push(Frame { closer, ctx });
                     slot = Slot::None;
                     if c == b'{' {
-                        let Some((start, end)) = s.string_span() else {
-                            return fail;
+                        let Some((start, end, esc)) = s.string_span_esc() else {
+                            return fail();
                         };
-                        slot = key(&line[start..end], ctx, &mut found);
+                        slot = key(&line[start..end], esc, ctx, &mut found);
                         if s.expect(b':').is_none() {
-                            return fail;
+                            return fail();
                         }
                     }
                     continue;
@@ -284,7 +290,7 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
                     _ => b"null",
                 };
                 if s.literal(lit).is_none() {
-                    return fail;
+                    return fail();
                 }
                 match slot {
                     Slot::Id => rpc.id = None,
@@ -296,7 +302,7 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
             _ => {
                 let start = s.i;
                 if s.number().is_none() {
-                    return fail;
+                    return fail();
                 }
                 match slot {
                     // `scan` reads a number id only from `-` or a digit; else it is no id.
@@ -333,12 +339,12 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
                     s.i += 1;
                     if closer == b'}' {
                         s.ws();
-                        let Some((start, end)) = s.string_span() else {
-                            return fail;
+                        let Some((start, end, esc)) = s.string_span_esc() else {
+                            return fail();
                         };
-                        slot = key(&line[start..end], ctx, &mut found);
+                        slot = key(&line[start..end], esc, ctx, &mut found);
                         if s.expect(b':').is_none() {
-                            return fail;
+                            return fail();
                         }
                     }
                     break;
@@ -347,7 +353,7 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
                     s.i += 1;
                     stack.pop();
                 }
-                _ => return fail,
+                _ => return fail(),
             }
         }
     }
@@ -385,6 +391,95 @@ fn string_text(b: &[u8], start: usize, end: usize) -> Option<std::borrow::Cow<'_
     serde_json::from_slice::<String>(&b[start - 1..end + 1])
         .ok()
         .map(std::borrow::Cow::Owned)
+}
+
+/// [`string_text`] for a string whose backslashes the span already told (`esc`).
+fn string_text_esc(
+    b: &[u8],
+    start: usize,
+    end: usize,
+    esc: bool,
+) -> Option<std::borrow::Cow<'_, str>> {
+    if !esc {
+        let raw = &b[start..end];
+        // One pass: no control character, and ASCII (most ids, methods and thread ids) needs
+        // no UTF-8 check.
+        let (mut low, mut high) = (false, 0u8);
+        for &c in raw {
+            low |= c < 0x20;
+            high |= c;
+        }
+        if low {
+            return None;
+        }
+        if high < 0x80 {
+            // SAFETY: every byte is ASCII, which is UTF-8.
+            return Some(std::borrow::Cow::Borrowed(unsafe {
+                std::str::from_utf8_unchecked(raw)
+            }));
+        }
+        return std::str::from_utf8(raw)
+            .ok()
+            .map(std::borrow::Cow::Borrowed);
+    }
+    string_text(b, start, end)
+}
+
+/// A stack kept on the machine stack up to [`FrameStack::INLINE`] levels (every JSON-RPC line
+/// has a few), spilling to the heap past them: no allocation per line.
+struct FrameStack<T: Copy> {
+    inline: [Option<T>; 32],
+    len: usize,
+    spill: Vec<T>,
+}
+
+impl<T: Copy> Default for FrameStack<T> {
+    fn default() -> Self {
+        FrameStack {
+            inline: [None; 32],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> FrameStack<T> {
+    const INLINE: usize = 32;
+
+    #[inline]
+    fn push(&mut self, f: T) {
+        if self.len < Self::INLINE {
+            self.inline[self.len] = Some(f);
+        } else {
+            self.spill.push(f);
+        }
+        self.len += 1;
+    }
+
+    #[inline]
+    fn pop(&mut self) {
+        if self.len > Self::INLINE {
+            self.spill.pop();
+        }
+        self.len = self.len.saturating_sub(1);
+    }
+
+    #[inline]
+    fn last(&self) -> Option<T> {
+        match self.len {
+            0 => None,
+            n if n <= Self::INLINE => self.inline[n - 1],
+            _ => self.spill.last().copied(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// The end (exclusive) of the JSON value starting at `start` (after whitespace), with no
@@ -470,6 +565,32 @@ fn has_string(line: &[u8]) -> bool {
     memchr::memchr(b'"', line).is_some()
 }
 
+/// The position of the first `"` or `\\` in `b`. Most strings of a JSON-RPC line (keys, ids,
+/// methods) are short: one 16-byte compare finds their end without a call; longer ones go to
+/// memchr.
+#[inline(always)]
+fn quote_or_backslash(b: &[u8]) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if b.len() >= 16 {
+        // SAFETY: SSE2 is part of x86-64; the load reads 16 bytes inside `b` (checked above).
+        let m = unsafe {
+            use std::arch::x86_64::*;
+            let v = _mm_loadu_si128(b.as_ptr().cast());
+            let hit = _mm_or_si128(
+                _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)),
+                _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)),
+            );
+            _mm_movemask_epi8(hit) as u32
+        };
+        return if m != 0 {
+            Some(m.trailing_zeros() as usize)
+        } else {
+            memchr::memchr2(b'"', b'\\', &b[16..]).map(|r| r + 16)
+        };
+    }
+    b.iter().position(|&c| c == b'"' || c == b'\\')
+}
+
 impl<'a> Scanner<'a> {
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
@@ -514,29 +635,29 @@ impl<'a> Scanner<'a> {
     }
 
     /// The span of a string's raw contents (between the quotes); the cursor moves past it.
+    #[inline]
     fn string_span(&mut self) -> Option<(usize, usize)> {
+        self.string_span_esc().map(|(start, end, _)| (start, end))
+    }
+
+    /// [`Scanner::string_span`], and whether the string has a backslash (an escape to decode:
+    /// without one its raw bytes are its text, so callers need not look again).
+    ///
+    /// Raw control characters inside a string are not checked here: the scan only needs the
+    /// structure, and checking every byte of every payload would cost the recorder a pass over
+    /// the whole line. Extracted values are checked.
+    #[inline]
+    fn string_span_esc(&mut self) -> Option<(usize, usize, bool)> {
         if self.peek()? != b'"' {
             return None;
         }
         self.i += 1;
         let start = self.i;
-        // Most strings of a JSON-RPC line (keys, ids, methods) are short: look at their first
-        // bytes here before handing the rest to memchr.
-        let short = self.b.len().min(self.i + 16);
-        while self.i < short {
-            match self.b[self.i] {
-                b'"' => {
-                    self.i += 1;
-                    return Some((start, self.i - 1));
-                }
-                b'\\' => break,
-                _ => self.i += 1,
-            }
-        }
+        let mut esc = false;
         loop {
-            let rel = memchr::memchr2(b'"', b'\\', &self.b[self.i..])?;
-            self.i += rel;
+            self.i += quote_or_backslash(&self.b[self.i..])?;
             if self.b[self.i] == b'\\' {
+                esc = true;
                 self.i += 2;
                 if self.i > self.b.len() {
                     return None;
@@ -544,10 +665,7 @@ impl<'a> Scanner<'a> {
             } else {
                 let end = self.i;
                 self.i += 1;
-                // Raw control characters inside a *skipped* string are not checked: the scan
-                // only needs the structure, and checking every byte of every payload would cost
-                // the recorder a pass over the whole line. Extracted values are checked.
-                return Some((start, end));
+                return Some((start, end, esc));
             }
         }
     }

@@ -26,6 +26,10 @@ pub struct Line<'a> {
     pub bytes: &'a [u8],
 }
 
+/// Up to this many lanes in a batch, a line's group is found by comparing (scope, dir) with
+/// each group's; past it, by the batch's hash index.
+const FEW_GROUPS: usize = 32;
+
 /// Lane files a writer keeps open at once.
 pub const MAX_OPEN_FILES: usize = 256;
 
@@ -259,6 +263,8 @@ impl LaneWriter {
         let mut index: HashMap<(Option<&str>, &str), usize> = HashMap::new();
         let mut by_folder: HashMap<(String, &str), usize> = HashMap::new();
         let mut last = usize::MAX;
+        // `,"dir":…,"line":` of the last line's direction (a batch is usually one direction).
+        let mut dir_part: (Option<&str>, Vec<u8>) = (None, Vec::new());
         // Seqs are taken for the whole batch at once; counted even if a write then fails, as
         // bb does.
         let first = self
@@ -270,6 +276,12 @@ impl LaneWriter {
                 |g: &(Option<&str>, &str, String, Vec<u8>)| g.0 == line.scope && g.1 == line.dir;
             let idx = if last < groups.len() && same(&groups[last]) {
                 last
+            } else if let Some(i) = (groups.len() <= FEW_GROUPS)
+                .then(|| groups.iter().position(same))
+                .flatten()
+            {
+                // A few lanes (a recorder's scopes): comparing is cheaper than hashing.
+                i
             } else if let Some(&i) = index.get(&(line.scope, line.dir)) {
                 i
             } else {
@@ -297,9 +309,14 @@ impl LaneWriter {
             let out = &mut groups[idx].3;
             out.extend_from_slice(&head);
             out.extend_from_slice(itoa_buf(self.last).as_bytes());
-            out.extend_from_slice(b",\"dir\":");
-            write_str_bytes(out, line.dir);
-            out.extend_from_slice(b",\"line\":");
+            if dir_part.0 != Some(line.dir) {
+                dir_part.1.clear();
+                dir_part.1.extend_from_slice(b",\"dir\":");
+                write_str_bytes(&mut dir_part.1, line.dir);
+                dir_part.1.extend_from_slice(b",\"line\":");
+                dir_part.0 = Some(line.dir);
+            }
+            out.extend_from_slice(&dir_part.1);
             let at = out.len();
             // Written as text first: one pass escapes and tells whether the line is ASCII;
             // only a non-ASCII line is checked for UTF-8 (and redone if it is not).
