@@ -7,28 +7,11 @@
 
 use bridgewire::cell::Cell;
 use bridgewire::lane::Entry;
-use bridgewire::protocol::{EventSink, GrammarDrop};
+mod common;
+
+use common::sink::Record;
 use serde_json::{Value, json};
 use std::path::Path;
-
-#[derive(Debug, Default)]
-struct Record {
-    events: Vec<Value>,
-    drops: Vec<GrammarDrop>,
-    invalid: Vec<String>,
-}
-
-impl EventSink for Record {
-    fn event(&mut self, event: Value) {
-        self.events.push(event);
-    }
-    fn grammar_drop(&mut self, drop: GrammarDrop) {
-        self.drops.push(drop);
-    }
-    fn invalid(&mut self, message: String) {
-        self.invalid.push(message);
-    }
-}
 
 /// Both paths over one cell; the Debug text (it keeps each object's key order) of what each
 /// handed its sink, with the lane report.

@@ -5,3 +5,4 @@
 pub mod coverage;
 pub mod need;
 pub mod proc;
+pub mod sink;

@@ -257,25 +257,7 @@ fn run_model(p: Protocol, key: &str, entries: Vec<Entry>) -> Collect {
     sink
 }
 
-/// Everything a model hands its sink, in order.
-#[derive(Debug, Default, PartialEq)]
-struct Record {
-    events: Vec<Value>,
-    drops: Vec<GrammarDrop>,
-    invalid: Vec<String>,
-}
-
-impl EventSink for Record {
-    fn event(&mut self, event: Value) {
-        self.events.push(event);
-    }
-    fn grammar_drop(&mut self, drop: GrammarDrop) {
-        self.drops.push(drop);
-    }
-    fn invalid(&mut self, message: String) {
-        self.invalid.push(message);
-    }
-}
+use crate::common::sink::Record;
 
 /// `Model::assemble` (the `Value` path) and `Model::assemble_fast` (what `pins` runs) over the
 /// same entries: the same events, grammar drops and messages, in the same order.
