@@ -82,30 +82,60 @@ pub const PENDING_CAP: usize = 1 << 16;
 /// with a cheap seeded hash, string ids by their text (looked up borrowed, no allocation).
 #[derive(Default)]
 struct Pending {
-    numbers: HashMap<u64, Option<Box<str>>, IdBits>,
-    strings: HashMap<Box<str>, Option<Box<str>>>,
-    /// Insertion order, for forgetting the oldest; a removed id leaves its slot until it comes
-    /// round (the order never holds more than the cap).
-    order: VecDeque<IdKey<'static>>,
+    /// id → (the slot it was filed under, the request's scope).
+    numbers: HashMap<u64, (u64, Option<Box<str>>), IdBits>,
+    strings: HashMap<Box<str>, (u64, Option<Box<str>>)>,
+    /// Filing order, for forgetting the oldest; a removed id leaves its slot until it comes
+    /// round (the order never holds more than the cap). Each slot carries its filing number:
+    /// an id answered and then used again is filed anew, and its old slot coming round must not
+    /// forget the new request.
+    order: VecDeque<(IdKey<'static>, u64)>,
+    filed: u64,
 }
 
 impl Pending {
     fn insert(&mut self, id: IdKey<'_>, scope: Option<Box<str>>) {
+        use std::collections::hash_map::Entry;
+        let slot = self.filed;
         let fresh = match &id {
-            IdKey::Number(n) => self.numbers.insert(*n, scope).is_none(),
-            IdKey::String(s) => self.strings.insert(Box::from(&**s), scope).is_none(),
+            IdKey::Number(n) => match self.numbers.entry(*n) {
+                Entry::Occupied(mut e) => {
+                    e.get_mut().1 = scope;
+                    false
+                }
+                Entry::Vacant(e) => {
+                    e.insert((slot, scope));
+                    true
+                }
+            },
+            IdKey::String(s) => match self.strings.get_mut(&**s) {
+                Some(e) => {
+                    e.1 = scope;
+                    false
+                }
+                None => {
+                    self.strings.insert(Box::from(&**s), (slot, scope));
+                    true
+                }
+            },
         };
         if fresh {
-            self.order.push_back(id.into_owned());
+            self.filed += 1;
+            self.order.push_back((id.into_owned(), slot));
             while self.order.len() > PENDING_CAP {
+                // Only the entry filed under this slot goes: a stale slot forgets nothing.
                 match self.order.pop_front() {
-                    Some(IdKey::Number(n)) => {
+                    Some((IdKey::Number(n), slot))
+                        if self.numbers.get(&n).is_some_and(|e| e.0 == slot) =>
+                    {
                         self.numbers.remove(&n);
                     }
-                    Some(IdKey::String(s)) => {
+                    Some((IdKey::String(s), slot))
+                        if self.strings.get(&*s).is_some_and(|e| e.0 == slot) =>
+                    {
                         self.strings.remove(&*s);
                     }
-                    None => {}
+                    _ => {}
                 }
             }
         }
@@ -113,8 +143,8 @@ impl Pending {
 
     fn remove(&mut self, id: &IdKey<'_>) -> Option<Option<Box<str>>> {
         match id {
-            IdKey::Number(n) => self.numbers.remove(n),
-            IdKey::String(s) => self.strings.remove(&**s),
+            IdKey::Number(n) => self.numbers.remove(n).map(|e| e.1),
+            IdKey::String(s) => self.strings.remove(&**s).map(|e| e.1),
         }
     }
 }
@@ -1046,6 +1076,33 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
 
 #[cfg(test)]
 mod tests {
+
+    /// An id answered and used again is filed anew: its old slot coming round (after
+    /// [`PENDING_CAP`] more requests) forgets nothing that is still pending.
+    #[test]
+    fn a_reused_id_outlives_its_old_slot() {
+        for id in [IdKey::Number(5), IdKey::String("req-5".into())] {
+            let mut p = Pending::default();
+            p.insert(id.clone(), Some("old".into()));
+            assert_eq!(p.remove(&id), Some(Some("old".into())));
+            p.insert(id.clone(), Some("new".into()));
+            // Other requests, each answered, until the old slot is the one past the cap (the
+            // new one is next in line, not yet).
+            for n in 0..PENDING_CAP as u64 - 1 {
+                let other = IdKey::Number(f64::to_bits(1e9 + n as f64));
+                p.insert(other.clone(), None);
+                p.remove(&other);
+            }
+            assert_eq!(p.remove(&id), Some(Some("new".into())), "{id:?}");
+            // The oldest still goes when the cap is passed.
+            let mut p = Pending::default();
+            p.insert(id.clone(), Some("first".into()));
+            for n in 0..PENDING_CAP as u64 {
+                p.insert(IdKey::Number(f64::to_bits(1e9 + n as f64)), None);
+            }
+            assert_eq!(p.remove(&id), None, "{id:?}");
+        }
+    }
     use super::*;
 
     #[test]
