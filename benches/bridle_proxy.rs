@@ -10,8 +10,14 @@
 //! earliest, well under saturation; 0 skips it),
 //! `BRIDGEWIRE_BASELINE=<another bridgewire binary>` (a second proxy row, e.g. an older build).
 //! Prints a Markdown table per load (saturated: latency mostly queueing behind the CPU; paced:
-//! the path's own latency) with each proxy's added p50/p99 and frames/s ratio against the
+//! the path's own latency) with each proxy's added p50/p99/mean and frames/s ratio against the
 //! direct run of the same round, the goals, and the load average.
+//!
+//! Every browser connects (and gets its `welcome`) before any sends: the message phase, over
+//! which both latency and frames/s are measured, then has exactly one message in flight per
+//! browser at saturation, on every path; connect time is printed apart. In that closed loop the
+//! *mean* latency is in-flight ÷ message rate (Little's law), so a path with the same frames/s
+//! has the same mean; p50 and p99 also show how evenly the waiting is shared.
 
 #[path = "common.rs"]
 mod common;
@@ -46,8 +52,13 @@ struct Result {
     name: String,
     p50: f64,
     p99: f64,
+    /// Mean latency: in a closed loop, messages in flight ÷ message rate (Little's law).
+    mean: f64,
     frames_per_s: f64,
+    /// Seconds from the first message sent to the last answer (every browser connected).
     wall: f64,
+    /// Seconds for the browsers to connect (not in `wall` nor in `frames_per_s`).
+    connect: f64,
 }
 
 async fn agent(url: String, agent_id: String) {
@@ -96,11 +107,16 @@ async fn workload(
     let agent_id = format!("bench-{}", uuid::Uuid::new_v4().simple());
     let agent_task = tokio::spawn(agent(url.to_string(), agent_id.clone()));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let start = Instant::now();
+    let connecting = Instant::now();
+    // Every browser connects before any sends: the message phase then has exactly `browsers`
+    // messages in flight (saturated), whatever the connect time of the path, and frames/s is
+    // measured over the same phase as the latency.
+    let ready = std::sync::Arc::new(tokio::sync::Barrier::new(browsers + 1));
     let mut tasks = Vec::new();
     for i in 0..browsers {
         let url = url.to_string();
         let agent_id = agent_id.clone();
+        let ready = ready.clone();
         tasks.push(tokio::spawn(async move {
             let token = sign_jwt(SECRET, &format!("user-{i}"), &[]);
             let opts = Options {
@@ -118,6 +134,7 @@ async fn workload(
             b.recv_named("welcome", Duration::from_secs(30))
                 .await
                 .expect("welcome");
+            ready.wait().await;
             let mut lat = Vec::new();
             let mut frames = 0u64;
             let t0 = tokio::time::Instant::now()
@@ -140,6 +157,9 @@ async fn workload(
             (lat, frames)
         }));
     }
+    ready.wait().await;
+    let start = Instant::now();
+    let connect = (start - connecting).as_secs_f64();
     let mut lat = Vec::new();
     let mut frames = 0;
     for t in tasks {
@@ -158,8 +178,10 @@ async fn workload(
         name: name.into(),
         p50: pct(0.5),
         p99: pct(0.99),
+        mean: lat.iter().sum::<f64>() / lat.len() as f64,
         frames_per_s: total_frames as f64 / wall,
         wall,
+        connect,
     }
 }
 
@@ -401,14 +423,14 @@ struct Cpu {
 fn table(runs: &[Vec<Result>], cpu: &[Cpu], rate: bool) -> Vec<(f64, f64, f64)> {
     if rate {
         println!(
-            "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | frames/s | frames/s vs direct | proxy CPU µs/frame (writer thread) | wall s |"
+            "| path | p50 ms | p99 ms | mean ms | added p50 ms | added p99 ms | added mean ms | frames/s | frames/s vs direct | proxy CPU µs/frame (writer thread) | messages s | connect s |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     } else {
         println!(
-            "| path | p50 ms | p99 ms | added p50 ms | added p99 ms | proxy CPU µs/frame (writer thread) |"
+            "| path | p50 ms | p99 ms | mean ms | added p50 ms | added p99 ms | added mean ms | proxy CPU µs/frame (writer thread) |"
         );
-        println!("|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|");
     }
     let direct = &runs[0];
     let mut rows = Vec::new();
@@ -427,19 +449,22 @@ fn table(runs: &[Vec<Result>], cpu: &[Cpu], rate: bool) -> Vec<(f64, f64, f64)> 
         };
         let added50 = paired(&|a, d| a.p50 - d.p50);
         let added99 = paired(&|a, d| a.p99 - d.p99);
+        let added_mean = paired(&|a, d| a.mean - d.mean);
+        let mean = median(r.iter().map(|x| x.mean).collect());
         let ratio = paired(&|a, d| a.frames_per_s / d.frames_per_s);
         let p50 = median(r.iter().map(|x| x.p50).collect());
         let p99 = median(r.iter().map(|x| x.p99).collect());
         if rate {
             println!(
-                "| {} | {p50:.2} | {p99:.2} | {added50:+.2} | {added99:+.2} | {:.0} | {ratio:.2}× | {per_frame} | {:.2} |",
+                "| {} | {p50:.2} | {p99:.2} | {mean:.2} | {added50:+.2} | {added99:+.2} | {added_mean:+.2} | {:.0} | {ratio:.2}× | {per_frame} | {:.2} | {:.2} |",
                 r[0].name,
                 median(r.iter().map(|x| x.frames_per_s).collect()),
                 median(r.iter().map(|x| x.wall).collect()),
+                median(r.iter().map(|x| x.connect).collect()),
             );
         } else {
             println!(
-                "| {} | {p50:.2} | {p99:.2} | {added50:+.2} | {added99:+.2} | {per_frame} |",
+                "| {} | {p50:.2} | {p99:.2} | {mean:.2} | {added50:+.2} | {added99:+.2} | {added_mean:+.2} | {per_frame} |",
                 r[0].name
             );
         }

@@ -18,6 +18,9 @@
 //!
 //! `record bb` / `record child` use [`isolate`] and [`forward_signals`] instead: there the child is
 //! the bridge itself, whose exit status bridgewire passes on ([`exit_like`]).
+//!
+//! Either way a child starts with the soft `RLIMIT_NOFILE` bridgewire itself started with, even
+//! after [`raise_open_file_limit`] (the Bridle proxy's, for its lane files) raised bridgewire's.
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
@@ -56,16 +59,71 @@ pub fn isolate(cmd: &mut Command) {
     isolate_group(cmd);
 }
 
-/// Makes `cmd` start in its own process group and die when bridgewire dies.
+/// Makes `cmd` start in its own process group, die when bridgewire dies, and get back the soft
+/// open-file limit bridgewire started with.
 fn isolate_group(cmd: &mut Command) {
-    // SAFETY: setpgid and prctl are async-signal-safe and touch only the child.
+    // SAFETY: setpgid, prctl, getrlimit and setrlimit are async-signal-safe system calls that
+    // touch only the child; the atomic load does not allocate or lock.
     unsafe {
         cmd.pre_exec(|| {
             libc::setpgid(0, 0);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            let soft = NOFILE_SOFT_AT_START.load(Ordering::Relaxed);
+            if soft != NOT_RAISED {
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur != soft {
+                    lim.rlim_cur = soft.min(lim.rlim_max);
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                }
+            }
             Ok(())
         });
     }
+}
+
+/// [`NOFILE_SOFT_AT_START`] while bridgewire's own soft limit was never raised.
+const NOT_RAISED: u64 = u64::MAX;
+
+/// The soft `RLIMIT_NOFILE` bridgewire had before [`raise_open_file_limit`] first raised it:
+/// children get it back (a program may size tables by it, or rely on `select`'s 1 024).
+static NOFILE_SOFT_AT_START: AtomicU64 = AtomicU64::new(NOT_RAISED);
+
+/// Raises bridgewire's soft `RLIMIT_NOFILE` to its hard limit, capped at `cap`, and returns the
+/// soft limit now in force (`None` when it cannot be read). Children spawned through this
+/// module afterwards still start with the soft limit bridgewire had before the first raise.
+pub fn raise_open_file_limit(cap: u64) -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return None;
+        }
+        let want = lim.rlim_max.min(cap);
+        if lim.rlim_cur < want {
+            // Remembered before raising, so a child spawned meanwhile on another thread gets
+            // the original limit either way (restoring an unraised limit changes nothing).
+            let _ = NOFILE_SOFT_AT_START.compare_exchange(
+                NOT_RAISED,
+                lim.rlim_cur,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+            let raised = libc::rlimit {
+                rlim_cur: want,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = want;
+            }
+        }
+    }
+    Some(lim.rlim_cur)
 }
 
 /// Forwards terminating signals to the wrapped child `pid` (started with [`isolate`]) from a

@@ -123,6 +123,11 @@ pub const WRITE_BATCH: usize = 1024;
 /// How long the writer lets a batch gather after its first event.
 pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(2);
 
+/// How much lower the lane writer thread's scheduling priority is than the forwarding tasks'
+/// (a nice increment: 10 gives it about a tenth of the CPU share of a default thread when both
+/// want to run).
+const WRITER_NICE: libc::c_int = 10;
+
 /// Most lane files the writer keeps open.
 pub const MAX_LANE_FILES: usize = 4096;
 
@@ -131,27 +136,9 @@ pub const MAX_LANE_FILES: usize = 4096;
 /// browsers. The soft descriptor limit is raised to the hard one (capped at 65 536) and a
 /// quarter of it goes to lane files (at most [`MAX_LANE_FILES`]); the rest stays for sockets.
 fn lane_file_cap() -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        let want = lim.rlim_max.min(65_536);
-        if lim.rlim_cur < want {
-            let raised = libc::rlimit {
-                rlim_cur: want,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim.rlim_cur = want;
-            }
-        }
-    }
-    ((lim.rlim_cur / 4) as usize).min(MAX_LANE_FILES)
+    // Children bridgewire spawns later keep the original soft limit (`crate::proc`).
+    let soft = crate::proc::raise_open_file_limit(65_536).unwrap_or(0);
+    ((soft / 4) as usize).min(MAX_LANE_FILES)
 }
 
 /// What a forwarding task hands the writer, in forwarding order.
@@ -694,6 +681,18 @@ impl Recorder {
 /// The writer thread: routes and appends queued events in batches until [`Event::Stop`] (then
 /// what is still queued) or until every sender is gone.
 fn write_lanes(mut rec: Recorder, mut rx: mpsc::Receiver<Queued>) -> Recorder {
+    // Forwarding is what a browser waits for; lane writes only have to keep up (the bounded
+    // queue makes forwarding wait when they do not). On a busy machine the forwarding tasks
+    // (and the hub, the agent, the browsers) should run first when they wake, so this thread
+    // runs at a lower priority (nice +WRITER_NICE): it still gets its share, in larger batches.
+    // SAFETY: setpriority on this thread's own id changes only its scheduling priority.
+    unsafe {
+        libc::setpriority(
+            libc::PRIO_PROCESS,
+            libc::gettid() as libc::id_t,
+            WRITER_NICE,
+        );
+    }
     let mut batch = Vec::with_capacity(WRITE_BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);

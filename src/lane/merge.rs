@@ -55,11 +55,26 @@ impl BufRead for LaneSource {
 impl LaneSource {
     /// Opens a lane once: small files are read whole.
     pub fn open(path: &std::path::Path) -> std::io::Result<LaneSource> {
-        let mut file = File::open(path)?;
+        let file = File::open(path)?;
         let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
         if len <= WHOLE_LANE_LIMIT {
-            let mut bytes = Vec::with_capacity(len as usize + 1);
-            file.read_to_end(&mut bytes)?;
+            // Read here, not by `File::read_to_end`, which asks the size again (a second
+            // `statx` and an `lseek` per lane, in folders of 10⁵ cells): the whole file in one
+            // `read`, then the end of file; a file that grew meanwhile is read to its new end.
+            let mut bytes = vec![0u8; len as usize + 1];
+            let mut filled = 0;
+            loop {
+                if filled == bytes.len() {
+                    bytes.resize(bytes.len() * 2, 0);
+                }
+                match (&file).read(&mut bytes[filled..]) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            bytes.truncate(filled);
             Ok(LaneSource::Memory(Cursor::new(bytes)))
         } else {
             Ok(LaneSource::File(BufReader::with_capacity(256 * 1024, file)))
@@ -312,12 +327,8 @@ fn read_line_head<R: BufRead>(
     out: &mut Vec<u8>,
     keep: usize,
 ) -> std::io::Result<LineHead> {
-    const TOKENS: [&[u8]; 2] = [b"\"run\"", b"\"seq\""];
-    let has_token = |hay: &[u8]| {
-        TOKENS
-            .iter()
-            .any(|t| memchr::memmem::find(hay, t).is_some())
-    };
+    let finders = &*super::read::KEY_FINDERS;
+    let has_token = |hay: &[u8]| finders.run.find(hay).is_some() || finders.seq.find(hay).is_some();
     let mut head = LineHead {
         consumed: 0,
         truncated: false,

@@ -299,37 +299,34 @@ fn canonical_string(text: &str, at: &mut usize) -> Option<String> {
     if b.get(*at) != Some(&b'"') {
         return None;
     }
-    let mut i = *at + 1;
-    let mut out = String::new();
-    let mut run = i;
+    let start = *at + 1;
+    let first = start + string_special(&b[start..])?;
+    match b[first] {
+        b'"' => {
+            *at = first + 1;
+            return Some(text[start..first].to_string());
+        }
+        b'\\' => {}
+        _ => return None, // a control character
+    }
+    // Escaped (every `line` is: `\"` around each key). The rest of the text bounds the
+    // string (`line`, the last field, nearly fills it), so `out` never grows. Runs between
+    // escapes are short: they are copied a word at a time (a fixed-size copy, then the bytes
+    // past the run cut off again) rather than by a `memcpy` call each.
+    let mut out: Vec<u8> = Vec::with_capacity(b.len() - start);
+    out.extend_from_slice(&b[start..first]);
+    let mut i = first;
     loop {
-        let rel = memchr::memchr2(b'"', b'\\', &b[i..])?;
-        let end = i + rel;
-        if b[i..end].iter().any(|&c| c < 0x20) {
-            return None;
-        }
-        if b[end] == b'"' {
-            out.push_str(&text[run..end]);
-            *at = end + 1;
-            return Some(out);
-        }
-        if out.capacity() == 0 {
-            // The first escape: the rest of the text bounds the string (`line`, the last
-            // field, nearly fills it), so it grows once instead of doubling along the way.
-            out.reserve(b.len() - run);
-        }
-        out.push_str(&text[run..end]);
-        let esc = *b.get(end + 1)?;
-        i = end + 2;
+        // `b[i]` is a backslash.
+        let esc = *b.get(i + 1)?;
+        i += 2;
         match esc {
-            b'"' => out.push('"'),
-            b'\\' => out.push('\\'),
-            b'/' => out.push('/'),
-            b'b' => out.push('\u{8}'),
-            b'f' => out.push('\u{c}'),
-            b'n' => out.push('\n'),
-            b'r' => out.push('\r'),
-            b't' => out.push('\t'),
+            b'"' | b'\\' | b'/' => out.push(esc),
+            b'b' => out.push(0x08),
+            b'f' => out.push(0x0c),
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b't' => out.push(b'\t'),
             b'u' => {
                 let hi = hex4(b, i)?;
                 i += 4;
@@ -346,12 +343,83 @@ fn canonical_string(text: &str, at: &mut usize) -> Option<String> {
                 } else {
                     char::from_u32(hi)? // a lone low surrogate is refused here
                 };
-                out.push(c);
+                out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
             }
             _ => return None,
         }
-        run = i;
+        // The run up to the next quote, backslash or control character.
+        loop {
+            let Some(word) = b.get(i..i + 8) else {
+                let k = string_special(&b[i..])?;
+                out.extend_from_slice(&b[i..i + k]);
+                i += k;
+                break;
+            };
+            let word: [u8; 8] = word.try_into().expect("8 bytes");
+            out.extend_from_slice(&word);
+            let hit = special_bytes(u64::from_le_bytes(word));
+            if hit == 0 {
+                i += 8;
+                continue;
+            }
+            let k = (hit.trailing_zeros() / 8) as usize;
+            out.truncate(out.len() - 8 + k);
+            i += k;
+            break;
+        }
+        match b[i] {
+            b'\\' => {}
+            b'"' => {
+                *at = i + 1;
+                // Cut only before ASCII bytes and joined with whole characters: still UTF-8
+                // (checked again all the same, without `unsafe`).
+                return String::from_utf8(out).ok();
+            }
+            _ => return None,
+        }
     }
+}
+
+/// The high bit of each byte of `x` (little-endian) that is a quote, a backslash or below
+/// 0x20. Bits above the first such byte can be wrong (borrows), the lowest one never is.
+fn special_bytes(x: u64) -> u64 {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let quote = x ^ (LO * b'"' as u64);
+    let backslash = x ^ (LO * b'\\' as u64);
+    (quote.wrapping_sub(LO) & !quote
+        | backslash.wrapping_sub(LO) & !backslash
+        | x.wrapping_sub(LO * 0x20) & !x)
+        & HI
+}
+
+/// The first byte of `b` that ends a run of plain string content: a quote, a backslash or a
+/// control character (which JSON refuses unescaped). Runs between escapes in a lane's `line`
+/// are short (`\"` around every key), so the first bytes are tested eight at a time in a
+/// word (no SIMD set-up per run); a long run goes on with `memchr2` and a check of its bytes.
+fn string_special(b: &[u8]) -> Option<usize> {
+    /// Words tested before a long run is left to `memchr2`.
+    const WORDS: usize = 8;
+    let mut i = 0;
+    while i + 8 <= b.len() && i < WORDS * 8 {
+        let hit = special_bytes(u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes")));
+        if hit != 0 {
+            return Some(i + (hit.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    if i + 8 <= b.len() {
+        let rest = &b[i..];
+        let end = memchr::memchr2(b'"', b'\\', rest);
+        let control = rest[..end.unwrap_or(rest.len())]
+            .iter()
+            .position(|&c| c < 0x20);
+        return control.or(end).map(|p| i + p);
+    }
+    b[i..]
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .map(|p| i + p)
 }
 
 fn hex4(b: &[u8], at: usize) -> Option<u32> {
@@ -459,6 +527,21 @@ impl<'de> Visitor<'de> for RawEntryVisitor {
     }
 }
 
+/// The searchers [`peek_key`] runs over every line, built once (a `memmem::find` builds one
+/// per call, which showed in profiles of folders of small cells).
+pub(crate) struct KeyFinders {
+    pub escape: memchr::memmem::Finder<'static>,
+    pub run: memchr::memmem::Finder<'static>,
+    pub seq: memchr::memmem::Finder<'static>,
+}
+
+pub(crate) static KEY_FINDERS: std::sync::LazyLock<KeyFinders> =
+    std::sync::LazyLock::new(|| KeyFinders {
+        escape: memchr::memmem::Finder::new(b"\\u00"),
+        run: memchr::memmem::Finder::new(b"\"run\""),
+        seq: memchr::memmem::Finder::new(b"\"seq\""),
+    });
+
 /// Reads just `(run, seq)` of a lane line, cheaply, for the sortedness pre-scan.
 pub fn peek_key(bytes: &[u8]) -> Option<super::SeqKey> {
     // Fast path for bb's fixed key order: {"ts":N,"run":N,"seq":N,...
@@ -477,12 +560,12 @@ pub fn peek_key(bytes: &[u8]) -> Option<super::SeqKey> {
     // answer to it. Inside a string value a quote is escaped, so `"seq"` there is a key (or the
     // rare value "seq": a harmless fallback).
     let tail = &r[comma + 1..];
-    let escaped_letter = memchr::memmem::find_iter(tail, b"\\u00")
+    let f = &*KEY_FINDERS;
+    let escaped_letter = f
+        .escape
+        .find_iter(tail)
         .any(|i| matches!(tail.get(i + 4), Some(b'6' | b'7')));
-    if escaped_letter
-        || memchr::memmem::find(tail, b"\"run\"").is_some()
-        || memchr::memmem::find(tail, b"\"seq\"").is_some()
-    {
+    if escaped_letter || f.run.find(tail).is_some() || f.seq.find(tail).is_some() {
         return None;
     }
     Some(super::SeqKey {
@@ -617,6 +700,12 @@ mod tests {
             r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"x"}}"#.into(),
             r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":1}"#.into(),
             r#"{"ts":1,"run":2,"seq":3,"dir":"d","line":"x"#.into(),
+            // Runs longer than the word-at-a-time scan's reach: escapes, a control character
+            // and the closing quote past it.
+            format!(r#"{{"ts":1,"run":2,"seq":3,"dir":"d","line":"{}\"q\" {}"}}"#, "a".repeat(70), "é".repeat(40)),
+            format!("{{\"ts\":1,\"run\":2,\"seq\":3,\"dir\":\"d\",\"line\":\"{}\u{1}\"}}", "a".repeat(90)),
+            format!(r#"{{"ts":1,"run":2,"seq":3,"dir":"d","line":"{}"}}"#, "b".repeat(200)),
+            format!(r#"{{"ts":1,"run":2,"seq":3,"dir":"d","line":"{}"#, "b".repeat(200)),
         ];
         for line in &lines {
             let general = parse_entry_general(line, None);
@@ -627,6 +716,106 @@ mod tests {
             assert_eq!(both, general.map_err(|e| e.to_string()), "{line}");
         }
         assert!(parse_canonical(&lines[1]).is_some() && parse_canonical(&lines[2]).is_some());
+        let n = lines.len();
+        assert!(
+            parse_canonical(&lines[n - 4]).is_some() && parse_canonical(&lines[n - 2]).is_some()
+        );
+        assert!(
+            parse_canonical(&lines[n - 3]).is_none() && parse_canonical(&lines[n - 1]).is_none()
+        );
+    }
+
+    /// Generated `line` strings (plain runs of every length around the word size, every
+    /// escape, surrogate pairs and lone halves, raw control characters, multi-byte
+    /// characters, a raw quote): the canonical read is the general parser's, or leaves it to it.
+    #[test]
+    fn the_fast_path_agrees_with_the_general_parser_on_generated_strings() {
+        const PIECES: &[&str] = &[
+            r#"\""#,
+            r"\\",
+            r"\/",
+            r"\b",
+            r"\f",
+            r"\n",
+            r"\r",
+            r"\t",
+            r"\u00e9",
+            r"\u0041",
+            r"\ud83d\ude00",
+            r"\ud800",
+            r"\udc00",
+            r"\ud800x",
+            r"\u12",
+            r"\x",
+            "\u{1}",
+            "\u{1f}",
+            "é",
+            "😀",
+            " ",
+            "\u{7f}",
+            r#"""#,
+            "\\",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let (mut fast, mut total) = (0, 0);
+        for _ in 0..4000 {
+            let mut body = String::new();
+            for _ in 0..next(12) {
+                if next(3) == 0 {
+                    body.push_str(PIECES[next(PIECES.len())]);
+                } else {
+                    let run = next(20);
+                    body.extend((0..run).map(|k| (b'a' + (k % 26) as u8) as char));
+                }
+            }
+            let line = format!(r#"{{"ts":1,"run":2,"seq":3,"dir":"d","line":"{body}"}}"#);
+            let general = parse_entry_general(&line, None);
+            if let Some(f) = parse_canonical(&line) {
+                assert_eq!(Some(&f), general.as_ref().ok(), "{line}");
+                fast += 1;
+            }
+            total += 1;
+            let both = parse_entry(line.as_bytes(), None).map_err(|e| e.to_string());
+            assert_eq!(both, general.map_err(|e| e.to_string()), "{line}");
+        }
+        assert!(
+            fast * 4 > total,
+            "{fast} of {total} read by the canonical path"
+        );
+    }
+
+    /// The word-at-a-time scan finds what a byte-by-byte one finds, at every offset and length
+    /// (each special byte among neighbours that are close to it: `!`, `#`, `[`, `]`, 0x1f,
+    /// 0x20, 0x7f, 0x80, 0xff).
+    #[test]
+    fn string_special_is_the_first_quote_backslash_or_control() {
+        let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+        let fillers = [b'a', b'!', b'#', b'[', b']', 0x20, 0x7f, 0x80, 0xff, 0x21];
+        for len in 0..150 {
+            for filler in fillers {
+                let mut b = vec![filler; len];
+                assert_eq!(string_special(&b), naive(&b), "len {len} filler {filler}");
+                for at in 0..len {
+                    for special in [b'"', b'\\', 0x00, 0x1f, 0x0a] {
+                        b[at] = special;
+                        assert_eq!(string_special(&b), naive(&b), "{len} {at} {special}");
+                        // A second one after the first changes nothing.
+                        if at + 3 < len {
+                            b[at + 3] = 0x01;
+                            assert_eq!(string_special(&b), naive(&b), "{len} {at} second");
+                            b[at + 3] = filler;
+                        }
+                        b[at] = filler;
+                    }
+                }
+            }
+        }
     }
 
     #[test]

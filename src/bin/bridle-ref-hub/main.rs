@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// The planted flaws, one per rule.
+/// The planted flaws, one per rule (and `extension-events`, a legal variant kept beside them).
 const BREAKS: &[(&str, &str)] = &[
     (
         "accept-any-token",
@@ -42,7 +42,7 @@ const BREAKS: &[(&str, &str)] = &[
     ("no-pong", "ping-pong: ping is never answered"),
     (
         "leak-agents",
-        "agent-isolation: agent traffic reaches every browser",
+        "agent-isolation: agent traffic reaches the clientId's browsers of every agent",
     ),
     (
         "broadcast-clients",
@@ -116,7 +116,7 @@ const BREAKS: &[(&str, &str)] = &[
     ),
     (
         "extension-events",
-        "spec-events-only (SHOULD): a status event after welcome and a hub-info to agents",
+        "not a flaw (extensions are legal): a status event after welcome and a hub-info to agents; spec-events-only lists them",
     ),
     ("flood", "robustness: floods each browser after welcome"),
     (
@@ -611,11 +611,14 @@ fn relay(hub: &Hub, agent_id: &str, event: &'static str, data: Value) {
     if event == "typing" && hub.broken("drop-typing") {
         return;
     }
+    // The flaw routes by clientId only, across agents: it leaks to other agents' browsers of
+    // the same user (agent-isolation) without also reaching other users (client-routing's).
     let targets: Vec<SocketRef> = if hub.broken("leak-agents") {
         inner
             .browsers
             .values()
             .flatten()
+            .filter(|(c, _)| *c == client_id)
             .map(|(_, s)| s.clone())
             .collect()
     } else {
