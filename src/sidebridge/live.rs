@@ -31,6 +31,9 @@ impl Live for SideBridgeLive {
         match super::player::replay_for_parity(cell, &bridge.spawn_argv(), timeout) {
             Err(e) => LiveReplay::failed(e),
             Ok(events) => {
+                if let Some(why) = super::player::refused_unlike_recording(cell, &events) {
+                    return LiveReplay::skipped(why);
+                }
                 // A reply that never came is a stall (the wait ran out), not a different reply.
                 let mut requests = 0;
                 let mut stalls = Vec::new();

@@ -52,6 +52,8 @@ impl Model for SideBridgeModel {
         // exchange → whether its request was kept
         let mut pending: HashMap<u64, bool> = HashMap::new();
         let mut ended = false;
+        // Options that change nothing on the client's screen are folded (as replay does).
+        let mut screen = normalizer::ScreenOptions::default();
         for entry in entries {
             let at = format!(
                 "{} run {} seq {}",
@@ -81,15 +83,18 @@ impl Model for SideBridgeModel {
                         _ => {}
                     }
                     pending.insert(env.exchange, true);
+                    let mut ev = ev;
+                    screen.fold(&mut ev);
                     sink.event(ev);
                 }
                 "bridge→client" => {
-                    let ev = normalizer::reply_event(&env);
+                    let mut ev = normalizer::reply_event(&env);
                     match pending.remove(&env.exchange) {
                         Some(true) => {
                             if ev["options"]["endSession"] == true {
                                 ended = true;
                             }
+                            screen.fold(&mut ev);
                             sink.event(ev);
                         }
                         Some(false) => sink.grammar_drop(GrammarDrop {

@@ -5,14 +5,17 @@
 //!
 //! ```text
 //! {"type":"request","method":"POST","path":"/","kind":"sessionStart"|"send"|"other","chatId":"…","sidebridge":"1.0","messages":[{id,from,content}]|null,"history":[…]|null}
-//! {"type":"reply","status":200,"messages":[{id,from,content,sources}],"options":{"disableSendHistory":true,"endSession":null}|null}
+//! {"type":"reply","status":"2xx","messages":[{id,from,content,sources}],"options":{"disableSendHistory":true,"endSession":null}|null}
 //! {"type":"reply","status":500,"dropped":"<why the current app drops it>"}
 //! {"type":"reply","status":502,"error":"<why the bridge gave no reply>"}
 //! ```
 //!
 //! Every id is upper-cased (ids compare as UUID values) and then interned (`#1`, `#2`, … in
 //! first-seen order over the list), so two runs with fresh UUIDs compare equal when they say
-//! the same things. `elapsedMs` is removed; time fields are zeroed.
+//! the same things. `elapsedMs` is removed; time fields are zeroed. A 2xx status is kept as its
+//! class, `"2xx"`: no client build tells 200 from 201 or 202 (the app ignores the status,
+//! app-dev only asks whether it is 2xx; reference §2, §8), so two builds differing only there
+//! compare equal.
 
 use super::profiles::{self, Profile};
 use super::wire::Envelope;
@@ -86,11 +89,16 @@ pub fn request_event(e: &Envelope) -> Value {
 
 /// The `reply` event of a bridge→client envelope, as the current app decodes it.
 pub fn reply_event(e: &Envelope) -> Value {
-    let status = e.status.unwrap_or(0);
+    let code = e.status.unwrap_or(0);
+    let status = if (200..300).contains(&code) {
+        json!("2xx")
+    } else {
+        json!(code)
+    };
     if let Some(err) = &e.error {
         return json!({"type": "reply", "status": status, "error": err});
     }
-    match profiles::judge(Profile::App, status, &e.body) {
+    match profiles::judge(Profile::App, code, &e.body) {
         Err(why) => json!({"type": "reply", "status": status, "dropped": why}),
         Ok(r) => json!({
             "type": "reply",
@@ -114,5 +122,89 @@ pub fn reply_event(e: &Envelope) -> Value {
                     "endSession": ended,
                 })).unwrap_or(Value::Null),
         }),
+    }
+}
+
+/// The screen state the client's option merging keeps (reference §3.1, §3.4), for folding a
+/// reply's options that change nothing: a `disableSendHistory` equal to what the screen already
+/// has (`true` re-asserted while history is off, `false` while it is on) is the same as
+/// absent, so two builds that differ only there compare equal. A session start opens a new
+/// screen (history on). Feed it every event of one cell, in order.
+#[derive(Debug, Default)]
+pub struct ScreenOptions {
+    history_off: bool,
+}
+
+impl ScreenOptions {
+    pub fn fold(&mut self, ev: &mut Value) {
+        match ev["type"].as_str() {
+            Some("request") if ev["kind"] == "sessionStart" => self.history_off = false,
+            Some("reply") => {
+                let Some(o) = ev.get_mut("options").filter(|o| o.is_object()) else {
+                    return;
+                };
+                if let Some(off) = o["disableSendHistory"].as_bool() {
+                    if off == self.history_off {
+                        o["disableSendHistory"] = Value::Null;
+                    } else {
+                        self.history_off = off;
+                    }
+                }
+                if o["disableSendHistory"].is_null() && o["endSession"].is_null() {
+                    ev["options"] = Value::Null;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// [`ScreenOptions::fold`] over one cell's events.
+    pub fn fold_all(events: &mut [Value]) {
+        let mut s = ScreenOptions::default();
+        for ev in events {
+            s.fold(ev);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScreenOptions;
+    use serde_json::{Value, json};
+
+    #[test]
+    fn options_that_change_nothing_on_the_screen_are_folded() {
+        let start = || json!({"type": "request", "kind": "sessionStart"});
+        let send = || json!({"type": "request", "kind": "send"});
+        let reply = |off: Value| json!({"type": "reply", "options": {"disableSendHistory": off, "endSession": null}});
+        let mut evs = vec![
+            start(),
+            reply(json!(false)), // history is on already: folded
+            send(),
+            reply(json!(true)), // turns it off: kept
+            send(),
+            reply(json!(true)), // re-asserted: folded
+            send(),
+            reply(json!(false)), // turns it on again: kept
+            start(),
+            reply(json!(true)), // a new screen starts with history on: kept
+        ];
+        ScreenOptions::fold_all(&mut evs);
+        let kept: Vec<Value> = evs
+            .iter()
+            .filter(|e| e["type"] == "reply")
+            .map(|e| e["options"]["disableSendHistory"].clone())
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                Value::Null,
+                json!(true),
+                Value::Null,
+                json!(false),
+                json!(true)
+            ]
+        );
+        assert_eq!(evs[1]["options"], Value::Null);
     }
 }

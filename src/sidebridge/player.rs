@@ -307,6 +307,9 @@ async fn replay_cells(
                     eprintln!("warning: {}: {e}", path.display());
                 }
             }
+            let mut r = r;
+            super::normalizer::ScreenOptions::fold_all(&mut r.recorded);
+            super::normalizer::ScreenOptions::fold_all(&mut r.replayed);
             let a = crate::normalize::normalize_list(r.recorded, SIDEBRIDGE_EVENTS);
             let b = crate::normalize::normalize_list(r.replayed.clone(), SIDEBRIDGE_EVENTS);
             CellReplay {
@@ -344,6 +347,35 @@ pub fn needs_key(cell: &Cell) -> bool {
     })
 }
 
+/// Why a parity leg's replay is no evidence about the bridge: every reply was an auth refusal
+/// (401/403) while the recording's requests were answered (2xx). That happens when a cell
+/// recorded without a key is replayed against a build that asks for one (the recorded requests
+/// carry no `[redacted]` key to fill in): both legs would refuse alike and compare equal.
+pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<String> {
+    let statuses: Vec<&Value> = replayed
+        .iter()
+        .filter(|e| e["type"] == "reply")
+        .map(|e| &e["status"])
+        .collect();
+    let refused = |s: &Value| matches!(s.as_u64(), Some(401 | 403));
+    if statuses.is_empty() || !statuses.iter().all(|s| refused(s)) {
+        return None;
+    }
+    let answered = pairs(cell)
+        .0
+        .iter()
+        .filter_map(|p| p.reply.as_ref())
+        .any(|(r, _, _)| r.status.is_some_and(|c| (200..300).contains(&c)));
+    answered.then(|| {
+        format!(
+            "the bridge refused all {} replayed requests (401/403) that the recording had \
+             answered: the cell was recorded without a key and this build asks for one \
+             (record the cell again with SIDEBRIDGE_KEY set)",
+            statuses.len()
+        )
+    })
+}
+
 /// Replays one cell against a bridge command for a parity leg: starts the bridge, re-sends the
 /// recorded requests, returns the replayed events (raw) or a named error. The key for
 /// `[redacted]` headers comes from `$SIDEBRIDGE_KEY`.
@@ -358,7 +390,9 @@ pub fn replay_for_parity(
         key: std::env::var("SIDEBRIDGE_KEY")
             .ok()
             .filter(|k| !k.is_empty()),
-        startup: std::time::Duration::from_secs(10),
+        // `--timeout-ms` bounds every wait of a live replay, the start-up included (never
+        // under 10 s: a cold interpreter on a loaded machine).
+        startup: timeout.max(std::time::Duration::from_secs(10)),
         url_pattern: None,
     };
     let (url, _guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;

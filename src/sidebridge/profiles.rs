@@ -163,6 +163,64 @@ pub fn decode_reply(profile: Profile, r: &super::transport::HttpReply) -> Result
     }
 }
 
+/// A part of a reply that can make profile γ drop it, for naming the rule that judges that
+/// part (one fault, one verdict).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The body as a whole: strict JSON, UTF-8, a top-level object, `messages` an array.
+    Top,
+    /// A message's required keys and their types (`id` a UUID string, `content` a string).
+    Message,
+    /// A message's `sources`.
+    Sources,
+    /// `options` and its flags.
+    Options,
+}
+
+/// Every part of a received reply that profile γ cannot decode (empty when it decodes).
+pub fn gamma_faults(r: &super::transport::HttpReply) -> Vec<Part> {
+    if r.opaque.is_some() {
+        return vec![Part::Top];
+    }
+    let Ok(Value::Object(top)) = parse_json(&r.body) else {
+        return vec![Part::Top];
+    };
+    let mut parts = Vec::new();
+    let mut add = |p: Part| {
+        if !parts.contains(&p) {
+            parts.push(p);
+        }
+    };
+    match top.get("messages") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for item in items {
+                if let Err(e) = decode_message(Profile::Gamma, item) {
+                    add(if e.starts_with("sources") {
+                        Part::Sources
+                    } else {
+                        Part::Message
+                    });
+                }
+            }
+        }
+        Some(_) => add(Part::Top),
+    }
+    match top.get("options") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(o)) => {
+            if ["disableSendHistory", "endSession"]
+                .iter()
+                .any(|k| o.get(*k).is_some_and(|f| !(f.is_boolean() || f.is_null())))
+            {
+                add(Part::Options);
+            }
+        }
+        Some(_) => add(Part::Options),
+    }
+    parts
+}
+
 /// Bodies that are not JSON at all are kept up to this many bytes (with the reason).
 pub const OPAQUE_KEEP: usize = 64 * 1024;
 

@@ -14,7 +14,10 @@
 //! naming SB-D1 ([`unreadable`]), never passed or failed on it; an INFO rule that only records
 //! is *not run* when it has nothing readable to record. SB-H1 and SB-R2 show decoding as a
 //! sub-check skipped naming SB-D1 and judge the rest (status, no 5xx, session not ended), as
-//! the catalogue states it; SB-R11's session start and SB-R12 still assert decoding themselves.
+//! the catalogue states it; so do SB-R11 (its session start) and SB-R12. Which rule a cause
+//! belongs to is [`fault_owner`]: SB-D2/D5/D6 own the parts they state, SB-H1/SB-H2 a reply
+//! that never came to their own request, SB-D1 the rest; SB-D1 and SB-D9 show the others'
+//! causes skipped naming them.
 
 use super::client::{Driver, Exchange, Kind, Screen};
 use super::profiles::{self, From, Msg, Profile, Reply, Rng, Style, is_textual_uuid};
@@ -97,22 +100,66 @@ pub(super) fn ends(x: &Exchange) -> bool {
         == Some(true)
 }
 
+/// The label of the run's first request, timed by SB-H2.
+pub(super) const TIMED_START: &str = "timing/session-start";
+/// The label of the new chat's session start judged by SB-H1.
+pub(super) const NEW_CHAT_START: &str = "session-start/new-chat";
+
+/// The rule that judges why a reply to the emulated client cannot be read (one fault, one
+/// verdict), from the rules' wording (reference §9):
+/// * no complete reply to the timed first request: SB-H2 ("full response in under 60 s");
+/// * no HTTP reply to the new chat's session start: SB-H1 (its own scenario; any status);
+/// * a message's required keys or their types: SB-D2; `sources`: SB-D5; `options` or a flag
+///   that is not a boolean: SB-D6 (each states exactly that part; γ drops the reply for it);
+/// * the rest (no complete reply elsewhere, not UTF-8, not JSON, not an object, `messages`
+///   not an array): SB-D1 ("top-level object; strict JSON, UTF-8", "received completely").
+///
+/// `None` when the reply decodes under γ.
+pub(super) fn fault_owner(x: &Exchange) -> Option<String> {
+    use profiles::Part;
+    let r = match &x.result {
+        Err(_) if x.label == TIMED_START => return Some("SB-H2".into()),
+        Err(_) if x.label == NEW_CHAT_START => return Some("SB-H1".into()),
+        Err(_) => return Some("SB-D1".into()),
+        Ok(r) => r,
+    };
+    if profiles::decode_reply(Profile::Gamma, r).is_ok() {
+        return None;
+    }
+    let mut owners: Vec<&str> = Vec::new();
+    for p in profiles::gamma_faults(r) {
+        let id = match p {
+            Part::Top => "SB-D1",
+            Part::Message => "SB-D2",
+            Part::Sources => "SB-D5",
+            Part::Options => "SB-D6",
+        };
+        if !owners.contains(&id) {
+            owners.push(id);
+        }
+    }
+    if owners.is_empty() || owners.contains(&"SB-D1") {
+        return Some("SB-D1".into());
+    }
+    owners.sort_unstable();
+    Some(owners.join(" and "))
+}
+
 /// Why a reply to the emulated client cannot be read, for a rule that needs its content
-/// (messages, options): `None` when it decodes under γ. SB-D1 judges every such reply, so a
-/// rule that meets one is skipped naming SB-D1 instead of passing or failing on what it could
-/// not see (one fault, one verdict).
+/// (messages, options): `None` when it decodes under γ. The rule that judges the cause
+/// ([`fault_owner`]) is named, so a rule that meets such a reply is skipped naming it instead
+/// of passing or failing on what it could not see (one fault, one verdict).
 pub(super) fn unreadable(x: &Exchange) -> Option<String> {
-    x.judged(Profile::Gamma).err().map(|e| {
-        format!(
-            "{}: the reply cannot be read ({e}); SB-D1 carries that fault",
-            x.label
-        )
-    })
+    let owner = fault_owner(x)?;
+    let e = x.judged(Profile::Gamma).err().unwrap_or_default();
+    Some(format!(
+        "{}: the reply cannot be read ({e}); {owner} carries that fault",
+        x.label
+    ))
 }
 
 /// Whether a client reply decodes under γ, as a sub-check of a rule whose catalogue text names
-/// decoding: passed when it does, else skipped naming SB-D1, which judges it (one fault, one
-/// verdict).
+/// decoding: passed when it does, else skipped naming the rule that judges the cause.
 pub(super) fn decodes(x: &Exchange) -> SubCheck {
     match unreadable(x) {
         None => SubCheck::pass("decodes", "decodes under profile gamma"),
@@ -227,7 +274,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
 
     // SB-H2: the first request of the run, timed (a cold start counts).
     let mut s = Screen::new(&mut rng);
-    let i = s.start(&mut d, "timing/session-start").await;
+    let i = s.start(&mut d, TIMED_START).await;
     v.push(match &d.log[i].result {
         Err(e) => Verdict::fail("SB-H2", format!("session start: {e}")),
         Ok(r) if r.elapsed > cfg.limits.total => Verdict::fail(
@@ -250,7 +297,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     // SB-H1: session start of a new chat; any status, recorded. Whether it decodes under γ is
     // shown as a sub-check but judged by SB-D1 (one fault, one verdict).
     let mut s = Screen::new(&mut rng);
-    let i = s.start(&mut d, "session-start/new-chat").await;
+    let i = s.start(&mut d, NEW_CHAT_START).await;
     let x = &d.log[i];
     v.push(strict_from_subchecks(
         "SB-H1",
@@ -435,7 +482,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         Some(i) => {
             let x = &d.log[i];
             let no_5xx = match &x.result {
-                Err(e) => SubCheck::fail("no-5xx", format!("{}: no HTTP reply ({e})", x.label)),
+                // No reply at all is not a 5xx: receiving it is SB-D1's ("received completely").
+                Err(_) => SubCheck::skipped("no-5xx", unreadable(x).unwrap_or_default()),
                 Ok(r) if r.status >= 500 => {
                     SubCheck::fail("no-5xx", format!("{}: status {}", x.label, r.status))
                 }
@@ -477,14 +525,12 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     ];
     let a = s.start(&mut d, "foreign-history/start").await;
     let b = s.send(&mut d, "hello again", "foreign-history/send").await;
-    // A 5xx or a dropped connection is seen without reading the body; "no session end" needs
-    // the body: a reply that does not decode leaves the rule skipped (SB-D1 carries it).
+    // A 5xx is seen without reading the body; "no session end" needs the body: a reply that
+    // does not decode, or none at all, leaves the rule skipped naming the rule that carries it.
     let (mut r4, mut r4_unread) = (Vec::new(), Vec::new());
     for i in std::iter::once(a).chain(b) {
         let x = &d.log[i];
-        if let Err(e) = &x.result {
-            r4.push(format!("{}: {e}", x.label));
-        } else if is_5xx(x) {
+        if is_5xx(x) {
             r4.push(format!("{}: status {}", x.label, x.status().unwrap_or(0)));
         } else if let Some(why) = unreadable(x) {
             r4_unread.push(why);
@@ -662,7 +708,11 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             )
         });
     }
-    v.push(Verdict::from_subchecks("SB-R10", r10));
+    // Both probes are the rule's whole scenario (malformed JSON, wrong field types): neither
+    // is ever "not applicable", so a sub-check that could not be judged is unseen evidence and
+    // the rule must not pass beside it (today every sub-check passes or fails: a probe with no
+    // HTTP reply fails, since the probes are SB-R10's own, not the emulated client's).
+    v.push(strict_from_subchecks("SB-R10", r10));
 
     // The scenario rules (SB-R3, SB-R6, SB-R11, SB-S1…S4, SB-R12), driven by the fixture.
     super::scenarios::run(&mut d, &mut rng, cfg, &mut v).await;
@@ -1072,21 +1122,40 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
     // Evidence: replies to the emulated client that were JSON objects, messages they carried,
     // non-2xx replies of the run. A rule with nothing to look at does not pass.
     let (mut objects, mut messages, mut non_2xx) = (0usize, 0usize, 0usize);
+    // SB-D1's two sub-checks, each with what failed it and what another rule judges
+    // ([`fault_owner`]: shown skipped naming that rule, one fault, one verdict).
+    let mut received = Tally::default();
+    let mut decoded = Tally::default();
+    // SB-D9's replies to the emulated client that do not decode: another rule's.
+    let mut d9_skips = Vec::new();
+    // Ids the bridge gave messages the client decoded earlier in the run (upper-cased). A
+    // reply that reuses one of those is the in-place update the protocol provides for (upsert
+    // by id, reference §2, §7): the bridge editing its own message. Reusing any other id of
+    // the request (the user's message, an app error bubble) overwrites a bubble that is not
+    // the bridge's: SB-D4's fault.
+    let mut issued: std::collections::HashSet<String> = Default::default();
     for x in log {
         let Ok(r) = &x.result else {
             if x.kind == Kind::Client {
-                fails[0].push(format!(
-                    "{}: {}",
-                    x.label,
-                    x.result
-                        .as_ref()
-                        .err()
-                        .map(|e| e.to_string())
-                        .unwrap_or_default()
-                ));
+                let e = x
+                    .result
+                    .as_ref()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                match fault_owner(x).as_deref() {
+                    Some("SB-D1") | None => received.fail.push(format!("{}: {e}", x.label)),
+                    Some(owner) => received.skip.push(format!(
+                        "{}: no complete reply ({e}); {owner} carries that fault",
+                        x.label
+                    )),
+                }
             }
             continue;
         };
+        if x.kind == Kind::Client {
+            received.ok += 1;
+        }
         // Only replies to a POST: the app sends nothing else. The GET/PUT/HEAD probes' bodies
         // are SB-H4's and the OPTIONS probe is SB-H5's record (one fault, one verdict; no
         // warning about text the app never asks for).
@@ -1094,11 +1163,28 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
         {
             non_2xx += 1;
             match profiles::decode_reply(Profile::Gamma, r) {
+                // The emulated client's replies decode or not whatever their status (the app
+                // ignores it): that is the rule named by [`fault_owner`], SB-D9 judges the
+                // probes' error replies.
+                Err(e) if x.kind == Kind::Client => d9_skips.push(format!(
+                    "{}: status {}, body does not decode ({e}); {} carries that fault",
+                    x.label,
+                    r.status,
+                    fault_owner(x).unwrap_or_else(|| "SB-D1".into())
+                )),
                 Err(e) => fails[8].push(format!(
                     "{}: status {}, body does not decode ({e})",
                     x.label, r.status
                 )),
-                Ok(reply) if reply.messages.iter().any(|m| !m.content.is_empty()) => {
+                // Only where a user waits for the text: the emulated client's own requests.
+                // The probes are requests no client build sends (odd and malformed bodies,
+                // which SB-R10 requires a 4xx with a message for) or refusals SB-A1/A2 ask for
+                // with a system message and recommend 401 for: warning there would warn every
+                // correct bridge for doing what those rules ask.
+                Ok(reply)
+                    if x.kind == Kind::Client
+                        && reply.messages.iter().any(|m| !m.content.is_empty()) =>
+                {
                     warns[8].push(format!(
                         "WARN {}: status {} carries text app-dev never shows",
                         x.label, r.status
@@ -1111,7 +1197,15 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
             continue;
         }
         if let Err(e) = profiles::decode_reply(Profile::Gamma, r) {
-            fails[0].push(format!("{}: status {}: {e}", x.label, r.status));
+            let at = format!("{}: status {}: {e}", x.label, r.status);
+            match fault_owner(x).as_deref() {
+                Some("SB-D1") | None => decoded.fail.push(at),
+                Some(owner) => decoded
+                    .skip
+                    .push(format!("{at}; {owner} carries that fault")),
+            }
+        } else {
+            decoded.ok += 1;
         }
         if r.opaque.is_some() {
             continue;
@@ -1140,6 +1234,16 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
             continue;
         };
         let mut seen: Vec<String> = Vec::new();
+        // This reply's ids count as the bridge's only after its own checks (the loop below).
+        let fresh: Vec<String> = profiles::decode_reply(Profile::Gamma, r)
+            .map(|reply| {
+                reply
+                    .messages
+                    .iter()
+                    .map(|m| m.id.to_ascii_uppercase())
+                    .collect()
+            })
+            .unwrap_or_default();
         for (n, m) in msgs.iter().enumerate() {
             messages += 1;
             let at = format!("{} messages[{n}]", x.label);
@@ -1189,9 +1293,9 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 let key = id.to_ascii_uppercase();
                 if seen.contains(&key) {
                     fails[3].push(format!("{at}: id {id} repeats within the reply"));
-                } else if x.request_ids.contains(&key) {
+                } else if x.request_ids.contains(&key) && !issued.contains(&key) {
                     fails[3].push(format!(
-                        "{at}: id {id} equals an id of the request (overwrites that bubble)"
+                        "{at}: id {id} equals an id of the request that the bridge did not give (overwrites that bubble)"
                     ));
                 }
                 seen.push(key);
@@ -1220,6 +1324,7 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 Some(other) => fails[4].push(format!("{at}: sources is {}", profiles::kind(other))),
             }
         }
+        issued.extend(fresh);
     }
     let ids = [
         "SB-D1", "SB-D2", "SB-D3", "SB-D4", "SB-D5", "SB-D6", "SB-D7", "SB-D8", "SB-D9",
@@ -1228,7 +1333,18 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
         .enumerate()
         .map(|(k, id)| {
             let nothing = match *id {
-                "SB-D1" => None,
+                "SB-D1" => {
+                    return strict_from_subchecks(
+                        "SB-D1",
+                        vec![
+                            received.subcheck("received", "reply received completely"),
+                            decoded.subcheck("decodes", "reply decodes under profile gamma"),
+                        ],
+                    );
+                }
+                "SB-D9" if fails[8].is_empty() && !d9_skips.is_empty() => {
+                    return Verdict::skipped(id, clipped(&d9_skips));
+                }
                 "SB-D5" | "SB-D6" if objects == 0 => Some(
                     "no reply to the emulated client was a JSON object: nothing to judge (see SB-D1)",
                 ),
@@ -1264,6 +1380,39 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
             }
         })
         .collect()
+}
+
+/// What one sub-check of a rule over many replies saw: replies that passed, failures, and
+/// replies another rule judges (skipped naming it).
+#[derive(Default)]
+struct Tally {
+    ok: usize,
+    fail: Vec<String>,
+    skip: Vec<String>,
+}
+
+impl Tally {
+    fn subcheck(&self, name: &str, what: &str) -> SubCheck {
+        if !self.fail.is_empty() {
+            SubCheck::fail(name, clipped(&self.fail))
+        } else if !self.skip.is_empty() {
+            SubCheck::skipped(name, clipped(&self.skip))
+        } else if self.ok == 0 {
+            SubCheck::skipped(name, "no reply to the emulated client: nothing to judge")
+        } else {
+            SubCheck::pass(name, format!("{what}: {} of {}", self.ok, self.ok))
+        }
+    }
+}
+
+/// The first three items, and how many more.
+fn clipped(items: &[String]) -> String {
+    let more = if items.len() > 3 {
+        format!(" (and {} more)", items.len() - 3)
+    } else {
+        String::new()
+    };
+    format!("{}{more}", items[..items.len().min(3)].join("; "))
 }
 
 /// Per reply and profile; `app-dev` sends no session start, so it has no verdict for those.

@@ -18,7 +18,7 @@ use super::client::{Driver, Screen};
 use super::fixture::{Fixture, Step};
 use super::profiles::{From, Msg, Profile, Rng, Style};
 use super::rules::{
-    CheckConfig, ends, is_5xx, pass_with, reply_text, request_has_history, strict_from_subchecks,
+    CheckConfig, decodes, ends, pass_with, reply_text, request_has_history, strict_from_subchecks,
     unreadable,
 };
 use crate::report::live::VerdictLog;
@@ -113,7 +113,8 @@ enum Recall {
     Named(usize),
     /// The bridge did not enter the scenario, or its readable reply misses the word (why).
     Missed(String),
-    /// The reply cannot be read: whether it names the word is not seen (SB-D1's fault).
+    /// The reply cannot be read: whether it names the word is not seen (the fault is the rule's
+    /// named by `fault_owner`).
     Unreadable(String),
 }
 
@@ -386,17 +387,21 @@ async fn unknown_chat(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut W
     let a = s.start(d, "unknown-chat/start").await;
     let mut subs = Vec::new();
     let x = &d.log[a];
-    subs.push(match x.judged(Profile::Gamma) {
-        Err(e) => SubCheck::fail("session-start", x.describe_with(&e)),
-        Ok(_) if x.status().is_some_and(|s| !(200..300).contains(&s)) => SubCheck::fail(
-            "session-start",
-            format!("status {}", x.status().unwrap_or(0)),
-        ),
-        Ok(_) if ends(x) => SubCheck::fail("session-start", "the session was ended"),
-        Ok(_) => SubCheck::pass(
-            "session-start",
-            format!("status {}", x.status().unwrap_or(0)),
-        ),
+    // The status is seen without reading the body; decoding is the rule named by
+    // [`fault_owner`] (a sub-check skipped naming it), and whether the session was ended
+    // needs the body (one fault, one verdict).
+    subs.push(match x.status() {
+        None => SubCheck::skipped("status", unreadable(x).unwrap_or_default()),
+        Some(st) if !(200..300).contains(&st) => {
+            SubCheck::fail("status", format!("{}: status {st}", x.label))
+        }
+        Some(st) => SubCheck::pass("status", format!("status {st}")),
+    });
+    subs.push(decodes(x));
+    subs.push(match unreadable(x) {
+        Some(why) => SubCheck::skipped("not-ended", why),
+        None if ends(x) => SubCheck::fail("not-ended", "the session was ended at session start"),
+        None => SubCheck::pass("not-ended", "the session goes on"),
     });
     if s.ended {
         subs.push(SubCheck::skipped(
@@ -616,6 +621,9 @@ async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut VerdictL
     let mut s = Screen::new(rng);
     s.start(d, "end/start").await;
     let before = d.log.len();
+    // The scenario is entered when the session ends: a reply that ends it with nothing to show
+    // misses the step's `expect` (there is no text to match) but is exactly SB-S1's fault, so
+    // it is judged rather than skipped.
     if let Err(why) = toggle(
         &mut s,
         d,
@@ -626,6 +634,7 @@ async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut VerdictL
         "set endSession",
     )
     .await
+        && !s.ended
     {
         v.push(Verdict::skipped("SB-S1", why.clone()));
         v.push(Verdict::skipped("SB-R12", why));
@@ -651,23 +660,39 @@ async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut VerdictL
     } else {
         Verdict::fail("SB-S1", s1.join("; "))
     });
+    // SB-R12: "handled deliberately (reply, or end again), never 5xx". A 5xx is seen without
+    // reading the body; decoding is the rule named by [`fault_owner`] (a sub-check skipped
+    // naming it), as is a reply that never came (one fault, one verdict).
     let mut again = s.reopen();
     let i = again.start(d, "end/reopen").await;
     let x = &d.log[i];
-    v.push(match x.judged(Profile::Gamma) {
-        Err(e) => Verdict::fail("SB-R12", x.describe_with(&e)),
-        Ok(_) if is_5xx(x) => {
-            Verdict::fail("SB-R12", format!("status {}", x.status().unwrap_or(0)))
-        }
-        Ok(r) => pass_with(
-            "SB-R12",
-            vec![format!(
-                "status {}, ended again: {}, {} message(s)",
-                x.status().unwrap_or(0),
+    let no_5xx = match x.status() {
+        None => SubCheck::skipped("no-5xx", unreadable(x).unwrap_or_default()),
+        Some(st) if st >= 500 => SubCheck::fail("no-5xx", format!("{}: status {st}", x.label)),
+        Some(st) => SubCheck::pass("no-5xx", format!("status {st}")),
+    };
+    let handled = match x.judged(Profile::Gamma) {
+        Err(_) => SubCheck::skipped("handled", unreadable(x).unwrap_or_default()),
+        Ok(r) => SubCheck::pass(
+            "handled",
+            format!(
+                "ended again: {}, {} message(s)",
                 r.options.and_then(|o| o.end_session).unwrap_or(false),
                 r.messages.len()
-            )],
+            ),
         ),
+    };
+    let verdict = strict_from_subchecks("SB-R12", vec![no_5xx, decodes(x), handled]);
+    v.push(if verdict.status == Status::Pass {
+        let notes = verdict
+            .subchecks
+            .iter()
+            .map(|c| c.evidence.clone())
+            .collect::<Vec<_>>();
+        let subs = verdict.subchecks.clone();
+        pass_with("SB-R12", vec![notes.join(", ")]).with_subchecks(subs)
+    } else {
+        verdict
     });
 }
 

@@ -68,13 +68,17 @@ FLAWS = {
     "crash-on-ended": "SB-R12: the session start of a chat it ended gets a 500",
     "strict-keys": "SB-R7: a request with a top-level key it does not know gets a 400",
     "raw-text": "SB-R5: the echoed text is cut from the raw request bytes (JSON escapes kept)",
-    "slow-first": "SB-H2 (and SB-D1, the reply timed out): the first POST of the run waits 6 s",
+    "slow-first": "SB-H2 (SB-D1 skipped): the first POST of the run waits 6 s",
     "reject-unexpected-key": "SB-A4: with no key configured, a request carrying one gets 401",
-    "options-string": "SB-D6 (and SB-D1): `go private` is answered with disableSendHistory \"true\", a string",
+    "options-string": "SB-D6 (SB-D1 skipped): `go private` is answered with disableSendHistory \"true\", a string",
     "empty-content": "SB-D7: every reply with messages adds an assistant message with empty content",
     "no-sources": "SB-D8: reply messages carry no `sources` key",
     "forget-private-on-reopen": "SB-S3: the session start of a private chat does not re-assert disableSendHistory",
-    "hangup-second-post": "SB-H1, SB-D1: the second POST of the run (the new-chat session start) gets no reply, the connection is closed",
+    "hangup-second-post": "SB-H1 (SB-D1 skipped): the second POST of the run (the new-chat session start) gets no reply, the connection is closed",
+    "restored-start-html": "SB-D1 (SB-R11 skipped): the session start of a chat it never saw, with a long history, gets a 200 HTML page",
+    "empty-send-hangup": "SB-D1 (SB-R2 skipped): an empty send gets no reply, the connection is closed",
+    "silent-end": "SB-S1: `farewell` ends the session with no message to show",
+    "ended-start-html": "SB-D1 (SB-R12 skipped): the session start of a chat it ended gets a 200 HTML page",
 }
 ODDITIES = {
     "chunked": "every reply in chunked transfer encoding",
@@ -94,6 +98,18 @@ ODDITIES = {
     "ended-reopens": "the session start of a chat it ended opens it afresh (200 {})",
     "errors-422": "malformed requests get 422 (not 400) with a plain system message",
     "start-201": "every session start is answered 201 Created with a system greeting",
+    "key-noted": "with no key configured, a request carrying one is answered with a system note that it was ignored",
+    "key-trim": "the key is compared with surrounding spaces trimmed",
+    "preface-note": "every answer to a send opens with a system message naming the model",
+    "cite-links": "a URL in the user's text is cited as a source; every reply escapes `/` as `\\/`",
+    "report-ignored": "a reply to a request with keys it does not know lists them in a top-level `x-ignored-keys`",
+    "version-echo": "every reply to a Side Bridge request carries a top-level `sidebridge` with the request's version",
+    "silent-toggle": "`go private` and `go public` are answered with options only, no message",
+    "accepted-202": "every reply that would be 200 is sent as 202 Accepted",
+    "edit-previous": "every answer also updates its previous answer in the chat in place (same id, marked \u2713)",
+    "text-plain": "replies are labelled Content-Type: text/plain; charset=utf-8 (the body is the same JSON)",
+    "close-delimited": "replies carry no Content-Length: the body ends when the connection closes",
+    "word-echo": "`remember` repeats the word back; `recall` also says how many chats it keeps words for",
 }
 
 HTML = b"<html><body><h1>Internal error</h1></body></html>"
@@ -179,10 +195,21 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- replies -------------------------------------------------------------------------
     def send_bytes(self, status, body, ctype="application/json", extra=()):
+        if status == 200 and "accepted-202" in self.st.oddities:
+            status = 202
+        if ctype == "application/json" and "text-plain" in self.st.oddities:
+            ctype = "text/plain; charset=utf-8"
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         for k, v in extra:
             self.send_header(k, v)
+        if "close-delimited" in self.st.oddities:
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            return
         if "chunked" in self.st.oddities and self.command != "HEAD":
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
@@ -217,7 +244,16 @@ class Handler(BaseHTTPRequestHandler):
             obj["options"] = dict(obj.get("options") or {}, endSession=False)
         if "unknown-keys" in st.oddities:
             obj["served_by"] = {"peer": True, "v": [1, 2]}
-        self.send_bytes(status, json.dumps(obj).encode(), extra=extra)
+        if "key-noted" in st.oddities and getattr(self, "key_ignored", False):
+            obj["messages"] = [message(st, "system", "This bridge needs no key; the one you sent was ignored.")] + list(obj.get("messages") or [])
+        if "report-ignored" in st.oddities and getattr(self, "ignored", None):
+            obj["x-ignored-keys"] = self.ignored
+        if "version-echo" in st.oddities and getattr(self, "version", None):
+            obj["sidebridge"] = self.version
+        body = json.dumps(obj).encode()
+        if "cite-links" in st.oddities:
+            body = body.replace(b"/", b"\\/")  # `\/` is a legal JSON escape, as the app writes it
+        self.send_bytes(status, body, extra=extra)
 
     def error(self, status, text, end=False):
         self.reply(status, [message(self.st, "system", text)], {"endSession": True} if end else None)
@@ -273,6 +309,9 @@ class Handler(BaseHTTPRequestHandler):
         if "random-bytes" in st.flaws:
             return self.send_bytes(200, os.urandom(48), ctype="application/octet-stream")
         sent_key = self.headers.get("x-sidebridge-key")
+        if sent_key is not None and "key-trim" in st.oddities:
+            sent_key = sent_key.strip()
+        self.key_ignored = st.key is None and sent_key is not None
         if st.key is None and sent_key is not None and "reject-unexpected-key" in st.flaws:
             return self.error(401, "This bridge takes no key.", end=True)
         if st.key is None and sent_key is not None and "garbage-with-key" in st.flaws:
@@ -309,6 +348,8 @@ class Handler(BaseHTTPRequestHandler):
         if "strict-keys" in st.flaws and set(req) - {"sidebridge", "chatId", "messages", "history"}:
             return self.error(400, "Unknown field in the request.")
         version = req["sidebridge"]
+        self.version = version
+        self.ignored = sorted(set(req) - {"sidebridge", "chatId", "messages", "history"})
         if version.split(".")[0] != "1" or ("refuse-1.1" in st.flaws and version != "1.0"):
             return self.error(400, "Protocol version %s is not supported here." % version, end=True)
         cid = req.get("chatId")
@@ -327,7 +368,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_bytes(200, HTML, ctype="text/html")
         self.raw = raw
         with st.lock:
+            known = cid.upper() in st.chats
             chat = st.chat(cid)
+            if "restored-start-html" in st.flaws and msgs is None and not known and len(hist or []) > 20:
+                return self.send_bytes(200, HTML, ctype="text/html")
+            if "ended-start-html" in st.flaws and msgs is None and chat.ended:
+                return self.send_bytes(200, HTML, ctype="text/html")
             if "private-start-html" in st.flaws and msgs is None and chat.private:
                 return self.send_bytes(200, HTML, ctype="text/html")
             return self.answer(chat, msgs, hist)
@@ -370,6 +416,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self.error(200, "Nothing to answer, goodbye.", end=True)
             if "empty-send-html" in st.flaws:
                 return self.send_bytes(200, HTML, ctype="text/html")
+            if "empty-send-hangup" in st.flaws:
+                self.close_connection = True
+                return
             if "empty-send-html-500" in st.flaws:
                 return self.send_bytes(500, HTML, ctype="text/html")
             if "empty-send-nudge" in st.oddities:
@@ -386,6 +435,8 @@ class Handler(BaseHTTPRequestHandler):
                     chat.word = word
                     st.word = word
                 said = "Noted, I will keep that word for you."
+                if "word-echo" in st.oddities:
+                    said = "Noted, I will keep \u201c%s\u201d for you." % word
             elif low == "which word did i give you?":
                 if "echo-history" in st.flaws:
                     said = "You wrote: " + " / ".join(h.get("content", "") for h in (hist or []))
@@ -396,6 +447,9 @@ class Handler(BaseHTTPRequestHandler):
                         if word is None and h.get("from") == "user" and c.lower().startswith("please keep this word:"):
                             word = c.split(":", 1)[1].strip()
                     said = "The word was %s." % word if word else "You gave me no word."
+                    if word and "word-echo" in st.oddities:
+                        kept = sum(1 for c in st.chats.values() if c.word)
+                        said += " (I keep words for %d chat%s.)" % (kept, "" if kept == 1 else "s")
             elif low == "repeat your last answer":
                 found = None
                 for h in reversed(hist or []):
@@ -421,13 +475,27 @@ class Handler(BaseHTTPRequestHandler):
                 if "no-end" not in st.flaws:
                     chat.ended = True
                     opts["endSession"] = True
+                if "silent-end" in st.flaws:
+                    continue
             else:
                 said = "You said: %s" % (raw_content(self.raw) if "raw-text" in st.flaws else text)
+            if low in ("go private", "go public") and "silent-toggle" in st.oddities:
+                continue
             if low not in ("go private", "go public") and getattr(chat, "reenable", False):
                 chat.reenable = False
                 chat.private = False
                 opts["disableSendHistory"] = False
             reply = message(st, "assistant", said)
+            if "cite-links" in st.oddities:
+                links = re.findall(r"https?://[^\s]+", text)
+                if links:
+                    reply["sources"] = [{"title": "Link you sent", "url": u} for u in links]
+            if "preface-note" in st.oddities:
+                out.append(message(st, "system", "(answered by peer bridge, model p-1)"))
+            prev = getattr(chat, "last_msg", None)
+            if "edit-previous" in st.oddities and prev and not any(o["id"] == prev["id"] for o in out):
+                out.append(dict(prev, content="\u2713 " + prev["content"]))
+            chat.last_msg = reply
             if "reply-with-request-id" in st.flaws and said.startswith("You said:") and m.get("id"):
                 reply["id"] = m["id"]
             k = reply["id"] if "case-sensitive-ids" in st.flaws else reply["id"].upper()
