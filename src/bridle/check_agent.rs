@@ -478,16 +478,32 @@ async fn agent_rules(c: &AgentCheck) -> VerdictLog {
         )
     });
 
+    // A complete, non-streamed answer (the spec's `message` from the agent, no turn opened) is
+    // legal: the streaming rules have nothing to judge, so they are not run, naming why (a
+    // skip would fail the run on a correct agent; a pass would claim evidence never seen).
+    let plain_answer = turn.complete
+        && !frames
+            .iter()
+            .any(|(n, _)| matches!(n.as_str(), "typing" | "stream" | "stream_end"));
+    const PLAIN: &str = "the agent answered with a plain message (a complete, non-streamed \
+                         response, legal): no stream to judge";
+
     // streaming-replace
-    out.push(
+    out.push(if plain_answer {
+        Verdict::not_run(id::STREAMING_REPLACE, PLAIN)
+    } else {
         match rules::streaming_replace_with(&frames, rules::EndText::MayExtend) {
             Ok(()) => Verdict::pass(id::STREAMING_REPLACE),
             Err(e) => Verdict::fail(id::STREAMING_REPLACE, incomplete.clone().unwrap_or(e)),
-        },
-    );
+        }
+    });
 
     // stream-end-final
-    out.push(stream_end_final(&frames, incomplete.as_deref()));
+    out.push(if plain_answer {
+        Verdict::not_run(id::STREAM_END_FINAL, PLAIN)
+    } else {
+        stream_end_final(&frames, incomplete.as_deref())
+    });
 
     // notes
     out.push(notes(&frames));
@@ -646,12 +662,6 @@ fn stream_end_final(frames: &[(String, Value)], incomplete: Option<&str>) -> Ver
         .find(|(n, _)| n == "stream_end")
         .map(|(_, d)| d)
     else {
-        if streams.is_empty() && incomplete.is_none() {
-            return Verdict::skipped(
-                id::STREAM_END_FINAL,
-                "the agent answered without streaming (a plain message): no stream_end to judge",
-            );
-        }
         return Verdict::fail(
             id::STREAM_END_FINAL,
             incomplete
@@ -666,8 +676,16 @@ fn stream_end_final(frames: &[(String, Value)], incomplete: Option<&str>) -> Ver
         .map(|s| format!("{}", s["messageId"]))
         .collect();
     other.dedup();
+    // A stream_end with no stream before it is legal, not unseen evidence: the spec's runtime
+    // flushes the accumulation every 100 ms and sends the returned text as stream_end, so an
+    // answer ready before the first flush has no stream at all. Then there is no streams'
+    // messageId to match: the sub-check does not apply (shown as not run, deciding nothing).
     subs.push(if streams.is_empty() {
-        crate::rule::SubCheck::skipped("messageId", "no stream before stream_end")
+        crate::rule::SubCheck::new(
+            "messageId",
+            crate::rule::Status::NotRun,
+            "not applicable: no stream before stream_end (legal: an answer ready before the runtime's first 100 ms flush streams nothing)",
+        )
     } else if other.is_empty() {
         crate::rule::SubCheck::pass("messageId", format!("{} throughout", end["messageId"]))
     } else {
@@ -693,7 +711,8 @@ fn stream_end_final(frames: &[(String, Value)], incomplete: Option<&str>) -> Ver
             )
         },
     );
-    Verdict::from_subchecks(id::STREAM_END_FINAL, subs)
+    // Any sub-check that could not be seen (skipped) keeps the rule from passing.
+    Verdict::from_all_subchecks(id::STREAM_END_FINAL, subs)
 }
 
 fn notes(frames: &[(String, Value)]) -> Verdict {
@@ -722,11 +741,15 @@ fn notes(frames: &[(String, Value)]) -> Verdict {
             _ => {}
         }
     }
-    let mut v = Verdict::pass(id::NOTES);
+    // Notes are optional (an agent need not reason out loud): with none there is nothing to
+    // judge, which is said as not run rather than passed on evidence never seen.
     if count == 0 {
-        v.detail = "no notes in the turn".into();
+        return Verdict::not_run(
+            id::NOTES,
+            "no notes in the turn (notes are optional): nothing to judge",
+        );
     }
-    v
+    Verdict::pass(id::NOTES)
 }
 
 fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {

@@ -9,7 +9,8 @@
 //! Tolerance of extensions: every harness peer receives through a [`Peer`], which hands rules
 //! only the events the spec lists for that side and tallies every other event by name. Rules
 //! look for what they judge by name and collect until the awaited event or a bound, never a
-//! fixed count; the tally is reported once, by the SHOULD rule `spec-events-only`.
+//! fixed count; the tally is judged once, by the SHOULD rule `spec-events-only`, which lists
+//! extensions (new names: the spec does not forbid them) and fails only spec names misused.
 
 use super::rules::{self, id};
 use super::transport::{ConnectError, Event, Options, RecvError, Socket};
@@ -241,10 +242,21 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A welcomed browser for a rule's setup. When there is none, the error names the rule
+    /// that carries the fault (a refused valid JWT: handshake-auth; no welcome: welcome), so
+    /// the rule skipped for it says whose fault it is.
     async fn browser(&self, sub: &str, agent_id: &str) -> Result<Peer<'_>, String> {
         self.browser_welcomed(sub, &[], agent_id)
             .await
             .map(|(p, _)| p)
+            .map_err(|e| {
+                let owner = if e.contains(" could not connect: ") {
+                    id::HANDSHAKE_AUTH
+                } else {
+                    id::WELCOME
+                };
+                format!("{e} ({owner} carries that fault)")
+            })
     }
 
     /// An agent that connected, sent `register` and is known to the hub.
@@ -343,8 +355,25 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         tally: Tally::default(),
     };
     let mut out = crate::report::live::VerdictLog::new(c.live.clone());
+    // Where the hub stopped serving, if it did: (the rule it stopped during, how it was seen).
+    // Keeping on serving is robustness's fact: robustness fails naming it and every later rule
+    // is skipped naming robustness (one fault, one verdict, not a column of refused connects).
+    let mut stopped: Option<(&str, String)> = None;
     for &rule in id::HUB {
         if !c.only.is_empty() && !c.only.iter().any(|o| o == rule) {
+            continue;
+        }
+        if let Some((during, why)) = &stopped {
+            let cause = format!("the hub stopped serving during {during} ({why})");
+            out.push(if rule == id::ROBUSTNESS {
+                Verdict::fail(rule, cause.clone())
+                    .with_subchecks(vec![SubCheck::fail("keeps serving", cause)])
+            } else {
+                Verdict::skipped(
+                    rule,
+                    format!("{cause}: not judged; {} carries that fault", id::ROBUSTNESS),
+                )
+            });
             continue;
         }
         let budget = match rule {
@@ -366,9 +395,67 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         }
         // A rule passes only on evidence for all of it: a sub-check that could not be seen
         // (skipped) makes the rule skipped, naming it, even when the others passed.
-        out.push(Verdict::from_all_subchecks(rule, subs));
+        let mut v = Verdict::from_all_subchecks(rule, subs);
+        if rule == id::SPEC_EVENTS_ONLY && v.status == crate::rule::Status::Pass {
+            // Information, not a warning: the extensions seen, by side.
+            v.detail = v
+                .subchecks
+                .iter()
+                .filter_map(|c| {
+                    let (_, ext) = c.evidence.split_once("; extensions")?;
+                    Some(format!("{}: extensions{ext}", c.name))
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+        }
+        if let Err(why) = serving(&ctx).await {
+            // What this rule could not see because the hub went away is robustness's fault;
+            // a failure it found is kept (it may be its own). Robustness judges its own.
+            if v.status != crate::rule::Status::Fail && rule != id::ROBUSTNESS {
+                let subs = std::mem::take(&mut v.subchecks);
+                v = Verdict::skipped(
+                    rule,
+                    format!(
+                        "the hub stopped serving during this rule ({why}); {} carries that fault",
+                        id::ROBUSTNESS
+                    ),
+                )
+                .with_subchecks(subs);
+            }
+            stopped = Some((rule, why));
+        }
+        out.push(v);
     }
     out.into_vec()
+}
+
+/// Whether the hub still answers HTTP (any status): a connection refused or no answer within
+/// the wait, twice, means it stopped serving.
+async fn serving(ctx: &Ctx<'_>) -> Result<(), String> {
+    let mut last = String::new();
+    for _ in 0..2 {
+        match ctx
+            .http
+            .get(format!("{}/api/agent/health", ctx.c.url))
+            .timeout(ctx.c.wait * 2)
+            .send()
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                // The cause (connection refused, timed out) is in the source chain.
+                let mut why = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(c) = src {
+                    why = format!("{why}: {c}");
+                    src = c.source();
+                }
+                last = format!("GET /api/agent/health: {why}");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(last)
 }
 
 async fn run_rule(ctx: &Ctx<'_>, rule: &str, subs: &Subs) {
@@ -474,28 +561,36 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
         let r = refused(ctx, ctx.agent_raw(auth).await, "agent").await;
         push(subs, judged(what, r));
     }
-    // The passing half: proper credentials are admitted.
-    let r = ctx
-        .browser("auth-user", &a)
-        .await
-        .map(|_| "admitted, welcome received".to_string());
+    // The passing half: proper credentials are admitted (and kept). Whether a welcome follows
+    // is welcome's fact, not this rule's.
+    let browser = ctx
+        .browser_raw(json!({ "token": good, "agentId": a }))
+        .await;
+    let r = admitted_and_kept(ctx, browser, Peer::browser).await;
     push(subs, judged("browser with a valid JWT", r));
-    let r = match ctx
+    let agent = ctx
         .agent_raw(json!({ "apiKey": ctx.c.api_key, "agentId": a }))
-        .await
-    {
-        Ok(s) => {
-            let mut p = Peer::agent(s, &ctx.tally);
-            match p.recv(ctx.short()).await {
-                Err(RecvError::Disconnected | RecvError::Closed(_)) => {
-                    Err("admitted, then disconnected".to_string())
-                }
-                _ => Ok("admitted and kept".to_string()),
-            }
-        }
-        Err(e) => Err(format!("refused: {e}")),
-    };
+        .await;
+    let r = admitted_and_kept(ctx, agent, Peer::agent).await;
     push(subs, judged("agent with the right apiKey", r));
+}
+
+/// The passing half of `handshake-auth` for one side: the connection was admitted and is not
+/// dropped within the short wait that follows.
+async fn admitted_and_kept<'a>(
+    ctx: &'a Ctx<'_>,
+    connected: Result<Socket, ConnectError>,
+    peer: fn(Socket, &'a Tally) -> Peer<'a>,
+) -> Result<String, String> {
+    match connected {
+        Ok(s) => match peer(s, &ctx.tally).recv(ctx.short()).await {
+            Err(RecvError::Disconnected | RecvError::Closed(_)) => {
+                Err("admitted, then disconnected".to_string())
+            }
+            _ => Ok("admitted and kept".to_string()),
+        },
+        Err(e) => Err(format!("refused: {e}")),
+    }
 }
 
 async fn welcome(ctx: &Ctx<'_>, subs: &Subs) {
@@ -1053,12 +1148,18 @@ async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
     for (event, fields) in want {
         let name = format!("hub→browser {event}");
         let Some((_, d)) = seen.iter().find(|(n, _)| n == event) else {
+            // Whether the hub relays it is another rule's fact; its fields are unseen here.
+            let owner = if event == "message" {
+                id::CLIENT_ROUTING
+            } else {
+                id::STREAM_RELAY
+            };
             push(
                 subs,
                 SubCheck::skipped(
                     name,
                     format!(
-                        "the browser got no {event} within {:?} (saw {:?})",
+                        "the browser got no {event} within {:?} (saw {:?}): its fields are unseen; relaying it is {owner}'s to judge",
                         ctx.c.wait,
                         names(&seen)
                     ),
@@ -1254,9 +1355,10 @@ async fn streaming_replace(ctx: &Ctx<'_>, subs: &Subs) {
             SubCheck::skipped(
                 "accumulation",
                 format!(
-                    "no stream_end reached the browser within {:?} (saw {:?}): the final accumulation cannot be judged",
+                    "no stream_end reached the browser within {:?} (saw {:?}): the final accumulation cannot be judged; relaying stream_end is {}'s to judge",
                     ctx.c.wait,
-                    names(&seen)
+                    names(&seen),
+                    id::STREAM_RELAY
                 ),
             ),
         );
@@ -1289,30 +1391,59 @@ async fn notes(ctx: &Ctx<'_>, subs: &Subs) {
     let Some((seen, ended)) = setup(subs, scripted_turn(ctx, "notes", &script).await) else {
         return;
     };
-    let want: Vec<&str> = script.iter().map(|(n, _)| *n).collect();
+    // The notes' place: after typing, before the stream and stream_end. Whether typing is
+    // relayed at all is stream-relay's fact; without it the "after typing" half is unseen.
+    let want: Vec<&str> = script
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| *n != "typing")
+        .collect();
+    let got: Vec<&str> = names(&seen)
+        .into_iter()
+        .filter(|n| *n != "typing")
+        .collect();
+    let typing_at = seen.iter().position(|(n, _)| n == "typing");
+    let first_note = seen.iter().position(|(n, _)| n == "message");
+    let place = "place in the turn";
     push(
         subs,
         if !ended {
             SubCheck::skipped(
-                "place in the turn",
+                place,
                 format!(
-                    "no stream_end within {:?} (saw {:?})",
+                    "no stream_end within {:?} (saw {:?}), so the turn never closed; relaying stream_end is {}'s to judge",
                     ctx.c.wait,
+                    names(&seen),
+                    id::STREAM_RELAY
+                ),
+            )
+        } else if got != want {
+            SubCheck::fail(
+                place,
+                format!(
+                    "notes out of place between typing and stream_end: {:?}",
                     names(&seen)
                 ),
             )
         } else {
-            judged(
-                "place in the turn",
-                if names(&seen) == want {
-                    Ok("between typing and stream".into())
-                } else {
-                    Err(format!(
-                        "notes out of place between typing and stream_end: {:?}",
+            match (typing_at, first_note) {
+                (Some(t), Some(n)) if t < n => SubCheck::pass(place, "between typing and stream"),
+                (Some(_), _) => SubCheck::fail(
+                    place,
+                    format!(
+                        "notes out of place: typing arrived after them: {:?}",
                         names(&seen)
-                    ))
-                },
-            )
+                    ),
+                ),
+                (None, _) => SubCheck::skipped(
+                    place,
+                    format!(
+                        "the notes came before the stream, but typing never reached the browser (saw {:?}), so whether they are inside the turn is unseen; relaying typing is {}'s to judge",
+                        names(&seen),
+                        id::STREAM_RELAY
+                    ),
+                ),
+            }
         },
     );
     let notes: Vec<&Value> = seen
@@ -1371,21 +1502,45 @@ async fn reconnect(ctx: &Ctx<'_>, subs: &Subs) {
     drop(ag);
     ctx.settle(&a, false).await;
     b.emit("message", json!({ "text": "are you there?" }));
+    let gone = "agent gone: not connected";
+    let reply = b
+        .expect("message", ctx.c.wait, "browser (agent gone)")
+        .await;
     push(
         subs,
-        judged(
-            "agent gone: not connected",
-            match b
-                .expect("message", ctx.c.wait, "browser (agent gone)")
-                .await
-            {
-                Ok(m) if m["text"].as_str().unwrap_or("").starts_with(NOT_CONNECTED) => {
-                    Ok(format!("{}", m["text"]))
+        match reply {
+            Ok(m) if is_not_connected(&m) => SubCheck::pass(gone, format!("{}", m["text"])),
+            // No "not connected" answer: either the hub still counts the gone agent (this
+            // rule's fault) or it never answers "not connected" at all, which is
+            // agent-not-connected's fault (one fault, one verdict). The hub's answer for an
+            // agentId no agent ever served tells the two apart.
+            other => {
+                let why = match other {
+                    Ok(m) => format!("with the agent gone the browser got {m}"),
+                    Err(e) => e,
+                };
+                match never_served_answer(ctx).await {
+                    Ok(Some(m)) if is_not_connected(&m) => SubCheck::fail(
+                        gone,
+                        format!(
+                            "{why}, although the hub answers {:?} for an agentId no agent ever served: it kept the gone agent",
+                            m["text"]
+                        ),
+                    ),
+                    Ok(answer) => SubCheck::skipped(
+                        gone,
+                        format!(
+                            "{why}; for an agentId no agent ever served it answers {} as well: the hub does not say \"{NOT_CONNECTED}\" at all, and agent-not-connected carries that fault",
+                            answer.map_or("nothing".to_string(), |m| m.to_string())
+                        ),
+                    ),
+                    Err(e) => SubCheck::skipped(
+                        gone,
+                        format!("{why}; whose fault it is could not be told: {e}"),
+                    ),
                 }
-                Ok(m) => Err(format!("with the agent gone the browser got {m}")),
-                Err(e) => Err(e),
-            },
-        ),
+            }
+        },
     );
     let Some(mut ag) = setup(subs, ctx.agent(&a).await) else {
         return;
@@ -1418,6 +1573,22 @@ async fn reconnect(ctx: &Ctx<'_>, subs: &Subs) {
             },
         ),
     );
+}
+
+/// A reply that starts with the spec's "Agent is not connected".
+fn is_not_connected(m: &Value) -> bool {
+    m["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with(NOT_CONNECTED))
+}
+
+/// What a browser of an agentId no agent ever served gets for a message (agent-not-connected's
+/// scenario): the first spec `message` within the wait, or none.
+async fn never_served_answer(ctx: &Ctx<'_>) -> Result<Option<Value>, String> {
+    let a = ctx.agent_id("never-served");
+    let mut b = ctx.browser("never-served-user", &a).await?;
+    b.emit("message", json!({ "text": "anyone?" }));
+    Ok(b.expect("message", ctx.c.wait, "browser").await.ok())
 }
 
 async fn http_health(ctx: &Ctx<'_>, subs: &Subs) {
@@ -1677,9 +1848,10 @@ async fn http_sync_timeout(ctx: &Ctx<'_>, subs: &Subs) {
             }
             Ok::<(), String>(())
         };
+        let asked = Instant::now();
         let (r, played) = tokio::join!(req, play);
         played?;
-        Ok::<_, String>(r)
+        Ok::<_, String>((r, asked.elapsed()))
     };
     let (r1, r2) = tokio::join!(silent, streaming);
     push(
@@ -1689,14 +1861,27 @@ async fn http_sync_timeout(ctx: &Ctx<'_>, subs: &Subs) {
             Err(e) => SubCheck::skipped("an agent that never answers", e),
         },
     );
+    let name = "an agent that streamed, then went silent";
     push(
         subs,
         match r2 {
-            Ok(r) => judged(
-                "an agent that streamed, then went silent",
-                judge(r, &streamed),
-            ),
-            Err(e) => SubCheck::skipped("an agent that streamed, then went silent", e),
+            // An answer well before the timeout, and not the timeout's: the hub answered from
+            // the streams without waiting for stream_end, so its timeout was never reached.
+            // What the sync answer carries is http-sync's fact (one fault, one verdict).
+            Ok((Ok((st, v)), took))
+                if took < ctx.c.sync_timeout / 2 && v["text"] != SYNC_TIMEOUT_TEXT =>
+            {
+                SubCheck::skipped(
+                    name,
+                    format!(
+                        "the hub answered {st} {v} after {took:?}, before its {:?} timeout, while the agent had only streamed {streamed:?}: the timeout was never reached; answering before stream_end is {}'s to judge",
+                        ctx.c.sync_timeout,
+                        id::HTTP_SYNC
+                    ),
+                )
+            }
+            Ok((r, _)) => judged(name, judge(r, &streamed)),
+            Err(e) => SubCheck::skipped(name, e),
         },
     );
 }
@@ -1800,8 +1985,9 @@ async fn alive(ctx: &Ctx<'_>, a: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Reports, once, every event the spec does not list that any rule's peers received (this
-/// rule runs last), after a small scenario of its own so it judges something when run alone.
+/// Judges, once, every event the spec does not list that any rule's peers received (this rule
+/// runs last), after a small scenario of its own so it judges something when run alone: a spec
+/// name misused fails it ([`spec_name_misuse`]); extensions are listed as information.
 async fn spec_events_only(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("spec-events");
     if let (Ok(mut ag), Ok(mut b)) = (
@@ -1833,26 +2019,100 @@ async fn spec_events_only(ctx: &Ctx<'_>, subs: &Subs) {
         } else {
             TO_AGENT
         };
-        let found: Vec<String> = ext
-            .iter()
-            .filter(|((s, _), _)| *s == side)
-            .map(|((_, n), c)| format!("{n:?} ×{c}"))
-            .collect();
+        let (mut extensions, mut misused) = (Vec::new(), Vec::new());
+        for ((_, n), c) in ext.iter().filter(|((s, _), _)| *s == side) {
+            match spec_name_misuse(n) {
+                None => extensions.push(format!("{n:?} ×{c}")),
+                Some(why) => misused.push(format!("{n:?} ×{c} ({why})")),
+            }
+        }
+        let info = if extensions.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; extensions, which the spec does not forbid (not judged): {}",
+                extensions.join(", ")
+            )
+        };
         push(
             subs,
             if spec == 0 && ext.is_empty() {
                 SubCheck::skipped(side, "no event was received at all")
-            } else if found.is_empty() {
-                SubCheck::pass(side, format!("only {listed:?}"))
+            } else if misused.is_empty() {
+                SubCheck::pass(side, format!("spec events as listed {listed:?}{info}"))
             } else {
                 SubCheck::fail(
                     side,
                     format!(
-                        "events the spec does not list: {} (tolerated by every other rule)",
-                        found.join(", ")
+                        "spec event names used where the spec does not give them: {}{info}",
+                        misused.join(", ")
                     ),
                 )
             },
         );
+    }
+}
+
+/// The event names the spec lists only from browsers and agents to the hub; with
+/// [`TO_BROWSER`] and [`TO_AGENT`], every event name the spec lists.
+const TO_HUB_ONLY: &[&str] = &["ping", "register"];
+
+/// Every event name the spec lists, on any connection and in either direction.
+fn spec_names() -> impl Iterator<Item = &'static str> {
+    TO_BROWSER
+        .iter()
+        .chain(TO_AGENT)
+        .chain(TO_HUB_ONLY)
+        .copied()
+}
+
+/// Why a name the spec does not list for a side misuses the spec's names, if it does. The spec
+/// lists the events of each side and forbids nothing else, so a new name is an extension (a
+/// receiver built from the spec ignores it). What it does not allow is its own names with
+/// another meaning: a spec name sent where the spec does not give it (`typing` to an agent,
+/// `register` to a browser), or a look-alike of one (`streamEnd`, `Stream-End`), which a
+/// receiver built from the spec misses as the event it imitates.
+pub fn spec_name_misuse(name: &str) -> Option<String> {
+    if spec_names().any(|s| s == name) {
+        return Some("a spec event name the spec does not give this side".into());
+    }
+    let fold = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let folded = fold(name);
+    spec_names()
+        .find(|s| fold(s) == folded)
+        .map(|s| format!("a look-alike of the spec event {s:?}"))
+}
+#[cfg(test)]
+mod tests {
+    use super::spec_name_misuse;
+
+    /// New names are extensions; spec names on the wrong side and look-alikes are misuse.
+    #[test]
+    fn extensions_are_new_names_and_misuse_is_a_spec_name_or_its_look_alike() {
+        for ext in [
+            "status",
+            "config",
+            "hub-info",
+            "exception",
+            "7",
+            "streaming",
+        ] {
+            assert_eq!(spec_name_misuse(ext), None, "{ext}");
+        }
+        for (name, like) in [
+            ("typing", "spec event name"),
+            ("register", "spec event name"),
+            ("streamEnd", "look-alike of the spec event \"stream_end\""),
+            ("Stream-End", "look-alike of the spec event \"stream_end\""),
+            ("MESSAGE", "look-alike of the spec event \"message\""),
+        ] {
+            let why = spec_name_misuse(name).unwrap_or_default();
+            assert!(why.contains(like), "{name}: {why}");
+        }
     }
 }

@@ -174,6 +174,74 @@ impl Model for BridleModel {
     fn row_rules(&self) -> crate::normalize::Rules<'static> {
         BRIDLE_RULES
     }
+
+    /// Parity and replay compare what the spec lets two hubs share: extensions are left out
+    /// ([`is_extension`]) and the free tail of the not-connected text is folded
+    /// ([`fold_not_connected`]), then ids are interned and times zeroed.
+    fn normalize_events(&self, events: Vec<Value>) -> Vec<Value> {
+        let kept = events
+            .into_iter()
+            .filter(|e| !is_extension(e))
+            .map(|mut e| {
+                if e["dir"] == "hub→browser" && e["event"] == "message" {
+                    fold_not_connected(&mut e["data"]);
+                }
+                e
+            })
+            .collect();
+        crate::normalize::normalize_list(kept, BRIDLE_RULES)
+    }
+
+    fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
+        let rows = rows
+            .into_iter()
+            .map(|mut r| {
+                if r["role"] == "assistant" {
+                    fold_not_connected(&mut r);
+                }
+                r
+            })
+            .collect();
+        crate::normalize::normalize_list(rows, BRIDLE_RULES)
+    }
+}
+
+/// A hub event whose name the spec does not list for its side and that misuses no spec name
+/// (`check bridle hub`'s spec-events-only lists these as extensions): the spec forbids none,
+/// so two hubs that differ only in extensions are at parity. A misused spec name (a look-alike
+/// such as `streamEnd`, or `typing` to an agent) stays in the view.
+pub fn is_extension(e: &Value) -> bool {
+    use super::check_hub::{TO_AGENT, TO_BROWSER, spec_name_misuse};
+    let listed = match e["dir"].as_str() {
+        Some("hub→browser") => TO_BROWSER,
+        Some("hub→agent") => TO_AGENT,
+        _ => return false,
+    };
+    e["event"]
+        .as_str()
+        .is_some_and(|n| !listed.contains(&n) && spec_name_misuse(n).is_none())
+}
+
+/// The not-connected reply's text past the spec's words: the spec gives
+/// `"Agent is not connected..."`, so the rest is each hub's own (two hubs word it differently
+/// and are both right). Folds the text, and the text parts that mirror it, to the spec's words.
+pub fn fold_not_connected(data: &mut Value) {
+    use super::NOT_CONNECTED;
+    let Some(text) = data["text"].as_str().map(str::to_string) else {
+        return;
+    };
+    if !text.starts_with(NOT_CONNECTED) {
+        return;
+    }
+    let folded = Value::String(format!("{NOT_CONNECTED}…"));
+    data["text"] = folded.clone();
+    if let Some(parts) = data.get_mut("parts").and_then(Value::as_array_mut) {
+        for p in parts {
+            if p["type"] == "text" && p["text"] == text.as_str() {
+                p["text"] = folded.clone();
+            }
+        }
+    }
 }
 
 /// Rows: the chat bubbles a browser shows, from the browser-side lanes. `stream` replaces the
@@ -328,6 +396,46 @@ mod tests {
         assert_eq!(rows[2]["text"], "Hello!");
         assert_eq!(rows[2]["streaming"], false);
         assert_eq!(rows[3]["text"], "later");
+    }
+
+    /// Extensions leave the compared view, misused spec names stay; the not-connected text
+    /// folds to the spec's words, with the parts that mirror it.
+    #[test]
+    fn parity_view_drops_extensions_and_folds_the_not_connected_tail() {
+        let nc =
+            |t: &str| json!({"type": "message", "text": t, "parts": [{"type": "text", "text": t}]});
+        let view = BridleModel.normalize_events(vec![
+            ev("hub→browser", "welcome", json!({"clientId": "u"})),
+            ev("hub→browser", "status", json!({"agentConnected": false})),
+            ev("hub→agent", "config", json!({})),
+            ev("hub→browser", "streamEnd", json!({})),
+            ev("hub→agent", "typing", json!({})),
+            ev("browser→hub", "status", json!({})),
+            ev(
+                "hub→browser",
+                "message",
+                nc("Agent is not connected right now."),
+            ),
+        ]);
+        let names: Vec<&str> = view.iter().map(|e| e["event"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["welcome", "streamEnd", "typing", "status", "message"]
+        );
+        let other = BridleModel.normalize_events(vec![ev(
+            "hub→browser",
+            "message",
+            nc("Agent is not connected. Please try again later."),
+        )]);
+        assert_eq!(view[4], other[0]);
+        assert_eq!(
+            view[4]["data"]["parts"][0]["text"],
+            "Agent is not connected…"
+        );
+        // Another text is left alone.
+        let answer =
+            BridleModel.normalize_events(vec![ev("hub→browser", "message", nc("Agent says hi"))]);
+        assert_eq!(answer[0]["data"]["text"], "Agent says hi");
     }
 
     #[test]

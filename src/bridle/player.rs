@@ -19,7 +19,7 @@
 //! counts too: an extra event would be a reaction to the script's last writes. `fixed_windows`
 //! keeps the fixed window (the replay's timing before idle detection).
 
-use super::model::{BRIDLE_RULES, BridleModel, event_of};
+use super::model::{BridleModel, event_of};
 use super::transport::{Options, Socket};
 use super::{AGENT_NSP, CLIENT_NSP, sign_jwt};
 use crate::cell::Cell;
@@ -96,6 +96,9 @@ pub enum Outcome {
     Pass {
         events: usize,
         rows: usize,
+        /// The live hub's extensions (events the spec does not list, left out of the
+        /// comparison), by side and name with counts; empty when there were none.
+        extensions: String,
     },
     Fail(String),
     /// Nothing a browser did (agent-only or HTTP cells).
@@ -453,9 +456,8 @@ pub async fn replay_cell_into(
 fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
     let keep = |v: &&Value| v["event"] != "pong";
     let model = BridleModel;
-    let norm = |list: &[Value]| {
-        crate::normalize::normalize_list(list.iter().filter(keep).cloned().collect(), BRIDLE_RULES)
-    };
+    // The model's comparison view: extensions left out, the not-connected tail folded.
+    let norm = |list: &[Value]| model.normalize_events(list.iter().filter(keep).cloned().collect());
     let (a, b) = (norm(recorded), norm(live));
     if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
         return Outcome::Fail(format!(
@@ -479,8 +481,21 @@ fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
             Value::from(rb)
         ));
     }
+    let mut ext: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+    for e in live.iter().filter(|e| super::model::is_extension(e)) {
+        let key = (
+            e["dir"].as_str().unwrap_or(""),
+            e["event"].as_str().unwrap_or(""),
+        );
+        *ext.entry(key).or_default() += 1;
+    }
     Outcome::Pass {
         events: a.len(),
         rows: ra.len(),
+        extensions: ext
+            .iter()
+            .map(|((dir, n), c)| format!("{dir} {n:?} ×{c}"))
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }

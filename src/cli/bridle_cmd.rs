@@ -502,10 +502,20 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
             .unwrap_or_else(|_| Outcome::Fail(format!("timed out after {budget:?}")));
         match outcome {
             _ if crate::signals::interrupted().is_some() => break,
-            Outcome::Pass { events, rows } => {
+            Outcome::Pass {
+                events,
+                rows,
+                extensions,
+            } => {
                 passed += 1;
                 tally[0].fetch_add(1, SeqCst);
-                println!("PASS {}: events {events}, rows {rows}", cell.key);
+                // Extensions are information: the spec forbids none, so they are not compared.
+                let ext = if extensions.is_empty() {
+                    String::new()
+                } else {
+                    format!("; extensions, not compared: {extensions}")
+                };
+                println!("PASS {}: events {events}, rows {rows}{ext}", cell.key);
             }
             Outcome::Fail(why) => {
                 failed += 1;

@@ -4,6 +4,7 @@
 // the returned final text, which extends the last flush by whatever arrived since (no closing
 // flush, as the spec's runtime allows). Env: BRIDLE_URL, BRIDLE_API_KEY, BRIDLE_AGENT_ID.
 // AGENT_DIVERGE plants one divergence (DIVERGENCES; `node agent.js --list` prints them).
+// AGENT_VARIANT picks a legal but unusual shape instead (VARIANTS).
 const DIVERGENCES = {
   "root-namespace": "connects to BRIDLE_URL itself, the namespace `/`",
   "end-replaces": "stream_end carries a text that does not extend the last flush",
@@ -12,6 +13,10 @@ const DIVERGENCES = {
   "end-new-id": "stream_end carries a messageId of its own, not the streams'",
   "notes-no-kind": "notes are sent without their kind",
   "no-reconnect": "does not reconnect after the hub goes away",
+};
+const VARIANTS = {
+  "quick-end": "answers before the first 100 ms flush: no stream frame, only stream_end (the runtime's timer never fired)",
+  "plain-answer": "answers with one complete, non-streamed message (no typing, no notes, no stream)",
 };
 if (process.argv[2] === "--list") {
   for (const [k, v] of Object.entries(DIVERGENCES)) console.log(`${k}\t${v}`);
@@ -22,6 +27,11 @@ const { io } = require("socket.io-client");
 const diverge = process.env.AGENT_DIVERGE || "";
 if (diverge && !DIVERGENCES[diverge]) {
   console.error(`agent.js: unknown divergence ${diverge}`);
+  process.exit(2);
+}
+const variant = process.env.AGENT_VARIANT || "";
+if (variant && !VARIANTS[variant]) {
+  console.error(`agent.js: unknown variant ${variant}`);
   process.exit(2);
 }
 let connected = 0;
@@ -60,6 +70,11 @@ async function streamSend(clientId, produce) {
 
 socket.on("message", async (m) => {
   const clientId = diverge === "wrong-client-id" ? m.clientId + "-x" : m.clientId;
+  if (variant === "plain-answer") {
+    const text = "Once upon a time, " + m.text + " became a story, and then it ended.";
+    socket.emit("message", { clientId, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
+    return;
+  }
   socket.emit("typing", { clientId, ts: Date.now() });
   const note = (kind, text) =>
     socket.emit("message", {
@@ -72,7 +87,7 @@ socket.on("message", async (m) => {
     let acc = "";
     const tokens = ("Once upon a time, " + m.text + " became a story, and then it ended.").split(/(?<= )/);
     for (const token of tokens) {
-      await sleep(35);
+      if (variant !== "quick-end") await sleep(35);
       acc += token;
       onChunk(acc);
     }

@@ -6,6 +6,9 @@
 // * browsers get `status {agentConnected, browsers}` right after `welcome`;
 // * agents get `config {heartbeatMs}` right after they connect.
 //
+// The spec lists each side's events and forbids no others, so these are legal: `check bridle
+// hub` lists them (spec-events-only) and judges nothing by them.
+//
 // Unusual but legal choices: bad handshakes are admitted then disconnected (not refused), the
 // not-connected text differs from the reference hub's, a malformed browser message is dropped
 // silently, HTTP answers carry no CORS or other extras.
@@ -30,7 +33,7 @@ const DIVERGENCES = {
   "no-browser-pong": "a browser's ping is not answered (agents' are)",
   "any-agent": "a browser message reaches every connected agent, not only its agentId's",
   "all-browsers": "agent frames reach every browser of the agentId, whatever clientId they carry",
-  "not-connected-silent": "a message for an agentId no agent has ever served is dropped without an answer",
+  "not-connected-silent": "a message for an agentId no agent serves is dropped without an answer (never 'Agent is not connected')",
   "images-first": "legacy text + images: image parts before the text part",
   "end-new-id": "stream_end reaches browsers under a fresh messageId",
   "stream-deltas": "stream frames reach browsers as the new suffix only, not the accumulation",
@@ -39,6 +42,10 @@ const DIVERGENCES = {
   "health-no-count": "/api/agent/health lacks browserClients",
   "message-202": "POST /message answers 202",
   "sync-no-message-id": "POST /message/sync answers the agent's text as {text, ts}, without messageId",
+  "stream-end-alias": "browsers get each stream_end twice: as stream_end and as `streamEnd`, a look-alike of the spec's name",
+  "drop-typing": "typing is not relayed to browsers (stream and stream_end are)",
+  "crash-on-null": "the process exits when a browser's message is null",
+  "drop-stream-end": "stream_end is not relayed to browsers (typing and stream are; HTTP sync still gets it)",
   "status-flood": "browsers get a `status` event every 2 ms after welcome (ten times the flood threshold, so a loaded machine still floods)",
 };
 let diverge = process.env.HUB_DIVERGE || "";
@@ -96,7 +103,6 @@ const agents = new Map();
 const browsers = new Map();
 const byUser = new Map(); // the clobber-same-user divergence: `${agentId}/${clientId}` → socket
 const syncWaiters = new Map(); // synthetic clientId → { resolve, streamed }
-const served = new Set(); // agentIds an agent has connected for (the not-connected-silent divergence)
 const relayed = new Map(); // the stream-deltas divergence: `${clientId}/${messageId}` → text so far
 
 const textParts = (text) => [{ type: "text", text }];
@@ -232,6 +238,7 @@ io.of("/ws/client").on("connection", (socket) => {
     if (!is("no-browser-pong")) socket.emit("pong", { ts: Date.now() });
   });
   socket.on("message", (msg) => {
+    if (msg === null && is("crash-on-null")) process.exit(3);
     const bad = !msg || typeof msg !== "object" || Array.isArray(msg) || typeof msg.text !== "string"
       || (msg.parts !== undefined && !Array.isArray(msg.parts));
     if (bad) {
@@ -245,7 +252,7 @@ io.of("/ws/client").on("connection", (socket) => {
       return;
     }
     const parts = Array.isArray(msg.parts) ? msg.parts : buildParts(msg.text, msg.images);
-    if (!toAgent(agentId, clientId, msg.text, parts) && !(is("not-connected-silent") && !served.has(agentId))) {
+    if (!toAgent(agentId, clientId, msg.text, parts) && !is("not-connected-silent")) {
       const text = "Agent is not connected right now. Your message was not delivered.";
       socket.emit("message", { type: "message", text, parts: textParts(text), messageId: crypto.randomUUID(), ts: Date.now() });
     }
@@ -277,6 +284,7 @@ function relay(agentId, event, data) {
     }
     return;
   }
+  if ((event === "typing" && is("drop-typing")) || (event === "stream_end" && is("drop-stream-end"))) return;
   const out = { type: event };
   if (event === "typing") {
     out.ts = data.ts || Date.now();
@@ -298,7 +306,10 @@ function relay(agentId, event, data) {
     if (event === "message" && data.kind && !is("notes-no-kind")) out.kind = data.kind;
   }
   for (const b of browsers.get(agentId) || []) {
-    if (b.data.clientId === clientId || is("all-browsers")) b.emit(event, out);
+    if (b.data.clientId === clientId || is("all-browsers")) {
+      b.emit(event, out);
+      if (event === "stream_end" && is("stream-end-alias")) b.emit("streamEnd", out);
+    }
   }
 }
 
@@ -309,7 +320,6 @@ io.of("/ws/agent").on("connection", (socket) => {
     return;
   }
   agents.set(agentId, socket); // one per agentId: the newest takes over
-  served.add(agentId);
   socket.emit("config", { heartbeatMs: 25000 });
   socket.on("register", () => agents.set(agentId, socket));
   socket.on("ping", () => socket.emit("pong", {}));
