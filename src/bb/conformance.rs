@@ -20,7 +20,7 @@ use super::delta;
 use super::grammar::Grammar;
 use super::transport::{Bridge, Incoming, Limits};
 use crate::config::{BbFixture, Icons};
-use crate::rule::{Status, Verdict};
+use crate::rule::{Status, SubCheck, Verdict};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
@@ -166,6 +166,7 @@ pub fn run(
         cwd,
         verdicts: Vec::new(),
         progress,
+        unknown_method_code: None,
     };
     kit.run_all();
     let mut c = kit.c;
@@ -737,6 +738,9 @@ struct Kit<'a> {
     cwd: String,
     verdicts: Vec<Verdict>,
     progress: &'a mut dyn FnMut(&Verdict),
+    /// The wrong error code `rpc/unknown-method` got: a capability-gated method refused with
+    /// that same code is that rule's fault, not the capability rule's.
+    unknown_method_code: Option<i64>,
 }
 
 impl Kit<'_> {
@@ -748,18 +752,22 @@ impl Kit<'_> {
         // One fault, one verdict: once the runtime refused a thread/delta (whole), a later
         // rule that fails may only be missing what that message carried. It is reported as
         // skipped (still failing the run), naming the cause; events/schema-valid fails for it.
-        if v.status == Status::Fail
+        // A rule skipped for want of evidence (no events, no glyph) names that cause too; a
+        // skip for a failed prerequisite keeps its own cause.
+        let lacks_evidence = v.status == Status::Skipped
+            && !v.detail.starts_with("prerequisite")
+            && !v.detail.starts_with("could not be judged");
+        if (v.status == Status::Fail || lacks_evidence)
             && v.id != "events/schema-valid"
             && !self.kit_only
             && let Some(first) = self.c.diag.invalid_deltas.first()
         {
             let n = self.c.diag.invalid_deltas.len();
-            v = Verdict::skipped(
-                &v.id,
-                format!(
-                    "could not be judged: the runtime refused {n} thread/delta message(s) (first: {first}; see events/schema-valid); without them: {}",
-                    v.detail
-                ),
+            // Kept in place (not rebuilt) so the verdict's sub-checks stay shown.
+            v.status = Status::Skipped;
+            v.detail = format!(
+                "could not be judged: the runtime refused {n} thread/delta message(s) (first: {first}; see events/schema-valid); without them: {}",
+                v.detail
             );
         }
         if v.status != Status::Pass && v.context.is_empty() {
@@ -833,11 +841,14 @@ impl Kit<'_> {
                 self.fail("rpc/unknown-method", m, d)
             }
             Some(r) if error_code(&r) == Some(-32601) => self.pass("rpc/unknown-method", m),
-            Some(r) => self.fail(
-                "rpc/unknown-method",
-                m,
-                format!("expected error -32601, got {}", describe_answer(&r)),
-            ),
+            Some(r) => {
+                self.unknown_method_code = error_code(&r);
+                self.fail(
+                    "rpc/unknown-method",
+                    m,
+                    format!("expected error -32601, got {}", describe_answer(&r)),
+                )
+            }
         }
 
         // rpc/invalid-params
@@ -1005,6 +1016,19 @@ impl Kit<'_> {
             }
         } else if error_code(&r) == Some(-32601) {
             self.pass(rule, m)
+        } else if let Some(code) = self
+            .unknown_method_code
+            .filter(|c| error_code(&r) == Some(*c))
+        {
+            // Refused, with the code this bridge gives every unknown method: one fault, owned
+            // by rpc/unknown-method.
+            self.skip(
+                rule,
+                m,
+                format!(
+                    "could not be judged apart from rpc/unknown-method: {cap} is not declared and {method} was refused with error {code}, the code this bridge gives every unknown method (see rpc/unknown-method)"
+                ),
+            )
         } else {
             self.fail(
                 rule,
@@ -1503,30 +1527,48 @@ impl Kit<'_> {
             Some(r) => Err(format!("failed: {}", describe_answer(r))),
             None => Err(format!("unanswered{}", self.c.why_silent())),
         };
+        // Both sub-checks are judged and shown, whichever fails.
         let kind = first["error"]["data"]["recovery"]["kind"].as_str();
-        if kind != Some("sessionArchived") {
-            let d = match kind {
-                Some(k) => format!(
+        let hint = match kind {
+            Some("sessionArchived") => SubCheck::pass(
+                "rejected-with-hint",
+                "error.data.recovery.kind \"sessionArchived\"",
+            ),
+            Some(k) => SubCheck::fail(
+                "rejected-with-hint",
+                format!(
                     "the archived resume was rejected with recovery kind {k:?}, not \"sessionArchived\""
                 ),
-                None => format!(
+            ),
+            None => SubCheck::fail(
+                "rejected-with-hint",
+                format!(
                     "the archived resume was rejected without error.data.recovery ({})",
                     describe_answer(&first)
                 ),
-            };
-            self.fail(RULE, m, d);
-            return resumed.ok();
-        }
-        match resumed {
-            Ok(p) => {
-                self.pass(RULE, m);
-                Some(p)
-            }
-            Err(e) => {
-                self.fail(RULE, m, format!("thread/resume after thread/unarchive {e}"));
-                None
-            }
-        }
+            ),
+        };
+        // A resume that never answers an identity is session/resume-identity's fault.
+        let resume_failed = self
+            .verdicts
+            .iter()
+            .any(|v| v.id == "session/resume-identity" && v.status != Status::Pass);
+        let again = match &resumed {
+            Ok(p) => SubCheck::pass("resumes-after-unarchive", format!("identity {p:?}")),
+            Err(e) if resume_failed => SubCheck::skipped(
+                "resumes-after-unarchive",
+                format!(
+                    "could not be judged apart from session/resume-identity: thread/resume after thread/unarchive {e} (see session/resume-identity)"
+                ),
+            ),
+            Err(e) => SubCheck::fail(
+                "resumes-after-unarchive",
+                format!("thread/resume after thread/unarchive {e}"),
+            ),
+        };
+        let v = Verdict::from_all_subchecks(RULE, vec![hint, again]);
+        self.emit(m, v);
+        resumed.ok()
     }
 
     /// `session/threads-independent`; returns the held turn (bb id) when it opened.

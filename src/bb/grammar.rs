@@ -3,6 +3,7 @@
 //! State is kept per event `threadId`; the assembler stamps every event with `""`, so in tooling
 //! one state covers a whole cell. A violating event is dropped ("grammar drop").
 
+use crate::jsonref::Field;
 use crate::protocol::GrammarDrop;
 use crate::util::CappedSet;
 use crate::util::{FastMap, FastSet};
@@ -70,15 +71,15 @@ impl Grammar {
 
     /// Checks and applies one event; `Err` means the event must be dropped.
     pub fn accept(&mut self, event: &Value) -> Result<(), GrammarDrop> {
-        let ty = event["type"].as_str().unwrap_or("");
-        let thread = event["threadId"].as_str().unwrap_or("");
+        let ty = event.f("type").as_str().unwrap_or("");
+        let thread = event.f("threadId").as_str().unwrap_or("");
         if !self.threads.contains_key(thread) {
             // Not `entry`: that would allocate the key for every event.
             self.threads
                 .insert(thread.to_string(), ThreadGrammar::default());
         }
         let st = self.threads.get_mut(thread).expect("inserted above");
-        let turn = event["scope"]["turnId"].as_str();
+        let turn = event.f("scope").f("turnId").as_str();
         let drop = |rule: &str, reason: String| GrammarDrop {
             rule: rule.to_string(),
             reason,
@@ -116,12 +117,12 @@ impl Grammar {
                 st.completed_turns.insert(t.to_string());
             }
             "item/started" => {
-                let id = event["item"]["id"].as_str().unwrap_or("");
+                let id = event.f("item").f("id").as_str().unwrap_or("");
                 st.open_items.insert(id);
                 st.settled_items.remove(id);
             }
             t if SETTLING.contains(&t) => {
-                let id = event["item"]["id"].as_str().unwrap_or("");
+                let id = event.f("item").f("id").as_str().unwrap_or("");
                 if st.settled_items.contains(id) {
                     return Err(drop(
                         "item/settles-once",
@@ -132,7 +133,7 @@ impl Grammar {
                 st.settled_items.insert(id);
             }
             t if STREAMING_BY_ITEM_ID.contains(&t) => {
-                let id = event["itemId"].as_str().unwrap_or("");
+                let id = event.f("itemId").as_str().unwrap_or("");
                 if !st.open_items.contains(id) {
                     return Err(drop(
                         "item/opens-before-delta",
@@ -141,7 +142,7 @@ impl Grammar {
                 }
             }
             "item/backgroundTask/progress" | "item/delegation/progress" => {
-                let id = event["item"]["id"].as_str().unwrap_or("");
+                let id = event.f("item").f("id").as_str().unwrap_or("");
                 if !st.open_items.contains(id) {
                     return Err(drop(
                         "item/opens-before-delta",

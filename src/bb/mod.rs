@@ -75,7 +75,7 @@ impl Model for BbModel {
     }
 
     fn is_unhandled(&self, event: &Value) -> bool {
-        event["type"] == "provider/unhandled"
+        crate::jsonref::Field::f(event, "type") == "provider/unhandled"
     }
 }
 
@@ -138,7 +138,9 @@ fn assemble_judged_with<const BORROWED: bool>(
         match entry.dir.as_str() {
             "runtime→bridge" => {
                 // Cheap pre-filter: only stops and (re)attachments matter offline.
-                if !entry.line.contains("thread/") && !entry.line.contains("turn/") {
+                let f = &*LINE_FINDERS;
+                let line = entry.line.as_bytes();
+                if f.thread.find(line).is_none() && f.turn.find(line).is_none() {
                     continue;
                 }
                 let Some(m) = parse_object(&entry.line) else {
@@ -160,9 +162,10 @@ fn assemble_judged_with<const BORROWED: bool>(
                 }
             }
             "bridge→runtime" => {
-                if !entry.line.contains("thread/delta") {
+                let f = &*LINE_FINDERS;
+                if f.thread_delta.find(entry.line.as_bytes()).is_none() {
                     // A response (no method) may answer a thread/stop.
-                    if !entry.line.contains("\"method\"")
+                    if f.method.find(entry.line.as_bytes()).is_none()
                         && let Some(m) = parse_object(&entry.line)
                     {
                         judge.bridge_response_at(&Value::Object(m), &|| at(&entry));
@@ -202,6 +205,21 @@ fn assemble_judged_with<const BORROWED: bool>(
     }
     judge
 }
+
+/// The pre-filters' searchers, built once (`str::contains` builds one per call, per line).
+struct LineFinders {
+    thread: memchr::memmem::Finder<'static>,
+    turn: memchr::memmem::Finder<'static>,
+    thread_delta: memchr::memmem::Finder<'static>,
+    method: memchr::memmem::Finder<'static>,
+}
+
+static LINE_FINDERS: std::sync::LazyLock<LineFinders> = std::sync::LazyLock::new(|| LineFinders {
+    thread: memchr::memmem::Finder::new("thread/"),
+    turn: memchr::memmem::Finder::new("turn/"),
+    thread_delta: memchr::memmem::Finder::new("thread/delta"),
+    method: memchr::memmem::Finder::new("\"method\""),
+});
 
 /// One `thread/delta` message through validation, the assembler, the wire judge and the grammar.
 struct Pass<'p> {

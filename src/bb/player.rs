@@ -241,6 +241,11 @@ fn build_plan(cell: &Cell, exact: bool) -> Result<Plan, ReplayError> {
     };
     let (provider, _) = cell.provider_and_name();
     let mut asm = Assembler::new(provider);
+    // The gates count only events the grammar keeps, as the replay does (bb's plan applies no
+    // grammar, §6.5, so a cell whose output the grammar drops stalled on gates waiting for
+    // events no replay keeps: one fault, recorded/<cell>/grammar, got a second verdict,
+    // replays). Cells without grammar drops plan exactly as bb's.
+    let mut grammar = Grammar::new();
     let (mut events, mut started, mut completed) = (0usize, 0usize, 0usize);
     let mut steps = Vec::new();
     for e in &plan_view {
@@ -258,6 +263,9 @@ fn build_plan(cell: &Cell, exact: bool) -> Result<Plan, ReplayError> {
                 let params = m.get("params").cloned().unwrap_or(Value::Null);
                 if let Ok((tid, deltas)) = super::delta::validate_params(&params) {
                     for ev in asm.assemble(tid, deltas) {
+                        if grammar.accept(&ev).is_err() {
+                            continue;
+                        }
                         events += 1;
                         match ev["type"].as_str() {
                             Some("turn/started") => started += 1,
@@ -269,6 +277,9 @@ fn build_plan(cell: &Cell, exact: bool) -> Result<Plan, ReplayError> {
             }
             "runtime→bridge" => {
                 let (map, kind) = classify_line(&e.line);
+                if let Some(t) = map.as_ref().and_then(is_release_stop) {
+                    grammar.clear_thread(&t);
+                }
                 steps.push(Step {
                     entry: e.clone(),
                     map,

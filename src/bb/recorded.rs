@@ -1,5 +1,8 @@
 //! Recorded-traffic rules (reference §9.8): one cell replay (exact plan) → five verdicts under
-//! `recorded/<cell>/`. Each passes or fails; there is no `skipped`.
+//! `recorded/<cell>/`. Each passes or fails, except where one fault would fail two of them
+//! (bb's kit fails both): `replays` is skipped naming `turn-lifecycle`/`not-empty` when its
+//! stalls only waited for turns or events those rules fail, `turn-lifecycle` is skipped naming
+//! `not-empty` when the replay produced no events.
 //!
 //! | Rule | Pass condition |
 //! | --- | --- |
@@ -126,10 +129,33 @@ pub fn recorded_verdicts_with(
     let id = |r: &str| format!("recorded/{cell}/{r}");
     let mut out = Vec::new();
 
-    out.push(if replay.stalls.is_empty() {
-        Verdict::pass(&id("replays"))
+    // One fault, one verdict: a replay with no events is not-empty's fault, one whose turn
+    // counts differ turn-lifecycle's; the pacing gates that then wait for those turns or
+    // events in vain are consequences, not a second fault of `replays` (bb reports both).
+    let (s, c) = (replay.count("turn/started"), replay.count("turn/completed"));
+    let no_events = offline.events > 0 && replay.events.is_empty();
+    let turns_differ = !(s == offline.turn_started && c == offline.turn_completed && s == c);
+    let only_gates = replay
+        .stalls
+        .iter()
+        .all(|st| st.starts_with("timed out waiting for "));
+    let owner = if no_events {
+        Some("not-empty")
+    } else if turns_differ {
+        Some("turn-lifecycle")
     } else {
-        Verdict::fail(&id("replays"), replay.stalls.join("; "))
+        None
+    };
+    out.push(match owner {
+        _ if replay.stalls.is_empty() => Verdict::pass(&id("replays")),
+        Some(owner) if only_gates => Verdict::skipped(
+            &id("replays"),
+            format!(
+                "could not be judged apart from recorded/{cell}/{owner}: every stall waited for turns or events the replay never produced (see {owner}): {}",
+                replay.stalls.join("; ")
+            ),
+        ),
+        _ => Verdict::fail(&id("replays"), replay.stalls.join("; ")),
     });
 
     let bad = replay.events.iter().enumerate().find_map(|(i, e)| {
@@ -161,10 +187,17 @@ pub fn recorded_verdicts_with(
         ),
     });
 
-    let (s, c) = (replay.count("turn/started"), replay.count("turn/completed"));
     out.push(
-        if s == offline.turn_started && c == offline.turn_completed && s == c {
+        if !turns_differ {
             Verdict::pass(&id("turn-lifecycle"))
+        } else if no_events {
+            Verdict::skipped(
+                &id("turn-lifecycle"),
+                format!(
+                    "could not be judged apart from recorded/{cell}/not-empty: the replay produced no events (recording {}/{} turns; see not-empty)",
+                    offline.turn_started, offline.turn_completed
+                ),
+            )
         } else {
             Verdict::fail(
                 &id("turn-lifecycle"),

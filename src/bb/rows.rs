@@ -44,6 +44,7 @@
 //! A turn-scoped message for a turn that never started (bb's projection throws there) is shown
 //! as a thread-level row.
 
+use crate::jsonref::Field;
 use crate::protocol::RowProjector;
 use crate::util::{FastMap, FastSet};
 use serde_json::{Value, json};
@@ -179,12 +180,14 @@ impl BbTimelineRows {
     fn new_message(&self, kind: Kind, event: &Value, parent: Option<String>) -> Message {
         Message {
             kind,
-            turn: event["scope"]["turnId"].as_str().map(str::to_string),
+            turn: event.f("scope").f("turnId").as_str().map(str::to_string),
             parent,
             seq: self.seq,
-            item_id: event["item"]["id"]
+            item_id: event
+                .f("item")
+                .f("id")
                 .as_str()
-                .or_else(|| event["itemId"].as_str())
+                .or_else(|| event.f("itemId").as_str())
                 .unwrap_or("")
                 .to_string(),
             status: Value::Null,
@@ -200,7 +203,7 @@ impl BbTimelineRows {
         last: bool,
         parent: Option<String>,
     ) {
-        let Some(turn) = event["scope"]["turnId"].as_str() else {
+        let Some(turn) = event.f("scope").f("turnId").as_str() else {
             return; // no turn: bb's buffered text has no identity for it
         };
         if text.is_empty() || self.closed_turns.contains(turn) {
@@ -224,21 +227,21 @@ impl BbTimelineRows {
     }
 
     fn work(&mut self, event: &Value, kind: Kind, parent: Option<String>) {
-        let item = &event["item"];
-        let id = item["id"].as_str().unwrap_or("").to_string();
+        let item = &event.f("item");
+        let id = item.f("id").as_str().unwrap_or("").to_string();
         let msg = self.new_message(kind, event, parent);
         let i = self.upsert(format!("call:{id}"), || msg);
         if let Some(s) = item.get("status") {
             self.messages[i].status = s.clone();
         }
         if let Kind::FileEdit { .. } = self.messages[i].kind {
-            let changes = item["changes"].as_array().map_or(0, Vec::len);
-            let denied = item["approvalStatus"] == "denied";
+            let changes = item.f("changes").as_array().map_or(0, Vec::len);
+            let denied = item.f("approvalStatus") == "denied";
             self.messages[i].kind = Kind::FileEdit { changes, denied };
         }
         if let Kind::Workflow { .. } = self.messages[i].kind {
             self.messages[i].kind = Kind::Workflow {
-                skip: item["skipTranscript"] == true,
+                skip: item.f("skipTranscript") == true,
             };
         }
     }
@@ -249,12 +252,25 @@ impl BbTimelineRows {
         self.messages[i].text = title;
     }
 
+    /// One "Context compacted" row per turn, whether the compaction came as an item or as a
+    /// `thread/compacted` event (both upsert the same key).
+    fn compaction(&mut self, event: &Value) {
+        let turn = event.f("scope").f("turnId").as_str().unwrap_or("");
+        self.operation(
+            format!("compaction:{turn}"),
+            event,
+            "compaction",
+            "Context compacted".into(),
+        );
+    }
+
     fn suppressed(item: &Value) -> bool {
-        let suppress = item["presentation"]["suppress"] == true;
-        let by_type = match item["type"].as_str().unwrap_or("") {
+        let suppress = item.f("presentation").f("suppress") == true;
+        let by_type = match item.f("type").as_str().unwrap_or("") {
             "toolCall" => {
                 suppress
-                    || item["tool"]
+                    || item
+                        .f("tool")
                         .as_str()
                         .is_some_and(|t| SUPPRESSED_TOOL_NAMES.contains(&t))
             }
@@ -263,31 +279,34 @@ impl BbTimelineRows {
             }
             _ => false,
         };
-        by_type && matches!(item["status"].as_str(), Some("pending" | "completed"))
+        by_type && matches!(item.f("status").as_str(), Some("pending" | "completed"))
     }
 
     /// The tool call an event runs under: its own, its item's, or its child turn's.
     fn parent_of(&self, event: &Value) -> Option<String> {
-        event["parentToolCallId"]
+        event
+            .f("parentToolCallId")
             .as_str()
-            .or_else(|| event["item"]["parentToolCallId"].as_str())
+            .or_else(|| event.f("item").f("parentToolCallId").as_str())
             .map(str::to_string)
             .or_else(|| {
-                event["scope"]["turnId"]
+                event
+                    .f("scope")
+                    .f("turnId")
                     .as_str()
                     .and_then(|t| self.turn_parent.get(t).cloned())
             })
     }
 
     fn item_event(&mut self, ty: &str, event: &Value, parent: Option<String>) {
-        let item = &event["item"];
-        let item_type = item["type"].as_str().unwrap_or("");
-        let id = item["id"].as_str().unwrap_or("");
+        let item = &event.f("item");
+        let item_type = item.f("type").as_str().unwrap_or("");
+        let id = item.f("id").as_str().unwrap_or("");
         if item_type == "agentMessage" {
             if item.get("asyncQuestion").is_some() {
                 return;
             }
-            let text = item["text"].as_str().unwrap_or("");
+            let text = item.f("text").as_str().unwrap_or("");
             self.assistant_text(event, id, text, ty == "item/completed", parent);
             return;
         }
@@ -334,24 +353,19 @@ impl BbTimelineRows {
                 return;
             }
             "contextCompaction" => {
-                let turn = event["scope"]["turnId"].as_str().unwrap_or("").to_string();
-                self.operation(
-                    format!("compaction:{turn}"),
-                    event,
-                    "compaction",
-                    "Context compacted".into(),
-                );
+                self.compaction(event);
                 return;
             }
             "userMessage" => {
                 if ty == "item/completed" {
-                    let text: String = item["content"]
+                    let text: String = item
+                        .f("content")
                         .as_array()
                         .map(|parts| {
                             parts
                                 .iter()
-                                .filter(|p| p["type"] == "text")
-                                .filter_map(|p| p["text"].as_str())
+                                .filter(|p| p.f("type") == "text")
+                                .filter_map(|p| p.f("text").as_str())
                                 .collect()
                         })
                         .unwrap_or_default();
@@ -372,14 +386,14 @@ impl BbTimelineRows {
 impl RowProjector for BbTimelineRows {
     fn push(&mut self, event: &Value) {
         self.seq += 1;
-        let ty = event["type"].as_str().unwrap_or("");
+        let ty = event.f("type").as_str().unwrap_or("");
         let parent = self.parent_of(event);
         match ty {
             "turn/started" => {
-                let Some(turn) = event["scope"]["turnId"].as_str() else {
+                let Some(turn) = event.f("scope").f("turnId").as_str() else {
                     return;
                 };
-                if let Some(p) = event["parentToolCallId"].as_str() {
+                if let Some(p) = event.f("parentToolCallId").as_str() {
                     self.turn_parent.insert(turn.to_string(), p.to_string());
                 }
                 if !self.turn_index.contains_key(turn) {
@@ -393,17 +407,17 @@ impl RowProjector for BbTimelineRows {
                 }
             }
             "turn/completed" => {
-                if let Some(turn) = event["scope"]["turnId"].as_str() {
+                if let Some(turn) = event.f("scope").f("turnId").as_str() {
                     self.closed_turns.insert(turn.to_string());
                     if let Some(&i) = self.turn_index.get(turn) {
-                        self.turns[i].status = Some(event["status"].clone());
+                        self.turns[i].status = Some(event.f("status").clone());
                     }
                 }
             }
             "item/started" | "item/completed" => self.item_event(ty, event, parent),
             "item/agentMessage/delta" => {
-                let id = event["itemId"].as_str().unwrap_or("").to_string();
-                let text = event["delta"].as_str().unwrap_or("").to_string();
+                let id = event.f("itemId").as_str().unwrap_or("").to_string();
+                let text = event.f("delta").as_str().unwrap_or("").to_string();
                 self.assistant_text(event, &id, &text, false, parent);
             }
             "item/backgroundTask/progress" | "item/backgroundTask/completed" => {
@@ -419,12 +433,13 @@ impl RowProjector for BbTimelineRows {
             "provider/error" => {
                 let mut msg = self.new_message(
                     Kind::Error {
-                        reconnect: event["willRetry"] == true,
+                        reconnect: event.f("willRetry") == true,
                     },
                     event,
                     None,
                 );
-                msg.text = event["message"]
+                msg.text = event
+                    .f("message")
                     .as_str()
                     .unwrap_or("Error event")
                     .to_string();
@@ -433,7 +448,7 @@ impl RowProjector for BbTimelineRows {
             "provider/unhandled" => {
                 let title = format!(
                     "Unhandled {} event",
-                    event["rawType"].as_str().unwrap_or("?")
+                    event.f("rawType").as_str().unwrap_or("?")
                 );
                 self.operation(
                     format!("unhandled:{}", self.seq),
@@ -443,8 +458,8 @@ impl RowProjector for BbTimelineRows {
                 );
             }
             "provider/warning" => {
-                let deprecation = event["category"] == "deprecation";
-                let title = event["summary"].as_str().unwrap_or("Warning").to_string();
+                let deprecation = event.f("category") == "deprecation";
+                let title = event.f("summary").as_str().unwrap_or("Warning").to_string();
                 let op = if deprecation {
                     "deprecation"
                 } else {
@@ -452,15 +467,7 @@ impl RowProjector for BbTimelineRows {
                 };
                 self.operation(format!("warning:{}", self.seq), event, op, title);
             }
-            "thread/compacted" => {
-                let turn = event["scope"]["turnId"].as_str().unwrap_or("").to_string();
-                self.operation(
-                    format!("compaction:{turn}"),
-                    event,
-                    "compaction",
-                    "Context compacted".into(),
-                );
-            }
+            "thread/compacted" => self.compaction(event),
             "thread/context/cleared" => self.operation(
                 format!("clear:{}", self.seq),
                 event,
@@ -505,7 +512,7 @@ impl RowProjector for BbTimelineRows {
                 }
             };
             for row in new_rows {
-                let reconnect = |r: &Value| r["systemKind"] == "reconnect";
+                let reconnect = |r: &Value| r.f("systemKind") == "reconnect";
                 if reconnect(&row) && rows.last().is_some_and(reconnect) {
                     *rows.last_mut().expect("non-empty") = row;
                 } else {

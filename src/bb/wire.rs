@@ -15,6 +15,7 @@
 //! run/seq) and the thread, key or turn involved.
 
 use super::assembler::SilentDrop;
+use crate::jsonref::Field;
 use crate::rule::Verdict;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -167,7 +168,12 @@ impl WireJudge {
                 if !self.room(at) {
                     return;
                 }
-                let intent = msg["params"]["intent"].as_str().unwrap_or("").to_string();
+                let intent = msg
+                    .f("params")
+                    .f("intent")
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
                 if intent == "interrupt"
                     && let Some(turn) = self.open_turns.get(thread).and_then(|t| t.last())
                 {
@@ -235,11 +241,11 @@ impl WireJudge {
                 self.left_to_kit_more += 1;
             }
             let settles = events.iter().any(|e| {
-                e["type"] == "turn/completed"
+                e.f("type") == "turn/completed"
                     && self
                         .interrupting
                         .get(thread)
-                        .is_some_and(|(t, _)| e["scope"]["turnId"] == t.as_str())
+                        .is_some_and(|(t, _)| e.f("scope").f("turnId") == t.as_str())
             });
             if settles || !self.interrupting.contains_key(thread) {
                 self.late_settlement.remove(thread);
@@ -268,10 +274,10 @@ impl WireJudge {
             });
         }
         for e in events {
-            let Some(turn) = e["scope"]["turnId"].as_str() else {
+            let Some(turn) = e.f("scope").f("turnId").as_str() else {
                 continue;
             };
-            match e["type"].as_str() {
+            match e.f("type").as_str() {
                 Some("turn/started") if self.room(at) => {
                     self.open_count += 1;
                     self.open_turns
@@ -291,7 +297,7 @@ impl WireJudge {
                     if let Some((t, stop_at)) = self.interrupting.get(thread)
                         && t == turn
                     {
-                        let status = e["status"].as_str().unwrap_or("?");
+                        let status = e.f("status").as_str().unwrap_or("?");
                         if status != "interrupted" {
                             let detail = format!(
                                 "the turn interrupted by thread/stop at {stop_at} (thread {thread:?}) settled with status {status:?} at {at}; an interrupt settles it \"interrupted\""
@@ -341,6 +347,24 @@ impl WireJudge {
                 if let Some(why) = overflow {
                     // Some stops went unjudged: no pass on evidence not seen.
                     return Verdict::not_run(&id(rule), why);
+                }
+                if *rule == INTERRUPT_SETTLES_INTERRUPTED
+                    && let Some((thread, (turn, stop_at))) = self.interrupting.iter().min()
+                {
+                    // The status of a turn that never settled was not seen: no pass. Its
+                    // missing settlement is stop/interrupt-settles-before-result's fault.
+                    let more = self.interrupting.len() - 1;
+                    let more = if more > 0 {
+                        format!(" (and {more} more)")
+                    } else {
+                        String::new()
+                    };
+                    return Verdict::skipped(
+                        &id(rule),
+                        format!(
+                            "could not be judged: the turn {turn} interrupted by thread/stop at {stop_at} (thread {thread:?}) never settled{more}, so its status was not seen (see stop/interrupt-settles-before-result)"
+                        ),
+                    );
                 }
                 let not_run = match *rule {
                     // No pass on evidence not seen: a bridge that sent no valid delta (random
