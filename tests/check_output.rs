@@ -2,6 +2,8 @@
 //! reached, and a signal ends the run with the partial summary, partial reports marked as
 //! interrupted, and exit 128 + signal.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,7 +18,8 @@ fn interrupted_by(sig: i32, code: i32, name: &str) {
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("out/junit.xml");
     let md = dir.path().join("out/summary.md");
-    let mut child = Command::new(BRIDGEWIRE)
+    let mut cmd = Command::new(BRIDGEWIRE);
+    let mut child = common::proc::sigint_as_default(&mut cmd)
         .args(["check", "bb", "--timeout-ms", "1500", "--junit"])
         .arg(&junit)
         .arg("--markdown")

@@ -348,6 +348,8 @@ fn parity_exits_2_where_pins_does_for_the_same_malformed_lane() {
     for (base, head) in [(&rec, &rec), (&rec, &live)] {
         let out = bw()
             .args(["parity", "--base", base, "--head", head, "--cell", "fork"])
+            // rec: against itself is a self-comparison, refused unless asked for.
+            .arg("--allow-same-bridge")
             .arg(&root)
             .timeout(std::time::Duration::from_secs(120))
             .output()

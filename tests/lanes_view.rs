@@ -1,6 +1,8 @@
 //! `bridgewire lanes` as a viewer: decoded one-line view with filters, `--json`, and `--follow`
 //! on a recording that is still being written.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -80,7 +82,8 @@ fn follow_prints_messages_as_they_are_recorded() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(BW)
+    let mut cmd = Command::new(BW);
+    let mut child = common::proc::sigint_as_default(&mut cmd)
         .args(["lanes", "--follow"])
         .arg(&cell)
         .stdout(Stdio::piped())

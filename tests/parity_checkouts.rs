@@ -4,6 +4,8 @@
 //! the same file on both legs is refused before anything runs. Cells come from
 //! `record-cells`, so this is also the record-own-cells → `pins --update` → parity flow.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -357,7 +359,8 @@ fn an_interrupted_run_leaves_no_worktree_behind() {
     )
     .unwrap();
     for sig in [libc_sig::SIGINT, libc_sig::SIGTERM] {
-        let mut child = Command::new(BW)
+        let mut cmd = Command::new(BW);
+        let mut child = common::proc::sigint_as_default(&mut cmd)
             .args(["parity", "--base", "ref:HEAD", "--head", "ref:HEAD"])
             .arg(t.path().join("cells"))
             .current_dir(&repo)

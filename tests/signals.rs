@@ -10,6 +10,8 @@
 //! With `BRIDGEWIRE_SOAK=1` every case is repeated at random signal delays
 //! (`BRIDGEWIRE_SIGNAL_ROUNDS`, default 20).
 
+mod common;
+
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -93,7 +95,8 @@ impl Run {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BRIDGEWIRE);
-        c.args(args)
+        common::proc::sigint_as_default(&mut c)
+            .args(args)
             .env(MARK_VAR, &self.mark)
             .env("TMPDIR", &self.tmpdir)
             .env("READY", &self.ready)

@@ -109,7 +109,8 @@ pub struct ParityArgs {
     #[arg(long, visible_alias = "timeout", value_name = "DURATION", default_value = "15000", value_parser = args::parse_ms)]
     pub timeout_ms: u64,
     /// Run even when both legs would execute the same files with the same arguments in the
-    /// same directory (a determinism check of one bridge; refused otherwise).
+    /// same directory, or read the same recordings folder or the same single-list dump (a
+    /// determinism check of one bridge; refused otherwise).
     #[arg(long)]
     pub allow_same_bridge: bool,
     #[command(flatten)]

@@ -72,6 +72,45 @@ pub fn run(a: &ParityArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    let canon = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    // Two recordings legs of one folder assemble the same lanes twice: every cell would pass
+    // whatever the recordings hold, so it is refused like two live legs of one bridge.
+    if let (LegSpec::Recordings(b), LegSpec::Recordings(h)) = (&base_spec, &head_spec)
+        && !a.allow_same_bridge
+        && canon(b) == canon(h)
+    {
+        eprintln!(
+            "error: both legs read the same recordings ({}), so the comparison could not \
+show a difference; pass --allow-same-bridge to compare a folder with itself on purpose.",
+            canon(b).display()
+        );
+        return exit::INVALID_INPUT;
+    }
+    // Two dump legs of one folder read `<stem>.base.*` and `<stem>.head.*` (a parity dump);
+    // a stem with only `<stem>.events.json` (a pins dump) would be read by both legs alike.
+    if let (LegSpec::Dump(b), LegSpec::Dump(h)) = (&base_spec, &head_spec)
+        && !a.allow_same_bridge
+        && canon(b) == canon(h)
+    {
+        let shared: Vec<String> = parity::DumpLeg::keys(b)
+            .into_iter()
+            .filter(|stem| {
+                ["base", "head"]
+                    .iter()
+                    .any(|side| !b.join(format!("{stem}.{side}.events.json")).exists())
+            })
+            .collect();
+        if let Some(first) = shared.first() {
+            eprintln!(
+                "error: both legs would read the same lists from {} for {} cell(s) (e.g. \
+{first}.events.json, with no .base/.head pair), so the comparison could not show a difference; \
+pass --allow-same-bridge to compare them with themselves on purpose.",
+                canon(b).display(),
+                shared.len()
+            );
+            return exit::INVALID_INPUT;
+        }
+    }
     // The allowlist is validated before anything runs.
     let allow = match &a.allowlist {
         Some(p) => match crate::allowlist::load(p) {

@@ -170,3 +170,18 @@ pub fn run_with_input(cmd: &mut Command, input: &[u8], within: Duration) -> (Exi
         .unwrap_or_else(|_| panic!("{cmd:?} ended but its stdout stayed open (a child of it?)"));
     (status, String::from_utf8_lossy(&out).into_owned())
 }
+
+/// Starts `cmd` with SIGINT at its default disposition. A runner that starts the tests with
+/// SIGINT ignored (a background job of a non-interactive shell, `nohup`) would pass that on,
+/// and bridgewire by design keeps ignoring a SIGINT ignored at start: a test that interrupts a
+/// command to see it stop must not depend on how the tests themselves were started.
+pub fn sigint_as_default(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe; it runs in the child between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        })
+    }
+}
