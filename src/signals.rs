@@ -229,9 +229,29 @@ pub fn install() {
 /// Exits `128 + sig` after one last sweep of every process bridgewire started and of the
 /// removals still registered (the cleanup may have been cut short by the grace period, or a
 /// tree may have been born during it).
+///
+/// Up to three threads may get here at once (the grace timer, the cleanup thread, the main
+/// thread's [`exit_if_interrupted`]); the first holds the lock until the process ends. Without it
+/// a second caller found the registry already taken, had nothing to remove, and exited the
+/// process while the first was still removing a folder (CI once saw `bb-parity-replay-*` left).
 fn exit_now(sig: i32) -> ! {
+    static EXITING: Mutex<()> = Mutex::new(());
+    let _only_one = EXITING.lock().unwrap_or_else(|e| e.into_inner());
     crate::proc::kill_everything_started();
-    run_removals();
+    // A removal under way in the cleanup thread holds entries this sweep cannot see; let it
+    // finish (bounded: a `git worktree prune` may hang) before the process ends under it.
+    let until = std::time::Instant::now() + Duration::from_millis(500);
+    let _removing = loop {
+        match REMOVING.try_lock() {
+            Ok(g) => break Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => break Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => break None,
+        }
+    };
+    remove_registered();
     std::process::exit(128 + sig)
 }
 
@@ -276,8 +296,16 @@ fn is_removal(e: &Entry) -> bool {
     )
 }
 
+/// Held while registered removals run (see [`exit_now`]).
+static REMOVING: Mutex<()> = Mutex::new(());
+
 /// Removes every temporary path and worktree still registered (newest first).
 fn run_removals() {
+    let _removing = REMOVING.lock().unwrap_or_else(|e| e.into_inner());
+    remove_registered();
+}
+
+fn remove_registered() {
     let left: Vec<Entry> = std::mem::take(&mut *registry())
         .into_values()
         .rev()
@@ -292,7 +320,19 @@ fn run_removals() {
 fn run_cleanup(c: Cleanup) {
     match c {
         Cleanup::Path(p) => {
-            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+            // A process killed a moment ago may still land one last file in the folder (the
+            // SIGKILL is delivered on its way back from the kernel), failing `rmdir` with
+            // ENOTEMPTY: try again, briefly.
+            for attempt in 0..4 {
+                let gone = std::fs::remove_dir_all(&p)
+                    .or_else(|_| std::fs::remove_file(&p))
+                    .is_ok()
+                    || std::fs::symlink_metadata(&p).is_err();
+                if gone || attempt == 3 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         Cleanup::Worktree { repo, path } => {
             let _ = std::fs::remove_dir_all(&path);
