@@ -505,6 +505,11 @@ fn unread_bytes(fd: std::os::fd::RawFd) -> libc::c_int {
 
 /// Writes the cursor file atomically: `<run> <seq>` or `end`.
 fn write_cursor(state: &Path, at: Option<&Entry>) {
+    // Once a signal arrived the state folder is being removed: writing into it would race the
+    // removal (src/signals.rs retries, but a write that never starts cannot race).
+    if crate::signals::interrupted().is_some() {
+        return;
+    }
     let text = match at {
         Some(e) => format!(
             "{} {}",
