@@ -94,6 +94,11 @@ impl GrammarDrop {
     pub fn layer_key(&self) -> String {
         format!("{}:{}", self.rule, self.event_type)
     }
+
+    /// `<rule> on <eventType>: <reason>`, as the grammar verdicts name a violation.
+    pub fn describe(&self) -> String {
+        format!("{} on {}: {}", self.rule, self.event_type, self.reason)
+    }
 }
 
 /// Where assembly delivers its results, one at a time (cells can be gigabytes).

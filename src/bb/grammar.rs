@@ -69,10 +69,27 @@ impl Grammar {
         self.threads.remove(thread_id);
     }
 
+    /// Whether a state is kept for `thread`.
+    pub fn knows(&self, thread: &str) -> bool {
+        self.threads.contains_key(thread)
+    }
+
+    /// Threads with a state.
+    pub fn threads(&self) -> usize {
+        self.threads.len()
+    }
+
     /// Checks and applies one event; `Err` means the event must be dropped.
     pub fn accept(&mut self, event: &Value) -> Result<(), GrammarDrop> {
-        let ty = event.f("type").as_str().unwrap_or("");
         let thread = event.f("threadId").as_str().unwrap_or("");
+        self.accept_on(thread, event)
+    }
+
+    /// [`Grammar::accept`] with the event's state taken from `thread` instead of its
+    /// `threadId` (which the assembler stamps `""`): the live check keeps one state per thread
+    /// the bridge named, as the host does.
+    pub fn accept_on(&mut self, thread: &str, event: &Value) -> Result<(), GrammarDrop> {
+        let ty = event.f("type").as_str().unwrap_or("");
         if !self.threads.contains_key(thread) {
             // Not `entry`: that would allocate the key for every event.
             self.threads

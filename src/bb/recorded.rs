@@ -173,16 +173,12 @@ pub fn recorded_verdicts_with(
 
     out.push(match replay.grammar_violations.first() {
         None => Verdict::pass(&id("grammar")),
-        Some(v) => Verdict::fail(
-            &id("grammar"),
-            format!("{} on {}: {}", v.rule, v.event_type, v.reason),
-        )
-        .with_context(
+        Some(v) => Verdict::fail(&id("grammar"), v.describe()).with_context(
             replay
                 .grammar_violations
                 .iter()
                 .skip(1)
-                .map(|v| format!("{} on {}: {}", v.rule, v.event_type, v.reason))
+                .map(GrammarDrop::describe)
                 .collect(),
         ),
     });
