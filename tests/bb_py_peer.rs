@@ -150,6 +150,12 @@ fn rows() -> Vec<Row> {
                     "not-run",
                     "no thread/stop {intent: \"interrupt\"} reached an open turn",
                 ),
+                // Every turn's first message (its turn.open) was refused: no event at all.
+                (
+                    "events/grammar",
+                    "not-run",
+                    "no event was assembled to judge (the runtime refused",
+                ),
             ],
         ),
         f(
@@ -275,6 +281,11 @@ fn rows() -> Vec<Row> {
                     "not-run",
                     "no thread/stop was answered",
                 ),
+                (
+                    "events/grammar",
+                    "not-run",
+                    "no event was assembled to judge",
+                ),
             ],
         ),
         f(
@@ -384,6 +395,42 @@ fn rows() -> Vec<Row> {
                 ),
             ],
         ),
+        // bb's host grammar over the live events (the offline sub-rule named first, as the
+        // recorded `grammar` verdict names it).
+        f(
+            "reclassify",
+            &[(
+                "events/grammar",
+                "fail",
+                "item/settles-once on item/completed: item ",
+            )],
+        ),
+        // The repeated turn/started is the grammar's fault: session/resume-id-uniqueness
+        // (which bb's kit fails for it too) passes, naming events/grammar.
+        f(
+            "vouched-twice",
+            &[(
+                "events/grammar",
+                "fail",
+                "turn/starts-once on turn/started: turn ",
+            )],
+        ),
+        f(
+            "vouched-settles-twice",
+            &[(
+                "events/grammar",
+                "fail",
+                "turn/settles-once on turn/completed: turn ",
+            )],
+        ),
+        f(
+            "vouched-unknown",
+            &[(
+                "events/grammar",
+                "fail",
+                "turn/known on turn/completed: turn ",
+            )],
+        ),
     ]
 }
 
@@ -455,6 +502,40 @@ fn python_bridge_flaws_fail_exactly_their_rules() {
     all.extend(rows());
     let problems = in_parallel(all.len(), |i| check_row(py, &all[i], &live));
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// One fault, one verdict: a vouched turn opened twice repeats its turn id, which bb's kit (no
+/// grammar) fails as `session/resume-id-uniqueness`; the host drops the second `turn/started`
+/// (`turn/starts-once`), so `events/grammar` owns it and the uniqueness rule passes naming it.
+/// `--kit-only` gives bb's own verdict.
+#[test]
+fn a_turn_started_twice_is_the_grammars_fault_and_the_kits_under_kit_only() {
+    let Some(py) = python("a_turn_started_twice_is_the_grammars_fault_and_the_kits_under_kit_only")
+    else {
+        return;
+    };
+    let env = flaw("vouched-twice");
+    let (_, got) = run(py, env);
+    let (status, detail) = &got["session/resume-id-uniqueness"];
+    assert_eq!(status, "pass", "{detail}");
+    assert!(
+        detail.contains("(turn/starts-once): judged by events/grammar"),
+        "{detail}"
+    );
+    let (_, kit) = run_with(py, env, FIXTURE, &["--timeout-ms", "3000", "--kit-only"]);
+    assert!(!kit.contains_key("events/grammar"), "{kit:?}");
+    let (status, detail) = &kit["session/resume-id-uniqueness"];
+    assert_eq!(status, "fail", "{detail}");
+    assert!(detail.ends_with("started twice"), "{detail}");
+    // The kit's own rule for the one sub-rule it judges keeps it: events/grammar passes,
+    // naming what it left there.
+    let (_, got) = run(py, flaw("orphan-output"));
+    let (status, detail) = &got["events/grammar"];
+    assert_eq!(status, "pass", "{detail}");
+    assert!(
+        detail.contains("left to item/opens-before-delta, which failed for that fault"),
+        "{detail}"
+    );
 }
 
 /// A recorded row: a committed recording of the peer (`tests/peers/bb/<cells>/`, made by
@@ -868,19 +949,21 @@ fn every_documented_flaw_has_a_row() {
 /// expects that rule to fail; each passing row is a legal oddity expecting nothing but pass.
 /// `recorded:NAME` names a recorded row: a `recorded/X` rule is its cell's `X` verdict; an
 /// offline grammar rule (judged on replays and by `pins`) is its cell's `grammar` verdict
-/// failing with that rule named.
+/// failing with that rule named. A live row named for an offline grammar rule that is no live
+/// rule is its `events/grammar` verdict failing with that rule named.
 #[test]
 fn the_coverage_map_names_rows_that_fail_and_pass_each_rule() {
     use common::coverage::{Entry, lines_for_catalogue};
     let rows = rows();
     let recs = rec_rows();
     let cat: Value = serde_json::from_str(include_str!("../rules/bb.json")).unwrap();
-    let offline = |id: &str| {
+    let mode = |id: &str, mode: &str| {
         cat.as_array()
             .unwrap()
             .iter()
-            .any(|r| r["id"] == id && r["mode"] == "offline")
+            .any(|r| r["id"] == id && r["mode"] == mode)
     };
+    let offline = |id: &str| mode(id, "offline");
     let mut problems = Vec::new();
     for (line, _level) in lines_for_catalogue("bb") {
         let id = line.rule.as_str();
@@ -910,16 +993,19 @@ fn the_coverage_map_names_rows_that_fail_and_pass_each_rule() {
                 }
                 continue;
             }
+            let (rule, needle) = if offline(id) && !mode(id, "live") {
+                ("events/grammar", format!("{id} on "))
+            } else {
+                (id, String::new())
+            };
             match rows.iter().find(|r| r.name == name) {
                 None => problems.push(format!("{}: no row {name:?}", line.at)),
                 Some(r) => {
-                    if !r
-                        .not_pass
-                        .iter()
-                        .any(|(rule, s, _)| *rule == id && *s == "fail")
-                    {
+                    if !r.not_pass.iter().any(|(x, s, d)| {
+                        *x == rule && *s == "fail" && d.starts_with(needle.as_str())
+                    }) {
                         problems.push(format!(
-                            "{}: row {name:?} does not expect {id} to fail",
+                            "{}: row {name:?} does not expect {rule} to fail {needle}",
                             line.at
                         ));
                     }

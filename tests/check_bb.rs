@@ -90,6 +90,7 @@ const ALL: &[&str] = &[
     "turn/delta-outside-turn",
     "stop/interrupt-settles-interrupted",
     "stop/nothing-after-stop",
+    "events/grammar",
 ];
 
 /// After a failed `session/start-identity` (fork declared, every opt-in fixture given).
@@ -156,11 +157,13 @@ const TABLE: &[Expect] = &[
             "session/fork-identity",
             "presentation/icon-namespaced-declared",
         ],
-        // No delta ever arrived: the wire rule has nothing to judge (no pass without it).
+        // No delta ever arrived: the wire rule has nothing to judge (no pass without it), nor
+        // has the grammar.
         not_run: &[
             "turn/delta-outside-turn",
             "stop/interrupt-settles-interrupted",
             "stop/nothing-after-stop",
+            "events/grammar",
         ],
     },
     Expect {
@@ -203,9 +206,11 @@ const TABLE: &[Expect] = &[
         fail: &["session/start-identity"],
         skipped: START_CASCADE,
         absent: &["presentation/icon-namespaced-declared"],
+        // No turn ran: no event was assembled for the grammar to judge.
         not_run: &[
             "stop/interrupt-settles-interrupted",
             "stop/nothing-after-stop",
+            "events/grammar",
         ],
     },
     Expect {
@@ -596,12 +601,12 @@ fn text_report_and_report_files() {
     );
     assert!(text.contains("→ {\"jsonrpc\":\"2.0\""), "{text}");
     assert!(text.contains("\"method\":\"turn/start\""), "{text}");
-    assert_eq!(*lines.last().unwrap(), "22 passed, 1 failed");
+    assert_eq!(*lines.last().unwrap(), "23 passed, 1 failed");
     assert_eq!(out.status.code(), Some(1));
 
     let x = std::fs::read_to_string(&junit).unwrap();
     assert!(
-        x.contains("tests=\"23\"") && x.contains("failures=\"1\""),
+        x.contains("tests=\"24\"") && x.contains("failures=\"1\""),
         "{x}"
     );
     let m = std::fs::read_to_string(&md).unwrap();

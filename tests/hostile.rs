@@ -488,6 +488,7 @@ sys.stdin.buffer.read()
             vec![
                 "handshake/initialize",
                 "turn/delta-outside-turn",
+                "events/grammar",
                 "rpc/unknown-method",
             ],
             "non-JSON stdout line",

@@ -14,12 +14,18 @@
 //! oversized lines, or floods stdout never hangs the run: waits end at EOF, and the verdicts
 //! name what the bridge did. bridgewire is stricter than bb's kit in one place: a `thread/delta`
 //! whose params are invalid (the runtime refuses the whole message) fails `events/schema-valid`.
+//!
+//! Beyond the kit, after the wire rules: `events/grammar`, bb's host grammar
+//! ([`Grammar::accept_on`], the function the replay and the offline pass use) over every event
+//! of the run, one state per thread, forgotten at the thread's release stop; each violation is
+//! named with its sub-rule and where it arrived (scenario, event, message, thread).
 
 use super::assembler::Assembler;
 use super::delta;
 use super::grammar::Grammar;
 use super::transport::{Bridge, Incoming, Limits};
 use crate::config::{BbFixture, Icons};
+use crate::jsonref::Field;
 use crate::rule::{Status, SubCheck, Verdict};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -53,7 +59,20 @@ pub const LIVE_RULES: &[&str] = &[
     "turn/delta-outside-turn",
     "stop/interrupt-settles-interrupted",
     "stop/nothing-after-stop",
+    // Beyond the kit: bb's host grammar over every event of the run (`LiveGrammar`).
+    EVENTS_GRAMMAR,
 ];
+
+/// bb's host-side grammar (reference §13) judged over every event the run assembled.
+pub const EVENTS_GRAMMAR: &str = "events/grammar";
+/// The kit's rule for one grammar sub-rule: `events/grammar` leaves that sub-rule's violations
+/// to it once it failed for one (one fault, one verdict).
+const OPENS_BEFORE_DELTA: &str = "item/opens-before-delta";
+/// Grammar violations kept with their detail (per owner); later ones are only counted.
+pub const MAX_GRAMMAR_FAULTS: usize = 100;
+/// Threads the live grammar keeps a state for; events of further threads are not judged (the
+/// verdict says so).
+pub const MAX_GRAMMAR_THREADS: usize = 10_000;
 
 pub const MAIN_THREAD: &str = "thr_conformance_1";
 pub const FORK_THREAD: &str = "thr_conformance_1_fork";
@@ -295,6 +314,143 @@ enum Dir {
     Received,
 }
 
+/// One event the host grammar refused: what, where (scenario, event, message) and on which thread.
+#[derive(Debug, Clone)]
+struct GrammarFault {
+    drop: crate::protocol::GrammarDrop,
+    thread: String,
+    scenario: &'static str,
+    /// The event's number among every event the run assembled (its index in `Client::events`
+    /// while that log has room).
+    event: usize,
+    /// Its `thread/delta` message's position in the received log.
+    pos: usize,
+}
+
+impl GrammarFault {
+    fn describe(&self) -> String {
+        format!(
+            "{} (event {} at message {} on thread {:?}, during {}); bb's host drops it",
+            self.drop.describe(),
+            self.event,
+            self.pos,
+            self.thread,
+            self.scenario
+        )
+    }
+}
+
+/// bb's host grammar over the live events: one state per thread the bridge named, forgotten
+/// when the runtime sends that thread's release stop (as the host and the replay do). Fed as
+/// events are assembled; judged at the end (`events/grammar`).
+#[derive(Default)]
+struct LiveGrammar {
+    grammar: Grammar,
+    /// Events judged.
+    assembled: usize,
+    /// `item/opens-before-delta` violations, then every other rule's: the first
+    /// [`MAX_GRAMMAR_FAULTS`] of each, and the totals.
+    opens: Vec<GrammarFault>,
+    opens_total: usize,
+    other: Vec<GrammarFault>,
+    other_total: usize,
+    /// Refused events that are in `Client::events` (by index).
+    refused: HashSet<usize>,
+    /// Where [`MAX_GRAMMAR_THREADS`] was reached (events of new threads were not judged).
+    overflow: Option<String>,
+    /// What the kit's `item/opens-before-delta` found when it was judged: `Some(true)` a
+    /// violation (it owns that sub-rule from then on), `Some(false)` none, `None` not judged.
+    kit_opens_found: Option<bool>,
+}
+
+impl LiveGrammar {
+    fn event(&mut self, thread: &str, pos: usize, scenario: &'static str, event: &Value) {
+        let n = self.assembled;
+        self.assembled += 1;
+        if !self.grammar.knows(thread) && self.grammar.threads() >= MAX_GRAMMAR_THREADS {
+            self.overflow
+                .get_or_insert_with(|| format!("event {n} at message {pos} on thread {thread:?}"));
+            return;
+        }
+        let Err(drop) = self.grammar.accept_on(thread, event) else {
+            return;
+        };
+        if n < MAX_EVENTS {
+            self.refused.insert(n);
+        }
+        let (kept, total) = if drop.rule == OPENS_BEFORE_DELTA {
+            (&mut self.opens, &mut self.opens_total)
+        } else {
+            (&mut self.other, &mut self.other_total)
+        };
+        *total += 1;
+        if kept.len() < MAX_GRAMMAR_FAULTS {
+            kept.push(GrammarFault {
+                drop,
+                thread: thread.to_string(),
+                scenario,
+                event: n,
+                pos,
+            });
+        }
+    }
+
+    /// The `events/grammar` verdict. Violations of `item/opens-before-delta` are left to the
+    /// kit's rule of that name once it failed for one (the same fault recurring); otherwise
+    /// they are this rule's, like every other sub-rule's.
+    fn verdict(&self) -> Verdict {
+        let left_to_kit = self.kit_opens_found == Some(true);
+        let mut mine: Vec<&GrammarFault> = self.other.iter().collect();
+        let mut total = self.other_total;
+        if !left_to_kit {
+            mine.extend(&self.opens);
+            mine.sort_by_key(|f| f.event);
+            total += self.opens_total;
+        }
+        let left = (left_to_kit && self.opens_total > 0).then(|| {
+            format!(
+                "{} item/opens-before-delta violation(s) left to item/opens-before-delta, which failed for that fault (first: {})",
+                self.opens_total,
+                self.opens[0].describe()
+            )
+        });
+        let overflow = self.overflow.as_ref().map(|at| {
+            format!(
+                "the grammar's bound ({MAX_GRAMMAR_THREADS} threads) was reached at {at}; events of later threads were not judged"
+            )
+        });
+        if let Some(first) = mine.first() {
+            let mut more: Vec<String> = mine.iter().skip(1).map(|f| f.describe()).collect();
+            if total > mine.len() {
+                more.push(format!(
+                    "… {} more not kept (the first {MAX_GRAMMAR_FAULTS} are)",
+                    total - mine.len()
+                ));
+            }
+            more.extend(left);
+            more.extend(overflow);
+            let detail = if total == 1 {
+                first.describe()
+            } else {
+                format!("{} (and {} more)", first.describe(), total - 1)
+            };
+            return Verdict::fail(EVENTS_GRAMMAR, detail).with_context(more);
+        }
+        if let Some(why) = overflow {
+            // No pass on evidence not seen.
+            return Verdict::not_run(EVENTS_GRAMMAR, why);
+        }
+        if self.assembled == 0 {
+            return Verdict::not_run(EVENTS_GRAMMAR, "no event was assembled to judge");
+        }
+        let mut v = Verdict::pass(EVENTS_GRAMMAR);
+        if let Some(left) = left {
+            v.detail = left;
+        }
+        v
+    }
+}
+
 /// One assembled event, attributed to its thread.
 #[derive(Debug, Clone)]
 struct Ev {
@@ -320,6 +476,11 @@ struct Client {
     assembler: Assembler,
     /// The protocol obligations judged on the wire (beyond the kit).
     judge: super::wire::WireJudge,
+    /// bb's host grammar over every assembled event (beyond the kit).
+    grammar: LiveGrammar,
+    /// The scenario under way (the kit rule whose traffic is being exchanged), to say where a
+    /// grammar violation arrived.
+    scenario: &'static str,
     wire: VecDeque<(u64, Dir, String)>,
     wire_count: u64,
     diag: Diag,
@@ -365,6 +526,8 @@ impl Client {
             events: Vec::new(),
             assembler: Assembler::new("conformance"),
             judge: super::wire::WireJudge::new(),
+            grammar: LiveGrammar::default(),
+            scenario: "rpc/unknown-method",
             wire: VecDeque::new(),
             wire_count: 0,
             diag: Diag::default(),
@@ -412,6 +575,13 @@ impl Client {
                 _ => "a runtime line".to_string(),
             };
             self.judge.runtime(&v, &at);
+            // A release stop makes the host forget the thread's grammar state.
+            if v.f("method") == "thread/stop"
+                && v.f("params").f("intent") == "release"
+                && let Some(t) = v.f("params").f("threadId").as_str()
+            {
+                self.grammar.grammar.clear_thread(t);
+            }
         }
         self.note_wire(Dir::Sent, line.to_string());
         self.bridge.send_line(line);
@@ -543,6 +713,7 @@ impl Client {
                         self.judge
                             .bridge_delta(thread, &format!("message {pos}"), &events, &drops);
                         for event in events {
+                            self.grammar.event(thread, pos, self.scenario, &event);
                             if self.events.len() >= MAX_EVENTS {
                                 self.diag.events_dropped += 1;
                                 continue;
@@ -748,6 +919,12 @@ impl Kit<'_> {
         self.c.wire_count
     }
 
+    /// Starts the traffic of `scenario` (named where a grammar violation arrives); its mark.
+    fn begin(&mut self, scenario: &'static str) -> u64 {
+        self.c.scenario = scenario;
+        self.mark()
+    }
+
     fn emit(&mut self, mark: u64, mut v: Verdict) {
         // One fault, one verdict: once the runtime refused a thread/delta (whole), a later
         // rule that fails may only be missing what that message carried. It is reported as
@@ -804,6 +981,20 @@ impl Kit<'_> {
         self.lifecycle(caps);
         if !self.kit_only {
             self.wire_rules();
+            let m = self.mark();
+            let mut v = self.c.grammar.verdict();
+            if v.status == Status::NotRun
+                && self.c.grammar.assembled == 0
+                && let Some(first) = self.c.diag.invalid_deltas.first()
+            {
+                // Name why nothing was assembled.
+                v.detail = format!(
+                    "{} (the runtime refused {} thread/delta message(s), first: {first}; see events/schema-valid)",
+                    v.detail,
+                    self.c.diag.invalid_deltas.len() + self.c.diag.invalid_deltas_more
+                );
+            }
+            self.emit(m, v);
         }
     }
 
@@ -825,7 +1016,7 @@ impl Kit<'_> {
 
     fn hygiene(&mut self) -> bool {
         // rpc/unknown-method
-        let m = self.mark();
+        let m = self.begin("rpc/unknown-method");
         let id = self
             .c
             .request("bb/conformance/definitely-unknown-method", json!({}));
@@ -852,7 +1043,7 @@ impl Kit<'_> {
         }
 
         // rpc/invalid-params
-        let m = self.mark();
+        let m = self.begin("rpc/invalid-params");
         let id = self.c.request("thread/stop", json!({}));
         match self.c.wait_response(id) {
             None => {
@@ -869,7 +1060,7 @@ impl Kit<'_> {
 
         const NO_PROBE: &str = "aliveness probe unavailable: bridge drops unknown methods";
         // rpc/non-json-ignored
-        let m = self.mark();
+        let m = self.begin("rpc/non-json-ignored");
         if !probe_possible {
             self.skip("rpc/non-json-ignored", m, NO_PROBE);
         } else {
@@ -885,7 +1076,7 @@ impl Kit<'_> {
         }
 
         // rpc/response-not-request
-        let m = self.mark();
+        let m = self.begin("rpc/response-not-request");
         if !probe_possible {
             self.skip("rpc/response-not-request", m, NO_PROBE);
         } else {
@@ -928,7 +1119,7 @@ impl Kit<'_> {
 
     /// `None`: the handshake failed (capabilities unknown, fork treated as `none`).
     fn handshake(&mut self) -> Option<Caps> {
-        let m = self.mark();
+        let m = self.begin("handshake/initialize");
         let id = self.c.request(
             "initialize",
             json!({"protocolVersion": 2, "client": {"name": "bb-conformance", "version": "0.0.1"}, "grammarVersions": [3, 3]}),
@@ -950,7 +1141,7 @@ impl Kit<'_> {
         };
 
         // skills/configure-declared
-        let m = self.mark();
+        let m = self.begin("skills/configure-declared");
         let id = self.c.request("skills/configure", json!({"roots": []}));
         let r = self.c.wait_response(id);
         self.pinned(
@@ -965,7 +1156,7 @@ impl Kit<'_> {
 
         // commands/list-declared (beyond the kit, §9.7: not sent under --kit-only)
         if !self.kit_only {
-            let m = self.mark();
+            let m = self.begin("commands/list-declared");
             let cwd = self.cwd.clone();
             let id = self.c.request("commands/list", json!({"cwd": cwd}));
             let r = self.c.wait_response(id);
@@ -1049,7 +1240,7 @@ impl Kit<'_> {
         let fork_enabled = caps.as_ref().is_some_and(|c| c.fork != "none");
 
         // session/start-identity
-        let m = self.mark();
+        let m = self.begin("session/start-identity");
         let id = self
             .c
             .request("thread/start", self.construction(MAIN_THREAD));
@@ -1093,7 +1284,7 @@ impl Kit<'_> {
         };
 
         // turn/lifecycle
-        let m = self.mark();
+        let m = self.begin("turn/lifecycle");
         let input = self.fx.prompt_input.clone();
         let r = self.turn(MAIN_THREAD, &ptid, &input);
         match r {
@@ -1125,8 +1316,11 @@ impl Kit<'_> {
                 && d.rule == "item/opens-before-delta"
                 && violation.is_none()
             {
-                violation = Some(format!("{} on {}: {}", d.rule, d.event_type, d.reason));
+                violation = Some(d.describe());
             }
+        }
+        if n > 0 {
+            self.c.grammar.kit_opens_found = Some(violation.is_some());
         }
         match (n, violation) {
             (0, _) => self.skip("item/opens-before-delta", m, "no events on the thread"),
@@ -1141,7 +1335,7 @@ impl Kit<'_> {
         }
 
         // stop/release-not-interrupted
-        let m = self.mark();
+        let m = self.begin("stop/release-not-interrupted");
         let from = self.c.events.len();
         let id = self.c.request(
             "thread/stop",
@@ -1181,7 +1375,7 @@ impl Kit<'_> {
         }
 
         // session/resume-identity
-        let m = self.mark();
+        let m = self.begin("session/resume-identity");
         let mut params = self.construction(MAIN_THREAD);
         params["providerThreadId"] = json!(ptid);
         let id = self.c.request("thread/resume", params);
@@ -1222,20 +1416,32 @@ impl Kit<'_> {
 
         // session/resume-id-uniqueness
         if resumed {
-            let m = self.mark();
+            let m = self.begin("session/resume-id-uniqueness");
             let input = self.fx.prompt_input.clone();
             match self.turn(MAIN_THREAD, &ptid, &input) {
                 TurnOutcome::Settled { .. } => {
                     let mut turns = HashSet::new();
                     let mut items = HashSet::new();
                     let mut repeat = None;
-                    for ev in self.c.events.iter().filter(|e| e.thread == MAIN_THREAD) {
+                    // A turn/started bb's host grammar refused (turn/starts-once: the turn is
+                    // already open or completed, no release in between) is events/grammar's
+                    // fault; it is not on the host's timeline, so no repeat here (bb's kit,
+                    // which applies no grammar, fails this rule for it too).
+                    let mut refused_repeat = None;
+                    for (i, ev) in self.c.events.iter().enumerate() {
+                        if ev.thread != MAIN_THREAD {
+                            continue;
+                        }
                         let e = &ev.event;
                         if is_type(e, "turn/started") {
-                            if let Some(t) = turn_id(e)
-                                && !turns.insert(t.to_string())
-                                && repeat.is_none()
-                            {
+                            let Some(t) = turn_id(e) else { continue };
+                            if !self.kit_only && self.c.grammar.refused.contains(&i) {
+                                if refused_repeat.is_none() {
+                                    refused_repeat = Some(format!(
+                                        "turn id {t} started again at event {i}, which bb's host grammar refuses (turn/starts-once): judged by {EVENTS_GRAMMAR}"
+                                    ));
+                                }
+                            } else if !turns.insert(t.to_string()) && repeat.is_none() {
                                 repeat = Some(format!("turn id {t} started twice"));
                             }
                         } else if is_type(e, "item/started")
@@ -1253,7 +1459,13 @@ impl Kit<'_> {
                             m,
                             format!("only {} turn(s) seen, at least 2 expected", turns.len()),
                         ),
-                        None => self.pass("session/resume-id-uniqueness", m),
+                        None => {
+                            let mut v = Verdict::pass("session/resume-id-uniqueness");
+                            if let Some(r) = refused_repeat {
+                                v.detail = r;
+                            }
+                            self.emit(m, v)
+                        }
                     }
                 }
                 TurnOutcome::NeverStarted(why) | TurnOutcome::NeverSettled { why, .. } => self
@@ -1267,7 +1479,7 @@ impl Kit<'_> {
 
         // session/fork-identity
         if fork_enabled {
-            let m = self.mark();
+            let m = self.begin("session/fork-identity");
             let mut params = self.construction(FORK_THREAD);
             params["sourceProviderThreadId"] = json!(ptid);
             let id = self.c.request("thread/fork", params);
@@ -1293,7 +1505,7 @@ impl Kit<'_> {
 
         // turn/settles-without-activity
         if let Some(input) = self.fx.zero_work_prompt_input.clone() {
-            let m = self.mark();
+            let m = self.begin("turn/settles-without-activity");
             let from = self.c.events.len();
             let creq = self.c.client_request_id();
             let id = self.c.request(
@@ -1339,7 +1551,7 @@ impl Kit<'_> {
 
         // recovery/session-archived
         {
-            let m = self.mark();
+            let m = self.begin("recovery/session-archived");
             if let Some(p) = self.archive(m, &ptid) {
                 ptid = p;
             }
@@ -1352,6 +1564,7 @@ impl Kit<'_> {
         }
 
         // Final release (no verdict).
+        self.c.scenario = "the final release";
         let id = self.c.request(
             "thread/stop",
             json!({"threadId": MAIN_THREAD, "providerThreadId": ptid, "intent": "release", "activeTurnId": null}),
@@ -1574,7 +1787,7 @@ impl Kit<'_> {
     /// `session/threads-independent`; returns the held turn (bb id) when it opened.
     fn threads_independent(&mut self, ptid: &str, input: &Value) -> Option<String> {
         const RULE: &str = "session/threads-independent";
-        let m = self.mark();
+        let m = self.begin(RULE);
         let from = self.c.events.len();
         let creq = self.c.client_request_id();
         let id = self.c.request(
@@ -1648,7 +1861,7 @@ impl Kit<'_> {
 
     fn interrupt(&mut self, ptid: &str, input: &Value, held: Option<String>) {
         const RULE: &str = "stop/interrupt-settles-before-result";
-        let m = self.mark();
+        let m = self.begin(RULE);
         // The most recent still-open turn of the main thread.
         let mut open: Vec<String> = Vec::new();
         for ev in self.c.events.iter().filter(|e| e.thread == MAIN_THREAD) {
@@ -1904,5 +2117,63 @@ mod tests {
             THREAD_EVENT.check(&thread_scoped_item).is_err(),
             "item/started is turn-scoped in bb"
         );
+    }
+
+    /// `events/grammar`: one state per thread, forgotten at a release stop; each violation
+    /// named with its sub-rule, scenario, event, message and thread; item/opens-before-delta
+    /// left to the kit's rule once it failed; nothing assembled → not run.
+    #[test]
+    fn live_grammar_judges_every_sub_rule_per_thread() {
+        let ev = |ty: &str, turn: &str| json!({"type": ty, "threadId": "", "scope": {"kind": "turn", "turnId": turn}});
+        let mut g = LiveGrammar::default();
+        assert_eq!(g.verdict().status, Status::NotRun);
+        g.event("a", 1, "turn/lifecycle", &ev("turn/started", "t1"));
+        // Another thread has its own state.
+        g.event("b", 2, "turn/lifecycle", &ev("turn/started", "t1"));
+        g.event("a", 3, "turn/lifecycle", &ev("turn/completed", "t1"));
+        assert_eq!(g.verdict().status, Status::Pass);
+        g.event(
+            "a",
+            4,
+            "session/resume-id-uniqueness",
+            &ev("turn/completed", "t1"),
+        );
+        let v = g.verdict();
+        assert_eq!(v.status, Status::Fail);
+        assert_eq!(
+            v.detail,
+            "turn/settles-once on turn/completed: turn t1 already completed (event 3 at message 4 on thread \"a\", during session/resume-id-uniqueness); bb's host drops it"
+        );
+        assert!(g.refused.contains(&3));
+        // A release stop forgets the thread: the same turn may start again.
+        g.grammar.clear_thread("a");
+        g.event("a", 5, "the final release", &ev("turn/started", "t1"));
+        assert_eq!(g.other_total, 1);
+
+        let stray = json!({"type": "item/agentMessage/delta", "threadId": "", "itemId": "i9", "scope": {"kind": "turn", "turnId": "t1"}});
+        g.event("a", 6, "turn/lifecycle", &stray);
+        let v = g.verdict();
+        assert!(v.detail.ends_with("(and 1 more)"), "{}", v.detail);
+        assert!(v.context[0].starts_with("item/opens-before-delta on item/agentMessage/delta: item i9 is not open (event 5 at message 6"), "{:?}", v.context);
+        // Once the kit's item/opens-before-delta failed, that sub-rule is its own.
+        g.kit_opens_found = Some(true);
+        let v = g.verdict();
+        assert_eq!(v.status, Status::Fail);
+        assert!(!v.detail.contains("(and"), "{}", v.detail);
+        assert!(
+            v.context[0].starts_with(
+                "1 item/opens-before-delta violation(s) left to item/opens-before-delta"
+            ),
+            "{:?}",
+            v.context
+        );
+        let mut only_opens = LiveGrammar {
+            kit_opens_found: Some(true),
+            ..Default::default()
+        };
+        only_opens.event("a", 1, "turn/lifecycle", &stray);
+        let v = only_opens.verdict();
+        assert_eq!(v.status, Status::Pass);
+        assert!(v.detail.starts_with("1 item/opens-before-delta violation(s) left to item/opens-before-delta, which failed for that fault (first: item/opens-before-delta on "), "{}", v.detail);
     }
 }
