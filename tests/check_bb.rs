@@ -249,6 +249,13 @@ const TABLE: &[Expect] = &[
         not_run: &[],
     },
     Expect {
+        mode: "search-reclassified",
+        fail: &["events/grammar"],
+        skipped: &[],
+        absent: &[],
+        not_run: &[],
+    },
+    Expect {
         mode: "plan-step-in-progress",
         fail: &["events/schema-valid"],
         skipped: &[],

@@ -36,6 +36,7 @@ pub enum Break {
     DeltaOutsideTurn,
     InterruptCompletes,
     DeltaAfterStop,
+    SearchReclassified,
 }
 
 /// Every mode with its command-line / environment spelling.
@@ -74,6 +75,7 @@ pub const ALL: &[(&str, Break)] = &[
     ("delta-outside-turn", Break::DeltaOutsideTurn),
     ("interrupt-completes", Break::InterruptCompletes),
     ("delta-after-stop", Break::DeltaAfterStop),
+    ("search-reclassified", Break::SearchReclassified),
 ];
 
 static ACTIVE: OnceLock<Vec<Break>> = OnceLock::new();

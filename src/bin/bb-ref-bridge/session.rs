@@ -744,6 +744,13 @@ fn translate(st: &mut State, update: &Value) -> Vec<Vec<Value>> {
             let item = json!({"type": "search", "mode": mode, "query": str_of(update, "query"), "path": resolve_path(&cwd, str_of(update, "path"))});
             let presentation = presentation("search", "Searching", "Searched");
             deltas.push(json!({"kind": "item.open", "key": key(&id), "item": item, "presentation": presentation}));
+            // Break `search-reclassified`: the search closes as a fileRead, a reclassification
+            // bb's assembler settles twice under one item id (the host drops the second).
+            let item = if breaks::on(Break::SearchReclassified) {
+                json!({"type": "fileRead", "path": resolve_path(&cwd, str_of(update, "path"))})
+            } else {
+                item
+            };
             deltas.push(json!({"kind": "item.close", "key": key(&id), "status": "completed", "item": item, "presentation": presentation}));
         }
         "subagent_started" => {
