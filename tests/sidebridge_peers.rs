@@ -169,7 +169,17 @@ fn rows() -> Vec<Row> {
             &["--flaw", "null-from"],
             true,
             &[],
-            Exact(&["SB-D2:fail", "SB-D3:fail"]),
+            // One fault: `from` is not a string (SB-D2's). SB-D3 judges the string values it
+            // saw (the system messages) and names the null ones SB-D2's.
+            Exact(&["SB-D2:fail"]),
+            1,
+        ),
+        row(
+            "from bot",
+            &["--flaw", "bot-from"],
+            true,
+            &[],
+            Exact(&["SB-D3:fail"]),
             1,
         ),
         row(

@@ -1128,6 +1128,10 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
     let mut decoded = Tally::default();
     // SB-D9's replies to the emulated client that do not decode: another rule's.
     let mut d9_skips = Vec::new();
+    // SB-D3 judges the value of a string `from`; a `from` that is missing or not a string is
+    // SB-D2's fault (one fault, one verdict), shown here as skipped naming it.
+    let mut d3_judged = 0usize;
+    let mut d3_skips: Vec<String> = Vec::new();
     // Ids the bridge gave messages the client decoded earlier in the run (upper-cased). A
     // reply that reuses one of those is the in-place update the protocol provides for (upsert
     // by id, reference §2, §7): the bridge editing its own message. Reusing any other id of
@@ -1268,14 +1272,14 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 Some(other) => fails[1].push(format!("{at}: content is {}", profiles::kind(other))),
                 None => fails[1].push(format!("{at}: content missing")),
             }
+            if from.is_some_and(Value::is_string) {
+                d3_judged += 1;
+            }
             match from.and_then(Value::as_str) {
                 Some("assistant") | Some("system") => {}
-                None => fails[2].push(match from {
-                    None => format!("{at}: from is missing (the app cannot decode the reply)"),
-                    Some(f) => format!(
-                        "{at}: from is {} (the app shows it as from \"unknown\"; profile alpha drops the whole reply)",
-                        profiles::kind(f)
-                    ),
+                None => d3_skips.push(match from {
+                    None => format!("{at}: from is missing (SB-D2's fault)"),
+                    Some(f) => format!("{at}: from is {} (SB-D2's fault)", profiles::kind(f)),
                 }),
                 Some(f @ ("user" | "unknown")) => warns[2].push(format!(
                     "WARN {at}: from {f:?} ({})",
@@ -1341,6 +1345,21 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                             decoded.subcheck("decodes", "reply decodes under profile gamma"),
                         ],
                     );
+                }
+                "SB-D3" if fails[2].is_empty() && d3_judged == 0 && !d3_skips.is_empty() => {
+                    return Verdict::skipped(
+                        id,
+                        format!("no message's `from` is a string: judged by SB-D2 ({})", clipped(&d3_skips)),
+                    );
+                }
+                "SB-D3" if fails[2].is_empty() && !d3_skips.is_empty() => {
+                    let mut notes = warns[2].clone();
+                    notes.truncate(3);
+                    notes.push(format!(
+                        "{d3_judged} message(s) judged; not judged here, SB-D2's: {}",
+                        clipped(&d3_skips)
+                    ));
+                    return pass_with(id, notes);
                 }
                 "SB-D9" if fails[8].is_empty() && !d9_skips.is_empty() => {
                     return Verdict::skipped(id, clipped(&d9_skips));

@@ -29,7 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 FLAWS = {
     "parse-before-auth": "SB-A3: a malformed body gets 400 before the key is looked at",
     "auth-garbage-body": "SB-D9: refuses a bad key with 401 and a plain-text body",
-    "null-from": "SB-D2, SB-D3: assistant messages carry from: null",
+    "null-from": "SB-D2 (SB-D3 names it): assistant messages carry from: null",
+    "bot-from": "SB-D3: assistant messages carry from: \"bot\" (a string, not a protocol value)",
     "refuse-1.1": "SB-R8: refuses \"sidebridge\":\"1.1\" at session start",
     "leak-python": "SB-R10: a Python decoder message in the error reply",
     "leak-node": "SB-R10: a V8 TypeError in the error reply",
@@ -177,6 +178,8 @@ def message(state, frm, content):
                          "snippet": "how the peer answers"}]
     if "null-from" in state.flaws and frm == "assistant":
         m["from"] = None
+    if "bot-from" in state.flaws and frm == "assistant":
+        m["from"] = "bot"
     if "unknown-keys" in state.oddities:
         m["x-model"] = {"name": "peer", "tokens": 3}
     return m
