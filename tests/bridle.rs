@@ -1518,6 +1518,61 @@ fn parity_recorded_leg_against_the_live_reference_hub() {
     assert!(out.contains("PASS ref-hub/bot-1__agent"), "{out}");
 }
 
+/// Two live legs whose commands differ but which both print the address of one running hub
+/// (`http://127.0.0.1:P` and `http://localhost:P/`) compare the hub with itself: refused with
+/// exit 2 before any cell, unless `--allow-same-bridge`; two legs printing two running hubs'
+/// addresses are two bridges and run.
+#[test]
+fn parity_legs_that_reach_one_running_hub_are_refused() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let (_one, url) = spawn_hub(None);
+    let (_two, other) = spawn_hub(None);
+    let port = url.rsplit(':').next().unwrap().to_string();
+    // A leg that prints a running hub's address and stays up (as a started hub would).
+    let prints = |addr: &str, tag: &str| format!("cmd:sh -c 'echo {addr}; exec sleep 60' {tag}");
+    let run = |base: &str, head: &str, extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+            .args([
+                "parity",
+                "--base",
+                base,
+                "--head",
+                head,
+                "--timeout-ms",
+                "5000",
+            ])
+            .args(["--cell", "nobody__dave"])
+            .args(extra)
+            .arg(&root)
+            .env("JWT_SECRET", SECRET)
+            .env("BRIDLE_API_KEY", API_KEY)
+            .stdin(Stdio::null())
+            .output()
+            .expect("bridgewire runs");
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let base = prints(&url, "base");
+    let head = prints(&format!("http://localhost:{port}/"), "head");
+    let (code, out) = run(&base, &head, &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("both legs would talk to the same bridle server")
+            && out.contains(&format!("both reach 127.0.0.1:{port}"))
+            && out.contains("--allow-same-bridge"),
+        "{out}"
+    );
+    assert!(!out.contains("nobody__dave"), "no cell ran: {out}");
+    let (code, out) = run(&base, &head, &["--allow-same-bridge"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
+    // Two running hubs: two bridges, compared.
+    let (code, out) = run(&base, &prints(&other, "head"), &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
+}
+
 /// Replay and parity against the node hub (not ours): it differs from the reference hub that
 /// recorded the cells only in what the spec leaves free (extension events `status`/`config`, its
 /// own words after "Agent is not connected"), so replay passes every cell listing the

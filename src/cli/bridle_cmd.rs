@@ -344,22 +344,20 @@ pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
 
 /// The hub under test: `--url` (with its secrets), or a started command (default: the bundled
 /// reference hub) given the secrets as env, its address read from its first stdout line.
-pub(crate) fn start_hub(
-    who: &str,
+pub(crate) fn start_hub_or_why(
     url: Option<&str>,
     jwt_secret: Option<&str>,
     api_key: Option<&str>,
     command: &[OsString],
     sync_timeout_ms: u64,
-) -> Option<(String, String, Option<ChildGuard>, String)> {
+) -> Result<(String, String, Option<ChildGuard>, String), String> {
     if let Some(url) = url {
         let (Some(s), Some(k)) = (jwt_secret, api_key) else {
-            eprintln!(
-                "bridgewire {who}: --url needs --jwt-secret and --api-key (or JWT_SECRET, BRIDLE_API_KEY)"
+            return Err(
+                "--url needs --jwt-secret and --api-key (or JWT_SECRET, BRIDLE_API_KEY)".into(),
             );
-            return None;
         };
-        return Some((
+        return Ok((
             s.to_string(),
             k.to_string(),
             None,
@@ -367,16 +365,9 @@ pub(crate) fn start_hub(
         ));
     }
     let command = if command.is_empty() {
-        match default_command("bridle-ref-hub") {
-            Ok(mut c) => {
-                c.extend(["--listen".into(), "127.0.0.1:0".into()]);
-                c
-            }
-            Err(e) => {
-                eprintln!("bridgewire {who}: {e}");
-                return None;
-            }
-        }
+        let mut c = default_command("bridle-ref-hub")?;
+        c.extend(["--listen".into(), "127.0.0.1:0".into()]);
+        c
     } else {
         command.to_vec()
     };
@@ -393,23 +384,45 @@ pub(crate) fn start_hub(
     ];
     let mut hub = match ChildGuard::spawn(&command, &env) {
         Ok(h) => h,
-        Err(e) => {
-            eprintln!("bridgewire {who}: cannot start the hub: {e}");
-            return None;
+        Err(e) => return Err(format!("cannot start the hub: {e}")),
+    };
+    let started = std::time::Instant::now();
+    let first = hub.line(Duration::from_secs(20));
+    let Some(url) = first.as_deref().and_then(parse_address) else {
+        // Its stdout closed early: it is exiting, which is said rather than a wait it never had.
+        let mut exited = hub.exited();
+        let closed = first.is_none() && started.elapsed() < Duration::from_secs(19);
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        while exited.is_none() && closed && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+            exited = hub.exited();
         }
-    };
-    let Some(url) = hub
-        .line(Duration::from_secs(20))
-        .and_then(|l| parse_address(&l))
-    else {
-        let why = match hub.exited() {
-            Some(st) => format!("the hub exited ({st})"),
-            None => "no address on its first stdout line within 20 s".into(),
+        let why = match (exited, &first) {
+            (Some(st), _) => format!("the hub exited ({st}) before printing its address"),
+            (None, Some(line)) => format!(
+                "its first stdout line {:?} is not an address",
+                crate::redact::printable(line)
+            ),
+            (None, None) if closed => "its stdout closed before it printed an address".into(),
+            (None, None) => "no address on its first stdout line within 20 s".into(),
         };
-        eprintln!("bridgewire {who}: {why}");
-        return None;
+        return Err(why);
     };
-    Some((secret, key, Some(hub), url))
+    Ok((secret, key, Some(hub), url))
+}
+
+/// [`start_hub_or_why`], saying why on stderr.
+pub(crate) fn start_hub(
+    who: &str,
+    url: Option<&str>,
+    jwt_secret: Option<&str>,
+    api_key: Option<&str>,
+    command: &[OsString],
+    sync_timeout_ms: u64,
+) -> Option<(String, String, Option<ChildGuard>, String)> {
+    start_hub_or_why(url, jwt_secret, api_key, command, sync_timeout_ms)
+        .map_err(|e| eprintln!("bridgewire {who}: {e}"))
+        .ok()
 }
 
 #[derive(clap::Args, Debug)]
