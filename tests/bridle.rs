@@ -352,9 +352,146 @@ fn check_hub_passes_every_rule_on_the_reference_hub() {
         out.ends_with(&format!("{rules} passed, 0 failed\n")),
         "{out}"
     );
+    // The sub-check table a rule that cannot run lists is what each rule runs.
+    for (rule, names) in bridgewire::bridle::rules::HUB_SUBCHECKS {
+        assert_eq!(&subcheck_names(&out, rule), names, "{rule}:\n{out}");
+    }
     // The bundled default (no command) is the same reference hub.
     let (code, out) = bridgewire(&["check", "bridle", "hub", "--rule", "welcome"]);
     assert_eq!(code, 0, "{out}");
+}
+
+/// The sub-check names listed under the first verdict line of `rule` in a text report.
+fn subcheck_names<'a>(out: &'a str, rule: &str) -> Vec<&'a str> {
+    let mut lines = out.lines().skip_while(|l| {
+        l.starts_with(' ')
+            || l.get(8..)
+                .is_none_or(|r| r.split([' ']).next() != Some(rule))
+    });
+    lines.next();
+    lines
+        .take_while(|l| l.starts_with("          "))
+        .map(|l| l[15..].split(" — ").next().unwrap_or(""))
+        .collect()
+}
+
+/// A check that cannot set up (a hub command that exits at once, a URL nobody listens on, an
+/// agent command that cannot start) lists every rule with every sub-check, each not run
+/// naming that cause, and exits 2; an agent that exits before connecting fails agent-auth
+/// naming it, and every later rule lists its checks not run, naming agent-auth.
+#[test]
+fn setup_failures_list_every_sub_check_not_run_naming_the_cause() {
+    use bridgewire::bridle::rules::{AGENT_SUBCHECKS, HUB_SUBCHECKS};
+    let json = |args: &[&str]| -> (i32, serde_json::Value) {
+        let (code, out) = bridgewire(args);
+        let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        (code, doc)
+    };
+    let all_not_run =
+        |who: &str, verdicts: &[serde_json::Value], table: &[(&str, &[&str])], cause: &str| {
+            assert_eq!(verdicts.len(), table.len(), "{who}: {verdicts:#?}");
+            for (v, (rule, names)) in verdicts.iter().zip(table) {
+                assert_eq!(v["id"], *rule, "{who}");
+                assert_eq!(v["status"], "not-run", "{who}: {v}");
+                assert!(v["detail"].as_str().unwrap().contains(cause), "{who}: {v}");
+                let subs = v["subchecks"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{who}: {v}"));
+                let got: Vec<&str> = subs.iter().map(|c| c["name"].as_str().unwrap()).collect();
+                assert_eq!(&got, names, "{who}: {v}");
+                for c in subs {
+                    assert_eq!(c["status"], "not-run", "{who}: {c}");
+                    assert!(
+                        c["evidence"].as_str().unwrap().contains(cause),
+                        "{who}: {c}"
+                    );
+                }
+            }
+        };
+    let (code, doc) = json(&["check", "bridle", "hub", "--format", "json", "--", "false"]);
+    assert_eq!(code, 2, "{doc}");
+    let cause =
+        "the hub did not start: the hub exited (exit status: 1) before printing its address";
+    all_not_run(
+        "hub `false`",
+        doc["verdicts"].as_array().unwrap(),
+        HUB_SUBCHECKS,
+        cause,
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, doc) = json(&[
+        "check",
+        "bridle",
+        "hub",
+        "--format",
+        "json",
+        "--url",
+        &url,
+        "--jwt-secret",
+        SECRET,
+        "--api-key",
+        API_KEY,
+        "--wait-ms",
+        "500",
+    ]);
+    assert_eq!(code, 2, "{doc}");
+    let cause = format!("cannot reach the hub at {url} (");
+    all_not_run(
+        "nobody at the URL",
+        doc["verdicts"].as_array().unwrap(),
+        HUB_SUBCHECKS,
+        &cause,
+    );
+    let (code, doc) = json(&[
+        "check",
+        "bridle",
+        "agent",
+        "--format",
+        "json",
+        "--",
+        "/nonexistent/bridle-agent",
+    ]);
+    assert_eq!(code, 2, "{doc}");
+    let cause = "could not start the agent: ";
+    all_not_run(
+        "agent not found",
+        doc["verdicts"].as_array().unwrap(),
+        AGENT_SUBCHECKS,
+        cause,
+    );
+    let (code, doc) = json(&[
+        "check",
+        "bridle",
+        "agent",
+        "--format",
+        "json",
+        "--wait-ms",
+        "500",
+        "--",
+        "false",
+    ]);
+    assert_eq!(code, 1, "{doc}");
+    let verdicts = doc["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts[0]["status"], "fail", "{doc}");
+    assert!(
+        verdicts[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the agent exited (exit status: 1)"),
+        "{doc}"
+    );
+    let cause = "the agent never connected to /ws/agent (see agent-auth)";
+    all_not_run(
+        "agent `false`",
+        &verdicts[1..],
+        &AGENT_SUBCHECKS[1..],
+        cause,
+    );
 }
 
 /// Every hub rule fails on the break mode planted for it, with a named verdict.

@@ -344,6 +344,28 @@ fn text_frame(client_id: &str, text: &str, message_id: &str) -> Value {
 
 /// Runs the hub rules; verdicts in catalogue order.
 pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
+    check_hub_run(c).await.verdicts
+}
+
+/// The verdicts of a run, and why it could not set up, if it could not.
+pub struct HubRun {
+    pub verdicts: Vec<Verdict>,
+    /// The hub could not be reached at all: every verdict is not run naming this.
+    pub setup_failed: Option<String>,
+}
+
+/// The selected hub rules, each not run with every sub-check listed as not run naming `why`
+/// (the hub did not start, or cannot be reached).
+pub fn setup_failed(only: &[String], why: &str) -> Vec<Verdict> {
+    id::HUB
+        .iter()
+        .filter(|r| only.is_empty() || only.iter().any(|o| o == *r))
+        .map(|r| rules::not_run_with_subchecks(rules::HUB_SUBCHECKS, r, why))
+        .collect()
+}
+
+/// [`check_hub`], saying whether the hub could be reached at all.
+pub async fn check_hub_run(c: &HubCheck) -> HubRun {
     let ctx = Ctx {
         c,
         tag: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
@@ -355,6 +377,18 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         tally: Tally::default(),
     };
     let mut out = crate::report::live::VerdictLog::new(c.live.clone());
+    // A hub nobody answers for is a setup failure, not the hub's verdicts: every rule is not
+    // run naming it (one cause, said once per rule, every sub-check listed).
+    if let Err(why) = reachable(&ctx).await {
+        let why = format!("cannot reach the hub at {} ({why})", c.url);
+        for v in setup_failed(&c.only, &why) {
+            out.push(v);
+        }
+        return HubRun {
+            verdicts: out.into_vec(),
+            setup_failed: Some(why),
+        };
+    }
     // Where the hub stopped serving, if it did: (the rule it stopped during, how it was seen).
     // Keeping on serving is robustness's fact: robustness fails naming it and every later rule
     // is skipped naming robustness (one fault, one verdict, not a column of refused connects).
@@ -365,14 +399,19 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         }
         if let Some((during, why)) = &stopped {
             let cause = format!("the hub stopped serving during {during} ({why})");
+            let unrun = format!("not judged: {cause}");
             out.push(if rule == id::ROBUSTNESS {
-                Verdict::fail(rule, cause.clone())
-                    .with_subchecks(vec![SubCheck::fail("keeps serving", cause)])
+                let mut subs = vec![SubCheck::fail("keeps serving", cause.clone())];
+                rules::list_unrun(rules::HUB_SUBCHECKS, rule, &mut subs, &unrun);
+                Verdict::fail(rule, cause).with_subchecks(subs)
             } else {
+                let mut subs = Vec::new();
+                rules::list_unrun(rules::HUB_SUBCHECKS, rule, &mut subs, &unrun);
                 Verdict::skipped(
                     rule,
                     format!("{cause}: not judged; {} carries that fault", id::ROBUSTNESS),
                 )
+                .with_subchecks(subs)
             });
             continue;
         }
@@ -392,6 +431,16 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
                 "deadline",
                 format!("the rule timed out after {budget:?}; later sub-checks did not run"),
             ));
+            let why = format!("the rule timed out after {budget:?} before it");
+            rules::list_unrun(rules::HUB_SUBCHECKS, rule, &mut subs, &why);
+        }
+        // A setup step that failed ends the rule: what it did not get to judge is listed.
+        if let Some(why) = subs
+            .iter()
+            .find(|c| c.name == "setup" && c.status == crate::rule::Status::Skipped)
+            .map(|c| format!("the rule's setup failed: {}", c.evidence))
+        {
+            rules::list_unrun(rules::HUB_SUBCHECKS, rule, &mut subs, &why);
         }
         // A rule passes only on evidence for all of it: a sub-check that could not be seen
         // (skipped) makes the rule skipped, naming it, even when the others passed.
@@ -426,7 +475,40 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         }
         out.push(v);
     }
-    out.into_vec()
+    HubRun {
+        verdicts: out.into_vec(),
+        setup_failed: None,
+    }
+}
+
+/// Whether the hub answers HTTP (any status) within the wait: a hub that just printed its
+/// address gets that long to listen.
+async fn reachable(ctx: &Ctx<'_>) -> Result<(), String> {
+    let deadline = Instant::now() + ctx.c.wait;
+    loop {
+        match ctx
+            .http
+            .get(format!("{}/api/agent/health", ctx.c.url))
+            .timeout(ctx.c.wait)
+            .send()
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(error_chain(&e)),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// An error with its sources (the cause, e.g. connection refused, is in the chain).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut why = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        why = format!("{why}: {c}");
+        src = c.source();
+    }
+    why
 }
 
 /// Whether the hub still answers HTTP (any status): a connection refused or no answer within

@@ -1,8 +1,8 @@
 //! `check bridle hub|agent`, `record bridle`, `replay bridle`.
 
 use super::exit;
-use crate::bridle::check_agent::{AgentCheck, check_agent};
-use crate::bridle::check_hub::{HubCheck, check_hub};
+use crate::bridle::check_agent::{AgentCheck, check_agent_run};
+use crate::bridle::check_hub::{HubCheck, check_hub_run};
 use crate::bridle::spawn::{ChildGuard, bundled, parse_address};
 use crate::rule::Verdict;
 use std::ffi::OsString;
@@ -191,15 +191,31 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
         a.format,
         a.strict,
     );
-    let Some((jwt_secret, api_key, _hub, url)) = start_hub(
-        "check bridle hub",
+    let (jwt_secret, api_key, _hub, url) = match start_hub_or_why(
         a.url.as_deref(),
         a.jwt_secret.as_deref(),
         a.api_key.as_deref(),
         &a.command,
         a.sync_timeout_ms,
-    ) else {
-        return exit::INVALID_INPUT;
+    ) {
+        Ok(started) => started,
+        Err(why) => {
+            eprintln!("bridgewire check bridle hub: {why}");
+            // Every rule is listed, not run, with each sub-check naming the cause; exit 2.
+            let _ = live.finish();
+            let why = format!("the hub did not start: {why}");
+            let verdicts = crate::bridle::check_hub::setup_failed(&a.rules, &why);
+            report(&verdicts, a.format, a.strict);
+            let target = joined(&a.command);
+            return write_reports(
+                &a.reports,
+                "bridle",
+                &target,
+                started,
+                verdicts,
+                exit::INVALID_INPUT,
+            );
+        }
     };
     let cfg = HubCheck {
         url,
@@ -213,14 +229,20 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
-    let verdicts = rt.block_on(check_hub(&cfg));
+    let run = rt.block_on(check_hub_run(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
     if live.finish().is_none() {
         // A signal ended the run: its handler printed and wrote what was reached.
         crate::signals::exit_if_interrupted();
         return exit::FAILED;
     }
-    let code = report(&verdicts, a.format, a.strict);
+    let verdicts = run.verdicts;
+    let mut code = report(&verdicts, a.format, a.strict);
+    if let Some(why) = &run.setup_failed {
+        // A hub nobody answers for is a check target that cannot be started.
+        eprintln!("bridgewire check bridle hub: {why}");
+        code = exit::INVALID_INPUT;
+    }
     write_reports(&a.reports, "bridle", &cfg.url, started, verdicts, code)
 }
 
@@ -256,13 +278,18 @@ pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
-    let verdicts = rt.block_on(check_agent(&cfg));
+    let (verdicts, setup_failed) = rt.block_on(check_agent_run(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
     if live.finish().is_none() {
         crate::signals::exit_if_interrupted();
         return exit::FAILED;
     }
-    let code = report(&verdicts, a.format, false);
+    let mut code = report(&verdicts, a.format, false);
+    if let Some(why) = setup_failed {
+        // An agent command that cannot be started is a check target that cannot be started.
+        eprintln!("bridgewire check bridle agent: {why}");
+        code = exit::INVALID_INPUT;
+    }
     write_reports(&a.reports, "bridle", &target, started, verdicts, code)
 }
 
