@@ -180,6 +180,8 @@ struct Ctx<'a> {
     http: reqwest::Client,
     opts: Options,
     tally: Tally,
+    /// The `no flood after welcome` sub-check, once measured.
+    flood: RefCell<Option<SubCheck>>,
 }
 
 /// A rule's sub-checks, kept outside the rule's future so a rule that runs out of time still
@@ -375,6 +377,7 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
             ..Options::default()
         },
         tally: Tally::default(),
+        flood: RefCell::new(None),
     };
     let mut out = crate::report::live::VerdictLog::new(c.live.clone());
     // A hub nobody answers for is a setup failure, not the hub's verdicts: every rule is not
@@ -456,6 +459,14 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
+        }
+        // A flood-sensitive rule that fell short: when the hub floods browsers, the flood hid
+        // its evidence (one fault, one verdict: robustness's).
+        if v.status != crate::rule::Status::Pass && FLOOD_SENSITIVE.contains(&rule) {
+            let flood = flood_after_welcome(&ctx).await;
+            if flood.status == crate::rule::Status::Fail {
+                v = flooded(rule, v, &flood);
+            }
         }
         if let Err(why) = serving(&ctx).await {
             // What this rule could not see because the hub went away is robustness's fault;
@@ -1971,12 +1982,68 @@ async fn http_sync_timeout(ctx: &Ctx<'_>, subs: &Subs) {
 /// Events a quiet browser may get unasked within a second before it is a flood.
 const FLOOD: usize = 50;
 
-async fn robustness(ctx: &Ctx<'_>, subs: &Subs) {
+/// The rules whose verdicts rest on harness browsers past welcome (what they receive, what
+/// they send reaching the agent): a hub that floods every browser hides that evidence, so a
+/// shortfall of theirs is robustness's fault. Handshakes and welcome (the first event), the
+/// HTTP rules and the tally of names are judged on evidence a flood does not hide.
+const FLOOD_SENSITIVE: &[&str] = &[
+    id::PING_PONG,
+    id::LEGACY_PARTS,
+    id::AGENT_ISOLATION,
+    id::CLIENT_ROUTING,
+    id::SAME_USER_BROWSERS,
+    id::AGENT_TAKEOVER,
+    id::AGENT_NOT_CONNECTED,
+    id::EVENT_FIELDS,
+    id::MALFORMED_PAYLOADS,
+    id::STREAM_RELAY,
+    id::STREAMING_REPLACE,
+    id::NOTES,
+    id::AGENT_RECONNECT,
+    id::HTTP_HEALTH,
+];
+
+/// Whether the hub floods a quiet browser after welcome: the `no flood after welcome`
+/// sub-check, measured once per run (robustness reports it; a flood-sensitive rule that fell
+/// short asks for it to tell whether the flood hid its evidence).
+async fn flood_after_welcome(ctx: &Ctx<'_>) -> SubCheck {
+    if let Some(c) = ctx.flood.borrow().clone() {
+        return c;
+    }
+    let c = measure_flood(ctx).await;
+    *ctx.flood.borrow_mut() = Some(c.clone());
+    c
+}
+
+/// A flood-sensitive rule that fell short on a hub that floods browsers: skipped naming
+/// robustness (the flood), its shortfalls kept as evidence but not judged.
+fn flooded(rule: &str, v: Verdict, flood: &SubCheck) -> Verdict {
+    let cause = format!(
+        "the hub floods each browser after welcome ({}): what this rule's browsers received \
+cannot be told from the flood; not judged, {} carries that fault",
+        flood.evidence,
+        id::ROBUSTNESS
+    );
+    let subs = v
+        .subchecks
+        .into_iter()
+        .map(|c| match c.status {
+            crate::rule::Status::Fail | crate::rule::Status::Skipped => SubCheck::skipped(
+                c.name,
+                format!("not judged (flood; {}): {}", id::ROBUSTNESS, c.evidence),
+            ),
+            _ => c,
+        })
+        .collect();
+    Verdict::skipped(rule, cause).with_subchecks(subs)
+}
+
+async fn measure_flood(ctx: &Ctx<'_>) -> SubCheck {
     let a = ctx.agent_id("robust");
     // No flood after welcome. A few unsolicited events (an extension's status) are not one;
     // `spec-events-only` reports their names.
     match ctx.browser("robust-quiet", &a).await {
-        Err(e) => push(subs, SubCheck::skipped("no flood after welcome", e)),
+        Err(e) => SubCheck::skipped("no flood after welcome", e),
         Ok(mut quiet) => {
             let deadline = Instant::now() + Duration::from_secs(1);
             let mut spec = 0usize;
@@ -1987,8 +2054,8 @@ async fn robustness(ctx: &Ctx<'_>, subs: &Subs) {
                 }
             }
             let n = spec + quiet.extras.len();
-            push(
-                subs,
+            quiet.disconnect();
+            {
                 if n >= FLOOD {
                     SubCheck::fail(
                         "no flood after welcome",
@@ -2002,10 +2069,15 @@ async fn robustness(ctx: &Ctx<'_>, subs: &Subs) {
                         "no flood after welcome",
                         format!("{n} unsolicited event(s) within 1 s"),
                     )
-                },
-            );
+                }
+            }
         }
     }
+}
+
+async fn robustness(ctx: &Ctx<'_>, subs: &Subs) {
+    let a = ctx.agent_id("robust");
+    push(subs, flood_after_welcome(ctx).await);
     let bad: [(&str, Message); 6] = [
         (
             "an oversized frame",
