@@ -250,6 +250,18 @@ pub trait Live: Sync {
         Ok(None)
     }
 
+    /// Why two live legs would reach one and the same bridge although their commands differ
+    /// (e.g. both print the address of one running server), said as the shared address; `None`
+    /// when they are two, or when the protocol cannot tell.
+    fn same_server(
+        &self,
+        _a: &BridgeCommand,
+        _b: &BridgeCommand,
+        _timeout: std::time::Duration,
+    ) -> Option<String> {
+        None
+    }
+
     /// The identity of the bridge a cell was recorded from, read from the cell's own lanes
     /// (the same text [`Live::identify`] gives for that bridge).
     fn recorded_identity(&self, _cell: &Cell) -> Option<String> {

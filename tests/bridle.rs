@@ -352,9 +352,146 @@ fn check_hub_passes_every_rule_on_the_reference_hub() {
         out.ends_with(&format!("{rules} passed, 0 failed\n")),
         "{out}"
     );
+    // The sub-check table a rule that cannot run lists is what each rule runs.
+    for (rule, names) in bridgewire::bridle::rules::HUB_SUBCHECKS {
+        assert_eq!(&subcheck_names(&out, rule), names, "{rule}:\n{out}");
+    }
     // The bundled default (no command) is the same reference hub.
     let (code, out) = bridgewire(&["check", "bridle", "hub", "--rule", "welcome"]);
     assert_eq!(code, 0, "{out}");
+}
+
+/// The sub-check names listed under the first verdict line of `rule` in a text report.
+fn subcheck_names<'a>(out: &'a str, rule: &str) -> Vec<&'a str> {
+    let mut lines = out.lines().skip_while(|l| {
+        l.starts_with(' ')
+            || l.get(8..)
+                .is_none_or(|r| r.split([' ']).next() != Some(rule))
+    });
+    lines.next();
+    lines
+        .take_while(|l| l.starts_with("          "))
+        .map(|l| l[15..].split(" — ").next().unwrap_or(""))
+        .collect()
+}
+
+/// A check that cannot set up (a hub command that exits at once, a URL nobody listens on, an
+/// agent command that cannot start) lists every rule with every sub-check, each not run
+/// naming that cause, and exits 2; an agent that exits before connecting fails agent-auth
+/// naming it, and every later rule lists its checks not run, naming agent-auth.
+#[test]
+fn setup_failures_list_every_sub_check_not_run_naming_the_cause() {
+    use bridgewire::bridle::rules::{AGENT_SUBCHECKS, HUB_SUBCHECKS};
+    let json = |args: &[&str]| -> (i32, serde_json::Value) {
+        let (code, out) = bridgewire(args);
+        let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        (code, doc)
+    };
+    let all_not_run =
+        |who: &str, verdicts: &[serde_json::Value], table: &[(&str, &[&str])], cause: &str| {
+            assert_eq!(verdicts.len(), table.len(), "{who}: {verdicts:#?}");
+            for (v, (rule, names)) in verdicts.iter().zip(table) {
+                assert_eq!(v["id"], *rule, "{who}");
+                assert_eq!(v["status"], "not-run", "{who}: {v}");
+                assert!(v["detail"].as_str().unwrap().contains(cause), "{who}: {v}");
+                let subs = v["subchecks"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{who}: {v}"));
+                let got: Vec<&str> = subs.iter().map(|c| c["name"].as_str().unwrap()).collect();
+                assert_eq!(&got, names, "{who}: {v}");
+                for c in subs {
+                    assert_eq!(c["status"], "not-run", "{who}: {c}");
+                    assert!(
+                        c["evidence"].as_str().unwrap().contains(cause),
+                        "{who}: {c}"
+                    );
+                }
+            }
+        };
+    let (code, doc) = json(&["check", "bridle", "hub", "--format", "json", "--", "false"]);
+    assert_eq!(code, 2, "{doc}");
+    let cause =
+        "the hub did not start: the hub exited (exit status: 1) before printing its address";
+    all_not_run(
+        "hub `false`",
+        doc["verdicts"].as_array().unwrap(),
+        HUB_SUBCHECKS,
+        cause,
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, doc) = json(&[
+        "check",
+        "bridle",
+        "hub",
+        "--format",
+        "json",
+        "--url",
+        &url,
+        "--jwt-secret",
+        SECRET,
+        "--api-key",
+        API_KEY,
+        "--wait-ms",
+        "500",
+    ]);
+    assert_eq!(code, 2, "{doc}");
+    let cause = format!("cannot reach the hub at {url} (");
+    all_not_run(
+        "nobody at the URL",
+        doc["verdicts"].as_array().unwrap(),
+        HUB_SUBCHECKS,
+        &cause,
+    );
+    let (code, doc) = json(&[
+        "check",
+        "bridle",
+        "agent",
+        "--format",
+        "json",
+        "--",
+        "/nonexistent/bridle-agent",
+    ]);
+    assert_eq!(code, 2, "{doc}");
+    let cause = "could not start the agent: ";
+    all_not_run(
+        "agent not found",
+        doc["verdicts"].as_array().unwrap(),
+        AGENT_SUBCHECKS,
+        cause,
+    );
+    let (code, doc) = json(&[
+        "check",
+        "bridle",
+        "agent",
+        "--format",
+        "json",
+        "--wait-ms",
+        "500",
+        "--",
+        "false",
+    ]);
+    assert_eq!(code, 1, "{doc}");
+    let verdicts = doc["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts[0]["status"], "fail", "{doc}");
+    assert!(
+        verdicts[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the agent exited (exit status: 1)"),
+        "{doc}"
+    );
+    let cause = "the agent never connected to /ws/agent (see agent-auth)";
+    all_not_run(
+        "agent `false`",
+        &verdicts[1..],
+        &AGENT_SUBCHECKS[1..],
+        cause,
+    );
 }
 
 /// Every hub rule fails on the break mode planted for it, with a named verdict.
@@ -445,6 +582,29 @@ fn check_hub_fails_each_rule_on_its_break_mode() {
         assert!(
             out.ends_with("0 passed, 1 failed\n"),
             "--break {brk}: {out}"
+        );
+    }
+}
+
+/// One fault, one verdict with a hub that floods every browser with spec `message` events after
+/// welcome (`--break flood`), over every rule: robustness fails naming the flood; the rules whose
+/// browsers' evidence the flood hid are skipped naming it and robustness (never failed); the rules
+/// whose evidence was seen (handshakes, welcome, HTTP) pass.
+#[test]
+fn a_flooding_hub_fails_robustness_alone() {
+    let row: Divergence = ("flood", "robustness", "(flood)", &[FLOODED]);
+    let (code, out) = check_hub(None, Some("flood"));
+    assert_divergence("--break flood", &row, code, &out);
+    for rule in [
+        "handshake-auth",
+        "welcome",
+        "http-message",
+        "http-sync",
+        "http-sync-timeout",
+    ] {
+        assert!(
+            out.lines().any(|l| l == format!("pass    {rule}")),
+            "{rule}:\n{out}"
         );
     }
 }
@@ -983,6 +1143,10 @@ type Divergence = (
     &'static [(&'static str, &'static str)],
 );
 
+/// In a row's list: every flood-sensitive rule that fell short is skipped naming the flood and
+/// robustness (which of them fall short depends on timing; at least one, and none failed).
+const FLOODED: (&str, &str) = ("skipped *", "— the hub floods each browser after welcome (");
+
 /// `tests/node/hub.js --diverge NAME`.
 const NODE_HUB_DIVERGENCES: &[Divergence] = &[
     (
@@ -1075,6 +1239,7 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
     ("message-202", "http-message", "answered 202", &[]),
     ("sync-no-message-id", "http-sync", "messageId null", &[]),
     ("status-flood", "robustness", "(flood)", &[]),
+    ("message-flood", "robustness", "(flood)", &[FLOODED]),
     (
         "stream-end-alias",
         "spec-events-only",
@@ -1253,7 +1418,20 @@ fn assert_divergence(who: &str, row: &Divergence, code: i32, out: &str) {
         .unwrap_or_else(|| panic!("{who}: {rule} did not fail:\n{out}"));
     let line = bad.remove(at);
     assert!(line.contains(cause), "{who}: {line}");
-    for (start, names) in others {
+    for &(start, names) in others.iter() {
+        if (start, names) == FLOODED {
+            let before = bad.len();
+            bad.retain(|l| {
+                !(l.starts_with("skipped ")
+                    && l.contains(names)
+                    && l.ends_with("not judged, robustness carries that fault"))
+            });
+            assert!(
+                bad.len() < before,
+                "{who}: no rule skipped naming the flood:\n{out}"
+            );
+            continue;
+        }
         let at = bad
             .iter()
             .position(|l| l.starts_with(start) && l.contains(names))
@@ -1516,6 +1694,61 @@ fn parity_recorded_leg_against_the_live_reference_hub() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("FAIL ref-hub/bot-1__alice"), "{out}");
     assert!(out.contains("PASS ref-hub/bot-1__agent"), "{out}");
+}
+
+/// Two live legs whose commands differ but which both print the address of one running hub
+/// (`http://127.0.0.1:P` and `http://localhost:P/`) compare the hub with itself: refused with
+/// exit 2 before any cell, unless `--allow-same-bridge`; two legs printing two running hubs'
+/// addresses are two bridges and run.
+#[test]
+fn parity_legs_that_reach_one_running_hub_are_refused() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let (_one, url) = spawn_hub(None);
+    let (_two, other) = spawn_hub(None);
+    let port = url.rsplit(':').next().unwrap().to_string();
+    // A leg that prints a running hub's address and stays up (as a started hub would).
+    let prints = |addr: &str, tag: &str| format!("cmd:sh -c 'echo {addr}; exec sleep 60' {tag}");
+    let run = |base: &str, head: &str, extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+            .args([
+                "parity",
+                "--base",
+                base,
+                "--head",
+                head,
+                "--timeout-ms",
+                "5000",
+            ])
+            .args(["--cell", "nobody__dave"])
+            .args(extra)
+            .arg(&root)
+            .env("JWT_SECRET", SECRET)
+            .env("BRIDLE_API_KEY", API_KEY)
+            .stdin(Stdio::null())
+            .output()
+            .expect("bridgewire runs");
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let base = prints(&url, "base");
+    let head = prints(&format!("http://localhost:{port}/"), "head");
+    let (code, out) = run(&base, &head, &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("both legs would talk to the same bridle server")
+            && out.contains(&format!("both reach 127.0.0.1:{port}"))
+            && out.contains("--allow-same-bridge"),
+        "{out}"
+    );
+    assert!(!out.contains("nobody__dave"), "no cell ran: {out}");
+    let (code, out) = run(&base, &head, &["--allow-same-bridge"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
+    // Two running hubs: two bridges, compared.
+    let (code, out) = run(&base, &prints(&other, "head"), &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
 }
 
 /// Replay and parity against the node hub (not ours): it differs from the reference hub that

@@ -308,24 +308,41 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
 
 /// Runs the agent rules; verdicts in catalogue order.
 pub async fn check_agent(c: &AgentCheck) -> Vec<Verdict> {
-    agent_rules(c).await.into_vec()
+    check_agent_run(c).await.0
 }
 
-async fn agent_rules(c: &AgentCheck) -> VerdictLog {
-    let mut out = VerdictLog::new(c.live.clone());
+/// [`check_agent`], and why the run could not set up (the hub double did not start, the agent
+/// command could not be started), if it could not: then every rule is not run naming it.
+pub async fn check_agent_run(c: &AgentCheck) -> (Vec<Verdict>, Option<String>) {
+    let mut setup = None;
+    let out = agent_rules(c, &mut setup).await.into_vec();
+    (out, setup)
+}
+
+/// Every rule not run, each check listed as not run naming `why`.
+fn all_not_run(mut out: VerdictLog, why: String, setup: &mut Option<String>) -> VerdictLog {
+    for r in id::AGENT {
+        out.push(rules::not_run_with_subchecks(
+            rules::AGENT_SUBCHECKS,
+            r,
+            &why,
+        ));
+    }
+    *setup = Some(why);
+    out
+}
+
+async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
+    let out = VerdictLog::new(c.live.clone());
     let mut hub =
         match FakeHub::start("127.0.0.1:0".parse().expect("addr"), c.api_key.clone()).await {
             Ok(h) => h,
             Err(e) => {
-                for r in id::AGENT {
-                    out.push(Verdict::fail(
-                        r,
-                        format!("could not start the hub double: {e}"),
-                    ));
-                }
-                return out;
+                let why = format!("could not start the hub double: {e}");
+                return all_not_run(out, why, setup);
             }
         };
+    let mut out = out;
     let env = [
         ("BRIDLE_URL", hub.url()),
         ("BRIDLE_API_KEY", c.api_key.clone()),
@@ -335,10 +352,8 @@ async fn agent_rules(c: &AgentCheck) -> VerdictLog {
     let mut child = match ChildGuard::spawn(&c.command, &env) {
         Ok(ch) => ch,
         Err(e) => {
-            for r in id::AGENT {
-                out.push(Verdict::fail(r, format!("could not start the agent: {e}")));
-            }
-            return out;
+            let why = format!("could not start the agent: {e}");
+            return all_not_run(out, why, setup);
         }
     };
 
@@ -396,7 +411,8 @@ async fn agent_rules(c: &AgentCheck) -> VerdictLog {
     }
     if connected.is_none() {
         for r in &id::AGENT[1..] {
-            out.push(Verdict::not_run(
+            out.push(rules::not_run_with_subchecks(
+                rules::AGENT_SUBCHECKS,
                 r,
                 "the agent never authenticated (see agent-auth)",
             ));
@@ -561,7 +577,8 @@ async fn agent_rules(c: &AgentCheck) -> VerdictLog {
 fn not_connected(mut out: VerdictLog, why: String) -> VerdictLog {
     out.push(Verdict::fail(id::AGENT_AUTH, why));
     for r in &id::AGENT[1..] {
-        out.push(Verdict::not_run(
+        out.push(rules::not_run_with_subchecks(
+            rules::AGENT_SUBCHECKS,
             r,
             "the agent never connected to /ws/agent (see agent-auth)",
         ));

@@ -180,6 +180,8 @@ struct Ctx<'a> {
     http: reqwest::Client,
     opts: Options,
     tally: Tally,
+    /// The `no flood after welcome` sub-check, once measured.
+    flood: RefCell<Option<SubCheck>>,
 }
 
 /// A rule's sub-checks, kept outside the rule's future so a rule that runs out of time still
@@ -344,6 +346,28 @@ fn text_frame(client_id: &str, text: &str, message_id: &str) -> Value {
 
 /// Runs the hub rules; verdicts in catalogue order.
 pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
+    check_hub_run(c).await.verdicts
+}
+
+/// The verdicts of a run, and why it could not set up, if it could not.
+pub struct HubRun {
+    pub verdicts: Vec<Verdict>,
+    /// The hub could not be reached at all: every verdict is not run naming this.
+    pub setup_failed: Option<String>,
+}
+
+/// The selected hub rules, each not run with every sub-check listed as not run naming `why`
+/// (the hub did not start, or cannot be reached).
+pub fn setup_failed(only: &[String], why: &str) -> Vec<Verdict> {
+    id::HUB
+        .iter()
+        .filter(|r| only.is_empty() || only.iter().any(|o| o == *r))
+        .map(|r| rules::not_run_with_subchecks(rules::HUB_SUBCHECKS, r, why))
+        .collect()
+}
+
+/// [`check_hub`], saying whether the hub could be reached at all.
+pub async fn check_hub_run(c: &HubCheck) -> HubRun {
     let ctx = Ctx {
         c,
         tag: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
@@ -353,8 +377,21 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
             ..Options::default()
         },
         tally: Tally::default(),
+        flood: RefCell::new(None),
     };
     let mut out = crate::report::live::VerdictLog::new(c.live.clone());
+    // A hub nobody answers for is a setup failure, not the hub's verdicts: every rule is not
+    // run naming it (one cause, said once per rule, every sub-check listed).
+    if let Err(why) = reachable(&ctx).await {
+        let why = format!("cannot reach the hub at {} ({why})", c.url);
+        for v in setup_failed(&c.only, &why) {
+            out.push(v);
+        }
+        return HubRun {
+            verdicts: out.into_vec(),
+            setup_failed: Some(why),
+        };
+    }
     // Where the hub stopped serving, if it did: (the rule it stopped during, how it was seen).
     // Keeping on serving is robustness's fact: robustness fails naming it and every later rule
     // is skipped naming robustness (one fault, one verdict, not a column of refused connects).
@@ -365,14 +402,19 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         }
         if let Some((during, why)) = &stopped {
             let cause = format!("the hub stopped serving during {during} ({why})");
+            let unrun = format!("not judged: {cause}");
             out.push(if rule == id::ROBUSTNESS {
-                Verdict::fail(rule, cause.clone())
-                    .with_subchecks(vec![SubCheck::fail("keeps serving", cause)])
+                let mut subs = vec![SubCheck::fail("keeps serving", cause.clone())];
+                rules::list_unrun(rules::HUB_SUBCHECKS, rule, &mut subs, &unrun);
+                Verdict::fail(rule, cause).with_subchecks(subs)
             } else {
+                let mut subs = Vec::new();
+                rules::list_unrun(rules::HUB_SUBCHECKS, rule, &mut subs, &unrun);
                 Verdict::skipped(
                     rule,
                     format!("{cause}: not judged; {} carries that fault", id::ROBUSTNESS),
                 )
+                .with_subchecks(subs)
             });
             continue;
         }
@@ -392,6 +434,16 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
                 "deadline",
                 format!("the rule timed out after {budget:?}; later sub-checks did not run"),
             ));
+            let why = format!("the rule timed out after {budget:?} before it");
+            rules::list_unrun(rules::HUB_SUBCHECKS, rule, &mut subs, &why);
+        }
+        // A setup step that failed ends the rule: what it did not get to judge is listed.
+        if let Some(why) = subs
+            .iter()
+            .find(|c| c.name == "setup" && c.status == crate::rule::Status::Skipped)
+            .map(|c| format!("the rule's setup failed: {}", c.evidence))
+        {
+            rules::list_unrun(rules::HUB_SUBCHECKS, rule, &mut subs, &why);
         }
         // A rule passes only on evidence for all of it: a sub-check that could not be seen
         // (skipped) makes the rule skipped, naming it, even when the others passed.
@@ -407,6 +459,14 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
+        }
+        // A flood-sensitive rule that fell short: when the hub floods browsers, the flood hid
+        // its evidence (one fault, one verdict: robustness's).
+        if v.status != crate::rule::Status::Pass && FLOOD_SENSITIVE.contains(&rule) {
+            let flood = flood_after_welcome(&ctx).await;
+            if flood.status == crate::rule::Status::Fail {
+                v = flooded(rule, v, &flood);
+            }
         }
         if let Err(why) = serving(&ctx).await {
             // What this rule could not see because the hub went away is robustness's fault;
@@ -426,7 +486,40 @@ pub async fn check_hub(c: &HubCheck) -> Vec<Verdict> {
         }
         out.push(v);
     }
-    out.into_vec()
+    HubRun {
+        verdicts: out.into_vec(),
+        setup_failed: None,
+    }
+}
+
+/// Whether the hub answers HTTP (any status) within the wait: a hub that just printed its
+/// address gets that long to listen.
+async fn reachable(ctx: &Ctx<'_>) -> Result<(), String> {
+    let deadline = Instant::now() + ctx.c.wait;
+    loop {
+        match ctx
+            .http
+            .get(format!("{}/api/agent/health", ctx.c.url))
+            .timeout(ctx.c.wait)
+            .send()
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(error_chain(&e)),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// An error with its sources (the cause, e.g. connection refused, is in the chain).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut why = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        why = format!("{why}: {c}");
+        src = c.source();
+    }
+    why
 }
 
 /// Whether the hub still answers HTTP (any status): a connection refused or no answer within
@@ -1889,12 +1982,68 @@ async fn http_sync_timeout(ctx: &Ctx<'_>, subs: &Subs) {
 /// Events a quiet browser may get unasked within a second before it is a flood.
 const FLOOD: usize = 50;
 
-async fn robustness(ctx: &Ctx<'_>, subs: &Subs) {
+/// The rules whose verdicts rest on harness browsers past welcome (what they receive, what
+/// they send reaching the agent): a hub that floods every browser hides that evidence, so a
+/// shortfall of theirs is robustness's fault. Handshakes and welcome (the first event), the
+/// HTTP rules and the tally of names are judged on evidence a flood does not hide.
+const FLOOD_SENSITIVE: &[&str] = &[
+    id::PING_PONG,
+    id::LEGACY_PARTS,
+    id::AGENT_ISOLATION,
+    id::CLIENT_ROUTING,
+    id::SAME_USER_BROWSERS,
+    id::AGENT_TAKEOVER,
+    id::AGENT_NOT_CONNECTED,
+    id::EVENT_FIELDS,
+    id::MALFORMED_PAYLOADS,
+    id::STREAM_RELAY,
+    id::STREAMING_REPLACE,
+    id::NOTES,
+    id::AGENT_RECONNECT,
+    id::HTTP_HEALTH,
+];
+
+/// Whether the hub floods a quiet browser after welcome: the `no flood after welcome`
+/// sub-check, measured once per run (robustness reports it; a flood-sensitive rule that fell
+/// short asks for it to tell whether the flood hid its evidence).
+async fn flood_after_welcome(ctx: &Ctx<'_>) -> SubCheck {
+    if let Some(c) = ctx.flood.borrow().clone() {
+        return c;
+    }
+    let c = measure_flood(ctx).await;
+    *ctx.flood.borrow_mut() = Some(c.clone());
+    c
+}
+
+/// A flood-sensitive rule that fell short on a hub that floods browsers: skipped naming
+/// robustness (the flood), its shortfalls kept as evidence but not judged.
+fn flooded(rule: &str, v: Verdict, flood: &SubCheck) -> Verdict {
+    let cause = format!(
+        "the hub floods each browser after welcome ({}): what this rule's browsers received \
+cannot be told from the flood; not judged, {} carries that fault",
+        flood.evidence,
+        id::ROBUSTNESS
+    );
+    let subs = v
+        .subchecks
+        .into_iter()
+        .map(|c| match c.status {
+            crate::rule::Status::Fail | crate::rule::Status::Skipped => SubCheck::skipped(
+                c.name,
+                format!("not judged (flood; {}): {}", id::ROBUSTNESS, c.evidence),
+            ),
+            _ => c,
+        })
+        .collect();
+    Verdict::skipped(rule, cause).with_subchecks(subs)
+}
+
+async fn measure_flood(ctx: &Ctx<'_>) -> SubCheck {
     let a = ctx.agent_id("robust");
     // No flood after welcome. A few unsolicited events (an extension's status) are not one;
     // `spec-events-only` reports their names.
     match ctx.browser("robust-quiet", &a).await {
-        Err(e) => push(subs, SubCheck::skipped("no flood after welcome", e)),
+        Err(e) => SubCheck::skipped("no flood after welcome", e),
         Ok(mut quiet) => {
             let deadline = Instant::now() + Duration::from_secs(1);
             let mut spec = 0usize;
@@ -1905,8 +2054,8 @@ async fn robustness(ctx: &Ctx<'_>, subs: &Subs) {
                 }
             }
             let n = spec + quiet.extras.len();
-            push(
-                subs,
+            quiet.disconnect();
+            {
                 if n >= FLOOD {
                     SubCheck::fail(
                         "no flood after welcome",
@@ -1920,10 +2069,15 @@ async fn robustness(ctx: &Ctx<'_>, subs: &Subs) {
                         "no flood after welcome",
                         format!("{n} unsolicited event(s) within 1 s"),
                     )
-                },
-            );
+                }
+            }
         }
     }
+}
+
+async fn robustness(ctx: &Ctx<'_>, subs: &Subs) {
+    let a = ctx.agent_id("robust");
+    push(subs, flood_after_welcome(ctx).await);
     let bad: [(&str, Message); 6] = [
         (
             "an oversized frame",

@@ -20,6 +20,40 @@ use std::time::Duration;
 
 pub struct BridleLive;
 
+/// The addresses a hub URL reaches: its host resolved (`localhost` and `127.0.0.1` alike; an
+/// unspecified address such as `0.0.0.0` is reached on loopback) and its port (the scheme's
+/// default when none is given).
+fn endpoints(url: &str) -> Option<(Vec<std::net::IpAddr>, u16)> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, ToSocketAddrs};
+    let u = reqwest::Url::parse(url).ok()?;
+    let port = u.port_or_known_default()?;
+    let host = u.host_str()?.trim_start_matches('[').trim_end_matches(']');
+    let mut ips: Vec<IpAddr> = (host, port)
+        .to_socket_addrs()
+        .ok()?
+        .map(|a| match a.ip() {
+            IpAddr::V4(v) if v.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(v) if v.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        })
+        .collect();
+    ips.sort();
+    ips.dedup();
+    Some((ips, port))
+}
+
+/// The address two hub URLs share, if they reach the same hub: the same port on a host that
+/// resolves to a shared address. Two legs whose hubs are one are a self-comparison.
+pub fn same_hub(a: &str, b: &str) -> Option<String> {
+    let (aips, aport) = endpoints(a)?;
+    let (bips, bport) = endpoints(b)?;
+    if aport != bport {
+        return None;
+    }
+    let shared = aips.iter().find(|ip| bips.contains(ip))?;
+    Some(std::net::SocketAddr::new(*shared, aport).to_string())
+}
+
 impl Live for BridleLive {
     fn protocol(&self) -> Protocol {
         Protocol::Bridle
@@ -91,6 +125,41 @@ impl Live for BridleLive {
                 ..Default::default()
             },
         }
+    }
+
+    /// Both legs' hubs started side by side (as a cell starts them): one address printed by
+    /// both (a command that prints the URL of one running hub) is one hub.
+    fn same_server(
+        &self,
+        a: &BridgeCommand,
+        b: &BridgeCommand,
+        _timeout: Duration,
+    ) -> Option<String> {
+        let secret = std::env::var("JWT_SECRET").ok();
+        let key = std::env::var("BRIDLE_API_KEY").ok();
+        let start = |bridge: &BridgeCommand| {
+            let command: Vec<std::ffi::OsString> =
+                bridge.spawn_argv().into_iter().map(Into::into).collect();
+            crate::cli::bridle_cmd::start_hub_or_why(
+                None,
+                secret.as_deref(),
+                key.as_deref(),
+                &command,
+                120_000,
+            )
+            .ok()
+        };
+        // Both alive at once: two hubs cannot listen on one address, so a shared one is one hub.
+        let (ha, hb) = std::thread::scope(|s| {
+            let ta = s.spawn(|| start(a));
+            let hb = start(b);
+            (ta.join().ok().flatten(), hb)
+        });
+        let (Some((_, _, _ga, ua)), Some((_, _, _gb, ub))) = (ha, hb) else {
+            // A hub that does not start is each cell's error to name; nothing to compare here.
+            return None;
+        };
+        same_hub(&ua, &ub).map(|at| format!("base prints {ua}, head prints {ub}: both reach {at}"))
     }
 
     fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {
@@ -214,5 +283,30 @@ impl Live for BridleLive {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;
             Ok(out)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_hub;
+
+    #[test]
+    fn one_hub_by_host_and_port() {
+        let at = Some("127.0.0.1:4100".to_string());
+        assert_eq!(
+            same_hub("http://127.0.0.1:4100", "http://localhost:4100/"),
+            at
+        );
+        assert_eq!(same_hub("http://0.0.0.0:4100", "http://127.0.0.1:4100"), at);
+        assert_eq!(
+            same_hub("http://127.0.0.1:4100", "http://127.0.0.1:4101"),
+            None
+        );
+        assert_eq!(
+            same_hub("http://127.0.0.1:80", "http://127.0.0.1").as_deref(),
+            Some("127.0.0.1:80")
+        );
+        assert_eq!(same_hub("http://[::1]:4100", "http://127.0.0.1:4100"), None);
+        assert_eq!(same_hub("not a url", "not a url"), None);
     }
 }

@@ -176,15 +176,29 @@ impl Model for BridleModel {
     }
 
     /// Parity and replay compare what the spec lets two hubs share: extensions are left out
-    /// ([`is_extension`]) and the free tail of the not-connected text is folded
-    /// ([`fold_not_connected`]), then ids are interned and times zeroed.
+    /// ([`is_extension`]) and the free tail of the hub's own not-connected reply is folded
+    /// ([`fold_not_connected`]), then ids are interned and times zeroed. Only the hub's own
+    /// reply: a browser message answered before any agent frame of that turn. An agent's answer
+    /// that happens to begin with the same words is relayed text, compared whole.
     fn normalize_events(&self, events: Vec<Value>) -> Vec<Value> {
+        let mut agent_in_turn = false;
         let kept = events
             .into_iter()
             .filter(|e| !is_extension(e))
             .map(|mut e| {
-                if e["dir"] == "hub→browser" && e["event"] == "message" {
-                    fold_not_connected(&mut e["data"]);
+                match (e["dir"].as_str(), e["event"].as_str()) {
+                    // A browser's message (or an HTTP one) opens a turn.
+                    (Some("browser→hub" | "http→hub"), Some("message")) => {
+                        agent_in_turn = false
+                    }
+                    // What an agent sends in the turn is what the hub relays.
+                    (Some("agent→hub"), Some(name)) if !AGENT_HOUSEKEEPING.contains(&name) => {
+                        agent_in_turn = true
+                    }
+                    (Some("hub→browser"), Some("message")) if !agent_in_turn => {
+                        fold_not_connected(&mut e["data"])
+                    }
+                    _ => {}
                 }
                 e
             })
@@ -192,19 +206,15 @@ impl Model for BridleModel {
         crate::normalize::normalize_list(kept, BRIDLE_RULES)
     }
 
+    /// The hub's own not-connected reply is folded where the rows are projected
+    /// ([`BridleRows`], which sees the turn); here ids are interned and times zeroed.
     fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
-        let rows = rows
-            .into_iter()
-            .map(|mut r| {
-                if r["role"] == "assistant" {
-                    fold_not_connected(&mut r);
-                }
-                r
-            })
-            .collect();
         crate::normalize::normalize_list(rows, BRIDLE_RULES)
     }
 }
+
+/// Agent→hub events that answer no browser (registration and keep-alive).
+const AGENT_HOUSEKEEPING: &[&str] = &["register", "ping", "pong"];
 
 /// A hub event whose name the spec does not list for its side and that misuses no spec name
 /// (`check bridle hub`'s spec-events-only lists these as extensions): the spec forbids none,
@@ -256,6 +266,9 @@ pub struct BridleRows {
     worklog: Option<usize>,
     /// messageId → row index of the streaming answer.
     answers: HashMap<String, usize>,
+    /// Whether an agent frame came since the last browser message: a plain message to the
+    /// browser before any is the hub's own reply, whose not-connected tail is folded.
+    agent_in_turn: bool,
 }
 
 /// `thinking` or `tool` for a note: its kind, else `→`-prefixed text reads as tool.
@@ -302,7 +315,12 @@ impl RowProjector for BridleRows {
         };
         let data = &ev["data"];
         match (dir, name) {
+            ("http→hub", "message") => self.agent_in_turn = false,
+            ("agent→hub", name) if !AGENT_HOUSEKEEPING.contains(&name) => {
+                self.agent_in_turn = true
+            }
             ("browser→hub", "message") => {
+                self.agent_in_turn = false;
                 let text = data["text"].as_str().unwrap_or("");
                 self.rows.push(json!({
                     "role": "user",
@@ -333,6 +351,11 @@ impl RowProjector for BridleRows {
                                 .push(json!({ "role": "worklog", "notes": [note] }));
                         }
                     }
+                } else if !self.agent_in_turn {
+                    // The hub's own reply: its not-connected words past the spec's are its own.
+                    let mut own = data.clone();
+                    fold_not_connected(&mut own);
+                    self.answer(&own, false);
                 } else {
                     self.answer(data, false);
                 }
@@ -436,6 +459,109 @@ mod tests {
         let answer =
             BridleModel.normalize_events(vec![ev("hub→browser", "message", nc("Agent says hi"))]);
         assert_eq!(answer[0]["data"]["text"], "Agent says hi");
+    }
+
+    /// Only the hub's own not-connected reply folds: an agent's answer in the turn that happens
+    /// to begin with the same words is relayed text, so two hubs relaying different tails of it
+    /// differ; the hub's own replies with different words still compare equal, also in a later
+    /// turn after an agent answered.
+    #[test]
+    fn an_agent_answer_with_the_not_connected_words_is_not_folded() {
+        let nc =
+            |t: &str| json!({"type": "message", "text": t, "parts": [{"type": "text", "text": t}]});
+        let raw = |relayed: &str, own: &str| {
+            vec![
+                ev("agent→hub", "register", json!({})),
+                ev(
+                    "browser→hub",
+                    "message",
+                    json!({"text": "is the agent up?"}),
+                ),
+                ev(
+                    "agent→hub",
+                    "message",
+                    json!({"clientId": "u", "text": "Agent is not connected to the VPN, ask IT"}),
+                ),
+                ev("hub→browser", "message", nc(relayed)),
+                ev("browser→hub", "message", json!({"text": "and now?"})),
+                ev("hub→browser", "message", nc(own)),
+            ]
+        };
+        let turn = |relayed: &str, own: &str| BridleModel.normalize_events(raw(relayed, own));
+        let base = turn(
+            "Agent is not connected to the VPN, ask IT",
+            "Agent is not connected.",
+        );
+        let head = turn(
+            "Agent is not connected to the VPN",
+            "Agent is not connected right now, try later",
+        );
+        assert_eq!(
+            base[3]["data"]["text"],
+            "Agent is not connected to the VPN, ask IT"
+        );
+        assert_ne!(base[3], head[3], "the relayed answer's tail differs");
+        assert_eq!(base[5], head[5], "the hub's own replies fold alike");
+        assert_eq!(base[5]["data"]["text"], "Agent is not connected…");
+        // Parity reports it: the cell fails on its events.
+        let leg = |relayed: &str, own: &str| crate::parity::LegRun {
+            events: raw(relayed, own),
+            ..Default::default()
+        };
+        let cell = crate::parity::compare_cell(
+            "ref-hub/bot-1__u",
+            &BridleModel,
+            leg(
+                "Agent is not connected to the VPN, ask IT",
+                "Agent is not connected.",
+            ),
+            leg(
+                "Agent is not connected to the VPN",
+                "Agent is not connected right now",
+            ),
+            &[],
+            None,
+        );
+        assert_eq!(cell.outcome(), crate::parity::Outcome::Fail);
+        assert!(!cell.events.is_empty(), "the events differ");
+        // And so do the rows (the answer bubble), while the hub's own bubbles fold alike.
+        let rows = |relayed: &str, own: &str| {
+            let mut p: Box<dyn RowProjector> = Box::<BridleRows>::default();
+            for e in raw(relayed, own) {
+                p.push(&e);
+            }
+            BridleModel.normalize_rows(p.finish())
+        };
+        let (b, h) = (
+            rows(
+                "Agent is not connected to the VPN, ask IT",
+                "Agent is not connected.",
+            ),
+            rows(
+                "Agent is not connected to the VPN",
+                "Agent is not connected right now",
+            ),
+        );
+        assert_eq!(b.len(), 4, "{b:?}");
+        assert_ne!(b[1], h[1]);
+        assert_eq!(b[3], h[3]);
+        assert_eq!(b[3]["text"], "Agent is not connected…");
+        // The hub's own replies alone differing: equal.
+        let cell = crate::parity::compare_cell(
+            "ref-hub/bot-1__u",
+            &BridleModel,
+            leg(
+                "Agent is not connected to the VPN",
+                "Agent is not connected.",
+            ),
+            leg(
+                "Agent is not connected to the VPN",
+                "Agent is not connected right now",
+            ),
+            &[],
+            None,
+        );
+        assert_eq!(cell.outcome(), crate::parity::Outcome::Pass);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Pure Bridle rule checks shared by the live checkers and the offline model.
 
+use crate::rule::{Status, SubCheck, Verdict};
 use serde_json::Value;
 
 /// Rule ids, exactly as the catalogue (`rules/bridle.json`) spells them.
@@ -68,6 +69,222 @@ pub mod id {
         AGENT_RECONNECT,
         STREAM_CADENCE,
     ];
+}
+
+/// The sub-checks each `check bridle hub` rule runs, by name, in order (what a passing hub
+/// shows). A rule that could not run (the hub did not start or cannot be reached, a setup step
+/// of the rule failed, the rule ran out of time) still lists each, as not run naming why.
+pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
+    (
+        id::HANDSHAKE_AUTH,
+        &[
+            "browser without token",
+            "browser with a JWT signed by another secret",
+            "browser with a malformed token",
+            "browser with an expired JWT",
+            "browser with a JWT without sub",
+            "browser without agentId",
+            "agent with a wrong apiKey",
+            "agent without apiKey",
+            "agent without agentId",
+            "browser with a valid JWT",
+            "agent with the right apiKey",
+        ],
+    ),
+    (
+        id::WELCOME,
+        &[
+            "clientId is the JWT sub",
+            "clientId is admin for the ADMIN role",
+        ],
+    ),
+    (id::PING_PONG, &["browser ping", "agent ping"]),
+    (
+        id::AGENT_ISOLATION,
+        &[
+            "agent a gets its browser's message",
+            "agent b gets nothing",
+            "browser of a gets the reply",
+            "browser of b gets nothing",
+        ],
+    ),
+    (
+        id::CLIENT_ROUTING,
+        &[
+            "the agent gets the sender's clientId",
+            "a reply for route-u1 reaches route-u1",
+            "a reply for route-u1 reaches no one else",
+            "a reply for route-u2 reaches route-u2",
+            "a reply for route-u2 reaches no one else",
+        ],
+    ),
+    (
+        id::SAME_USER_BROWSERS,
+        &[
+            "the first browser reaches the agent",
+            "the second browser reaches the agent",
+            "the first browser gets the reply",
+            "the second browser gets the reply",
+            "the second browser is served after the first leaves",
+        ],
+    ),
+    (
+        id::AGENT_TAKEOVER,
+        &[
+            "one agent per agentId",
+            "health after the other connection leaves",
+            "messages reach the remaining agent",
+        ],
+    ),
+    (
+        id::AGENT_NOT_CONNECTED,
+        &["reply text", "parts mirror text"],
+    ),
+    (
+        id::LEGACY_PARTS,
+        &[
+            "text + images become parts",
+            "explicit parts pass unchanged",
+        ],
+    ),
+    (
+        id::EVENT_FIELDS,
+        &[
+            "welcome",
+            "hub→agent message",
+            "hub→browser typing",
+            "hub→browser stream",
+            "hub→browser stream_end",
+            "hub→browser message",
+        ],
+    ),
+    (
+        id::MALFORMED_PAYLOADS,
+        &[
+            "a null message",
+            "parts that is not an array",
+            "parts that is an object",
+            "a text that is not a string",
+            "a message that is an array",
+        ],
+    ),
+    (id::STREAM_RELAY, &["order", "messageId"]),
+    (id::STREAMING_REPLACE, &["accumulation"]),
+    (
+        id::NOTES,
+        &[
+            "place in the turn",
+            "kind thinking kept",
+            "kind tool kept",
+            "an unmarked note stays unmarked",
+        ],
+    ),
+    (
+        id::AGENT_RECONNECT,
+        &[
+            "agent gone: not connected",
+            "messages resume after register",
+            "replies reach the browser again",
+        ],
+    ),
+    (
+        id::HTTP_HEALTH,
+        &[
+            "per agent",
+            "unknown agent",
+            "overall",
+            "a browser leaving is counted",
+        ],
+    ),
+    (id::HTTP_MESSAGE, &["answer", "forwarded"]),
+    (id::HTTP_SYNC, &["final text", "messageId"]),
+    (
+        id::HTTP_SYNC_TIMEOUT,
+        &[
+            "an agent that never answers",
+            "an agent that streamed, then went silent",
+        ],
+    ),
+    (
+        id::ROBUSTNESS,
+        &[
+            "no flood after welcome",
+            "an oversized frame",
+            "invalid JSON in an event",
+            "a binary frame",
+            "a message that is not an object",
+            "an unknown packet type",
+            "an event without a name",
+        ],
+    ),
+    (id::SPEC_EVENTS_ONLY, &["hub→browser", "hub→agent"]),
+];
+
+/// The checks each `check bridle agent` rule makes, by name: its sub-checks, or for a rule
+/// judged as one check, that check. Listed (not run, naming why) when the rule could not run.
+pub const AGENT_SUBCHECKS: &[(&str, &[&str])] = &[
+    (
+        id::AGENT_AUTH,
+        &["connects to /ws/agent with apiKey and agentId"],
+    ),
+    (
+        id::AGENT_REGISTER,
+        &["after connecting", "after reconnecting"],
+    ),
+    (
+        id::AGENT_CLIENT_ID,
+        &["every frame carries the browser's clientId"],
+    ),
+    (id::STREAMING_REPLACE, &["accumulation"]),
+    (id::STREAM_END_FINAL, &["messageId", "parts mirror text"]),
+    (id::NOTES, &["notes carry kind thinking or tool"]),
+    (
+        id::AGENT_RECONNECT,
+        &[
+            "reconnects after the hub restarts",
+            "answers after reconnecting",
+        ],
+    ),
+    (id::STREAM_CADENCE, &["stream flush interval"]),
+];
+
+/// A rule's sub-check names from `table` (none for an unknown rule).
+pub fn subchecks_of(
+    table: &[(&str, &'static [&'static str])],
+    rule: &str,
+) -> &'static [&'static str] {
+    table
+        .iter()
+        .find(|(r, _)| *r == rule)
+        .map(|(_, s)| *s)
+        .unwrap_or(&[])
+}
+
+/// Adds each of `rule`'s sub-checks that `subs` does not have, as not run naming `why`: a rule
+/// cut short still lists everything it did not get to judge.
+pub fn list_unrun(
+    table: &[(&str, &'static [&'static str])],
+    rule: &str,
+    subs: &mut Vec<SubCheck>,
+    why: &str,
+) {
+    for name in subchecks_of(table, rule) {
+        if !subs.iter().any(|c| c.name == *name) {
+            subs.push(SubCheck::new(*name, Status::NotRun, why));
+        }
+    }
+}
+
+/// A rule that could not run at all (its peer under test did not start or cannot be reached):
+/// not run, naming why, with every sub-check listed as not run naming the same cause.
+pub fn not_run_with_subchecks(
+    table: &[(&str, &'static [&'static str])],
+    rule: &str,
+    why: &str,
+) -> Verdict {
+    let mut subs = Vec::new();
+    list_unrun(table, rule, &mut subs, why);
+    Verdict::not_run(rule, why).with_subchecks(subs)
 }
 
 /// The plain text a `parts` array carries (its text parts concatenated).

@@ -1,8 +1,8 @@
 //! `check bridle hub|agent`, `record bridle`, `replay bridle`.
 
 use super::exit;
-use crate::bridle::check_agent::{AgentCheck, check_agent};
-use crate::bridle::check_hub::{HubCheck, check_hub};
+use crate::bridle::check_agent::{AgentCheck, check_agent_run};
+use crate::bridle::check_hub::{HubCheck, check_hub_run};
 use crate::bridle::spawn::{ChildGuard, bundled, parse_address};
 use crate::rule::Verdict;
 use std::ffi::OsString;
@@ -191,15 +191,31 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
         a.format,
         a.strict,
     );
-    let Some((jwt_secret, api_key, _hub, url)) = start_hub(
-        "check bridle hub",
+    let (jwt_secret, api_key, _hub, url) = match start_hub_or_why(
         a.url.as_deref(),
         a.jwt_secret.as_deref(),
         a.api_key.as_deref(),
         &a.command,
         a.sync_timeout_ms,
-    ) else {
-        return exit::INVALID_INPUT;
+    ) {
+        Ok(started) => started,
+        Err(why) => {
+            eprintln!("bridgewire check bridle hub: {why}");
+            // Every rule is listed, not run, with each sub-check naming the cause; exit 2.
+            let _ = live.finish();
+            let why = format!("the hub did not start: {why}");
+            let verdicts = crate::bridle::check_hub::setup_failed(&a.rules, &why);
+            report(&verdicts, a.format, a.strict);
+            let target = joined(&a.command);
+            return write_reports(
+                &a.reports,
+                "bridle",
+                &target,
+                started,
+                verdicts,
+                exit::INVALID_INPUT,
+            );
+        }
     };
     let cfg = HubCheck {
         url,
@@ -213,14 +229,20 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
-    let verdicts = rt.block_on(check_hub(&cfg));
+    let run = rt.block_on(check_hub_run(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
     if live.finish().is_none() {
         // A signal ended the run: its handler printed and wrote what was reached.
         crate::signals::exit_if_interrupted();
         return exit::FAILED;
     }
-    let code = report(&verdicts, a.format, a.strict);
+    let verdicts = run.verdicts;
+    let mut code = report(&verdicts, a.format, a.strict);
+    if let Some(why) = &run.setup_failed {
+        // A hub nobody answers for is a check target that cannot be started.
+        eprintln!("bridgewire check bridle hub: {why}");
+        code = exit::INVALID_INPUT;
+    }
     write_reports(&a.reports, "bridle", &cfg.url, started, verdicts, code)
 }
 
@@ -256,13 +278,18 @@ pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
     let Some(rt) = runtime() else {
         return exit::INVALID_INPUT;
     };
-    let verdicts = rt.block_on(check_agent(&cfg));
+    let (verdicts, setup_failed) = rt.block_on(check_agent_run(&cfg));
     rt.shutdown_timeout(Duration::from_secs(1));
     if live.finish().is_none() {
         crate::signals::exit_if_interrupted();
         return exit::FAILED;
     }
-    let code = report(&verdicts, a.format, false);
+    let mut code = report(&verdicts, a.format, false);
+    if let Some(why) = setup_failed {
+        // An agent command that cannot be started is a check target that cannot be started.
+        eprintln!("bridgewire check bridle agent: {why}");
+        code = exit::INVALID_INPUT;
+    }
     write_reports(&a.reports, "bridle", &target, started, verdicts, code)
 }
 
@@ -344,22 +371,20 @@ pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
 
 /// The hub under test: `--url` (with its secrets), or a started command (default: the bundled
 /// reference hub) given the secrets as env, its address read from its first stdout line.
-pub(crate) fn start_hub(
-    who: &str,
+pub(crate) fn start_hub_or_why(
     url: Option<&str>,
     jwt_secret: Option<&str>,
     api_key: Option<&str>,
     command: &[OsString],
     sync_timeout_ms: u64,
-) -> Option<(String, String, Option<ChildGuard>, String)> {
+) -> Result<(String, String, Option<ChildGuard>, String), String> {
     if let Some(url) = url {
         let (Some(s), Some(k)) = (jwt_secret, api_key) else {
-            eprintln!(
-                "bridgewire {who}: --url needs --jwt-secret and --api-key (or JWT_SECRET, BRIDLE_API_KEY)"
+            return Err(
+                "--url needs --jwt-secret and --api-key (or JWT_SECRET, BRIDLE_API_KEY)".into(),
             );
-            return None;
         };
-        return Some((
+        return Ok((
             s.to_string(),
             k.to_string(),
             None,
@@ -367,16 +392,9 @@ pub(crate) fn start_hub(
         ));
     }
     let command = if command.is_empty() {
-        match default_command("bridle-ref-hub") {
-            Ok(mut c) => {
-                c.extend(["--listen".into(), "127.0.0.1:0".into()]);
-                c
-            }
-            Err(e) => {
-                eprintln!("bridgewire {who}: {e}");
-                return None;
-            }
-        }
+        let mut c = default_command("bridle-ref-hub")?;
+        c.extend(["--listen".into(), "127.0.0.1:0".into()]);
+        c
     } else {
         command.to_vec()
     };
@@ -393,23 +411,45 @@ pub(crate) fn start_hub(
     ];
     let mut hub = match ChildGuard::spawn(&command, &env) {
         Ok(h) => h,
-        Err(e) => {
-            eprintln!("bridgewire {who}: cannot start the hub: {e}");
-            return None;
+        Err(e) => return Err(format!("cannot start the hub: {e}")),
+    };
+    let started = std::time::Instant::now();
+    let first = hub.line(Duration::from_secs(20));
+    let Some(url) = first.as_deref().and_then(parse_address) else {
+        // Its stdout closed early: it is exiting, which is said rather than a wait it never had.
+        let mut exited = hub.exited();
+        let closed = first.is_none() && started.elapsed() < Duration::from_secs(19);
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        while exited.is_none() && closed && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+            exited = hub.exited();
         }
-    };
-    let Some(url) = hub
-        .line(Duration::from_secs(20))
-        .and_then(|l| parse_address(&l))
-    else {
-        let why = match hub.exited() {
-            Some(st) => format!("the hub exited ({st})"),
-            None => "no address on its first stdout line within 20 s".into(),
+        let why = match (exited, &first) {
+            (Some(st), _) => format!("the hub exited ({st}) before printing its address"),
+            (None, Some(line)) => format!(
+                "its first stdout line {:?} is not an address",
+                crate::redact::printable(line)
+            ),
+            (None, None) if closed => "its stdout closed before it printed an address".into(),
+            (None, None) => "no address on its first stdout line within 20 s".into(),
         };
-        eprintln!("bridgewire {who}: {why}");
-        return None;
+        return Err(why);
     };
-    Some((secret, key, Some(hub), url))
+    Ok((secret, key, Some(hub), url))
+}
+
+/// [`start_hub_or_why`], saying why on stderr.
+pub(crate) fn start_hub(
+    who: &str,
+    url: Option<&str>,
+    jwt_secret: Option<&str>,
+    api_key: Option<&str>,
+    command: &[OsString],
+    sync_timeout_ms: u64,
+) -> Option<(String, String, Option<ChildGuard>, String)> {
+    start_hub_or_why(url, jwt_secret, api_key, command, sync_timeout_ms)
+        .map_err(|e| eprintln!("bridgewire {who}: {e}"))
+        .ok()
 }
 
 #[derive(clap::Args, Debug)]

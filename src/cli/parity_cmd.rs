@@ -220,6 +220,25 @@ check), pass --allow-same-bridge.",
         .collect();
     protocols.sort();
     protocols.dedup();
+    // Two commands that differ may still reach one server (both print the address of one
+    // running hub): the same self-comparison, refused alike.
+    if let (Some(b), Some(h)) = (base.runner.bridge(), head.runner.bridge())
+        && !a.allow_same_bridge
+    {
+        let timeout = std::time::Duration::from_millis(a.timeout_ms);
+        for &p in &protocols {
+            if let Some(why) = p.live().same_server(b, h, timeout) {
+                eprintln!(
+                    "error: both legs would talk to the same {p} server, so the comparison could \
+not show a difference:\n  base: {}\n  head: {}\n  {why}\nGive each leg its own server; to \
+compare a server with itself on purpose (a determinism check), pass --allow-same-bridge.",
+                    b.display(),
+                    h.display(),
+                );
+                return exit::INVALID_INPUT;
+            }
+        }
+    }
     let mut notes = Vec::new();
     for (side, leg) in [("base", &base), ("head", &head)] {
         let Some(bridge) = leg.runner.bridge() else {

@@ -47,6 +47,7 @@ const DIVERGENCES = {
   "crash-on-null": "the process exits when a browser's message is null",
   "drop-stream-end": "stream_end is not relayed to browsers (typing and stream are; HTTP sync still gets it)",
   "status-flood": "browsers get a `status` event every 2 ms after welcome (ten times the flood threshold, so a loaded machine still floods)",
+  "message-flood": "browsers get a spec `message` (a notice) every 2 ms after welcome, mixed into every relay they get",
 };
 let diverge = process.env.HUB_DIVERGE || "";
 const argv = process.argv.slice(2);
@@ -231,6 +232,14 @@ io.of("/ws/client").on("connection", (socket) => {
   socket.emit("status", { agentConnected: agents.has(agentId), browsers: browserCount(agentId) });
   if (is("status-flood")) {
     const flood = setInterval(() => socket.emit("status", { agentConnected: agents.has(agentId), browsers: browserCount(agentId) }), 2);
+    socket.on("disconnect", () => clearInterval(flood));
+  }
+  if (is("message-flood")) {
+    let n = 0;
+    const flood = setInterval(() => {
+      const text = `notice ${n++}`;
+      socket.emit("message", { type: "message", text, parts: [{ type: "text", text }], messageId: `notice-${n}`, ts: Date.now() });
+    }, 2);
     socket.on("disconnect", () => clearInterval(flood));
   }
 
