@@ -231,7 +231,9 @@ fn hanging_and_flooding_bridges_end_in_bounded_time() {
     );
     assert!(
         r.stalls
-            .contains(&"timed out waiting for the stream to settle".to_string())
+            .contains(&"timed out waiting for the stream to settle".to_string()),
+        "{:?}",
+        r.stalls
     );
     assert!(r.events.is_empty());
     // A bridge that is not there at all.

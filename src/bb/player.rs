@@ -378,8 +378,13 @@ impl Live {
     /// since the last output, or (event-driven) the provider doubles are drained and the bridge
     /// and doubles were quiet for the adaptive window.
     fn idle(&self, fixed: Duration) -> bool {
+        // Quiet means nothing written either: a reader that was slow to be scheduled must not
+        // make a flooding bridge look idle. This holds for the fixed window too: under heavy
+        // load (CI, load 11 on 2 cores) the reader of a `yes` flood was starved past the 750 ms
+        // settle window and the flood counted as settled.
+        let pending = || !self.eof && unread_bytes(self.out_fd) != 0;
         if self.last_output.elapsed() >= fixed {
-            return true;
+            return !pending();
         }
         if !self.event_driven {
             return false;
@@ -388,9 +393,7 @@ impl Live {
         if self.last_output.max(self.last_write).elapsed() < w {
             return false;
         }
-        // Quiet means nothing written either: a reader that was slow to be scheduled must not
-        // make a flooding bridge look idle.
-        if !self.eof && unread_bytes(self.out_fd) != 0 {
+        if pending() {
             return false;
         }
         super::double::doubles_idle_for(&self.state).is_some_and(|q| q >= w)

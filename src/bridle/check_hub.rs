@@ -494,19 +494,31 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
 
 /// Whether the hub answers HTTP (any status) within the wait: a hub that just printed its
 /// address gets that long to listen.
+/// Whether anything accepts a TCP connection at the hub's address (retried within the wait).
+/// Only a connection is asked for: a hub that accepts and then answers garbage is reachable,
+/// and its rules fail naming what it answered (a hub speaking random bytes fails, it is not
+/// "not run").
 async fn reachable(ctx: &Ctx<'_>) -> Result<(), String> {
+    let url = reqwest::Url::parse(&ctx.c.url).map_err(|e| format!("not a URL: {e}"))?;
+    let host = url.host_str().ok_or("the URL names no host")?.to_string();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = url.port_or_known_default().ok_or("the URL names no port")?;
     let deadline = Instant::now() + ctx.c.wait;
     loop {
-        match ctx
-            .http
-            .get(format!("{}/api/agent/health", ctx.c.url))
-            .timeout(ctx.c.wait)
-            .send()
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => return Err(error_chain(&e)),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        let left = deadline.saturating_duration_since(Instant::now());
+        let attempt = tokio::time::timeout(
+            left.max(Duration::from_millis(100)),
+            tokio::net::TcpStream::connect((host.as_str(), port)),
+        )
+        .await;
+        match attempt {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) if Instant::now() >= deadline => return Err(error_chain(&e)),
+            Err(_) => return Err(format!("no TCP connection within {:?}", ctx.c.wait)),
+            Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
 }
