@@ -60,11 +60,9 @@ impl LaneSource {
         let file = File::open(path)?;
         // A first read of up to `FIRST_READ` bytes without asking the size: most lanes (a
         // corpus cell's) end within it, which saves a `statx` per lane in folders of 10⁵
-        // cells. `read_to_end` reads into the spare capacity (no zeroing) until the end of
-        // file or the limit.
+        // cells.
         let mut bytes = Vec::with_capacity(FIRST_READ);
-        (&file).take(FIRST_READ as u64).read_to_end(&mut bytes)?;
-        if bytes.len() < FIRST_READ {
+        if read_to_capacity(&file, &mut bytes)? {
             return Ok(LaneSource::Memory(Cursor::new(bytes)));
         }
         let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
@@ -101,6 +99,38 @@ impl LaneSource {
                 Ok(())
             }
             LaneSource::File(f) => f.rewind(),
+        }
+    }
+}
+
+/// Reads `file` into `buf`'s spare capacity (not zeroed first) until the end of file (`true`)
+/// or a full buffer (`false`). `Read::read_to_end` would start with an 8 KiB read and grow it,
+/// one `read` more per lane of 8 to 32 KiB.
+fn read_to_capacity(file: &File, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    loop {
+        let spare = buf.capacity() - buf.len();
+        if spare == 0 {
+            return Ok(false);
+        }
+        // SAFETY: `read` writes at most `spare` bytes into the allocation past `len`, and
+        // `len` grows only by what it reports written.
+        let n = unsafe {
+            libc::read(
+                file.as_raw_fd(),
+                buf.as_mut_ptr().add(buf.len()).cast(),
+                spare,
+            )
+        };
+        match n {
+            0 => return Ok(true),
+            n if n > 0 => unsafe { buf.set_len(buf.len() + n as usize) },
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
         }
     }
 }
