@@ -150,8 +150,19 @@ pub fn compute(cell: &Cell, dump_dir: Option<&Path>) -> CellOutcome {
     let mut merged = cell.merged();
     model.assemble_fast(cell, &mut merged, &mut sink);
     let report = merged.into_report();
-    let rows = sink.rows.take().map(|r| r.finish()).unwrap_or_default();
-    sink.counts.rows = rows.len() as u64;
+    let projector = sink.rows.take();
+    // Rows are built only for a dump; otherwise they are counted.
+    let rows = match (projector, dump_dir) {
+        (Some(r), Some(_)) => r.finish(),
+        (Some(r), None) => {
+            sink.counts.rows = r.count() as u64;
+            Vec::new()
+        }
+        (None, _) => Vec::new(),
+    };
+    if dump_dir.is_some() {
+        sink.counts.rows = rows.len() as u64;
+    }
     if let Some(mut d) = sink.dump.take() {
         let _ = writeln!(d.out, "{}", if d.first { "[]" } else { "\n]" });
     }

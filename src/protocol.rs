@@ -115,6 +115,10 @@ pub trait EventSink {
 pub trait RowProjector {
     fn push(&mut self, event: &Value);
     fn finish(self: Box<Self>) -> Vec<Value>;
+    /// `finish().len()`, where a projector can count its rows without building them.
+    fn count(self: Box<Self>) -> usize {
+        self.finish().len()
+    }
 }
 
 /// The pure per-protocol half the core calls.

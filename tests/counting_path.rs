@@ -2,7 +2,8 @@
 //! other command, and this test's oracle, goes through `Model::assemble` (`Value` trees). Over
 //! every committed cell, the shared bb corpus when it is there, and hand-made hostile cells,
 //! both paths must hand their sink the same events (key order included), grammar drops and
-//! messages, and `pins::compute` must report the lane errors and warnings the lanes hold.
+//! messages, and `pins::compute` must report the lane errors and warnings the lanes hold, and
+//! count the same rows as it builds for a dump.
 //! (`tests/prop/models.rs` runs the same comparison over randomly mutated cells.)
 
 use bridgewire::cell::Cell;
@@ -48,6 +49,14 @@ fn compare_all(root: &Path) -> (usize, usize, usize) {
             cell.key
         );
         let outcome = bridgewire::pins::compute(cell, None);
+        // Without a dump the rows are counted, not built: the same count as the built rows.
+        let dump = tempfile::tempdir().unwrap();
+        let built = bridgewire::pins::compute(cell, Some(dump.path()));
+        assert_eq!(
+            outcome.counts, built.counts,
+            "{}: counted rows differ from the built ones",
+            cell.key
+        );
         with_events += usize::from(outcome.counts.events > 0);
         with_faults +=
             usize::from(!outcome.invalid.is_empty() || !outcome.grammar_drops.is_empty());

@@ -1350,12 +1350,45 @@ fn simple_diff(old: &str, new: &str) -> String {
     out
 }
 
+/// Objects every event starts from, built once: a clone copies the keys' stored hashes, so
+/// the events of a cell (10⁵ of them in a big one) do not hash `type`, `threadId`, `scope`,
+/// `kind`, … with SipHash again and again (serde_json's `Map` keeps insertion order in an
+/// `IndexMap` with the std hasher).
+struct Templates {
+    /// `{type, threadId: "", providerThreadId: "", scope}`, the values to set.
+    event: Map<String, Value>,
+    /// `{"kind": "turn", "turnId": ""}`.
+    turn_scope: Map<String, Value>,
+    /// `{"kind": "thread"}`.
+    thread_scope: Value,
+}
+
+static TEMPLATES: std::sync::LazyLock<Templates> = std::sync::LazyLock::new(|| {
+    let mut event = Map::with_capacity(4);
+    event.insert("type".into(), Value::Null);
+    event.insert("threadId".into(), json!(""));
+    event.insert("providerThreadId".into(), json!(""));
+    event.insert("scope".into(), Value::Null);
+    let Value::Object(turn_scope) = json!({"kind": "turn", "turnId": ""}) else {
+        unreachable!("an object")
+    };
+    Templates {
+        event,
+        turn_scope,
+        thread_scope: json!({"kind": "thread"}),
+    }
+});
+
 fn turn_scope(turn_id: &str) -> Value {
-    json!({"kind": "turn", "turnId": turn_id})
+    let mut m = TEMPLATES.turn_scope.clone();
+    if let Some(t) = m.values_mut().nth(1) {
+        *t = Value::String(turn_id.to_string());
+    }
+    Value::Object(m)
 }
 
 fn thread_scope() -> Value {
-    json!({"kind": "thread"})
+    TEMPLATES.thread_scope.clone()
 }
 
 fn obj<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
@@ -1364,11 +1397,14 @@ fn obj<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
 
 /// `{type, threadId: "", providerThreadId: "", scope, ...fields}`.
 fn event(ty: &str, scope: Value, fields: Map<String, Value>) -> Value {
-    let mut e = Map::with_capacity(4 + fields.len());
-    e.insert("type".into(), json!(ty));
-    e.insert("threadId".into(), json!(""));
-    e.insert("providerThreadId".into(), json!(""));
-    e.insert("scope".into(), scope);
+    let mut e = TEMPLATES.event.clone();
+    let mut values = e.values_mut();
+    if let Some(t) = values.next() {
+        *t = Value::String(ty.to_string());
+    }
+    if let Some(s) = values.nth(2) {
+        *s = scope;
+    }
     e.extend(fields);
     Value::Object(e)
 }

@@ -133,6 +133,21 @@ impl Message {
         }
     }
 
+    /// `rows().len()`, without building them.
+    fn row_count(&self) -> usize {
+        match &self.kind {
+            Kind::FileEdit { changes: 0, denied } => usize::from(*denied),
+            Kind::FileEdit { changes, .. } => *changes,
+            Kind::Workflow { skip } => usize::from(!*skip),
+            _ => 1,
+        }
+    }
+
+    /// Whether its rows are reconnect rows (`systemKind: "reconnect"`).
+    fn is_reconnect(&self) -> bool {
+        matches!(self.kind, Kind::Error { reconnect: true })
+    }
+
     fn summary_count(&self) -> usize {
         match self.kind {
             Kind::FileEdit { changes, .. } => changes.max(1),
@@ -479,6 +494,21 @@ impl RowProjector for BbTimelineRows {
     }
 
     fn finish(self: Box<Self>) -> Vec<Value> {
+        let mut out = BuiltRows(Vec::new());
+        self.emit(&mut out);
+        out.0
+    }
+
+    fn count(self: Box<Self>) -> usize {
+        let mut out = CountedRows::default();
+        self.emit(&mut out);
+        out.rows
+    }
+}
+
+impl BbTimelineRows {
+    /// The rows in order, to `out` (built, or only counted).
+    fn emit(&self, out: &mut impl RowOut) {
         let mut entries: Vec<(u64, Entry)> = Vec::new();
         let mut per_turn: Vec<Vec<usize>> = vec![Vec::new(); self.turns.len()];
         let mut order: Vec<usize> = (0..self.messages.len()).collect();
@@ -501,26 +531,83 @@ impl RowProjector for BbTimelineRows {
         // Turns first at equal positions (bb lists turn drafts before messages; stable sort).
         entries.sort_by_key(|(seq, e)| (*seq, matches!(e, Entry::Message(_))));
 
-        let mut rows: Vec<Value> = Vec::new();
         for (_, entry) in entries {
-            let new_rows = match entry {
-                Entry::Message(i) => self.messages[i].rows(),
+            match entry {
+                Entry::Message(i) => out.message(&self.messages[i]),
                 Entry::Turn(t) => {
                     let msgs: Vec<&Message> =
                         per_turn[t].iter().map(|&i| &self.messages[i]).collect();
-                    turn_rows(&self.turns[t], &msgs)
-                }
-            };
-            for row in new_rows {
-                let reconnect = |r: &Value| r.f("systemKind") == "reconnect";
-                if reconnect(&row) && rows.last().is_some_and(reconnect) {
-                    *rows.last_mut().expect("non-empty") = row;
-                } else {
-                    rows.push(row);
+                    turn_rows(&self.turns[t], &msgs, out);
                 }
             }
         }
-        rows
+    }
+}
+
+/// Where [`BbTimelineRows::emit`] puts rows; consecutive reconnect rows collapse into the last.
+trait RowOut {
+    /// A message's own rows.
+    fn message(&mut self, m: &Message);
+    /// A turn's summary row over `group` (none when it would be empty).
+    fn summary(&mut self, turn: &Turn, group: &[&Message], segment: Option<usize>);
+}
+
+/// Rows as JSON (dumps, parity, `finish`).
+struct BuiltRows(Vec<Value>);
+
+impl BuiltRows {
+    fn push(&mut self, row: Value) {
+        let reconnect = |r: &Value| r.f("systemKind") == "reconnect";
+        if reconnect(&row) && self.0.last().is_some_and(reconnect) {
+            *self.0.last_mut().expect("non-empty") = row;
+        } else {
+            self.0.push(row);
+        }
+    }
+}
+
+impl RowOut for BuiltRows {
+    fn message(&mut self, m: &Message) {
+        for row in m.rows() {
+            self.push(row);
+        }
+    }
+
+    fn summary(&mut self, turn: &Turn, group: &[&Message], segment: Option<usize>) {
+        if let Some(row) = turn_row(turn, group, segment) {
+            self.push(row);
+        }
+    }
+}
+
+/// Rows only counted (`pins`): what [`BuiltRows`] would hold, without the JSON.
+#[derive(Default)]
+struct CountedRows {
+    rows: usize,
+    last_reconnect: bool,
+}
+
+impl CountedRows {
+    fn push(&mut self, reconnect: bool) {
+        if !(reconnect && self.last_reconnect) {
+            self.rows += 1;
+        }
+        self.last_reconnect = reconnect;
+    }
+}
+
+impl RowOut for CountedRows {
+    fn message(&mut self, m: &Message) {
+        for _ in 0..m.row_count() {
+            self.push(m.is_reconnect());
+        }
+    }
+
+    fn summary(&mut self, _turn: &Turn, group: &[&Message], _segment: Option<usize>) {
+        let count: usize = group.iter().map(|m| m.summary_count()).sum();
+        if count > 0 || group.iter().any(|m| m.row_count() > 0) {
+            self.push(false);
+        }
     }
 }
 
@@ -545,10 +632,13 @@ fn turn_row(turn: &Turn, msgs: &[&Message], segment: Option<usize>) -> Option<Va
     }))
 }
 
-/// One turn's top-level rows (bb's `buildTurnRows` with completed-turn grouping).
-fn turn_rows(turn: &Turn, msgs: &[&Message]) -> Vec<Value> {
+/// One turn's top-level rows (bb's `buildTurnRows` with completed-turn grouping), to `out`.
+fn turn_rows(turn: &Turn, msgs: &[&Message], out: &mut impl RowOut) {
     if turn.status.is_none() {
-        return msgs.iter().flat_map(|m| m.rows()).collect();
+        for m in msgs {
+            out.message(m);
+        }
+        return;
     }
     let terminal = msgs.iter().rposition(|m| m.is_terminal());
     let (summary, rest) = match terminal {
@@ -567,37 +657,37 @@ fn turn_rows(turn: &Turn, msgs: &[&Message]) -> Vec<Value> {
             is_response(summary[i]) && next.is_some_and(is_response)
         })
         .collect();
-    let mut out = Vec::new();
-    let single_or_unwrap = |group: &[&Message], segment: Option<usize>, out: &mut Vec<Value>| {
+    let single_or_unwrap = |group: &[&Message], segment: Option<usize>, out: &mut _| {
         if group.len() == 1 && group[0].is_context_management() {
-            out.extend(group[0].rows());
-        } else if let Some(row) = turn_row(turn, group, segment) {
-            out.push(row);
+            RowOut::message(out, group[0]);
+        } else {
+            RowOut::summary(out, turn, group, segment);
         }
     };
     if !visible.iter().any(|v| *v) {
-        single_or_unwrap(summary, None, &mut out);
+        single_or_unwrap(summary, None, out);
     } else {
         let mut segment = 0;
         let mut group: Vec<&Message> = Vec::new();
         for (i, m) in summary.iter().enumerate() {
             if visible[i] {
                 if !group.is_empty() {
-                    single_or_unwrap(&group, Some(segment), &mut out);
+                    single_or_unwrap(&group, Some(segment), out);
                     segment += 1;
                     group.clear();
                 }
-                out.extend(m.rows());
+                out.message(m);
             } else {
                 group.push(m);
             }
         }
         if !group.is_empty() {
-            single_or_unwrap(&group, Some(segment), &mut out);
+            single_or_unwrap(&group, Some(segment), out);
         }
     }
-    out.extend(rest.iter().flat_map(|m| m.rows()));
-    out
+    for m in rest {
+        out.message(m);
+    }
 }
 
 #[cfg(test)]
@@ -609,7 +699,14 @@ mod tests {
         for e in events {
             p.push(e);
         }
-        p.finish()
+        let counted = {
+            let mut out = CountedRows::default();
+            p.emit(&mut out);
+            out.rows
+        };
+        let rows = p.finish();
+        assert_eq!(counted, rows.len(), "the counted rows are the built ones");
+        rows
     }
 
     fn turn_ev(ty: &str, turn: &str) -> Value {

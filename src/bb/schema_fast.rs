@@ -63,7 +63,8 @@ enum Check {
     /// where the `if` holds vacuously).
     Dispatch {
         prop: String,
-        by_value: HashMap<String, Vec<usize>>,
+        /// foldhash, not SipHash: one lookup per delta and per item shape.
+        by_value: crate::util::FastMap<String, Vec<usize>>,
         all: Vec<usize>,
     },
     Ref(usize),
@@ -382,7 +383,7 @@ impl Compiler<'_> {
         let Some(prop) = prop else {
             return Ok(None);
         };
-        let mut by_value: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_value: crate::util::FastMap<String, Vec<usize>> = Default::default();
         let mut all = Vec::new();
         for (i, (c, then)) in branches.into_iter().enumerate() {
             let n = self.node(then, &format!("{at}/{i}/then"))?;

@@ -20,6 +20,8 @@ use std::path::PathBuf;
 /// pre-scan and the parse then work on memory. Bigger lanes are streamed, pre-scanned and
 /// rewound on the same descriptor.
 pub const WHOLE_LANE_LIMIT: u64 = 1 << 20;
+/// The first read of a lane, before its size is asked (see [`LaneSource::open`]).
+const FIRST_READ: usize = 32 << 10;
 
 /// Where a lane's bytes come from.
 pub enum LaneSource {
@@ -56,13 +58,20 @@ impl LaneSource {
     /// Opens a lane once: small files are read whole.
     pub fn open(path: &std::path::Path) -> std::io::Result<LaneSource> {
         let file = File::open(path)?;
+        // A first read of up to `FIRST_READ` bytes without asking the size: most lanes (a
+        // corpus cell's) end within it, which saves a `statx` per lane in folders of 10⁵
+        // cells.
+        let mut bytes = Vec::with_capacity(FIRST_READ);
+        if read_to_capacity(&file, &mut bytes)? {
+            return Ok(LaneSource::Memory(Cursor::new(bytes)));
+        }
         let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
         if len <= WHOLE_LANE_LIMIT {
             // Read here, not by `File::read_to_end`, which asks the size again (a second
-            // `statx` and an `lseek` per lane, in folders of 10⁵ cells): the whole file in one
-            // `read`, then the end of file; a file that grew meanwhile is read to its new end.
-            let mut bytes = vec![0u8; len as usize + 1];
-            let mut filled = 0;
+            // `statx` and an `lseek` per lane): the rest in one `read`, then the end of file;
+            // a file that grew meanwhile is read to its new end.
+            let mut filled = bytes.len();
+            bytes.resize((len as usize + 1).max(filled + 1), 0);
             loop {
                 if filled == bytes.len() {
                     bytes.resize(bytes.len() * 2, 0);
@@ -77,7 +86,9 @@ impl LaneSource {
             bytes.truncate(filled);
             Ok(LaneSource::Memory(Cursor::new(bytes)))
         } else {
-            Ok(LaneSource::File(BufReader::with_capacity(256 * 1024, file)))
+            let mut f = BufReader::with_capacity(256 * 1024, file);
+            f.rewind()?;
+            Ok(LaneSource::File(f))
         }
     }
 
@@ -88,6 +99,38 @@ impl LaneSource {
                 Ok(())
             }
             LaneSource::File(f) => f.rewind(),
+        }
+    }
+}
+
+/// Reads `file` into `buf`'s spare capacity (not zeroed first) until the end of file (`true`)
+/// or a full buffer (`false`). `Read::read_to_end` would start with an 8 KiB read and grow it,
+/// one `read` more per lane of 8 to 32 KiB.
+fn read_to_capacity(file: &File, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    loop {
+        let spare = buf.capacity() - buf.len();
+        if spare == 0 {
+            return Ok(false);
+        }
+        // SAFETY: `read` writes at most `spare` bytes into the allocation past `len`, and
+        // `len` grows only by what it reports written.
+        let n = unsafe {
+            libc::read(
+                file.as_raw_fd(),
+                buf.as_mut_ptr().add(buf.len()).cast(),
+                spare,
+            )
+        };
+        match n {
+            0 => return Ok(true),
+            n if n > 0 => unsafe { buf.set_len(buf.len() + n as usize) },
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
         }
     }
 }
@@ -509,6 +552,48 @@ mod tests {
         let seqs: Vec<f64> = m.by_ref().map(|e| e.seq).collect();
         assert_eq!(seqs, [1.0, 2.0, 3.0]);
         assert!(m.report().warnings.is_empty(), "{:?}", m.report().warnings);
+    }
+
+    /// Oracle for the first read without a size: every length around `FIRST_READ` and
+    /// `WHOLE_LANE_LIMIT` gives the file's bytes, from memory up to the limit and streamed
+    /// past it.
+    #[test]
+    fn a_lane_opens_to_its_bytes_at_every_size_around_the_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lane.ndjson");
+        let limit = WHOLE_LANE_LIMIT as usize;
+        for len in [
+            0,
+            1,
+            FIRST_READ - 1,
+            FIRST_READ,
+            FIRST_READ + 1,
+            2 * FIRST_READ,
+            limit - 1,
+            limit,
+            limit + 1,
+            limit + FIRST_READ + 3,
+        ] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            std::fs::write(&path, &bytes).unwrap();
+            let mut source = LaneSource::open(&path).unwrap();
+            let in_memory = matches!(source, LaneSource::Memory(_));
+            assert_eq!(in_memory, len <= limit, "{len} bytes");
+            let mut read = Vec::new();
+            source.read_to_end(&mut read).unwrap();
+            assert!(read == bytes, "{len} bytes read back differently");
+            source.rewind().unwrap();
+            read.clear();
+            source.read_to_end(&mut read).unwrap();
+            assert!(
+                read == bytes,
+                "{len} bytes read back differently after a rewind"
+            );
+        }
+        // A directory where a lane should be fails as reading it does.
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        assert!(LaneSource::open(&sub).is_err());
     }
 
     #[test]
