@@ -248,7 +248,8 @@ are written, marked as interrupted)."
         Some("check") => {
             "Exit codes: 0 every rule passed; 1 a rule failed or was skipped (also: a rule that \
 did not run, with --require-all; a SHOULD failure, with --strict); 2 invalid input or usage \
-(bad config, the target cannot start, a report file cannot be written); 4 nothing selected; \
+(bad config, the target cannot start, a Bridle hub nothing answers for at its address, a report \
+file cannot be written: every rule is listed not run, naming why); 4 nothing selected; \
 130/143 interrupted by SIGINT/SIGTERM."
         }
         Some("record") if matches!(path.get(1).copied(), Some("bb" | "child")) => {
