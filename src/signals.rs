@@ -231,9 +231,9 @@ pub fn install() {
 /// tree may have been born during it).
 ///
 /// Up to three threads may get here at once (the grace timer, the cleanup thread, the main
-/// thread's [`exit_if_interrupted`]); the first holds the lock until the process ends. Without it
-/// a second caller found the registry already taken, had nothing to remove, and exited the
-/// process while the first was still removing a folder (CI once saw `bb-parity-replay-*` left).
+/// thread's [`exit_if_interrupted`]); the first holds the lock until the process ends, so a
+/// second caller, finding the registry already taken, cannot end the process while the first
+/// is still removing a folder.
 fn exit_now(sig: i32) -> ! {
     static EXITING: Mutex<()> = Mutex::new(());
     let _only_one = EXITING.lock().unwrap_or_else(|e| e.into_inner());
@@ -320,19 +320,23 @@ fn remove_registered() {
 fn run_cleanup(c: Cleanup) {
     match c {
         Cleanup::Path(p) => {
-            // A process killed a moment ago may still land one last file in the folder (the
-            // SIGKILL is delivered on its way back from the kernel), failing `rmdir` with
-            // ENOTEMPTY: try again, briefly.
-            for attempt in 0..4 {
-                let gone = std::fs::remove_dir_all(&p)
+            // A writer still running may land one last file in the folder, failing `rmdir`
+            // with ENOTEMPTY: the replay's main thread writing its cursor while the grace exit
+            // removed the state folder left `bb-parity-replay-*` behind in CI; a process killed
+            // a moment ago can do the same. Try again, briefly.
+            let removed = || {
+                std::fs::remove_dir_all(&p)
                     .or_else(|_| std::fs::remove_file(&p))
                     .is_ok()
-                    || std::fs::symlink_metadata(&p).is_err();
-                if gone || attempt == 3 {
-                    break;
+                    || std::fs::symlink_metadata(&p).is_err()
+            };
+            for _ in 0..3 {
+                if removed() {
+                    return;
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
+            removed();
         }
         Cleanup::Worktree { repo, path } => {
             let _ = std::fs::remove_dir_all(&path);

@@ -508,20 +508,21 @@ mod tests {
             events: raw(relayed, own),
             ..Default::default()
         };
-        let cell = crate::parity::compare_cell(
-            "ref-hub/bot-1__u",
-            &BridleModel,
-            leg(
-                "Agent is not connected to the VPN, ask IT",
-                "Agent is not connected.",
-            ),
-            leg(
-                "Agent is not connected to the VPN",
-                "Agent is not connected right now",
-            ),
-            &[],
-            None,
-        );
+        // Base leg relays `base_relayed`, head leg "…to the VPN"; their own replies differ.
+        let compare = |base_relayed: &str| {
+            crate::parity::compare_cell(
+                "ref-hub/bot-1__u",
+                &BridleModel,
+                leg(base_relayed, "Agent is not connected."),
+                leg(
+                    "Agent is not connected to the VPN",
+                    "Agent is not connected right now",
+                ),
+                &[],
+                None,
+            )
+        };
+        let cell = compare("Agent is not connected to the VPN, ask IT");
         assert_eq!(cell.outcome(), crate::parity::Outcome::Fail);
         assert!(!cell.events.is_empty(), "the events differ");
         // And so do the rows (the answer bubble), while the hub's own bubbles fold alike.
@@ -547,20 +548,7 @@ mod tests {
         assert_eq!(b[3], h[3]);
         assert_eq!(b[3]["text"], "Agent is not connected…");
         // The hub's own replies alone differing: equal.
-        let cell = crate::parity::compare_cell(
-            "ref-hub/bot-1__u",
-            &BridleModel,
-            leg(
-                "Agent is not connected to the VPN",
-                "Agent is not connected.",
-            ),
-            leg(
-                "Agent is not connected to the VPN",
-                "Agent is not connected right now",
-            ),
-            &[],
-            None,
-        );
+        let cell = compare("Agent is not connected to the VPN");
         assert_eq!(cell.outcome(), crate::parity::Outcome::Pass);
     }
 

@@ -1129,8 +1129,8 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
     // SB-D9's replies to the emulated client that do not decode: another rule's.
     let mut d9_skips = Vec::new();
     // SB-D3 judges the value of a string `from`; a `from` that is missing or not a string is
-    // SB-D2's fault (one fault, one verdict), shown here as skipped naming it.
-    let mut d3_judged = 0usize;
+    // SB-D2's fault (one fault, one verdict), shown here as skipped naming it (one entry per
+    // such message, so the messages it judged are the others).
     let mut d3_skips: Vec<String> = Vec::new();
     // Ids the bridge gave messages the client decoded earlier in the run (upper-cased). A
     // reply that reuses one of those is the in-place update the protocol provides for (upsert
@@ -1272,9 +1272,6 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 Some(other) => fails[1].push(format!("{at}: content is {}", profiles::kind(other))),
                 None => fails[1].push(format!("{at}: content missing")),
             }
-            if from.is_some_and(Value::is_string) {
-                d3_judged += 1;
-            }
             match from.and_then(Value::as_str) {
                 Some("assistant") | Some("system") => {}
                 None => d3_skips.push(match from {
@@ -1330,6 +1327,7 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
         }
         issued.extend(fresh);
     }
+    let d3_judged = messages - d3_skips.len();
     let ids = [
         "SB-D1", "SB-D2", "SB-D3", "SB-D4", "SB-D5", "SB-D6", "SB-D7", "SB-D8", "SB-D9",
     ];
