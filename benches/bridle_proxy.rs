@@ -13,6 +13,12 @@
 //! the path's own latency) with each proxy's added p50/p99/mean and frames/s ratio against the
 //! direct run of the same round, the goals, and the load average.
 //!
+//! A second baseline, **plain relay**, is this bench re-run as a bare TCP relay in its own
+//! process (tokio, two workers like the proxy's runtime, `copy_bidirectional`, no framing and no
+//! lanes): what one more hop costs by itself on this machine. At saturation on two cores every
+//! hop's wake-ups queue behind the hub and the load, so the proxy's added latency is shown both
+//! against direct (the goal) and against the plain relay (what recording adds to the hop).
+//!
 //! Every browser connects (and gets its `welcome`) before any sends: the message phase, over
 //! which both latency and frames/s are measured, then has exactly one message in flight per
 //! browser at saturation, on every path; connect time is printed apart. In that closed loop the
@@ -246,7 +252,47 @@ fn record_bridle(exe: PathBuf, hub: &str, dir: PathBuf, name: &str, extra: &[&st
     }
 }
 
+/// The plain relay's environment variable: the upstream `host:port` to relay to. Set, this
+/// binary is the relay (it prints its address and relays until killed), not the bench.
+const RELAY_ENV: &str = "BRIDLE_BENCH_RELAY_TO";
+
+/// A bare TCP relay to `upstream`: the same runtime shape as the proxy's (two workers), Nagle
+/// off like the proxy's sockets, bytes copied both ways and nothing else.
+fn relay(upstream: &str) -> ! {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        println!("http://{addr}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else {
+                continue;
+            };
+            let upstream = upstream.to_string();
+            tokio::spawn(async move {
+                let Ok(mut hub) = tokio::net::TcpStream::connect(&upstream).await else {
+                    return;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = hub.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut hub).await;
+            });
+        }
+    })
+}
+
 fn main() {
+    if let Ok(upstream) = std::env::var(RELAY_ENV) {
+        relay(&upstream);
+    }
     let env_num = |k: &str, d: usize| {
         std::env::var(k)
             .ok()
@@ -297,6 +343,20 @@ fn main() {
             &["--no-redact"],
         ),
     ];
+    // The hop alone: this binary as a bare relay (see the module doc).
+    let hub_addr = hub
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let (g, url) = start(
+        vec![std::env::current_exe().expect("exe").into()],
+        &[(RELAY_ENV, hub_addr)],
+    );
+    targets.push(Target {
+        name: "plain relay (a hop, no recording)".into(),
+        url,
+        guard: Some(g),
+    });
     // Another build side by side (e.g. the previous commit's `target/release/bridgewire`).
     if let Some(base) = std::env::var_os("BRIDGEWIRE_BASELINE") {
         let name = format!("baseline ({})", PathBuf::from(&base).display());
@@ -387,6 +447,7 @@ fn main() {
     println!(
         "\nbridgewire record bridle at saturation: added p50 {a50:+.2} ms (goal < 1), added p99 {a99:+.2} ms (goal < 5), frames/s {ratio:.2}× direct (goal ≥ 0.9)"
     );
+    over_relay(&targets, &runs, "at saturation");
     if let Some(p) = pace {
         let direct_rate = median(runs[0].iter().map(|x| x.frames_per_s).collect());
         let offered = browsers as f64 * 1000.0 / p.as_millis() as f64;
@@ -401,11 +462,34 @@ fn main() {
         println!(
             "\nbridgewire record bridle paced: added p50 {a50:+.2} ms (goal < 1), added p99 {a99:+.2} ms (goal < 5)"
         );
+        over_relay(&targets, &paced, "paced");
     }
     let recorded: usize = walk(&tmp.path().join("bridgewire"));
     println!(
         "bridgewire recorded {recorded} lane lines for {rounds} round(s) × {browsers} browsers × {messages} messages{}",
         if pace.is_some() { " × 2 loads" } else { "" }
+    );
+}
+
+/// Prints what `bridgewire record bridle` adds over the plain relay (the hop without
+/// recording): medians over rounds of the differences within each round.
+fn over_relay(targets: &[Target], runs: &[Vec<Result>], load: &str) {
+    let Some(relay) = targets
+        .iter()
+        .position(|t| t.name.starts_with("plain relay"))
+    else {
+        return;
+    };
+    let (bw, hop) = (&runs[1], &runs[relay]);
+    let paired = |f: &dyn Fn(&Result, &Result) -> f64| {
+        median(bw.iter().zip(hop).map(|(a, d)| f(a, d)).collect())
+    };
+    println!(
+        "bridgewire record bridle {load}, over the plain relay: p50 {:+.2} ms, p99 {:+.2} ms, mean {:+.2} ms, frames/s {:.2}×",
+        paired(&|a, d| a.p50 - d.p50),
+        paired(&|a, d| a.p99 - d.p99),
+        paired(&|a, d| a.mean - d.mean),
+        paired(&|a, d| a.frames_per_s / d.frames_per_s),
     );
 }
 
