@@ -42,8 +42,14 @@ const T_OBJECT: u8 = 64;
 enum Check {
     Type(u8),
     Required(Vec<String>),
-    Properties(Vec<(String, usize)>),
+    /// Each named property's node, looked up by the instance's member names (foldhash: a
+    /// binary search of the names cost a memcmp call per probe, on every member of every
+    /// delta).
+    Properties(crate::util::FastMap<String, usize>),
     Enum(Vec<Value>),
+    /// An `enum` of strings only (the 27 delta kinds, the 19 error codes): a lookup instead of
+    /// a comparison with each; anything but a string equals none of them.
+    EnumStrings(crate::util::FastSet<String>),
     Const(Value),
     MinLength(usize),
     MaxLength(usize),
@@ -117,16 +123,16 @@ impl FastSchema {
             Check::Type(mask) => type_bits(v) & mask != 0,
             Check::Required(names) => !v.is_object() || names.iter().all(|n| v.get(n).is_some()),
             // From the instance's side (it has a few keys, the schema many): each key is
-            // looked up in the sorted properties; no hashing.
+            // looked up in the properties.
             Check::Properties(props) => v.all_members(|name, value| {
-                props
-                    .binary_search_by(|(p, _)| p.as_str().cmp(name))
-                    .map_or(true, |i| self.valid(props[i].1, value))
+                props.get(name).is_none_or(|&node| self.valid(node, value))
             }),
             Check::Enum(options) => options.iter().any(|o| json_equal(v, o)),
+            Check::EnumStrings(options) => v.as_str().is_some_and(|s| options.contains(s)),
             Check::Const(expected) => json_equal(v, expected),
             Check::MinLength(n) => match v.kind() {
-                Kind::String(s) => s.len() >= *n && s.chars().count() >= *n,
+                // A non-empty string has a character: counting them is for longer minimums.
+                Kind::String(s) => s.len() >= *n && (*n <= 1 || s.chars().count() >= *n),
                 _ => true,
             },
             Check::MaxLength(n) => match v.kind() {
@@ -285,18 +291,25 @@ impl Compiler<'_> {
                     let props = v
                         .as_object()
                         .ok_or_else(|| Self::err(&at, "properties must be an object"))?;
-                    let mut out = Vec::new();
+                    let mut out = crate::util::FastMap::default();
                     for (name, s) in props {
-                        out.push((name.clone(), self.node(s, &format!("{at}/{name}"))?));
+                        out.insert(name.clone(), self.node(s, &format!("{at}/{name}"))?);
                     }
-                    out.sort_by(|a, b| a.0.cmp(&b.0)); // looked up by binary search
                     Check::Properties(out)
                 }
-                "enum" => Check::Enum(
-                    v.as_array()
-                        .cloned()
-                        .ok_or_else(|| Self::err(&at, "enum must be an array"))?,
-                ),
+                "enum" => {
+                    let options = v
+                        .as_array()
+                        .ok_or_else(|| Self::err(&at, "enum must be an array"))?;
+                    match options
+                        .iter()
+                        .map(|o| o.as_str().map(str::to_string))
+                        .collect::<Option<crate::util::FastSet<String>>>()
+                    {
+                        Some(strings) if options.len() > 4 => Check::EnumStrings(strings),
+                        _ => Check::Enum(options.clone()),
+                    }
+                }
                 "const" => Check::Const(v.clone()),
                 "minLength" => Check::MinLength(uint(k, v)?),
                 "maxLength" => Check::MaxLength(uint(k, v)?),
