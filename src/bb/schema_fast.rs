@@ -102,10 +102,49 @@ impl FastSchema {
             defs: HashMap::new(),
         };
         let root = c.node(doc, "#")?;
-        Ok(FastSchema {
+        let mut schema = FastSchema {
             nodes: c.nodes,
             root,
-        })
+        };
+        schema.skip_bare_refs();
+        Ok(schema)
+    }
+
+    /// A node that is nothing but a `$ref` validates as its target: every use is pointed at
+    /// the end of such a chain. Each `$ref` compiles to two hops (the definition's slot, then
+    /// the definition), taken on every use, for every delta.
+    fn skip_bare_refs(&mut self) {
+        let nodes = &self.nodes;
+        let end = |mut n: usize| {
+            // Bounded: a cycle of bare references is left as it is.
+            for _ in 0..nodes.len() {
+                match nodes[n].checks.as_slice() {
+                    [Check::Ref(m)] => n = *m,
+                    _ => break,
+                }
+            }
+            n
+        };
+        let to: Vec<usize> = (0..nodes.len()).map(end).collect();
+        for node in &mut self.nodes {
+            for check in &mut node.checks {
+                match check {
+                    Check::Ref(n) | Check::Not(n) | Check::Items(n) => *n = to[*n],
+                    Check::AnyOf(ns) | Check::AllOf(ns) => ns.iter_mut().for_each(|n| *n = to[*n]),
+                    Check::IfThen { cond, then } => {
+                        *cond = to[*cond];
+                        *then = to[*then];
+                    }
+                    Check::Properties(props) => props.values_mut().for_each(|n| *n = to[*n]),
+                    Check::Dispatch { by_value, all, .. } => {
+                        by_value.values_mut().flatten().for_each(|n| *n = to[*n]);
+                        all.iter_mut().for_each(|n| *n = to[*n]);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.root = to[self.root];
     }
 
     /// Whether `instance` (a `Value` or a borrowed [`JsonRef`](crate::jsonref::JsonRef))

@@ -257,7 +257,9 @@ impl WireJudge {
             if settles || !self.interrupting.contains_key(thread) {
                 self.late_settlement.remove(thread);
             }
-        } else if let Some(answered) = self.detached.remove(thread) {
+        } else if !self.detached.is_empty()
+            && let Some(answered) = self.detached.remove(thread)
+        {
             self.violation(NOTHING_AFTER_STOP, || format!(
                 "thread/delta for thread {thread:?} at {at}, after the thread/stop answer at {answered}: the runtime had detached the thread"
             ));
