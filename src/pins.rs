@@ -109,6 +109,20 @@ impl EventSink for CountingSink<'_> {
         }
     }
 
+    fn bb_event(&mut self, event: crate::bb::event::Event) {
+        // A dump needs the tree; counting reads the event as it is.
+        if self.dump.is_some() {
+            return self.event(event.into_value());
+        }
+        self.counts.events += 1;
+        if crate::bb::is_unhandled(&event) {
+            self.counts.unhandled += 1;
+        }
+        if let Some(r) = &mut self.rows {
+            r.push_bb(&event);
+        }
+    }
+
     fn grammar_drop(&mut self, drop: GrammarDrop) {
         self.counts.grammar_drops += 1;
         self.drops.push(drop);

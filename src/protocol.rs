@@ -105,6 +105,11 @@ impl GrammarDrop {
 pub trait EventSink {
     /// An event that passed the grammar.
     fn event(&mut self, event: Value);
+    /// A bb event as assembled, before it is a tree: sinks that read a few fields (counting)
+    /// take it as it is; the rest get its tree.
+    fn bb_event(&mut self, event: crate::bb::event::Event) {
+        self.event(event.into_value());
+    }
     fn grammar_drop(&mut self, drop: GrammarDrop);
     /// A protocol message that failed validation (e.g. an invalid `thread/delta`); named with
     /// its lane position.
@@ -114,6 +119,11 @@ pub trait EventSink {
 /// Builds rows (what a user would see) from events, incrementally.
 pub trait RowProjector {
     fn push(&mut self, event: &Value);
+    /// [`RowProjector::push`] of a bb event as assembled (its tree unless the projector reads
+    /// it as it is).
+    fn push_bb(&mut self, event: &crate::bb::event::Event) {
+        self.push(&event.to_value());
+    }
     fn finish(self: Box<Self>) -> Vec<Value>;
     /// `finish().len()`, where a projector can count its rows without building them.
     fn count(self: Box<Self>) -> usize {

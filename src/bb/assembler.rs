@@ -15,6 +15,7 @@
 //! normalizes ids anyway, and fixed ids make dumps reproducible).
 
 use super::delta::KEY_SEPARATOR;
+use super::event::{Event, Fields, Scope};
 use crate::jsonref::JsonView;
 use crate::util::{CappedMap, CappedSet};
 use crate::util::{FastMap, FastSet};
@@ -199,6 +200,14 @@ impl Assembler {
     }
 
     pub fn assemble<J: JsonView>(&mut self, thread_id: &str, deltas: &[J]) -> Vec<Value> {
+        self.assemble_events(thread_id, deltas)
+            .into_iter()
+            .map(Event::into_value)
+            .collect()
+    }
+
+    /// [`Assembler::assemble`] with the events not yet JSON trees (what counting needs).
+    pub fn assemble_events<J: JsonView>(&mut self, thread_id: &str, deltas: &[J]) -> Vec<Event> {
         let mut out = Vec::new();
         if self.current_thread != thread_id {
             self.current_thread = thread_id.to_string();
@@ -265,18 +274,18 @@ impl Assembler {
         parent_ref.map(|p| self.mapped_item(st, p))
     }
 
-    fn open_turn(&mut self, st: &mut ThreadState, out: &mut Vec<Value>) -> String {
+    fn open_turn(&mut self, st: &mut ThreadState, out: &mut Vec<Event>) -> String {
         if let Some(t) = &st.current_turn {
             return t.clone();
         }
         let t = self.mint_turn();
         st.current_turn = Some(t.clone());
-        out.push(event("turn/started", turn_scope(&t), Map::new()));
+        out.push(event("turn/started", turn_scope(&t), Fields::new()));
         while let Some(client) = st.queued_inputs.pop_front() {
             out.push(event(
                 "turn/input/accepted",
                 turn_scope(&t),
-                obj([("clientRequestId", Value::String(client))]),
+                Fields::from([("clientRequestId", Value::String(client))]),
             ));
         }
         t
@@ -290,12 +299,12 @@ impl Assembler {
         st.cumulative_output.clear();
     }
 
-    fn fallback<J: JsonView>(&mut self, st: &mut ThreadState, delta: &J, out: &mut Vec<Value>) {
+    fn fallback<J: JsonView>(&mut self, st: &mut ThreadState, delta: &J, out: &mut Vec<Event>) {
         let Some(fb) = delta.get("noTurnFallback") else {
             return self.silent_drop(delta);
         };
         let parent = Key::of(delta).parent_ref;
-        let mut fields = obj([
+        let mut fields = Fields::from([
             ("providerId", Value::String(self.provider_id.clone())),
             (
                 "rawType",
@@ -309,7 +318,7 @@ impl Assembler {
             ),
         ]);
         if let Some(p) = self.parent_tool_call_id(st, parent) {
-            fields.insert("parentToolCallId".into(), Value::String(p));
+            fields.insert("parentToolCallId", Value::String(p));
         }
         out.push(event("provider/unhandled", thread_scope(), fields));
     }
@@ -323,7 +332,7 @@ impl Assembler {
         st: &mut ThreadState,
         kind: &str,
         d: &J,
-        out: &mut Vec<Value>,
+        out: &mut Vec<Event>,
     ) {
         match kind {
             "input.accepted" => {
@@ -332,7 +341,7 @@ impl Assembler {
                     Some(t) => out.push(event(
                         "turn/input/accepted",
                         turn_scope(&t),
-                        obj([("clientRequestId", Value::String(client))]),
+                        Fields::from([("clientRequestId", Value::String(client))]),
                     )),
                     None => st.queued_inputs.push_back(client),
                 }
@@ -358,17 +367,17 @@ impl Assembler {
                 out.push(event(
                     "item/completed",
                     turn_scope(&t),
-                    obj([("item", Value::Object(item))]),
+                    Fields::from([("item", Value::Object(item))]),
                 ));
             }
             "turn.open" => {
                 if let Some(ptid) = d.get("providerTurnId").and_then(JsonView::as_str) {
                     let t = self.vouched_turn(st, ptid);
-                    let mut fields = Map::new();
+                    let mut fields = Fields::new();
                     if let Some(p) =
                         self.parent_tool_call_id(st, d.get("parentRef").and_then(JsonView::as_str))
                     {
-                        fields.insert("parentToolCallId".into(), Value::String(p));
+                        fields.insert("parentToolCallId", Value::String(p));
                     }
                     out.push(event("turn/started", turn_scope(&t), fields));
                 } else {
@@ -376,12 +385,12 @@ impl Assembler {
                 }
             }
             "turn.boundary" => {
-                let mut fields = obj([("status", d["status"].to_value())]);
+                let mut fields = Fields::from([("status", d["status"].to_value())]);
                 if let Some(e) = d.get("error") {
-                    fields.insert("error".into(), e.to_value());
+                    fields.insert("error", e.to_value());
                 }
                 if let Some(c) = d.get("providerCheckpointId") {
-                    fields.insert("providerCheckpointId".into(), c.to_value());
+                    fields.insert("providerCheckpointId", c.to_value());
                 }
                 if let Some(ptid) = d.get("providerTurnId").and_then(JsonView::as_str) {
                     let t = self.vouched_turn(st, ptid);
@@ -424,12 +433,12 @@ impl Assembler {
                 } else {
                     "item/commandExecution/outputDelta"
                 };
-                let mut fields = obj([
+                let mut fields = Fields::from([
                     ("itemId", Value::String(id)),
                     ("delta", d["text"].to_value()),
                 ]);
                 if let Some(p) = self.parent_tool_call_id(st, key.parent_ref) {
-                    fields.insert("parentToolCallId".into(), Value::String(p));
+                    fields.insert("parentToolCallId", Value::String(p));
                 }
                 out.push(event(ty, turn_scope(&t), fields));
             }
@@ -448,15 +457,15 @@ impl Assembler {
                 if text.is_empty() || text == prev {
                     return;
                 }
-                let mut fields = obj([("itemId", Value::String(id))]);
+                let mut fields = Fields::from([("itemId", Value::String(id))]);
                 if let Some(suffix) = text.strip_prefix(prev.as_str()) {
-                    fields.insert("delta".into(), Value::String(suffix.to_string()));
+                    fields.insert("delta", Value::String(suffix.to_string()));
                 } else {
-                    fields.insert("delta".into(), Value::String(text.to_string()));
-                    fields.insert("reset".into(), Value::Bool(true));
+                    fields.insert("delta", Value::String(text.to_string()));
+                    fields.insert("reset", Value::Bool(true));
                 }
                 if let Some(p) = self.parent_tool_call_id(st, key.parent_ref) {
-                    fields.insert("parentToolCallId".into(), Value::String(p));
+                    fields.insert("parentToolCallId", Value::String(p));
                 }
                 st.cumulative_output.insert(ks, text.to_string());
                 out.push(event(
@@ -477,7 +486,7 @@ impl Assembler {
                 out.push(event(
                     "thread/tokenUsage/updated",
                     turn_scope(&t),
-                    obj([("tokenUsage", Value::Object(usage))]),
+                    Fields::from([("tokenUsage", Value::Object(usage))]),
                 ));
             }
             "contextWindow" => {
@@ -521,16 +530,20 @@ impl Assembler {
                 out.push(event(
                     "thread/contextWindowUsage/updated",
                     scope,
-                    obj([("contextWindowUsage", Value::Object(usage))]),
+                    Fields::from([("contextWindowUsage", Value::Object(usage))]),
                 ));
             }
             "context.compacted" => match self.resolve_turn(st, d, TurnRule::Vcl) {
-                Some(t) => out.push(event("thread/compacted", turn_scope(&t), Map::new())),
+                Some(t) => out.push(event("thread/compacted", turn_scope(&t), Fields::new())),
                 None => self.fallback(st, d, out),
             },
             "context.cleared" => {
                 if let Some(t) = st.current_turn.clone().or_else(|| st.last_turn.clone()) {
-                    out.push(event("thread/context/cleared", turn_scope(&t), Map::new()));
+                    out.push(event(
+                        "thread/context/cleared",
+                        turn_scope(&t),
+                        Fields::new(),
+                    ));
                 }
             }
             "turn.diff" => {
@@ -538,7 +551,7 @@ impl Assembler {
                     out.push(event(
                         "turn/diff/updated",
                         turn_scope(&t),
-                        obj([("diff", d["diff"].to_value())]),
+                        Fields::from([("diff", d["diff"].to_value())]),
                     ));
                 }
             }
@@ -554,10 +567,10 @@ impl Assembler {
                 } else {
                     None
                 };
-                let mut fields = obj([("message", d["message"].to_value())]);
+                let mut fields = Fields::from([("message", d["message"].to_value())]);
                 for f in ["detail", "willRetry", "errorInfo"] {
                     if let Some(v) = d.get(f) {
-                        fields.insert(f.into(), v.to_value());
+                        fields.insert(f, v.to_value());
                     }
                 }
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
@@ -568,7 +581,7 @@ impl Assembler {
                     out.push(event(
                         "turn/completed",
                         turn_scope(&t),
-                        obj([("status", json!("failed"))]),
+                        Fields::from([("status", json!("failed"))]),
                     ));
                     if st.current_turn.as_deref() == Some(t.as_str()) {
                         Self::finish_turn(st);
@@ -577,7 +590,7 @@ impl Assembler {
             }
             "provider.modelFallback" => {
                 let turn = st.current_turn.clone().or_else(|| st.last_turn.clone());
-                let fields = obj([
+                let fields = Fields::from([
                     ("originalModel", d["originalModel"].to_value()),
                     ("fallbackModel", d["fallbackModel"].to_value()),
                     ("reason", d["reason"].to_value()),
@@ -592,7 +605,7 @@ impl Assembler {
                 } else {
                     None
                 };
-                let mut fields = obj([(
+                let mut fields = Fields::from([(
                     "category",
                     d.get("category")
                         .map(JsonView::to_value)
@@ -600,7 +613,7 @@ impl Assembler {
                 )]);
                 for f in ["summary", "details"] {
                     if let Some(v) = d.get(f) {
-                        fields.insert(f.into(), v.to_value());
+                        fields.insert(f, v.to_value());
                     }
                 }
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
@@ -618,7 +631,7 @@ impl Assembler {
                 {
                     return;
                 }
-                let mut fields = obj([
+                let mut fields = Fields::from([
                     ("providerId", Value::String(self.provider_id.clone())),
                     ("rawType", d["rawType"].to_value()),
                     ("rawEvent", d["raw"].to_value()),
@@ -626,37 +639,36 @@ impl Assembler {
                 if let Some(p) =
                     self.parent_tool_call_id(st, d.get("parentRef").and_then(JsonView::as_str))
                 {
-                    fields.insert("parentToolCallId".into(), Value::String(p));
+                    fields.insert("parentToolCallId", Value::String(p));
                 }
                 let scope = turn.as_deref().map(turn_scope).unwrap_or_else(thread_scope);
                 out.push(event("provider/unhandled", scope, fields));
             }
             "thread.started" => {
-                let mut e = Map::new();
-                e.insert("type".into(), json!("thread/started"));
-                e.insert("threadId".into(), json!(""));
-                e.insert("scope".into(), thread_scope());
-                out.push(Value::Object(e));
+                // `{type, threadId, scope}`: the one event without `providerThreadId`.
+                let mut e = event("thread/started", thread_scope(), Fields::new());
+                e.provider_thread_id = None;
+                out.push(e);
             }
             "thread.identity" => {
-                let mut e = event("thread/identity", thread_scope(), Map::new());
-                e["providerThreadId"] = d["providerThreadId"].to_value();
+                let mut e = event("thread/identity", thread_scope(), Fields::new());
+                e.provider_thread_id = Some(d["providerThreadId"].to_value());
                 out.push(e);
             }
             "thread.name" => out.push(event(
                 "thread/name/updated",
                 thread_scope(),
-                obj([("threadName", d["name"].to_value())]),
+                Fields::from([("threadName", d["name"].to_value())]),
             )),
             "provider.rateLimits" => out.push(event(
                 "provider/rateLimits/updated",
                 thread_scope(),
-                obj([("rateLimits", d["rateLimits"].to_value())]),
+                Fields::from([("rateLimits", d["rateLimits"].to_value())]),
             )),
             "extension.state" => out.push(event(
                 "thread/extensionState/updated",
                 thread_scope(),
-                obj([
+                Fields::from([
                     ("kind", d["extensionKind"].to_value()),
                     ("payload", d["payload"].to_value()),
                 ]),
@@ -691,13 +703,13 @@ impl Assembler {
                     out.push(event(
                         "item/completed",
                         turn_scope(&t),
-                        obj([("item", settled)]),
+                        Fields::from([("item", settled)]),
                     ));
                 }
                 out.push(event(
                     "turn/completed",
                     turn_scope(&t),
-                    obj([("status", json!("interrupted"))]),
+                    Fields::from([("status", json!("interrupted"))]),
                 ));
                 Self::finish_turn(st);
             }
@@ -705,7 +717,7 @@ impl Assembler {
         }
     }
 
-    fn item_open<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
+    fn item_open<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Event>) {
         let turn = if let Some(ptid) = d.get("providerTurnId").and_then(JsonView::as_str) {
             Some(self.vouched_turn(st, ptid))
         } else if d.get("attach").and_then(JsonView::as_str) == Some("currentOrLast") {
@@ -749,10 +761,14 @@ impl Assembler {
             None => st.open_items.push((ks.clone(), open)),
         }
         st.progress_clock.insert(ks);
-        out.push(event("item/started", turn_scope(&t), obj([("item", item)])));
+        out.push(event(
+            "item/started",
+            turn_scope(&t),
+            Fields::from([("item", item)]),
+        ));
     }
 
-    fn item_close<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
+    fn item_close<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Event>) {
         let attached = is_thread_attached(&d["item"]);
         let turn = self.resolve_turn(st, d, TurnRule::Vc);
         if turn.is_none() && !attached {
@@ -777,7 +793,7 @@ impl Assembler {
             out.push(event(
                 "item/completed",
                 turn_scope(t),
-                obj([("item", first)]),
+                Fields::from([("item", first)]),
             ));
         }
         let id = match (&open, key.provider_item_id) {
@@ -820,24 +836,24 @@ impl Assembler {
             out.push(event(
                 "item/backgroundTask/completed",
                 thread_scope(),
-                obj([("item", item)]),
+                Fields::from([("item", item)]),
             ));
         } else if background_delegation {
             out.push(event(
                 "item/delegation/completed",
                 thread_scope(),
-                obj([("item", item)]),
+                Fields::from([("item", item)]),
             ));
         } else if let Some(t) = turn {
             out.push(event(
                 "item/completed",
                 turn_scope(&t),
-                obj([("item", item)]),
+                Fields::from([("item", item)]),
             ));
         }
     }
 
-    fn item_progress<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
+    fn item_progress<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Event>) {
         let key = Key::of(d);
         let ks = key.string();
         let snapshot_ty = d
@@ -880,15 +896,15 @@ impl Assembler {
                 } else {
                     "item/backgroundTask/progress"
                 };
-                event(name, thread_scope(), obj([("item", item)]))
+                event(name, thread_scope(), Fields::from([("item", item)]))
             }
             None => {
-                let mut fields = obj([("itemId", Value::String(id))]);
+                let mut fields = Fields::from([("itemId", Value::String(id))]);
                 if let Some(m) = d.get("message") {
-                    fields.insert("message".into(), m.to_value());
+                    fields.insert("message", m.to_value());
                 }
                 if let Some(p) = parent {
-                    fields.insert("parentToolCallId".into(), Value::String(p));
+                    fields.insert("parentToolCallId", Value::String(p));
                 }
                 event(
                     "item/toolCall/progress",
@@ -946,7 +962,7 @@ impl Assembler {
         }
     }
 
-    fn text_delta<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
+    fn text_delta<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Event>) {
         let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
             return self.fallback(st, d, out);
         };
@@ -966,7 +982,11 @@ impl Assembler {
                 let open = self.new_text_item(st, &key, channel, parent.as_deref());
                 let (id, item) = (open.id.clone(), open.item.clone());
                 st.open_items.push((ks.clone(), open));
-                out.push(event("item/started", turn_scope(&t), obj([("item", item)])));
+                out.push(event(
+                    "item/started",
+                    turn_scope(&t),
+                    Fields::from([("item", item)]),
+                ));
                 id
             }
         };
@@ -982,14 +1002,14 @@ impl Assembler {
             "plan" => "item/plan/delta",
             _ => "item/agentMessage/delta",
         };
-        let mut fields = obj([("itemId", json!(id)), ("delta", json!(text))]);
+        let mut fields = Fields::from([("itemId", json!(id)), ("delta", json!(text))]);
         if let Some(p) = parent {
-            fields.insert("parentToolCallId".into(), json!(p));
+            fields.insert("parentToolCallId", json!(p));
         }
         out.push(event(ty, turn_scope(&t), fields));
     }
 
-    fn text_close<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Value>) {
+    fn text_close<J: JsonView>(&mut self, st: &mut ThreadState, d: &J, out: &mut Vec<Event>) {
         let Some(t) = self.resolve_turn(st, d, TurnRule::Vc) else {
             return self.fallback(st, d, out);
         };
@@ -1031,7 +1051,7 @@ impl Assembler {
         out.push(event(
             "item/completed",
             turn_scope(&t),
-            obj([("item", item)]),
+            Fields::from([("item", item)]),
         ));
     }
 }
@@ -1350,45 +1370,12 @@ fn simple_diff(old: &str, new: &str) -> String {
     out
 }
 
-/// Objects every event starts from, built once: a clone copies the keys' stored hashes, so
-/// the events of a cell (10⁵ of them in a big one) do not hash `type`, `threadId`, `scope`,
-/// `kind`, … with SipHash again and again (serde_json's `Map` keeps insertion order in an
-/// `IndexMap` with the std hasher).
-struct Templates {
-    /// `{type, threadId: "", providerThreadId: "", scope}`, the values to set.
-    event: Map<String, Value>,
-    /// `{"kind": "turn", "turnId": ""}`.
-    turn_scope: Map<String, Value>,
-    /// `{"kind": "thread"}`.
-    thread_scope: Value,
+fn turn_scope(turn_id: &str) -> Scope {
+    Scope::Turn(turn_id.to_string())
 }
 
-static TEMPLATES: std::sync::LazyLock<Templates> = std::sync::LazyLock::new(|| {
-    let mut event = Map::with_capacity(4);
-    event.insert("type".into(), Value::Null);
-    event.insert("threadId".into(), json!(""));
-    event.insert("providerThreadId".into(), json!(""));
-    event.insert("scope".into(), Value::Null);
-    let Value::Object(turn_scope) = json!({"kind": "turn", "turnId": ""}) else {
-        unreachable!("an object")
-    };
-    Templates {
-        event,
-        turn_scope,
-        thread_scope: json!({"kind": "thread"}),
-    }
-});
-
-fn turn_scope(turn_id: &str) -> Value {
-    let mut m = TEMPLATES.turn_scope.clone();
-    if let Some(t) = m.values_mut().nth(1) {
-        *t = Value::String(turn_id.to_string());
-    }
-    Value::Object(m)
-}
-
-fn thread_scope() -> Value {
-    TEMPLATES.thread_scope.clone()
+fn thread_scope() -> Scope {
+    Scope::Thread
 }
 
 fn obj<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
@@ -1396,15 +1383,6 @@ fn obj<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
 }
 
 /// `{type, threadId: "", providerThreadId: "", scope, ...fields}`.
-fn event(ty: &str, scope: Value, fields: Map<String, Value>) -> Value {
-    let mut e = TEMPLATES.event.clone();
-    let mut values = e.values_mut();
-    if let Some(t) = values.next() {
-        *t = Value::String(ty.to_string());
-    }
-    if let Some(s) = values.nth(2) {
-        *s = scope;
-    }
-    e.extend(fields);
-    Value::Object(e)
+fn event(ty: &'static str, scope: Scope, fields: Fields) -> Event {
+    Event::new(ty, scope, fields)
 }

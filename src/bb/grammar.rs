@@ -3,11 +3,11 @@
 //! State is kept per event `threadId`; the assembler stamps every event with `""`, so in tooling
 //! one state covers a whole cell. A violating event is dropped ("grammar drop").
 
+use super::event::EventView;
 use crate::jsonref::Field;
 use crate::protocol::GrammarDrop;
 use crate::util::CappedSet;
 use crate::util::{FastMap, FastSet};
-use serde_json::Value;
 
 const ITEM_CAP: usize = 512;
 
@@ -80,23 +80,23 @@ impl Grammar {
     }
 
     /// Checks and applies one event; `Err` means the event must be dropped.
-    pub fn accept(&mut self, event: &Value) -> Result<(), GrammarDrop> {
-        let thread = event.f("threadId").as_str().unwrap_or("");
+    pub fn accept<E: EventView>(&mut self, event: &E) -> Result<(), GrammarDrop> {
+        let thread = event.thread_id().unwrap_or("");
         self.accept_on(thread, event)
     }
 
     /// [`Grammar::accept`] with the event's state taken from `thread` instead of its
     /// `threadId` (which the assembler stamps `""`): the live check keeps one state per thread
     /// the bridge named, as the host does.
-    pub fn accept_on(&mut self, thread: &str, event: &Value) -> Result<(), GrammarDrop> {
-        let ty = event.f("type").as_str().unwrap_or("");
+    pub fn accept_on<E: EventView>(&mut self, thread: &str, event: &E) -> Result<(), GrammarDrop> {
+        let ty = event.ty().unwrap_or("");
         if !self.threads.contains_key(thread) {
             // Not `entry`: that would allocate the key for every event.
             self.threads
                 .insert(thread.to_string(), ThreadGrammar::default());
         }
         let st = self.threads.get_mut(thread).expect("inserted above");
-        let turn = event.f("scope").f("turnId").as_str();
+        let turn = event.turn_id();
         let drop = |rule: &str, reason: String| GrammarDrop {
             rule: rule.to_string(),
             reason,
@@ -134,12 +134,12 @@ impl Grammar {
                 st.completed_turns.insert(t.to_string());
             }
             "item/started" => {
-                let id = event.f("item").f("id").as_str().unwrap_or("");
+                let id = event.field("item").f("id").as_str().unwrap_or("");
                 st.open_items.insert(id);
                 st.settled_items.remove(id);
             }
             t if SETTLING.contains(&t) => {
-                let id = event.f("item").f("id").as_str().unwrap_or("");
+                let id = event.field("item").f("id").as_str().unwrap_or("");
                 if st.settled_items.contains(id) {
                     return Err(drop(
                         "item/settles-once",
@@ -150,7 +150,7 @@ impl Grammar {
                 st.settled_items.insert(id);
             }
             t if STREAMING_BY_ITEM_ID.contains(&t) => {
-                let id = event.f("itemId").as_str().unwrap_or("");
+                let id = event.field("itemId").as_str().unwrap_or("");
                 if !st.open_items.contains(id) {
                     return Err(drop(
                         "item/opens-before-delta",
@@ -159,7 +159,7 @@ impl Grammar {
                 }
             }
             "item/backgroundTask/progress" | "item/delegation/progress" => {
-                let id = event.f("item").f("id").as_str().unwrap_or("");
+                let id = event.field("item").f("id").as_str().unwrap_or("");
                 if !st.open_items.contains(id) {
                     return Err(drop(
                         "item/opens-before-delta",
@@ -176,7 +176,7 @@ impl Grammar {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn ev(ty: &str, turn: &str, extra: Value) -> Value {
         let mut e = json!({"type": ty, "threadId": "", "scope": {"kind": "turn", "turnId": turn}});

@@ -16,6 +16,7 @@ pub mod assembler;
 pub mod conformance;
 pub mod delta;
 pub mod double;
+pub mod event;
 pub mod grammar;
 pub mod live;
 pub mod msg;
@@ -75,8 +76,13 @@ impl Model for BbModel {
     }
 
     fn is_unhandled(&self, event: &Value) -> bool {
-        crate::jsonref::Field::f(event, "type") == "provider/unhandled"
+        is_unhandled(event)
     }
+}
+
+/// bb's `unhandled` count: the kept `provider/unhandled` events.
+pub fn is_unhandled(event: &impl event::EventView) -> bool {
+    event.ty() == Some("provider/unhandled")
 }
 
 /// The wire judge's violations as invalid messages (the first few of each rule, then a count).
@@ -237,13 +243,13 @@ impl Pass<'_> {
                 .sink
                 .invalid(format!("{}: invalid thread/delta: {e}", (self.at)())),
             Ok((thread_id, deltas)) => {
-                let events = self.assembler.assemble(thread_id, deltas);
+                let events = self.assembler.assemble_events(thread_id, deltas);
                 let drops = self.assembler.take_silent_drops();
                 self.judge
                     .bridge_delta_at(thread_id, self.at, &events, &drops);
                 for ev in events {
                     match self.grammar.accept(&ev) {
-                        Ok(()) => self.sink.event(ev),
+                        Ok(()) => self.sink.bb_event(ev),
                         Err(drop) => self.sink.grammar_drop(drop),
                     }
                 }

@@ -44,6 +44,7 @@
 //! A turn-scoped message for a turn that never started (bb's projection throws there) is shown
 //! as a thread-level row.
 
+use super::event::EventView;
 use crate::jsonref::Field;
 use crate::protocol::RowProjector;
 use crate::util::{FastMap, FastSet};
@@ -192,17 +193,17 @@ impl BbTimelineRows {
         i
     }
 
-    fn new_message(&self, kind: Kind, event: &Value, parent: Option<String>) -> Message {
+    fn new_message<E: EventView>(&self, kind: Kind, event: &E, parent: Option<String>) -> Message {
         Message {
             kind,
-            turn: event.f("scope").f("turnId").as_str().map(str::to_string),
+            turn: event.turn_id().map(str::to_string),
             parent,
             seq: self.seq,
             item_id: event
-                .f("item")
+                .field("item")
                 .f("id")
                 .as_str()
-                .or_else(|| event.f("itemId").as_str())
+                .or_else(|| event.field("itemId").as_str())
                 .unwrap_or("")
                 .to_string(),
             status: Value::Null,
@@ -210,15 +211,15 @@ impl BbTimelineRows {
         }
     }
 
-    fn assistant_text(
+    fn assistant_text<E: EventView>(
         &mut self,
-        event: &Value,
+        event: &E,
         item_id: &str,
         text: &str,
         last: bool,
         parent: Option<String>,
     ) {
-        let Some(turn) = event.f("scope").f("turnId").as_str() else {
+        let Some(turn) = event.turn_id() else {
             return; // no turn: bb's buffered text has no identity for it
         };
         if text.is_empty() || self.closed_turns.contains(turn) {
@@ -241,8 +242,8 @@ impl BbTimelineRows {
         }
     }
 
-    fn work(&mut self, event: &Value, kind: Kind, parent: Option<String>) {
-        let item = &event.f("item");
+    fn work<E: EventView>(&mut self, event: &E, kind: Kind, parent: Option<String>) {
+        let item = &event.field("item");
         let id = item.f("id").as_str().unwrap_or("").to_string();
         let msg = self.new_message(kind, event, parent);
         let i = self.upsert(format!("call:{id}"), || msg);
@@ -261,7 +262,7 @@ impl BbTimelineRows {
         }
     }
 
-    fn operation(&mut self, key: String, event: &Value, op: &str, title: String) {
+    fn operation<E: EventView>(&mut self, key: String, event: &E, op: &str, title: String) {
         let msg = self.new_message(Kind::Operation { op: op.to_string() }, event, None);
         let i = self.upsert(key, || msg);
         self.messages[i].text = title;
@@ -269,8 +270,8 @@ impl BbTimelineRows {
 
     /// One "Context compacted" row per turn, whether the compaction came as an item or as a
     /// `thread/compacted` event (both upsert the same key).
-    fn compaction(&mut self, event: &Value) {
-        let turn = event.f("scope").f("turnId").as_str().unwrap_or("");
+    fn compaction<E: EventView>(&mut self, event: &E) {
+        let turn = event.turn_id().unwrap_or("");
         self.operation(
             format!("compaction:{turn}"),
             event,
@@ -298,23 +299,21 @@ impl BbTimelineRows {
     }
 
     /// The tool call an event runs under: its own, its item's, or its child turn's.
-    fn parent_of(&self, event: &Value) -> Option<String> {
+    fn parent_of<E: EventView>(&self, event: &E) -> Option<String> {
         event
-            .f("parentToolCallId")
+            .field("parentToolCallId")
             .as_str()
-            .or_else(|| event.f("item").f("parentToolCallId").as_str())
+            .or_else(|| event.field("item").f("parentToolCallId").as_str())
             .map(str::to_string)
             .or_else(|| {
                 event
-                    .f("scope")
-                    .f("turnId")
-                    .as_str()
+                    .turn_id()
                     .and_then(|t| self.turn_parent.get(t).cloned())
             })
     }
 
-    fn item_event(&mut self, ty: &str, event: &Value, parent: Option<String>) {
-        let item = &event.f("item");
+    fn item_event<E: EventView>(&mut self, ty: &str, event: &E, parent: Option<String>) {
+        let item = &event.field("item");
         let item_type = item.f("type").as_str().unwrap_or("");
         let id = item.f("id").as_str().unwrap_or("");
         if item_type == "agentMessage" {
@@ -400,15 +399,38 @@ impl BbTimelineRows {
 
 impl RowProjector for BbTimelineRows {
     fn push(&mut self, event: &Value) {
+        self.push_view(event);
+    }
+
+    fn push_bb(&mut self, event: &super::event::Event) {
+        self.push_view(event);
+    }
+
+    fn finish(self: Box<Self>) -> Vec<Value> {
+        let mut out = BuiltRows(Vec::new());
+        self.emit(&mut out);
+        out.0
+    }
+
+    fn count(self: Box<Self>) -> usize {
+        let mut out = CountedRows::default();
+        self.emit(&mut out);
+        out.rows
+    }
+}
+
+impl BbTimelineRows {
+    /// One event, from its tree or as assembled (the same rows either way).
+    fn push_view<E: EventView>(&mut self, event: &E) {
         self.seq += 1;
-        let ty = event.f("type").as_str().unwrap_or("");
+        let ty = event.ty().unwrap_or("");
         let parent = self.parent_of(event);
         match ty {
             "turn/started" => {
-                let Some(turn) = event.f("scope").f("turnId").as_str() else {
+                let Some(turn) = event.turn_id() else {
                     return;
                 };
-                if let Some(p) = event.f("parentToolCallId").as_str() {
+                if let Some(p) = event.field("parentToolCallId").as_str() {
                     self.turn_parent.insert(turn.to_string(), p.to_string());
                 }
                 if !self.turn_index.contains_key(turn) {
@@ -422,17 +444,17 @@ impl RowProjector for BbTimelineRows {
                 }
             }
             "turn/completed" => {
-                if let Some(turn) = event.f("scope").f("turnId").as_str() {
+                if let Some(turn) = event.turn_id() {
                     self.closed_turns.insert(turn.to_string());
                     if let Some(&i) = self.turn_index.get(turn) {
-                        self.turns[i].status = Some(event.f("status").clone());
+                        self.turns[i].status = Some(event.field("status").clone());
                     }
                 }
             }
             "item/started" | "item/completed" => self.item_event(ty, event, parent),
             "item/agentMessage/delta" => {
-                let id = event.f("itemId").as_str().unwrap_or("").to_string();
-                let text = event.f("delta").as_str().unwrap_or("").to_string();
+                let id = event.field("itemId").as_str().unwrap_or("").to_string();
+                let text = event.field("delta").as_str().unwrap_or("").to_string();
                 self.assistant_text(event, &id, &text, false, parent);
             }
             "item/backgroundTask/progress" | "item/backgroundTask/completed" => {
@@ -448,13 +470,13 @@ impl RowProjector for BbTimelineRows {
             "provider/error" => {
                 let mut msg = self.new_message(
                     Kind::Error {
-                        reconnect: event.f("willRetry") == true,
+                        reconnect: event.field("willRetry") == true,
                     },
                     event,
                     None,
                 );
                 msg.text = event
-                    .f("message")
+                    .field("message")
                     .as_str()
                     .unwrap_or("Error event")
                     .to_string();
@@ -463,7 +485,7 @@ impl RowProjector for BbTimelineRows {
             "provider/unhandled" => {
                 let title = format!(
                     "Unhandled {} event",
-                    event.f("rawType").as_str().unwrap_or("?")
+                    event.field("rawType").as_str().unwrap_or("?")
                 );
                 self.operation(
                     format!("unhandled:{}", self.seq),
@@ -473,8 +495,12 @@ impl RowProjector for BbTimelineRows {
                 );
             }
             "provider/warning" => {
-                let deprecation = event.f("category") == "deprecation";
-                let title = event.f("summary").as_str().unwrap_or("Warning").to_string();
+                let deprecation = event.field("category") == "deprecation";
+                let title = event
+                    .field("summary")
+                    .as_str()
+                    .unwrap_or("Warning")
+                    .to_string();
                 let op = if deprecation {
                     "deprecation"
                 } else {
@@ -491,18 +517,6 @@ impl RowProjector for BbTimelineRows {
             ),
             _ => {}
         }
-    }
-
-    fn finish(self: Box<Self>) -> Vec<Value> {
-        let mut out = BuiltRows(Vec::new());
-        self.emit(&mut out);
-        out.0
-    }
-
-    fn count(self: Box<Self>) -> usize {
-        let mut out = CountedRows::default();
-        self.emit(&mut out);
-        out.rows
     }
 }
 

@@ -42,8 +42,14 @@ const T_OBJECT: u8 = 64;
 enum Check {
     Type(u8),
     Required(Vec<String>),
-    Properties(Vec<(String, usize)>),
+    /// Each named property's node, looked up by the instance's member names (foldhash: a
+    /// binary search of the names cost a memcmp call per probe, on every member of every
+    /// delta).
+    Properties(crate::util::FastMap<String, usize>),
     Enum(Vec<Value>),
+    /// An `enum` of strings only (the 27 delta kinds, the 19 error codes): a lookup instead of
+    /// a comparison with each; anything but a string equals none of them.
+    EnumStrings(crate::util::FastSet<String>),
     Const(Value),
     MinLength(usize),
     MaxLength(usize),
@@ -96,10 +102,49 @@ impl FastSchema {
             defs: HashMap::new(),
         };
         let root = c.node(doc, "#")?;
-        Ok(FastSchema {
+        let mut schema = FastSchema {
             nodes: c.nodes,
             root,
-        })
+        };
+        schema.skip_bare_refs();
+        Ok(schema)
+    }
+
+    /// A node that is nothing but a `$ref` validates as its target: every use is pointed at
+    /// the end of such a chain. Each `$ref` compiles to two hops (the definition's slot, then
+    /// the definition), taken on every use, for every delta.
+    fn skip_bare_refs(&mut self) {
+        let nodes = &self.nodes;
+        let end = |mut n: usize| {
+            // Bounded: a cycle of bare references is left as it is.
+            for _ in 0..nodes.len() {
+                match nodes[n].checks.as_slice() {
+                    [Check::Ref(m)] => n = *m,
+                    _ => break,
+                }
+            }
+            n
+        };
+        let to: Vec<usize> = (0..nodes.len()).map(end).collect();
+        for node in &mut self.nodes {
+            for check in &mut node.checks {
+                match check {
+                    Check::Ref(n) | Check::Not(n) | Check::Items(n) => *n = to[*n],
+                    Check::AnyOf(ns) | Check::AllOf(ns) => ns.iter_mut().for_each(|n| *n = to[*n]),
+                    Check::IfThen { cond, then } => {
+                        *cond = to[*cond];
+                        *then = to[*then];
+                    }
+                    Check::Properties(props) => props.values_mut().for_each(|n| *n = to[*n]),
+                    Check::Dispatch { by_value, all, .. } => {
+                        by_value.values_mut().flatten().for_each(|n| *n = to[*n]);
+                        all.iter_mut().for_each(|n| *n = to[*n]);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.root = to[self.root];
     }
 
     /// Whether `instance` (a `Value` or a borrowed [`JsonRef`](crate::jsonref::JsonRef))
@@ -117,16 +162,16 @@ impl FastSchema {
             Check::Type(mask) => type_bits(v) & mask != 0,
             Check::Required(names) => !v.is_object() || names.iter().all(|n| v.get(n).is_some()),
             // From the instance's side (it has a few keys, the schema many): each key is
-            // looked up in the sorted properties; no hashing.
+            // looked up in the properties.
             Check::Properties(props) => v.all_members(|name, value| {
-                props
-                    .binary_search_by(|(p, _)| p.as_str().cmp(name))
-                    .map_or(true, |i| self.valid(props[i].1, value))
+                props.get(name).is_none_or(|&node| self.valid(node, value))
             }),
             Check::Enum(options) => options.iter().any(|o| json_equal(v, o)),
+            Check::EnumStrings(options) => v.as_str().is_some_and(|s| options.contains(s)),
             Check::Const(expected) => json_equal(v, expected),
             Check::MinLength(n) => match v.kind() {
-                Kind::String(s) => s.len() >= *n && s.chars().count() >= *n,
+                // A non-empty string has a character: counting them is for longer minimums.
+                Kind::String(s) => s.len() >= *n && (*n <= 1 || s.chars().count() >= *n),
                 _ => true,
             },
             Check::MaxLength(n) => match v.kind() {
@@ -285,18 +330,25 @@ impl Compiler<'_> {
                     let props = v
                         .as_object()
                         .ok_or_else(|| Self::err(&at, "properties must be an object"))?;
-                    let mut out = Vec::new();
+                    let mut out = crate::util::FastMap::default();
                     for (name, s) in props {
-                        out.push((name.clone(), self.node(s, &format!("{at}/{name}"))?));
+                        out.insert(name.clone(), self.node(s, &format!("{at}/{name}"))?);
                     }
-                    out.sort_by(|a, b| a.0.cmp(&b.0)); // looked up by binary search
                     Check::Properties(out)
                 }
-                "enum" => Check::Enum(
-                    v.as_array()
-                        .cloned()
-                        .ok_or_else(|| Self::err(&at, "enum must be an array"))?,
-                ),
+                "enum" => {
+                    let options = v
+                        .as_array()
+                        .ok_or_else(|| Self::err(&at, "enum must be an array"))?;
+                    match options
+                        .iter()
+                        .map(|o| o.as_str().map(str::to_string))
+                        .collect::<Option<crate::util::FastSet<String>>>()
+                    {
+                        Some(strings) if options.len() > 4 => Check::EnumStrings(strings),
+                        _ => Check::Enum(options.clone()),
+                    }
+                }
                 "const" => Check::Const(v.clone()),
                 "minLength" => Check::MinLength(uint(k, v)?),
                 "maxLength" => Check::MaxLength(uint(k, v)?),

@@ -15,6 +15,7 @@
 //! run/seq) and the thread, key or turn involved.
 
 use super::assembler::SilentDrop;
+use super::event::EventView;
 use crate::jsonref::Field;
 use crate::rule::Verdict;
 use serde_json::Value;
@@ -215,17 +216,23 @@ impl WireJudge {
     }
 
     /// A valid `thread/delta` for `thread`, with what it assembled into and what was dropped.
-    pub fn bridge_delta(&mut self, thread: &str, at: &str, events: &[Value], drops: &[SilentDrop]) {
+    pub fn bridge_delta<E: EventView>(
+        &mut self,
+        thread: &str,
+        at: &str,
+        events: &[E],
+        drops: &[SilentDrop],
+    ) {
         self.bridge_delta_at(thread, &|| at.to_string(), events, drops);
     }
 
     /// [`WireJudge::bridge_delta`] with the position formatted only if something names it
     /// (formatting it for every delta line cost `pins` about 5 %).
-    pub fn bridge_delta_at(
+    pub fn bridge_delta_at<E: EventView>(
         &mut self,
         thread: &str,
         at: &dyn Fn() -> String,
-        events: &[Value],
+        events: &[E],
         drops: &[SilentDrop],
     ) {
         let at = &LazyAt(std::cell::LazyCell::new(at));
@@ -241,16 +248,18 @@ impl WireJudge {
                 self.left_to_kit_more += 1;
             }
             let settles = events.iter().any(|e| {
-                e.f("type") == "turn/completed"
+                e.ty() == Some("turn/completed")
                     && self
                         .interrupting
                         .get(thread)
-                        .is_some_and(|(t, _)| e.f("scope").f("turnId") == t.as_str())
+                        .is_some_and(|(t, _)| e.turn_id() == Some(t.as_str()))
             });
             if settles || !self.interrupting.contains_key(thread) {
                 self.late_settlement.remove(thread);
             }
-        } else if let Some(answered) = self.detached.remove(thread) {
+        } else if !self.detached.is_empty()
+            && let Some(answered) = self.detached.remove(thread)
+        {
             self.violation(NOTHING_AFTER_STOP, || format!(
                 "thread/delta for thread {thread:?} at {at}, after the thread/stop answer at {answered}: the runtime had detached the thread"
             ));
@@ -274,10 +283,10 @@ impl WireJudge {
             });
         }
         for e in events {
-            let Some(turn) = e.f("scope").f("turnId").as_str() else {
+            let Some(turn) = e.turn_id() else {
                 continue;
             };
-            match e.f("type").as_str() {
+            match e.ty() {
                 Some("turn/started") if self.room(at) => {
                     self.open_count += 1;
                     self.open_turns
@@ -297,7 +306,7 @@ impl WireJudge {
                     if let Some((t, stop_at)) = self.interrupting.get(thread)
                         && t == turn
                     {
-                        let status = e.f("status").as_str().unwrap_or("?");
+                        let status = e.field("status").as_str().unwrap_or("?");
                         if status != "interrupted" {
                             let detail = format!(
                                 "the turn interrupted by thread/stop at {stop_at} (thread {thread:?}) settled with status {status:?} at {at}; an interrupt settles it \"interrupted\""
