@@ -302,6 +302,8 @@ struct Framer<'d> {
     /// Per chunk: each line as (offset, len) in the chunk, or (`usize::MAX`, index in `owned`)
     /// for a line that straddled chunks (materialized by the splitter).
     spans: Vec<(usize, usize)>,
+    /// The lines handed to `record`, kept allocated between chunks ([`recycle`]).
+    refs: Vec<&'static [u8]>,
 }
 
 impl<'d> Framer<'d> {
@@ -310,6 +312,7 @@ impl<'d> Framer<'d> {
             splitter: LineSplitter::default(),
             direction,
             spans: Vec::new(),
+            refs: Vec::new(),
         }
     }
 
@@ -334,17 +337,16 @@ impl<'d> Framer<'d> {
             ),
         });
         if !spans.is_empty() {
-            let refs: Vec<&[u8]> = spans
-                .iter()
-                .map(|&(off, len)| {
-                    if off == usize::MAX {
-                        owned[len].as_slice()
-                    } else {
-                        &chunk[off..off + len]
-                    }
-                })
-                .collect();
+            let mut refs: Vec<&[u8]> = recycle(std::mem::take(&mut self.refs));
+            refs.extend(spans.iter().map(|&(off, len)| {
+                if off == usize::MAX {
+                    owned[len].as_slice()
+                } else {
+                    &chunk[off..off + len]
+                }
+            }));
             record(&refs);
+            self.refs = recycle(refs);
         }
     }
 
@@ -735,37 +737,47 @@ fn record_direction(
 ) {
     let mut key_hits: Vec<bool> = Vec::new();
     let mut keys = KeyMemo::default();
+    // The per-chunk vectors keep their allocations between chunks ([`recycle`]): a one-line
+    // chunk (interactive traffic) would otherwise allocate three of them on its way through.
+    let mut scans_kept: Vec<Option<RpcRef<'static>>> = Vec::new();
+    let mut scopes_kept: Vec<Option<Cow<'static, str>>> = Vec::new();
+    let mut batch_kept: Vec<Line<'static>> = Vec::new();
     tee_pump(input, output, dir, |lines| {
         // One pass per line finds its scope and whether redaction must look at it; the shared
         // pending maps are locked only to file and match the ids.
         key_hits.clear();
         let mut pred = |k: &[u8]| redact && keys.may_matter(k);
-        let scans: Vec<Option<RpcRef<'_>>> = lines
-            .iter()
-            .map(|l| {
-                let scan = rpc_scan::scan_line_raw_keys(l, &mut pred);
-                key_hits.push(scan.key_hit);
-                scan.rpc
-            })
-            .collect();
-        let scopes: Vec<Option<Cow<'_, str>>> = {
+        let mut scans: Vec<Option<RpcRef<'_>>> = recycle(std::mem::take(&mut scans_kept));
+        scans.extend(lines.iter().map(|l| {
+            let scan = rpc_scan::scan_line_raw_keys(l, &mut pred);
+            key_hits.push(scan.key_hit);
+            scan.rpc
+        }));
+        let mut scopes: Vec<Option<Cow<'_, str>>> = recycle(std::mem::take(&mut scopes_kept));
+        {
             let mut s = scoper.lock().expect("scoper");
-            scans
-                .into_iter()
-                .map(|rpc| s.scope_of(rpc, from_runtime))
-                .collect()
-        };
-        let batch: Vec<Line<'_>> = lines
-            .iter()
-            .zip(&scopes)
-            .map(|(l, s)| Line {
-                scope: s.as_deref(),
-                dir,
-                bytes: l,
-            })
-            .collect();
+            scopes.extend(scans.drain(..).map(|rpc| s.scope_of(rpc, from_runtime)));
+        }
+        scans_kept = recycle(scans);
+        let mut batch: Vec<Line<'_>> = recycle(std::mem::take(&mut batch_kept));
+        batch.extend(lines.iter().zip(&scopes).map(|(l, s)| Line {
+            scope: s.as_deref(),
+            dir,
+            bytes: l,
+        }));
         writer.append_batch_scanned(&batch, &key_hits);
+        batch_kept = recycle(batch);
+        scopes_kept = recycle(scopes);
     });
+}
+
+/// `v`'s allocation, emptied, for elements of another lifetime: per-chunk vectors that borrow
+/// the chunk are reused instead of allocated per chunk. (Collecting an emptied `IntoIter` into
+/// a type of the same size and alignment keeps the buffer; were it not kept, the result would
+/// only be a fresh empty vector.)
+fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!()).collect()
 }
 
 /// [`crate::redact::key_may_matter`] remembered for the keys seen last: a wire repeats the
