@@ -551,7 +551,7 @@ fn encode_entry_text(
 pub fn push_json_string(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if bytes.len() >= 32 && std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
             unsafe { push_json_string_avx2(out, bytes) }
         } else {
@@ -579,7 +579,8 @@ pub fn push_json_string(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
     }
 }
 
-/// The body of the SIMD escapers: every block (32 bytes with AVX2 when `$wide`, then 16) is
+/// The body of the SSE2 escaper (`$wide` false; the AVX2 one is [`push_json_string_avx2`], which
+/// pads the tail instead): every block (32 bytes with AVX2 when `$wide`, then 16) is
 /// stored whole, then the output moves past the bytes before the first one to escape (if any);
 /// `"` and `\\` (the common escapes in a JSON line) cost one stored backslash, no call.
 ///
@@ -724,15 +725,98 @@ fn push_json_string_sse2(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
     unsafe { escape_simd_body!(out, bytes, false) }
 }
 
-/// [`push_json_string`] with AVX2 (32-byte blocks, then 16).
+/// [`push_json_string`] with AVX2, 32-byte blocks to the end of the string.
+///
+/// Every block is stored whole, then the output moves past it; a `"` or `\\` (a JSON line
+/// has one every few bytes) gets its backslash by storing the block again one byte further
+/// from that byte on, so a block with several costs no restart. The last bytes (fewer than
+/// 64) are copied into a zeroed stack buffer first, so the same block steps run to the end
+/// (bytes past the string are masked out) instead of a byte-at-a-time tail: short strings
+/// and line ends, where a JSON line's quotes cluster, take the fast path too.
+///
+/// Room kept in `out` from `dst` on: the closing quote, every remaining byte doubled, 64 bytes
+/// of stores past the end (each store writes 32). A control character (up to 6 bytes) is
+/// written by [`crate::jsjson::push_escape`] and the room is reserved again after it.
 ///
 /// # Safety
-/// The CPU must have AVX2.
+/// The CPU must have AVX2. Loads read 32 bytes at `src + j` for a position `j` < 32 of the
+/// block: inside `bytes` while 64 or more bytes remain, else inside the 96-byte buffer (the
+/// string's last bytes start at its beginning, so `j` + 32 stays below 96).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn push_json_string_avx2(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
-    // SAFETY: see `escape_simd_body`; AVX2 is enabled here.
-    unsafe { escape_simd_body!(out, bytes, true) }
+    use std::arch::x86_64::*;
+    let room = |rest: usize| rest * 2 + 1 + 64;
+    let mut rem = bytes.len();
+    out.reserve(1 + room(rem));
+    let mut dst = out.len();
+    let mut base = out.as_mut_ptr();
+    let mut high = 0u32;
+    // SAFETY (this block): stores stay within the room reserved above (see the docs); loads
+    // as the docs say; `set_len` covers only bytes written.
+    unsafe {
+        *base.add(dst) = b'"';
+        dst += 1;
+        let quote = _mm256_set1_epi8(b'"' as i8);
+        let bslash = _mm256_set1_epi8(b'\\' as i8);
+        let ctrl_max = _mm256_set1_epi8(0x1f);
+        let mut pad = [0u8; 96];
+        let mut padded = false;
+        let mut src = bytes.as_ptr();
+        while rem > 0 {
+            if rem < 64 && !padded {
+                std::ptr::copy_nonoverlapping(src, pad.as_mut_ptr(), rem);
+                src = pad.as_ptr();
+                padded = true;
+            }
+            let v = _mm256_loadu_si256(src.cast());
+            let valid = if rem >= 32 {
+                u32::MAX
+            } else {
+                (1u32 << rem) - 1
+            };
+            high |= _mm256_movemask_epi8(v) as u32 & valid;
+            let qb = _mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, bslash));
+            let ctrl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, ctrl_max), v);
+            let mut q = _mm256_movemask_epi8(qb) as u32 & valid;
+            let c = _mm256_movemask_epi8(ctrl) as u32 & valid;
+            _mm256_storeu_si256(base.add(dst).cast(), v);
+            // The block's bytes up to `stop` (its length, or the first control character).
+            let stop = if c == 0 {
+                rem.min(32)
+            } else {
+                c.trailing_zeros() as usize
+            };
+            if stop < 32 {
+                q &= (1u32 << stop) - 1;
+            }
+            let mut from = 0usize;
+            while q != 0 {
+                let j = q.trailing_zeros() as usize;
+                dst += j - from;
+                *base.add(dst) = b'\\';
+                dst += 1;
+                from = j;
+                _mm256_storeu_si256(base.add(dst).cast(), _mm256_loadu_si256(src.add(j).cast()));
+                q &= q - 1;
+            }
+            dst += stop - from;
+            src = src.add(stop);
+            rem -= stop;
+            if c != 0 {
+                out.set_len(dst);
+                crate::jsjson::push_escape(out, *src);
+                src = src.add(1);
+                rem -= 1;
+                out.reserve(room(rem));
+                base = out.as_mut_ptr();
+                dst = out.len();
+            }
+        }
+        *base.add(dst) = b'"';
+        out.set_len(dst + 1);
+    }
+    high == 0
 }
 
 /// The first position at or after `from` of a byte JSON must escape (`"`, `\\`, a control
@@ -865,6 +949,26 @@ mod tests {
             }
             let back: String = serde_json::from_str(&text_json(&text)).unwrap();
             assert_eq!(back, text);
+        }
+    }
+
+    /// The padded tail of the AVX2 escaper: every length around the block and tail edges, runs
+    /// of one escape class up to the end (the last bytes go through the stack buffer).
+    #[test]
+    fn escaping_runs_to_the_end_of_every_length() {
+        for len in 0..=160 {
+            for fill in ["\"", "\\", "\u{1}", "\n", "a", "é", "\"a", "a\u{1f}\""] {
+                let mut text = String::new();
+                while text.len() < len {
+                    text.push_str(fill);
+                }
+                for t in [text.clone(), format!("x{text}"), format!("{text}\"")] {
+                    let mut got = Vec::new();
+                    let ascii = push_json_string(&mut got, t.as_bytes());
+                    assert_eq!(got, scalar_bytes(&t), "{t:?}");
+                    assert_eq!(ascii, t.is_ascii(), "{t:?}");
+                }
+            }
         }
     }
 
