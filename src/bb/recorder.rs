@@ -388,6 +388,11 @@ fn tee_pump(
     // Bytes the last round carried: a bulk stream goes zero-copy, a trickle of small writes
     // (one request at a time) goes by read/write, which takes one syscall less per round.
     let mut last = 0usize;
+    let mut spin = Spin::from_env();
+    let spin_fd = {
+        use std::os::fd::AsRawFd;
+        input.as_fd().as_raw_fd()
+    };
     loop {
         #[cfg(target_os = "linux")]
         if output_open
@@ -434,10 +439,14 @@ fn tee_pump(
                 }
             }
         }
+        if last > 0 && last < ZERO_COPY_FROM {
+            spin.before_read(spin_fd);
+        }
         let n = match read_retry(&mut input, &mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        spin.data_came();
         let chunk = &buf[..n];
         framer.feed(chunk, &mut record);
         if output_open && (output.write_all(chunk).is_err() || output.flush().is_err()) {
@@ -447,6 +456,99 @@ fn tee_pump(
     }
     framer.finish(&mut record);
 }
+
+/// How long a pump polls its input after a small round before it blocks in `read`
+/// (`BRIDGEWIRE_RECORD_SPIN_US`, default 20; 0 turns it off).
+///
+/// Why: a recorded round trip hands over four times (runtime → recorder → bridge → recorder →
+/// runtime) instead of twice, and on an idle VM each hand-over to a thread whose vCPU has
+/// halted costs ~15-25 µs (the wake-up of the halted vCPU): measured with one-line pings
+/// through a two-thread C relay that does nothing but read, append to a file and write, p50
+/// 58 µs against 5.4 µs for the bridge alone; with this poll before blocking, 9.6 µs. A pump
+/// that keeps polling keeps its vCPU awake and needs no wake-up when the answer comes; the
+/// other side's wake-ups then land on busy vCPUs. Bounded: only after a round under
+/// [`ZERO_COPY_FROM`] (interactive traffic; bulk rounds never poll), only within the window
+/// after the last data, so an idle recorder costs nothing and a message at most the window's
+/// CPU per direction.
+///
+/// Only where it pays: on a loaded machine the pollers take CPU the bridge and the runtime
+/// need (the same pings measured 45 µs p50 with the poll against 20 µs without), and there the
+/// answer rarely comes inside the window. So the pump polls in probes of [`SPIN_PROBE`]
+/// reads and keeps polling only while at least half of them got their data inside the window;
+/// otherwise it blocks straight away for the next [`SPIN_REST`] reads, then probes again.
+struct Spin {
+    window: std::time::Duration,
+    last_data: Option<std::time::Instant>,
+    /// Reads left before the next probe (0: probing).
+    rest: u32,
+    tries: u32,
+    hits: u32,
+}
+
+const SPIN_PROBE: u32 = 16;
+const SPIN_REST: u32 = 4096;
+
+impl Spin {
+    fn from_env() -> Spin {
+        let us = std::env::var(SPIN_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(DEFAULT_SPIN_US)
+            .min(10_000);
+        Spin {
+            window: std::time::Duration::from_micros(us),
+            last_data: None,
+            rest: 0,
+            tries: 0,
+            hits: 0,
+        }
+    }
+
+    fn data_came(&mut self) {
+        if !self.window.is_zero() {
+            self.last_data = Some(std::time::Instant::now());
+        }
+    }
+
+    /// Polls `fd` (without blocking) until it is readable or the window since the last data
+    /// has passed; the caller then reads (and blocks if nothing came).
+    fn before_read(&mut self, fd: std::os::fd::RawFd) {
+        let Some(since) = self.last_data else { return };
+        if self.rest > 0 {
+            self.rest -= 1;
+            return;
+        }
+        let deadline = since + self.window;
+        let hit = loop {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd we own, zero timeout.
+            if unsafe { libc::poll(&mut p, 1, 0) } != 0 {
+                break true;
+            }
+            if std::time::Instant::now() >= deadline {
+                break false;
+            }
+            std::hint::spin_loop();
+        };
+        self.tries += 1;
+        self.hits += u32::from(hit);
+        if self.tries == SPIN_PROBE {
+            if self.hits * 2 < self.tries {
+                self.rest = SPIN_REST;
+            }
+            self.tries = 0;
+            self.hits = 0;
+        }
+    }
+}
+
+/// See [`Spin`].
+pub const SPIN_ENV: &str = "BRIDGEWIRE_RECORD_SPIN_US";
+const DEFAULT_SPIN_US: u64 = 20;
 
 /// A round that carried at least this many bytes makes the next one zero-copy: below it the
 /// copy saved costs less than the extra syscall (`tee`, then `read` and `splice`, against
@@ -1116,6 +1218,42 @@ mod tests {
         }
     }
     use super::*;
+
+    /// The poll before a read is bounded by its window, and a pump whose polls keep missing
+    /// stops polling for [`SPIN_REST`] reads; one whose polls find data keeps polling.
+    #[test]
+    fn spinning_is_bounded_and_backs_off_when_it_misses() {
+        use std::os::fd::AsRawFd;
+        let (r, mut w) = std::io::pipe().unwrap();
+        let mut spin = Spin {
+            window: std::time::Duration::from_micros(200),
+            last_data: None,
+            rest: 0,
+            tries: 0,
+            hits: 0,
+        };
+        // No data yet: nothing to measure the window from, no poll.
+        spin.before_read(r.as_raw_fd());
+        assert_eq!(spin.tries, 0);
+        for _ in 0..SPIN_PROBE {
+            spin.data_came();
+            let t = std::time::Instant::now();
+            spin.before_read(r.as_raw_fd());
+            assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        }
+        assert_eq!(spin.rest, SPIN_REST, "every poll missed: rest");
+        spin.data_came();
+        spin.before_read(r.as_raw_fd());
+        assert_eq!((spin.rest, spin.tries), (SPIN_REST - 1, 0), "resting: no poll");
+        // Data waiting: every poll hits, polling goes on.
+        spin.rest = 0;
+        w.write_all(b"x").unwrap();
+        for _ in 0..SPIN_PROBE {
+            spin.data_came();
+            spin.before_read(r.as_raw_fd());
+        }
+        assert_eq!(spin.rest, 0);
+    }
 
     #[test]
     fn scopes_responses_by_their_request() {
