@@ -369,6 +369,7 @@ fn tee_pump(
     mut input: impl Read + std::os::fd::AsFd,
     mut output: impl Write + std::os::fd::AsFd,
     direction: &str,
+    spin: &SpinCtl,
     mut record: impl FnMut(&[&[u8]]),
 ) {
     let mut buf = vec![0u8; CHUNK];
@@ -388,7 +389,10 @@ fn tee_pump(
     // Bytes the last round carried: a bulk stream goes zero-copy, a trickle of small writes
     // (one request at a time) goes by read/write, which takes one syscall less per round.
     let mut last = 0usize;
-    let mut spin = Spin::from_env();
+    let mut spin = Spin {
+        ctl: spin,
+        last_data: None,
+    };
     let spin_fd = {
         use std::os::fd::AsRawFd;
         input.as_fd().as_raw_fd()
@@ -439,14 +443,16 @@ fn tee_pump(
                 }
             }
         }
-        if last > 0 && last < ZERO_COPY_FROM {
-            spin.before_read(spin_fd);
-        }
+        let interactive = last > 0 && last < ZERO_COPY_FROM && !spin.ctl.window.is_zero();
+        let waiting = interactive.then(|| spin.before_read(spin_fd));
         let n = match read_retry(&mut input, &mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        spin.data_came();
+        let came = spin.data_came();
+        if let Some((start, spun)) = waiting {
+            spin.ctl.waited(came.duration_since(start), spun);
+        }
         let chunk = &buf[..n];
         framer.feed(chunk, &mut record);
         if output_open && (output.write_all(chunk).is_err() || output.flush().is_err()) {
@@ -457,98 +463,140 @@ fn tee_pump(
     framer.finish(&mut record);
 }
 
-/// How long a pump polls its input after a small round before it blocks in `read`
-/// (`BRIDGEWIRE_RECORD_SPIN_US`, default 20; 0 turns it off).
+/// Whether a pump polls its input for a while after a small round before it blocks in `read`
+/// (`BRIDGEWIRE_RECORD_SPIN_US`, the window, default 20 µs; 0 turns it off).
 ///
 /// Why: a recorded round trip hands over four times (runtime → recorder → bridge → recorder →
-/// runtime) instead of twice, and on an idle VM each hand-over to a thread whose vCPU has
-/// halted costs ~15-25 µs (the wake-up of the halted vCPU): measured with one-line pings
-/// through a two-thread C relay that does nothing but read, append to a file and write, p50
-/// 58 µs against 5.4 µs for the bridge alone; with this poll before blocking, 9.6 µs. A pump
-/// that keeps polling keeps its vCPU awake and needs no wake-up when the answer comes; the
-/// other side's wake-ups then land on busy vCPUs. Bounded: only after a round under
-/// [`ZERO_COPY_FROM`] (interactive traffic; bulk rounds never poll), only within the window
-/// after the last data, so an idle recorder costs nothing and a message at most the window's
-/// CPU per direction.
+/// runtime) instead of twice, and on an otherwise idle VM each hand-over to a thread whose
+/// vCPU has halted costs ~15-25 µs (waking the halted vCPU). Measured with one-line pings
+/// through a two-thread C relay that does nothing but read, append to a file and write
+/// (`relay3.c` in the rec5 session's tools): bridge alone p50 5.4 µs, through the relay 58 µs,
+/// with a 20 µs poll before blocking 8.9-9.6 µs. A pump that is polling keeps its vCPU awake,
+/// needs no wake-up when the answer comes, and the other side's wake-ups land on busy vCPUs.
 ///
 /// Only where it pays: on a loaded machine the pollers take CPU the bridge and the runtime
-/// need (the same pings measured 45 µs p50 with the poll against 20 µs without), and there the
-/// answer rarely comes inside the window. So the pump polls in probes of [`SPIN_PROBE`]
-/// reads and keeps polling only while at least half of them got their data inside the window;
-/// otherwise it blocks straight away for the next [`SPIN_REST`] reads, then probes again.
-struct Spin {
+/// need (the same relay: 45-58 µs p50 with the poll against 20 µs without). Whether polling
+/// pays is measured, not guessed: the two pumps of a recorder share one controller that
+/// alternates [`SPIN_MEASURE`] interactive reads with polling and as many without, compares
+/// the mean wait for data, and uses the faster way for the next [`SPIN_USE`] reads. Bounded:
+/// only after a round under [`ZERO_COPY_FROM`] (bulk rounds never poll), only when the last
+/// data came within the window, and for at most the window; an idle recorder costs nothing.
+pub(crate) struct SpinCtl {
     window: std::time::Duration,
-    last_data: Option<std::time::Instant>,
-    /// Reads left before the next probe (0: probing).
-    rest: u32,
-    tries: u32,
-    hits: u32,
+    state: Mutex<SpinState>,
 }
 
-const SPIN_PROBE: u32 = 16;
-const SPIN_REST: u32 = 4096;
+#[derive(Default)]
+struct SpinState {
+    /// Reads done in the current phase.
+    reads: u32,
+    /// 0: measuring with polling, 1: measuring without, 2: using `use_spin`.
+    phase: u8,
+    use_spin: bool,
+    wait_ns: u64,
+    spin_mean_ns: u64,
+}
 
-impl Spin {
-    fn from_env() -> Spin {
+const SPIN_MEASURE: u32 = 32;
+const SPIN_USE: u32 = 8192;
+
+/// See [`SpinCtl`].
+pub const SPIN_ENV: &str = "BRIDGEWIRE_RECORD_SPIN_US";
+const DEFAULT_SPIN_US: u64 = 20;
+
+impl SpinCtl {
+    pub(crate) fn from_env() -> SpinCtl {
         let us = std::env::var(SPIN_ENV)
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
             .unwrap_or(DEFAULT_SPIN_US)
             .min(10_000);
-        Spin {
+        SpinCtl {
             window: std::time::Duration::from_micros(us),
-            last_data: None,
-            rest: 0,
-            tries: 0,
-            hits: 0,
+            state: Mutex::new(SpinState::default()),
         }
     }
 
-    fn data_came(&mut self) {
-        if !self.window.is_zero() {
-            self.last_data = Some(std::time::Instant::now());
+    fn spinning(&self) -> bool {
+        let s = self.state.lock().expect("spin state");
+        match s.phase {
+            0 => true,
+            1 => false,
+            _ => s.use_spin,
         }
     }
 
-    /// Polls `fd` (without blocking) until it is readable or the window since the last data
-    /// has passed; the caller then reads (and blocks if nothing came).
-    fn before_read(&mut self, fd: std::os::fd::RawFd) {
-        let Some(since) = self.last_data else { return };
-        if self.rest > 0 {
-            self.rest -= 1;
+    /// One interactive read waited `waited` for its data, polling first or not (`spun`).
+    fn waited(&self, waited: std::time::Duration, spun: bool) {
+        let mut s = self.state.lock().expect("spin state");
+        let measuring = match s.phase {
+            0 => spun,
+            1 => !spun,
+            _ => false,
+        };
+        if measuring {
+            s.wait_ns = s.wait_ns.saturating_add(waited.as_nanos() as u64);
+        }
+        s.reads += 1;
+        let limit = if s.phase == 2 { SPIN_USE } else { SPIN_MEASURE };
+        if s.reads < limit {
             return;
         }
-        let deadline = since + self.window;
-        let hit = loop {
+        s.reads = 0;
+        match s.phase {
+            0 => {
+                s.spin_mean_ns = s.wait_ns / u64::from(SPIN_MEASURE);
+                s.phase = 1;
+            }
+            1 => {
+                s.use_spin = s.spin_mean_ns < s.wait_ns / u64::from(SPIN_MEASURE);
+                s.phase = 2;
+            }
+            _ => s.phase = 0,
+        }
+        s.wait_ns = 0;
+    }
+}
+
+/// A pump's side of [`SpinCtl`].
+struct Spin<'c> {
+    ctl: &'c SpinCtl,
+    last_data: Option<std::time::Instant>,
+}
+
+impl Spin<'_> {
+    fn data_came(&mut self) -> std::time::Instant {
+        let now = std::time::Instant::now();
+        self.last_data = Some(now);
+        now
+    }
+
+    /// Before an interactive read: polls `fd` (without blocking) until it is readable or the
+    /// window has passed, if the controller says polling pays and the last data is recent.
+    /// Returns when it started waiting and whether it polled.
+    fn before_read(&mut self, fd: std::os::fd::RawFd) -> (std::time::Instant, bool) {
+        let start = std::time::Instant::now();
+        let recent = self
+            .last_data
+            .is_some_and(|t| start.duration_since(t) < self.ctl.window);
+        if !recent || !self.ctl.spinning() {
+            return (start, false);
+        }
+        let deadline = start + self.ctl.window;
+        loop {
             let mut p = libc::pollfd {
                 fd,
                 events: libc::POLLIN,
                 revents: 0,
             };
             // SAFETY: one pollfd we own, zero timeout.
-            if unsafe { libc::poll(&mut p, 1, 0) } != 0 {
-                break true;
-            }
-            if std::time::Instant::now() >= deadline {
-                break false;
+            if unsafe { libc::poll(&mut p, 1, 0) } != 0 || std::time::Instant::now() >= deadline {
+                return (start, true);
             }
             std::hint::spin_loop();
-        };
-        self.tries += 1;
-        self.hits += u32::from(hit);
-        if self.tries == SPIN_PROBE {
-            if self.hits * 2 < self.tries {
-                self.rest = SPIN_REST;
-            }
-            self.tries = 0;
-            self.hits = 0;
         }
     }
 }
-
-/// See [`Spin`].
-pub const SPIN_ENV: &str = "BRIDGEWIRE_RECORD_SPIN_US";
-const DEFAULT_SPIN_US: u64 = 20;
 
 /// A round that carried at least this many bytes makes the next one zero-copy: below it the
 /// copy saved costs less than the extra syscall (`tee`, then `read` and `splice`, against
@@ -706,6 +754,12 @@ mod zero_copy {
     }
 }
 
+/// What the two directions of `record bb` share.
+struct Shared {
+    scoper: Mutex<Scoper>,
+    spin: SpinCtl,
+}
+
 /// Options of `record bb`.
 pub struct RecordBridge {
     pub dir: PathBuf,
@@ -739,7 +793,12 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
     // One writer per thread (siblings share the seq counter): directions never wait for each
     // other's disk writes.
     let writer = lanes;
-    let scoper = Arc::new(Mutex::new(Scoper::default()));
+    // The pending maps and the poll controller ([`SpinCtl`]: whether polling pays is a
+    // property of the round trip, not of one direction) are the two directions' to share.
+    let shared = Arc::new(Shared {
+        scoper: Mutex::new(Scoper::default()),
+        spin: SpinCtl::from_env(),
+    });
     let redact = opts.redact;
 
     // The socket provider wrappers report to: abstract, so it needs no folder and leaves
@@ -785,7 +844,7 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
 
     let to_bridge = {
         let writer = writer.sibling();
-        let scoper = scoper.clone();
+        let shared = shared.clone();
         std::thread::Builder::new()
             .name("runtime→bridge".into())
             .spawn(move || {
@@ -795,14 +854,14 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
                     "runtime→bridge",
                     true,
                     writer,
-                    &scoper,
+                    &shared,
                     redact,
                 );
             })?
     };
     let from_bridge = {
         let writer = writer.sibling();
-        let scoper = scoper.clone();
+        let shared = shared.clone();
         std::thread::Builder::new()
             .name("bridge→runtime".into())
             .spawn(move || {
@@ -812,7 +871,7 @@ pub fn record_bridge(opts: &RecordBridge) -> anyhow::Result<std::process::ExitSt
                     "bridge→runtime",
                     false,
                     writer,
-                    &scoper,
+                    &shared,
                     redact,
                 );
             })?
@@ -834,9 +893,10 @@ fn record_direction(
     dir: &'static str,
     from_runtime: bool,
     mut writer: LaneWriter,
-    scoper: &Mutex<Scoper>,
+    shared: &Shared,
     redact: bool,
 ) {
+    let (scoper, spin) = (&shared.scoper, &shared.spin);
     let mut key_hits: Vec<bool> = Vec::new();
     let mut keys = KeyMemo::default();
     // The per-chunk vectors keep their allocations between chunks ([`recycle`]): a one-line
@@ -844,7 +904,7 @@ fn record_direction(
     let mut scans_kept: Vec<Option<RpcRef<'static>>> = Vec::new();
     let mut scopes_kept: Vec<Option<Cow<'static, str>>> = Vec::new();
     let mut batch_kept: Vec<Line<'static>> = Vec::new();
-    tee_pump(input, output, dir, |lines| {
+    tee_pump(input, output, dir, spin, |lines| {
         // One pass per line finds its scope and whether redaction must look at it; the shared
         // pending maps are locked only to file and match the ids.
         key_hits.clear();
@@ -1142,6 +1202,8 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
     // One connection per direction keeps the two pumps independent.
     let up = connect(scope.as_deref());
     let down = connect(scope.as_deref());
+    let spin = Arc::new(SpinCtl::from_env());
+    let spin_up = spin.clone();
 
     let to_provider = std::thread::Builder::new()
         .name("bridge→provider".into())
@@ -1150,6 +1212,7 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
                 io::stdin().lock(),
                 child_stdin,
                 "bridge→provider",
+                &spin,
                 |lines| {
                     if let Some(c) = &down
                         && let Err(e) = c.lock().expect("client").send(true, lines)
@@ -1168,6 +1231,7 @@ pub fn record_child(opts: &RecordChild) -> anyhow::Result<std::process::ExitStat
                 child_stdout,
                 io::stdout().lock(),
                 "provider→bridge",
+                &spin_up,
                 |lines| {
                     if let Some(c) = &up
                         && let Err(e) = c.lock().expect("client").send(false, lines)
@@ -1219,40 +1283,54 @@ mod tests {
     }
     use super::*;
 
-    /// The poll before a read is bounded by its window, and a pump whose polls keep missing
-    /// stops polling for [`SPIN_REST`] reads; one whose polls find data keeps polling.
+    /// The poll before a read is bounded by its window and happens only after recent data;
+    /// the controller measures polling and not polling and keeps the faster.
     #[test]
-    fn spinning_is_bounded_and_backs_off_when_it_misses() {
+    fn spinning_is_bounded_and_measured() {
         use std::os::fd::AsRawFd;
-        let (r, mut w) = std::io::pipe().unwrap();
-        let mut spin = Spin {
-            window: std::time::Duration::from_micros(200),
-            last_data: None,
-            rest: 0,
-            tries: 0,
-            hits: 0,
+        use std::time::Duration;
+        let (r, _w) = std::io::pipe().unwrap();
+        let ctl = SpinCtl {
+            window: Duration::from_micros(200),
+            state: Mutex::new(SpinState::default()),
         };
-        // No data yet: nothing to measure the window from, no poll.
-        spin.before_read(r.as_raw_fd());
-        assert_eq!(spin.tries, 0);
-        for _ in 0..SPIN_PROBE {
-            spin.data_came();
-            let t = std::time::Instant::now();
-            spin.before_read(r.as_raw_fd());
-            assert!(t.elapsed() < std::time::Duration::from_secs(1));
-        }
-        assert_eq!(spin.rest, SPIN_REST, "every poll missed: rest");
+        let mut spin = Spin {
+            ctl: &ctl,
+            last_data: None,
+        };
+        // No data yet: no poll.
+        assert!(!spin.before_read(r.as_raw_fd()).1);
         spin.data_came();
-        spin.before_read(r.as_raw_fd());
-        assert_eq!((spin.rest, spin.tries), (SPIN_REST - 1, 0), "resting: no poll");
-        // Data waiting: every poll hits, polling goes on.
-        spin.rest = 0;
-        w.write_all(b"x").unwrap();
-        for _ in 0..SPIN_PROBE {
-            spin.data_came();
-            spin.before_read(r.as_raw_fd());
+        let (start, spun) = spin.before_read(r.as_raw_fd());
+        assert!(spun, "recent data, measuring with polling");
+        assert!(
+            start.elapsed() >= Duration::from_micros(200),
+            "polled the window"
+        );
+        assert!(start.elapsed() < Duration::from_secs(1));
+        // Polling measured slow, blocking fast: blocking is kept for SPIN_USE reads.
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(Duration::from_micros(50), true);
         }
-        assert_eq!(spin.rest, 0);
+        assert!(!ctl.spinning(), "measuring without polling");
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(Duration::from_micros(20), false);
+        }
+        assert!(!ctl.spinning());
+        spin.data_came();
+        assert!(!spin.before_read(r.as_raw_fd()).1);
+        for _ in 0..SPIN_USE {
+            ctl.waited(Duration::from_micros(20), false);
+        }
+        // And the other way round.
+        assert!(ctl.spinning(), "measuring with polling again");
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(Duration::from_micros(9), true);
+        }
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(Duration::from_micros(58), false);
+        }
+        assert!(ctl.spinning(), "polling paid: kept");
     }
 
     #[test]
