@@ -444,7 +444,11 @@ fn tee_pump(
             }
         }
         let interactive = last > 0 && last < ZERO_COPY_FROM && !spin.ctl.window.is_zero();
-        let waiting = interactive.then(|| spin.before_read(spin_fd));
+        let waiting = if interactive {
+            spin.before_read(spin_fd)
+        } else {
+            None
+        };
         let n = match read_retry(&mut input, &mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
@@ -526,16 +530,17 @@ impl SpinCtl {
         }
     }
 
-    /// One interactive read waited `waited` for its data, polling first or not (`spun`).
+    /// One interactive read that came within the window of the last data (the reads polling
+    /// is for) waited `waited` for its data, polling first or not (`spun`). Only the reads of
+    /// the phase's kind count, so both means are over reads of one kind.
     fn waited(&self, waited: std::time::Duration, spun: bool) {
         let mut s = self.state.lock().expect("spin state");
-        let measuring = match s.phase {
-            0 => spun,
-            1 => !spun,
-            _ => false,
-        };
-        if measuring {
-            s.wait_ns = s.wait_ns.saturating_add(waited.as_nanos() as u64);
+        match (s.phase, spun) {
+            (0, true) | (1, false) => {
+                s.wait_ns = s.wait_ns.saturating_add(waited.as_nanos() as u64);
+            }
+            (0 | 1, _) => return, // the other pump's read, decided before the phase changed
+            _ => {}
         }
         s.reads += 1;
         let limit = if s.phase == 2 { SPIN_USE } else { SPIN_MEASURE };
@@ -571,16 +576,20 @@ impl Spin<'_> {
         now
     }
 
-    /// Before an interactive read: polls `fd` (without blocking) until it is readable or the
-    /// window has passed, if the controller says polling pays and the last data is recent.
-    /// Returns when it started waiting and whether it polled.
-    fn before_read(&mut self, fd: std::os::fd::RawFd) -> (std::time::Instant, bool) {
+    /// Before an interactive read: when the last data is recent (else `None`: nothing to
+    /// poll for or measure), polls `fd` (without blocking) until it is readable or the window
+    /// has passed if the controller says so. Returns when it started waiting and whether it
+    /// polled.
+    fn before_read(&mut self, fd: std::os::fd::RawFd) -> Option<(std::time::Instant, bool)> {
         let start = std::time::Instant::now();
         let recent = self
             .last_data
             .is_some_and(|t| start.duration_since(t) < self.ctl.window);
-        if !recent || !self.ctl.spinning() {
-            return (start, false);
+        if !recent {
+            return None;
+        }
+        if !self.ctl.spinning() {
+            return Some((start, false));
         }
         let deadline = start + self.ctl.window;
         loop {
@@ -591,7 +600,7 @@ impl Spin<'_> {
             };
             // SAFETY: one pollfd we own, zero timeout.
             if unsafe { libc::poll(&mut p, 1, 0) } != 0 || std::time::Instant::now() >= deadline {
-                return (start, true);
+                return Some((start, true));
             }
             std::hint::spin_loop();
         }
@@ -1298,10 +1307,10 @@ mod tests {
             ctl: &ctl,
             last_data: None,
         };
-        // No data yet: no poll.
-        assert!(!spin.before_read(r.as_raw_fd()).1);
+        // No data yet: no poll, nothing measured.
+        assert!(spin.before_read(r.as_raw_fd()).is_none());
         spin.data_came();
-        let (start, spun) = spin.before_read(r.as_raw_fd());
+        let (start, spun) = spin.before_read(r.as_raw_fd()).unwrap();
         assert!(spun, "recent data, measuring with polling");
         assert!(
             start.elapsed() >= Duration::from_micros(200),
@@ -1318,12 +1327,16 @@ mod tests {
         }
         assert!(!ctl.spinning());
         spin.data_came();
-        assert!(!spin.before_read(r.as_raw_fd()).1);
+        assert!(!spin.before_read(r.as_raw_fd()).unwrap().1);
         for _ in 0..SPIN_USE {
             ctl.waited(Duration::from_micros(20), false);
         }
-        // And the other way round.
+        // And the other way round; reads of the other kind do not count while measuring.
         assert!(ctl.spinning(), "measuring with polling again");
+        for _ in 0..100 {
+            ctl.waited(Duration::from_secs(1), false);
+        }
+        assert!(ctl.spinning());
         for _ in 0..SPIN_MEASURE {
             ctl.waited(Duration::from_micros(9), true);
         }
