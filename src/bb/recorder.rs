@@ -389,10 +389,6 @@ fn tee_pump(
     // Bytes the last round carried: a bulk stream goes zero-copy, a trickle of small writes
     // (one request at a time) goes by read/write, which takes one syscall less per round.
     let mut last = 0usize;
-    let mut spin = Spin {
-        ctl: spin,
-        last_data: None,
-    };
     let spin_fd = {
         use std::os::fd::AsRawFd;
         input.as_fd().as_raw_fd()
@@ -443,19 +439,14 @@ fn tee_pump(
                 }
             }
         }
-        let interactive = last > 0 && last < ZERO_COPY_FROM && !spin.ctl.window.is_zero();
-        let waiting = if interactive {
-            spin.before_read(spin_fd)
-        } else {
-            None
-        };
+        let interactive = last > 0 && last < ZERO_COPY_FROM && !spin.window.is_zero();
+        let waiting = interactive.then(|| spin.before_read(spin_fd));
         let n = match read_retry(&mut input, &mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let came = spin.data_came();
         if let Some((start, spun)) = waiting {
-            spin.ctl.waited(came.duration_since(start), spun);
+            spin.waited(start.elapsed(), spun);
         }
         let chunk = &buf[..n];
         framer.feed(chunk, &mut record);
@@ -482,9 +473,15 @@ fn tee_pump(
 /// need (the same relay: 45-58 µs p50 with the poll against 20 µs without). Whether polling
 /// pays is measured, not guessed: the two pumps of a recorder share one controller that
 /// alternates [`SPIN_MEASURE`] interactive reads with polling and as many without, compares
-/// the mean wait for data, and uses the faster way for the next [`SPIN_USE`] reads. Bounded:
-/// only after a round under [`ZERO_COPY_FROM`] (bulk rounds never poll), only when the last
-/// data came within the window, and for at most the window; an idle recorder costs nothing.
+/// the median wait for data (a median: a read after a pause, the user thinking, must not
+/// decide), and polls for the next [`SPIN_USE`] reads only when polling was clearly faster
+/// (median under [`SPIN_PAYS`] of blocking's). Bounded: only after a round under
+/// [`ZERO_COPY_FROM`] (bulk rounds never poll), and for at most the window per read; an idle
+/// recorder does no reads, so it polls nothing.
+///
+/// Every interactive read is polled and measured, however long ago the last data came: a
+/// recency test (an earlier version) kept a ping-pong that blocking had made slow from ever
+/// being polled again, since its next request then came later than the window.
 pub(crate) struct SpinCtl {
     window: std::time::Duration,
     state: Mutex<SpinState>,
@@ -497,12 +494,22 @@ struct SpinState {
     /// 0: measuring with polling, 1: measuring without, 2: using `use_spin`.
     phase: u8,
     use_spin: bool,
-    wait_ns: u64,
-    spin_mean_ns: u64,
+    /// The current measuring phase's waits, ns (saturating at ~4 s).
+    waits: Vec<u32>,
+    /// The median wait of the last phase measured with polling, ns.
+    spin_median_ns: u32,
 }
 
-const SPIN_MEASURE: u32 = 32;
-const SPIN_USE: u32 = 8192;
+/// Polling is kept when its median wait is under this share of blocking's: when both are
+/// about the same the poll only burns CPU.
+const SPIN_PAYS: f64 = 0.8;
+
+// Phases long enough that a decision is not one of a few cold reads at start (32-read phases
+// decided a whole 5 000-ping run either way, by chance), short enough that a wrong one is
+// measured again within a few thousand reads.
+
+const SPIN_MEASURE: u32 = 128;
+const SPIN_USE: u32 = 2048;
 
 /// See [`SpinCtl`].
 pub const SPIN_ENV: &str = "BRIDGEWIRE_RECORD_SPIN_US";
@@ -530,14 +537,14 @@ impl SpinCtl {
         }
     }
 
-    /// One interactive read that came within the window of the last data (the reads polling
-    /// is for) waited `waited` for its data, polling first or not (`spun`). Only the reads of
-    /// the phase's kind count, so both means are over reads of one kind.
+    /// One interactive read waited `waited` for its data, polling first or not (`spun`). Only
+    /// the reads of the phase's kind count, so both medians are over reads of one kind.
     fn waited(&self, waited: std::time::Duration, spun: bool) {
         let mut s = self.state.lock().expect("spin state");
         match (s.phase, spun) {
             (0, true) | (1, false) => {
-                s.wait_ns = s.wait_ns.saturating_add(waited.as_nanos() as u64);
+                s.waits
+                    .push(u32::try_from(waited.as_nanos()).unwrap_or(u32::MAX));
             }
             (0 | 1, _) => return, // the other pump's read, decided before the phase changed
             _ => {}
@@ -548,50 +555,35 @@ impl SpinCtl {
             return;
         }
         s.reads = 0;
+        let median = |w: &mut Vec<u32>| {
+            w.sort_unstable();
+            let m = w.get(w.len() / 2).copied().unwrap_or(0);
+            w.clear();
+            m
+        };
         match s.phase {
             0 => {
-                s.spin_mean_ns = s.wait_ns / u64::from(SPIN_MEASURE);
+                s.spin_median_ns = median(&mut s.waits);
                 s.phase = 1;
             }
             1 => {
-                s.use_spin = s.spin_mean_ns < s.wait_ns / u64::from(SPIN_MEASURE);
+                let blocking = median(&mut s.waits);
+                s.use_spin = f64::from(s.spin_median_ns) < f64::from(blocking) * SPIN_PAYS;
                 s.phase = 2;
             }
             _ => s.phase = 0,
         }
-        s.wait_ns = 0;
-    }
-}
-
-/// A pump's side of [`SpinCtl`].
-struct Spin<'c> {
-    ctl: &'c SpinCtl,
-    last_data: Option<std::time::Instant>,
-}
-
-impl Spin<'_> {
-    fn data_came(&mut self) -> std::time::Instant {
-        let now = std::time::Instant::now();
-        self.last_data = Some(now);
-        now
     }
 
-    /// Before an interactive read: when the last data is recent (else `None`: nothing to
-    /// poll for or measure), polls `fd` (without blocking) until it is readable or the window
-    /// has passed if the controller says so. Returns when it started waiting and whether it
-    /// polled.
-    fn before_read(&mut self, fd: std::os::fd::RawFd) -> Option<(std::time::Instant, bool)> {
+    /// Before an interactive read: polls `fd` (without blocking) until it is readable or the
+    /// window has passed, if the controller says so. Returns when it started waiting and
+    /// whether it polled.
+    fn before_read(&self, fd: std::os::fd::RawFd) -> (std::time::Instant, bool) {
         let start = std::time::Instant::now();
-        let recent = self
-            .last_data
-            .is_some_and(|t| start.duration_since(t) < self.ctl.window);
-        if !recent {
-            return None;
+        if !self.spinning() {
+            return (start, false);
         }
-        if !self.ctl.spinning() {
-            return Some((start, false));
-        }
-        let deadline = start + self.ctl.window;
+        let deadline = start + self.window;
         loop {
             let mut p = libc::pollfd {
                 fd,
@@ -600,7 +592,7 @@ impl Spin<'_> {
             };
             // SAFETY: one pollfd we own, zero timeout.
             if unsafe { libc::poll(&mut p, 1, 0) } != 0 || std::time::Instant::now() >= deadline {
-                return Some((start, true));
+                return (start, true);
             }
             std::hint::spin_loop();
         }
@@ -1292,8 +1284,8 @@ mod tests {
     }
     use super::*;
 
-    /// The poll before a read is bounded by its window and happens only after recent data;
-    /// the controller measures polling and not polling and keeps the faster.
+    /// The poll before a read is bounded by its window; the controller measures polling and
+    /// not polling and keeps polling only when its median wait is clearly shorter.
     #[test]
     fn spinning_is_bounded_and_measured() {
         use std::os::fd::AsRawFd;
@@ -1303,33 +1295,23 @@ mod tests {
             window: Duration::from_micros(200),
             state: Mutex::new(SpinState::default()),
         };
-        let mut spin = Spin {
-            ctl: &ctl,
-            last_data: None,
-        };
-        // No data yet: no poll, nothing measured.
-        assert!(spin.before_read(r.as_raw_fd()).is_none());
-        spin.data_came();
-        let (start, spun) = spin.before_read(r.as_raw_fd()).unwrap();
-        assert!(spun, "recent data, measuring with polling");
-        assert!(
-            start.elapsed() >= Duration::from_micros(200),
-            "polled the window"
-        );
+        let us = Duration::from_micros;
+        let (start, spun) = ctl.before_read(r.as_raw_fd());
+        assert!(spun, "measuring with polling first");
+        assert!(start.elapsed() >= us(200), "polled the whole window");
         assert!(start.elapsed() < Duration::from_secs(1));
         // Polling measured slow, blocking fast: blocking is kept for SPIN_USE reads.
         for _ in 0..SPIN_MEASURE {
-            ctl.waited(Duration::from_micros(50), true);
+            ctl.waited(us(50), true);
         }
         assert!(!ctl.spinning(), "measuring without polling");
         for _ in 0..SPIN_MEASURE {
-            ctl.waited(Duration::from_micros(20), false);
+            ctl.waited(us(20), false);
         }
         assert!(!ctl.spinning());
-        spin.data_came();
-        assert!(!spin.before_read(r.as_raw_fd()).unwrap().1);
+        assert!(!ctl.before_read(r.as_raw_fd()).1);
         for _ in 0..SPIN_USE {
-            ctl.waited(Duration::from_micros(20), false);
+            ctl.waited(us(20), false);
         }
         // And the other way round; reads of the other kind do not count while measuring.
         assert!(ctl.spinning(), "measuring with polling again");
@@ -1337,13 +1319,25 @@ mod tests {
             ctl.waited(Duration::from_secs(1), false);
         }
         assert!(ctl.spinning());
-        for _ in 0..SPIN_MEASURE {
-            ctl.waited(Duration::from_micros(9), true);
+        // A few reads after long pauses do not move the median.
+        for i in 0..SPIN_MEASURE {
+            ctl.waited(if i % 8 == 0 { us(900_000) } else { us(9) }, true);
         }
-        for _ in 0..SPIN_MEASURE {
-            ctl.waited(Duration::from_micros(58), false);
+        for i in 0..SPIN_MEASURE {
+            ctl.waited(if i % 8 == 0 { us(900_000) } else { us(58) }, false);
         }
         assert!(ctl.spinning(), "polling paid: kept");
+        for _ in 0..SPIN_USE {
+            ctl.waited(us(9), true);
+        }
+        // About the same either way: the poll would only burn CPU.
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(50), true);
+        }
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(55), false);
+        }
+        assert!(!ctl.spinning(), "polling no clearly faster: dropped");
     }
 
     #[test]
