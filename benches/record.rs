@@ -4,7 +4,11 @@
 //!    echoes every line back, so both runtime lanes are recorded) beside a plain pipe and beside
 //!    `tee` writing both directions to files. Ratio = bridgewire MB/s ÷ tee MB/s.
 //! 2. Latency: request/response round trips on a ping-pong bridge (`cat`), with and without the
-//!    recorder in between; the added p50/p99.
+//!    recorder in between; the added p50/p99. The paths run interleaved, `--reps` rounds of
+//!    `--pings / --reps` pings each (a VM's wake-up cost swings with its state: direct `cat` went
+//!    from 4 to 60 µs p50 between minutes), with polling off (`BRIDGEWIRE_RECORD_SPIN_US=0`) as a
+//!    row and `--before`'s binary as another; figures are medians over rounds, and "added" is
+//!    the median of each round's difference with the direct run beside it.
 //!
 //! Throughput runs are interleaved (`--reps`, default 5, medians) and report wall and CPU time
 //! (user + sys of every process of each pipeline): on a shared machine CPU time is the steadier
@@ -13,7 +17,8 @@
 //! `cargo bench --bench record [-- --mb 200 --pings 20000 --reps 5 --before PATH]`
 //!
 //! `--before PATH` adds another `bridgewire` binary (e.g. a build of an earlier commit) to the
-//! interleaved throughput runs, so a change is measured against its predecessor in one run.
+//! interleaved throughput and round-trip runs, so a change is measured against its predecessor
+//! in one run.
 
 #[path = "common.rs"]
 mod common;
@@ -67,11 +72,12 @@ fn main() {
     ];
     let mut runs = runs.to_vec();
     let args: Vec<String> = std::env::args().collect();
-    if let Some(before) = args
+    let before = args
         .iter()
         .position(|a| a == "--before")
         .and_then(|i| args.get(i + 1))
-    {
+        .cloned();
+    if let Some(before) = &before {
         runs.push((
             "bridgewire record bb -- cat (--before)",
             format!(
@@ -110,31 +116,70 @@ fn main() {
         );
     }
 
-    let direct = round_trips(Command::new("cat"), pings);
-    let mut rec = Command::new(BW);
-    rec.args(["record", "bb", "--dir"])
-        .arg(t.path().join("rec-ping"))
-        .args(["--", "cat"]);
-    let recorded = round_trips(rec, pings);
-    let pct = |v: &[f64], p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)];
+    round_trip_table(t.path(), pings, reps, before.as_deref());
+}
+
+/// The round trips: each path `reps` times with `pings / reps` pings, interleaved; per path the
+/// median over rounds of p50 and p99, and of each round's difference with direct `cat`.
+fn round_trip_table(dir: &std::path::Path, pings: usize, reps: usize, before: Option<&str>) {
+    let record = |bin: &str, lanes: &str, spin_off: bool| {
+        let mut c = Command::new(bin);
+        c.args(["record", "bb", "--dir"])
+            .arg(dir.join(lanes))
+            .args(["--", "cat"]);
+        if spin_off {
+            c.env("BRIDGEWIRE_RECORD_SPIN_US", "0");
+        }
+        c
+    };
+    let mut paths: Vec<(String, Box<dyn Fn() -> Command + '_>)> = vec![
+        ("direct (cat)".into(), Box::new(|| Command::new("cat"))),
+        (
+            "through record bb".into(),
+            Box::new(move || record(BW, "rec-ping", false)),
+        ),
+        (
+            "through record bb, polling off".into(),
+            Box::new(move || record(BW, "rec-ping-off", true)),
+        ),
+    ];
+    if let Some(b) = before {
+        let b = b.to_string();
+        paths.push((
+            "through record bb (--before)".into(),
+            Box::new(move || record(&b, "rec-ping-before", false)),
+        ));
+    }
+    let per_round = (pings / reps.max(1)).max(100);
+    // [path][round] = (p50, p99)
+    let mut stats: Vec<Vec<(f64, f64)>> = vec![Vec::new(); paths.len()];
+    for _ in 0..reps.max(1) {
+        for (i, (_, cmd)) in paths.iter().enumerate() {
+            let v = round_trips(cmd(), per_round);
+            stats[i].push((pct(&v, 0.5), pct(&v, 0.99)));
+        }
+    }
     println!();
-    println!("| round trip ({pings} pings) | p50 µs | p99 µs |");
-    println!("| --- | ---: | ---: |");
     println!(
-        "| direct (cat) | {:.1} | {:.1} |",
-        pct(&direct, 0.5),
-        pct(&direct, 0.99)
+        "| round trip ({} rounds × {per_round} pings, interleaved, medians) | p50 µs | p99 µs | added p50 µs | added p99 µs |",
+        reps.max(1)
     );
-    println!(
-        "| through record bb | {:.1} | {:.1} |",
-        pct(&recorded, 0.5),
-        pct(&recorded, 0.99)
-    );
-    println!(
-        "| added | {:.1} | {:.1} |",
-        pct(&recorded, 0.5) - pct(&direct, 0.5),
-        pct(&recorded, 0.99) - pct(&direct, 0.99)
-    );
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for (i, (name, _)) in paths.iter().enumerate() {
+        let m = |f: &dyn Fn(usize) -> f64| median((0..stats[i].len()).map(f).collect());
+        println!(
+            "| {name} | {:.1} | {:.1} | {:+.1} | {:+.1} |",
+            m(&|r| stats[i][r].0),
+            m(&|r| stats[i][r].1),
+            m(&|r| stats[i][r].0 - stats[0][r].0),
+            m(&|r| stats[i][r].1 - stats[0][r].1),
+        );
+    }
+}
+
+/// The `p` quantile of sorted `v`.
+fn pct(v: &[f64], p: f64) -> f64 {
+    v[((v.len() as f64 * p) as usize).min(v.len() - 1)]
 }
 
 /// Writes JSON-RPC lines of mixed size until `target` bytes.
