@@ -160,10 +160,19 @@ impl LaneWriter {
 
     pub fn with_run(root: &Path, run: i64) -> io::Result<LaneWriter> {
         create_dirs(root, dir_mode(DEFAULT_FILE_MODE))?;
-        Ok(LaneWriter {
-            root: root.to_path_buf(),
+        Ok(Self::blank(root.to_path_buf(), run, Default::default()))
+    }
+
+    /// A writer with no files open, nothing cached and the default settings.
+    fn blank(
+        root: PathBuf,
+        run: i64,
+        seq: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) -> LaneWriter {
+        LaneWriter {
+            root,
             run,
-            seq: Default::default(),
+            seq,
             last: 0,
             files: Default::default(),
             key_buf: String::new(),
@@ -182,7 +191,7 @@ impl LaneWriter {
             secrets: None,
             file_mode: DEFAULT_FILE_MODE,
             max_open: MAX_OPEN_FILES,
-        })
+        }
     }
 
     /// Creates lane files with `mode` (e.g. `0o644`) and folders with [`dir_mode`] of it; the
@@ -224,27 +233,11 @@ impl LaneWriter {
     /// A writer for the same recording (root, run, seq counter, redaction) with its own files.
     pub fn sibling(&self) -> LaneWriter {
         LaneWriter {
-            root: self.root.clone(),
-            run: self.run,
-            seq: self.seq.clone(),
-            last: 0,
-            files: Default::default(),
-            key_buf: String::new(),
-            names: Default::default(),
-            name_index: Default::default(),
-            name_text: Vec::new(),
-            names_none: None,
-            groups: Vec::new(),
-            head: Vec::new(),
-            head_ms: None,
-            dir_part: Vec::new(),
-            dir_part_of: String::new(),
-            made: Default::default(),
-            failures: 0,
             redactor: self.redactor.clone(),
             secrets: self.secrets.clone(),
             file_mode: self.file_mode,
             max_open: self.max_open,
+            ..Self::blank(self.root.clone(), self.run, self.seq.clone())
         }
     }
 
