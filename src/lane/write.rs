@@ -572,28 +572,22 @@ pub fn push_json_string(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
     }
 }
 
-/// The body of the SSE2 escaper (`$wide` false; the AVX2 one is [`push_json_string_avx2`], which
-/// pads the tail instead): every block (32 bytes with AVX2 when `$wide`, then 16) is
-/// stored whole, then the output moves past the bytes before the first one to escape (if any);
-/// `"` and `\\` (the common escapes in a JSON line) cost one stored backslash, no call.
+/// [`push_json_string`] with SSE2 (16-byte blocks; the AVX2 one is [`push_json_string_avx2`],
+/// which pads the tail instead): every block is stored whole, then the output moves past the
+/// bytes before the first one to escape (if any); `"` and `\\` (the common escapes in a JSON
+/// line) cost one stored backslash, no call.
 ///
-/// Room kept in `out`: the quotes, every remaining byte doubled (`"` → `\\"`), one 32-byte store
+/// Room kept in `out`: the quotes, every remaining byte doubled (`"` → `\\"`), a block store
 /// past the end. A control character (6 bytes) re-checks the room.
-///
-/// Safety (of the expansion): SSE2 is part of x86-64, AVX2 must be enabled where `$wide` is
-/// true. Loads read whole blocks inside `bytes` (src + width <= n). Writes go to `dst`, which
-/// stays below `out.capacity()` by the invariant `capacity - dst >= room(n - src)`: a block step
-/// writes at most 32 and advances dst by at most the src it consumes; an escape of `"`/`\\`
-/// writes 2 for 1 consumed (in a 32-byte block with only those, taken when 64 bytes remain, each
-/// re-store starts at most 2 × 31 + 1 past the block's dst, inside the room of 2 × 64 + 34);
-/// any other escape re-reserves first. `set_len` covers only
-/// initialized bytes.
 #[cfg(target_arch = "x86_64")]
-macro_rules! escape_simd_body {
-    ($out:ident, $bytes:ident, $wide:expr) => {{
+fn push_json_string_sse2(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    // SAFETY: SSE2 is part of x86-64. Loads read whole blocks inside `bytes` (src + 16 <= n).
+    // Writes go to `dst`, which stays below `out.capacity()` by the invariant
+    // `capacity - dst >= room(n - src)`: a block step writes at most 16 and advances dst by at
+    // most the src it consumes; an escape of `"`/`\\` writes 2 for 1 consumed; any other escape
+    // re-reserves first. `set_len` covers only initialized bytes.
+    unsafe {
         use std::arch::x86_64::*;
-        let out: &mut Vec<u8> = $out;
-        let bytes: &[u8] = $bytes;
         let room = |rest: usize| rest * 2 + 34;
         out.reserve(room(bytes.len()));
         let n = bytes.len();
@@ -605,55 +599,10 @@ macro_rules! escape_simd_body {
         let quote = _mm_set1_epi8(b'"' as i8);
         let bslash = _mm_set1_epi8(b'\\' as i8);
         let ctrl_max = _mm_set1_epi8(0x1f);
-        // AVX2 values are made only where `$wide` (never run an AVX instruction otherwise).
-        let (quote2, bslash2, ctrl_max2): (__m256i, __m256i, __m256i) = if $wide {
-            (
-                _mm256_set1_epi8(b'"' as i8),
-                _mm256_set1_epi8(b'\\' as i8),
-                _mm256_set1_epi8(0x1f),
-            )
-        } else {
-            (std::mem::zeroed(), std::mem::zeroed(), std::mem::zeroed())
-        };
         let mut seen = _mm_setzero_si128();
-        let mut seen2: __m256i = std::mem::zeroed();
         let mut tail_high = 0u8;
         loop {
-            let m = if $wide && src + 32 <= n {
-                let v = _mm256_loadu_si256(bytes.as_ptr().add(src).cast());
-                seen2 = _mm256_or_si256(seen2, v);
-                let ctrl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, ctrl_max2), v);
-                let qb =
-                    _mm256_or_si256(_mm256_cmpeq_epi8(v, quote2), _mm256_cmpeq_epi8(v, bslash2));
-                _mm256_storeu_si256(base(out).add(dst).cast(), v);
-                let mut q = _mm256_movemask_epi8(qb) as u32;
-                let c = _mm256_movemask_epi8(ctrl) as u32;
-                if q | c == 0 {
-                    src += 32;
-                    dst += 32;
-                    continue;
-                }
-                if c == 0 && src + 64 <= n {
-                    // Only `"` and `\\` (a JSON line has many): each gets its backslash
-                    // here, the block's bytes from it on stored again one further (the loads
-                    // stay inside `bytes`: src + 63 < n).
-                    let mut from = 0usize;
-                    while q != 0 {
-                        let j = q.trailing_zeros() as usize;
-                        dst += j - from;
-                        *base(out).add(dst) = b'\\';
-                        dst += 1;
-                        from = j;
-                        let rest = _mm256_loadu_si256(bytes.as_ptr().add(src + j).cast());
-                        _mm256_storeu_si256(base(out).add(dst).cast(), rest);
-                        q &= q - 1;
-                    }
-                    dst += 32 - from;
-                    src += 32;
-                    continue;
-                }
-                (q | c).trailing_zeros() as usize
-            } else if src + 16 <= n {
+            let m = if src + 16 <= n {
                 let v = _mm_loadu_si128(bytes.as_ptr().add(src).cast());
                 seen = _mm_or_si128(seen, v);
                 let ctrl = _mm_cmpeq_epi8(_mm_min_epu8(v, ctrl_max), v);
@@ -705,17 +654,8 @@ macro_rules! escape_simd_body {
         }
         *base(out).add(dst) = b'"';
         out.set_len(dst + 1);
-        _mm_movemask_epi8(seen) == 0
-            && (!$wide || _mm256_movemask_epi8(seen2) == 0)
-            && tail_high & 0x80 == 0
-    }};
-}
-
-/// [`push_json_string`] with SSE2 (16-byte blocks).
-#[cfg(target_arch = "x86_64")]
-fn push_json_string_sse2(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
-    // SAFETY: see `escape_simd_body`; with `$wide` false only SSE2 instructions run.
-    unsafe { escape_simd_body!(out, bytes, false) }
+        _mm_movemask_epi8(seen) == 0 && tail_high & 0x80 == 0
+    }
 }
 
 /// [`push_json_string`] with AVX2, 32-byte blocks to the end of the string.
