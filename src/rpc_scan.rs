@@ -309,19 +309,12 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl FnMut(&[u8]) -> boo
                     Slot::Id if !matches!(c, b'-' | b'0'..=b'9') => rpc.id = None,
                     Slot::Id => {
                         let text = &line[start..s.i];
-                        // Most ids are a few digits: their value is exact in an f64, as
-                        // the parse would give it (leading zeros included), without the float
-                        // parser (~75 instructions a line).
-                        let n = if !text.is_empty()
-                            && text.len() <= 15
-                            && text.iter().all(u8::is_ascii_digit)
-                        {
-                            Some(text.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')) as f64)
-                        } else {
+                        // Most ids are a few digits: read without the float parser.
+                        let n = crate::util::small_integer(text).or_else(|| {
                             std::str::from_utf8(text)
                                 .ok()
                                 .and_then(|t| t.parse::<f64>().ok())
-                        };
+                        });
                         rpc_ok &= n.is_some();
                         rpc.id = n.map(|n| IdKey::Number(if n == 0.0 { 0 } else { n.to_bits() }));
                     }

@@ -52,6 +52,20 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 /// Milliseconds since the Unix epoch.
+/// Digits only, at most 15 of them: the integer, which an f64 holds exactly, so it is what the
+/// general float parse gives (leading zeros included), without the parser. Lane numbers (`ts`,
+/// `run`, `seq`) and JSON-RPC ids mostly are; the general parse cost a fifth of the lane
+/// reader's instructions and ~75 a line in the recorder's scan.
+pub fn small_integer(digits: &[u8]) -> Option<f64> {
+    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits
+        .iter()
+        .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+    Some(n as f64)
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

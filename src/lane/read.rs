@@ -288,24 +288,11 @@ fn canonical_number(b: &[u8], at: &mut usize) -> Option<f64> {
         }
     }
     *at = i;
-    if let Some(n) = small_integer(&b[start..i]) {
+    if let Some(n) = crate::util::small_integer(&b[start..i]) {
         return Some(n);
     }
     let n: f64 = std::str::from_utf8(&b[start..i]).ok()?.parse().ok()?;
     n.is_finite().then_some(n)
-}
-
-/// Digits only, at most 15 of them: the integer, which an f64 holds exactly, so it is what
-/// the general parse rounds to. `ts` and `run` (epoch milliseconds) always are; the general
-/// parse cost a fifth of the lane reader's instructions.
-fn small_integer(digits: &[u8]) -> Option<f64> {
-    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let n = digits
-        .iter()
-        .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
-    Some(n as f64)
 }
 
 /// A JSON string at `at` (opening quote included), unescaped; `None` on anything a JSON
@@ -614,7 +601,7 @@ pub fn peek_key(bytes: &[u8]) -> Option<super::SeqKey> {
 }
 
 fn parse_num(b: &[u8]) -> Option<f64> {
-    if let Some(n) = small_integer(b) {
+    if let Some(n) = crate::util::small_integer(b) {
         return Some(n);
     }
     std::str::from_utf8(b).ok()?.trim().parse().ok()
