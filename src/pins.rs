@@ -91,15 +91,28 @@ struct Dump<'m> {
     first: bool,
 }
 
-impl EventSink for CountingSink<'_> {
-    fn event(&mut self, event: Value) {
+impl CountingSink<'_> {
+    /// One event that passed the grammar: counted, and given to the rows (by `push`, which
+    /// hands it over in the form at hand).
+    fn count(
+        &mut self,
+        unhandled: bool,
+        push: impl FnOnce(&mut dyn crate::protocol::RowProjector),
+    ) {
         self.counts.events += 1;
-        if self.model.is_unhandled(&event) {
+        if unhandled {
             self.counts.unhandled += 1;
         }
         if let Some(r) = &mut self.rows {
-            r.push(&event);
+            push(r.as_mut());
         }
+    }
+}
+
+impl EventSink for CountingSink<'_> {
+    fn event(&mut self, event: Value) {
+        let unhandled = self.model.is_unhandled(&event);
+        self.count(unhandled, |r| r.push(&event));
         if let Some(d) = &mut self.dump {
             let v = d.normalizer.normalize(event);
             let text = crate::jsjson::to_string_pretty(&v);
@@ -114,13 +127,7 @@ impl EventSink for CountingSink<'_> {
         if self.dump.is_some() {
             return self.event(event.into_value());
         }
-        self.counts.events += 1;
-        if crate::bb::is_unhandled(&event) {
-            self.counts.unhandled += 1;
-        }
-        if let Some(r) = &mut self.rows {
-            r.push_bb(&event);
-        }
+        self.count(crate::bb::is_unhandled(&event), |r| r.push_bb(&event));
     }
 
     fn grammar_drop(&mut self, drop: GrammarDrop) {
