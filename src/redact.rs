@@ -297,7 +297,7 @@ const KEY_TAILS: ([u32; 32], usize, [u64; 4]) = {
 /// pattern; those come from the key's tail alone when the tail is plain ASCII (a non-ASCII or
 /// control byte there, whose normalization is not byte-wise, answers "maybe"). The recorder
 /// asks this for every key of every line; nearly all fail it after a few bytes.
-#[inline]
+#[inline(always)]
 pub fn key_tail_may_matter(key: &[u8]) -> bool {
     let tail = match key {
         // The common case: the key ends in three letters or digits, which lower-case by

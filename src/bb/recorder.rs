@@ -909,10 +909,11 @@ fn record_direction(
         // One pass per line finds its scope and whether redaction must look at it; the shared
         // pending maps are locked only to file and match the ids.
         key_hits.clear();
-        let mut pred = |k: &[u8]| redact && keys.may_matter(k);
         let mut scans: Vec<Option<RpcRef<'_>>> = recycle(std::mem::take(&mut scans_kept));
         scans.extend(lines.iter().map(|l| {
-            let scan = rpc_scan::scan_line_raw_keys(l, &mut pred);
+            // The predicate by value, not `&mut`: the walk inlines it then (through a
+            // reference it stayed a call per key, ~30 instructions each).
+            let scan = rpc_scan::scan_line_raw_keys(l, |k: &[u8]| redact && keys.may_matter(k));
             key_hits.push(scan.key_hit);
             scan.rpc
         }));
