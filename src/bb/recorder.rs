@@ -911,9 +911,13 @@ fn record_direction(
         key_hits.clear();
         let mut scans: Vec<Option<RpcRef<'_>>> = recycle(std::mem::take(&mut scans_kept));
         scans.extend(lines.iter().map(|l| {
-            // The predicate by value, not `&mut`: the walk inlines it then (through a
-            // reference it stayed a call per key, ~30 instructions each).
-            let scan = rpc_scan::scan_line_raw_keys(l, |k: &[u8]| redact && keys.may_matter(k));
+            let scan = rpc_scan::scan_line_raw_keys(
+                l,
+                RecorderKeys {
+                    redact,
+                    memo: &mut keys,
+                },
+            );
             key_hits.push(scan.key_hit);
             scan.rpc
         }));
@@ -942,6 +946,20 @@ fn record_direction(
 fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
     v.clear();
     v.into_iter().map(|_| unreachable!()).collect()
+}
+
+/// The recorder's key test for [`rpc_scan::scan_line_raw_keys`] (every key of every line),
+/// inlined into the walk: as a closure it stayed a call per key.
+struct RecorderKeys<'k> {
+    redact: bool,
+    memo: &'k mut KeyMemo,
+}
+
+impl rpc_scan::KeyTest for RecorderKeys<'_> {
+    #[inline(always)]
+    fn may_matter(&mut self, key: &[u8]) -> bool {
+        self.redact && self.memo.may_matter(key)
+    }
 }
 
 /// [`crate::redact::key_may_matter`] remembered for the keys seen last: a wire repeats the
@@ -980,7 +998,7 @@ impl Default for KeyMemo {
 
 impl KeyMemo {
     /// `key`: a key's text, or raw bytes that may not be UTF-8 (never a match then).
-    #[inline]
+    #[inline(always)]
     fn may_matter(&mut self, key: &[u8]) -> bool {
         // Nearly every key fails the tail test; the memo is for those that pass it.
         crate::redact::key_tail_may_matter(key) && self.remembered(key)
