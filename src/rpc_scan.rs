@@ -440,19 +440,22 @@ fn string_text_esc(
 ) -> Option<std::borrow::Cow<'_, str>> {
     if !esc {
         let raw = &b[start..end];
-        // Most ids, methods and thread ids are short ASCII: one 16-byte compare when the line
-        // has 16 bytes from the string's start (the bytes past it are masked out).
+        // Most ids, methods and thread ids are short ASCII: one 16-byte compare over the 16
+        // bytes from the string's start, or, near the line's end (a `threadId` is often last),
+        // the line's last 16; the bytes outside the string are masked out.
         #[cfg(target_arch = "x86_64")]
-        if raw.len() <= 16 && b.len() - start >= 16 {
-            // SAFETY: SSE2 is part of x86-64; the load reads b[start..start + 16], inside `b`
-            // (checked above).
+        if raw.len() <= 16 && b.len() >= 16 {
+            let at = start.min(b.len() - 16);
+            // SAFETY: SSE2 is part of x86-64; the load reads b[at..at + 16], inside `b`
+            // (`at` + 16 <= b.len() by the `min` and the check above).
             let odd = unsafe {
                 use std::arch::x86_64::*;
-                let v = _mm_loadu_si128(b.as_ptr().add(start).cast());
+                let v = _mm_loadu_si128(b.as_ptr().add(at).cast());
                 // A control byte (unsigned < 0x20) or a non-ASCII one (top bit).
                 let low = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
                 _mm_movemask_epi8(_mm_or_si128(low, v)) as u32
-            } & ((1u32 << raw.len()) - 1);
+            } >> (start - at)
+                & ((1u32 << raw.len()) - 1);
             if odd == 0 {
                 // SAFETY: every byte is ASCII, which is UTF-8.
                 return Some(std::borrow::Cow::Borrowed(unsafe {
