@@ -996,6 +996,25 @@ mod tests {
         }
     }
 
+    /// One escape (or a non-ASCII character) at every position of strings around the AVX2
+    /// escaper's edges: its unmasked 32-byte blocks while 64 bytes or more remain, the hand-over
+    /// to the padded tail, and block steps cut short by a control character.
+    #[test]
+    fn one_escape_at_every_position_around_the_block_edges() {
+        let lens = (0..=130).chain(190..=200).chain(250..=260);
+        for len in lens {
+            for special in ["\"", "\\", "\u{1}", "\n", "é"] {
+                for at in 0..=len {
+                    let text = format!("{}{special}{}", "a".repeat(at), "b".repeat(len - at));
+                    let mut got = Vec::new();
+                    let ascii = push_json_string(&mut got, text.as_bytes());
+                    assert_eq!(got, scalar_bytes(&text), "{text:?}");
+                    assert_eq!(ascii, text.is_ascii(), "{text:?}");
+                }
+            }
+        }
+    }
+
     fn scalar_bytes(text: &str) -> Vec<u8> {
         let mut out = Vec::new();
         write_str_bytes(&mut out, text);
