@@ -265,6 +265,12 @@ pub fn scan_line_raw_keys<'a>(line: &'a [u8], mut pred: impl KeyTest) -> LineSca
                     if s.string_span().is_none() {
                         return fail();
                     }
+                    // A later `params` that is a string replaces the object before it, and
+                    // its `threadId` with it (the last of duplicated keys wins, as in bb's
+                    // `JSON.parse`).
+                    if slot == Slot::Params {
+                        rpc.thread_id = None;
+                    }
                 }
             },
             b'{' | b'[' => {
@@ -902,6 +908,9 @@ mod tests {
             r#"{"id":1e400,"method":null,"params":[1,2]}"#,
             r#"{"id":true,"method":"m","params":{"threadId":5}}"#,
             r#"{"id":"a","id":2,"method":"m","method":3,"params":{"threadId":"a"},"params":{}}"#,
+            r#"{"id":1,"method":"m","params":{"threadId":"a"},"params":"x"}"#,
+            r#"{"id":1,"method":"m","params":{"threadId":"a"},"params":null}"#,
+            r#"{"id":1,"method":"m","params":{"threadId":"a"},"params":7}"#,
             r#"{"env":{"API_KEY":"v"},"headers":[["Authorization","b"]],"callbackUrl":"http://x?token=1"}"#,
             r#"{"a\u0074oken":1,"\u0069d":3}"#,
             r#"[{"apiKey":"x"}]"#,
