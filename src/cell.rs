@@ -122,6 +122,15 @@ impl Cell {
     /// The merged view (bb §2.5): recorded lanes, with each lane that has a `.current`
     /// re-recording replaced by it, ordered by `(run, seq)`.
     pub fn merged(&self) -> MergedEntries {
+        MergedEntries::open(&self.merged_lanes())
+    }
+
+    /// [`Cell::merged`] for [`MergedEntries::next_lazy`] (lines kept escaped where they can be).
+    pub fn merged_lazy(&self) -> MergedEntries {
+        MergedEntries::open_lazy(&self.merged_lanes())
+    }
+
+    fn merged_lanes(&self) -> Vec<LaneFile> {
         let mut lanes: Vec<LaneFile> = self
             .lanes
             .iter()
@@ -129,7 +138,7 @@ impl Cell {
             .cloned()
             .collect();
         lanes.extend(self.current.iter().cloned());
-        MergedEntries::open(&lanes)
+        lanes
     }
 
     /// The recorded view: the raw lanes only.

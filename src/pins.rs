@@ -168,8 +168,12 @@ pub fn compute(cell: &Cell, dump_dir: Option<&Path>) -> CellOutcome {
         drops: Vec::new(),
         dump,
     };
-    let mut merged = cell.merged();
-    model.assemble_fast(cell, &mut merged, &mut sink);
+    let mut merged = cell.merged_lazy();
+    model.assemble_lazy(
+        cell,
+        &mut std::iter::from_fn(|| merged.next_lazy()),
+        &mut sink,
+    );
     let report = merged.into_report();
     let projector = sink.rows.take();
     // Rows are built only for a dump; otherwise they are counted.

@@ -151,6 +151,20 @@ pub trait Model: Sync {
     ) {
         self.assemble(cell, entries, sink)
     }
+    /// [`Model::assemble_fast`] over entries whose `line` may still be escaped
+    /// ([`crate::lane::LazyLine`]); what `pins` counts with.
+    fn assemble_lazy(
+        &self,
+        cell: &Cell,
+        entries: &mut dyn Iterator<Item = crate::lane::LazyEntry>,
+        sink: &mut dyn EventSink,
+    ) {
+        self.assemble_fast(
+            cell,
+            &mut entries.map(crate::lane::LazyEntry::into_entry),
+            sink,
+        )
+    }
     fn row_projector(&self) -> Box<dyn RowProjector>;
     /// Counted as `unhandled` in pins.
     fn is_unhandled(&self, _event: &Value) -> bool {

@@ -4,6 +4,8 @@
 //! both paths must hand their sink the same events (key order included), grammar drops and
 //! messages, and `pins::compute` must report the lane errors and warnings the lanes hold, and
 //! count the same rows as it builds for a dump.
+//! `pins` itself reads lazy entries (`Model::assemble_lazy`: lines kept escaped, each delta line
+//! parsed from its escaped form in one pass): held to the fast path the same way.
 //! (`tests/prop/models.rs` runs the same comparison over randomly mutated cells.)
 
 use bridgewire::cell::Cell;
@@ -16,15 +18,26 @@ use std::path::Path;
 
 /// Both paths over one cell; the Debug text (it keeps each object's key order) of what each
 /// handed its sink, with the lane report.
+/// The fast path is run twice: over entries (`assemble_fast`) and over lazy entries, whose
+/// lines stay escaped and are parsed in one pass where they can be (`assemble_lazy`, what
+/// `pins` runs); the two must agree before either is compared with the value path.
 fn both(cell: &Cell) -> (String, String) {
     let model = cell.protocol.model();
-    let run = |fast: bool| {
+    let run = |path: u8| {
         let mut sink = Record::default();
-        let mut merged = cell.merged();
-        if fast {
-            model.assemble_fast(cell, &mut merged, &mut sink);
+        let mut merged = if path == 2 {
+            cell.merged_lazy()
         } else {
-            model.assemble(cell, &mut merged, &mut sink);
+            cell.merged()
+        };
+        match path {
+            0 => model.assemble(cell, &mut merged, &mut sink),
+            1 => model.assemble_fast(cell, &mut merged, &mut sink),
+            _ => model.assemble_lazy(
+                cell,
+                &mut std::iter::from_fn(|| merged.next_lazy()),
+                &mut sink,
+            ),
         }
         let report = merged.into_report();
         let errors: Vec<String> = report.errors.iter().map(|e| e.to_string()).collect();
@@ -33,7 +46,13 @@ fn both(cell: &Cell) -> (String, String) {
             report.warnings
         )
     };
-    (run(false), run(true))
+    let (fast, lazy) = (run(1), run(2));
+    assert!(
+        fast == lazy,
+        "{}: the lazy path differs\nfast path: {fast}\nlazy path: {lazy}",
+        cell.key
+    );
+    (run(0), fast)
 }
 
 /// Compares the paths over every cell below `root`; returns (cells, cells with events,
@@ -149,6 +168,21 @@ fn fast_path_is_the_value_path_on_hostile_cells() {
         (br, br#"{"method":"x","method":"thread/delta","params":{"threadId":"t1","deltas":[{"kind":"turn.open"}]},"params":{"threadId":"t1","deltas":[{"kind":"turn.open","providerTurnId":"q"}]}}"#.to_vec()),
         // Escapes in the line and in keys; a number of every kind.
         (br, br#"{"method":"thread\/delta","params":{"threadId":"t\u0031","deltas":[{"kind":"usage","total":{"inputTokens":18446744073709551615,"x":-0,"y":1e2,"z":-9223372036854775808},"last":null,"modelContextWindow":1.5},{"k\u0069nd":"turn.open"}]}}"#.to_vec()),
+        // For the one-pass read of escaped lines: escapes of every kind inside strings
+        // (surrogates left to serde_json), spaces between tokens, a pretty-printed line (its
+        // newlines are escapes of the lane's own), numbers of every shape, deep nesting on
+        // both sides of the one-pass reader's limit, trailing text, and escaped method names.
+        (br, br#"{"method":"thread/delta","params":{"threadId":"t1","deltas":[{"kind":"item.textDelta","key":{"channel":"a\"b\\c\/d\u00e9\u0000"},"channel":"agentMessage","text":"\ud83d\ude00 \ud800 \b\f\n\r\t"}]}}"#.to_vec()),
+        (br, br#" { "method" : "thread/delta" , "params" : { "threadId" : "t1" , "deltas" : [ { "kind" : "turn.open" } , { "kind":"usage","total":{"a":1.5,"b":-2,"c":0.0,"d":1E+2,"e":12345678901234567890,"f":-0.0,"g":1e-400} } ] } } "#.to_vec()),
+        (br, serde_json::to_string_pretty(&json!({"method": "thread/delta", "params": {"threadId": "t1", "deltas": [{"kind": "turn.open"}]}})).unwrap().into()),
+        (br, format!(r#"{{"method":"thread/delta","params":{{"threadId":"t1","x":{}{},"deltas":[{{"kind":"turn.open"}}]}}}}"#, "[".repeat(70), "]".repeat(70)).into()),
+        (br, format!(r#"{{"method":"thread/delta","params":{{"threadId":"t1","x":{}{},"deltas":[{{"kind":"turn.open"}}]}}}}"#, "[".repeat(130), "]".repeat(130)).into()),
+        (br, br#"{"method":"thread/delta","params":{"threadId":"t1","deltas":[{"kind":"turn.open"}]}} x"#.to_vec()),
+        (br, br#"{"method":"thread/delta","params":{"threadId":"t1","deltas":[{"kind":"turn.open","n":01}]}}"#.to_vec()),
+        (br, br#"{"method":"thread/delta","params":{"threadId":"t1","deltas":[{"kind":"turn.open","n":1e400}]}}"#.to_vec()),
+        (br, br#"{"\u006dethod":"thread/delta","params":{"threadId":"t1","deltas":[{"kind":"turn.open"}]}}"#.to_vec()),
+        (br, br#"{"method":"thread\u002fdelta","params":{"threadId":"t1","deltas":[{"kind":"turn.open"}]}}"#.to_vec()),
+        (br, br#"{"id":3,"result":{"a":"thread\/delta"}}"#.to_vec()),
         // Not JSON, not an object, a response, a stop and its answer.
         (br, b"{\"method\":\"thread/delta\",".to_vec()),
         (br, b"[\"thread/delta\"]".to_vec()),
@@ -171,6 +205,9 @@ fn fast_path_is_the_value_path_on_hostile_cells() {
     b.extend_from_slice(b"{\"ts\":1,\"run\":1,\"seq\":90,\"dir\":\"bridge\xe2\x86\x92runtime\",\"line\":\"\xff\"}\n");
     b.extend_from_slice(entry(91, rt, "{}".into()).as_bytes());
     b.extend_from_slice(b"\n{\"ts\":1}\n");
+    // Escapes the lane itself would not write (`\/`, `\u0022`): the line is unescaped first.
+    b.extend_from_slice(r#"{"ts":1,"run":1000000000000,"seq":93,"dir":"bridge→runtime","line":"{\"method\":\"thread\/delta\",\"params\":{\"threadId\":\"t1\",\"deltas\":[{\"kind\":\u0022turn.open\"}]}}"}"#.as_bytes());
+    b.push(b'\n');
     b.extend_from_slice(&entry(92, br, delta(json!([{"kind": "turn.open"}]))).as_bytes()[..40]);
     for (dir, bytes) in &files {
         std::fs::write(cell.join(format!("{dir}.ndjson")), bytes).unwrap();

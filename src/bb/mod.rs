@@ -30,7 +30,7 @@ pub mod wire;
 
 use crate::cell::Cell;
 use crate::jsonref::{JsonRef, JsonView};
-use crate::lane::Entry;
+use crate::lane::{Entry, LazyEntry};
 use crate::protocol::{EventSink, Model, Protocol, RowProjector};
 use serde_json::Value;
 
@@ -68,6 +68,16 @@ impl Model for BbModel {
         sink: &mut dyn EventSink,
     ) {
         let judge = assemble_judged_borrowed(cell, entries, sink);
+        report_judge(&judge, sink);
+    }
+
+    fn assemble_lazy(
+        &self,
+        cell: &Cell,
+        entries: &mut dyn Iterator<Item = LazyEntry>,
+        sink: &mut dyn EventSink,
+    ) {
+        let judge = assemble_judged_with::<true>(cell, entries, sink);
         report_judge(&judge, sink);
     }
 
@@ -110,7 +120,7 @@ pub fn assemble_judged(
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
 ) -> wire::WireJudge {
-    assemble_judged_with::<false>(cell, entries, sink)
+    assemble_judged_with::<false>(cell, &mut entries.map(LazyEntry::from), sink)
 }
 
 /// [`assemble_judged`] reading each `thread/delta` line as a borrowed [`JsonRef`] instead of a
@@ -120,19 +130,24 @@ pub fn assemble_judged_borrowed(
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
 ) -> wire::WireJudge {
-    assemble_judged_with::<true>(cell, entries, sink)
+    assemble_judged_with::<true>(cell, &mut entries.map(LazyEntry::from), sink)
 }
 
+/// The offline pass. A line held escaped ([`crate::lane::LazyLine`]) is searched as it is
+/// (the pre-filters' texts have no `"` or `\`, so they occur in the escaped body where they
+/// occur in the text; `"method"` is `\"method\"` there), a `thread/delta` line is parsed from
+/// it in one pass when [`JsonRef::parse_escaped`] can, and anything else is unescaped and read
+/// as the text: the same events, drops and messages either way.
 fn assemble_judged_with<const BORROWED: bool>(
     cell: &Cell,
-    entries: &mut dyn Iterator<Item = Entry>,
+    entries: &mut dyn Iterator<Item = LazyEntry>,
     sink: &mut dyn EventSink,
 ) -> wire::WireJudge {
     let (provider, _) = cell.provider_and_name();
     let mut assembler = assembler::Assembler::new(provider);
     let mut grammar = grammar::Grammar::new();
     let mut judge = wire::WireJudge::new();
-    let at = |entry: &Entry| {
+    let at = |entry: &LazyEntry| {
         format!(
             "{} run {} seq {}",
             entry.dir,
@@ -145,11 +160,11 @@ fn assemble_judged_with<const BORROWED: bool>(
             "runtime→bridge" => {
                 // Cheap pre-filter: only stops and (re)attachments matter offline.
                 let f = &*LINE_FINDERS;
-                let line = entry.line.as_bytes();
-                if f.thread.find(line).is_none() && f.turn.find(line).is_none() {
+                let held = entry.line.held();
+                if f.thread.find(held).is_none() && f.turn.find(held).is_none() {
                     continue;
                 }
-                let Some(m) = parse_object(&entry.line) else {
+                let Some(m) = parse_object(&entry.line.to_text()) else {
                     continue;
                 };
                 let m = Value::Object(m);
@@ -169,10 +184,16 @@ fn assemble_judged_with<const BORROWED: bool>(
             }
             "bridge→runtime" => {
                 let f = &*LINE_FINDERS;
-                if f.thread_delta.find(entry.line.as_bytes()).is_none() {
+                let held = entry.line.held();
+                if f.thread_delta.find(held).is_none() {
+                    let method = if entry.line.escaped_body().is_some() {
+                        &f.method_escaped
+                    } else {
+                        &f.method
+                    };
                     // A response (no method) may answer a thread/stop.
-                    if f.method.find(entry.line.as_bytes()).is_none()
-                        && let Some(m) = parse_object(&entry.line)
+                    if method.find(held).is_none()
+                        && let Some(m) = parse_object(&entry.line.to_text())
                     {
                         judge.bridge_response_at(&Value::Object(m), &|| at(&entry));
                     }
@@ -187,7 +208,15 @@ fn assemble_judged_with<const BORROWED: bool>(
                     at: &at_entry,
                 };
                 if BORROWED {
-                    let Some(mut m) = JsonRef::parse(&entry.line) else {
+                    let text;
+                    let parsed = match entry.line.escaped_body().and_then(JsonRef::parse_escaped) {
+                        Some(m) => Some(m),
+                        None => {
+                            text = entry.line.to_text();
+                            JsonRef::parse(&text)
+                        }
+                    };
+                    let Some(mut m) = parsed else {
                         continue;
                     };
                     if !m.is_object()
@@ -197,7 +226,7 @@ fn assemble_judged_with<const BORROWED: bool>(
                     }
                     pass.delta(&m.take("params"));
                 } else {
-                    let Some(mut m) = parse_object(&entry.line) else {
+                    let Some(mut m) = parse_object(&entry.line.to_text()) else {
                         continue;
                     };
                     if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
@@ -218,6 +247,8 @@ struct LineFinders {
     turn: memchr::memmem::Finder<'static>,
     thread_delta: memchr::memmem::Finder<'static>,
     method: memchr::memmem::Finder<'static>,
+    /// `"method"` in an escaped body.
+    method_escaped: memchr::memmem::Finder<'static>,
 }
 
 static LINE_FINDERS: std::sync::LazyLock<LineFinders> = std::sync::LazyLock::new(|| LineFinders {
@@ -225,6 +256,7 @@ static LINE_FINDERS: std::sync::LazyLock<LineFinders> = std::sync::LazyLock::new
     turn: memchr::memmem::Finder::new("turn/"),
     thread_delta: memchr::memmem::Finder::new("thread/delta"),
     method: memchr::memmem::Finder::new("\"method\""),
+    method_escaped: memchr::memmem::Finder::new("\\\"method\\\""),
 });
 
 /// One `thread/delta` message through validation, the assembler, the wire judge and the grammar.

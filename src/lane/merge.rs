@@ -11,7 +11,7 @@
 //! (`run`/`seq` after a long field, or repeated past the head): its order was not checked.
 
 use super::read::{LaneError, LaneReader, parse_entry, peek_key};
-use super::{Entry, SeqKey};
+use super::{Entry, LazyEntry, SeqKey};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor, Read, Seek};
 use std::path::PathBuf;
@@ -170,14 +170,24 @@ pub struct MergedEntries {
 enum Mode {
     Stream {
         readers: Vec<LaneReader<LaneSource>>,
-        heads: Vec<Option<Entry>>,
+        heads: Vec<Option<LazyEntry>>,
     },
-    Sorted(std::vec::IntoIter<Entry>),
+    Sorted(std::vec::IntoIter<LazyEntry>),
 }
 
 impl MergedEntries {
     /// Opens and merges `lanes` (given in tie-break order).
     pub fn open(lanes: &[LaneFile]) -> MergedEntries {
+        Self::open_with(lanes, false)
+    }
+
+    /// [`MergedEntries::open`] for [`MergedEntries::next_lazy`]: lines are kept escaped
+    /// where they can be ([`super::LazyLine`]).
+    pub fn open_lazy(lanes: &[LaneFile]) -> MergedEntries {
+        Self::open_with(lanes, true)
+    }
+
+    fn open_with(lanes: &[LaneFile], lazy: bool) -> MergedEntries {
         let mut report = MergeReport::default();
         let mut sorted = true;
         let mut readers = Vec::new();
@@ -215,7 +225,8 @@ impl MergedEntries {
                     continue;
                 }
             }
-            readers.push(LaneReader::new(source, &lane.path, Some(&lane.dir)));
+            let reader = LaneReader::new(source, &lane.path, Some(&lane.dir));
+            readers.push(if lazy { reader.lazy_lines() } else { reader });
         }
         if sorted {
             let heads = vec![None; readers.len()];
@@ -227,15 +238,15 @@ impl MergedEntries {
             merged
         } else {
             let mut all = Vec::new();
-            for reader in readers {
-                for item in reader {
+            for mut reader in readers {
+                while let Some(item) = reader.next_lazy() {
                     match item {
                         Ok(e) => all.push(e),
                         Err(e) => report.push(e),
                     }
                 }
             }
-            all.sort_by_key(Entry::key); // stable: lane order breaks ties
+            all.sort_by_key(LazyEntry::key); // stable: lane order breaks ties
             MergedEntries {
                 mode: Mode::Sorted(all.into_iter()),
                 report,
@@ -256,7 +267,7 @@ impl MergedEntries {
             return;
         };
         loop {
-            match readers[i].next() {
+            match readers[i].next_lazy() {
                 None => {
                     heads[i] = None;
                     return;
@@ -284,6 +295,14 @@ impl Iterator for MergedEntries {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
+        self.next_lazy().map(LazyEntry::into_entry)
+    }
+}
+
+impl MergedEntries {
+    /// The next entry, its `line` still escaped if the lanes were opened by
+    /// [`MergedEntries::open_lazy`] and it could be kept so.
+    pub fn next_lazy(&mut self) -> Option<LazyEntry> {
         match &mut self.mode {
             Mode::Sorted(it) => it.next(),
             Mode::Stream { heads, .. } => {

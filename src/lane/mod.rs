@@ -96,6 +96,142 @@ impl Entry {
     }
 }
 
+/// An [`Entry`] as the counting path reads it: `line` may still be in the form the lane holds
+/// it (see [`LazyLine`]), so it is unescaped only if it is read as text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LazyEntry {
+    pub ts: f64,
+    pub run: f64,
+    pub seq: f64,
+    pub dir: String,
+    pub line: LazyLine,
+    pub extra: Map<String, Value>,
+}
+
+impl LazyEntry {
+    pub fn key(&self) -> SeqKey {
+        SeqKey {
+            run: self.run,
+            seq: self.seq,
+        }
+    }
+
+    pub fn into_entry(self) -> Entry {
+        Entry {
+            ts: self.ts,
+            run: self.run,
+            seq: self.seq,
+            dir: self.dir,
+            line: self.line.into_text(),
+            extra: self.extra,
+        }
+    }
+}
+
+impl From<Entry> for LazyEntry {
+    fn from(e: Entry) -> LazyEntry {
+        LazyEntry {
+            ts: e.ts,
+            run: e.run,
+            seq: e.seq,
+            dir: e.dir,
+            line: LazyLine::text(e.line),
+            extra: e.extra,
+        }
+    }
+}
+
+/// A lane entry's `line`: the text, or the body of the JSON string that holds it in the lane
+/// (between its quotes) when that body's only escapes are `\"` and `\\`, as every recorder
+/// writes a line of JSON. Such a body is parsed in one pass
+/// ([`crate::jsonref::JsonRef::parse_escaped`]) instead of unescaped and then parsed, and
+/// searched as it is: a text without `"` and `\` occurs in the body exactly where it occurs
+/// in the text (an escape here stands for a `"` or a `\`, and a character of the text that
+/// is neither stands for itself).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LazyLine {
+    body: String,
+    /// `body` is escaped: no raw `"`, no control character, no escape but `\"` and `\\`.
+    escaped: bool,
+}
+
+impl LazyLine {
+    pub fn text(text: String) -> LazyLine {
+        LazyLine {
+            body: text,
+            escaped: false,
+        }
+    }
+
+    /// `body` must hold what [`LazyLine`] says of an escaped body (the lane reader checks it).
+    pub(crate) fn escaped(body: String) -> LazyLine {
+        debug_assert!(is_simply_escaped(&body), "{body}");
+        LazyLine {
+            body,
+            escaped: true,
+        }
+    }
+
+    /// The escaped body, when the line is held escaped.
+    pub fn escaped_body(&self) -> Option<&str> {
+        self.escaped.then_some(self.body.as_str())
+    }
+
+    /// The body as held: the text, or the escaped body (see [`LazyLine`] for what a search
+    /// in it finds).
+    pub fn held(&self) -> &[u8] {
+        self.body.as_bytes()
+    }
+
+    pub fn to_text(&self) -> std::borrow::Cow<'_, str> {
+        if self.escaped {
+            std::borrow::Cow::Owned(unescape_simple(&self.body))
+        } else {
+            std::borrow::Cow::Borrowed(&self.body)
+        }
+    }
+
+    pub fn into_text(self) -> String {
+        if self.escaped {
+            unescape_simple(&self.body)
+        } else {
+            self.body
+        }
+    }
+}
+
+/// `body` with each `\"` read as `"` and each `\\` as `\` (its only escapes).
+fn unescape_simple(body: &str) -> String {
+    let b = body.as_bytes();
+    let mut out = String::with_capacity(b.len());
+    let mut i = 0;
+    while let Some(k) = b.get(i..).and_then(|rest| memchr::memchr(b'\\', rest)) {
+        // Cut before a `\` and after the ASCII character it escapes: on character boundaries.
+        out.push_str(body.get(i..i + k).unwrap_or(""));
+        match b.get(i + k + 1) {
+            Some(b'"') => out.push('"'),
+            _ => out.push('\\'),
+        }
+        i += k + 2;
+    }
+    out.push_str(body.get(i..).unwrap_or(""));
+    out
+}
+
+/// What [`LazyLine::escaped`] requires of a body.
+fn is_simply_escaped(body: &str) -> bool {
+    let b = body.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if matches!(b.get(i + 1), Some(b'"' | b'\\')) => i += 2,
+            b'\\' | b'"' | 0..0x20 => return false,
+            _ => i += 1,
+        }
+    }
+    true
+}
+
 /// `(run, seq)`, compared numerically (a total order over doubles).
 #[derive(Debug, Clone, Copy)]
 pub struct SeqKey {

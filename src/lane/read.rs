@@ -1,7 +1,7 @@
 //! Streaming lane reader: one entry at a time, bounded memory, every problem named by
 //! `file:line`.
 
-use super::Entry;
+use super::{Entry, LazyEntry, LazyLine};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
@@ -63,6 +63,8 @@ pub struct LaneReader<R> {
     line_no: u64,
     buf: Vec<u8>,
     done: bool,
+    /// Lines may stay escaped ([`LazyLine`]): for [`LaneReader::next_lazy`].
+    lazy: bool,
 }
 
 impl LaneReader<BufReader<File>> {
@@ -91,7 +93,14 @@ impl<R: BufRead> LaneReader<R> {
             line_no: 0,
             buf: Vec::new(),
             done: false,
+            lazy: false,
         }
+    }
+
+    /// [`LaneReader::next_lazy`] keeps a line escaped when it can (see [`LazyLine`]).
+    pub fn lazy_lines(mut self) -> Self {
+        self.lazy = true;
+        self
     }
 
     pub fn with_max_line(mut self, max: usize) -> Self {
@@ -151,6 +160,25 @@ impl<R: BufRead> Iterator for LaneReader<R> {
     type Item = Result<Entry, LaneError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        self.next_with(parse_entry)
+    }
+}
+
+impl<R: BufRead> LaneReader<R> {
+    /// The next entry with its `line` kept escaped where it can be (after
+    /// [`LaneReader::lazy_lines`]; otherwise as [`Iterator::next`] reads it).
+    pub fn next_lazy(&mut self) -> Option<Result<LazyEntry, LaneError>> {
+        if self.lazy {
+            self.next_with(parse_entry_lazy)
+        } else {
+            self.next_with(|b, dir| parse_entry(b, dir).map(LazyEntry::from))
+        }
+    }
+
+    fn next_with<T>(
+        &mut self,
+        parse: impl Fn(&[u8], Option<&str>) -> Result<T, LaneErrorKind>,
+    ) -> Option<Result<T, LaneError>> {
         loop {
             if self.done {
                 return None;
@@ -178,7 +206,7 @@ impl<R: BufRead> Iterator for LaneReader<R> {
             if self.buf.iter().all(|b| b.is_ascii_whitespace()) {
                 continue; // bb skips empty lines
             }
-            let result = parse_entry(&self.buf, self.expected_dir.as_deref());
+            let result = parse(&self.buf, self.expected_dir.as_deref());
             return Some(match result {
                 Ok(e) => Ok(e),
                 Err(LaneErrorKind::Json(_)) if !terminated => {
@@ -215,11 +243,93 @@ pub fn parse_entry(bytes: &[u8], expected_dir: Option<&str>) -> Result<Entry, La
     parse_entry_general(text, expected_dir)
 }
 
+/// [`parse_entry`] keeping `line` escaped where it can ([`LazyLine`]): the same entry, the
+/// same errors.
+pub fn parse_entry_lazy(
+    bytes: &[u8],
+    expected_dir: Option<&str>,
+) -> Result<LazyEntry, LaneErrorKind> {
+    let text = std::str::from_utf8(bytes).map_err(|e| LaneErrorKind::NotUtf8(e.valid_up_to()))?;
+    if let Some((ts, run, seq, dir, line)) = parse_canonical_with(text, canonical_line_lazy) {
+        if let Some(expected) = expected_dir
+            && dir != expected
+        {
+            return Err(LaneErrorKind::DirMismatch {
+                expected: expected.to_string(),
+                found: dir,
+            });
+        }
+        return Ok(LazyEntry {
+            ts,
+            run,
+            seq,
+            dir,
+            line,
+            extra: Map::new(),
+        });
+    }
+    parse_entry_general(text, expected_dir).map(LazyEntry::from)
+}
+
+/// The string `line` at `at` as a [`LazyLine`]: its body as it is when its only escapes are
+/// `\"` and `\\`, else unescaped ([`canonical_string`]); `None` where that gives `None`.
+fn canonical_line_lazy(text: &str, at: &mut usize) -> Option<LazyLine> {
+    let b = text.as_bytes();
+    if b.get(*at) != Some(&b'"') {
+        return None;
+    }
+    let start = *at + 1;
+    let mut i = start;
+    loop {
+        // The next quote, backslash or control character. A body has a `\"` every few bytes
+        // (around each key of the line), so a word at a time, inline: a call per stop
+        // ([`string_special`]) cost about as much as unescaping the body.
+        if i + 8 <= b.len() {
+            let hit = special_bytes(u64::from_le_bytes(b[i..i + 8].try_into().ok()?));
+            if hit == 0 {
+                i += 8;
+                continue;
+            }
+            i += (hit.trailing_zeros() / 8) as usize;
+        } else {
+            i += b[i..]
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        }
+        match b[i] {
+            b'"' => {
+                *at = i + 1;
+                return Some(LazyLine::escaped(text[start..i].to_string()));
+            }
+            b'\\' if matches!(b.get(i + 1), Some(b'"' | b'\\')) => i += 2,
+            // Another escape (`\n`, `\u…`, `\/`): unescaped now, from the opening quote.
+            b'\\' => return canonical_string(text, at).map(LazyLine::text),
+            _ => return None, // a control character
+        }
+    }
+}
+
 /// The layout every recorder writes, `{"ts":N,"run":N,"seq":N,"dir":"…","line":"…"}` (`run`
 /// optional, no other keys, no whitespace), read without building JSON values; `None` for
 /// anything else (which [`parse_entry_general`] then reads or names as an error), so the result
 /// is always the general parser's.
 fn parse_canonical(text: &str) -> Option<Entry> {
+    let (ts, run, seq, dir, line) = parse_canonical_with(text, canonical_string)?;
+    Some(Entry {
+        ts,
+        run,
+        seq,
+        dir,
+        line,
+        extra: Map::new(),
+    })
+}
+
+/// [`parse_canonical`]'s reading, with `line` read by `read_line`.
+fn parse_canonical_with<L>(
+    text: &str,
+    read_line: impl Fn(&str, &mut usize) -> Option<L>,
+) -> Option<(f64, f64, f64, String, L)> {
     let b = text.as_bytes();
     let mut at = b"{\"ts\":".len();
     if !b.starts_with(b"{\"ts\":") {
@@ -237,18 +347,11 @@ fn parse_canonical(text: &str) -> Option<Entry> {
     at = expect(b, at, b",\"dir\":")?;
     let dir = canonical_string(text, &mut at)?;
     at = expect(b, at, b",\"line\":")?;
-    let line = canonical_string(text, &mut at)?;
+    let line = read_line(text, &mut at)?;
     if &b[at..] != b"}" {
         return None;
     }
-    Some(Entry {
-        ts,
-        run,
-        seq,
-        dir,
-        line,
-        extra: Map::new(),
-    })
+    Some((ts, run, seq, dir, line))
 }
 
 fn expect(b: &[u8], at: usize, word: &[u8]) -> Option<usize> {
@@ -743,6 +846,7 @@ mod tests {
             }
             let both = parse_entry(line.as_bytes(), None).map_err(|e| e.to_string());
             assert_eq!(both, general.map_err(|e| e.to_string()), "{line}");
+            lazy_agrees(line);
         }
         assert!(parse_canonical(&lines[1]).is_some() && parse_canonical(&lines[2]).is_some());
         let n = lines.len();
@@ -752,6 +856,35 @@ mod tests {
         assert!(
             parse_canonical(&lines[n - 3]).is_none() && parse_canonical(&lines[n - 1]).is_none()
         );
+    }
+
+    /// The lazy read of `line` is [`parse_entry`]'s entry (or error), and a body it keeps
+    /// escaped holds the pre-filters' texts exactly where the text does (`"method"` as
+    /// `\"method\"`).
+    fn lazy_agrees(line: &str) {
+        let want = parse_entry(line.as_bytes(), None).map_err(|e| e.to_string());
+        let lazy = parse_entry_lazy(line.as_bytes(), None);
+        if let Ok(e) = &lazy
+            && let Some(body) = e.line.escaped_body()
+        {
+            let text = e.line.to_text();
+            for (needle, held) in [
+                ("thread/", "thread/"),
+                ("turn/", "turn/"),
+                ("thread/delta", "thread/delta"),
+                ("a", "a"),
+                ("\"method\"", "\\\"method\\\""),
+                ("\"q\"", "\\\"q\\\""),
+            ] {
+                assert_eq!(
+                    text.contains(needle),
+                    body.contains(held),
+                    "{needle} in {line}"
+                );
+            }
+        }
+        let got = lazy.map(LazyEntry::into_entry).map_err(|e| e.to_string());
+        assert_eq!(got, want, "{line}");
     }
 
     /// Generated `line` strings (plain runs of every length around the word size, every
@@ -812,6 +945,7 @@ mod tests {
             total += 1;
             let both = parse_entry(line.as_bytes(), None).map_err(|e| e.to_string());
             assert_eq!(both, general.map_err(|e| e.to_string()), "{line}");
+            lazy_agrees(&line);
         }
         assert!(
             fast * 4 > total,
