@@ -362,6 +362,16 @@ fn expect(b: &[u8], at: usize, word: &[u8]) -> Option<usize> {
 /// Rust's parse rounds correctly, as serde_json's `float_roundtrip` does.
 fn canonical_number(b: &[u8], at: &mut usize) -> Option<f64> {
     let start = *at;
+    if let Some((n, end)) = plain_decimal(b, start) {
+        *at = end;
+        return Some(n);
+    }
+    canonical_number_general(b, at)
+}
+
+/// [`canonical_number`] for every shape.
+fn canonical_number_general(b: &[u8], at: &mut usize) -> Option<f64> {
+    let start = *at;
     let digits = |i: &mut usize| {
         let s = *i;
         while *i < b.len() && b[*i].is_ascii_digit() {
@@ -396,6 +406,56 @@ fn canonical_number(b: &[u8], at: &mut usize) -> Option<f64> {
     }
     let n: f64 = std::str::from_utf8(&b[start..i]).ok()?.parse().ok()?;
     n.is_finite().then_some(n)
+}
+
+/// The common `ts`/`run`/`seq` shapes, `[1-9][0-9]*` or `0` with an optional `.[0-9]+` and
+/// no exponent, read while they are scanned (each number was scanned, then its digits read
+/// again, then a decimal one validated as UTF-8 and parsed by `str::parse`): when the digits
+/// make an integer `m < 2^53` and the fraction has at most 22 digits, `m / 10^k` is the
+/// correctly rounded value (both are exact doubles and IEEE division rounds correctly:
+/// Clinger's fast path, which `str::parse` takes too). `None` for anything else.
+fn plain_decimal(b: &[u8], start: usize) -> Option<(f64, usize)> {
+    /// Exact powers of ten as doubles.
+    const POW10: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    let mut m: u64 = 0;
+    let mut i = start;
+    while let Some(&c) = b.get(i)
+        && c.is_ascii_digit()
+        && i - start < 19
+    {
+        m = m * 10 + u64::from(c - b'0');
+        i += 1;
+    }
+    let int_digits = i - start;
+    if int_digits == 0 || (int_digits > 1 && b[start] == b'0') {
+        return None;
+    }
+    let mut frac = 0;
+    if b.get(i) == Some(&b'.') {
+        let f = i + 1;
+        let mut j = f;
+        while let Some(&c) = b.get(j)
+            && c.is_ascii_digit()
+            && j - f + int_digits < 19
+        {
+            m = m * 10 + u64::from(c - b'0');
+            j += 1;
+        }
+        frac = j - f;
+        if frac == 0 {
+            return None;
+        }
+        i = j;
+    }
+    // A digit left over (more than 19 in all), an exponent, or too big for an exact double:
+    // left to the general reading.
+    if matches!(b.get(i), Some(b'0'..=b'9' | b'e' | b'E' | b'.')) || m >= 1 << 53 || frac > 22 {
+        return None;
+    }
+    Some((m as f64 / POW10[frac], i))
 }
 
 /// A JSON string at `at` (opening quote included), unescaped; `None` on anything a JSON
@@ -979,6 +1039,77 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The scanned decimals are `str::parse`'s values, and every other shape is left to it.
+    #[test]
+    fn plain_decimals_are_the_parsed_values() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut texts: Vec<String> = [
+            "0",
+            "1",
+            "0.5",
+            "517.1333333333333",
+            "1787275052565",
+            "9007199254740991",
+            "9007199254740992",
+            "9007199254740993",
+            "0.1",
+            "0.30000000000000004",
+            "1.50",
+            "123456789012345678",
+            "1234567890123456789",
+            "12345678901234567890",
+            "01",
+            "1.",
+            "1e3",
+            "1.5E-2",
+            "0.0000000000000000000001",
+            "0.00000000000000000000001",
+            ".5",
+            "",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for _ in 0..50_000 {
+            let width = next(17) as u32 + 1;
+            let int = next(10u64.pow(width));
+            let frac_len = next(20);
+            let frac: String = (0..frac_len)
+                .map(|_| (b'0' + next(10) as u8) as char)
+                .collect();
+            texts.push(if frac_len == 0 {
+                int.to_string()
+            } else {
+                format!("{int}.{frac}")
+            });
+        }
+        let mut fast = 0;
+        for t in &texts {
+            let b = format!("{t},");
+            if let Some((n, end)) = plain_decimal(b.as_bytes(), 0) {
+                assert_eq!(end, t.len(), "{t}");
+                assert_eq!(n.to_bits(), t.parse::<f64>().unwrap().to_bits(), "{t}");
+                fast += 1;
+            }
+            let mut at = 0;
+            let mut at_slow = 0;
+            let got = canonical_number(b.as_bytes(), &mut at);
+            let want = canonical_number_general(b.as_bytes(), &mut at_slow);
+            assert_eq!(
+                (got.map(f64::to_bits), at),
+                (want.map(f64::to_bits), at_slow),
+                "{t}"
+            );
+        }
+        assert!(fast > 15_000, "{fast}");
     }
 
     #[test]
