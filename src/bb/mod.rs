@@ -191,8 +191,9 @@ fn assemble_judged_with<const BORROWED: bool>(
                     } else {
                         &f.method
                     };
-                    // A response (no method) may answer a thread/stop.
-                    if method.find(held).is_none()
+                    // A response (no method) may answer a thread/stop, if one is pending.
+                    if judge.awaits_response()
+                        && method.find(held).is_none()
                         && let Some(m) = parse_object(&entry.line.to_text())
                     {
                         judge.bridge_response_at(&Value::Object(m), &|| at(&entry));
