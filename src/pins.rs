@@ -457,8 +457,117 @@ impl<'de> serde::Deserialize<'de> for Pin {
 /// Reads the pins file as a stream, handing each entry to `each` in file order (no text, no
 /// tree of the whole file); `each` returns `false` to stop early (not an error).
 pub fn read_pins(path: &Path, mut each: impl FnMut(String, Pin) -> bool) -> anyhow::Result<()> {
+    match read_pins_layout(path, &mut each) {
+        Ok(()) => Ok(()),
+        Err(read) => read_pins_json(path, read, each),
+    }
+}
+
+/// [`read_pins`] for the layout bridgewire writes ([`write_pins`]: two-space indent, the four
+/// counts in order, a newline after each line), a line at a time: serde_json's reader goes a
+/// byte at a time through a line and column counter, ~8 000 instructions a pin, and the order
+/// check reads the whole file before any cell is counted. On the first line that is not of
+/// that layout (a key with an escape, another number, other whitespace, anything after the
+/// object), `Err(n)`: the `n` pins handed to `each` so far are what serde_json reads first
+/// too, and [`read_pins_json`] goes on from the start, past them.
+fn read_pins_layout(path: &Path, each: &mut impl FnMut(String, Pin) -> bool) -> Result<(), usize> {
+    use std::io::BufRead;
+    let mut read = 0;
+    let mut r =
+        std::io::BufReader::with_capacity(64 << 10, std::fs::File::open(path).map_err(|_| read)?);
+    let mut line = Vec::with_capacity(256);
+    let mut next = |line: &mut Vec<u8>| -> bool {
+        line.clear();
+        matches!(r.read_until(b'\n', line), Ok(n) if n > 0)
+    };
+    if !next(&mut line) {
+        return Err(read);
+    }
+    if line == b"{}\n" {
+        return if next(&mut line) { Err(read) } else { Ok(()) };
+    }
+    if line != b"{\n" {
+        return Err(read);
+    }
+    /// A count line: `    "<name>": <digits><end>`, the digits an unsigned integer as JSON
+    /// writes it (`0` or no leading zero) that fits a `u64`.
+    fn count(line: &[u8], name: &str, end: &[u8]) -> Option<u64> {
+        let rest = line
+            .strip_prefix(b"    \"")?
+            .strip_prefix(name.as_bytes())?;
+        let digits = rest.strip_prefix(b"\": ")?.strip_suffix(end)?;
+        if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') {
+            return None;
+        }
+        digits.iter().try_fold(0u64, |n, &d| {
+            if !d.is_ascii_digit() {
+                return None;
+            }
+            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })
+    }
+    loop {
+        if !next(&mut line) {
+            return Err(read);
+        }
+        // `  "<key>": {`, the key without escapes or control characters.
+        let Some(key) = line
+            .strip_prefix(b"  \"")
+            .and_then(|l| l.strip_suffix(b"\": {\n"))
+            .filter(|k| !k.iter().any(|&c| c == b'"' || c == b'\\' || c < 0x20))
+            .and_then(|k| std::str::from_utf8(k).ok())
+            .map(str::to_string)
+        else {
+            return Err(read);
+        };
+        let mut counts = [0u64; 4];
+        for (i, name) in PIN_KEYS.iter().enumerate() {
+            let end: &[u8] = if i < 3 { b",\n" } else { b"\n" };
+            counts[i] = match next(&mut line).then(|| count(&line, name, end)).flatten() {
+                Some(n) => n,
+                None => return Err(read),
+            };
+        }
+        if !next(&mut line) {
+            return Err(read);
+        }
+        let last = match line.as_slice() {
+            b"  },\n" => false,
+            b"  }\n" => true,
+            _ => return Err(read),
+        };
+        if last {
+            // The object's end, then nothing (serde_json allows trailing whitespace: left to it).
+            let end = next(&mut line) && line == b"}\n";
+            if !end || next(&mut line) {
+                return Err(read);
+            }
+        }
+        let [events, rows, unhandled, grammar_drops] = counts;
+        let pin = Pin {
+            counts: Some(Counts {
+                events,
+                rows,
+                unhandled,
+                grammar_drops,
+            }),
+            raw: None,
+        };
+        read += 1;
+        if !each(key, pin) || last {
+            return Ok(());
+        }
+    }
+}
+
+/// [`read_pins`] by serde_json, from the start, handing `each` the pins after the first `skip`.
+fn read_pins_json(
+    path: &Path,
+    skip: usize,
+    mut each: impl FnMut(String, Pin) -> bool,
+) -> anyhow::Result<()> {
     use serde::de::{Deserializer, MapAccess, Visitor};
-    struct Pins<F>(F);
+    struct Pins<F>(F, usize);
     /// The message of the error that ends a read `each` stopped.
     const STOPPED: &str = "\u{0}stopped";
     impl<'de, F: FnMut(String, Pin) -> bool> Visitor<'de> for Pins<F> {
@@ -469,6 +578,10 @@ pub fn read_pins(path: &Path, mut each: impl FnMut(String, Pin) -> bool) -> anyh
         fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key::<String>()? {
                 let pin: Pin = map.next_value()?;
+                if self.1 > 0 {
+                    self.1 -= 1;
+                    continue;
+                }
                 if !(self.0)(key, pin) {
                     return Err(serde::de::Error::custom(STOPPED));
                 }
@@ -480,7 +593,9 @@ pub fn read_pins(path: &Path, mut each: impl FnMut(String, Pin) -> bool) -> anyh
         .map_err(|e| anyhow::anyhow!("{}: cannot read pins: {e}", path.display()))?;
     let mut de =
         serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(64 << 10, file));
-    let parsed = de.deserialize_map(Pins(&mut each)).and_then(|()| de.end());
+    let parsed = de
+        .deserialize_map(Pins(&mut each, skip))
+        .and_then(|()| de.end());
     match parsed {
         Ok(()) => Ok(()),
         Err(e) if e.to_string().starts_with(STOPPED) => Ok(()),
@@ -996,6 +1111,94 @@ mod tests {
             write_pins(&path, &sorted).unwrap();
             assert_eq!(std::fs::read_to_string(&path).unwrap(), render(&fresh));
         }
+    }
+
+    /// The line reader of bridgewire's own layout hands out what serde_json reads, and leaves
+    /// everything else to it: the same pins, the same errors, the same stops, over written
+    /// files, their every cut, and hand-edited variants.
+    #[test]
+    fn pins_read_by_lines_are_serde_jsons_pins() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PINS_FILE);
+        let c = |n: u64| Counts {
+            events: n,
+            rows: n * 7,
+            unhandled: u64::MAX - n,
+            grammar_drops: 0,
+        };
+        let keys = ["12", "a\"q", "p/\u{1}", "p/a", "p/b\\", "p/é", "z"];
+        let written: Vec<(&str, Counts)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (*k, c(i as u64)))
+            .collect();
+        write_pins(&path, &written).unwrap();
+        let good = std::fs::read_to_string(&path).unwrap();
+        write_pins(&path, &written[3..4]).unwrap();
+        let one = std::fs::read_to_string(&path).unwrap();
+        let mut texts = vec![
+            good.clone(),
+            one.clone(),
+            "{}\n".into(),
+            "{}".into(),
+            "{}\n\n".into(),
+            String::new(),
+            good.replace("\n", "\r\n"),
+            good.clone() + "\n",
+            good.clone() + "x",
+            good.trim_end().to_string(),
+            good.replacen("\"events\": 1,", "\"events\": 01,", 1),
+            good.replacen("\"events\": 1,", "\"events\": 1.0,", 1),
+            good.replacen("\"rows\": 7,", "\"rows\": 18446744073709551616,", 1),
+            good.replacen("\"rows\": 7,", "\"rows\":  7,", 1),
+            good.replacen(
+                "\"grammarDrops\": 0\n",
+                "\"grammarDrops\": 0,\n    \"x\": 1\n",
+                1,
+            ),
+            good.replacen("\"unhandled\"", "\"grammarDrops\"", 1),
+            good.replacen("  \"p/a\"", "  \"p/\\u0061\"", 1),
+            good.clone() + &one[1..],
+        ];
+        for cut in 0..one.len() {
+            texts.push(one[..cut].to_string());
+        }
+        for cut in (0..good.len())
+            .filter(|&i| good.is_char_boundary(i))
+            .step_by(7)
+        {
+            texts.push(good[..cut].to_string());
+        }
+        for text in &texts {
+            std::fs::write(&path, text).unwrap();
+            for stop in [usize::MAX, 0, 1, 3] {
+                let run = |by_lines: bool| {
+                    let mut got = Vec::new();
+                    let each = |k: String, p: Pin| {
+                        got.push((k, p));
+                        got.len() <= stop
+                    };
+                    let r = if by_lines {
+                        read_pins(&path, each)
+                    } else {
+                        read_pins_json(&path, 0, each)
+                    };
+                    (got, r.map_err(|e| e.to_string()))
+                };
+                assert_eq!(run(true), run(false), "{text:?} stop {stop}");
+            }
+        }
+        // A written file without escapes in its keys is read by lines to its end.
+        write_pins(&path, &[written[0], written[3], written[5], written[6]]).unwrap();
+        let mut n = 0;
+        assert_eq!(
+            read_pins_layout(&path, &mut |_, _| {
+                n += 1;
+                true
+            }),
+            Ok(())
+        );
+        assert_eq!(n, 4);
     }
 
     #[test]
