@@ -294,6 +294,20 @@ pub struct Pin {
 }
 
 impl Pin {
+    /// A pin of the four counts in [`PIN_KEYS`] order, exactly as bridgewire writes it (no
+    /// other key, canonical order): nothing raw to keep.
+    fn counted([events, rows, unhandled, grammar_drops]: [u64; 4]) -> Pin {
+        Pin {
+            counts: Some(Counts {
+                events,
+                rows,
+                unhandled,
+                grammar_drops,
+            }),
+            raw: None,
+        }
+    }
+
     fn from_value(v: Value) -> Pin {
         let counts = Counts::from_json(&v);
         let raw = match counts {
@@ -423,16 +437,7 @@ impl<'de> serde::Deserialize<'de> for Pin {
                     }
                 }
                 if ended && seen == 4 {
-                    let [events, rows, unhandled, grammar_drops] = counts;
-                    return Ok(Pin {
-                        counts: Some(Counts {
-                            events,
-                            rows,
-                            unhandled,
-                            grammar_drops,
-                        }),
-                        raw: None,
-                    });
+                    return Ok(Pin::counted(counts));
                 }
                 // The tree `Value` builds: the same inserts, in the same order.
                 let mut m = Map::new();
@@ -543,16 +548,7 @@ fn read_pins_layout(path: &Path, each: &mut impl FnMut(String, Pin) -> bool) -> 
                 return Err(read);
             }
         }
-        let [events, rows, unhandled, grammar_drops] = counts;
-        let pin = Pin {
-            counts: Some(Counts {
-                events,
-                rows,
-                unhandled,
-                grammar_drops,
-            }),
-            raw: None,
-        };
+        let pin = Pin::counted(counts);
         read += 1;
         if !each(key, pin) || last {
             return Ok(());
