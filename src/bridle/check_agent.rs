@@ -195,12 +195,30 @@ impl FakeHub {
         format!("http://{}", self.addr)
     }
 
-    /// Closes every socket and stops listening.
+    /// Stops listening, then closes every socket.
+    ///
+    /// In that order. A socket.io client whose transport closes reconnects within a few hundred
+    /// ms; while the old listener still accepted, it could reach this closing server, whose
+    /// namespaces `close` has already removed: a CONNECT_ERROR, after which socket.io-client
+    /// does not retry, so it never reached the restarted hub double (a CI run, under load:
+    /// "no reconnection within 8s of the hub restarting" for a canonical socket.io-client agent).
     async fn shutdown(mut self) {
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.io.close()).await;
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
+        // Bounded: until a connection to the old address is refused (the listener is gone); a
+        // connect that hangs (a full backlog) counts as still listening.
+        let gone = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < gone {
+            let probe = Duration::from_millis(100);
+            if let Ok(Err(_)) =
+                tokio::time::timeout(probe, tokio::net::TcpStream::connect(self.addr)).await
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.io.close()).await;
         let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.task).await;
         self.task.abort();
     }
