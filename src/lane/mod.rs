@@ -218,8 +218,9 @@ fn unescape_simple(body: &str) -> String {
     out
 }
 
-/// What [`LazyLine::escaped`] requires of a body.
-fn is_simply_escaped(body: &str) -> bool {
+/// What [`LazyLine::escaped`] requires of a body: its only escapes are `\"` and `\\`, and it
+/// holds no raw quote or control character.
+pub(crate) fn is_simply_escaped(body: &str) -> bool {
     let b = body.as_bytes();
     let mut i = 0;
     while i < b.len() {
