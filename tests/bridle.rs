@@ -1147,6 +1147,10 @@ type Divergence = (
 /// robustness (which of them fall short depends on timing; at least one, and none failed).
 const FLOODED: (&str, &str) = ("skipped *", "— the hub floods each browser after welcome (");
 
+/// What a rule skipped for a hub that never registers agents names: the routing probe's
+/// finding and the rule that carries it.
+const NEVER_ROUTED: &str = "the hub's health did not show it connected, and a probe browser's message did not reach it (client-routing carries that fault)";
+
 /// `tests/node/hub.js --diverge NAME`.
 const NODE_HUB_DIVERGENCES: &[Divergence] = &[
     (
@@ -1236,6 +1240,36 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     ("health-no-count", "http-health", "browserClients", &[]),
+    (
+        "no-agent-health",
+        "http-health",
+        "/health = 404",
+        // The rules that need a registered agent find it by a routing probe instead.
+        &[],
+    ),
+    (
+        "never-register",
+        "client-routing",
+        "the agent gets the sender's clientId: agent: no message within",
+        // The routing probe finds the fault for every rule that needs a routed agent.
+        &[
+            ("skipped ping-pong — ", NEVER_ROUTED),
+            ("skipped agent-isolation — ", NEVER_ROUTED),
+            ("skipped same-user-browsers — ", NEVER_ROUTED),
+            ("skipped agent-takeover — ", NEVER_ROUTED),
+            ("skipped legacy-parts — ", NEVER_ROUTED),
+            ("skipped event-fields — ", NEVER_ROUTED),
+            ("skipped malformed-payloads — ", NEVER_ROUTED),
+            ("skipped stream-relay — ", NEVER_ROUTED),
+            ("skipped streaming-replace — ", NEVER_ROUTED),
+            ("skipped notes — ", NEVER_ROUTED),
+            ("skipped agent-reconnect — ", NEVER_ROUTED),
+            ("skipped http-health — ", NEVER_ROUTED),
+            ("skipped http-message — ", NEVER_ROUTED),
+            ("skipped http-sync — ", NEVER_ROUTED),
+            ("skipped http-sync-timeout — ", NEVER_ROUTED),
+        ],
+    ),
     ("message-202", "http-message", "answered 202", &[]),
     ("sync-no-message-id", "http-sync", "messageId null", &[]),
     ("status-flood", "robustness", "(flood)", &[]),

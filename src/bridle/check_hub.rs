@@ -182,6 +182,8 @@ struct Ctx<'a> {
     tally: Tally,
     /// The `no flood after welcome` sub-check, once measured.
     flood: RefCell<Option<SubCheck>>,
+    /// A routing probe failed ([`Ctx::probe_routing`]).
+    probe_failed: std::cell::Cell<bool>,
 }
 
 /// A rule's sub-checks, kept outside the rule's future so a rule that runs out of time still
@@ -261,32 +263,104 @@ impl<'a> Ctx<'a> {
             })
     }
 
-    /// An agent that connected, sent `register` and is known to the hub.
-    async fn agent(&self, agent_id: &str) -> Result<Peer<'_>, String> {
+    /// An agent that connected and sent `register`, once the hub's health shows it connected
+    /// (or after a bounded pause when the health does not say), and whether the health did.
+    async fn agent_registered(&self, agent_id: &str) -> Result<(Peer<'_>, bool), String> {
         let s = self
             .agent_raw(json!({ "apiKey": self.c.api_key, "agentId": agent_id }))
             .await
             .map_err(|e| format!("agent {agent_id} could not connect: {e}"))?;
         s.emit("register", json!({}));
-        self.settle(agent_id, true).await;
-        Ok(Peer::agent(s, &self.tally))
+        let confirmed = self.settle(agent_id, true).await;
+        Ok((Peer::agent(s, &self.tally), confirmed))
     }
 
-    /// Waits (bounded) until the hub's per-agent health shows `connected`; falls back to a
-    /// short pause when the health endpoint does not say.
-    async fn settle(&self, agent_id: &str, connected: bool) {
-        let deadline = Instant::now() + Duration::from_secs(2);
+    /// An agent the hub routes to. When the hub's health did not show it connected (a hub
+    /// that never registers agents, or a health endpoint that does not say), a probe browser
+    /// sends it one message: an agent that does not get it is a setup failure naming
+    /// client-routing, which judges that fault (one fault, one verdict: the rules that need a
+    /// routed agent are skipped naming it instead of each failing its own way). A hub whose
+    /// health does say is not probed, so its rules see no extra browser or message.
+    async fn agent(&self, agent_id: &str) -> Result<Peer<'_>, String> {
+        let (mut p, confirmed) = self.agent_registered(agent_id).await?;
+        if !confirmed {
+            self.probe_routing(agent_id, &mut p).await?;
+        }
+        Ok(p)
+    }
+
+    /// An agent for client-routing itself: not probed, since routing is what it judges.
+    async fn agent_unprobed(&self, agent_id: &str) -> Result<Peer<'_>, String> {
+        Ok(self.agent_registered(agent_id).await?.0)
+    }
+
+    /// One message from a probe browser must reach `ag` with the browser's clientId. The error
+    /// names the rule that carries the fault.
+    async fn probe_routing(&self, agent_id: &str, ag: &mut Peer<'_>) -> Result<(), String> {
+        let sub = format!("routing-probe-{agent_id}");
+        let mut b = self.browser(&sub, agent_id).await?;
+        b.emit("message", json!({ "text": "bridgewire routing probe" }));
+        // After one probe has failed, the hub has shown what it does: later ones wait less.
+        let wait = if self.probe_failed.get() {
+            self.short()
+        } else {
+            self.c.wait
+        };
+        let deadline = Instant::now() + wait;
+        let got = loop {
+            match ag.recv_until(deadline).await {
+                Ok(e) if e.name == "message" => break Ok(e.data),
+                Ok(_) => {}
+                Err(RecvError::Timeout) => break Err(None),
+                Err(e) => break Err(Some(e.to_string())),
+            }
+        };
+        // Drain what the probe browser was sent (the reply `Agent is not connected`, if any),
+        // then leave; the rule starts with the browsers it makes.
+        let _ = b.silent(Duration::from_millis(20)).await;
+        b.disconnect();
+        self.settle_browsers(agent_id, 0).await;
+        let why = match got {
+            Ok(m) if m["clientId"] == json!(sub) => return Ok(()),
+            Ok(m) => format!(
+                "the probe message reached it with clientId {}, not {sub:?}",
+                m["clientId"]
+            ),
+            Err(None) => "a probe browser's message did not reach it".to_string(),
+            Err(Some(e)) => format!("a probe browser's message did not reach it (the agent: {e})"),
+        };
+        self.probe_failed.set(true);
+        Err(format!(
+            "agent {agent_id} connected and sent register, the hub's health did not show it connected, and {why} ({} carries that fault)",
+            id::CLIENT_ROUTING
+        ))
+    }
+
+    /// Waits (bounded) until the hub's per-agent health shows `connected`, and says whether it
+    /// did. A health endpoint that does not answer 2xx with `agentConnected` is not waited on
+    /// (a short pause instead); after a failed routing probe the wait is short too, since the
+    /// hub has shown it does not register agents.
+    async fn settle(&self, agent_id: &str, connected: bool) -> bool {
+        let bound = if self.probe_failed.get() {
+            self.short()
+        } else {
+            Duration::from_secs(2)
+        };
+        let deadline = Instant::now() + bound;
         while Instant::now() < deadline {
             match self.get(&format!("/api/agent/{agent_id}/health")).await {
-                Ok((_, v)) if v["agentConnected"] == json!(connected) => {
+                Ok((st, v)) if ok_status(st) && v["agentConnected"] == json!(connected) => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
-                    return;
+                    return true;
                 }
-                Ok(_) => tokio::time::sleep(Duration::from_millis(25)).await,
-                Err(_) => break,
+                Ok((st, v)) if ok_status(st) && v.get("agentConnected").is_some() => {
+                    tokio::time::sleep(Duration::from_millis(25)).await
+                }
+                _ => break,
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+        false
     }
 
     /// Waits (bounded) until the per-agent browser count is `n`.
@@ -294,9 +368,12 @@ impl<'a> Ctx<'a> {
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline {
             match self.get(&format!("/api/agent/{agent_id}/health")).await {
-                Ok((_, v)) if v["browserClients"] == json!(n) => return,
-                Ok(_) => tokio::time::sleep(Duration::from_millis(25)).await,
-                Err(_) => break,
+                Ok((st, v)) if ok_status(st) && v["browserClients"] == json!(n) => return,
+                // A health that does not count browsers is not waited on.
+                Ok((st, v)) if ok_status(st) && v.get("browserClients").is_some() => {
+                    tokio::time::sleep(Duration::from_millis(25)).await
+                }
+                _ => break,
             }
         }
     }
@@ -339,6 +416,11 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// A 2xx status.
+fn ok_status(status: u16) -> bool {
+    (200..300).contains(&status)
+}
+
 fn text_frame(client_id: &str, text: &str, message_id: &str) -> Value {
     json!({ "clientId": client_id, "text": text, "parts": super::text_parts(text),
             "messageId": message_id, "ts": crate::util::now_ms() })
@@ -378,6 +460,7 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
         },
         tally: Tally::default(),
         flood: RefCell::new(None),
+        probe_failed: std::cell::Cell::new(false),
     };
     let mut out = crate::report::live::VerdictLog::new(c.live.clone());
     // A hub nobody answers for is a setup failure, not the hub's verdicts: every rule is not
@@ -844,7 +927,7 @@ async fn isolation(ctx: &Ctx<'_>, subs: &Subs) {
 
 async fn routing(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("route");
-    let Some(mut ag) = setup(subs, ctx.agent(&a).await) else {
+    let Some(mut ag) = setup(subs, ctx.agent_unprobed(&a).await) else {
         return;
     };
     let Some(mut u1) = setup(subs, ctx.browser("route-u1", &a).await) else {

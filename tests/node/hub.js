@@ -40,6 +40,8 @@ const DIVERGENCES = {
   "notes-no-kind": "notes reach browsers without their kind",
   "keep-dead-agent": "an agent's disconnect leaves its agentId registered (messages go nowhere)",
   "health-no-count": "/api/agent/health lacks browserClients",
+  "never-register": "an agent is admitted and its frames relayed, but never registered under its agentId (browser messages are answered 'not connected')",
+  "no-agent-health": "GET /api/agent/:agentId/health answers 404 (the hub-wide health still answers)",
   "message-202": "POST /message answers 202",
   "sync-no-message-id": "POST /message/sync answers the agent's text as {text, ts}, without messageId",
   "stream-end-alias": "browsers get each stream_end twice: as stream_end and as `streamEnd`, a look-alike of the spec's name",
@@ -171,6 +173,7 @@ const server = http.createServer(async (req, res) => {
     return json(res, 200, { ok: true, agentConnected: agents.size > 0, browserClients: total });
   }
   if (req.method === "GET" && (m = /^\/api\/agent\/([^/]+)\/health$/.exec(url.pathname))) {
+    if (is("no-agent-health")) return json(res, 404, { message: "Cannot GET " + url.pathname });
     const agentId = decodeURIComponent(m[1]);
     return json(res, 200, { ok: true, agentConnected: agents.has(agentId), browserClients: browserCount(agentId), agentId });
   }
@@ -328,9 +331,12 @@ io.of("/ws/agent").on("connection", (socket) => {
     socket.disconnect(true);
     return;
   }
-  agents.set(agentId, socket); // one per agentId: the newest takes over
+  const register = () => {
+    if (!is("never-register")) agents.set(agentId, socket);
+  };
+  register(); // one per agentId: the newest takes over
   socket.emit("config", { heartbeatMs: 25000 });
-  socket.on("register", () => agents.set(agentId, socket));
+  socket.on("register", register);
   socket.on("ping", () => socket.emit("pong", {}));
   for (const event of ["message", "typing", "stream", "stream_end"]) {
     socket.on(event, (data) => relay(agentId, event, data));
