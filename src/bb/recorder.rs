@@ -459,7 +459,8 @@ fn tee_pump(
 }
 
 /// Whether a pump polls its input for a while after a small round before it blocks in `read`
-/// (`BRIDGEWIRE_RECORD_SPIN_US`, the window, default 20 µs; 0 turns it off).
+/// (`BRIDGEWIRE_RECORD_SPIN_US` fixes the window; 0 turns polling off; unset, the window is
+/// fitted to the machine, see below).
 ///
 /// Why: a recorded round trip hands over four times (runtime → recorder → bridge → recorder →
 /// runtime) instead of twice, and on an otherwise idle VM each hand-over to a thread whose
@@ -482,8 +483,20 @@ fn tee_pump(
 /// Every interactive read is polled and measured, however long ago the last data came: a
 /// recency test (an earlier version) kept a ping-pong that blocking had made slow from ever
 /// being polled again, since its next request then came later than the window.
+///
+/// The window: a poll that ends before the answer comes only burns CPU, and how long an answer
+/// takes depends on the host (one VM answered a blocking ping-pong in 3 µs, the same VM on
+/// another day in 50-120 µs, where a 20 µs poll never caught an answer and was dropped as not
+/// paying: +95 µs p50 through the recorder, against +5 µs with a 100 µs poll). Unless the
+/// window is set, it starts at 20 µs and, after each measure without polling, becomes 5/4 of
+/// that median wait (the answer came within it), between [`SPIN_MIN_US`] and [`SPIN_MAX_US`];
+/// when polling did not pay and the new window is over twice the one it was measured with,
+/// polling is measured again at once with the new window (not after [`SPIN_USE`] reads).
 pub(crate) struct SpinCtl {
+    /// The poll's bound; zero turns polling off.
     window: std::time::Duration,
+    /// Whether the window follows the waits measured (no window set).
+    fitted: bool,
     state: Mutex<SpinState>,
 }
 
@@ -498,6 +511,8 @@ struct SpinState {
     waits: Vec<u32>,
     /// The median wait of the last phase measured with polling, ns.
     spin_median_ns: u32,
+    /// The poll's length now, ns (at most the controller's `window`); 0: not fitted yet.
+    poll_ns: u32,
 }
 
 /// Polling is kept when its median wait is under this share of blocking's: when both are
@@ -511,30 +526,69 @@ const SPIN_PAYS: f64 = 0.8;
 const SPIN_MEASURE: u32 = 128;
 const SPIN_USE: u32 = 2048;
 
+/// The fitted window's bounds ([`SpinCtl`]).
+const SPIN_MIN_US: u64 = 20;
+const SPIN_MAX_US: u64 = 250;
+
 /// See [`SpinCtl`].
 pub const SPIN_ENV: &str = "BRIDGEWIRE_RECORD_SPIN_US";
 const DEFAULT_SPIN_US: u64 = 20;
 
 impl SpinCtl {
     pub(crate) fn from_env() -> SpinCtl {
-        let us = std::env::var(SPIN_ENV)
+        let set = std::env::var(SPIN_ENV)
             .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(DEFAULT_SPIN_US)
-            .min(10_000);
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        match set {
+            Some(us) => SpinCtl::fixed(std::time::Duration::from_micros(us.min(10_000))),
+            None => SpinCtl::fitted(),
+        }
+    }
+
+    /// Polls of exactly `window` (zero: never).
+    fn fixed(window: std::time::Duration) -> SpinCtl {
         SpinCtl {
-            window: std::time::Duration::from_micros(us),
+            window,
+            fitted: false,
             state: Mutex::new(SpinState::default()),
         }
     }
 
+    /// Polls whose length is fitted to the waits measured, up to [`SPIN_MAX_US`].
+    fn fitted() -> SpinCtl {
+        SpinCtl {
+            window: std::time::Duration::from_micros(SPIN_MAX_US),
+            fitted: true,
+            state: Mutex::new(SpinState {
+                poll_ns: (DEFAULT_SPIN_US * 1000) as u32,
+                ..SpinState::default()
+            }),
+        }
+    }
+
+    /// How long a poll lasts now.
+    fn poll_len(&self, s: &SpinState) -> std::time::Duration {
+        if self.fitted {
+            std::time::Duration::from_nanos(u64::from(s.poll_ns)).min(self.window)
+        } else {
+            self.window
+        }
+    }
+
+    #[cfg(test)]
     fn spinning(&self) -> bool {
+        self.poll().is_some()
+    }
+
+    /// How long to poll before the next interactive read, if at all.
+    fn poll(&self) -> Option<std::time::Duration> {
         let s = self.state.lock().expect("spin state");
-        match s.phase {
+        let on = match s.phase {
             0 => true,
             1 => false,
             _ => s.use_spin,
-        }
+        };
+        on.then(|| self.poll_len(&s))
     }
 
     /// One interactive read waited `waited` for its data, polling first or not (`spun`). Only
@@ -570,6 +624,17 @@ impl SpinCtl {
                 let blocking = median(&mut s.waits);
                 s.use_spin = f64::from(s.spin_median_ns) < f64::from(blocking) * SPIN_PAYS;
                 s.phase = 2;
+                if self.fitted {
+                    let was = s.poll_ns;
+                    let fit =
+                        (u64::from(blocking) * 5 / 4).clamp(SPIN_MIN_US * 1000, SPIN_MAX_US * 1000);
+                    s.poll_ns = fit as u32;
+                    if !s.use_spin && u64::from(was) * 2 < fit {
+                        // The poll measured was too short to catch an answer: measure
+                        // polling again now, with one that can.
+                        s.phase = 0;
+                    }
+                }
             }
             _ => s.phase = 0,
         }
@@ -580,10 +645,10 @@ impl SpinCtl {
     /// whether it polled.
     fn before_read(&self, fd: std::os::fd::RawFd) -> (std::time::Instant, bool) {
         let start = std::time::Instant::now();
-        if !self.spinning() {
+        let Some(poll) = self.poll() else {
             return (start, false);
-        }
-        let deadline = start + self.window;
+        };
+        let deadline = start + poll;
         loop {
             let mut p = libc::pollfd {
                 fd,
@@ -1310,10 +1375,7 @@ mod tests {
         use std::os::fd::AsRawFd;
         use std::time::Duration;
         let (r, _w) = std::io::pipe().unwrap();
-        let ctl = SpinCtl {
-            window: Duration::from_micros(200),
-            state: Mutex::new(SpinState::default()),
-        };
+        let ctl = SpinCtl::fixed(Duration::from_micros(200));
         let us = Duration::from_micros;
         let (start, spun) = ctl.before_read(r.as_raw_fd());
         assert!(spun, "measuring with polling first");
@@ -1357,6 +1419,65 @@ mod tests {
             ctl.waited(us(55), false);
         }
         assert!(!ctl.spinning(), "polling no clearly faster: dropped");
+    }
+
+    /// Unset, the window follows the waits: a host whose answers take longer than the first
+    /// poll gets a poll that catches them, measured again at once; a fast host keeps a short
+    /// one; the window stays within its bounds.
+    #[test]
+    fn the_poll_window_is_fitted_to_the_waits() {
+        use std::time::Duration;
+        let us = Duration::from_micros;
+        let ctl = SpinCtl::fitted();
+        assert_eq!(ctl.poll(), Some(us(SPIN_MIN_US)), "starts short, polling");
+        // Answers take ~100 µs: a 20 µs poll never catches one (the waits are the same).
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(100), true);
+        }
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(100), false);
+        }
+        assert_eq!(
+            ctl.poll(),
+            Some(us(125)),
+            "measured again at once, with a poll 5/4 of the blocking wait"
+        );
+        // With it the answers are caught: polling pays and is kept, the window stays.
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(8), true);
+        }
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(100), false);
+        }
+        assert_eq!(ctl.poll(), Some(us(125)));
+        for _ in 0..SPIN_USE {
+            ctl.waited(us(8), true);
+        }
+        // Waits far past the cap (a user typing): the window stops at its bound, and polling
+        // that does not pay is dropped for SPIN_USE reads (the window grew under twice: no
+        // second measure).
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(900_000), true);
+        }
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(900_000), false);
+        }
+        assert_eq!(ctl.poll(), None, "not paying, window at its bound: dropped");
+        assert_eq!(
+            ctl.poll_len(&ctl.state.lock().unwrap()),
+            us(SPIN_MAX_US),
+            "capped"
+        );
+        // A fixed window (the variable set) never moves.
+        let fixed = SpinCtl::fixed(us(20));
+        for _ in 0..SPIN_MEASURE {
+            fixed.waited(us(100), true);
+        }
+        for _ in 0..SPIN_MEASURE {
+            fixed.waited(us(100), false);
+        }
+        assert_eq!(fixed.poll(), None);
+        assert_eq!(fixed.poll_len(&fixed.state.lock().unwrap()), us(20));
     }
 
     #[test]
