@@ -488,10 +488,13 @@ fn tee_pump(
 /// takes depends on the host (one VM answered a blocking ping-pong in 3 µs, the same VM on
 /// another day in 50-120 µs, where a 20 µs poll never caught an answer and was dropped as not
 /// paying: +95 µs p50 through the recorder, against +5 µs with a 100 µs poll). Unless the
-/// window is set, it starts at 20 µs and, after each measure without polling, becomes 5/4 of
-/// that median wait (the answer came within it), between [`SPIN_MIN_US`] and [`SPIN_MAX_US`];
-/// when polling did not pay and the new window is over twice the one it was measured with,
-/// polling is measured again at once with the new window (not after [`SPIN_USE`] reads).
+/// window is set, it starts at [`SPIN_MAX_US`] (a poll ends when the answer comes, so a fast
+/// host loses nothing, and a slow one is served from its first read; at most 128 such polls
+/// before the first measure) and, after each measure without polling, becomes 5/4 of that
+/// median wait (the answer came within it), between [`SPIN_MIN_US`] and [`SPIN_MAX_US`]; when
+/// polling did not pay and the new window is over twice the one it was measured with (the host
+/// got slower), polling is measured again at once with the new window, not after [`SPIN_USE`]
+/// reads.
 pub(crate) struct SpinCtl {
     /// The poll's bound; zero turns polling off.
     window: std::time::Duration,
@@ -532,7 +535,6 @@ const SPIN_MAX_US: u64 = 250;
 
 /// See [`SpinCtl`].
 pub const SPIN_ENV: &str = "BRIDGEWIRE_RECORD_SPIN_US";
-const DEFAULT_SPIN_US: u64 = 20;
 
 impl SpinCtl {
     pub(crate) fn from_env() -> SpinCtl {
@@ -560,7 +562,7 @@ impl SpinCtl {
             window: std::time::Duration::from_micros(SPIN_MAX_US),
             fitted: true,
             state: Mutex::new(SpinState {
-                poll_ns: (DEFAULT_SPIN_US * 1000) as u32,
+                poll_ns: (SPIN_MAX_US * 1000) as u32,
                 ..SpinState::default()
             }),
         }
@@ -1429,8 +1431,28 @@ mod tests {
         use std::time::Duration;
         let us = Duration::from_micros;
         let ctl = SpinCtl::fitted();
-        assert_eq!(ctl.poll(), Some(us(SPIN_MIN_US)), "starts short, polling");
-        // Answers take ~100 µs: a 20 µs poll never catches one (the waits are the same).
+        assert_eq!(
+            ctl.poll(),
+            Some(us(SPIN_MAX_US)),
+            "starts polling, at the bound"
+        );
+        // A fast host: answers in 3 µs polled, 10 µs blocked; polling pays, with a short poll.
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(3), true);
+        }
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(10), false);
+        }
+        assert_eq!(
+            ctl.poll(),
+            Some(us(SPIN_MIN_US)),
+            "5/4 of 10 µs, at least the minimum"
+        );
+        for _ in 0..SPIN_USE {
+            ctl.waited(us(3), true);
+        }
+        // The host got slow, answers take ~100 µs: a 20 µs poll never catches one (the waits
+        // are the same either way).
         for _ in 0..SPIN_MEASURE {
             ctl.waited(us(100), true);
         }
