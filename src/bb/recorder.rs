@@ -473,7 +473,8 @@ fn tee_pump(
 /// Only where it pays: on a loaded machine the pollers take CPU the bridge and the runtime
 /// need (the same relay: 45-58 µs p50 with the poll against 20 µs without). Whether polling
 /// pays is measured, not guessed: the two pumps of a recorder share one controller that
-/// alternates [`SPIN_MEASURE`] interactive reads with polling and as many without, compares
+/// alternates [`SPIN_MEASURE`] interactive reads with polling and [`SPIN_MEASURE_BLOCKING`]
+/// without, compares
 /// the median wait for data (a median: a read after a pause, the user thinking, must not
 /// decide), and polls for the next [`SPIN_USE`] reads only when polling was clearly faster
 /// (median under [`SPIN_PAYS`] of blocking's). Bounded: only after a round under
@@ -514,6 +515,8 @@ struct SpinState {
     waits: Vec<u32>,
     /// The median wait of the last phase measured with polling, ns.
     spin_median_ns: u32,
+    /// Reads of the current use phase (0 before the first decision).
+    use_reads: u32,
     /// The poll's length now, ns (at most the controller's `window`); 0: not fitted yet.
     poll_ns: u32,
 }
@@ -528,6 +531,16 @@ const SPIN_PAYS: f64 = 0.8;
 
 const SPIN_MEASURE: u32 = 128;
 const SPIN_USE: u32 = 2048;
+
+/// Reads measured without polling: fewer, since on a host where polling pays each of them is
+/// a slow answer (a wake-up of tens of µs): 128 of them every 2 048 reads put a 4 000-ping run's
+/// p99 among them (+115 µs against +7 µs p50). A blocking wait is the steadier measure (the
+/// wake-up's cost), so a shorter median still tells.
+const SPIN_MEASURE_BLOCKING: u32 = 32;
+
+/// While a decision holds, each measure comes after twice as many reads as the last, up to
+/// this many (a changed decision starts again at [`SPIN_USE`]).
+const SPIN_USE_MAX: u32 = 32_768;
 
 /// The fitted window's bounds ([`SpinCtl`]).
 const SPIN_MIN_US: u64 = 20;
@@ -606,7 +619,11 @@ impl SpinCtl {
             _ => {}
         }
         s.reads += 1;
-        let limit = if s.phase == 2 { SPIN_USE } else { SPIN_MEASURE };
+        let limit = match s.phase {
+            0 => SPIN_MEASURE,
+            1 => SPIN_MEASURE_BLOCKING,
+            _ => s.use_reads.max(SPIN_USE),
+        };
         if s.reads < limit {
             return;
         }
@@ -624,7 +641,13 @@ impl SpinCtl {
             }
             1 => {
                 let blocking = median(&mut s.waits);
+                let was_spinning = s.use_spin;
                 s.use_spin = f64::from(s.spin_median_ns) < f64::from(blocking) * SPIN_PAYS;
+                s.use_reads = if s.use_reads > 0 && s.use_spin == was_spinning {
+                    (s.use_reads * 2).min(SPIN_USE_MAX)
+                } else {
+                    SPIN_USE
+                };
                 s.phase = 2;
                 if self.fitted {
                     let was = s.poll_ns;
@@ -1388,7 +1411,7 @@ mod tests {
             ctl.waited(us(50), true);
         }
         assert!(!ctl.spinning(), "measuring without polling");
-        for _ in 0..SPIN_MEASURE {
+        for _ in 0..SPIN_MEASURE_BLOCKING {
             ctl.waited(us(20), false);
         }
         assert!(!ctl.spinning());
@@ -1406,7 +1429,7 @@ mod tests {
         for i in 0..SPIN_MEASURE {
             ctl.waited(if i % 8 == 0 { us(900_000) } else { us(9) }, true);
         }
-        for i in 0..SPIN_MEASURE {
+        for i in 0..SPIN_MEASURE_BLOCKING {
             ctl.waited(if i % 8 == 0 { us(900_000) } else { us(58) }, false);
         }
         assert!(ctl.spinning(), "polling paid: kept");
@@ -1417,7 +1440,7 @@ mod tests {
         for _ in 0..SPIN_MEASURE {
             ctl.waited(us(50), true);
         }
-        for _ in 0..SPIN_MEASURE {
+        for _ in 0..SPIN_MEASURE_BLOCKING {
             ctl.waited(us(55), false);
         }
         assert!(!ctl.spinning(), "polling no clearly faster: dropped");
@@ -1440,7 +1463,7 @@ mod tests {
         for _ in 0..SPIN_MEASURE {
             ctl.waited(us(3), true);
         }
-        for _ in 0..SPIN_MEASURE {
+        for _ in 0..SPIN_MEASURE_BLOCKING {
             ctl.waited(us(10), false);
         }
         assert_eq!(
@@ -1456,7 +1479,7 @@ mod tests {
         for _ in 0..SPIN_MEASURE {
             ctl.waited(us(100), true);
         }
-        for _ in 0..SPIN_MEASURE {
+        for _ in 0..SPIN_MEASURE_BLOCKING {
             ctl.waited(us(100), false);
         }
         assert_eq!(
@@ -1468,20 +1491,43 @@ mod tests {
         for _ in 0..SPIN_MEASURE {
             ctl.waited(us(8), true);
         }
-        for _ in 0..SPIN_MEASURE {
+        for _ in 0..SPIN_MEASURE_BLOCKING {
             ctl.waited(us(100), false);
         }
         assert_eq!(ctl.poll(), Some(us(125)));
         for _ in 0..SPIN_USE {
             ctl.waited(us(8), true);
         }
+        // The same decision again: the next measure comes after twice as many reads.
+        for _ in 0..SPIN_MEASURE {
+            ctl.waited(us(8), true);
+        }
+        for _ in 0..SPIN_MEASURE_BLOCKING {
+            ctl.waited(us(100), false);
+        }
+        for _ in 0..SPIN_USE {
+            ctl.waited(us(8), true);
+        }
+        assert_eq!(
+            ctl.state.lock().unwrap().phase,
+            2,
+            "still using after SPIN_USE"
+        );
+        for _ in 0..SPIN_USE {
+            ctl.waited(us(8), true);
+        }
+        assert_eq!(
+            ctl.state.lock().unwrap().phase,
+            0,
+            "measuring after 2 × SPIN_USE"
+        );
         // Waits far past the cap (a user typing): the window stops at its bound, and polling
         // that does not pay is dropped for SPIN_USE reads (the window grew under twice: no
         // second measure).
         for _ in 0..SPIN_MEASURE {
             ctl.waited(us(900_000), true);
         }
-        for _ in 0..SPIN_MEASURE {
+        for _ in 0..SPIN_MEASURE_BLOCKING {
             ctl.waited(us(900_000), false);
         }
         assert_eq!(ctl.poll(), None, "not paying, window at its bound: dropped");
@@ -1495,7 +1541,7 @@ mod tests {
         for _ in 0..SPIN_MEASURE {
             fixed.waited(us(100), true);
         }
-        for _ in 0..SPIN_MEASURE {
+        for _ in 0..SPIN_MEASURE_BLOCKING {
             fixed.waited(us(100), false);
         }
         assert_eq!(fixed.poll(), None);
