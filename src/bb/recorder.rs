@@ -517,7 +517,7 @@ struct SpinState {
     spin_median_ns: u32,
     /// Reads of the current use phase (0 before the first decision).
     use_reads: u32,
-    /// The poll's length now, ns (at most the controller's `window`); 0: not fitted yet.
+    /// The poll's length now, ns: the window set, or the one fitted so far.
     poll_ns: u32,
 }
 
@@ -565,7 +565,11 @@ impl SpinCtl {
         SpinCtl {
             window,
             fitted: false,
-            state: Mutex::new(SpinState::default()),
+            state: Mutex::new(SpinState {
+                // At most 10 ms ([`SpinCtl::from_env`]).
+                poll_ns: window.as_nanos() as u32,
+                ..SpinState::default()
+            }),
         }
     }
 
@@ -582,12 +586,8 @@ impl SpinCtl {
     }
 
     /// How long a poll lasts now.
-    fn poll_len(&self, s: &SpinState) -> std::time::Duration {
-        if self.fitted {
-            std::time::Duration::from_nanos(u64::from(s.poll_ns)).min(self.window)
-        } else {
-            self.window
-        }
+    fn poll_len(s: &SpinState) -> std::time::Duration {
+        std::time::Duration::from_nanos(u64::from(s.poll_ns))
     }
 
     #[cfg(test)]
@@ -603,7 +603,7 @@ impl SpinCtl {
             1 => false,
             _ => s.use_spin,
         };
-        on.then(|| self.poll_len(&s))
+        on.then(|| Self::poll_len(&s))
     }
 
     /// One interactive read waited `waited` for its data, polling first or not (`spun`). Only
@@ -1437,13 +1437,19 @@ mod tests {
             ctl.waited(us(9), true);
         }
         // About the same either way: the poll would only burn CPU.
+        measure(&ctl, us(50), us(55));
+        assert!(!ctl.spinning(), "polling no clearly faster: dropped");
+    }
+
+    /// One measure: [`SPIN_MEASURE`] polled reads that waited `polled`, then
+    /// [`SPIN_MEASURE_BLOCKING`] blocking ones that waited `blocked`.
+    fn measure(ctl: &SpinCtl, polled: std::time::Duration, blocked: std::time::Duration) {
         for _ in 0..SPIN_MEASURE {
-            ctl.waited(us(50), true);
+            ctl.waited(polled, true);
         }
         for _ in 0..SPIN_MEASURE_BLOCKING {
-            ctl.waited(us(55), false);
+            ctl.waited(blocked, false);
         }
-        assert!(!ctl.spinning(), "polling no clearly faster: dropped");
     }
 
     /// Unset, the window follows the waits: a host whose answers take longer than the first
@@ -1460,12 +1466,7 @@ mod tests {
             "starts polling, at the bound"
         );
         // A fast host: answers in 3 µs polled, 10 µs blocked; polling pays, with a short poll.
-        for _ in 0..SPIN_MEASURE {
-            ctl.waited(us(3), true);
-        }
-        for _ in 0..SPIN_MEASURE_BLOCKING {
-            ctl.waited(us(10), false);
-        }
+        measure(&ctl, us(3), us(10));
         assert_eq!(
             ctl.poll(),
             Some(us(SPIN_MIN_US)),
@@ -1476,35 +1477,20 @@ mod tests {
         }
         // The host got slow, answers take ~100 µs: a 20 µs poll never catches one (the waits
         // are the same either way).
-        for _ in 0..SPIN_MEASURE {
-            ctl.waited(us(100), true);
-        }
-        for _ in 0..SPIN_MEASURE_BLOCKING {
-            ctl.waited(us(100), false);
-        }
+        measure(&ctl, us(100), us(100));
         assert_eq!(
             ctl.poll(),
             Some(us(125)),
             "measured again at once, with a poll 5/4 of the blocking wait"
         );
         // With it the answers are caught: polling pays and is kept, the window stays.
-        for _ in 0..SPIN_MEASURE {
-            ctl.waited(us(8), true);
-        }
-        for _ in 0..SPIN_MEASURE_BLOCKING {
-            ctl.waited(us(100), false);
-        }
+        measure(&ctl, us(8), us(100));
         assert_eq!(ctl.poll(), Some(us(125)));
         for _ in 0..SPIN_USE {
             ctl.waited(us(8), true);
         }
         // The same decision again: the next measure comes after twice as many reads.
-        for _ in 0..SPIN_MEASURE {
-            ctl.waited(us(8), true);
-        }
-        for _ in 0..SPIN_MEASURE_BLOCKING {
-            ctl.waited(us(100), false);
-        }
+        measure(&ctl, us(8), us(100));
         for _ in 0..SPIN_USE {
             ctl.waited(us(8), true);
         }
@@ -1532,20 +1518,15 @@ mod tests {
         }
         assert_eq!(ctl.poll(), None, "not paying, window at its bound: dropped");
         assert_eq!(
-            ctl.poll_len(&ctl.state.lock().unwrap()),
+            SpinCtl::poll_len(&ctl.state.lock().unwrap()),
             us(SPIN_MAX_US),
             "capped"
         );
         // A fixed window (the variable set) never moves.
         let fixed = SpinCtl::fixed(us(20));
-        for _ in 0..SPIN_MEASURE {
-            fixed.waited(us(100), true);
-        }
-        for _ in 0..SPIN_MEASURE_BLOCKING {
-            fixed.waited(us(100), false);
-        }
+        measure(&fixed, us(100), us(100));
         assert_eq!(fixed.poll(), None);
-        assert_eq!(fixed.poll_len(&fixed.state.lock().unwrap()), us(20));
+        assert_eq!(SpinCtl::poll_len(&fixed.state.lock().unwrap()), us(20));
     }
 
     #[test]

@@ -134,13 +134,20 @@ impl<'a> Peer<'a> {
 
     /// The next event named `name` within `wait`, skipping others.
     async fn expect(&mut self, name: &str, wait: Duration, who: &str) -> Result<Value, String> {
-        let deadline = Instant::now() + wait;
+        self.next_named(name, Instant::now() + wait)
+            .await
+            .map_err(|e| match e {
+                RecvError::Timeout => format!("{who}: no {name} within {wait:?}"),
+                e => format!("{who}: {e} while waiting for {name}"),
+            })
+    }
+
+    /// The data of the next spec event named `name` before `deadline`, others skipped.
+    async fn next_named(&mut self, name: &str, deadline: Instant) -> Result<Value, RecvError> {
         loop {
-            match self.recv_until(deadline).await {
-                Ok(e) if e.name == name => return Ok(e.data),
-                Ok(_) => {}
-                Err(RecvError::Timeout) => return Err(format!("{who}: no {name} within {wait:?}")),
-                Err(e) => return Err(format!("{who}: {e} while waiting for {name}")),
+            let e = self.recv_until(deadline).await?;
+            if e.name == name {
+                return Ok(e.data);
             }
         }
     }
@@ -306,15 +313,7 @@ impl<'a> Ctx<'a> {
         } else {
             self.c.wait
         };
-        let deadline = Instant::now() + wait;
-        let got = loop {
-            match ag.recv_until(deadline).await {
-                Ok(e) if e.name == "message" => break Ok(e.data),
-                Ok(_) => {}
-                Err(RecvError::Timeout) => break Err(None),
-                Err(e) => break Err(Some(e.to_string())),
-            }
-        };
+        let got = ag.next_named("message", Instant::now() + wait).await;
         // Drain what the probe browser was sent (the reply `Agent is not connected`, if any),
         // then leave; the rule starts with the browsers it makes.
         let _ = b.silent(Duration::from_millis(20)).await;
@@ -326,8 +325,8 @@ impl<'a> Ctx<'a> {
                 "the probe message reached it with clientId {}, not {sub:?}",
                 m["clientId"]
             ),
-            Err(None) => "a probe browser's message did not reach it".to_string(),
-            Err(Some(e)) => format!("a probe browser's message did not reach it (the agent: {e})"),
+            Err(RecvError::Timeout) => "a probe browser's message did not reach it".to_string(),
+            Err(e) => format!("a probe browser's message did not reach it (the agent: {e})"),
         };
         self.probe_failed.set(true);
         Err(format!(
@@ -337,45 +336,50 @@ impl<'a> Ctx<'a> {
     }
 
     /// Waits (bounded) until the hub's per-agent health shows `connected`, and says whether it
-    /// did. A health endpoint that does not answer 2xx with `agentConnected` is not waited on
-    /// (a short pause instead); after a failed routing probe the wait is short too, since the
-    /// hub has shown it does not register agents.
+    /// did (a short pause either way). After a failed routing probe the wait is short, since
+    /// the hub has shown it does not register agents.
     async fn settle(&self, agent_id: &str, connected: bool) -> bool {
         let bound = if self.probe_failed.get() {
             self.short()
         } else {
             Duration::from_secs(2)
         };
-        let deadline = Instant::now() + bound;
-        while Instant::now() < deadline {
-            match self.get(&format!("/api/agent/{agent_id}/health")).await {
-                Ok((st, v)) if ok_status(st) && v["agentConnected"] == json!(connected) => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    return true;
-                }
-                Ok((st, v)) if ok_status(st) && v.get("agentConnected").is_some() => {
-                    tokio::time::sleep(Duration::from_millis(25)).await
-                }
-                _ => break,
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        false
+        let shown = self
+            .health_shows(agent_id, "agentConnected", json!(connected), bound)
+            .await;
+        let pause = if shown { 20 } else { 200 };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        shown
     }
 
     /// Waits (bounded) until the per-agent browser count is `n`.
     async fn settle_browsers(&self, agent_id: &str, n: u64) {
-        let deadline = Instant::now() + Duration::from_secs(2);
+        self.health_shows(agent_id, "browserClients", json!(n), Duration::from_secs(2))
+            .await;
+    }
+
+    /// Polls the hub's per-agent health until its `field` is `want`, within `bound`; whether
+    /// it was. A health that does not answer 2xx with `field` is not waited on.
+    async fn health_shows(
+        &self,
+        agent_id: &str,
+        field: &str,
+        want: Value,
+        bound: Duration,
+    ) -> bool {
+        let deadline = Instant::now() + bound;
         while Instant::now() < deadline {
             match self.get(&format!("/api/agent/{agent_id}/health")).await {
-                Ok((st, v)) if ok_status(st) && v["browserClients"] == json!(n) => return,
-                // A health that does not count browsers is not waited on.
-                Ok((st, v)) if ok_status(st) && v.get("browserClients").is_some() => {
+                Ok((st, v)) if (200..300).contains(&st) && v.get(field).is_some() => {
+                    if v[field] == want {
+                        return true;
+                    }
                     tokio::time::sleep(Duration::from_millis(25)).await
                 }
                 _ => break,
             }
         }
+        false
     }
 
     async fn get(&self, path: &str) -> Result<(u16, Value), String> {
@@ -414,11 +418,6 @@ impl<'a> Ctx<'a> {
     fn short(&self) -> Duration {
         (self.c.wait / 5).clamp(Duration::from_millis(300), Duration::from_millis(800))
     }
-}
-
-/// A 2xx status.
-fn ok_status(status: u16) -> bool {
-    (200..300).contains(&status)
 }
 
 fn text_frame(client_id: &str, text: &str, message_id: &str) -> Value {
