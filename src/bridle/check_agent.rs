@@ -67,6 +67,10 @@ enum Seen {
 /// frames are dropped and counted (a flooding agent cannot grow the check).
 pub const MAX_QUEUED: usize = 4096;
 
+/// How long after the agent connects the hub double waits for its transport upgrade to finish
+/// before restarting (see [`FakeHub::settle_transport`]).
+const UPGRADE_SETTLE: Duration = Duration::from_secs(2);
+
 /// Frames kept of one answer; past it the answer is judged incomplete, named as a flood.
 pub const MAX_TURN_FRAMES: usize = 10_000;
 
@@ -95,7 +99,8 @@ impl SeenTx {
 struct FakeHub {
     addr: SocketAddr,
     io: SocketIo,
-    agent: Arc<Mutex<Option<SocketRef>>>,
+    /// The agent's socket and when it connected.
+    agent: Arc<Mutex<Option<(SocketRef, Instant)>>>,
     rx: mpsc::UnboundedReceiver<Seen>,
     queued: Arc<std::sync::atomic::AtomicUsize>,
     /// Frames dropped because [`MAX_QUEUED`] were waiting.
@@ -116,7 +121,7 @@ impl FakeHub {
             dropped: dropped.clone(),
         };
         let wrong_tx = tx.clone();
-        let agent: Arc<Mutex<Option<SocketRef>>> = Arc::default();
+        let agent: Arc<Mutex<Option<(SocketRef, Instant)>>> = Arc::default();
         let slot = agent.clone();
         // Everything happens in the middleware, which runs before the CONNECT ack: handlers
         // are in place before the agent can send its first event.
@@ -129,7 +134,7 @@ impl FakeHub {
                 return std::future::ready(Err(Rejected));
             }
             tx.send(Seen::Connected { auth });
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.clone());
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some((s.clone(), Instant::now()));
             let t = tx.clone();
             // Called synchronously in arrival order (only the returned future is spawned).
             s.on_fallback(move |Event(name): Event, Data(data): Data<Value>| {
@@ -235,6 +240,36 @@ impl FakeHub {
         seen
     }
 
+    fn agent(&self) -> Option<(SocketRef, Instant)> {
+        self.agent.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Waits, bounded, until the agent's connection has finished moving from long-polling to
+    /// WebSocket; true when it is on WebSocket.
+    ///
+    /// Why: the canonical socket.io-client pauses polling while its WebSocket probe is answered;
+    /// when the hub goes away in that moment the probe fails and polling stays paused, so the
+    /// client notices nothing until its ping timeout (45 s by default). A hub double restarted
+    /// right after a quick answer (a plain message) hit that window under load: "no reconnection
+    /// within 8s". The restart is to test reconnection, not that race, so it waits for a
+    /// settled transport. An agent that stays on polling (it may: the spec names no transport)
+    /// costs at most [`UPGRADE_SETTLE`] from its connection.
+    async fn settle_transport(&self) -> bool {
+        let Some((socket, since)) = self.agent() else {
+            return false;
+        };
+        let until = since + UPGRADE_SETTLE;
+        loop {
+            if socket.transport_type() == socketioxide::TransportType::Websocket {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     fn dropped(&self) -> usize {
         self.dropped.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -253,8 +288,7 @@ impl FakeHub {
         });
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
-            let agent = self.agent.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            if let Some(a) = agent
+            if let Some((a, _)) = self.agent()
                 && a.emit("message", &msg).is_ok()
             {
                 return true;
@@ -544,6 +578,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
 
     // agent-reconnect: restart the hub on the same port.
     let addr = hub.addr;
+    let on_websocket = hub.settle_transport().await;
     hub.shutdown().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     // The old listener may take a moment to go, and under parallel load another process's
@@ -571,7 +606,10 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             ),
             None,
         ),
-        Ok(mut h2) => (reconnect(&mut h2, c, &mut child).await, Some(h2)),
+        Ok(mut h2) => (
+            reconnect(&mut h2, c, &mut child, on_websocket).await,
+            Some(h2),
+        ),
     };
     let (verdict, register_again) = verdict;
     out.push(verdict);
@@ -620,6 +658,7 @@ async fn reconnect(
     hub: &mut FakeHub,
     c: &AgentCheck,
     child: &mut ChildGuard,
+    on_websocket: bool,
 ) -> (Verdict, SubCheck) {
     let not_back = || {
         SubCheck::skipped(
@@ -639,8 +678,12 @@ async fn reconnect(
         let why = match child.exited() {
             Some(st) => format!("the agent exited ({st}) when the hub went away"),
             None => format!(
-                "no reconnection within {:?} of the hub restarting",
-                c.reconnect_wait
+                "no reconnection within {:?} of the hub restarting{}",
+                c.reconnect_wait,
+                match on_websocket {
+                    true => "",
+                    false => " (its connection was still on long-polling when the hub went away)",
+                }
             ),
         };
         return (Verdict::fail(id::AGENT_RECONNECT, why), not_back());

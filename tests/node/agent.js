@@ -17,10 +17,32 @@ const DIVERGENCES = {
 const VARIANTS = {
   "quick-end": "answers before the first 100 ms flush: no stream frame, only stream_end (the runtime's timer never fired)",
   "plain-answer": "answers with one complete, non-streamed message (no typing, no notes, no stream)",
+  "slow-upgrade": "answers as plain-answer does, on a slow network: its WebSocket upgrade probe is answered 600 ms late, so the upgrade is still under way after its answer",
 };
 if (process.argv[2] === "--list") {
   for (const [k, v] of Object.entries(DIVERGENCES)) console.log(`${k}\t${v}`);
   process.exit(0);
+}
+const variant = process.env.AGENT_VARIANT || "";
+if (variant === "slow-upgrade") {
+  // A slow network under engine.io-client's WebSocket: each socket's first frame (the upgrade
+  // probe's answer) arrives 600 ms late, and later frames queue behind it, in order.
+  const { WebSocket } = require("ws");
+  const emit = WebSocket.prototype.emit;
+  WebSocket.prototype.emit = function (name, ...args) {
+    if (name !== "message") return emit.call(this, name, ...args);
+    if (this.bwQueue === undefined) {
+      this.bwQueue = [];
+      setTimeout(() => {
+        for (const a of this.bwQueue) emit.call(this, "message", ...a);
+        this.bwQueue = null;
+      }, 600);
+    } else if (this.bwQueue === null) {
+      return emit.call(this, name, ...args);
+    }
+    this.bwQueue.push(args);
+    return true;
+  };
 }
 const { io } = require("socket.io-client");
 
@@ -29,7 +51,6 @@ if (diverge && !DIVERGENCES[diverge]) {
   console.error(`agent.js: unknown divergence ${diverge}`);
   process.exit(2);
 }
-const variant = process.env.AGENT_VARIANT || "";
 if (variant && !VARIANTS[variant]) {
   console.error(`agent.js: unknown variant ${variant}`);
   process.exit(2);
@@ -70,7 +91,7 @@ async function streamSend(clientId, produce) {
 
 socket.on("message", async (m) => {
   const clientId = diverge === "wrong-client-id" ? m.clientId + "-x" : m.clientId;
-  if (variant === "plain-answer") {
+  if (variant === "plain-answer" || variant === "slow-upgrade") {
     const text = "Once upon a time, " + m.text + " became a story, and then it ended.";
     socket.emit("message", { clientId, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
     return;
