@@ -205,8 +205,9 @@ impl FakeHub {
     /// In that order. A socket.io client whose transport closes reconnects within a few hundred
     /// ms; while the old listener still accepted, it could reach this closing server, whose
     /// namespaces `close` has already removed: a CONNECT_ERROR, after which socket.io-client
-    /// does not retry, so it never reached the restarted hub double (a CI run, under load:
-    /// "no reconnection within 8s of the hub restarting" for a canonical socket.io-client agent).
+    /// does not retry, so it never reached the restarted hub double. (Found by reading the code
+    /// after a CI run failed "no reconnection within 8s"; that failure's own cause, caught later
+    /// in the client's debug log, was the upgrade race [`FakeHub::settle_transport`] avoids.)
     async fn shutdown(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
