@@ -31,7 +31,7 @@ mod common;
 use bridgewire::bridle::spawn::{ChildGuard, parse_address};
 use bridgewire::bridle::transport::{Options, Socket};
 use bridgewire::bridle::{AGENT_NSP, CLIENT_NSP, sign_jwt, text_parts};
-use common::{load_average, median};
+use common::{goal, load_average, median};
 use serde_json::json;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -444,8 +444,24 @@ fn main() {
     );
     let sat = table(&runs, &cpu, true);
     let (a50, a99, ratio) = sat[1];
-    println!(
-        "\nbridgewire record bridle at saturation: added p50 {a50:+.2} ms (goal < 1), added p99 {a99:+.2} ms (goal < 5), frames/s {ratio:.2}× direct (goal ≥ 0.9)"
+    println!();
+    goal(
+        "record bridle added p50 at saturation",
+        &format!("{a50:+.2} ms"),
+        "< 1 ms",
+        a50 < 1.0,
+    );
+    goal(
+        "record bridle added p99 at saturation",
+        &format!("{a99:+.2} ms"),
+        "< 5 ms",
+        a99 < 5.0,
+    );
+    goal(
+        "record bridle frames/s at saturation vs direct",
+        &format!("{ratio:.2}×"),
+        "≥ 0.9×",
+        ratio >= 0.9,
     );
     over_relay(&targets, &runs, "at saturation");
     if let Some(p) = pace {

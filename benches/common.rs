@@ -142,3 +142,13 @@ pub fn machine() -> String {
         .unwrap_or(1);
     format!("{cpu}, {cores} cores")
 }
+
+/// Prints one of issue 13's goals as `goal: <what>: <figure> (<criterion>): met` (or `NOT met`),
+/// so `cargo bench 2>/dev/null | grep '^goal'` summarises which goals this machine reached in
+/// this run. The criterion is printed beside the figure, so the line can be checked by eye.
+pub fn goal(what: &str, figure: &str, criterion: &str, met: bool) {
+    println!(
+        "goal: {what}: {figure} ({criterion}): {}",
+        if met { "met" } else { "NOT met" }
+    );
+}

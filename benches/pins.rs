@@ -39,10 +39,8 @@ fn main() {
     let t = tempfile::tempdir().unwrap();
     println!("machine: {}", machine());
     println!("load average at the start: {}", load_average());
-    if gib > 0.0 {
-        big_cells(t.path(), gib);
-    }
-    corpus_shaped(t.path());
+    let big_ratio = (gib > 0.0).then(|| big_cells(t.path(), gib));
+    let corpus = corpus_shaped(t.path());
 
     // Parallel speed-up over 1000 small cells.
     let many = t.path().join("many");
@@ -78,10 +76,61 @@ fn main() {
         j2.as_secs_f64(),
         j1.as_secs_f64() / j2.as_secs_f64()
     );
+    println!();
+    if let Some(r) = big_ratio {
+        goal(
+            "pins --update vs jq -c ., 8 MiB cells (the whole folder, wall)",
+            &format!("{r:.1}×"),
+            "≥ 5×",
+            r >= 5.0,
+        );
+    }
+    if let Some(r) = corpus.slowest_ratio {
+        goal(
+            "pins vs jq -c ., corpus-shaped cells (the slower of --update and check, 2 workers, wall)",
+            &format!("{r:.1}×"),
+            "≥ 5×",
+            r >= 5.0,
+        );
+    }
+    if let Some((cells, rss)) = corpus.big_rss {
+        goal(
+            &format!("pins peak RSS at {cells} cells"),
+            &format!("{:.1} MB", rss as f64 * 1024.0 / 1e6),
+            "< 64 MB",
+            (rss as f64 * 1024.0) < 64e6,
+        );
+    }
+    if let (Some((small, a)), Some((big, b))) = (corpus.small_rss, corpus.big_rss) {
+        // Memory that grew with the cell count would show as ~20× here; 1.25× allows for
+        // allocator noise and the longer file names of the bigger folder.
+        let growth = b as f64 / a.max(1) as f64;
+        goal(
+            &format!("pins peak RSS flat from {small} to {big} cells"),
+            &format!(
+                "{:.1} → {:.1} MiB, {growth:.2}×",
+                a as f64 / 1024.0,
+                b as f64 / 1024.0
+            ),
+            "≤ 1.25×",
+            growth <= 1.25,
+        );
+    }
 }
 
-/// Synthetic 8 MiB cells at a quarter, half and all of `gib`.
-fn big_cells(tmp: &Path, gib: f64) {
+/// What the corpus-shaped runs measured, for the goal lines.
+#[derive(Default)]
+struct CorpusFigures {
+    /// The smaller wall ratio to `jq` of the 2-worker `--update` and check runs.
+    slowest_ratio: Option<f64>,
+    /// (cells, peak RSS in KiB of the worst run) for the small and the big folder.
+    small_rss: Option<(u64, u64)>,
+    big_rss: Option<(u64, u64)>,
+}
+
+/// Synthetic 8 MiB cells at a quarter, half and all of `gib`. Returns the wall ratio to `jq`
+/// on the whole folder.
+fn big_cells(tmp: &Path, gib: f64) -> f64 {
     let cell_bytes = 8u64 << 20;
     let total_cells = ((gib * 1024.0 * 1024.0 * 1024.0) as u64 / cell_bytes).max(4);
     let all = tmp.join("all");
@@ -97,6 +146,7 @@ fn big_cells(tmp: &Path, gib: f64) {
         "| folder | cells | MiB | bridgewire MiB/s | CPU s | peak RSS MiB | jq MiB/s | jq CPU s | vs jq, wall | vs jq, CPU |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut ratio = 0.0;
     for frac in [4u64, 2, 1] {
         let n = total_cells / frac;
         let dir = tmp.join(format!("set-{n}"));
@@ -122,9 +172,11 @@ fn big_cells(tmp: &Path, gib: f64) {
             jq_wall / bw_wall,
             jq_cpu / bw_cpu
         );
+        ratio = jq_wall / bw_wall;
         let _ = std::fs::remove_dir_all(&dir);
     }
     let _ = std::fs::remove_dir_all(&all);
+    ratio
 }
 
 /// Writes one bb cell of about `bytes`: runtime→bridge turn/start requests and bridge→runtime
@@ -303,7 +355,7 @@ fn bin_pins(bin: &str, dir: &Path, args: &[&str]) -> (f64, f64, u64) {
 /// Corpus-shaped folders: many small cells. At `--corpus` cells, rounds of `pins --update`
 /// (2 workers and `-j 1`), `pins` (check) and `jq -c .` interleaved, medians; at
 /// `--corpus-big` cells, one `--update` and one check for the peak RSS.
-fn corpus_shaped(tmp: &Path) {
+fn corpus_shaped(tmp: &Path) -> CorpusFigures {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str, default: u64| -> u64 {
         args.iter()
@@ -325,6 +377,7 @@ fn corpus_shaped(tmp: &Path) {
         .cloned();
     println!();
     println!("load average before the corpus runs: {}", load_average());
+    let mut figures = CorpusFigures::default();
     let mut small_rss = None;
     if small > 0 {
         let dir = tmp.join(format!("corpus-{small}"));
@@ -363,6 +416,10 @@ fn corpus_shaped(tmp: &Path) {
             let cpu = median(bw[i].iter().map(|r| r.1).collect());
             let rss = bw[i].iter().map(|r| r.2).max().unwrap_or(0);
             small_rss = small_rss.max(Some(rss));
+            if !name.contains("-j 1") {
+                let r = jq_wall / wall;
+                figures.slowest_ratio = Some(figures.slowest_ratio.map_or(r, |s: f64| s.min(r)));
+            }
             println!(
                 "| bridgewire {name} | {wall:.2} | {cpu:.2} | {:.1} | **{:.1}×** | {:.1}× |",
                 rss as f64 / 1024.0,
@@ -413,11 +470,12 @@ fn corpus_shaped(tmp: &Path) {
                 rss as f64 / 1024.0
             );
         }
+        let big_rss = [fresh_check.2, update.2, check.2]
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        figures.big_rss = Some((big, big_rss));
         if let Some(small_rss) = small_rss {
-            let big_rss = [fresh_check.2, update.2, check.2]
-                .into_iter()
-                .max()
-                .unwrap_or(0);
             println!();
             println!(
                 "peak RSS, {small} → {big} cells (worst run of each): {:.1} → {:.1} MiB",
@@ -427,6 +485,8 @@ fn corpus_shaped(tmp: &Path) {
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
+    figures.small_rss = small_rss.map(|r| (small, r));
     println!();
     println!("load average after the corpus runs: {}", load_average());
+    figures
 }

@@ -124,12 +124,28 @@ fn main() {
         );
     }
 
-    round_trip_table(t.path(), pings, reps, before.as_deref());
+    // The recorder's row is the third (`runs` lists the pipe, tee, then `record bb`).
+    let rec_wall = median(walls[2].clone());
+    let added_p99 = round_trip_table(t.path(), pings, reps, before.as_deref());
+    println!();
+    goal(
+        "record bb throughput vs tee (both directions, wall)",
+        &format!("{:.2}×", tee_wall / rec_wall),
+        "≥ 0.95×",
+        tee_wall / rec_wall >= 0.95,
+    );
+    goal(
+        "record bb added round trip p99",
+        &format!("{added_p99:+.1} µs"),
+        "< 50 µs",
+        added_p99 < 50.0,
+    );
 }
 
 /// The round trips: each path `reps` times with `pings / reps` pings, interleaved; per path the
 /// median over rounds of p50 and p99, and of each round's difference with direct `cat`.
-fn round_trip_table(dir: &std::path::Path, pings: usize, reps: usize, before: Option<&str>) {
+/// Returns the recorder's added p99 (its row's median over rounds of the difference with direct).
+fn round_trip_table(dir: &std::path::Path, pings: usize, reps: usize, before: Option<&str>) -> f64 {
     let record = |bin: &str, lanes: &str, spin_off: bool| {
         let mut c = Command::new(bin);
         c.args(["record", "bb", "--dir"])
@@ -183,6 +199,12 @@ fn round_trip_table(dir: &std::path::Path, pings: usize, reps: usize, before: Op
             m(&|r| stats[i][r].1 - stats[0][r].1),
         );
     }
+    // `paths[1]` is `through record bb` (polling on, as users run it).
+    median(
+        (0..stats[1].len())
+            .map(|r| stats[1][r].1 - stats[0][r].1)
+            .collect(),
+    )
 }
 
 /// The `p` quantile of sorted `v`.

@@ -73,4 +73,25 @@ fn main() {
         "same report in both modes (lines, events, verdicts, stalls, doubles): {}",
         if same { "yes" } else { "NO" }
     );
+    println!();
+    goal(
+        "replay of the bb-ref cells, event-driven vs fixed windows, same report",
+        &format!(
+            "{:.1}× faster, {}",
+            f / e,
+            if same {
+                "same report"
+            } else {
+                "reports DIFFER"
+            }
+        ),
+        "≥ 10× and the same report",
+        f / e >= 10.0 && same,
+    );
+    goal(
+        "replay of the 4 bb-ref cells at -j 1, event-driven",
+        &format!("{e:.0} ms"),
+        "≤ 1000 ms",
+        e <= 1000.0,
+    );
 }

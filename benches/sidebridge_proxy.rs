@@ -184,10 +184,11 @@ fn main() {
         rt.block_on(load(proxied, clients, warmup, secs)),
     ));
     let mut _mitm = None;
+    // A missing or broken mitmdump skips its row (saying why): the other rows stand alone.
     match find_mitmdump() {
         Some(m) => {
             let port = free_port();
-            let child = Command::new(&m)
+            let spawned = Command::new(&m)
                 .args([
                     "--mode",
                     &format!("reverse:{}", direct.trim_end_matches('/')),
@@ -201,24 +202,36 @@ fn main() {
                 .arg(tmp.path().join("mitm.flows"))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
-                .spawn()
-                .expect("mitmdump");
-            _mitm = Some(Proc(child));
-            let t = Instant::now();
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-                && t.elapsed() < Duration::from_secs(30)
-            {
-                std::thread::sleep(Duration::from_millis(100));
+                .spawn();
+            match spawned {
+                Err(e) => eprintln!("mitmdump unavailable ({m}: {e}): skipping the mitmproxy row"),
+                Ok(child) => {
+                    _mitm = Some(Proc(child));
+                    let t = Instant::now();
+                    let mut listening = false;
+                    while !listening && t.elapsed() < Duration::from_secs(30) {
+                        listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+                        if !listening {
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                    if listening {
+                        rows.push((
+                            "mitmdump -w (reverse proxy)".into(),
+                            rt.block_on(load(
+                                format!("http://127.0.0.1:{port}/"),
+                                clients,
+                                warmup,
+                                secs,
+                            )),
+                        ));
+                    } else {
+                        eprintln!(
+                            "mitmdump ({m}) did not listen on port {port} within 30 s: skipping the mitmproxy row"
+                        );
+                    }
+                }
             }
-            rows.push((
-                "mitmdump -w (reverse proxy)".into(),
-                rt.block_on(load(
-                    format!("http://127.0.0.1:{port}/"),
-                    clients,
-                    warmup,
-                    secs,
-                )),
-            ));
         }
         None => eprintln!("mitmdump not found (set MITMDUMP or PATH): skipping the mitmproxy row"),
     }
