@@ -176,12 +176,13 @@ impl Model for BridleModel {
     }
 
     /// Parity and replay compare what the spec lets two hubs share: extensions are left out
-    /// ([`is_extension`]) and the free tail of the hub's own not-connected reply is folded
+    /// (events: [`is_extension`]; fields of an HTTP answer: [`http_extensions`]) and the free tail of the hub's own not-connected reply is folded
     /// ([`fold_not_connected`]), then ids are interned and times zeroed. Only the hub's own
     /// reply: a browser message answered before any agent frame of that turn. An agent's answer
     /// that happens to begin with the same words is relayed text, compared whole.
-    fn normalize_events(&self, events: Vec<Value>) -> Vec<Value> {
+    fn normalize_events(&self, mut events: Vec<Value>) -> Vec<Value> {
         let mut agent_in_turn = false;
+        drop_http_extensions(&mut events);
         let kept = events
             .into_iter()
             .filter(|e| !is_extension(e))
@@ -230,6 +231,70 @@ pub fn is_extension(e: &Value) -> bool {
     e["event"]
         .as_str()
         .is_some_and(|n| !listed.contains(&n) && spec_name_misuse(n).is_none())
+}
+
+/// The fields the spec gives the 2xx answer to an HTTP API request (`None`: no shape given,
+/// the answer is compared whole). The spec writes each as an object literal and a TypeScript
+/// interface (`IBridleHealthData`, …), which an object with more fields still satisfies.
+fn http_answer_fields(request: &Value) -> Option<&'static [&'static str]> {
+    let path = request["path"].as_str()?;
+    let path = path.split(['?', '#']).next().unwrap_or(path);
+    let rest = path.strip_prefix("/api/agent/")?;
+    let segments: Vec<&str> = rest.split('/').collect();
+    match (request["method"].as_str()?, segments.as_slice()) {
+        ("GET", ["health"]) => Some(&["ok", "agentConnected", "browserClients"]),
+        ("GET", [_, "health"]) => Some(&["ok", "agentConnected", "browserClients", "agentId"]),
+        ("POST", [_, "message"]) => Some(&["ok"]),
+        ("POST", [_, "message", "sync"]) => Some(&["text", "messageId", "ts"]),
+        _ => None,
+    }
+}
+
+/// Each 2xx HTTP answer (`hub→http`) whose body is an object, with the fields the spec gives
+/// it, for `f`. Answers are paired with requests (`http→hub`) in order, as the player sends
+/// and awaits them.
+fn for_http_answers(events: &mut [Value], mut f: impl FnMut(&mut Value, &[&str])) {
+    let mut requests = std::collections::VecDeque::new();
+    for e in events.iter_mut() {
+        match e["dir"].as_str() {
+            Some("http→hub") => requests.push_back(http_answer_fields(&e["http"])),
+            Some("hub→http") => {
+                let fields = requests.pop_front().flatten();
+                let ok = e["http"]["status"]
+                    .as_u64()
+                    .is_some_and(|s| (200..300).contains(&s));
+                if let (Some(fields), true) = (fields, ok)
+                    && e["http"]["body"].is_object()
+                {
+                    f(&mut e["http"]["body"], fields);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The fields of HTTP answers that the spec does not give them (in order of appearance, once
+/// per answer): extensions, like the events of [`is_extension`]. `check bridle hub` lists
+/// them and judges nothing by them; replay and parity leave them out.
+pub fn http_extensions(events: &[Value]) -> Vec<String> {
+    let mut events = events.to_vec();
+    let mut found = Vec::new();
+    for_http_answers(&mut events, |body, fields| {
+        if let Some(m) = body.as_object() {
+            found.extend(m.keys().filter(|k| !fields.contains(&k.as_str())).cloned());
+        }
+    });
+    found
+}
+
+/// Leaves out of each HTTP answer the fields the spec does not give it ([`http_extensions`]).
+fn drop_http_extensions(events: &mut [Value]) {
+    for_http_answers(events, |body, fields| {
+        if let Some(m) = body.as_object_mut() {
+            m.retain(|k, _| fields.contains(&k.as_str()));
+        }
+    });
 }
 
 /// The not-connected reply's text past the spec's words: the spec gives
@@ -459,6 +524,60 @@ mod tests {
         let answer =
             BridleModel.normalize_events(vec![ev("hub→browser", "message", nc("Agent says hi"))]);
         assert_eq!(answer[0]["data"]["text"], "Agent says hi");
+    }
+
+    /// An HTTP answer's fields beyond the ones the spec gives that answer are extensions: left
+    /// out of the comparison and listed; the spec's fields are still compared, and an answer
+    /// the spec gives no shape (an error status, an unknown path) is compared whole.
+    #[test]
+    fn http_answers_compare_the_spec_fields_and_list_the_others() {
+        let req = |method: &str, path: &str| json!({"dir": "http→hub", "http": {"method": method, "path": path, "body": null}});
+        let ans = |status: u16, body: Value| json!({"dir": "hub→http", "http": {"status": status, "body": body}});
+        let health =
+            json!({"ok": true, "agentConnected": true, "browserClients": 1, "agentId": "a"});
+        let mut extended = health.clone();
+        extended["uptimeMs"] = json!(12);
+        let list = |answer: Value| {
+            vec![
+                req("GET", "/api/agent/a/health?x=1"),
+                answer,
+                req("POST", "/api/agent/a/message"),
+                ans(200, json!({"ok": true, "queued": true})),
+                req("GET", "/api/agent/a/nothing"),
+                ans(404, json!({"message": "no", "extra": 1})),
+            ]
+        };
+        let plain = list(ans(200, health.clone()));
+        let with_extras = list(ans(200, extended));
+        assert_eq!(
+            http_extensions(&with_extras),
+            ["uptimeMs", "queued"],
+            "the 404's body has no shape in the spec: none of its fields is an extension"
+        );
+        assert_eq!(
+            BridleModel.normalize_events(plain.clone()),
+            BridleModel.normalize_events(with_extras)
+        );
+        // A spec field that differs still differs.
+        let mut miscount = health.clone();
+        miscount["browserClients"] = json!(2);
+        assert_ne!(
+            BridleModel.normalize_events(plain.clone()),
+            BridleModel.normalize_events(list(ans(200, miscount)))
+        );
+        // So does a missing one, and the body of an answer whose shape the spec does not give.
+        let mut lacking = health;
+        lacking.as_object_mut().unwrap().remove("browserClients");
+        assert_ne!(
+            BridleModel.normalize_events(plain.clone()),
+            BridleModel.normalize_events(list(ans(200, lacking)))
+        );
+        let mut other_error = plain.clone();
+        other_error[5] = ans(404, json!({"message": "no"}));
+        assert_ne!(
+            BridleModel.normalize_events(plain),
+            BridleModel.normalize_events(other_error)
+        );
     }
 
     /// Only the hub's own not-connected reply folds: an agent's answer in the turn that happens

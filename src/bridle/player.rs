@@ -185,6 +185,9 @@ pub async fn replay_cell_into(
         match entry.dir.as_str() {
             "http→hub" => {
                 has_http = true;
+                // Compared too (the live leg sends it as recorded): it tells the comparison
+                // which answer the next `hub→http` is, and so which of its fields the spec gives.
+                recorded.push(ev.clone());
                 steps.push(Step::HttpSend(ev["http"].clone()));
                 continue;
             }
@@ -346,7 +349,9 @@ pub async fn replay_cell_into(
             }
             Step::HttpSend(req) => {
                 let rb = http_request(&http, &cfg.url, &req, cfg.wait * 4);
-                view.push(json!({ "dir": "http→hub", "http": req }));
+                let sent = json!({ "dir": "http→hub", "http": req });
+                live.push(sent.clone());
+                view.push(sent);
                 cadence.wrote();
                 pending.push_back(tokio::spawn(async move {
                     match rb.send().await {
@@ -489,12 +494,20 @@ fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
         );
         *ext.entry(key).or_default() += 1;
     }
+    let fields = super::model::http_extensions(live);
+    for f in &fields {
+        *ext.entry(("hub→http", f.as_str())).or_default() += 1;
+    }
     Outcome::Pass {
-        events: a.len(),
+        // What the hub sent: the requests in the lists are the replay's own.
+        events: a.iter().filter(|e| e["dir"] != "http→hub").count(),
         rows: ra.len(),
         extensions: ext
             .iter()
-            .map(|((dir, n), c)| format!("{dir} {n:?} ×{c}"))
+            .map(|((dir, n), c)| match *dir {
+                "hub→http" => format!("{dir} answer field {n:?} ×{c}"),
+                _ => format!("{dir} {n:?} ×{c}"),
+            })
             .collect::<Vec<_>>()
             .join(", "),
     }

@@ -11,7 +11,10 @@
 //
 // Unusual but legal choices: bad handshakes are admitted then disconnected (not refused), the
 // not-connected text differs from the reference hub's, a malformed browser message is dropped
-// silently, HTTP answers carry no CORS or other extras.
+// silently, HTTP answers carry no CORS headers, and the JSON answers carry fields the spec does
+// not list (`uptimeMs` in both healths, `queued` in the fire-and-forget answer, `agentId` in
+// the sync answer): the spec gives each answer as a TypeScript interface, which an object with
+// more fields still satisfies.
 //
 // Env: JWT_SECRET, BRIDLE_API_KEY, BRIDLE_SYNC_TIMEOUT_MS (120000), PORT (0). Prints
 // `http://127.0.0.1:PORT` first. One divergence at a time, by env HUB_DIVERGE or
@@ -163,6 +166,9 @@ function toAgent(agentId, clientId, text, parts) {
   return true;
 }
 
+const started = Date.now();
+const uptime = () => Date.now() - started;
+
 const server = http.createServer(async (req, res) => {
   const url = new URL(req.url, "http://x");
   let m;
@@ -170,12 +176,12 @@ const server = http.createServer(async (req, res) => {
     let total = 0;
     for (const set of browsers.values()) total += set.size;
     if (is("health-no-count")) return json(res, 200, { ok: true, agentConnected: agents.size > 0 });
-    return json(res, 200, { ok: true, agentConnected: agents.size > 0, browserClients: total });
+    return json(res, 200, { ok: true, agentConnected: agents.size > 0, browserClients: total, uptimeMs: uptime() });
   }
   if (req.method === "GET" && (m = /^\/api\/agent\/([^/]+)\/health$/.exec(url.pathname))) {
     if (is("no-agent-health")) return json(res, 404, { message: "Cannot GET " + url.pathname });
     const agentId = decodeURIComponent(m[1]);
-    return json(res, 200, { ok: true, agentConnected: agents.has(agentId), browserClients: browserCount(agentId), agentId });
+    return json(res, 200, { ok: true, agentConnected: agents.has(agentId), browserClients: browserCount(agentId), agentId, uptimeMs: uptime() });
   }
   if (req.method === "POST" && (m = /^\/api\/agent\/([^/]+)\/message(\/sync)?$/.exec(url.pathname))) {
     const agentId = decodeURIComponent(m[1]);
@@ -185,7 +191,7 @@ const server = http.createServer(async (req, res) => {
     const clientId = `http:${crypto.randomUUID()}`;
     if (!m[2]) {
       toAgent(agentId, clientId, body.text, parts);
-      return json(res, is("message-202") ? 202 : 200, { ok: true });
+      return json(res, is("message-202") ? 202 : 200, { ok: true, queued: true });
     }
     const answer = await new Promise((resolve) => {
       const waiter = { resolve, streamed: [] };
@@ -205,7 +211,7 @@ const server = http.createServer(async (req, res) => {
       toAgent(agentId, clientId, body.text, parts);
     });
     if (is("sync-no-message-id") && answer.messageId) delete answer.messageId;
-    return json(res, 200, answer);
+    return json(res, 200, { ...answer, agentId });
   }
   json(res, 404, { message: "not found" });
 });
