@@ -206,6 +206,19 @@ const LEAK_PATTERNS: &[(&str, &str)] = &[
         r"Unexpected (?:token|end of JSON input|non-whitespace character)",
     ),
     ("Node/V8", r"\bat \S+ \((?:file://|node:|/)[^)]*:\d+:\d+\)"),
+    // `JSON.parse` since V8 10.9 (Node 20): "Unterminated string in JSON at position 73".
+    ("Node/V8", r"in JSON at position \d+"),
+    ("Go", r"unexpected end of JSON input"),
+    (
+        "Python",
+        r"'\w+' object (?:is not (?:subscriptable|iterable|callable)|has no attribute ')",
+    ),
+    ("Python", r"\[Errno \d+\]"),
+    // A failed upstream call's system error, as Node, Ruby and others word it.
+    (
+        "any",
+        r"\b(?:connect )?E(?:CONNREFUSED|CONNRESET|TIMEDOUT|NOTFOUND|HOSTUNREACH|PIPE) \S*\d",
+    ),
     ("Go", r"json: cannot unmarshal"),
     ("Go", r"invalid character '.{1,4}' (?:looking for|after|in)"),
     ("Go", r"goroutine \d+ \["),
@@ -369,8 +382,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 if r.status != 405 && r.status != 404 {
                     h4_fail.push(format!("{m}: status {} (want 405 or 404)", r.status));
                 }
-                let allow = r.header("allow").unwrap_or("");
-                if !allow.to_ascii_uppercase().contains("POST") {
+                let allow = r.header_list("allow").unwrap_or_default();
+                if !super::transport::allows(&allow, "POST") {
                     h4_fail.push(format!("{m}: no `Allow: POST` (got {allow:?})"));
                 }
                 if m != "HEAD"
@@ -416,8 +429,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             vec![format!(
                 "status {}, Allow {:?}, Access-Control-Allow-Methods {:?}",
                 r.status,
-                r.header("allow").unwrap_or(""),
-                r.header("access-control-allow-methods").unwrap_or("")
+                r.header_list("allow").unwrap_or_default(),
+                r.header_list("access-control-allow-methods")
+                    .unwrap_or_default()
             )],
         ),
         Err(e) => Verdict::not_run(
@@ -997,10 +1011,17 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
     // Whether a wrong key got assistant content: then the bridge checks no key, and SB-A3
     // (which order key and body are judged in) has nothing to judge: SB-A2 carries it.
     let mut wrong_key_served = None;
-    for (id, label, header) in [
+    // Wrong keys: the key with a suffix, and the key less its last character (a bridge that
+    // compares only a prefix, or only as far as the shorter of the two, takes one of them).
+    let mut probes = vec![
         ("SB-A1", "auth/no-key", None),
         ("SB-A2", "auth/wrong-key", Some(format!("{key}-wrong"))),
-    ] {
+    ];
+    if let Some((cut, _)) = key.char_indices().last().filter(|&(i, _)| i > 0) {
+        probes.push(("SB-A2", "auth/key-prefix", Some(key[..cut].to_string())));
+    }
+    let mut a2: Option<(Vec<String>, Vec<String>)> = None;
+    for (id, label, header) in probes {
         let mut notes = Vec::new();
         let mut fails = Vec::new();
         for step in ["start", "send"] {
@@ -1025,18 +1046,37 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
                 )
                 .await;
             let x = &d.log[i];
-            if id == "SB-A2" && step == "send" && served_assistant_content(x) {
+            // SB-A3 sends the suffixed wrong key: only its acceptance hides A3's order.
+            if label == "auth/wrong-key" && step == "send" && served_assistant_content(x) {
                 wrong_key_served = Some(x.label.clone());
             }
             match rejected(x) {
                 Ok(n) => notes.push(format!("{step}: {n}")),
                 Err(e) => fails.push(e),
             }
+            if let Some(e) = quotes_key(x, &key, header.as_deref()) {
+                fails.push(e);
+            }
         }
-        v.push(if fails.is_empty() {
-            pass_with(id, notes)
+        if id == "SB-A1" {
+            v.push(if fails.is_empty() {
+                pass_with(id, notes)
+            } else {
+                Verdict::fail(id, fails.join("; "))
+            });
         } else {
-            Verdict::fail(id, fails.join("; "))
+            // SB-A2's wrong keys are one verdict: every probe judged, each shown.
+            let (n, f) = a2.get_or_insert_with(Default::default);
+            let which = label.trim_start_matches("auth/");
+            n.extend(notes.into_iter().map(|t| format!("{which} {t}")));
+            f.extend(fails);
+        }
+    }
+    if let Some((notes, fails)) = a2 {
+        v.push(if fails.is_empty() {
+            pass_with("SB-A2", notes)
+        } else {
+            Verdict::fail("SB-A2", fails.join("; "))
         });
     }
     // SB-A3: wrong key and a malformed body.
@@ -1248,6 +1288,10 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                     .collect()
             })
             .unwrap_or_default();
+        // The request's assistant messages are the bridge's own as far as the app knows (a
+        // restored chat's history holds answers of an earlier server): updating one in place
+        // by its id is the upsert the protocol provides, as for an id given in this run.
+        let answers_in_request = assistant_ids(&x.request);
         for (n, m) in msgs.iter().enumerate() {
             messages += 1;
             let at = format!("{} messages[{n}]", x.label);
@@ -1294,7 +1338,10 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 let key = id.to_ascii_uppercase();
                 if seen.contains(&key) {
                     fails[3].push(format!("{at}: id {id} repeats within the reply"));
-                } else if x.request_ids.contains(&key) && !issued.contains(&key) {
+                } else if x.request_ids.contains(&key)
+                    && !issued.contains(&key)
+                    && !answers_in_request.contains(&key)
+                {
                     fails[3].push(format!(
                         "{at}: id {id} equals an id of the request that the bridge did not give (overwrites that bubble)"
                     ));
@@ -1305,7 +1352,9 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 None => fails[7].push(format!(
                     "{at}: no `sources` key (profile alpha drops the whole reply)"
                 )),
-                Some(Value::Null) => {}
+                Some(Value::Null) => fails[7].push(format!(
+                    "{at}: `sources` is null (profile alpha needs an array and drops the whole reply)"
+                )),
                 Some(Value::Array(items)) => {
                     for (k, s) in items.iter().enumerate() {
                         let title = s.get("title").and_then(Value::as_str);
@@ -1453,6 +1502,45 @@ fn profile_views(log: &[Exchange]) -> Vec<ProfileView> {
         .collect()
 }
 
+/// Why a refusal's text shown to the user quotes the configured key (`None`: it does not),
+/// once the value the request sent (`sent`, which a refusal may echo: "key K-wrong is not
+/// valid") is taken out. Keys under 4 characters are not looked for (they occur in any text).
+fn quotes_key(x: &Exchange, key: &str, sent: Option<&str>) -> Option<String> {
+    let key = key.trim();
+    if key.chars().count() < 4 {
+        return None;
+    }
+    let r = x.judged(Profile::Gamma).ok()?;
+    r.messages.iter().enumerate().find_map(|(n, m)| {
+        let shown = match sent {
+            Some(s) if !s.is_empty() => m.content.replace(s, ""),
+            _ => m.content.clone(),
+        };
+        shown.contains(key).then(|| {
+            format!(
+                "{}: messages[{n}] quotes the configured key to a client that did not send it",
+                x.label
+            )
+        })
+    })
+}
+
+/// The ids (upper-cased) of the assistant messages a request carries, in `messages` and
+/// `history`.
+fn assistant_ids(request: &[u8]) -> Vec<String> {
+    let Ok(v) = serde_json::from_slice::<Value>(request) else {
+        return Vec::new();
+    };
+    ["messages", "history"]
+        .iter()
+        .filter_map(|k| v.get(*k).and_then(Value::as_array))
+        .flatten()
+        .filter(|m| m.get("from").and_then(Value::as_str) == Some("assistant"))
+        .filter_map(|m| m.get("id").and_then(Value::as_str))
+        .map(str::to_ascii_uppercase)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::leaks_internals;
@@ -1483,6 +1571,15 @@ mod tests {
             ("EOF while parsing a string at line 1 column 69", "Rust"),
             ("JSON::ParserError: unexpected token at '{'", "Ruby"),
             ("PHP Fatal error:  Uncaught TypeError: count()", "PHP"),
+            ("Unterminated string in JSON at position 73", "Node/V8"),
+            (
+                "Expected property name or '}' in JSON at position 1",
+                "Node/V8",
+            ),
+            ("unexpected end of JSON input", "Go"),
+            ("'NoneType' object is not subscriptable", "Python"),
+            ("[Errno 111] Connection refused", "Python"),
+            ("connect ECONNREFUSED 127.0.0.1:11434", "any"),
         ] {
             let (rt, matched) = leaks_internals(text).unwrap_or_else(|| panic!("{text}"));
             assert_eq!(rt, runtime, "{text}");
@@ -1493,6 +1590,8 @@ mod tests {
             "Unsupported protocol version 2.0; this bridge speaks 1.x.",
             "`messages` must be an array of messages.",
             "Bad request: missing chatId.",
+            "The model is not reachable right now; please try again.",
+            "That JSON ends too early: check the position of the closing brace.",
         ] {
             assert_eq!(leaks_internals(text), None, "{text}");
         }

@@ -299,16 +299,20 @@ async fn repeat_rule(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Wo
             Ran::NotEntered(why) => return Verdict::skipped("SB-R3", why),
             Ran::Done(ix) => *ix.last().expect("a scenario has a step"),
         };
-        let prev = d.log[rem]
-            .judged(Profile::Gamma)
-            .ok()
-            .and_then(|r| {
-                r.messages
-                    .into_iter()
-                    .rev()
-                    .find(|m| !m.content.trim().is_empty())
-            })
-            .map(|m| m.content.trim().to_string());
+        // The answer to ask about: the last assistant message with text (a system note may
+        // follow it: a reply can hold several messages), else the last message with text.
+        let prev = d.log[rem].judged(Profile::Gamma).ok().and_then(|r| {
+            let said = |m: &&Msg| !m.content.trim().is_empty();
+            let answer = r
+                .messages
+                .iter()
+                .rev()
+                .filter(said)
+                .find(|m| m.from == From::Assistant);
+            answer
+                .or_else(|| r.messages.iter().rev().find(said))
+                .map(|m| m.content.trim().to_string())
+        });
         let Some(prev) = prev else {
             return Verdict::skipped(
                 "SB-R3",

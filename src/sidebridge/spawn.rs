@@ -11,6 +11,7 @@
 use crate::proc::ChildTree;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
+use std::net::ToSocketAddrs;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -74,26 +75,71 @@ pub fn bundled_reference() -> Option<OsString> {
     p.exists().then(|| p.into_os_string())
 }
 
-/// The bridge's URL in one output line: the first `http(s)://…` in it, else a `host:port`
-/// (IPv4, `localhost`, `[v6]`) standing alone or inside text. A wildcard listen address
-/// (`0.0.0.0`, `[::]`) becomes the loopback address, which is where a client reaches it.
+/// The bridge's URL in one output line: the first `http(s)://…` in it that names a port or a
+/// local host, else a `host:port` (IPv4, `localhost`, `[v6]`) standing alone or inside text. A
+/// wildcard listen address (`0.0.0.0`, `[::]`) becomes the loopback address, which is where a
+/// client reaches it. A URL with neither a port nor a local host (`https://github.com/…` in a
+/// banner line naming the project's docs) is not a listening address: passed over.
 pub fn find_url(line: &str) -> Option<String> {
     static URL: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     static HOST_PORT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let url = URL.get_or_init(|| {
-        regex::Regex::new(r#"https?://[^\s"'<>()\]\[,]+(?::\d+)?[^\s"'<>(),]*"#).expect("valid")
+        // The host: a bracketed IPv6 literal (Node prints `http://[::]:PORT`), or a name.
+        regex::Regex::new(r#"https?://(?:\[[0-9A-Fa-f:.]+\]|[^\s"'<>()\]\[,]+)[^\s"'<>(),]*"#)
+            .expect("valid")
     });
     let hp = HOST_PORT.get_or_init(|| {
         regex::Regex::new(r"(?:^|[\s(=@])((?:\d{1,3}(?:\.\d{1,3}){3}|localhost|\[[0-9A-Fa-f:]+\]):\d{1,5})(?:$|[\s),/.;])")
             .expect("valid")
     });
-    let found = if let Some(m) = url.find(line) {
-        m.as_str().trim_end_matches(['.', ';', ':']).to_string()
+    let listening = |u: &str| {
+        reqwest::Url::parse(u).is_ok_and(|p| {
+            p.port().is_some()
+                || matches!(
+                    p.host_str(),
+                    Some("localhost" | "127.0.0.1" | "0.0.0.0" | "[::1]" | "[::]")
+                )
+        })
+    };
+    let found = if let Some(u) = url
+        .find_iter(line)
+        .map(|m| m.as_str().trim_end_matches(['.', ';', ':']).to_string())
+        .find(|u| listening(u))
+    {
+        u
     } else {
         let c = hp.captures(line)?;
         format!("http://{}/", &c[1])
     };
     Some(loopback(&found))
+}
+
+/// Waits (until `deadline`) for the bridge to accept a TCP connection at `url`: a bridge may
+/// print its address a moment before it listens there (a banner printed before `listen`
+/// returns), and every rule would then meet a refused connection. `Err`: why not.
+fn await_listening(url: &str, deadline: Instant) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("invalid URL {url}: {e}"))?;
+    let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
+        return Ok(()); // judged where the URL is used
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let mut last = String::new();
+    loop {
+        let addrs: Vec<std::net::SocketAddr> = match (host, port).to_socket_addrs() {
+            Ok(a) => a.collect(),
+            Err(e) => return Err(format!("cannot resolve {host}: {e}")),
+        };
+        for a in &addrs {
+            match std::net::TcpStream::connect_timeout(a, Duration::from_millis(200)) {
+                Ok(_) => return Ok(()),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(last);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn loopback(url: &str) -> String {
@@ -201,8 +247,18 @@ pub fn spawn(
                     None => find_url(&l),
                 };
                 if let Some(u) = url {
-                    guard.url = u;
-                    return Ok(guard);
+                    match await_listening(&u, deadline) {
+                        Ok(()) => {
+                            guard.url = u;
+                            return Ok(guard);
+                        }
+                        Err(e) => {
+                            seen.push_back(l);
+                            break format!(
+                                "the bridge printed its address {u} but accepted no connection there within {startup:?} ({e})"
+                            );
+                        }
+                    }
                 }
                 if seen.len() == 20 {
                     seen.pop_front();
@@ -268,6 +324,16 @@ mod tests {
                 "bridge ready on http://127.0.0.1:9/sb, key required.",
                 Some("http://127.0.0.1:9/sb"),
             ),
+            (
+                "Server listening at http://[::]:8080/bridge",
+                Some("http://[::1]:8080/bridge"),
+            ),
+            ("http://[::1]:9/", Some("http://[::1]:9/")),
+            (
+                "docs: https://github.com/example/bridge, listening on http://0.0.0.0:7000/sb",
+                Some("http://127.0.0.1:7000/sb"),
+            ),
+            ("see https://example.com/docs", None),
             ("loading model 1.2.3", None),
             ("started in 12:30", None),
         ] {

@@ -68,12 +68,32 @@ pub struct HttpReply {
 }
 
 impl HttpReply {
+    /// The first field line named `name` (for fields that occur once: `Location`).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
+    /// A list field's value: every field line named `name`, joined with ", ", as HTTP
+    /// combines them (RFC 9110 §5.3: `Allow: GET` then `Allow: POST` is `Allow: GET, POST`).
+    /// `None` when there is no such line.
+    pub fn header_list(&self, name: &str) -> Option<String> {
+        let lines: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        (!lines.is_empty()).then(|| lines.join(", "))
+    }
+}
+
+/// Whether an `Allow` value lists `method`: its comma-separated tokens, compared exactly
+/// (method names are case-sensitive, RFC 9110 §9.1: `post` or `POSTAL` is not `POST`).
+pub fn allows(allow: &str, method: &str) -> bool {
+    allow.split(',').any(|m| m.trim() == method)
 }
 
 /// `http://host[:port]/path?query` split for a raw request.

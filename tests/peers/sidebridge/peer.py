@@ -80,6 +80,11 @@ FLAWS = {
     "empty-send-hangup": "SB-D1 (SB-R2 skipped): an empty send gets no reply, the connection is closed",
     "silent-end": "SB-S1: `farewell` ends the session with no message to show",
     "ended-start-html": "SB-D1 (SB-R12 skipped): the session start of a chat it ended gets a 200 HTML page",
+    "allow-lowercase": "SB-H4: GET/PUT/HEAD get 405 with `Allow: post` (method names are case-sensitive)",
+    "sources-null": "SB-D8: reply messages carry `sources: null` (profile alpha needs an array)",
+    "refusal-quotes-key": "SB-A1, SB-A2: the refusal of a missing or wrong key quotes the configured key",
+    "key-prefix": "SB-A2: a key that is a prefix of the configured one is accepted",
+    "leak-node-json": "SB-R10: a V8 JSON.parse message in the error reply",
 }
 ODDITIES = {
     "chunked": "every reply in chunked transfer encoding",
@@ -111,6 +116,10 @@ ODDITIES = {
     "text-plain": "replies are labelled Content-Type: text/plain; charset=utf-8 (the body is the same JSON)",
     "close-delimited": "replies carry no Content-Length: the body ends when the connection closes",
     "word-echo": "`remember` repeats the word back; `recall` also says how many chats it keeps words for",
+    "allow-split": "GET/PUT/HEAD get Allow as two field lines: `Allow: OPTIONS`, then `Allow: POST`",
+    "edit-restored": "every answer also updates the last assistant message of the request's history in place (same id, marked \u2713), one from a chat it never saw included",
+    "length-note": "every answer to a send is followed by a system message giving the answer's length",
+    "late-listen": "prints its address half a second before it listens there",
 }
 
 HTML = b"<html><body><h1>Internal error</h1></body></html>"
@@ -126,6 +135,7 @@ LEAKS = {
     "leak-rust": (400, "EOF while parsing a string at line 1 column 69"),
     "leak-ruby": (400, "JSON::ParserError: unexpected token at '{\"sidebridge\"'"),
     "leak-php": (400, "PHP Fatal error:  Uncaught JsonException: Syntax error in /srv/bridge.php:12"),
+    "leak-node-json": (400, "Unterminated string in JSON at position 73"),
 }
 
 
@@ -171,6 +181,8 @@ def message(state, frm, content):
     m = {"id": new_id(state), "from": frm, "content": content, "sources": []}
     if "no-sources" in state.flaws:
         del m["sources"]
+    if "sources-null" in state.flaws:
+        m["sources"] = None
     if frm == "assistant" and "relative-sources" in state.flaws:
         m["sources"] = [{"title": "Peer docs", "url": "/docs/peer"}]
     if frm == "assistant" and "sources-https" in state.oddities:
@@ -268,10 +280,15 @@ class Handler(BaseHTTPRequestHandler):
         self.error_with_allow(status)
 
     def error_with_allow(self, status):
+        allow = [("Allow", "POST")]
+        if "allow-split" in self.st.oddities:
+            allow = [("Allow", "OPTIONS"), ("Allow", "POST")]
+        if "allow-lowercase" in self.st.flaws:
+            allow = [("Allow", "post")]
         if "html-not-post" in self.st.flaws:
-            return self.send_bytes(status, HTML, ctype="text/html", extra=[("Allow", "POST")])
+            return self.send_bytes(status, HTML, ctype="text/html", extra=allow)
         body = json.dumps({"messages": [message(self.st, "system", "Send a POST with a JSON body.")]}).encode()
-        self.send_bytes(status, body, extra=[("Allow", "POST")])
+        self.send_bytes(status, body, extra=allow)
 
     do_GET = do_PUT = do_HEAD = do_DELETE = not_post
 
@@ -328,8 +345,11 @@ class Handler(BaseHTTPRequestHandler):
                 k.lower() == "x-sidebridge-key" and k != "x-sidebridge-key" for k in self.headers.keys()):
             return self.send_bytes(200, b"key header noted", ctype="text/plain")
         lenient = ("accept-missing-key" in st.flaws and sent_key is None) or (
-            "accept-wrong-key" in st.flaws and sent_key is not None)
+            "accept-wrong-key" in st.flaws and sent_key is not None) or (
+            "key-prefix" in st.flaws and sent_key and st.key and st.key.startswith(sent_key))
         if st.key is not None and sent_key != st.key and not lenient:
+            if "refusal-quotes-key" in st.flaws:
+                return self.error(401, "Wrong key: this bridge expects %s." % st.key, end=True)
             if "refuse-403" in st.oddities:
                 return self.error(403, "This bridge needs the right key (set it in Side Search).", end=True)
             if "auth-garbage-body" in st.flaws:
@@ -498,6 +518,14 @@ class Handler(BaseHTTPRequestHandler):
             prev = getattr(chat, "last_msg", None)
             if "edit-previous" in st.oddities and prev and not any(o["id"] == prev["id"] for o in out):
                 out.append(dict(prev, content="\u2713 " + prev["content"]))
+            if "edit-restored" in st.oddities:
+                # The last assistant message the app sent back, as the app has it: its id
+                # (whoever's process wrote it), updated in place.
+                shown = [h for h in (hist or []) if h.get("from") == "assistant" and isinstance(h.get("id"), str)]
+                if shown and not any(o["id"].upper() == shown[-1]["id"].upper() for o in out):
+                    h = shown[-1]
+                    out.append(message(st, "assistant", "\u2713 " + h.get("content", "")))
+                    out[-1]["id"] = h["id"]
             chat.last_msg = reply
             if "reply-with-request-id" in st.flaws and said.startswith("You said:") and m.get("id"):
                 reply["id"] = m["id"]
@@ -505,6 +533,8 @@ class Handler(BaseHTTPRequestHandler):
             chat.said[k] = said
             chat.last = said
             out.append(reply)
+            if "length-note" in st.oddities:
+                out.append(message(st, "system", "(%d characters)" % len(said)))
             if chat.private and "private-reassert" in st.oddities and "disableSendHistory" not in opts:
                 opts["disableSendHistory"] = True
             if "answer-twice" in st.flaws and hist and hist[-1].get("id") == m.get("id"):
@@ -526,12 +556,20 @@ def main():
         for k, v in sorted(ODDITIES.items()):
             print("oddity\t%s\t%s" % (k, v))
         return
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    late = "late-listen" in a.oddity
+    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler, bind_and_activate=not late)
+    if late:
+        # The address is printed first; the socket listens half a second later.
+        srv.server_bind()
+        srv.server_address = srv.socket.getsockname()
     srv.daemon_threads = True
     srv.state = State(a.key, a.flaw, a.oddity)
     sys.stderr.write("peer bridge ready, serving on http://127.0.0.1:%d (flaws: %s)\n"
                      % (srv.server_address[1], ",".join(a.flaw) or "none"))
     sys.stderr.flush()
+    if late:
+        time.sleep(0.5)
+        srv.server_activate()
     try:
         srv.serve_forever()
     except KeyboardInterrupt:
