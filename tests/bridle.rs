@@ -684,7 +684,12 @@ fn check_agent_passes_on_the_reference_agent_and_fails_each_break() {
             "stream_end carries messageId",
             &[],
         ),
-        ("no-kind", "notes", "want thinking or tool", &[]),
+        (
+            "bad-kind",
+            "notes",
+            "has kind \"reasoning\", want thinking or tool",
+            &[],
+        ),
         (
             "no-reconnect",
             "agent-reconnect",
@@ -1123,15 +1128,19 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
     for ((v, rule, shown), (code, out)) in NODE_AGENT_VARIANTS.iter().zip(&results[1..]) {
         assert_eq!(*code, 0, "AGENT_VARIANT={v}: {out}");
         assert!(not_passed(out).is_empty(), "AGENT_VARIANT={v}: {out}");
+        let head = format!("pass    {rule}");
         let at = out
             .lines()
-            .position(|l| l == format!("pass    {rule}"))
+            .position(|l| l == head || l.starts_with(&format!("{head} — ")))
             .unwrap_or_else(|| panic!("AGENT_VARIANT={v}: {rule} did not pass:\n{out}"));
+        // Shown on the verdict's line or on one of its sub-checks.
+        let verdict = out.lines().nth(at).into_iter();
+        let subs = out
+            .lines()
+            .skip(at + 1)
+            .take_while(|l| l.starts_with("          "));
         assert!(
-            out.lines()
-                .skip(at + 1)
-                .take_while(|l| l.starts_with("          "))
-                .any(|l| l.starts_with(shown)),
+            verdict.chain(subs).any(|l| l.starts_with(shown)),
             "AGENT_VARIANT={v}: {out}"
         );
     }
@@ -1415,9 +1424,9 @@ const NODE_AGENT_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     (
-        "notes-no-kind",
+        "notes-bad-kind",
         "notes",
-        "has kind null, want thinking or tool",
+        "inside the turn has kind \"reasoning\", want thinking or tool",
         &[],
     ),
     (
@@ -1433,11 +1442,23 @@ const NODE_AGENT_DIVERGENCES: &[Divergence] = &[
 
 /// `AGENT_VARIANT=NAME node tests/node/agent.js`: legal but unusual shapes that pass every rule.
 /// (variant, the rule it exercises, what that rule shows for it.)
-const NODE_AGENT_VARIANTS: &[(&str, &str, &str)] = &[(
-    "quick-end",
-    "stream-end-final",
-    "          ---- messageId — not applicable: no stream before stream_end",
-)];
+const NODE_AGENT_VARIANTS: &[(&str, &str, &str)] = &[
+    (
+        "quick-end",
+        "stream-end-final",
+        "          ---- messageId — not applicable: no stream before stream_end",
+    ),
+    (
+        "no-parts",
+        "streaming-replace",
+        "pass    streaming-replace — parts omitted on ",
+    ),
+    (
+        "unmarked-notes",
+        "notes",
+        "pass    notes — 2 of 2 notes carry no kind, notes by their place in the turn",
+    ),
+];
 
 /// Checks one divergence's report: its rule's verdict (a fail, or a warn for a SHOULD rule)
 /// names the cause, and the other verdicts short of a pass are exactly the row's list.

@@ -96,22 +96,27 @@ impl SeenTx {
     }
 }
 
+/// The hub double. It runs on a runtime of its own, on its own thread, so that it can go away
+/// as a hub process does when it dies or restarts: dropping that runtime drops every
+/// connection at once, the sockets closed by the kernel with no Engine.IO CLOSE packet and no
+/// WebSocket close frame. (A graceful Socket.IO shutdown sent a CLOSE packet, which
+/// python-socketio's client takes for a deliberate disconnect and does not reconnect after:
+/// a false alarm on a python agent that reconnects after a real crash, found by an audit.)
 struct FakeHub {
     addr: SocketAddr,
-    io: SocketIo,
     /// The agent's socket and when it connected.
     agent: Arc<Mutex<Option<(SocketRef, Instant)>>>,
     rx: mpsc::UnboundedReceiver<Seen>,
     queued: Arc<std::sync::atomic::AtomicUsize>,
     /// Frames dropped because [`MAX_QUEUED`] were waiting.
     dropped: Arc<std::sync::atomic::AtomicUsize>,
+    /// Ends the hub's runtime (and with it every connection).
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl FakeHub {
     async fn start(addr: SocketAddr, api_key: String) -> std::io::Result<FakeHub> {
-        let (layer, io) = SocketIo::builder().build_layer();
         let (tx, rx) = mpsc::unbounded_channel();
         let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -162,8 +167,6 @@ impl FakeHub {
             });
             std::future::ready(Ok(()))
         };
-        io.ns(AGENT_NSP, (async || {}).with(middleware));
-        // Any other namespace (`/`, a typo) is refused, and recorded so the verdict can name it.
         let wrong = move |s: SocketRef, TryData(auth): TryData<Value>| {
             wrong_tx.send(Seen::WrongNamespace {
                 nsp: s.ns().to_string(),
@@ -171,28 +174,65 @@ impl FakeHub {
             });
             std::future::ready(Err::<(), _>(Rejected))
         };
-        io.ns("/", (async || {}).with(wrong.clone()));
-        let _ = io.dyn_ns("/{*rest}", (async || {}).with(wrong));
-        let app = axum::Router::new().layer(layer);
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let (ready, is_ready) = tokio::sync::oneshot::channel::<std::io::Result<SocketAddr>>();
+        let thread = std::thread::Builder::new()
+            .name("hub-double".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let (layer, io) = SocketIo::builder().build_layer();
+                    io.ns(AGENT_NSP, (async || {}).with(middleware));
+                    // Any other namespace (`/`, a typo) is refused, and recorded so the
+                    // verdict can name it.
+                    io.ns("/", (async || {}).with(wrong.clone()));
+                    let _ = io.dyn_ns("/{*rest}", (async || {}).with(wrong));
+                    let app = axum::Router::new().layer(layer);
+                    let listener = match tokio::net::TcpListener::bind(addr).await {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = ready.send(listener.local_addr());
+                    tokio::select! {
+                        _ = axum::serve(listener, app) => {}
+                        _ = stopped => {}
+                    }
+                });
+                // Every task dropped: each connection's socket closed, as at a process's death.
+                rt.shutdown_background();
+            })?;
+        let addr = match is_ready.await {
+            Ok(r) => r,
+            Err(_) => Err(std::io::Error::other("the hub double's thread ended")),
+        };
+        let addr = match addr {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = thread.join();
+                return Err(e);
+            }
+        };
         Ok(FakeHub {
             addr,
-            io,
             agent,
             rx,
             queued,
             dropped,
             stop: Some(stop),
-            task,
+            thread: Some(thread),
         })
     }
 
@@ -200,17 +240,24 @@ impl FakeHub {
         format!("http://{}", self.addr)
     }
 
-    /// Stops listening, then closes every socket.
-    ///
-    /// In that order. A socket.io client whose transport closes reconnects within a few hundred
-    /// ms; while the old listener still accepted, it could reach this closing server, whose
-    /// namespaces `close` has already removed: a CONNECT_ERROR, after which socket.io-client
-    /// does not retry, so it never reached the restarted hub double. (Found by reading the code
-    /// after a CI run failed "no reconnection within 8s"; that failure's own cause, caught later
-    /// in the client's debug log, was the upgrade race [`FakeHub::settle_transport`] avoids.)
+    /// Goes away at once, as a hub process that dies: the listener and every connection
+    /// closed together (the runtime dropped), so a client never reaches a hub that is half
+    /// gone. (A graceful shutdown that stopped listening and then closed the namespaces let a
+    /// fast reconnect meet removed namespaces: a CONNECT_ERROR, after which socket.io-client
+    /// does not retry. Found by reading the code after a CI run failed "no reconnection within
+    /// 8s"; that failure's own cause, caught later in the client's debug log, was the upgrade
+    /// race [`FakeHub::settle_transport`] avoids.)
     async fn shutdown(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            // Bounded: the thread only drops its runtime (in the background) and returns.
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                tokio::task::spawn_blocking(move || t.join()),
+            )
+            .await;
         }
         // Bounded: until a connection to the old address is refused (the listener is gone); a
         // connect that hangs (a full backlog) counts as still listening.
@@ -224,9 +271,6 @@ impl FakeHub {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.io.close()).await;
-        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.task).await;
-        self.task.abort();
     }
 
     async fn next(&mut self, deadline: Instant) -> Option<Seen> {
@@ -304,7 +348,10 @@ impl FakeHub {
 
 impl Drop for FakeHub {
     fn drop(&mut self) {
-        self.task.abort();
+        // The thread drops its runtime on its own; it is not waited for here.
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
     }
 }
 
@@ -557,11 +604,24 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     const PLAIN: &str = "the agent answered with a plain message (a complete, non-streamed \
                          response, legal): no stream to judge";
 
+    // Frames without `parts` are legal (the spec's backward compatibility: "if parts is
+    // missing, they build it from text"): the streaming rules judge them with the parts every
+    // receiver builds, and streaming-replace says so.
+    let (with_parts, built) = parts_from_text(&frames);
+
     // streaming-replace
     out.push(if plain_answer {
         Verdict::not_run(id::STREAMING_REPLACE, PLAIN)
     } else {
-        match rules::streaming_replace_with(&frames, rules::EndText::MayExtend) {
+        match rules::streaming_replace_with(&with_parts, rules::EndText::MayExtend) {
+            Ok(()) if built > 0 => {
+                let mut v = Verdict::pass(id::STREAMING_REPLACE);
+                v.detail = format!(
+                    "parts omitted on {built} frame(s): built from text, as receivers do \
+                     (backward compatibility)"
+                );
+                v
+            }
             Ok(()) => Verdict::pass(id::STREAMING_REPLACE),
             Err(e) => Verdict::fail(id::STREAMING_REPLACE, incomplete.clone().unwrap_or(e)),
         }
@@ -571,7 +631,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     out.push(if plain_answer {
         Verdict::not_run(id::STREAM_END_FINAL, PLAIN)
     } else {
-        stream_end_final(&frames, incomplete.as_deref())
+        stream_end_final(&with_parts, incomplete.as_deref())
     });
 
     // notes
@@ -794,29 +854,58 @@ fn stream_end_final(frames: &[(String, Value)], incomplete: Option<&str>) -> Ver
     Verdict::from_all_subchecks(id::STREAM_END_FINAL, subs)
 }
 
+/// The frames with the text parts a receiver builds where `stream`, `stream_end` or `message`
+/// carries text and no `parts` (absent or null), and how many were built.
+fn parts_from_text(frames: &[(String, Value)]) -> (Vec<(String, Value)>, usize) {
+    let mut built = 0;
+    let out = frames
+        .iter()
+        .map(|(n, d)| {
+            let mut d = d.clone();
+            if matches!(n.as_str(), "stream" | "stream_end" | "message")
+                && d.get("parts").is_none_or(Value::is_null)
+                && let Some(text) = d.get("text").and_then(Value::as_str)
+            {
+                d["parts"] = text_parts(text);
+                built += 1;
+            }
+            (n.clone(), d)
+        })
+        .collect();
+    (out, built)
+}
+
+/// Notes: a `kind`, where a frame has one, is `thinking` or `tool`. An unmarked frame inside
+/// the turn is a note by its place, which the spec makes legal ("Runtimes should set this";
+/// the place "lets existing runtimes get the work log without a change"): passed, and said.
 fn notes(frames: &[(String, Value)]) -> Verdict {
     let mut open = false;
     let mut count = 0;
+    let mut unmarked = 0;
     for (n, d) in frames {
         match n.as_str() {
             "typing" => open = true,
             "stream_end" => open = false,
-            "message" => {
-                let kind = d.get("kind").and_then(Value::as_str);
-                if open || kind.is_some() {
+            "message" => match d.get("kind") {
+                None | Some(Value::Null) if open => {
                     count += 1;
-                    if !matches!(kind, Some("thinking" | "tool")) {
+                    unmarked += 1;
+                }
+                None | Some(Value::Null) => {}
+                Some(kind) => {
+                    count += 1;
+                    if !matches!(kind.as_str(), Some("thinking" | "tool")) {
                         return Verdict::fail(
                             id::NOTES,
                             format!(
-                                "a note {} inside the turn has kind {}, want thinking or tool",
+                                "a note {} {} the turn has kind {kind}, want thinking or tool",
                                 d["text"],
-                                d.get("kind").cloned().unwrap_or(Value::Null)
+                                if open { "inside" } else { "outside" }
                             ),
                         );
                     }
                 }
-            }
+            },
             _ => {}
         }
     }
@@ -827,6 +916,15 @@ fn notes(frames: &[(String, Value)]) -> Verdict {
             id::NOTES,
             "no notes in the turn (notes are optional): nothing to judge",
         );
+    }
+    if unmarked > 0 {
+        let mut v = Verdict::pass(id::NOTES);
+        v.detail = format!(
+            "{unmarked} of {count} notes carry no kind, notes by their place in the turn \
+                 (legal; the spec asks runtimes to set kind: it is the only signal that \
+                 survives a turn with no streamed answer)"
+        );
+        return v;
     }
     Verdict::pass(id::NOTES)
 }

@@ -724,6 +724,11 @@ async fn refused(
                     Ok("admitted, then disconnected at once".into())
                 }
                 Ok(e) => Err(format!("admitted and delivered {:?} {}", e.name, e.data)),
+                // Not the same as silence: say what came (e.g. a CONNECT_ERROR-like frame a
+                // Socket.IO parser refuses, such as `41/ws/client,{…}` after a CONNECT ack).
+                Err(e @ RecvError::Invalid { .. }) => Err(format!(
+                    "admitted, then sent a frame that is not Socket.IO: {e}"
+                )),
                 Err(_) => Err(format!("admitted and not disconnected within {wait:?}")),
             }
         }
@@ -1970,6 +1975,12 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
             "final text",
             if st == 200 && v["text"] == "Final answer." && v["ts"].is_number() {
                 Ok(format!("{v}"))
+            } else if st == 200 && v["text"] == "Final answer." {
+                // The text is right: name what is not.
+                Err(format!(
+                    "/message/sync = {st} {v}: ts is {}, want a number (ms since the epoch)",
+                    v.get("ts").map_or("missing".into(), |t| format!("{t}"))
+                ))
             } else {
                 Err(format!(
                     "/message/sync = {st} {v}, want 200 with the final text \"Final answer.\""

@@ -11,12 +11,14 @@ const DIVERGENCES = {
   "register-once": "emits register after its first connection only, not after reconnecting",
   "wrong-client-id": "answers under the message's clientId with `-x` appended",
   "end-new-id": "stream_end carries a messageId of its own, not the streams'",
-  "notes-no-kind": "notes are sent without their kind",
+  "notes-bad-kind": "notes are sent with kind \"reasoning\", which the spec does not give",
   "no-reconnect": "does not reconnect after the hub goes away",
 };
 const VARIANTS = {
   "quick-end": "answers before the first 100 ms flush: no stream frame, only stream_end (the runtime's timer never fired)",
   "plain-answer": "answers with one complete, non-streamed message (no typing, no notes, no stream)",
+  "no-parts": "sends stream and stream_end with text only, no parts (the spec's backward compatibility: receivers build parts from text)",
+  "unmarked-notes": "sends its notes without kind: inside the turn they are notes by their place (the spec asks runtimes to set kind, a should)",
   "slow-upgrade": "answers as plain-answer does, on a slow network: its WebSocket upgrade probe is answered 600 ms late, so the upgrade is still under way after its answer",
 };
 if (process.argv[2] === "--list") {
@@ -68,7 +70,10 @@ socket.on("connect", () => {
   if (diverge !== "register-once" || connected === 1) socket.emit("register", {});
 });
 
-const parts = (text) => [{ type: "text", text }];
+const textParts = (text) => [{ type: "text", text }];
+// Frame fields for `text`: its parts, or none at all for the no-parts variant.
+const withParts = (text) => (variant === "no-parts" ? {} : { parts: textParts(text) });
+const parts = textParts;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function streamSend(clientId, produce) {
@@ -78,7 +83,7 @@ async function streamSend(clientId, produce) {
   const flush = () => {
     if (latest !== sent) {
       sent = latest;
-      socket.emit("stream", { clientId, text: latest, parts: parts(latest), messageId, ts: Date.now() });
+      socket.emit("stream", { clientId, text: latest, ...withParts(latest), messageId, ts: Date.now() });
     }
   };
   const timer = setInterval(flush, 100);
@@ -86,7 +91,7 @@ async function streamSend(clientId, produce) {
   clearInterval(timer);
   if (diverge === "end-replaces") final = "A different ending.";
   const endId = diverge === "end-new-id" ? require("crypto").randomUUID() : messageId;
-  socket.emit("stream_end", { clientId, text: final, parts: parts(final), messageId: endId, ts: Date.now() });
+  socket.emit("stream_end", { clientId, text: final, ...withParts(final), messageId: endId, ts: Date.now() });
 }
 
 socket.on("message", async (m) => {
@@ -99,7 +104,8 @@ socket.on("message", async (m) => {
   socket.emit("typing", { clientId, ts: Date.now() });
   const note = (kind, text) =>
     socket.emit("message", {
-      clientId, ...(diverge === "notes-no-kind" ? {} : { kind }), text, parts: parts(text),
+      clientId, ...(variant === "unmarked-notes" ? {} : { kind: diverge === "notes-bad-kind" ? "reasoning" : kind }),
+      text, parts: parts(text),
       messageId: require("crypto").randomUUID(), ts: Date.now(),
     });
   note("thinking", "Reading: " + m.text);

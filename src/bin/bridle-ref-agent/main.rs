@@ -29,7 +29,10 @@ const BREAKS: &[(&str, &str)] = &[
         "root-namespace",
         "agent-auth: connects to namespace / instead of /ws/agent",
     ),
-    ("no-kind", "notes: notes carry no kind"),
+    (
+        "bad-kind",
+        "notes: notes carry kind \"reasoning\", not a spec value",
+    ),
     (
         "no-reconnect",
         "agent-reconnect: gives up when the hub goes away",
@@ -191,9 +194,11 @@ async fn answer(cfg: &Cfg, s: &Socket, msg: &Value) {
     for (kind, note) in notes {
         let mut frame = json!({"clientId": client_id, "text": note, "parts": text_parts(&note),
                                "messageId": uuid::Uuid::new_v4().to_string(), "ts": now()});
-        if !cfg.broken("no-kind") {
-            frame["kind"] = json!(kind);
-        }
+        frame["kind"] = json!(if cfg.broken("bad-kind") {
+            "reasoning"
+        } else {
+            kind
+        });
         s.emit("message", frame);
     }
     let reply = format!("You said: {text}. This answer arrives in several streamed pieces.");
