@@ -144,6 +144,11 @@ fn pins_and_parity_write_junit_markdown_html_and_json() {
     );
     let md = fs::read_to_string(out_dir.join("parity.md")).unwrap();
     assert!(md.contains(CELL), "{md}");
+    // Parity's waits are bounded by --timeout-ms (default 15 s); pins have none, so no bound
+    // is printed for them (it said "per-wait timeout 0 ms").
+    assert!(md.contains("per-wait timeout 15000 ms"), "{md}");
+    let pins_md = fs::read_to_string(out_dir.join("pins.md")).unwrap();
+    assert!(!pins_md.contains("per-wait timeout"), "{pins_md}");
     assert!(
         fs::read_to_string(out_dir.join("parity.html"))
             .unwrap()

@@ -79,6 +79,8 @@ fn side_bridge_and_bridle_checks_write_junit_markdown_and_html() {
             "check",
             "bridle",
             "agent",
+            "--wait-ms",
+            "2345",
             "--",
             env!("CARGO_BIN_EXE_bridle-ref-agent"),
         ],
@@ -86,9 +88,8 @@ fn side_bridge_and_bridle_checks_write_junit_markdown_and_html() {
     );
     assert_eq!(code, Some(0));
     assert_eq!(junit_failures(&x), 0);
-    assert!(
-        std::fs::read_to_string(&m)
-            .unwrap()
-            .contains("bridgewire check bridle")
-    );
+    let md = std::fs::read_to_string(&m).unwrap();
+    assert!(md.contains("bridgewire check bridle"), "{md}");
+    // The header gives the run's own bound on each wait (it said 0 ms for every Bridle run).
+    assert!(md.contains("per-wait timeout 2345 ms"), "{md}");
 }

@@ -117,11 +117,13 @@ fn report(verdicts: &[Verdict], format: super::Format, strict: bool) -> u8 {
 fn live_for(
     target: &str,
     started_ms: i64,
+    wait_ms: u64,
     files: &crate::report::ReportFiles,
     format: super::Format,
     strict: bool,
 ) -> crate::report::live::Live {
-    let r = crate::report::ReportFiles::simple_report("bridle", target, started_ms, Vec::new());
+    let mut r = crate::report::ReportFiles::simple_report("bridle", target, started_ms, Vec::new());
+    r.meta.timeout_ms = wait_ms;
     let mut policy = r.policy;
     policy.strict = strict;
     crate::report::live::Live::start_held(
@@ -146,13 +148,15 @@ fn joined(command: &[OsString]) -> String {
 /// Writes the requested report files; a file that cannot be written makes the run exit 2.
 fn write_reports(
     files: &crate::report::ReportFiles,
-    protocol: &str,
-    target: &str,
+    (protocol, target): (&str, &str),
     started_ms: i64,
+    wait_ms: u64,
     verdicts: Vec<Verdict>,
     code: u8,
 ) -> u8 {
-    let report = crate::report::ReportFiles::simple_report(protocol, target, started_ms, verdicts);
+    let mut report =
+        crate::report::ReportFiles::simple_report(protocol, target, started_ms, verdicts);
+    report.meta.timeout_ms = wait_ms;
     match files.write(&report) {
         Ok(()) => code,
         Err(e) => {
@@ -187,6 +191,7 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
     let live = live_for(
         a.url.clone().unwrap_or_else(|| joined(&a.command)).as_str(),
         started,
+        a.wait_ms,
         &a.reports,
         a.format,
         a.strict,
@@ -209,9 +214,9 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
             let target = joined(&a.command);
             return write_reports(
                 &a.reports,
-                "bridle",
-                &target,
+                ("bridle", &target),
                 started,
+                a.wait_ms,
                 verdicts,
                 exit::INVALID_INPUT,
             );
@@ -243,7 +248,14 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
         eprintln!("bridgewire check bridle hub: {why}");
         code = exit::INVALID_INPUT;
     }
-    write_reports(&a.reports, "bridle", &cfg.url, started, verdicts, code)
+    write_reports(
+        &a.reports,
+        ("bridle", &cfg.url),
+        started,
+        a.wait_ms,
+        verdicts,
+        code,
+    )
 }
 
 pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
@@ -270,7 +282,7 @@ pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
     };
     let started = crate::util::now_ms();
     let target = joined(&cfg.command);
-    let live = live_for(&target, started, &a.reports, a.format, false);
+    let live = live_for(&target, started, a.wait_ms, &a.reports, a.format, false);
     let cfg = AgentCheck {
         live: Some(live.clone()),
         ..cfg
@@ -290,7 +302,14 @@ pub fn check_agent_cmd(a: &AgentArgs) -> u8 {
         eprintln!("bridgewire check bridle agent: {why}");
         code = exit::INVALID_INPUT;
     }
-    write_reports(&a.reports, "bridle", &target, started, verdicts, code)
+    write_reports(
+        &a.reports,
+        ("bridle", &target),
+        started,
+        a.wait_ms,
+        verdicts,
+        code,
+    )
 }
 
 #[derive(clap::Args, Debug)]

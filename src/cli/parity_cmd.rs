@@ -351,12 +351,13 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
         exit::OK
     };
     let target = format!("{} vs {}", base.runner.label(), head.runner.label());
-    let report = crate::report::ReportFiles::simple_report(
+    let mut report = crate::report::ReportFiles::simple_report(
         "parity",
         &target,
         started_ms,
         results.iter().map(parity::verdict).collect(),
     );
+    report.meta.timeout_ms = a.timeout_ms;
     if let Err(e) = a.reports.write(&report) {
         eprintln!("error: {e}");
         return exit::INVALID_INPUT;

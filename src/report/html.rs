@@ -44,11 +44,11 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(
         o,
-        "<p>Target: <code>{}</code><br>Started {} · {} ms · per-wait timeout {} ms{}</p>",
+        "<p>Target: <code>{}</code><br>Started {} · {} ms{}{}</p>",
         escape(&r.meta.target),
         escape(&r.meta.started_at),
         r.meta.duration_ms,
-        r.meta.timeout_ms,
+        super::wait_bound(r.meta.timeout_ms),
         r.meta
             .fixture
             .as_ref()

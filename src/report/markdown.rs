@@ -33,8 +33,10 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(out, "Target: `{}`  ", r.meta.target.replace('`', "'"));
     let _ = writeln!(
         out,
-        "Started {} · {} ms · per-wait timeout {} ms\n",
-        r.meta.started_at, r.meta.duration_ms, r.meta.timeout_ms
+        "Started {} · {} ms{}\n",
+        r.meta.started_at,
+        r.meta.duration_ms,
+        super::wait_bound(r.meta.timeout_ms)
     );
     let _ = writeln!(
         out,

@@ -18,6 +18,16 @@ pub mod terminal;
 
 use crate::rule::{Level, Policy, Status, Summary, Verdict};
 
+/// The header's " · per-wait timeout N ms", or nothing for a run that set no bound on its
+/// waits (offline passes such as pins): a 0 there read as "no time at all".
+pub fn wait_bound(timeout_ms: u64) -> String {
+    if timeout_ms == 0 {
+        String::new()
+    } else {
+        format!(" · per-wait timeout {timeout_ms} ms")
+    }
+}
+
 /// What was run, for the report headers.
 #[derive(Debug, Clone, Default)]
 pub struct RunMeta {
