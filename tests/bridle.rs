@@ -1174,7 +1174,19 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         "a JWT without sub: admitted",
         &[],
     ),
+    (
+        "accept-alg-none",
+        "handshake-auth",
+        "an unsigned JWT (alg none, roles ADMIN): admitted",
+        &[],
+    ),
     ("no-agent-id", "event-fields", "lacks agentId", &[]),
+    (
+        "end-as-last-stream",
+        "streaming-replace",
+        "final text relayed: the browser's stream_end says \"Hello, how are you?\", the agent's said",
+        &[],
+    ),
     (
         "leak-client-id",
         "event-fields",

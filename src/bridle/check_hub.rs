@@ -743,7 +743,10 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
     let forged = sign_jwt(&format!("{secret}-wrong"), "auth-user", &[]);
     let expired = sign_claims(secret, &json!({ "sub": "auth-user", "exp": now - 3600 }));
     let no_sub = sign_claims(secret, &json!({ "roles": ["USER"], "exp": now + 3600 }));
-    let browsers: [(&str, Value); 6] = [
+    // Not verified by the secret at all: the spec's hub verifies every token with JWT_SECRET.
+    let unsigned =
+        unsigned_jwt(&json!({ "sub": "auth-user", "roles": ["ADMIN"], "exp": now + 3600 }));
+    let browsers: [(&str, Value); 7] = [
         ("browser without token", json!({ "agentId": a })),
         (
             "browser with a JWT signed by another secret",
@@ -760,6 +763,10 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
         (
             "browser with a JWT without sub",
             json!({ "token": no_sub, "agentId": a }),
+        ),
+        (
+            "browser with an unsigned JWT (alg none, roles ADMIN)",
+            json!({ "token": unsigned, "agentId": a }),
         ),
         ("browser without agentId", json!({ "token": good })),
     ];
@@ -791,6 +798,22 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
         .await;
     let r = admitted_and_kept(ctx, agent, Peer::agent).await;
     push(subs, judged("agent with the right apiKey", r));
+}
+
+/// A JWT with `"alg": "none"` and an empty signature: what a hub that reads the header's
+/// algorithm instead of insisting on its own accepts without any secret.
+fn unsigned_jwt(claims: &Value) -> String {
+    let b64 = |v: &Value| {
+        crate::util::base64_encode(v.to_string().as_bytes())
+            .trim_end_matches('=')
+            .replace('+', "-")
+            .replace('/', "_")
+    };
+    format!(
+        "{}.{}.",
+        b64(&json!({ "alg": "none", "typ": "JWT" })),
+        b64(claims)
+    )
 }
 
 /// The passing half of `handshake-auth` for one side: the connection was admitted and is not
@@ -1509,12 +1532,17 @@ async fn scripted_turn(
     Ok(b.collect_until("stream_end", ctx.c.wait).await)
 }
 
+/// The final text of [`stream_script`]'s turn: it extends the last `stream`, as a runtime's
+/// does when tokens arrive after its last 100 ms flush (the spec's agent implementation), so a
+/// hub that rewrites `stream_end` with the last accumulation loses its tail, visibly.
+const SCRIPT_FINAL: &str = "Hello, how are you? I am fine.";
+
 fn stream_script(mid: &str) -> Vec<(&'static str, Value)> {
     let mut v = vec![("typing", json!({ "ts": crate::util::now_ms() }))];
     for t in ["Hello", "Hello, how", "Hello, how are you?"] {
         v.push(("stream", text_frame("", t, mid)));
     }
-    v.push(("stream_end", text_frame("", "Hello, how are you?", mid)));
+    v.push(("stream_end", text_frame("", SCRIPT_FINAL, mid)));
     v
 }
 
@@ -1586,8 +1614,23 @@ async fn streaming_replace(ctx: &Ctx<'_>, subs: &Subs) {
         subs,
         judged(
             "accumulation",
-            rules::streaming_replace(&seen)
-                .map(|()| "each stream extends the previous; stream_end is the last".into()),
+            rules::streaming_replace_with(&seen, rules::EndText::MayExtend)
+                .map(|()| "each stream extends the previous; stream_end extends the last".into()),
+        ),
+    );
+    // The hub relays the agent's final text as it is (here it extends the last stream).
+    let end = seen.iter().rev().find(|(n, _)| n == "stream_end");
+    push(
+        subs,
+        judged(
+            "final text relayed",
+            match end.and_then(|(_, d)| d["text"].as_str()) {
+                Some(SCRIPT_FINAL) => Ok(format!("{SCRIPT_FINAL:?}")),
+                got => Err(format!(
+                    "the browser's stream_end says {}, the agent's said {SCRIPT_FINAL:?}",
+                    got.map_or("no text".into(), |t| format!("{t:?}"))
+                )),
+            },
         ),
     );
 }

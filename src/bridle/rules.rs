@@ -83,6 +83,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "browser with a malformed token",
             "browser with an expired JWT",
             "browser with a JWT without sub",
+            "browser with an unsigned JWT (alg none, roles ADMIN)",
             "browser without agentId",
             "agent with a wrong apiKey",
             "agent without apiKey",
@@ -169,7 +170,10 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
         ],
     ),
     (id::STREAM_RELAY, &["order", "messageId"]),
-    (id::STREAMING_REPLACE, &["accumulation"]),
+    (
+        id::STREAMING_REPLACE,
+        &["accumulation", "final text relayed"],
+    ),
     (
         id::NOTES,
         &[
