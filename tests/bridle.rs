@@ -1181,6 +1181,7 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     ("no-agent-id", "event-fields", "lacks agentId", &[]),
+    ("ts-string", "event-fields", "ts is \"17", &[]),
     (
         "end-as-last-stream",
         "streaming-replace",

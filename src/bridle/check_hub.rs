@@ -1296,6 +1296,21 @@ fn field_problems(v: &Value, fields: &[&str], banned: &[&str]) -> Vec<String> {
         .filter(|f| v.get(**f).is_none_or(Value::is_null))
         .map(|f| format!("lacks {f}"))
         .collect();
+    // The types the spec's interfaces give the listed fields (`ts: number`, …).
+    for f in fields {
+        let (ok, want) = match (*f, v.get(*f)) {
+            (_, None | Some(Value::Null)) => continue,
+            ("ts", Some(x)) => (x.is_number(), "a number"),
+            ("text" | "messageId" | "clientId" | "agentId" | "type", Some(x)) => {
+                (x.is_string(), "a string")
+            }
+            ("parts", Some(x)) => (x.is_array(), "an array"),
+            _ => continue,
+        };
+        if !ok {
+            out.push(format!("{f} is {}, want {want}", v[*f]));
+        }
+    }
     out.extend(
         banned
             .iter()

@@ -51,6 +51,7 @@ const DIVERGENCES = {
   "stream-end-alias": "browsers get each stream_end twice: as stream_end and as `streamEnd`, a look-alike of the spec's name",
   "drop-typing": "typing is not relayed to browsers (stream and stream_end are)",
   "crash-on-null": "the process exits when a browser's message is null",
+  "ts-string": "events relayed to browsers carry ts as a string of digits, not a number",
   "end-as-last-stream": "stream_end reaches browsers with the last stream's text and parts, losing what the agent's final text added",
   "drop-stream-end": "stream_end is not relayed to browsers (typing and stream are; HTTP sync still gets it)",
   "status-flood": "browsers get a `status` event every 2 ms after welcome (ten times the flood threshold, so a loaded machine still floods)",
@@ -316,6 +317,7 @@ function relay(agentId, event, data) {
   const out = { type: event };
   if (event === "typing") {
     out.ts = data.ts || Date.now();
+    if (is("ts-string")) out.ts = String(out.ts);
     if (is("leak-client-id")) out.clientId = clientId;
   } else {
     const text = typeof data.text === "string" ? data.text : "";
@@ -338,6 +340,7 @@ function relay(agentId, event, data) {
       out.parts = textParts(out.text);
     }
     out.ts = data.ts || Date.now();
+    if (is("ts-string")) out.ts = String(out.ts);
     if (event === "message" && data.kind && !is("notes-no-kind")) out.kind = data.kind;
   }
   for (const b of browsers.get(agentId) || []) {
