@@ -225,14 +225,20 @@ fn spec_fields(got: &Value, want: &Value) -> Result<String, ()> {
         .filter(|k| !want.contains_key(*k))
         .map(String::as_str)
         .collect();
-    Ok(if extras.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; extensions, which the spec does not forbid (not judged): {}",
-            extras.join(", ")
-        )
-    })
+    Ok(extensions_note(&extras))
+}
+
+/// A passing sub-check's tail naming what the spec does not list and does not forbid (events,
+/// fields), or "" when there is none.
+fn extensions_note(extensions: &[impl AsRef<str>]) -> String {
+    if extensions.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = extensions.iter().map(AsRef::as_ref).collect();
+    format!(
+        "; extensions, which the spec does not forbid (not judged): {}",
+        names.join(", ")
+    )
 }
 
 fn names(events: &[(String, Value)]) -> Vec<&str> {
@@ -2364,14 +2370,7 @@ async fn spec_events_only(ctx: &Ctx<'_>, subs: &Subs) {
                 Some(why) => misused.push(format!("{n:?} ×{c} ({why})")),
             }
         }
-        let info = if extensions.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; extensions, which the spec does not forbid (not judged): {}",
-                extensions.join(", ")
-            )
-        };
+        let info = extensions_note(&extensions);
         push(
             subs,
             if spec == 0 && ext.is_empty() {

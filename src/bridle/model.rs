@@ -176,10 +176,11 @@ impl Model for BridleModel {
     }
 
     /// Parity and replay compare what the spec lets two hubs share: extensions are left out
-    /// (events: [`is_extension`]; fields of an HTTP answer: [`http_extensions`]) and the free tail of the hub's own not-connected reply is folded
-    /// ([`fold_not_connected`]), then ids are interned and times zeroed. Only the hub's own
-    /// reply: a browser message answered before any agent frame of that turn. An agent's answer
-    /// that happens to begin with the same words is relayed text, compared whole.
+    /// (events: [`is_extension`]; fields of an HTTP answer: [`http_extensions`]) and the free
+    /// tail of the hub's own not-connected reply is folded ([`fold_not_connected`]), then ids
+    /// are interned and times zeroed. Only the hub's own reply: a browser message answered
+    /// before any agent frame of that turn. An agent's answer that happens to begin with the
+    /// same words is relayed text, compared whole.
     fn normalize_events(&self, mut events: Vec<Value>) -> Vec<Value> {
         let mut agent_in_turn = false;
         drop_http_extensions(&mut events);
@@ -250,12 +251,13 @@ fn http_answer_fields(request: &Value) -> Option<&'static [&'static str]> {
     }
 }
 
-/// Each 2xx HTTP answer (`hub→http`) whose body is an object, with the fields the spec gives
-/// it, for `f`. Answers are paired with requests (`http→hub`) in order, as the player sends
-/// and awaits them.
-fn for_http_answers(events: &mut [Value], mut f: impl FnMut(&mut Value, &[&str])) {
+/// Each 2xx HTTP answer (`hub→http`) whose body is an object: its index in `events` and the
+/// fields the spec gives it. Answers are paired with requests (`http→hub`) in order, as the
+/// player sends and awaits them.
+fn http_answers(events: &[Value]) -> Vec<(usize, &'static [&'static str])> {
     let mut requests = std::collections::VecDeque::new();
-    for e in events.iter_mut() {
+    let mut answers = Vec::new();
+    for (i, e) in events.iter().enumerate() {
         match e["dir"].as_str() {
             Some("http→hub") => requests.push_back(http_answer_fields(&e["http"])),
             Some("hub→http") => {
@@ -266,35 +268,35 @@ fn for_http_answers(events: &mut [Value], mut f: impl FnMut(&mut Value, &[&str])
                 if let (Some(fields), true) = (fields, ok)
                     && e["http"]["body"].is_object()
                 {
-                    f(&mut e["http"]["body"], fields);
+                    answers.push((i, fields));
                 }
             }
             _ => {}
         }
     }
+    answers
 }
 
 /// The fields of HTTP answers that the spec does not give them (in order of appearance, once
 /// per answer): extensions, like the events of [`is_extension`]. `check bridle hub` lists
 /// them and judges nothing by them; replay and parity leave them out.
 pub fn http_extensions(events: &[Value]) -> Vec<String> {
-    let mut events = events.to_vec();
     let mut found = Vec::new();
-    for_http_answers(&mut events, |body, fields| {
-        if let Some(m) = body.as_object() {
+    for (i, fields) in http_answers(events) {
+        if let Some(m) = events[i]["http"]["body"].as_object() {
             found.extend(m.keys().filter(|k| !fields.contains(&k.as_str())).cloned());
         }
-    });
+    }
     found
 }
 
 /// Leaves out of each HTTP answer the fields the spec does not give it ([`http_extensions`]).
 fn drop_http_extensions(events: &mut [Value]) {
-    for_http_answers(events, |body, fields| {
-        if let Some(m) = body.as_object_mut() {
+    for (i, fields) in http_answers(events) {
+        if let Some(m) = events[i]["http"]["body"].as_object_mut() {
             m.retain(|k, _| fields.contains(&k.as_str()));
         }
-    });
+    }
 }
 
 /// The not-connected reply's text past the spec's words: the spec gives

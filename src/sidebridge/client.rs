@@ -23,7 +23,11 @@ pub struct Exchange {
     pub method: String,
     pub url: String,
     pub request: Vec<u8>,
-    /// Ids present in the request (messages and history), upper-cased.
+    /// Ids of the request's messages (messages and history) that a reply must not reuse,
+    /// upper-cased: the user's, the app's and unknown ones. Not the assistant's: as far as the
+    /// app knows those are the bridge's own (a restored chat's history holds the answers of an
+    /// earlier server), and updating one in place by its id is the upsert the protocol
+    /// provides.
     pub request_ids: Vec<String>,
     /// Statuses of redirects followed (307/308) or refused (301/302/303) on the way.
     pub redirects: Vec<u16>,
@@ -231,11 +235,13 @@ impl Screen {
         }
     }
 
+    /// [`Exchange::request_ids`] of `req`.
     fn ids(req: &Request) -> Vec<String> {
         req.messages
             .iter()
             .chain(req.history.iter())
             .flatten()
+            .filter(|m| m.from != From::Assistant)
             .map(Msg::key)
             .collect()
     }

@@ -1288,10 +1288,6 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                     .collect()
             })
             .unwrap_or_default();
-        // The request's assistant messages are the bridge's own as far as the app knows (a
-        // restored chat's history holds answers of an earlier server): updating one in place
-        // by its id is the upsert the protocol provides, as for an id given in this run.
-        let answers_in_request = assistant_ids(&x.request);
         for (n, m) in msgs.iter().enumerate() {
             messages += 1;
             let at = format!("{} messages[{n}]", x.label);
@@ -1338,10 +1334,7 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 let key = id.to_ascii_uppercase();
                 if seen.contains(&key) {
                     fails[3].push(format!("{at}: id {id} repeats within the reply"));
-                } else if x.request_ids.contains(&key)
-                    && !issued.contains(&key)
-                    && !answers_in_request.contains(&key)
-                {
+                } else if x.request_ids.contains(&key) && !issued.contains(&key) {
                     fails[3].push(format!(
                         "{at}: id {id} equals an id of the request that the bridge did not give (overwrites that bubble)"
                     ));
@@ -1523,22 +1516,6 @@ fn quotes_key(x: &Exchange, key: &str, sent: Option<&str>) -> Option<String> {
             )
         })
     })
-}
-
-/// The ids (upper-cased) of the assistant messages a request carries, in `messages` and
-/// `history`.
-fn assistant_ids(request: &[u8]) -> Vec<String> {
-    let Ok(v) = serde_json::from_slice::<Value>(request) else {
-        return Vec::new();
-    };
-    ["messages", "history"]
-        .iter()
-        .filter_map(|k| v.get(*k).and_then(Value::as_array))
-        .flatten()
-        .filter(|m| m.get("from").and_then(Value::as_str) == Some("assistant"))
-        .filter_map(|m| m.get("id").and_then(Value::as_str))
-        .map(str::to_ascii_uppercase)
-        .collect()
 }
 
 #[cfg(test)]
