@@ -77,6 +77,9 @@ struct Peer<'a> {
     tally: &'a Tally,
     /// The non-spec events this peer received, in order (for rules that judge replies).
     extras: Vec<(String, Value)>,
+    /// A browser's own welcome, once received: the same welcome again is the hub greeting it
+    /// once more, not traffic, so [`Peer::silent`] passes over it.
+    welcome: Option<Value>,
 }
 
 impl<'a> Peer<'a> {
@@ -87,6 +90,7 @@ impl<'a> Peer<'a> {
             spec: TO_BROWSER,
             tally,
             extras: Vec::new(),
+            welcome: None,
         }
     }
     fn agent(sock: Socket, tally: &'a Tally) -> Peer<'a> {
@@ -96,6 +100,7 @@ impl<'a> Peer<'a> {
             spec: TO_AGENT,
             tally,
             extras: Vec::new(),
+            welcome: None,
         }
     }
 
@@ -167,11 +172,17 @@ impl<'a> Peer<'a> {
         (out, false)
     }
 
-    /// `Ok` when no spec event arrives within `wait`; the event otherwise.
+    /// `Ok` when no spec event arrives within `wait`; the event otherwise. A browser's own
+    /// welcome repeated (same data) is not an event here: the spec says welcome is sent on
+    /// connection and forbids no repeat, and it carries nothing of another browser's or agent's.
     async fn silent(&mut self, wait: Duration) -> Result<(), Event> {
-        match self.recv(wait).await {
-            Ok(e) => Err(e),
-            Err(_) => Ok(()),
+        let deadline = Instant::now() + wait;
+        loop {
+            match self.recv_until(deadline).await {
+                Ok(e) if e.name == "welcome" && self.welcome.as_ref() == Some(&e.data) => {}
+                Ok(e) => return Err(e),
+                Err(_) => return Ok(()),
+            }
         }
     }
 
@@ -272,7 +283,10 @@ impl<'a> Ctx<'a> {
             .map_err(|e| format!("browser {sub} could not connect: {e}"))?;
         let mut p = Peer::browser(s, &self.tally);
         match p.recv(self.c.wait).await {
-            Ok(e) if e.name == "welcome" => Ok((p, e.data)),
+            Ok(e) if e.name == "welcome" => {
+                p.welcome = Some(e.data.clone());
+                Ok((p, e.data))
+            }
             Ok(e) => Err(format!(
                 "browser {sub}: first spec event is {:?}, not welcome",
                 e.name
@@ -1558,12 +1572,24 @@ async fn scripted_turn(
 /// hub that rewrites `stream_end` with the last accumulation loses its tail, visibly.
 const SCRIPT_FINAL: &str = "Hello, how are you? I am fine.";
 
+/// The parts of [`stream_script`]'s `stream_end`: its text and an image, as an agent that
+/// answers with a picture sends them. The hub relays parts as they are (`parts` is the source
+/// of truth; only the text parts mirror `text`).
+fn script_final_parts() -> Value {
+    json!([
+        { "type": "text", "text": SCRIPT_FINAL },
+        { "type": "image", "base64": "QUJD", "mediaType": "image/png" },
+    ])
+}
+
 fn stream_script(mid: &str) -> Vec<(&'static str, Value)> {
     let mut v = vec![("typing", json!({ "ts": crate::util::now_ms() }))];
     for t in ["Hello", "Hello, how", "Hello, how are you?"] {
         v.push(("stream", text_frame("", t, mid)));
     }
-    v.push(("stream_end", text_frame("", SCRIPT_FINAL, mid)));
+    let mut end = text_frame("", SCRIPT_FINAL, mid);
+    end["parts"] = script_final_parts();
+    v.push(("stream_end", end));
     v
 }
 
@@ -1650,6 +1676,20 @@ async fn streaming_replace(ctx: &Ctx<'_>, subs: &Subs) {
                 got => Err(format!(
                     "the browser's stream_end says {}, the agent's said {SCRIPT_FINAL:?}",
                     got.map_or("no text".into(), |t| format!("{t:?}"))
+                )),
+            },
+        ),
+    );
+    let want = script_final_parts();
+    push(
+        subs,
+        judged(
+            "final parts relayed",
+            match end.map(|(_, d)| &d["parts"]) {
+                Some(p) if *p == want => Ok("text and image parts as the agent sent them".into()),
+                got => Err(format!(
+                    "the browser's stream_end parts are {}, the agent's were {want}",
+                    got.map_or("missing".into(), |p| p.to_string())
                 )),
             },
         ),
@@ -2001,6 +2041,9 @@ async fn http_message(ctx: &Ctx<'_>, subs: &Subs) {
     );
 }
 
+/// The note [`http_sync`]'s agent sends before its answer.
+const SYNC_NOTE: &str = "Thinking about the sync request.";
+
 async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("sync");
     let Some(mut ag) = setup(subs, ctx.agent(&a).await) else {
@@ -2014,6 +2057,17 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
         ag.emit(
             "typing",
             json!({ "clientId": cid, "ts": crate::util::now_ms() }),
+        );
+        // A note inside the turn (the spec's `kind: 'thinking'`) is not the answer.
+        ag.emit(
+            "message",
+            json!({
+                "clientId": cid,
+                "text": SYNC_NOTE,
+                "parts": super::text_parts(SYNC_NOTE),
+                "messageId": "sync-note-1",
+                "kind": "thinking",
+            }),
         );
         for t in ["Final", "Final answer"] {
             ag.emit("stream", text_frame(&cid, t, "sync-1"));
@@ -2039,6 +2093,10 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
             "final text",
             if st == 200 && v["text"] == "Final answer." && v["ts"].is_number() {
                 Ok(format!("{v}"))
+            } else if st == 200 && v["text"] == SYNC_NOTE {
+                Err(format!(
+                    "/message/sync = {st} {v}: answered with the agent's note (kind thinking), not its final text \"Final answer.\""
+                ))
             } else if st == 200 && v["text"] == "Final answer." {
                 // The text is right: name what is not.
                 Err(format!(

@@ -172,7 +172,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
     (id::STREAM_RELAY, &["order", "messageId"]),
     (
         id::STREAMING_REPLACE,
-        &["accumulation", "final text relayed"],
+        &["accumulation", "final text relayed", "final parts relayed"],
     ),
     (
         id::NOTES,

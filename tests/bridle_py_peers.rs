@@ -1,0 +1,417 @@
+//! `check bridle hub` and `check bridle agent` against a hub and an agent on python-socketio
+//! (`tests/peers/bridle-py/`: aiohttp, PyJWT), the third Socket.IO implementation the Bridle
+//! rules meet beside socketioxide and npm `socket.io`. Written from the protocol text by an
+//! independent audit, not from bridgewire's code. Their defaults are legal in unusual ways
+//! (Engine.IO ping 7 s, refused handshakes, extra fields, extension events, a Bearer token, the
+//! agent's own ts kept, takeover that leaves the old agent connected; an agent that flushes
+//! every 170 ms, sends `ping` and an extension event). Switches turn oddities off (`HUB_PLAIN`,
+//! `AGENT_PLAIN`) or add one (`HUB_VARY`, `AGENT_VARY`): a legal variation must pass every rule,
+//! a violation (`v-…`) must fail its rule, naming the cause.
+//!
+//! The interpreter is `tests/peers/bridle-py/.venv/bin/python`, made by `scripts/test-deps.sh`
+//! from the pinned `requirements.txt` (`BRIDLE_PY_PYTHON` names another).
+//!
+//! Legal rows run every rule (and check that nothing else falls short). A hub's violation runs its
+//! rule alone (`--rule`), which keeps the file's cost to a few full hub runs: the one-fault-one-
+//! verdict property of each hub rule is held by the Node divergences in `tests/bridle.rs`. An
+//! agent's violation runs every rule (seconds), and only its rule may fall short.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+mod common;
+
+const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
+
+fn peer_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/bridle-py")
+}
+
+/// The venv's interpreter with python-socketio importable, or `None` after
+/// [`common::need::missing`] (which panics under CI).
+fn python(test: &str) -> Option<String> {
+    let py = std::env::var("BRIDLE_PY_PYTHON").unwrap_or_else(|_| {
+        peer_dir()
+            .join(".venv/bin/python")
+            .to_string_lossy()
+            .into_owned()
+    });
+    let ok = Command::new(&py)
+        .args(["-c", "import socketio, aiohttp, jwt"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Some(py)
+    } else {
+        common::need::missing(
+            test,
+            "python-socketio",
+            &format!("{py} cannot import socketio, aiohttp and jwt: run scripts/test-deps.sh"),
+        );
+        None
+    }
+}
+
+/// What a row expects.
+#[derive(Clone, Copy)]
+enum Expect {
+    /// Every rule passes (the run's own exit 0, and no verdict short of a pass).
+    Pass,
+    /// The rule fails (a MUST; a SHOULD warns), its line naming the cause.
+    Fails(&'static str, &'static str),
+}
+
+struct Row {
+    /// The switch: `HUB_VARY`/`AGENT_VARY` value, or a name for a `*_PLAIN` row.
+    name: &'static str,
+    plain: &'static str,
+    vary: &'static str,
+    expect: Expect,
+}
+
+const fn legal(name: &'static str, plain: &'static str, vary: &'static str) -> Row {
+    Row {
+        name,
+        plain,
+        vary,
+        expect: Expect::Pass,
+    }
+}
+
+const fn flaw(vary: &'static str, rule: &'static str, cause: &'static str) -> Row {
+    Row {
+        name: vary,
+        plain: "",
+        vary,
+        expect: Expect::Fails(rule, cause),
+    }
+}
+
+/// The hub's rows.
+const HUB_ROWS: &[Row] = &[
+    legal("default", "", ""),
+    // Every oddity off: accept-then-disconnect for bad handshakes, a second agent disconnects
+    // the first, no extra fields or events, Engine.IO's default ping, a bare token.
+    legal(
+        "plain",
+        "refuse,takeover,extras,http-extras,ext-events,bearer,keep-ts,ping,ack",
+        "",
+    ),
+    legal(
+        "odd",
+        "",
+        "float-ts,late-ext,tick-ext,malformed-notice,refuse-second-agent,welcome-again",
+    ),
+    flaw(
+        "v-alg-none",
+        "handshake-auth",
+        "an unsigned JWT (alg none, roles ADMIN): admitted",
+    ),
+    flaw(
+        "v-no-exp-check",
+        "handshake-auth",
+        "an expired JWT: admitted",
+    ),
+    flaw("v-pong-no-ts", "ping-pong", "has no numeric ts"),
+    flaw(
+        "v-wrong-type",
+        "event-fields",
+        "type is \"event\", want \"typing\"",
+    ),
+    flaw(
+        "v-agent-wrong-type",
+        "event-fields",
+        "type is \"chat\", want \"message\"",
+    ),
+    flaw(
+        "v-agent-drop-images",
+        "legacy-parts",
+        "text + images became parts",
+    ),
+    flaw("v-parts-stale", "streaming-replace", "parts say \"stale\""),
+    flaw(
+        "v-end-as-last-stream-ws",
+        "streaming-replace",
+        "final text relayed",
+    ),
+    flaw("v-drop-kind", "notes", "kind not relayed"),
+    flaw(
+        "v-text-parts-only",
+        "streaming-replace",
+        "final parts relayed: the browser's stream_end parts are",
+    ),
+    flaw(
+        "v-sync-note",
+        "http-sync",
+        "answered with the agent's note (kind thinking)",
+    ),
+    // Bad handshakes admitted, then kicked 2 s later (the spec: "disconnected immediately").
+    Row {
+        plain: "refuse",
+        ..flaw(
+            "v-late-kick",
+            "handshake-auth",
+            "admitted and not disconnected within",
+        )
+    },
+];
+
+/// Hub switches no row judges, and why: each a choice the spec leaves open or a quirk another
+/// test covers. Every switch in hub.py is a row or here (the file is the independent source).
+const HUB_UNJUDGED: &[(&str, &str)] = &[
+    (
+        "mark-notes",
+        "marks unmarked in-turn notes with a kind: the spec neither asks nor forbids it, `notes` fails it (kind not kept)",
+    ),
+    (
+        "remap-ids",
+        "gives relayed frames the hub's own messageId: the spec's examples keep the agent's, stream-relay and http-sync fail it",
+    ),
+    (
+        "unknown-404",
+        "per-agent health answers 404 for an agentId nothing knows: the spec gives only the 200 shape, http-health fails it",
+    ),
+    (
+        "always-connect",
+        "python-socketio's always_connect: a DISCONNECT carrying data, which npm socket.io-client's parser rejects too",
+    ),
+    (
+        "fast-ping",
+        "Engine.IO ping every 300 ms with a 400 ms timeout: legal, but it races the checker's own pacing",
+    ),
+    (
+        "v-welcome-twice",
+        "a welcome naming someone else first: not run yet",
+    ),
+    (
+        "v-welcome-late",
+        "welcome 1.5 s after connecting: the spec says 'immediately' without a bound",
+    ),
+    (
+        "v-messageid-not-uuid",
+        "hub→agent messageId a counter: the spec's interface says string, its example is a UUID",
+    ),
+    (
+        "v-end-as-last-stream",
+        "the HTTP sync path's variant of v-end-as-last-stream-ws",
+    ),
+    (
+        "v-ts-string",
+        "the Node hub's ts-string divergence covers it",
+    ),
+    (
+        "v-apikey-casefold",
+        "apiKey compared case-insensitively: not caught yet",
+    ),
+    (
+        "v-admin-lowercase",
+        "role 'admin' taken for ADMIN: not caught yet",
+    ),
+    ("v-ts-seconds", "ts in seconds: not caught yet"),
+    (
+        "v-explicit-drop-images",
+        "explicit image parts dropped: not caught yet",
+    ),
+    (
+        "v-health-always-connected",
+        "overall health says an agent is connected: not caught yet",
+    ),
+];
+
+/// The agent's rows.
+const AGENT_ROWS: &[Row] = &[
+    legal("default", "", ""),
+    legal("plain", "extras,ext-events,keepalive,flush170", ""),
+    legal(
+        "odd",
+        "",
+        "multi-parts,image-end,notes-before-typing,typing-repeat,unmarked-notes",
+    ),
+    legal("no-parts", "", "no-parts"),
+    legal("lib-only", "", "lib-only"),
+    legal("polling-only", "", "polling-only"),
+    legal("websocket-only", "", "websocket-only"),
+    flaw("v-delta", "streaming-replace", "extend"),
+    flaw("v-end-shorter", "streaming-replace", "stream_end"),
+    flaw("v-wrong-client-id", "agent-client-id", "-x"),
+    flaw("v-no-register", "agent-register", "no register"),
+    flaw("v-wrong-agent-id", "agent-auth", "is not BRIDLE_AGENT_ID"),
+];
+
+const AGENT_UNJUDGED: &[(&str, &str)] = &[
+    (
+        "trim-end",
+        "stream_end shorter than the last stream by a trailing '.': streaming-replace's to judge, not run here",
+    ),
+    (
+        "v-stream-after-end",
+        "streams again after stream_end: not caught yet",
+    ),
+    (
+        "v-plain-after-end",
+        "a message with kind 'bogus' after the turn: the check stops at the turn's end",
+    ),
+];
+
+/// Runs one row: `(exit code, stdout)`.
+fn run(py: &str, side: &str, row: &Row) -> (i32, String) {
+    let script = peer_dir().join(format!("{side}.py"));
+    let mut args: Vec<String> = ["check", "bridle", side]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if side == "hub" {
+        args.extend(["--wait-ms", "2000", "--sync-timeout-ms", "1500"].map(String::from));
+    }
+    // A hub's violation runs its rule alone; the agent check has no --rule (a run is seconds).
+    if let (Expect::Fails(rule, _), "hub") = (row.expect, side) {
+        args.extend(["--rule".to_string(), rule.to_string()]);
+    }
+    args.extend([
+        "--".to_string(),
+        py.to_string(),
+        script.to_string_lossy().into_owned(),
+    ]);
+    let (plain, vary) = if side == "hub" {
+        ("HUB_PLAIN", "HUB_VARY")
+    } else {
+        ("AGENT_PLAIN", "AGENT_VARY")
+    };
+    let out = Command::new(BW)
+        .args(&args)
+        .env(plain, row.plain)
+        .env(vary, row.vary)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("bridgewire runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The verdict lines that did not pass.
+fn short_of_pass(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| {
+            ["fail ", "warn ", "skipped ", "not run "]
+                .iter()
+                .any(|p| l.starts_with(p))
+                && !l.starts_with("not run (")
+        })
+        .collect()
+}
+
+/// Every row of `side`, two at a time (the machine's cores), judged; problems collected so one
+/// run shows them all.
+fn judge(py: &str, side: &str, rows: &'static [Row]) -> Vec<String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let problems = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(row) = rows.get(i) else { break };
+                    let (code, out) = run(py, side, row);
+                    let who = format!(
+                        "{side} {} (PLAIN={:?} VARY={:?})",
+                        row.name, row.plain, row.vary
+                    );
+                    let bad = short_of_pass(&out);
+                    let problem = match row.expect {
+                        Expect::Pass if code != 0 || !bad.is_empty() => {
+                            Some(format!("{who}: exit {code}, short of a pass: {bad:#?}"))
+                        }
+                        Expect::Pass => None,
+                        Expect::Fails(rule, cause) => {
+                            let own = format!("fail    {rule} — ");
+                            match bad.as_slice() {
+                                [line] if code == 1 && line.starts_with(&own) && line.contains(cause) => None,
+                                _ => Some(format!(
+                                    "{who}: want exit 1 and only `{own}…{cause}…`, got exit {code}: {bad:#?}"
+                                )),
+                            }
+                        }
+                    };
+                    if let Some(p) = problem {
+                        problems.lock().unwrap().push(format!("{p}\n{out}"));
+                    }
+                }
+            });
+        }
+    });
+    problems.into_inner().unwrap()
+}
+
+/// Every switch the peer script tests for (`"name" in VARY`, `on("name")`).
+fn switches(script: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(peer_dir().join(script)).unwrap();
+    let mut out = BTreeSet::new();
+    for (open, close) in [("\"", "\" in VARY"), ("on(\"", "\")")] {
+        for (at, _) in text.match_indices(close) {
+            let head = &text[..at];
+            if let Some(start) = head.rfind(open) {
+                let name = &head[start + open.len()..];
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                    out.insert(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every opt-in switch of the script is a row or named as unjudged, with a reason; every
+/// opt-out switch (`on("…")`) is switched off by some legal row.
+fn check_table(script: &str, rows: &[Row], unjudged: &[(&str, &str)]) -> Vec<String> {
+    let text = std::fs::read_to_string(peer_dir().join(script)).unwrap();
+    let mut problems = Vec::new();
+    for s in switches(script) {
+        let opt_in = text.contains(&format!("\"{s}\" in VARY"));
+        let covered = if opt_in {
+            rows.iter().any(|r| r.vary.split(',').any(|v| v == s))
+                || unjudged.iter().any(|(n, _)| *n == s)
+        } else {
+            s == "python-socketio"
+                || rows
+                    .iter()
+                    .any(|r| matches!(r.expect, Expect::Pass) && r.plain.split(',').any(|p| p == s))
+        };
+        if !covered {
+            problems.push(format!("{script}: switch {s:?} has no row and no reason"));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_tables_cover_every_switch_of_the_python_peers() {
+    let mut problems = check_table("hub.py", HUB_ROWS, HUB_UNJUDGED);
+    problems.extend(check_table("agent.py", AGENT_ROWS, AGENT_UNJUDGED));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn python_socketio_hub_passes_legal_variations_and_fails_each_violation() {
+    let Some(py) = python("python_socketio_hub_passes_legal_variations_and_fails_each_violation")
+    else {
+        return;
+    };
+    let problems = judge(&py, "hub", HUB_ROWS);
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+#[test]
+fn python_socketio_agent_passes_legal_variations_and_fails_each_violation() {
+    let Some(py) = python("python_socketio_agent_passes_legal_variations_and_fails_each_violation")
+    else {
+        return;
+    };
+    let problems = judge(&py, "agent", AGENT_ROWS);
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
