@@ -959,6 +959,16 @@ fn rows() -> Vec<Row> {
             Exact(&[]),
             0,
         ),
+        // A plain English error that names a position or a field as serde does is no leak
+        // (SB-R10 warned on "at line 1 column N" and "missing field `x`" alone).
+        row(
+            "plain errors naming a position or a field",
+            &["--oddity", "error-positions"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
         // The endpoint redirects with 301: SB-H3 fails, nothing else is judged on a redirect.
         row(
             "301 redirect",

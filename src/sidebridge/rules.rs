@@ -241,10 +241,24 @@ const LEAK_PATTERNS: &[(&str, &str)] = &[
     ),
     (".NET", r"\bat [\w.`<>]+\(.*\) in .+:line \d+"),
     ("Rust", r"panicked at"),
-    ("Rust", r"\bat line \d+ column \d+"),
+    // serde_json's own error text: one of its phrases followed by its position. A position or
+    // a "missing field `x`" alone is how a person may word an error too (not a leak).
+    (
+        "Rust",
+        r"(?:expected (?:`[^`]*`(?: or `[^`]*`)?|ident|value)|invalid (?:escape|number|unicode code point|type: [^\n]*|value: [^\n]*|length \d+[^\n]*)|number out of range|control character \(\\u0000-\\u001F\) found while parsing a string|key must be a string|lone leading surrogate in hex escape|trailing (?:comma|characters)|unexpected end of hex escape|recursion limit exceeded|missing field `[^`]*`|unknown (?:field|variant) `[^`]*`[^\n]*|duplicate field `[^`]*`) at line \d+ column \d+",
+    ),
     ("Rust", r"EOF while parsing"),
-    ("Rust", r"invalid type: .+, expected"),
-    ("Rust", r"missing field `"),
+    // serde's type mismatch without a position (`from_value`): its own names of the types.
+    (
+        "Rust",
+        r"invalid type: (?:string|integer|floating point|boolean|null|map|sequence|unit value|char|byte array|Option value|newtype struct|enum|unit variant|newtype variant|tuple variant|struct variant)\b[^,\n]*, expected",
+    ),
+    // Rust web frameworks' rejection text around serde's (axum's Json, actix-web's).
+    (
+        "Rust",
+        r"Failed to deserialize the JSON body into the target type",
+    ),
+    ("Rust", r"Json deserialize error: "),
     ("Rust", r"called `(?:Option|Result)::unwrap\(\)`"),
     ("Rust", r"stack backtrace:"),
     ("Ruby", r"\bJSON::ParserError\b"),
@@ -859,7 +873,7 @@ fn swap_case(key: &str) -> String {
 /// SB-D5's URL: absolute, scheme http or https (either case: RFC 3986 §3.1), and an
 /// authority with a host (RFC 3986 §3.2, RFC 9110 §4.2.1: an http(s) URI has a non-empty host).
 /// Judged on the text as written: a WHATWG parser (the `url` crate) reads `https:example.com`
-/// or `https:///example.com` as `https://example.com/`, which Foundation's `URL` does not.
+/// or `https:///example.com` as `https://example.com/`; RFC 3986 reads no authority, no host.
 pub(super) fn absolute_http_url(u: &str) -> bool {
     let Some((scheme, rest)) = u.split_once(':') else {
         return false;
@@ -1896,6 +1910,18 @@ mod tests {
             ("JSON::ParserError: unexpected token at '{'", "Ruby"),
             ("PHP Fatal error:  Uncaught TypeError: count()", "PHP"),
             ("Unterminated string in JSON at position 73", "Node/V8"),
+            ("missing field `chatId` at line 1 column 40", "Rust"),
+            ("expected value at line 1 column 1", "Rust"),
+            ("trailing characters at line 1 column 5", "Rust"),
+            (
+                "invalid type: string \"hello\", expected a sequence at line 1 column 60",
+                "Rust",
+            ),
+            ("invalid type: integer `7`, expected a sequence", "Rust"),
+            (
+                "Failed to deserialize the JSON body into the target type: messages: invalid type",
+                "Rust",
+            ),
             (
                 "Expected property name or '}' in JSON at position 1",
                 "Node/V8",
@@ -1916,6 +1942,9 @@ mod tests {
             "Bad request: missing chatId.",
             "The model is not reachable right now; please try again.",
             "That JSON ends too early: check the position of the closing brace.",
+            "The request body is not valid JSON: it breaks off at line 1 column 69.",
+            "Bad request: missing field `messages` (a list of messages).",
+            "Invalid type: `messages` must be a list.",
         ] {
             assert_eq!(leaks_internals(text), None, "{text}");
         }

@@ -127,6 +127,7 @@ ODDITIES = {
     "varying": "every answer ends with a counter ([#n]): identical requests never get identical replies",
     "huge-number": "every reply carries a top-level `x-score` of 1e400 (valid JSON beyond a double)",
     "deep-extension": "every reply carries a top-level `x-trace` of arrays nested 150 deep",
+    "error-positions": "malformed requests get 400 with a plain English error naming its position (`at line 1 column N`) or the field (`missing field `messages``)",
     "sources-unusual": "assistant messages cite legal unusual URLs: upper-case scheme and host, port, percent-encoding, an IPv6 host",
 }
 
@@ -333,6 +334,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         st = self.st
         raw = self.drain()
+        self.body = raw
         path = self.path.split("?")[0]
         with st.lock:
             st.posts += 1
@@ -434,6 +436,12 @@ class Handler(BaseHTTPRequestHandler):
         for flaw, (status, leak) in LEAKS.items():
             if flaw in self.st.flaws:
                 return self.error(status, leak)
+        if "error-positions" in self.st.oddities:
+            if text == "The request body is not valid JSON.":
+                text = "The request body is not valid JSON: it breaks off at line 1 column %d." % (
+                    len(getattr(self, "body", b"")) or 1)
+            else:
+                text = "Bad request: missing field `messages` (a list of messages is expected)."
         return self.error(422 if "errors-422" in self.st.oddities else 400, text)
 
     # --- the assistant -------------------------------------------------------------------
