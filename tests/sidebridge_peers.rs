@@ -888,6 +888,87 @@ fn rows() -> Vec<Row> {
             Exact(&[]),
             0,
         ),
+        // Replies that vary between identical requests (a model, a counter): SB-R5, R7 and R8
+        // compared contents and failed (a false alarm); a control shows that the plain request
+        // varies too, so they judge the reply's shape. A varying bridge that answers the app's
+        // `\/` bytes with an error still fails SB-R5 (its shape differs).
+        row(
+            "replies vary between identical requests",
+            &["--oddity", "varying"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "varying replies, a system error for escaped links",
+            &["--flaw", "varying-escaped-error"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R5:fail"]),
+            1,
+        ),
+        // Valid JSON beyond serde's limits in keys the app ignores: SB-D1 failed both.
+        row(
+            "a number beyond a double in an extension",
+            &["--oddity", "huge-number"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "an extension nested 150 deep",
+            &["--oddity", "deep-extension"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        // Misses: a second answer in other words, a key compared without case, a source URL
+        // with no host (a WHATWG parser reads `https:example.com` as having one).
+        row(
+            "answered twice, reworded",
+            &["--flaw", "double-answer-reworded"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R1:fail"]),
+            1,
+        ),
+        row(
+            "key case ignored",
+            &["--flaw", "key-casefold"],
+            true,
+            &["--strict"],
+            Exact(&["SB-A2:fail"]),
+            1,
+        ),
+        row(
+            "source URL without a host",
+            &["--flaw", "source-no-host"],
+            true,
+            &["--strict"],
+            Exact(&["SB-D5:fail"]),
+            1,
+        ),
+        row(
+            "unusual legal source URLs",
+            &["--oddity", "sources-unusual"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
+        // A plain English error that names a position or a field as serde does is no leak
+        // (SB-R10 warned on "at line 1 column N" and "missing field `x`" alone).
+        row(
+            "plain errors naming a position or a field",
+            &["--oddity", "error-positions"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
         // The endpoint redirects with 301: SB-H3 fails, nothing else is judged on a redirect.
         row(
             "301 redirect",
@@ -1113,6 +1194,28 @@ fn independent_peers_get_exactly_their_verdicts() {
             "SB-A2",
             "auth/key-prefix/send: assistant content was served",
         ),
+        (
+            "key case ignored",
+            "SB-A2",
+            "auth/key-case/send: assistant content was served",
+        ),
+        (
+            "replies vary between identical requests",
+            "SB-R5",
+            "so content is not compared",
+        ),
+        (
+            "replies vary between identical requests",
+            "SB-R8",
+            "so content is not compared",
+        ),
+        (
+            "varying replies, a system error for escaped links",
+            "SB-R5",
+            "shape: ",
+        ),
+        ("answered twice, reworded", "SB-R1", "without history"),
+        ("source URL without a host", "SB-D5", "https:example.com"),
         ("leaks Go (status 200)", "SB-R10", "json: cannot unmarshal"),
         ("leaks Java (status 500)", "SB-R10", "com.fasterxml.jackson"),
         ("leaks .NET", "SB-R10", "BytePositionInLine"),

@@ -142,17 +142,249 @@ pub fn decode(profile: Profile, body: &[u8]) -> Result<Reply, String> {
     decode_value(profile, v)
 }
 
-/// The body as JSON, or why it is none (not UTF-8, empty, a syntax error, too deep: serde's
-/// nesting limit of 128 levels; deeper input is an error, never a recursion).
+/// The body as JSON, or why it is none (not UTF-8, empty, a syntax error, nested deeper than
+/// the app's decoder allows).
+///
+/// Whether the body is JSON is decided by [`scan_json`], strict RFC 8259 as Foundation's
+/// `JSONSerialization` (the app's decoder) reads it: nesting up to 512 levels, any number
+/// literal of the grammar. serde_json alone would refuse valid JSON the app accepts (its
+/// nesting limit of 128, numbers beyond f64 such as `1e400`), a false alarm on a reply with such
+/// an extension. So serde reads a sanitized copy: a container nested deeper than
+/// [`KEEP_DEPTH`] becomes `null` and an out-of-range number `0` (no field the app reads lies
+/// that deep, and each keeps its kind: a number stays a number). Nothing recurses: deeper
+/// input is an error found by a loop, never a recursion.
 pub fn parse_json(body: &[u8]) -> Result<Value, String> {
     let text = std::str::from_utf8(body).map_err(|e| format!("body is not UTF-8 ({e})"))?;
     if text.trim().is_empty() {
         return Err("empty body".into());
     }
-    serde_json::from_str(text).map_err(|e| {
+    let not_json = |e: String| {
         let head: String = text.chars().take(40).collect();
         format!("not JSON ({e}); body starts {head:?}")
-    })
+    };
+    let edits = match scan_json(text.as_bytes()) {
+        Ok(edits) => edits,
+        // serde's wording where it refuses for the same cause (its line and column), with ours
+        // for nesting; ours where serde stops at its own nesting limit first or accepts.
+        Err(mine) => {
+            return Err(not_json(match serde_json::from_str::<Value>(text) {
+                Err(e) if mine.depth => format!("{e}; {}", mine.what),
+                Err(e) if !e.to_string().contains("recursion limit") => e.to_string(),
+                _ => mine.what,
+            }));
+        }
+    };
+    let sanitized;
+    let text = if edits.is_empty() {
+        text
+    } else {
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for (from, to, with) in edits {
+            out.push_str(&text[at..from]);
+            out.push_str(with);
+            at = to;
+        }
+        out.push_str(&text[at..]);
+        sanitized = out;
+        &sanitized
+    };
+    serde_json::from_str(text).map_err(|e| not_json(e.to_string()))
+}
+
+/// The nesting the app's decoder accepts (Foundation's `JSONSerialization`: 512 levels).
+pub const MAX_DEPTH: usize = 512;
+/// Containers nested deeper than this are read as `null` by [`parse_json`] (serde's own limit
+/// is 128; every field the app reads is within 6 levels).
+pub const KEEP_DEPTH: usize = 64;
+
+/// Why [`scan_json`] refused a body.
+#[derive(Debug)]
+pub struct ScanError {
+    pub what: String,
+    /// Refused only for nesting deeper than [`MAX_DEPTH`].
+    pub depth: bool,
+}
+
+/// Strict JSON (RFC 8259) checked without recursion: `Ok` with the edits [`parse_json`] makes
+/// before serde reads it (byte range, replacement), or why it is not JSON.
+pub fn scan_json(b: &[u8]) -> Result<Vec<(usize, usize, &'static str)>, ScanError> {
+    fn err(what: String) -> ScanError {
+        ScanError { what, depth: false }
+    }
+    fn ws(b: &[u8], i: &mut usize) {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    }
+    fn string(b: &[u8], i: &mut usize) -> Result<(), ScanError> {
+        if b.get(*i) != Some(&b'"') {
+            return Err(err(format!("expected a string at byte {i}")));
+        }
+        *i += 1;
+        loop {
+            match b.get(*i) {
+                None => return Err(err("unterminated string".into())),
+                Some(b'"') => {
+                    *i += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => match b.get(*i + 1) {
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => *i += 2,
+                    Some(b'u')
+                        if b.len() >= *i + 6
+                            && b[*i + 2..*i + 6].iter().all(u8::is_ascii_hexdigit) =>
+                    {
+                        *i += 6
+                    }
+                    _ => return Err(err(format!("invalid escape at byte {i}"))),
+                },
+                Some(c) if *c < 0x20 => {
+                    return Err(err(format!("control character in a string at byte {i}")));
+                }
+                Some(_) => *i += 1,
+            }
+        }
+    }
+    fn digits(b: &[u8], i: &mut usize) -> Result<(), ScanError> {
+        let from = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        if *i == from {
+            return Err(err(format!("expected a digit at byte {i}")));
+        }
+        Ok(())
+    }
+    fn number(b: &[u8], i: &mut usize) -> Result<(), ScanError> {
+        if b.get(*i) == Some(&b'-') {
+            *i += 1;
+        }
+        if b.get(*i) == Some(&b'0') {
+            *i += 1;
+        } else {
+            digits(b, i)?;
+        }
+        if b.get(*i) == Some(&b'.') {
+            *i += 1;
+            digits(b, i)?;
+        }
+        if matches!(b.get(*i), Some(b'e' | b'E')) {
+            *i += 1;
+            if matches!(b.get(*i), Some(b'+' | b'-')) {
+                *i += 1;
+            }
+            digits(b, i)?;
+        }
+        Ok(())
+    }
+    fn key(b: &[u8], i: &mut usize) -> Result<(), ScanError> {
+        ws(b, i);
+        string(b, i)?;
+        ws(b, i);
+        if b.get(*i) != Some(&b':') {
+            return Err(err(format!("expected `:` at byte {i}")));
+        }
+        *i += 1;
+        Ok(())
+    }
+    let mut i = 0usize;
+    let mut stack: Vec<u8> = Vec::new();
+    let mut edits = Vec::new();
+    // The container being read as `null`: where it starts, its depth.
+    let mut cut: Option<(usize, usize)> = None;
+    'value: loop {
+        ws(b, &mut i);
+        let Some(&c) = b.get(i) else {
+            return Err(err("unexpected end of input".into()));
+        };
+        match c {
+            b'{' | b'[' => {
+                stack.push(c);
+                if stack.len() > MAX_DEPTH {
+                    return Err(ScanError {
+                        what: format!(
+                            "nested deeper than {MAX_DEPTH} levels, the limit of the app's decoder (Foundation's JSONSerialization)"
+                        ),
+                        depth: true,
+                    });
+                }
+                if stack.len() > KEEP_DEPTH && cut.is_none() {
+                    cut = Some((i, stack.len()));
+                }
+                i += 1;
+                ws(b, &mut i);
+                let close = if c == b'{' { b'}' } else { b']' };
+                if b.get(i) != Some(&close) {
+                    if c == b'{' {
+                        key(b, &mut i)?;
+                    }
+                    continue 'value;
+                }
+            }
+            b'"' => string(b, &mut i)?,
+            b't' | b'f' | b'n' => {
+                let word: &[u8] = match c {
+                    b't' => b"true",
+                    b'f' => b"false",
+                    _ => b"null",
+                };
+                if !b[i..].starts_with(word) {
+                    return Err(err(format!("invalid literal at byte {i}")));
+                }
+                i += word.len();
+            }
+            b'-' | b'0'..=b'9' => {
+                let from = i;
+                number(b, &mut i)?;
+                let out_of_range = std::str::from_utf8(&b[from..i])
+                    .ok()
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .is_none_or(f64::is_infinite);
+                if out_of_range && cut.is_none() {
+                    edits.push((from, i, "0"));
+                }
+            }
+            _ => return Err(err(format!("expected a value at byte {i}"))),
+        }
+        // After a value, or at the closing bracket of an empty container.
+        loop {
+            ws(b, &mut i);
+            let Some(&top) = stack.last() else {
+                return if i == b.len() {
+                    Ok(edits)
+                } else {
+                    Err(err(format!("trailing characters at byte {i}")))
+                };
+            };
+            let close = if top == b'{' { b'}' } else { b']' };
+            match b.get(i) {
+                Some(&x) if x == close => {
+                    stack.pop();
+                    i += 1;
+                    if let Some((from, depth)) = cut
+                        && stack.len() + 1 == depth
+                    {
+                        edits.push((from, i, "null"));
+                        cut = None;
+                    }
+                }
+                Some(b',') => {
+                    i += 1;
+                    if top == b'{' {
+                        key(b, &mut i)?;
+                    }
+                    continue 'value;
+                }
+                _ => {
+                    return Err(err(format!(
+                        "expected `,` or `{}` at byte {i}",
+                        close as char
+                    )));
+                }
+            }
+        }
+    }
 }
 
 /// [`decode`] of a received reply, opaque ones included (their reason is kept).
@@ -559,6 +791,73 @@ mod tests {
             })
             .collect();
         assert!(orders.len() > 1);
+    }
+
+    #[test]
+    fn json_the_app_accepts_decodes_and_json_it_refuses_does_not() {
+        // Valid JSON beyond serde's limits, in keys the app ignores: decoded.
+        let huge = br#"{"x-score":1e400,"y":-1E+999,"z":[12345678901234567890123456789e300],"messages":[]}"#;
+        assert!(decode(Profile::Gamma, huge).is_ok());
+        let deep = |n: usize| {
+            format!(
+                r#"{{"x-trace":{}{},"options":{{"endSession":true}}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        let r = decode(Profile::Gamma, deep(150).as_bytes()).unwrap();
+        assert_eq!(r.options.and_then(|o| o.end_session), Some(true));
+        assert!(decode(Profile::Gamma, deep(MAX_DEPTH - 1).as_bytes()).is_ok());
+        let e = decode(Profile::Gamma, deep(MAX_DEPTH).as_bytes()).unwrap_err();
+        assert!(e.contains("deeper than 512"), "{e}");
+        // A huge number where the app wants a boolean is still a number.
+        let e = decode(Profile::Gamma, br#"{"options":{"endSession":1e400}}"#).unwrap_err();
+        assert!(e.contains("not a boolean"), "{e}");
+        // What strict JSON refuses, serde refuses too, with its wording.
+        for bad in [
+            "{",
+            "{}x",
+            "[1,]",
+            "{\"a\":1,}",
+            "01",
+            "1.",
+            ".5",
+            "-",
+            "1e",
+            "+1",
+            "NaN",
+            "[Infinity]",
+            "'a'",
+            "{a:1}",
+            "\"\t\"",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "tru",
+            "nul",
+            "[1 2]",
+            "{\"a\" 1}",
+            "[[]",
+            "[]]",
+            "{\"a\":1 \"b\":2}",
+        ] {
+            assert!(scan_json(bad.as_bytes()).is_err(), "{bad}");
+            assert!(serde_json::from_str::<Value>(bad).is_err(), "{bad}");
+        }
+        for good in [
+            "0",
+            "-0.0e-0",
+            "[]",
+            "{}",
+            " [ 1 , { \"a\" : [ ] } ] ",
+            "\"\\u00e4\\/\\n\"",
+            "true",
+            "[null,false]",
+            "1E+2",
+            "{\"a\":{\"b\":{}}}",
+        ] {
+            assert_eq!(scan_json(good.as_bytes()).unwrap(), vec![], "{good}");
+            assert!(serde_json::from_str::<Value>(good).is_ok(), "{good}");
+        }
     }
 
     #[test]

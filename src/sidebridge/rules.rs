@@ -241,10 +241,24 @@ const LEAK_PATTERNS: &[(&str, &str)] = &[
     ),
     (".NET", r"\bat [\w.`<>]+\(.*\) in .+:line \d+"),
     ("Rust", r"panicked at"),
-    ("Rust", r"\bat line \d+ column \d+"),
+    // serde_json's own error text: one of its phrases followed by its position. A position or
+    // a "missing field `x`" alone is how a person may word an error too (not a leak).
+    (
+        "Rust",
+        r"(?:expected (?:`[^`]*`(?: or `[^`]*`)?|ident|value)|invalid (?:escape|number|unicode code point|type: [^\n]*|value: [^\n]*|length \d+[^\n]*)|number out of range|control character \(\\u0000-\\u001F\) found while parsing a string|key must be a string|lone leading surrogate in hex escape|trailing (?:comma|characters)|unexpected end of hex escape|recursion limit exceeded|missing field `[^`]*`|unknown (?:field|variant) `[^`]*`[^\n]*|duplicate field `[^`]*`) at line \d+ column \d+",
+    ),
     ("Rust", r"EOF while parsing"),
-    ("Rust", r"invalid type: .+, expected"),
-    ("Rust", r"missing field `"),
+    // serde's type mismatch without a position (`from_value`): its own names of the types.
+    (
+        "Rust",
+        r"invalid type: (?:string|integer|floating point|boolean|null|map|sequence|unit value|char|byte array|Option value|newtype struct|enum|unit variant|newtype variant|tuple variant|struct variant)\b[^,\n]*, expected",
+    ),
+    // Rust web frameworks' rejection text around serde's (axum's Json, actix-web's).
+    (
+        "Rust",
+        r"Failed to deserialize the JSON body into the target type",
+    ),
+    ("Rust", r"Json deserialize error: "),
     ("Rust", r"called `(?:Option|Result)::unwrap\(\)`"),
     ("Rust", r"stack backtrace:"),
     ("Ruby", r"\bJSON::ParserError\b"),
@@ -446,9 +460,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     // The conversation: plain sends, non-ASCII text, sources, context via ids.
     let mut s = Screen::new(&mut rng);
     s.start(&mut d, "conversation/start").await;
-    let hello = s
-        .send(&mut d, "Hello Side Bridge!", "conversation/hello")
-        .await;
+    let hello = s.send(&mut d, HELLO, "conversation/hello").await;
     s.send(
         &mut d,
         "Grüße aus Köln 👋 – see https://example.com/ä",
@@ -458,34 +470,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     s.send(&mut d, "search side bridge", "conversation/search")
         .await;
     // SB-R1.
-    v.push(match hello {
-        None => Verdict::skipped("SB-R1", "the session ended before the first send"),
-        Some(i) if is_5xx(&d.log[i]) => Verdict::fail(
-            "SB-R1",
-            format!("the message was not answered: status {}", d.log[i].status().unwrap_or(0)),
-        ),
-        Some(i) => match d.log[i].judged(Profile::Gamma) {
-            Err(_) => Verdict::skipped(
-                "SB-R1",
-                unreadable(&d.log[i]).unwrap_or_default(),
-            ),
-            Ok(r) => {
-                let shown: Vec<&Msg> = r.messages.iter().filter(|m| !m.content.is_empty()).collect();
-                let dup = shown
-                    .iter()
-                    .enumerate()
-                    .find(|(k, m)| shown[..*k].iter().any(|o| o.content == m.content));
-                match dup {
-                    Some((_, m)) => Verdict::fail(
-                        "SB-R1",
-                        format!("the message was answered twice (it is also the last history item): {:?}", m.content),
-                    ),
-                    None if shown.is_empty() => Verdict::fail("SB-R1", "the message was not answered"),
-                    None => Verdict::pass("SB-R1"),
-                }
-            }
-        },
-    });
+    let r1 = sb_r1(&mut d, &mut rng, hello).await;
+    v.push(r1);
     // SB-R2: an empty send. A 5xx or a dropped connection is seen without reading the body;
     // decoding is SB-D1's (a sub-check skipped naming it), "not ended" needs the body.
     let mut s = Screen::new(&mut rng);
@@ -575,13 +561,22 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     canon.start(&mut d, "bytes/canonical-start").await;
     let a = app.send(&mut d, text, "bytes/app").await;
     let c = canon.send(&mut d, text, "bytes/canonical").await;
-    v.push(same_reply(
-        "SB-R5",
-        &d,
-        a,
-        c,
-        "the app's bytes (\\/, sources:[], shuffled keys)",
-    ));
+    v.push(
+        same_reply(
+            "SB-R5",
+            &mut d,
+            &mut rng,
+            a,
+            c,
+            Control {
+                like: &canon,
+                text,
+                label: "bytes/canonical-control",
+            },
+            "the app's bytes (\\/, sources:[], shuffled keys)",
+        )
+        .await,
+    );
 
     // SB-R7: legacy and future request keys.
     let mut plain = Screen::new(&mut rng);
@@ -594,13 +589,22 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     extra.start(&mut d, "extra-keys/extra-start").await;
     let a = plain.send(&mut d, "hello keys", "extra-keys/plain").await;
     let c = extra.send(&mut d, "hello keys", "extra-keys/extra").await;
-    v.push(same_reply(
-        "SB-R7",
-        &d,
-        c,
-        a,
-        "a request with `type` and `futureField`",
-    ));
+    v.push(
+        same_reply(
+            "SB-R7",
+            &mut d,
+            &mut rng,
+            c,
+            a,
+            Control {
+                like: &plain,
+                text: "hello keys",
+                label: "extra-keys/plain-control",
+            },
+            "a request with `type` and `futureField`",
+        )
+        .await,
+    );
 
     // SB-R8: a newer minor version.
     let mut v10 = Screen::new(&mut rng);
@@ -622,13 +626,22 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     } else {
         let a = v10.send(&mut d, "hello version", "version/1.0").await;
         let c = v11.send(&mut d, "hello version", "version/1.1").await;
-        v.push(same_reply(
-            "SB-R8",
-            &d,
-            c,
-            a,
-            "a `\"sidebridge\":\"1.1\"` request",
-        ));
+        v.push(
+            same_reply(
+                "SB-R8",
+                &mut d,
+                &mut rng,
+                c,
+                a,
+                Control {
+                    like: &v10,
+                    text: "hello version",
+                    label: "version/1.0-control",
+                },
+                "a `\"sidebridge\":\"1.1\"` request",
+            )
+            .await,
+        );
     }
 
     // SB-R9 (INFO) and SB-R10: odd and malformed requests.
@@ -846,51 +859,360 @@ fn record_verdict(id: &str, subs: Vec<SubCheck>) -> Verdict {
     v.with_subchecks(subs)
 }
 
-fn same_reply(
+/// Every letter of `key` in the other case (`Key-7` → `kEY-7`).
+fn swap_case(key: &str) -> String {
+    key.chars()
+        .flat_map(|c| {
+            let (up, low): (Vec<char>, Vec<char>) =
+                (c.to_uppercase().collect(), c.to_lowercase().collect());
+            if c.is_uppercase() { low } else { up }
+        })
+        .collect()
+}
+
+/// SB-D5's URL: absolute, scheme http or https (either case: RFC 3986 §3.1), and an
+/// authority with a host (RFC 3986 §3.2, RFC 9110 §4.2.1: an http(s) URI has a non-empty host).
+/// Judged on the text as written: a WHATWG parser (the `url` crate) reads `https:example.com`
+/// or `https:///example.com` as `https://example.com/`; RFC 3986 reads no authority, no host.
+pub(super) fn absolute_http_url(u: &str) -> bool {
+    let Some((scheme, rest)) = u.split_once(':') else {
+        return false;
+    };
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")) {
+        return false;
+    }
+    let Some(rest) = rest.strip_prefix("//") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if host_port.starts_with('[') {
+        host_port.split_inclusive(']').next().unwrap_or_default()
+    } else {
+        host_port.split(':').next().unwrap_or_default()
+    };
+    !host.is_empty()
+        && reqwest::Url::parse(u).is_ok_and(|p| {
+            matches!(p.scheme(), "http" | "https") && p.host_str().is_some_and(|h| !h.is_empty())
+        })
+}
+
+/// The text of SB-R1's send, the first of its conversation.
+const HELLO: &str = "Hello Side Bridge!";
+
+/// Answers a reply shows: assistant messages with content.
+fn answers(r: &Reply) -> Vec<&Msg> {
+    r.messages
+        .iter()
+        .filter(|m| m.from == From::Assistant && !m.content.is_empty())
+        .collect()
+}
+
+/// SB-R1: the send whose message is also the last history item (the app's habit) is answered
+/// once. A content repeated in the reply is the history's copy answered again. Answered
+/// by two or more assistant messages of different wording, the same text is sent as a control
+/// in a fresh chat without history (as the app sends in private mode, so no copy to answer
+/// again; only then: a bridge answering once sees no extra traffic): fewer answers there means
+/// the history's copy was answered too. A bridge that answers with two messages every time
+/// answers the control with two as well and passes.
+async fn sb_r1(d: &mut Driver, rng: &mut Rng, hello: Option<usize>) -> Verdict {
+    let Some(i) = hello else {
+        return Verdict::skipped("SB-R1", "the session ended before the first send");
+    };
+    if is_5xx(&d.log[i]) {
+        return Verdict::fail(
+            "SB-R1",
+            format!(
+                "the message was not answered: status {}",
+                d.log[i].status().unwrap_or(0)
+            ),
+        );
+    }
+    let r = match d.log[i].judged(Profile::Gamma) {
+        Err(_) => return Verdict::skipped("SB-R1", unreadable(&d.log[i]).unwrap_or_default()),
+        Ok(r) => r,
+    };
+    let shown: Vec<&Msg> = r
+        .messages
+        .iter()
+        .filter(|m| !m.content.is_empty())
+        .collect();
+    if let Some((_, m)) = shown
+        .iter()
+        .enumerate()
+        .find(|(k, m)| shown[..*k].iter().any(|o| o.content == m.content))
+    {
+        return Verdict::fail(
+            "SB-R1",
+            format!(
+                "the message was answered twice (it is also the last history item): {:?}",
+                m.content
+            ),
+        );
+    }
+    if shown.is_empty() {
+        return Verdict::fail("SB-R1", "the message was not answered");
+    }
+    let n = answers(&r).len();
+    if n < 2 {
+        return Verdict::pass("SB-R1");
+    }
+    let mut c = Screen::new(rng);
+    c.send_history = false;
+    c.start(d, "conversation/hello-control-start").await;
+    let control = c.send(d, HELLO, "conversation/hello-control").await;
+    let texts = |r: &Reply| {
+        answers(r)
+            .iter()
+            .map(|m| format!("{:?}", m.content))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some(ci) = control else {
+        return Verdict::skipped(
+            "SB-R1",
+            format!(
+                "{n} answers ({}); the control without history (to see whether it is answered once) could not be sent: its session ended at its start",
+                texts(&r)
+            ),
+        );
+    };
+    match d.log[ci].judged(Profile::Gamma) {
+        Err(_) => Verdict::skipped(
+            "SB-R1",
+            format!(
+                "{n} answers ({}); whether the bridge answers this text with as many without the history's copy cannot be seen: {}",
+                texts(&r),
+                unreadable(&d.log[ci]).unwrap_or_default()
+            ),
+        ),
+        Ok(rc) if answers(&rc).len() < n => Verdict::fail(
+            "SB-R1",
+            format!(
+                "the message was answered again as the last history item: {n} answers ({}), {} without history ({}: {})",
+                texts(&r),
+                answers(&rc).len(),
+                d.log[ci].label,
+                texts(&rc)
+            ),
+        ),
+        Ok(rc) => pass_with(
+            "SB-R1",
+            vec![format!(
+                "{n} answers, as many as without history ({}): the bridge answers with {n} messages",
+                answers(&rc).len()
+            )],
+        ),
+    }
+}
+
+/// What the app acts on in a reply, when its text cannot be compared: the status class, each
+/// message's `from`, whether its content is shown (non-empty) and whether it cites sources,
+/// and the session options (`endSession` absent reads as false).
+#[derive(Debug, Clone, PartialEq)]
+struct Shape {
+    class: Option<u16>,
+    messages: Vec<(From, bool, bool)>,
+    disable_send_history: Option<bool>,
+    end_session: bool,
+}
+
+impl Shape {
+    fn of(x: &Exchange, r: &Reply) -> Shape {
+        let o = r.options.unwrap_or_default();
+        Shape {
+            class: x.status().map(|s| s / 100),
+            messages: r
+                .messages
+                .iter()
+                .map(|m| (m.from, !m.content.is_empty(), !m.sources.is_empty()))
+                .collect(),
+            disable_send_history: o.disable_send_history,
+            end_session: o.end_session == Some(true),
+        }
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let msgs: Vec<String> = self
+            .messages
+            .iter()
+            .map(|(from, shown, cites)| {
+                format!(
+                    "{}{}{}",
+                    from.as_str(),
+                    if *shown { "" } else { " (empty)" },
+                    if *cites { " with sources" } else { "" }
+                )
+            })
+            .collect();
+        let disable = match self.disable_send_history {
+            None => "absent".to_string(),
+            Some(b) => b.to_string(),
+        };
+        write!(
+            f,
+            "status {}xx, messages [{}], disableSendHistory {disable}, endSession {}",
+            self.class.unwrap_or(0),
+            msgs.join(", "),
+            self.end_session
+        )
+    }
+}
+
+/// The request a rule compares a variant with, to send again as a control: a fresh chat of
+/// this style, version and keys, started, then sent `text` (labelled `label`).
+struct Control<'a> {
+    like: &'a Screen,
+    text: &'a str,
+    label: &'a str,
+}
+
+/// A variant request judged by the reply a base request got (SB-R5, SB-R7, SB-R8).
+///
+/// Replies equal in content and status class pass. When they differ, the base request is sent
+/// again in a fresh chat (lazily: a deterministic bridge sees no extra traffic). A control
+/// equal to the base reply puts the difference on the variant: failed. A control that differs
+/// too shows a bridge whose replies vary between identical requests (a model, a counter): the
+/// content cannot be compared (a sub-check skipped saying so) and the rule judges the shape the
+/// app acts on ([`Shape`]): the variant's against the base's. The rule passes or fails on that
+/// shape, the evidence it has; when even the control's shape differs from the base's, no
+/// shape is stable enough to judge and the rule is skipped naming why.
+async fn same_reply(
     id: &str,
-    d: &Driver,
+    d: &mut Driver,
+    rng: &mut Rng,
     variant: Option<usize>,
     base: Option<usize>,
+    control: Control<'_>,
     what: &str,
 ) -> Verdict {
     let (Some(a), Some(b)) = (variant, base) else {
         return Verdict::skipped(id, "a session ended before the send");
     };
-    let (xa, xb) = (&d.log[a], &d.log[b]);
-    match (xa.judged(Profile::Gamma), xb.judged(Profile::Gamma)) {
+    let (ra, rb) = match (
+        d.log[a].judged(Profile::Gamma),
+        d.log[b].judged(Profile::Gamma),
+    ) {
         // Nothing to compare with: the plain reply's fault is SB-D1's.
-        (_, Err(_)) => Verdict::skipped(
-            id,
-            format!(
-                "nothing to compare with: {}",
-                unreadable(xb).unwrap_or_default()
-            ),
-        ),
-        (Err(e), Ok(_)) => Verdict::fail(
-            id,
-            format!(
-                "{what} was not answered like the plain one: {e} ({})",
-                xa.describe()
-            ),
-        ),
-        (Ok(ra), Ok(rb)) => {
-            let class = |x: &Exchange| x.status().map(|s| s / 100);
-            if contents(&ra) != contents(&rb) || class(xa) != class(xb) {
-                Verdict::fail(
-                    id,
-                    format!(
-                        "{what} got {:?} (status {}), the plain request got {:?} (status {})",
-                        reply_text(d, a),
-                        xa.status().unwrap_or(0),
-                        reply_text(d, b),
-                        xb.status().unwrap_or(0)
-                    ),
-                )
-            } else {
-                Verdict::pass(id)
-            }
+        (_, Err(_)) => {
+            return Verdict::skipped(
+                id,
+                format!(
+                    "nothing to compare with: {}",
+                    unreadable(&d.log[b]).unwrap_or_default()
+                ),
+            );
         }
+        (Err(e), Ok(_)) => {
+            return Verdict::fail(
+                id,
+                format!(
+                    "{what} was not answered like the plain one: {e} ({})",
+                    d.log[a].describe()
+                ),
+            );
+        }
+        (Ok(ra), Ok(rb)) => (ra, rb),
+    };
+    let class = |x: &Exchange| x.status().map(|s| s / 100);
+    let same = |x: &Exchange, r: &Reply, y: &Exchange, q: &Reply| {
+        contents(r) == contents(q) && class(x) == class(y)
+    };
+    if same(&d.log[a], &ra, &d.log[b], &rb) {
+        return Verdict::pass(id);
     }
+    let got = |d: &Driver, i: usize| {
+        format!(
+            "{:?} (status {})",
+            reply_text(d, i),
+            d.log[i].status().unwrap_or(0)
+        )
+    };
+    // The control: the base request once more, in a chat of its own.
+    let mut c = Screen::new(rng);
+    c.style = control.like.style;
+    c.version = control.like.version.clone();
+    c.extra = control.like.extra.clone();
+    c.start(d, &format!("{}-start", control.label)).await;
+    let Some(ci) = c.send(d, control.text, control.label).await else {
+        return Verdict::skipped(
+            id,
+            format!(
+                "{what} got {}, the plain request got {}; the control (the plain request again, to see whether the bridge's replies vary) could not be sent: its session ended at its start",
+                got(d, a),
+                got(d, b)
+            ),
+        );
+    };
+    let rc = match d.log[ci].judged(Profile::Gamma) {
+        Ok(rc) => rc,
+        Err(_) => {
+            return Verdict::skipped(
+                id,
+                format!(
+                    "{what} got {}, the plain request got {}; whether the bridge's replies vary cannot be seen: {}",
+                    got(d, a),
+                    got(d, b),
+                    unreadable(&d.log[ci]).unwrap_or_default()
+                ),
+            );
+        }
+    };
+    if same(&d.log[ci], &rc, &d.log[b], &rb) {
+        return Verdict::fail(
+            id,
+            format!(
+                "{what} got {}, the plain request got {} twice (again as {})",
+                got(d, a),
+                got(d, b),
+                d.log[ci].label
+            ),
+        );
+    }
+    let (sa, sb, sc) = (
+        Shape::of(&d.log[a], &ra),
+        Shape::of(&d.log[b], &rb),
+        Shape::of(&d.log[ci], &rc),
+    );
+    let varies = format!(
+        "two identical requests got different replies ({} then {} as {})",
+        got(d, b),
+        got(d, ci),
+        d.log[ci].label
+    );
+    let content = SubCheck::skipped("content", format!("{varies}: content cannot be compared"));
+    if sc != sb {
+        return Verdict::skipped(
+            id,
+            format!(
+                "{varies}, of different shape too ({sb}; then {sc}): neither content nor shape can be compared"
+            ),
+        )
+        .with_subchecks(vec![
+            content,
+            SubCheck::skipped("shape", format!("the plain request's shape varies: {sb}; then {sc}")),
+        ]);
+    }
+    let shape = if sa == sb {
+        SubCheck::pass("shape", format!("{what}: {sa}, as the plain request's"))
+    } else {
+        SubCheck::fail(
+            "shape",
+            format!(
+                "{what} got {} shaped {sa}; the plain request's replies, twice: {sb}",
+                got(d, a)
+            ),
+        )
+    };
+    let mut v = Verdict::from_subchecks(id, vec![content, shape]);
+    if v.status == Status::Pass {
+        v.detail = format!(
+            "{varies}, so content is not compared; the shape the app acts on is the same ({sa}): judged on it"
+        );
+    }
+    v
 }
 
 async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictLog) {
@@ -1019,6 +1341,12 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
     ];
     if let Some((cut, _)) = key.char_indices().last().filter(|&(i, _)| i > 0) {
         probes.push(("SB-A2", "auth/key-prefix", Some(key[..cut].to_string())));
+    }
+    // The key with the case of its letters changed (a bridge comparing without case takes
+    // it); only a key with letters has such a variant.
+    let swapped = swap_case(&key);
+    if swapped != key {
+        probes.push(("SB-A2", "auth/key-case", Some(swapped)));
     }
     let mut a2: Option<(Vec<String>, Vec<String>)> = None;
     for (id, label, header) in probes {
@@ -1352,11 +1680,7 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                     for (k, s) in items.iter().enumerate() {
                         let title = s.get("title").and_then(Value::as_str);
                         let url = s.get("url").and_then(Value::as_str);
-                        let ok_url =
-                            url.and_then(|u| reqwest::Url::parse(u).ok())
-                                .is_some_and(|u| {
-                                    matches!(u.scheme(), "http" | "https") && u.host_str().is_some()
-                                });
+                        let ok_url = url.is_some_and(absolute_http_url);
                         if title.is_none() || !ok_url {
                             fails[4].push(format!(
                                 "{at}: sources[{k}] is not {{title: string, url: absolute http(s) URL}}: {s}"
@@ -1523,6 +1847,43 @@ mod tests {
     use super::leaks_internals;
 
     #[test]
+    fn source_urls_need_an_http_scheme_and_a_host_as_written() {
+        for ok in [
+            "https://example.com",
+            "http://example.com/a/b?q=1#top",
+            "HTTPS://Example.COM/docs",
+            "Http://example.com:8080/",
+            "http://[2001:db8::1]:8443/a",
+            "https://127.0.0.1/x",
+            "https://example.com/a%20b?l=%C3%A4",
+            "https://user@example.com/",
+        ] {
+            assert!(super::absolute_http_url(ok), "{ok}");
+        }
+        for bad in [
+            "https:example.com",
+            "https:/example.com",
+            "https:///example.com",
+            "https://",
+            "https://:443/",
+            "https://user@/x",
+            "/docs/peer",
+            "ftp://example.com/",
+            "example.com",
+            "",
+            "https:\\\\example.com",
+        ] {
+            assert!(!super::absolute_http_url(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn swap_case_changes_letters_only() {
+        assert_eq!(super::swap_case("peer-Key-7"), "PEER-kEY-7");
+        assert_eq!(super::swap_case("12-34"), "12-34");
+    }
+
+    #[test]
     fn leaks_of_each_runtime_are_named_and_plain_errors_are_not() {
         for (text, runtime) in [
             ("Expecting value: line 1 column 69 (char 68)", "Python"),
@@ -1549,6 +1910,18 @@ mod tests {
             ("JSON::ParserError: unexpected token at '{'", "Ruby"),
             ("PHP Fatal error:  Uncaught TypeError: count()", "PHP"),
             ("Unterminated string in JSON at position 73", "Node/V8"),
+            ("missing field `chatId` at line 1 column 40", "Rust"),
+            ("expected value at line 1 column 1", "Rust"),
+            ("trailing characters at line 1 column 5", "Rust"),
+            (
+                "invalid type: string \"hello\", expected a sequence at line 1 column 60",
+                "Rust",
+            ),
+            ("invalid type: integer `7`, expected a sequence", "Rust"),
+            (
+                "Failed to deserialize the JSON body into the target type: messages: invalid type",
+                "Rust",
+            ),
             (
                 "Expected property name or '}' in JSON at position 1",
                 "Node/V8",
@@ -1569,6 +1942,9 @@ mod tests {
             "Bad request: missing chatId.",
             "The model is not reachable right now; please try again.",
             "That JSON ends too early: check the position of the closing brace.",
+            "The request body is not valid JSON: it breaks off at line 1 column 69.",
+            "Bad request: missing field `messages` (a list of messages).",
+            "Invalid type: `messages` must be a list.",
         ] {
             assert_eq!(leaks_internals(text), None, "{text}");
         }

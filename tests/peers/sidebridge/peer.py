@@ -85,6 +85,10 @@ FLAWS = {
     "refusal-quotes-key": "SB-A1, SB-A2: the refusal of a missing or wrong key quotes the configured key",
     "key-prefix": "SB-A2: a key that is a prefix of the configured one is accepted",
     "leak-node-json": "SB-R10: a V8 JSON.parse message in the error reply",
+    "varying-escaped-error": "SB-R5: answers vary (a counter, as `varying`), and a message whose bytes hold `\\/` gets a system error instead of an answer",
+    "double-answer-reworded": "SB-R1: the message is answered as the send and again, reworded, as the last history item",
+    "key-casefold": "SB-A2: the key is compared without letter case",
+    "source-no-host": "SB-D5: assistant messages cite `https:example.com/docs/peer` (no `//`, no host)",
 }
 ODDITIES = {
     "chunked": "every reply in chunked transfer encoding",
@@ -120,6 +124,11 @@ ODDITIES = {
     "edit-restored": "every answer also updates the last assistant message of the request's history in place (same id, marked \u2713), one from a chat it never saw included",
     "length-note": "every answer to a send is followed by a system message giving the answer's length",
     "late-listen": "prints its address half a second before it listens there",
+    "varying": "every answer ends with a counter ([#n]): identical requests never get identical replies",
+    "huge-number": "every reply carries a top-level `x-score` of 1e400 (valid JSON beyond a double)",
+    "deep-extension": "every reply carries a top-level `x-trace` of arrays nested 150 deep",
+    "error-positions": "malformed requests get 400 with a plain English error naming its position (`at line 1 column N`) or the field (`missing field `messages``)",
+    "sources-unusual": "assistant messages cite legal unusual URLs: upper-case scheme and host, port, percent-encoding, an IPv6 host",
 }
 
 HTML = b"<html><body><h1>Internal error</h1></body></html>"
@@ -156,6 +165,7 @@ class State:
         self.chats = {}
         self.lock = threading.Lock()
         self.posts = 0
+        self.counter = 0
 
     def chat(self, cid):
         c = self.chats.setdefault(cid.upper(), Chat())
@@ -185,6 +195,12 @@ def message(state, frm, content):
         m["sources"] = None
     if frm == "assistant" and "relative-sources" in state.flaws:
         m["sources"] = [{"title": "Peer docs", "url": "/docs/peer"}]
+    if frm == "assistant" and "source-no-host" in state.flaws:
+        m["sources"] = [{"title": "Peer docs", "url": "https:example.com/docs/peer"}]
+    if frm == "assistant" and "sources-unusual" in state.oddities:
+        m["sources"] = [{"title": "Docs", "url": "HTTPS://Example.COM:8443/a%20b?q=%C3%A4#x"},
+                        {"title": "Mirror", "url": "http://[2001:db8::1]:8080/docs"},
+                        {"title": "Local", "url": "http://127.0.0.1:8080"}]
     if frm == "assistant" and "sources-https" in state.oddities:
         m["sources"] = [{"title": "Peer docs", "url": "https://example.com/docs/peer?lang=en#top",
                          "snippet": "how the peer answers"}]
@@ -266,6 +282,11 @@ class Handler(BaseHTTPRequestHandler):
         if "version-echo" in st.oddities and getattr(self, "version", None):
             obj["sidebridge"] = self.version
         body = json.dumps(obj).encode()
+        # Extensions the standard library cannot write (1e400 is not a float it keeps).
+        for name, ext in (("huge-number", b'"x-score":1e400'),
+                          ("deep-extension", b'"x-trace":' + b"[" * 150 + b"]" * 150)):
+            if name in st.oddities:
+                body = b"{" + ext + (b"," if body != b"{}" else b"") + body[1:]
         if "cite-links" in st.oddities:
             body = body.replace(b"/", b"\\/")  # `\/` is a legal JSON escape, as the app writes it
         self.send_bytes(status, body, extra=extra)
@@ -313,6 +334,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         st = self.st
         raw = self.drain()
+        self.body = raw
         path = self.path.split("?")[0]
         with st.lock:
             st.posts += 1
@@ -346,7 +368,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_bytes(200, b"key header noted", ctype="text/plain")
         lenient = ("accept-missing-key" in st.flaws and sent_key is None) or (
             "accept-wrong-key" in st.flaws and sent_key is not None) or (
-            "key-prefix" in st.flaws and sent_key and st.key and st.key.startswith(sent_key))
+            "key-prefix" in st.flaws and sent_key and st.key and st.key.startswith(sent_key)) or (
+            "key-casefold" in st.flaws and sent_key and st.key and sent_key.lower() == st.key.lower())
         if st.key is not None and sent_key != st.key and not lenient:
             if "refusal-quotes-key" in st.flaws:
                 return self.error(401, "Wrong key: this bridge expects %s." % st.key, end=True)
@@ -413,6 +436,12 @@ class Handler(BaseHTTPRequestHandler):
         for flaw, (status, leak) in LEAKS.items():
             if flaw in self.st.flaws:
                 return self.error(status, leak)
+        if "error-positions" in self.st.oddities:
+            if text == "The request body is not valid JSON.":
+                text = "The request body is not valid JSON: it breaks off at line 1 column %d." % (
+                    len(getattr(self, "body", b"")) or 1)
+            else:
+                text = "Bad request: missing field `messages` (a list of messages is expected)."
         return self.error(422 if "errors-422" in self.st.oddities else 400, text)
 
     # --- the assistant -------------------------------------------------------------------
@@ -447,9 +476,14 @@ class Handler(BaseHTTPRequestHandler):
             if "empty-send-nudge" in st.oddities:
                 return self.reply(200, [message(st, "system", "Type a message first.")], {"endSession": False})
         out, opts = [], {}
+        varying = "varying" in st.oddities or "varying-escaped-error" in st.flaws
         for m in msgs:
             text = m.get("content", "").strip()
             if not text:
+                continue
+            if "varying-escaped-error" in st.flaws and "\\/" in raw_content(self.raw):
+                st.counter += 1
+                out.append(message(st, "system", "Sorry, that link could not be read. [#%d]" % st.counter))
                 continue
             low = text.lower()
             if low.startswith("please keep this word:"):
@@ -508,6 +542,9 @@ class Handler(BaseHTTPRequestHandler):
                 chat.reenable = False
                 chat.private = False
                 opts["disableSendHistory"] = False
+            if varying:
+                st.counter += 1
+                said += " [#%d]" % st.counter
             reply = message(st, "assistant", said)
             if "cite-links" in st.oddities:
                 links = re.findall(r"https?://[^\s]+", text)
@@ -539,6 +576,10 @@ class Handler(BaseHTTPRequestHandler):
                 opts["disableSendHistory"] = True
             if "answer-twice" in st.flaws and hist and hist[-1].get("id") == m.get("id"):
                 out.append(message(st, "assistant", said))
+            if "double-answer-reworded" in st.flaws and hist and hist[-1].get("id") == m.get("id"):
+                again = message(st, "assistant", "In other words: " + said)
+                chat.said[again["id"].upper()] = again["content"]
+                out.append(again)
         return self.reply(200, out, opts or None)
 
 
