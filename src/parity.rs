@@ -655,6 +655,8 @@ pub struct LegSummary {
     pub unhandled: u64,
     pub grammar_drops: usize,
     pub stalls: usize,
+    /// What the comparison left out of this leg's events ([`crate::protocol::Model::left_out`]).
+    pub left_out: Vec<String>,
 }
 
 impl LegSummary {
@@ -665,6 +667,7 @@ impl LegSummary {
             unhandled: run.unhandled,
             grammar_drops: run.grammar.len(),
             stalls: run.stalls.len(),
+            left_out: Vec::new(),
         }
     }
 }
@@ -798,6 +801,7 @@ pub fn compare_cell(
             ));
         }
     }
+    let left_out = (model.left_out(&base.events), model.left_out(&head.events));
     base.events = model.normalize_events(std::mem::take(&mut base.events));
     head.events = model.normalize_events(std::mem::take(&mut head.events));
     base.rows = model.normalize_rows(std::mem::take(&mut base.rows));
@@ -829,8 +833,14 @@ pub fn compare_cell(
         invalid_input: base.lane_errors.len() + head.lane_errors.len() > 0,
         errors,
         problems,
-        base: LegSummary::of(&base),
-        head: LegSummary::of(&head),
+        base: LegSummary {
+            left_out: left_out.0,
+            ..LegSummary::of(&base)
+        },
+        head: LegSummary {
+            left_out: left_out.1,
+            ..LegSummary::of(&head)
+        },
     };
     // A leg that could not run or stalled has no complete list: comparing it would show the
     // missing tail as differences, so those cells report only the stall or the error.
@@ -894,6 +904,20 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
             format!(", {} stall(s)", c.stalls.len())
         }
     )];
+    if !c.base.left_out.is_empty() || !c.head.left_out.is_empty() {
+        let leg = |l: &[String]| {
+            if l.is_empty() {
+                "none".to_string()
+            } else {
+                l.join(", ")
+            }
+        };
+        out.push(format!(
+            "  extensions, not compared: base {}; head {}",
+            leg(&c.base.left_out),
+            leg(&c.head.left_out)
+        ));
+    }
     for s in c.stalls.iter().take(MAX_LISTED) {
         out.push(format!("  stall: {s}"));
     }
@@ -1114,7 +1138,7 @@ pub fn cell_json(c: &CellParity) -> Value {
     };
     let leg = |l: &LegSummary| {
         serde_json::json!({"events": l.events, "rows": l.rows, "unhandled": l.unhandled,
-            "grammarDrops": l.grammar_drops, "stalls": l.stalls})
+            "grammarDrops": l.grammar_drops, "stalls": l.stalls, "leftOut": l.left_out})
     };
     serde_json::json!({
         "cell": c.key,

@@ -180,6 +180,12 @@ pub trait Model: Sync {
     fn normalize_events(&self, events: Vec<Value>) -> Vec<Value> {
         crate::normalize::normalize_list(events, self.event_rules())
     }
+    /// What [`Model::normalize_events`] leaves out of a comparison of `events` (extensions the
+    /// spec does not forbid), named and counted (`hub→browser "status" ×2`): shown beside the
+    /// verdict, so a comparison never passes silently over what it did not compare.
+    fn left_out(&self, _events: &[Value]) -> Vec<String> {
+        Vec::new()
+    }
     fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
         crate::normalize::normalize_list(rows, self.row_rules())
     }

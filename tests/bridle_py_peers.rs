@@ -415,3 +415,96 @@ fn python_socketio_agent_passes_legal_variations_and_fails_each_violation() {
     let problems = judge(&py, "agent", AGENT_ROWS);
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
+
+/// `bridgewire <args>` where `CELLS` stands for the Bridle recordings: `(exit code, stdout)`.
+fn bridgewire_on_recordings(args: &[&str]) -> (i32, String) {
+    let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let out = Command::new(BW)
+        .args(args.iter().map(|a| {
+            if *a == "CELLS" {
+                cells.as_os_str()
+            } else {
+                std::ffi::OsStr::new(a)
+            }
+        }))
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("bridgewire runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Parity between two correct hubs nobody here wrote, python-socketio's and npm socket.io's
+/// (`tests/node/hub.js`), whose extension events and fields differ: every cell passes, and
+/// each leg's extensions are listed as not compared. The python hub with stale parts in its
+/// streams against the correct one fails the cells that stream.
+#[test]
+fn parity_of_two_independent_hubs_passes_and_a_flawed_leg_fails() {
+    let test = "parity_of_two_independent_hubs_passes_and_a_flawed_leg_fails";
+    let Some(py) = python(test) else {
+        return;
+    };
+    if !common::need::node_packages(test, &["socket.io"]) {
+        return;
+    }
+    let hub_py = peer_dir().join("hub.py");
+    let hub_py = hub_py.to_string_lossy();
+    let hub_js = common::need::node_dir().join("hub.js");
+    let base = format!("cmd:{py} {hub_py}");
+    let head = format!("cmd:node {}", hub_js.display());
+    let (code, out) =
+        bridgewire_on_recordings(&["parity", "--base", &base, "--head", &head, "CELLS"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("6 passed, 0 failed"), "{out}");
+    let listed = out
+        .lines()
+        .find(|l| l.starts_with("  extensions, not compared: base "))
+        .unwrap_or_else(|| panic!("no extensions listed:\n{out}"));
+    for ext in [
+        "hub→browser \"hub-hello\" ×",
+        "hub→browser field \"welcome.agentId\" ×",
+        "hub→agent field \"message.source\" ×",
+        "head hub→browser \"status\" ×",
+    ] {
+        assert!(listed.contains(ext), "{ext} not in {listed}");
+    }
+
+    let flawed = format!("cmd:env HUB_VARY=v-parts-stale {py} {hub_py}");
+    let (code, out) =
+        bridgewire_on_recordings(&["parity", "--base", &head, "--head", &flawed, "CELLS"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL ref-hub/bot-1__alice: "), "{out}");
+    assert!(
+        out.contains("\"stale\""),
+        "the diff shows the stale parts: {out}"
+    );
+    // A cell without streams compares equal.
+    assert!(out.contains("PASS ref-hub/bot-1__agent: "), "{out}");
+}
+
+/// The recorded cells (made against the reference hub) replay against the python-socketio hub:
+/// its extension events and fields are listed, not compared, and every cell passes.
+#[test]
+fn recorded_cells_replay_against_the_python_socketio_hub() {
+    let Some(py) = python("recorded_cells_replay_against_the_python_socketio_hub") else {
+        return;
+    };
+    let hub_py = peer_dir().join("hub.py");
+    let (code, out) = bridgewire_on_recordings(&[
+        "replay",
+        "bridle",
+        "CELLS",
+        "--",
+        &py,
+        &hub_py.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("extensions, not compared: hub→browser \"hub-hello\" ×1")
+            && out.contains("hub→browser field \"welcome.hub\" ×1"),
+        "{out}"
+    );
+}

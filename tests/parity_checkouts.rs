@@ -104,9 +104,9 @@ const PEERS: &[Peer] = &[
         source: NODE_HUB,
         file: "hub.js",
         bridge: "node hub.js",
-        from: "const MOTD = \"welcome to the node hub\";",
-        to: "const MOTD = \"welcome, v3\";",
-        changed: 2, // one welcome per browser connection, one connection per cell
+        from: "const SUFFIX = \"\";",
+        to: "const SUFFIX = \" (v3)\";",
+        changed: 3, // one relayed answer per prompt
         identity: false,
     },
 ];

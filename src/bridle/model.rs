@@ -184,6 +184,7 @@ impl Model for BridleModel {
     fn normalize_events(&self, mut events: Vec<Value>) -> Vec<Value> {
         let mut agent_in_turn = false;
         drop_http_extensions(&mut events);
+        drop_event_extensions(&mut events);
         let kept = events
             .into_iter()
             .filter(|e| !is_extension(e))
@@ -206,6 +207,37 @@ impl Model for BridleModel {
             })
             .collect();
         crate::normalize::normalize_list(kept, BRIDLE_RULES)
+    }
+
+    /// Extension events by side and name, then the HTTP answers' and the events' extension
+    /// fields, each counted: what [`BridleModel::normalize_events`] leaves out.
+    fn left_out(&self, events: &[Value]) -> Vec<String> {
+        use std::collections::BTreeMap;
+        let mut names: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        let mut fields: BTreeMap<(&str, String), usize> = BTreeMap::new();
+        for e in events {
+            let dir = e["dir"].as_str().unwrap_or("");
+            if is_extension(e) {
+                *names
+                    .entry((dir, e["event"].as_str().unwrap_or("")))
+                    .or_default() += 1;
+            } else {
+                for f in event_extensions(std::slice::from_ref(e)) {
+                    *fields.entry((dir, f)).or_default() += 1;
+                }
+            }
+        }
+        for f in http_extensions(events) {
+            *fields.entry(("hub→http", f)).or_default() += 1;
+        }
+        let names = names
+            .into_iter()
+            .map(|((dir, n), c)| format!("{dir} {n:?} ×{c}"));
+        let fields = fields.into_iter().map(|((dir, f), c)| match dir {
+            "hub→http" => format!("{dir} answer field {f:?} ×{c}"),
+            _ => format!("{dir} field {f:?} ×{c}"),
+        });
+        names.chain(fields).collect()
     }
 
     /// The hub's own not-connected reply is folded where the rows are projected
@@ -294,6 +326,60 @@ pub fn http_extensions(events: &[Value]) -> Vec<String> {
 fn drop_http_extensions(events: &mut [Value]) {
     for (i, fields) in http_answers(events) {
         if let Some(m) = events[i]["http"]["body"].as_object_mut() {
+            m.retain(|k, _| fields.contains(&k.as_str()));
+        }
+    }
+}
+
+/// The fields the spec gives the data of an event the hub sends (`None`: an event the spec does
+/// not give that side, or data that is not an object: compared whole). The spec writes each as
+/// an object literal, the agent's as a TypeScript interface (`IBridleIncomingMessage`); more
+/// fields still satisfy them, and `check bridle hub`'s event-fields judges only these.
+fn event_fields(e: &Value) -> Option<&'static [&'static str]> {
+    if !e["data"].is_object() {
+        return None;
+    }
+    match (e["dir"].as_str()?, e["event"].as_str()?) {
+        ("hub→browser", "welcome") => Some(&["clientId"]),
+        ("hub→browser", "typing") => Some(&["type", "ts"]),
+        ("hub→browser", "stream" | "stream_end") => {
+            Some(&["type", "text", "parts", "messageId", "ts"])
+        }
+        // A relayed note keeps its kind.
+        ("hub→browser", "message") => Some(&["type", "text", "parts", "messageId", "ts", "kind"]),
+        ("hub→browser", "pong") => Some(&["ts"]),
+        ("hub→agent", "message") => {
+            Some(&["type", "clientId", "agentId", "text", "parts", "messageId"])
+        }
+        ("hub→agent", "pong") => Some(&[]),
+        _ => None,
+    }
+}
+
+/// The fields of hub events that the spec does not give them, as `<event>.<field>` (in order
+/// of appearance, once per event): extensions, like the HTTP answers' of [`http_extensions`].
+/// Replay and parity leave them out and list them.
+pub fn event_extensions(events: &[Value]) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in events {
+        if let (Some(fields), Some(m)) = (event_fields(e), e["data"].as_object()) {
+            let name = e["event"].as_str().unwrap_or("");
+            found.extend(
+                m.keys()
+                    .filter(|k| !fields.contains(&k.as_str()))
+                    .map(|k| format!("{name}.{k}")),
+            );
+        }
+    }
+    found
+}
+
+/// Leaves out of each hub event the fields the spec does not give it ([`event_extensions`]).
+fn drop_event_extensions(events: &mut [Value]) {
+    for e in events.iter_mut() {
+        if let Some(fields) = event_fields(e)
+            && let Some(m) = e["data"].as_object_mut()
+        {
             m.retain(|k, _| fields.contains(&k.as_str()));
         }
     }
@@ -526,6 +612,56 @@ mod tests {
         let answer =
             BridleModel.normalize_events(vec![ev("hub→browser", "message", nc("Agent says hi"))]);
         assert_eq!(answer[0]["data"]["text"], "Agent says hi");
+    }
+
+    /// A hub event's fields beyond the ones the spec gives it are extensions: left out of the
+    /// comparison and listed by `left_out`; the spec's fields still compare, and an event the
+    /// spec does not give that side, or data that is not an object, is compared whole.
+    #[test]
+    fn hub_events_compare_the_spec_fields_and_list_the_others() {
+        let plain = vec![
+            ev("hub→browser", "welcome", json!({"clientId": "u"})),
+            ev(
+                "hub→agent",
+                "message",
+                json!({"type": "message", "clientId": "u", "agentId": "a", "text": "hi", "parts": [], "messageId": "m"}),
+            ),
+            ev(
+                "hub→browser",
+                "message",
+                json!({"type": "message", "text": "t", "parts": [], "messageId": "n", "ts": 1, "kind": "thinking"}),
+            ),
+        ];
+        let mut extended = plain.clone();
+        extended[0]["data"]["hub"] = json!("py");
+        extended[1]["data"]["source"] = json!("ws");
+        extended[2]["data"]["agentId"] = json!("a");
+        assert_eq!(
+            event_extensions(&extended),
+            ["welcome.hub", "message.source", "message.agentId"]
+        );
+        assert_eq!(
+            BridleModel.normalize_events(plain.clone()),
+            BridleModel.normalize_events(extended.clone())
+        );
+        assert_eq!(
+            BridleModel.left_out(&extended),
+            [
+                "hub→agent field \"message.source\" ×1",
+                "hub→browser field \"message.agentId\" ×1",
+                "hub→browser field \"welcome.hub\" ×1",
+            ]
+        );
+        // The kind a relayed note keeps is a spec field: a hub that drops it differs.
+        let mut unmarked = plain.clone();
+        unmarked[2]["data"].as_object_mut().unwrap().remove("kind");
+        assert_ne!(
+            BridleModel.normalize_events(plain.clone()),
+            BridleModel.normalize_events(unmarked)
+        );
+        // An agent's frame is the recording's own (the player sends it): compared whole.
+        let sent = vec![ev("agent→hub", "typing", json!({"clientId": "u", "x": 1}))];
+        assert!(event_extensions(&sent).is_empty());
     }
 
     /// An HTTP answer's fields beyond the ones the spec gives that answer are extensions: left
