@@ -88,6 +88,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "agent with a wrong apiKey",
             "agent without apiKey",
             "agent without agentId",
+            "agent with the apiKey's case flipped",
             "browser with a valid JWT",
             "agent with the right apiKey",
         ],
@@ -97,6 +98,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
         &[
             "clientId is the JWT sub",
             "clientId is admin for the ADMIN role",
+            "clientId is the JWT sub for a role admin in lower case",
         ],
     ),
     (id::PING_PONG, &["browser ping", "agent ping"]),
