@@ -1475,6 +1475,12 @@ const NODE_AGENT_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     (
+        "stream-after-end",
+        "stream-end-final",
+        "nothing continues the stream after stream_end: after stream_end the agent sent stream +",
+        &[],
+    ),
+    (
         "notes-bad-kind",
         "notes",
         "inside the turn has kind \"reasoning\", want thinking or tool",
@@ -1508,6 +1514,11 @@ const NODE_AGENT_VARIANTS: &[(&str, &str, &str)] = &[
         "unmarked-notes",
         "notes",
         "pass    notes — 2 of 2 notes carry no kind, notes by their place in the turn",
+    ),
+    (
+        "ext-events",
+        "agent-client-id",
+        "pass    agent-client-id — extension events, which the spec does not list and does not forbid (not judged): \"status\" ×1",
     ),
 ];
 

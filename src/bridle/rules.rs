@@ -242,7 +242,14 @@ pub const AGENT_SUBCHECKS: &[(&str, &[&str])] = &[
         &["every frame carries the browser's clientId"],
     ),
     (id::STREAMING_REPLACE, &["accumulation"]),
-    (id::STREAM_END_FINAL, &["messageId", "parts mirror text"]),
+    (
+        id::STREAM_END_FINAL,
+        &[
+            "messageId",
+            "parts mirror text",
+            "nothing continues the stream after stream_end",
+        ],
+    ),
     (id::NOTES, &["notes carry kind thinking or tool"]),
     (
         id::AGENT_RECONNECT,
