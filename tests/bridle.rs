@@ -547,8 +547,8 @@ fn check_hub_fails_each_rule_on_its_break_mode() {
         ("event-fields", "no-agent-id", "lacks agentId"),
         (
             "event-fields",
-            "leak-client-id",
-            "carries the agent-side field clientId",
+            "foreign-client-id",
+            "carries clientId=\"fields-user-other\", which names another recipient",
         ),
         (
             "malformed-payloads",
@@ -1189,9 +1189,39 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     (
-        "leak-client-id",
+        "foreign-client-id",
         "event-fields",
-        "carries the agent-side field clientId",
+        "carries clientId=\"fields-user-other\", which names another recipient",
+        &[],
+    ),
+    (
+        "ts-seconds",
+        "event-fields",
+        "the spec's ts is epoch milliseconds",
+        &[],
+    ),
+    (
+        "api-key-any-case",
+        "handshake-auth",
+        "agent with the apiKey's case flipped: admitted",
+        &[],
+    ),
+    (
+        "admin-any-case",
+        "welcome",
+        "roles [\"admin\"] is {\"clientId\":\"admin\"}, want clientId \"boss-2\"",
+        &[],
+    ),
+    (
+        "drop-explicit-images",
+        "legacy-parts",
+        "explicit parts changed in transit",
+        &[],
+    ),
+    (
+        "health-any-agent",
+        "http-health",
+        "unknown agent: /api/agent/health-none-",
         &[],
     ),
     (
@@ -1391,6 +1421,14 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
     ),
 ];
 
+/// `tests/node/hub.js --variant NAME`: legal but unusual shapes that pass every rule.
+/// (variant, the rule it exercises, what that rule shows for it on a verdict or sub-check line.)
+const NODE_HUB_VARIANTS: &[(&str, &str, &str)] = &[(
+    "own-ids",
+    "event-fields",
+    "ok   hub→browser typing — type, ts; extensions, which the spec does not forbid (not judged): clientId (this browser's own), agentId (this browser's own)",
+)];
+
 /// An agent that never authenticated on /ws/agent: every later rule is not run (see agent-auth).
 const NOT_RUN_AFTER_AUTH: &[(&str, &str)] = &[
     ("not run agent-register — ", "see agent-auth"),
@@ -1437,6 +1475,12 @@ const NODE_AGENT_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     (
+        "stream-after-end",
+        "stream-end-final",
+        "nothing continues the stream after stream_end: after stream_end the agent sent stream +",
+        &[],
+    ),
+    (
         "notes-bad-kind",
         "notes",
         "inside the turn has kind \"reasoning\", want thinking or tool",
@@ -1470,6 +1514,11 @@ const NODE_AGENT_VARIANTS: &[(&str, &str, &str)] = &[
         "unmarked-notes",
         "notes",
         "pass    notes — 2 of 2 notes carry no kind, notes by their place in the turn",
+    ),
+    (
+        "ext-events",
+        "agent-client-id",
+        "pass    agent-client-id — extension events, which the spec does not list and does not forbid (not judged): \"status\" ×1",
     ),
 ];
 
@@ -1548,6 +1597,7 @@ fn the_coverage_map_names_divergences_that_fail_and_variants_that_pass_each_rule
         for name in line.passes.iter().filter_map(named) {
             let ok = match name.split_once(':') {
                 Some(("hub", "correct")) => id::HUB.contains(&rule),
+                Some(("hub", v)) => NODE_HUB_VARIANTS.iter().any(|c| c.0 == v && c.1 == rule),
                 Some(("agent", "correct")) => id::AGENT.contains(&rule),
                 Some(("agent", v)) => NODE_AGENT_VARIANTS.iter().any(|c| c.0 == v && c.1 == rule),
                 _ => false,
@@ -1563,6 +1613,11 @@ fn the_coverage_map_names_divergences_that_fail_and_variants_that_pass_each_rule
 /// `check bridle hub` against a second hub that is not ours (`tests/node/hub.js`, on the
 /// canonical npm `socket.io` server, with extension events and accept-then-reject handshakes).
 fn check_node_hub(divergence: Option<&str>) -> (i32, String) {
+    check_node_hub_with(divergence.map(|d| ("--diverge", d)))
+}
+
+/// [`check_node_hub`] with one switch of hub.js (`--diverge NAME` or `--variant NAME`).
+fn check_node_hub_with(switch: Option<(&str, &str)>) -> (i32, String) {
     let script = node_dir().join("hub.js");
     let mut args = vec![
         "check",
@@ -1576,8 +1631,8 @@ fn check_node_hub(divergence: Option<&str>) -> (i32, String) {
         "node",
         script.to_str().unwrap(),
     ];
-    if let Some(d) = divergence {
-        args.extend(["--diverge", d]);
+    if let Some((flag, name)) = switch {
+        args.extend([flag, name]);
     }
     let args: Vec<String> = args.into_iter().map(String::from).collect();
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1658,6 +1713,54 @@ fn second_hub_on_canonical_socket_io_passes_and_each_divergence_fails_its_rule()
     }
     for (row, (code, out)) in cases.iter().zip(&results[1..]) {
         assert_divergence(&format!("--diverge {}", row.0), row, *code, out);
+    }
+}
+
+/// Each legal variant of the second hub passes every rule, and the rule it exercises shows
+/// how it took it (its extensions listed, not judged).
+#[test]
+fn second_hub_legal_variants_pass_every_rule() {
+    if !node_ready("second_hub_legal_variants_pass_every_rule") {
+        return;
+    }
+    let listed = Command::new("node")
+        .arg(node_dir().join("hub.js"))
+        .arg("--list-variants")
+        .output()
+        .expect("node runs");
+    let mut variants: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.split('\t').next().map(String::from))
+        .collect();
+    let mut covered: Vec<String> = NODE_HUB_VARIANTS.iter().map(|c| c.0.to_string()).collect();
+    variants.sort();
+    covered.sort();
+    assert_eq!(variants, covered);
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = NODE_HUB_VARIANTS
+        .iter()
+        .map(|&(v, _, _)| {
+            Box::new(move || check_node_hub_with(Some(("--variant", v))))
+                as Box<dyn FnOnce() -> _ + Send>
+        })
+        .collect();
+    for ((v, rule, shown), (code, out)) in NODE_HUB_VARIANTS.iter().zip(parallel(jobs)) {
+        assert_eq!(code, 0, "--variant {v}: {out}");
+        assert!(not_passed(&out).is_empty(), "--variant {v}: {out}");
+        let head = format!("pass    {rule}");
+        let at = out
+            .lines()
+            .position(|l| l == head || l.starts_with(&format!("{head} — ")))
+            .unwrap_or_else(|| panic!("--variant {v}: {rule} did not pass:\n{out}"));
+        let verdict = out.lines().nth(at).into_iter();
+        let subs = out
+            .lines()
+            .skip(at + 1)
+            .take_while(|l| l.starts_with("          "))
+            .map(str::trim);
+        assert!(
+            verdict.chain(subs).any(|l| l.starts_with(shown)),
+            "--variant {v}: {out}"
+        );
     }
 }
 

@@ -355,10 +355,21 @@ impl Drop for FakeHub {
     }
 }
 
+/// The events the spec lists from an agent in answer to a message (`Events: Agent -> Hub`, less
+/// `register` and `ping`, which are not answers). Other names are extensions: the spec lists
+/// the agent's events and forbids no others, so they are listed and not judged.
+const ANSWER_EVENTS: &[&str] = &["typing", "stream", "stream_end", "message"];
+
+/// Bound on the watch after the turn's `stream_end` for frames that continue its stream.
+const AFTER_END_MAX: Duration = Duration::from_millis(500);
+
 /// One answer: the frames from the first after the message through `stream_end` (or a plain
 /// `message` with no turn open).
 struct Turn {
+    /// The spec's answer events ([`ANSWER_EVENTS`]), in order.
     frames: Vec<(String, Value, Instant)>,
+    /// Extension events received during the turn (names, in order): not judged.
+    extensions: Vec<String>,
     complete: bool,
     /// The agent's connection ended while waiting.
     disconnected: bool,
@@ -369,6 +380,7 @@ struct Turn {
 async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
     let deadline = Instant::now() + wait;
     let mut frames = Vec::new();
+    let mut extensions = Vec::new();
     let mut open = false;
     let mut disconnected = false;
     while let Some(seen) = hub.next(deadline).await {
@@ -377,6 +389,20 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
             continue;
         };
         if name == "ping" || name == "register" {
+            continue;
+        }
+        if !ANSWER_EVENTS.contains(&name.as_str()) {
+            // Counted toward the flood bound too: an agent sending only extensions is cut off.
+            extensions.push(name);
+            if frames.len() + extensions.len() >= MAX_TURN_FRAMES {
+                return Turn {
+                    frames,
+                    extensions,
+                    complete: false,
+                    disconnected,
+                    flooded: true,
+                };
+            }
             continue;
         }
         let done = match name.as_str() {
@@ -389,9 +415,10 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
             _ => false,
         };
         frames.push((name, data, at));
-        if done || frames.len() >= MAX_TURN_FRAMES {
+        if done || frames.len() + extensions.len() >= MAX_TURN_FRAMES {
             return Turn {
                 frames,
+                extensions,
                 complete: done,
                 disconnected,
                 flooded: !done,
@@ -400,9 +427,69 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
     }
     Turn {
         frames,
+        extensions,
         complete: false,
         disconnected,
         flooded: false,
+    }
+}
+
+/// What came after the turn's closing `stream_end`, within a bounded window.
+struct AfterEnd {
+    /// How long it watched.
+    window: Duration,
+    /// `stream`/`stream_end` frames under the closed messageId (name, ms after the end).
+    late: Vec<(String, u128)>,
+    /// Other frames (notes, another messageId, extension events): not this rule's to judge.
+    others: usize,
+}
+
+/// The watch window after `stream_end`: a few times the measured stream cadence (a runtime
+/// still flushing would send within it), at least 150 ms, at most [`AFTER_END_MAX`] and
+/// `wait`; [`AFTER_END_MAX`] when there is no cadence to measure.
+fn after_end_window(frames: &[(String, Value, Instant)], wait: Duration) -> Duration {
+    let at: Vec<Instant> = frames
+        .iter()
+        .filter(|(n, _, _)| n == "stream")
+        .map(|(_, _, t)| *t)
+        .collect();
+    let mut gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_unstable();
+    let window = match gaps.get(gaps.len() / 2) {
+        Some(median) => (*median * 3).clamp(Duration::from_millis(150), AFTER_END_MAX),
+        None => AFTER_END_MAX,
+    };
+    window.min(wait)
+}
+
+/// Watches for `window` after the `stream_end` at `end_at` for frames that continue the stream
+/// under `message_id` (a stream_end must be the stream's last frame).
+async fn watch_after_end(
+    hub: &mut FakeHub,
+    message_id: &Value,
+    end_at: Instant,
+    window: Duration,
+) -> AfterEnd {
+    let deadline = Instant::now() + window;
+    let mut late = Vec::new();
+    let mut others = 0;
+    while let Some(seen) = hub.next(deadline).await {
+        let Seen::Event { name, data, at } = seen else {
+            continue;
+        };
+        if name == "ping" || name == "register" {
+            continue;
+        }
+        if matches!(name.as_str(), "stream" | "stream_end") && data["messageId"] == *message_id {
+            late.push((name, at.saturating_duration_since(end_at).as_millis()));
+        } else {
+            others += 1;
+        }
+    }
+    AfterEnd {
+        window,
+        late,
+        others,
     }
 }
 
@@ -541,6 +628,14 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     )
     .await;
     let turn = collect_turn(&mut hub, c.turn_wait).await;
+    // A completed stream: watch a short while for frames that continue it past its stream_end.
+    let after_end = match turn.frames.last() {
+        Some((n, d, at)) if turn.complete && n == "stream_end" => {
+            let window = after_end_window(&turn.frames, c.wait);
+            Some(watch_after_end(&mut hub, &d["messageId"], *at, window).await)
+        }
+        _ => None,
+    };
     let frames: Vec<(String, Value)> = turn
         .frames
         .iter()
@@ -557,9 +652,13 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         let more = names.len().saturating_sub(shown.len());
         let dropped = hub.dropped();
         format!(
-            "no complete answer within {:?} (saw {shown:?}{}{})",
+            "no complete answer within {:?} (saw {shown:?}{}{}{})",
             c.turn_wait,
             if more > 0 { format!(" and {more} more") } else { String::new() },
+            match turn.extensions.len() {
+                0 => String::new(),
+                n => format!(", and {n} extension event(s), which are not answers"),
+            },
             if dropped > 0 {
                 format!("; {dropped} frame(s) dropped past the {MAX_QUEUED} queued")
             } else {
@@ -577,7 +676,9 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     out.push(if frames.is_empty() {
         Verdict::fail(id::AGENT_CLIENT_ID, incomplete.clone().unwrap_or_default())
     } else if wrong.is_empty() {
-        Verdict::pass(id::AGENT_CLIENT_ID)
+        let mut v = Verdict::pass(id::AGENT_CLIENT_ID);
+        v.detail = extension_events_note(&turn.extensions);
+        v
     } else {
         let more = wrong.len().saturating_sub(20);
         Verdict::fail(
@@ -631,7 +732,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     out.push(if plain_answer {
         Verdict::not_run(id::STREAM_END_FINAL, PLAIN)
     } else {
-        stream_end_final(&with_parts, incomplete.as_deref())
+        stream_end_final(&with_parts, incomplete.as_deref(), after_end.as_ref())
     });
 
     // notes
@@ -790,7 +891,11 @@ async fn reconnect(
 /// `stream_end` closes the streamed answer under the streams' messageId with parts mirroring
 /// its text. How its text relates to the last flush is `streaming-replace`'s fact, not this
 /// rule's (one fact, one rule).
-fn stream_end_final(frames: &[(String, Value)], incomplete: Option<&str>) -> Verdict {
+fn stream_end_final(
+    frames: &[(String, Value)],
+    incomplete: Option<&str>,
+    after_end: Option<&AfterEnd>,
+) -> Verdict {
     let streams: Vec<&Value> = frames
         .iter()
         .filter(|(n, _)| n == "stream")
@@ -850,6 +955,41 @@ fn stream_end_final(frames: &[(String, Value)], incomplete: Option<&str>) -> Ver
             )
         },
     );
+    const LAST: &str = "nothing continues the stream after stream_end";
+    subs.push(match after_end {
+        None => crate::rule::SubCheck::skipped(LAST, "the turn was not seen to close with stream_end"),
+        Some(a) if a.late.is_empty() => crate::rule::SubCheck::pass(
+            LAST,
+            format!(
+                "no stream or stream_end under messageId {} within {} ms after it{}",
+                end["messageId"],
+                a.window.as_millis(),
+                match a.others {
+                    0 => String::new(),
+                    n => format!(
+                        " ({n} other frame(s): notes, another messageId or extension events, not this rule's to judge)"
+                    ),
+                }
+            ),
+        ),
+        Some(a) => {
+            let late: Vec<String> = a
+                .late
+                .iter()
+                .take(10)
+                .map(|(n, ms)| format!("{n} +{ms} ms"))
+                .collect();
+            crate::rule::SubCheck::fail(
+                LAST,
+                format!(
+                    "after stream_end the agent sent {} under the same messageId {} ({} frame(s)): stream_end is the stream's final frame",
+                    late.join(", "),
+                    end["messageId"],
+                    a.late.len()
+                ),
+            )
+        }
+    });
     // Any sub-check that could not be seen (skipped) keeps the rule from passing.
     Verdict::from_all_subchecks(id::STREAM_END_FINAL, subs)
 }
@@ -957,6 +1097,30 @@ fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {
         gaps.len()
     );
     v
+}
+
+/// A passing verdict's detail naming the extension events an agent sent during its turn
+/// (names the spec does not list; it forbids none), or "" when there were none.
+fn extension_events_note(names: &[String]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for n in names {
+        match counts.iter_mut().find(|(m, _)| *m == n.as_str()) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((n.as_str(), 1)),
+        }
+    }
+    let listed: Vec<String> = counts
+        .iter()
+        .take(20)
+        .map(|(n, c)| format!("{n:?} ×{c}"))
+        .collect();
+    format!(
+        "extension events, which the spec does not list and does not forbid (not judged): {}",
+        listed.join(", ")
+    )
 }
 
 /// The handshake auth with its secrets masked, for messages.

@@ -51,8 +51,10 @@ pub const TO_BROWSER: &[&str] = &[
 /// The events the spec lists from the hub to an agent (`Events: Hub -> Agent`).
 pub const TO_AGENT: &[&str] = &["message", "pong"];
 
-/// Fields a hub→browser event must not carry: they are the agent side's routing.
-const AGENT_SIDE_FIELDS: &[&str] = &["clientId", "agentId"];
+/// How far a relayed event's `ts` may be from now: the spec's `ts` is epoch milliseconds
+/// (its examples: 1712847600000), so a `ts` a day off is another unit (epoch seconds) or no
+/// clock at all, unless it is the agent's own `ts` relayed as it came.
+const TS_SLACK_MS: f64 = 86_400_000.0;
 
 /// Distinct non-spec event names tallied per run; later new names count under
 /// [`OTHER_NAMES`] (a hub inventing a name per frame cannot grow the tally).
@@ -806,6 +808,32 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
         let r = refused(ctx, ctx.agent_raw(auth).await, "agent").await;
         push(subs, judged(what, r));
     }
+    // The spec validates the apiKey against BRIDLE_API_KEY: a key that differs only in case is
+    // another key (a hub comparing case-insensitively admits it).
+    let flipped: String = ctx
+        .c
+        .api_key
+        .chars()
+        .map(|c| match c {
+            c if c.is_ascii_lowercase() => c.to_ascii_uppercase(),
+            c => c.to_ascii_lowercase(),
+        })
+        .collect();
+    let what = "agent with the apiKey's case flipped";
+    if flipped == ctx.c.api_key {
+        push(
+            subs,
+            SubCheck::new(
+                what,
+                crate::rule::Status::NotRun,
+                "not applicable: the apiKey has no letters, so no key differs from it only in case",
+            ),
+        );
+    } else {
+        let auth = json!({ "apiKey": flipped, "agentId": a });
+        let r = refused(ctx, ctx.agent_raw(auth).await, "agent").await;
+        push(subs, judged(what, r));
+    }
     // The passing half: proper credentials are admitted (and kept). Whether a welcome follows
     // is welcome's fact, not this rule's.
     let browser = ctx
@@ -863,6 +891,13 @@ async fn welcome(ctx: &Ctx<'_>, subs: &Subs) {
             "boss-1",
             &["USER", "ADMIN"][..],
             "admin",
+        ),
+        // The spec: "if JWT roles includes 'ADMIN'"; a role spelled otherwise is another role.
+        (
+            "clientId is the JWT sub for a role admin in lower case",
+            "boss-2",
+            &["admin"][..],
+            "boss-2",
         ),
     ] {
         let r = match ctx.browser_welcomed(sub, roles, &a).await {
@@ -1294,14 +1329,18 @@ async fn legacy_parts(ctx: &Ctx<'_>, subs: &Subs) {
             },
         ),
     );
-    let rich = json!([{ "type": "file", "url": "https://x/y.pdf", "name": "y.pdf" }]);
+    let rich = json!([
+        { "type": "text", "text": "doc" },
+        { "type": "image", "base64": "REVG", "mediaType": "image/webp" },
+        { "type": "file", "url": "https://x/y.pdf", "name": "y.pdf" }
+    ]);
     b.emit("message", json!({ "text": "doc", "parts": rich }));
     push(
         subs,
         judged(
             "explicit parts pass unchanged",
             match ag.expect("message", ctx.c.wait, "agent").await {
-                Ok(m) if m["parts"] == rich => Ok("unchanged".into()),
+                Ok(m) if m["parts"] == rich => Ok("text, image and file parts unchanged".into()),
                 Ok(m) => Err(format!("explicit parts changed in transit: {}", m["parts"])),
                 Err(e) => Err(e),
             },
@@ -1309,8 +1348,8 @@ async fn legacy_parts(ctx: &Ctx<'_>, subs: &Subs) {
     );
 }
 
-/// Which of `fields` `v` lacks (missing or null), and which of `banned` it carries.
-fn field_problems(v: &Value, fields: &[&str], banned: &[&str]) -> Vec<String> {
+/// Which of `fields` `v` lacks (missing or null), and which it carries with another type.
+fn field_problems(v: &Value, fields: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = fields
         .iter()
         .filter(|f| v.get(**f).is_none_or(Value::is_null))
@@ -1331,17 +1370,61 @@ fn field_problems(v: &Value, fields: &[&str], banned: &[&str]) -> Vec<String> {
             out.push(format!("{f} is {}, want {want}", v[*f]));
         }
     }
-    out.extend(
-        banned
-            .iter()
-            .filter(|f| v.get(**f).is_some())
-            .map(|f| format!("carries the agent-side field {f}={}", v[*f])),
-    );
     out
 }
 
-/// Every field the spec lists on hub→agent and hub→browser events, and no agent-side field
-/// on the way to browsers.
+/// The routing fields (`clientId`, `agentId`) and `ts` of an event relayed to a browser whose
+/// welcome gave `own_client` and which connected with `own_agent`, given the `ts` the agent
+/// sent: (problems, extensions). The spec lists the browser events' fields and forbids no
+/// other, so a routing field naming this very browser (its own clientId, its own agentId) is
+/// an extension; one naming another browser or agent claims a different recipient, a fault.
+/// A `ts` must be epoch milliseconds (the spec's examples): the agent's own `ts` relayed, or
+/// the hub's clock, within a day of now.
+fn browser_event_problems(
+    d: &Value,
+    fields: &[&str],
+    own_client: &Value,
+    own_agent: &str,
+    agent_ts: i64,
+) -> (Vec<String>, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut extensions = Vec::new();
+    for (f, own) in [
+        ("clientId", own_client.clone()),
+        ("agentId", json!(own_agent)),
+    ] {
+        match d.get(f) {
+            None => {}
+            Some(v) if *v == own => extensions.push(format!("{f} (this browser's own)")),
+            Some(v) => problems.push(format!(
+                "carries {f}={v}, which names another recipient (this browser's {f} is {own})"
+            )),
+        }
+    }
+    if let Some(ts) = d.get("ts").and_then(Value::as_f64) {
+        let now = crate::util::now_ms() as f64;
+        if ts != agent_ts as f64 && (ts - now).abs() > TS_SLACK_MS {
+            problems.push(format!(
+                "ts {} is more than a day from now ({}) and is not the agent's ts ({agent_ts}): the spec's ts is epoch milliseconds",
+                d["ts"],
+                now as i64
+            ));
+        }
+    }
+    if let Some(o) = d.as_object() {
+        extensions.extend(
+            o.keys()
+                .filter(|k| {
+                    !fields.contains(&k.as_str()) && !["clientId", "agentId"].contains(&k.as_str())
+                })
+                .cloned(),
+        );
+    }
+    (problems, extensions)
+}
+
+/// Every field the spec lists on hub→agent and hub→browser events; on the way to browsers no
+/// routing field naming another recipient and a `ts` in epoch milliseconds.
 async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("fields");
     let Some(mut ag) = setup(subs, ctx.agent(&a).await) else {
@@ -1354,7 +1437,7 @@ async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
         subs,
         judged(
             "welcome",
-            match field_problems(&w, &["clientId"], &[]) {
+            match field_problems(&w, &["clientId"]) {
                 p if p.is_empty() && w["clientId"].is_string() => Ok(format!("{w}")),
                 p => Err(format!("welcome {w} {}", p.join(", "))),
             },
@@ -1376,7 +1459,6 @@ async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
                 let mut p = field_problems(
                     &m,
                     &["type", "clientId", "agentId", "text", "parts", "messageId"],
-                    &[],
                 );
                 if m["type"] != "message" && m.get("type").is_some() {
                     p.push(format!("type is {}, want \"message\"", m["type"]));
@@ -1399,14 +1481,17 @@ async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
             }),
         ),
     );
-    // A full turn: every event the browser gets has the spec's fields and no agent-side ones.
-    ag.emit(
-        "typing",
-        json!({ "clientId": cid, "ts": crate::util::now_ms() }),
-    );
-    ag.emit("stream", text_frame(&cid, "Fie", "fields-1"));
-    ag.emit("stream_end", text_frame(&cid, "Fields", "fields-1"));
-    ag.emit("message", text_frame(&cid, "And a message", "fields-2"));
+    // A full turn: every event the browser gets has the spec's fields, its routing fields (if
+    // any) name this browser, and its ts is epoch ms. Every frame carries the same agent ts.
+    let agent_ts = crate::util::now_ms();
+    let at = |mut f: Value| {
+        f["ts"] = json!(agent_ts);
+        f
+    };
+    ag.emit("typing", json!({ "clientId": cid, "ts": agent_ts }));
+    ag.emit("stream", at(text_frame(&cid, "Fie", "fields-1")));
+    ag.emit("stream_end", at(text_frame(&cid, "Fields", "fields-1")));
+    ag.emit("message", at(text_frame(&cid, "And a message", "fields-2")));
     let deadline = Instant::now() + ctx.c.wait;
     let mut seen: Vec<(String, Value)> = Vec::new();
     while !seen.iter().any(|(n, _)| n == "message") {
@@ -1443,16 +1528,22 @@ async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
             );
             continue;
         };
-        let mut p = field_problems(d, fields, AGENT_SIDE_FIELDS);
+        let mut p = field_problems(d, fields);
         if d.get("type").is_some() && d["type"] != event {
             p.push(format!("type is {}, want {event:?}", d["type"]));
         }
+        let (routing, extensions) = browser_event_problems(d, fields, &w["clientId"], &a, agent_ts);
+        p.extend(routing);
         push(
             subs,
             judged(
                 &name,
                 if p.is_empty() {
-                    Ok(fields.join(", "))
+                    Ok(format!(
+                        "{}{}",
+                        fields.join(", "),
+                        extensions_note(&extensions)
+                    ))
                 } else {
                     Err(format!("{event} {d} {}", p.join(", ")))
                 },

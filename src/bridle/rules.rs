@@ -88,6 +88,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "agent with a wrong apiKey",
             "agent without apiKey",
             "agent without agentId",
+            "agent with the apiKey's case flipped",
             "browser with a valid JWT",
             "agent with the right apiKey",
         ],
@@ -97,6 +98,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
         &[
             "clientId is the JWT sub",
             "clientId is admin for the ADMIN role",
+            "clientId is the JWT sub for a role admin in lower case",
         ],
     ),
     (id::PING_PONG, &["browser ping", "agent ping"]),
@@ -240,7 +242,14 @@ pub const AGENT_SUBCHECKS: &[(&str, &[&str])] = &[
         &["every frame carries the browser's clientId"],
     ),
     (id::STREAMING_REPLACE, &["accumulation"]),
-    (id::STREAM_END_FINAL, &["messageId", "parts mirror text"]),
+    (
+        id::STREAM_END_FINAL,
+        &[
+            "messageId",
+            "parts mirror text",
+            "nothing continues the stream after stream_end",
+        ],
+    ),
     (id::NOTES, &["notes carry kind thinking or tool"]),
     (
         id::AGENT_RECONNECT,

@@ -13,12 +13,14 @@ const DIVERGENCES = {
   "end-new-id": "stream_end carries a messageId of its own, not the streams'",
   "notes-bad-kind": "notes are sent with kind \"reasoning\", which the spec does not give",
   "no-reconnect": "does not reconnect after the hub goes away",
+  "stream-after-end": "keeps streaming after its stream_end: one more stream and stream_end under the same messageId, 40 ms apart",
 };
 const VARIANTS = {
   "quick-end": "answers before the first 100 ms flush: no stream frame, only stream_end (the runtime's timer never fired)",
   "plain-answer": "answers with one complete, non-streamed message (no typing, no notes, no stream)",
   "no-parts": "sends stream and stream_end with text only, no parts (the spec's backward compatibility: receivers build parts from text)",
   "unmarked-notes": "sends its notes without kind: inside the turn they are notes by their place (the spec asks runtimes to set kind, a should)",
+  "ext-events": "emits an extension event `status {state}` (no clientId: not an answer) mid-turn, after typing and before its stream_end, and one after the turn",
   "slow-upgrade": "answers as plain-answer does, on a slow network: its WebSocket upgrade probe is answered 600 ms late, so the upgrade is still under way after its answer",
 };
 if (process.argv[2] === "--list") {
@@ -92,6 +94,14 @@ async function streamSend(clientId, produce) {
   if (diverge === "end-replaces") final = "A different ending.";
   const endId = diverge === "end-new-id" ? require("crypto").randomUUID() : messageId;
   socket.emit("stream_end", { clientId, text: final, ...withParts(final), messageId: endId, ts: Date.now() });
+  if (diverge === "stream-after-end") {
+    const more = final + " The end.";
+    await sleep(40);
+    socket.emit("stream", { clientId, text: more, ...withParts(more), messageId, ts: Date.now() });
+    await sleep(40);
+    socket.emit("stream_end", { clientId, text: more, ...withParts(more), messageId, ts: Date.now() });
+  }
+  if (variant === "ext-events") socket.emit("status", { state: "idle" });
 }
 
 socket.on("message", async (m) => {
@@ -102,6 +112,7 @@ socket.on("message", async (m) => {
     return;
   }
   socket.emit("typing", { clientId, ts: Date.now() });
+  if (variant === "ext-events") socket.emit("status", { state: "thinking" });
   const note = (kind, text) =>
     socket.emit("message", {
       clientId, ...(variant === "unmarked-notes" ? {} : { kind: diverge === "notes-bad-kind" ? "reasoning" : kind }),

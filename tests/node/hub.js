@@ -18,7 +18,8 @@
 //
 // Env: JWT_SECRET, BRIDLE_API_KEY, BRIDLE_SYNC_TIMEOUT_MS (120000), PORT (0). Prints
 // `http://127.0.0.1:PORT` first. One divergence at a time, by env HUB_DIVERGE or
-// `--diverge NAME` (each breaks one spec rule; see DIVERGENCES).
+// `--diverge NAME` (each breaks one spec rule; see DIVERGENCES). HUB_VARIANT or `--variant
+// NAME` picks a legal but unusual shape instead (VARIANTS; `--list-variants` prints them).
 const http = require("http");
 const crypto = require("crypto");
 const { Server } = require("socket.io");
@@ -27,7 +28,12 @@ const DIVERGENCES = {
   "accept-no-sub": "a JWT without sub is admitted (clientId undefined, never unregistered)",
   "accept-alg-none": "a JWT whose header says alg none is admitted unsigned (the header's algorithm trusted)",
   "no-agent-id": "hub→agent message lacks agentId",
-  "leak-client-id": "typing reaches browsers with the agent's clientId",
+  "foreign-client-id": "typing reaches browsers with a clientId that is not theirs (another browser's)",
+  "api-key-any-case": "the apiKey is compared case-insensitively (an agent with the key's case flipped is admitted)",
+  "admin-any-case": "a JWT whose roles include 'admin' in lower case is welcomed as 'admin'",
+  "ts-seconds": "events relayed to browsers carry ts in epoch seconds, not milliseconds",
+  "drop-explicit-images": "image parts of a browser's explicit parts are dropped on the way to the agent",
+  "health-any-agent": "GET /api/agent/:agentId/health says agentConnected when any agent is connected, whatever its agentId",
   "clobber-same-user": "browsers kept by clientId: a second browser of one user replaces the first",
   "takeover-offline": "an agent's disconnect unregisters its agentId even after a newer agent took over",
   "forward-malformed": "null messages and non-array parts are forwarded to the agent",
@@ -57,12 +63,18 @@ const DIVERGENCES = {
   "status-flood": "browsers get a `status` event every 2 ms after welcome (ten times the flood threshold, so a loaded machine still floods)",
   "message-flood": "browsers get a spec `message` (a notice) every 2 ms after welcome, mixed into every relay they get",
 };
+const VARIANTS = {
+  "own-ids": "events relayed to browsers also carry the receiving browser's own clientId and agentId (extensions: they name the recipient itself)",
+};
 let diverge = process.env.HUB_DIVERGE || "";
+let variant = process.env.HUB_VARIANT || "";
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   if (argv[i] === "--diverge") diverge = argv[++i] || "";
-  else if (argv[i] === "--list") {
-    for (const [k, v] of Object.entries(DIVERGENCES)) console.log(`${k}\t${v}`);
+  else if (argv[i] === "--variant") variant = argv[++i] || "";
+  else if (argv[i] === "--list" || argv[i] === "--list-variants") {
+    const list = argv[i] === "--list" ? DIVERGENCES : VARIANTS;
+    for (const [k, v] of Object.entries(list)) console.log(`${k}\t${v}`);
     process.exit(0);
   } else {
     console.error(`hub.js: unknown argument ${argv[i]}`);
@@ -71,6 +83,10 @@ for (let i = 0; i < argv.length; i++) {
 }
 if (diverge && !DIVERGENCES[diverge]) {
   console.error(`hub.js: unknown divergence ${diverge}`);
+  process.exit(2);
+}
+if (variant && !VARIANTS[variant]) {
+  console.error(`hub.js: unknown variant ${variant}`);
   process.exit(2);
 }
 const is = (d) => diverge === d;
@@ -192,7 +208,8 @@ const server = http.createServer(async (req, res) => {
   if (req.method === "GET" && (m = /^\/api\/agent\/([^/]+)\/health$/.exec(url.pathname))) {
     if (is("no-agent-health")) return json(res, 404, { message: "Cannot GET " + url.pathname });
     const agentId = decodeURIComponent(m[1]);
-    return json(res, 200, { ok: true, agentConnected: agents.has(agentId), browserClients: browserCount(agentId), agentId, uptimeMs: uptime() });
+    const connected = is("health-any-agent") ? agents.size > 0 : agents.has(agentId);
+    return json(res, 200, { ok: true, agentConnected: connected, browserClients: browserCount(agentId), agentId, uptimeMs: uptime() });
   }
   if (req.method === "POST" && (m = /^\/api\/agent\/([^/]+)\/message(\/sync)?$/.exec(url.pathname))) {
     const agentId = decodeURIComponent(m[1]);
@@ -234,7 +251,8 @@ io.of("/ws/client").on("connection", (socket) => {
   const { token, agentId } = socket.handshake.auth || {};
   const claims = verifyJwt(token);
   const noSub = claims && (typeof claims.sub !== "string" || !claims.sub);
-  const isAdmin = claims && Array.isArray(claims.roles) && claims.roles.includes("ADMIN");
+  const isAdmin = claims && Array.isArray(claims.roles)
+    && claims.roles.some((r) => r === "ADMIN" || (is("admin-any-case") && String(r).toUpperCase() === "ADMIN"));
   if (!claims || !agentId || typeof agentId !== "string" || (noSub && !isAdmin && !is("accept-no-sub"))) {
     socket.disconnect(true);
     return;
@@ -280,7 +298,8 @@ io.of("/ws/client").on("connection", (socket) => {
       if (!toAgent(agentId, clientId, m2.text === undefined ? null : m2.text, m2.parts === undefined ? null : m2.parts)) return;
       return;
     }
-    const parts = Array.isArray(msg.parts) ? msg.parts : buildParts(msg.text, msg.images);
+    let parts = Array.isArray(msg.parts) ? msg.parts : buildParts(msg.text, msg.images);
+    if (Array.isArray(msg.parts) && is("drop-explicit-images")) parts = parts.filter((p) => !p || p.type !== "image");
     if (!toAgent(agentId, clientId, msg.text, parts) && !is("not-connected-silent")) {
       const text = "Agent is not connected right now. Your message was not delivered.";
       socket.emit("message", { type: "message", text, parts: textParts(text), messageId: crypto.randomUUID(), ts: Date.now() });
@@ -318,7 +337,7 @@ function relay(agentId, event, data) {
   if (event === "typing") {
     out.ts = data.ts || Date.now();
     if (is("ts-string")) out.ts = String(out.ts);
-    if (is("leak-client-id")) out.clientId = clientId;
+    if (is("foreign-client-id")) out.clientId = `${clientId}-other`;
   } else {
     const text = typeof data.text === "string" ? data.text : "";
     out.text = text;
@@ -343,9 +362,10 @@ function relay(agentId, event, data) {
     if (is("ts-string")) out.ts = String(out.ts);
     if (event === "message" && data.kind && !is("notes-no-kind")) out.kind = data.kind;
   }
+  if (is("ts-seconds")) out.ts = Math.floor(out.ts / 1000);
   for (const b of browsers.get(agentId) || []) {
     if (b.data.clientId === clientId || is("all-browsers")) {
-      b.emit(event, out);
+      b.emit(event, variant === "own-ids" ? { ...out, clientId: b.data.clientId, agentId: b.data.agentId } : out);
       if (event === "stream_end" && is("stream-end-alias")) b.emit("streamEnd", out);
     }
   }
@@ -353,7 +373,10 @@ function relay(agentId, event, data) {
 
 io.of("/ws/agent").on("connection", (socket) => {
   const { apiKey, agentId } = socket.handshake.auth || {};
-  if (apiKey !== API_KEY || !agentId || typeof agentId !== "string") {
+  const keyOk = is("api-key-any-case")
+    ? typeof apiKey === "string" && apiKey.toLowerCase() === API_KEY.toLowerCase()
+    : apiKey === API_KEY;
+  if (!keyOk || !agentId || typeof agentId !== "string") {
     socket.disconnect(true);
     return;
   }

@@ -99,8 +99,8 @@ const BREAKS: &[(&str, &str)] = &[
         "event-fields: hub→agent messages lack agentId",
     ),
     (
-        "leak-client-id",
-        "event-fields: typing reaches browsers with the agent-side clientId",
+        "foreign-client-id",
+        "event-fields: typing reaches browsers with a clientId naming another browser",
     ),
     (
         "forward-malformed",
@@ -582,8 +582,8 @@ fn relay(hub: &Hub, agent_id: &str, event: &'static str, data: Value) {
         "ts".into(),
         data.get("ts").cloned().unwrap_or_else(|| json!(now())),
     );
-    if event == "typing" && hub.broken("leak-client-id") {
-        out.insert("clientId".into(), json!(client_id));
+    if event == "typing" && hub.broken("foreign-client-id") {
+        out.insert("clientId".into(), json!(format!("{client_id}-other")));
     }
     let out = Value::Object(out);
 
