@@ -1588,6 +1588,8 @@ fn the_coverage_map_names_divergences_that_fail_and_variants_that_pass_each_rule
                 Some(("agent", d)) => NODE_AGENT_DIVERGENCES
                     .iter()
                     .any(|c| c.0 == d && c.1 == rule),
+                // The python-socketio peers' entries: tests/bridle_py_peers.rs checks them.
+                Some(("pyhub" | "pyagent", _)) => true,
                 _ => false,
             };
             if !ok {
@@ -1600,6 +1602,7 @@ fn the_coverage_map_names_divergences_that_fail_and_variants_that_pass_each_rule
                 Some(("hub", v)) => NODE_HUB_VARIANTS.iter().any(|c| c.0 == v && c.1 == rule),
                 Some(("agent", "correct")) => id::AGENT.contains(&rule),
                 Some(("agent", v)) => NODE_AGENT_VARIANTS.iter().any(|c| c.0 == v && c.1 == rule),
+                Some(("pyhub" | "pyagent", _)) => true,
                 _ => false,
             };
             if !ok {

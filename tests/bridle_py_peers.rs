@@ -103,7 +103,7 @@ const HUB_ROWS: &[Row] = &[
     legal(
         "odd",
         "",
-        "float-ts,late-ext,tick-ext,malformed-notice,refuse-second-agent,welcome-again",
+        "float-ts,late-ext,tick-ext,malformed-notice,refuse-second-agent,welcome-again,agentid-to-browser",
     ),
     flaw(
         "v-alg-none",
@@ -138,6 +138,15 @@ const HUB_ROWS: &[Row] = &[
         "final text relayed",
     ),
     flaw("v-drop-kind", "notes", "kind not relayed"),
+    flaw(
+        "v-apikey-casefold",
+        "handshake-auth",
+        "apiKey's case flipped",
+    ),
+    flaw("v-admin-lowercase", "welcome", "admin in lower case"),
+    flaw("v-ts-seconds", "event-fields", "ts"),
+    flaw("v-explicit-drop-images", "legacy-parts", "explicit parts"),
+    flaw("v-health-always-connected", "http-health", "agentConnected"),
     flaw(
         "v-text-parts-only",
         "streaming-replace",
@@ -202,23 +211,6 @@ const HUB_UNJUDGED: &[(&str, &str)] = &[
         "v-ts-string",
         "the Node hub's ts-string divergence covers it",
     ),
-    (
-        "v-apikey-casefold",
-        "apiKey compared case-insensitively: not caught yet",
-    ),
-    (
-        "v-admin-lowercase",
-        "role 'admin' taken for ADMIN: not caught yet",
-    ),
-    ("v-ts-seconds", "ts in seconds: not caught yet"),
-    (
-        "v-explicit-drop-images",
-        "explicit image parts dropped: not caught yet",
-    ),
-    (
-        "v-health-always-connected",
-        "overall health says an agent is connected: not caught yet",
-    ),
 ];
 
 /// The agent's rows.
@@ -239,16 +231,17 @@ const AGENT_ROWS: &[Row] = &[
     flaw("v-wrong-client-id", "agent-client-id", "-x"),
     flaw("v-no-register", "agent-register", "no register"),
     flaw("v-wrong-agent-id", "agent-auth", "is not BRIDLE_AGENT_ID"),
+    flaw(
+        "v-stream-after-end",
+        "stream-end-final",
+        "nothing continues the stream after stream_end",
+    ),
 ];
 
 const AGENT_UNJUDGED: &[(&str, &str)] = &[
     (
         "trim-end",
         "stream_end shorter than the last stream by a trailing '.': streaming-replace's to judge, not run here",
-    ),
-    (
-        "v-stream-after-end",
-        "streams again after stream_end: not caught yet",
     ),
     (
         "v-plain-after-end",
@@ -507,4 +500,48 @@ fn recorded_cells_replay_against_the_python_socketio_hub() {
             && out.contains("hub→browser field \"welcome.hub\" ×1"),
         "{out}"
     );
+}
+
+/// `tests/peers/coverage.tsv`'s `pyhub:`/`pyagent:` entries are true of the tables above: a
+/// failing entry is a violation row of that rule, a passing one a legal row (every rule passes
+/// on it, so it names a rule of that side). The rows themselves are checked live above.
+#[test]
+fn the_coverage_map_names_python_rows_that_fail_and_pass_each_rule() {
+    use bridgewire::bridle::rules::id;
+    use common::coverage::{Entry, lines_for_catalogue};
+    let table = |side: &str| match side {
+        "pyhub" => Some((HUB_ROWS, id::HUB)),
+        "pyagent" => Some((AGENT_ROWS, id::AGENT)),
+        _ => None,
+    };
+    let mut problems = Vec::new();
+    for (line, _) in lines_for_catalogue("bridle") {
+        let rule = line.rule.as_str();
+        for (entry, failing) in line
+            .fails
+            .iter()
+            .map(|e| (e, true))
+            .chain(line.passes.iter().map(|e| (e, false)))
+        {
+            let Entry::Named(name) = entry else { continue };
+            let Some((side, row)) = name.split_once(':') else {
+                continue;
+            };
+            let Some((rows, rules)) = table(side) else {
+                continue;
+            };
+            let ok = rows.iter().any(|r| {
+                r.name == row
+                    && match r.expect {
+                        Expect::Fails(r, _) => failing && r == rule,
+                        Expect::Pass => !failing && rules.contains(&rule),
+                    }
+            });
+            if !ok {
+                let what = if failing { "fail" } else { "pass" };
+                problems.push(format!("{}: {name} does not {what} {rule}", line.at));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

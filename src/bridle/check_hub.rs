@@ -35,6 +35,9 @@ pub struct HubCheck {
     pub sync_timeout: Duration,
     /// Only these rule ids (all when empty).
     pub only: Vec<String>,
+    /// The hub was started by this run: before the first rule no agent or browser is connected
+    /// (a hub given by URL may serve others).
+    pub own_hub: bool,
     /// Where verdicts go as they are reached (for the partial report of an interrupted run).
     pub live: Option<crate::report::live::Live>,
 }
@@ -204,6 +207,8 @@ struct Ctx<'a> {
     flood: RefCell<Option<SubCheck>>,
     /// A routing probe failed ([`Ctx::probe_routing`]).
     probe_failed: std::cell::Cell<bool>,
+    /// The overall health before any rule connected anything, on a hub this run started.
+    idle_health: Option<Result<(u16, Value), String>>,
 }
 
 /// A rule's sub-checks, kept outside the rule's future so a rule that runs out of time still
@@ -508,7 +513,9 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
         tally: Tally::default(),
         flood: RefCell::new(None),
         probe_failed: std::cell::Cell::new(false),
+        idle_health: None,
     };
+    let mut ctx = ctx;
     let mut out = crate::report::live::VerdictLog::new(c.live.clone());
     // A hub nobody answers for is a setup failure, not the hub's verdicts: every rule is not
     // run naming it (one cause, said once per rule, every sub-check listed).
@@ -522,6 +529,13 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
             setup_failed: Some(why),
         };
     }
+    // A hub this run started serves nobody yet: what its overall health says now is the
+    // idle state http-health judges ("whether any agent is connected").
+    let judged_rule = |r: &str| c.only.is_empty() || c.only.iter().any(|o| o == r);
+    if c.own_hub && judged_rule(id::HTTP_HEALTH) {
+        ctx.idle_health = Some(ctx.get("/api/agent/health").await);
+    }
+    let ctx = ctx;
     // Where the hub stopped serving, if it did: (the rule it stopped during, how it was seen).
     // Keeping on serving is robustness's fact: robustness fails naming it and every later rule
     // is skipped naming robustness (one fault, one verdict, not a column of refused connects).
@@ -2005,6 +2019,28 @@ async fn never_served_answer(ctx: &Ctx<'_>) -> Result<Option<Value>, String> {
 }
 
 async fn http_health(ctx: &Ctx<'_>, subs: &Subs) {
+    let idle = "overall, before any agent";
+    let want = json!({ "ok": true, "agentConnected": false, "browserClients": 0 });
+    push(
+        subs,
+        match &ctx.idle_health {
+            None => SubCheck::new(
+                idle,
+                crate::rule::Status::NotRun,
+                "the hub was given by URL: agents and browsers of others may be connected (judged on a hub this run starts)",
+            ),
+            Some(Err(e)) => SubCheck::new(idle, crate::rule::Status::NotRun, e.clone()),
+            Some(Ok((st, v))) => judged(
+                idle,
+                match spec_fields(v, &want) {
+                    Ok(extras) if *st == 200 => Ok(format!("{v}{extras}")),
+                    _ => Err(format!(
+                        "/api/agent/health = {st} {v} before this run connected any agent or browser, want 200 {want}"
+                    )),
+                },
+            ),
+        },
+    );
     let a = ctx.agent_id("health");
     let Some(_ag) = setup(subs, ctx.agent(&a).await) else {
         return;

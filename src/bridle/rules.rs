@@ -196,6 +196,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
     (
         id::HTTP_HEALTH,
         &[
+            "overall, before any agent",
             "per agent",
             "unknown agent",
             "overall",

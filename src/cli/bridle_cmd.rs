@@ -229,6 +229,7 @@ pub fn check_hub_cmd(a: &HubArgs) -> u8 {
         wait: Duration::from_millis(a.wait_ms),
         sync_timeout: Duration::from_millis(a.sync_timeout_ms),
         only: a.rules.clone(),
+        own_hub: a.url.is_none(),
         live: Some(live.clone()),
     };
     let Some(rt) = runtime() else {
