@@ -206,6 +206,12 @@ const LEAK_PATTERNS: &[(&str, &str)] = &[
         r"Unexpected (?:token|end of JSON input|non-whitespace character)",
     ),
     ("Node/V8", r"\bat \S+ \((?:file://|node:|/)[^)]*:\d+:\d+\)"),
+    // A source file's path with its line, as a stack frame names it without the frame's
+    // parentheses ("at handle /srv/sb/server.js:212:19"): no user-facing text says that.
+    (
+        "any",
+        r"(?:^|[\s(])(?:/|[A-Za-z]:\\)[\w.\\/-]*\.(?:js|mjs|cjs|ts|py|rb|go|rs|java|kt|php|cs):\d+",
+    ),
     // `JSON.parse` since V8 10.9 (Node 20): "Unterminated string in JSON at position 73".
     ("Node/V8", r"in JSON at position \d+"),
     ("Go", r"unexpected end of JSON input"),
@@ -1930,6 +1936,8 @@ mod tests {
             ("'NoneType' object is not subscriptable", "Python"),
             ("[Errno 111] Connection refused", "Python"),
             ("connect ECONNREFUSED 127.0.0.1:11434", "any"),
+            ("Bad request (at handle /srv/sb/server.js:212:19)", "any"),
+            ("error in C:\\srv\\app\\main.py:40", "any"),
         ] {
             let (rt, matched) = leaks_internals(text).unwrap_or_else(|| panic!("{text}"));
             assert_eq!(rt, runtime, "{text}");
@@ -1945,6 +1953,8 @@ mod tests {
             "The request body is not valid JSON: it breaks off at line 1 column 69.",
             "Bad request: missing field `messages` (a list of messages).",
             "Invalid type: `messages` must be a list.",
+            "See https://example.com/docs/errors.html for the request format.",
+            "Send JSON such as {\"sidebridge\":\"1.0\"} (see server.js docs).",
         ] {
             assert_eq!(leaks_internals(text), None, "{text}");
         }

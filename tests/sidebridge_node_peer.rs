@@ -1,0 +1,379 @@
+//! `check sidebridge` against a second Side Bridge server that is not ours:
+//! `tests/peers/sidebridge-node/server.js` (Node, the plain `http` module), written from the
+//! protocol text by an audit of bridgewire, beside the Python one of `sidebridge_peers.rs`.
+//! Its legal oddities (`--odd NAME`) must pass every rule; each flaw (`--flaw NAME`) must fail
+//! (or, for a SHOULD rule, warn) the rule that judges it. The server's own `--list` is the
+//! independent source of what there is: every oddity and flaw is a row or is named below with
+//! the reason no row judges it.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+mod common;
+
+const BW: &str = env!("CARGO_BIN_EXE_bridgewire");
+const KEY: &str = "SECRET123";
+
+fn peer_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/sidebridge-node")
+}
+
+/// Where a flaw shows beyond its own rule, and why. A reply whose bytes are wrong everywhere
+/// (every id, the JSON itself) is wrong in the bodies other rules judge too: the GET 405 body
+/// (SB-H4), the answer to a malformed request (SB-R10) and error replies (SB-D9).
+const EVERY_BODY: &[&str] = &["SB-H4", "SB-R10", "SB-D9"];
+/// A refusal is a reply too: a flaw in every reply's shape makes the refusals fail to explain
+/// themselves with a system message (SB-A1, SB-A2; SB-A3 the malformed one).
+const REFUSALS: &[&str] = &["SB-A1", "SB-A2", "SB-A3"];
+
+/// A flaw, the rule that must fail (or warn) on it, and the other rules allowed to.
+type Flaw = (&'static str, &'static str, &'static [&'static str]);
+
+const FLAWS: &[Flaw] = &[
+    ("no-id", "SB-D2", EVERY_BODY),
+    ("bad-id", "SB-D2", EVERY_BODY),
+    ("brace-id", "SB-D2", EVERY_BODY),
+    ("nohyphen-id", "SB-D2", EVERY_BODY),
+    ("id-space", "SB-D2", EVERY_BODY),
+    ("urn-id", "SB-D2", EVERY_BODY),
+    ("id-7-5", "SB-D2", EVERY_BODY),
+    // A null message lacks `sources` too (SB-D8).
+    ("msg-null", "SB-D2", &["SB-H4", "SB-R10", "SB-D9", "SB-D8"]),
+    ("content-num", "SB-D2", &[]),
+    ("content-null", "SB-D2", &[]),
+    ("from-num", "SB-D2", REFUSALS),
+    ("msgs-object", "SB-D1", EVERY_BODY),
+    ("top-array", "SB-D1", EVERY_BODY),
+    ("trailing-comma", "SB-D1", EVERY_BODY),
+    ("nan", "SB-D1", EVERY_BODY),
+    ("bom", "SB-D1", EVERY_BODY),
+    ("single-quote", "SB-D1", EVERY_BODY),
+    ("latin1", "SB-D1", &[]),
+    ("rel-source", "SB-D5", &[]),
+    ("empty-source-url", "SB-D5", &[]),
+    ("ftp-source", "SB-D5", &[]),
+    ("notitle-source", "SB-D5", &[]),
+    ("src-js", "SB-D5", &[]),
+    ("src-nohost", "SB-D5", &[]),
+    ("src-opaque", "SB-D5", &[]),
+    ("src-space", "SB-D5", &[]),
+    ("src-title-num", "SB-D5", &[]),
+    ("src-object", "SB-D5", &[]),
+    // Flags that are not booleans in the error replies' options too (SB-D9).
+    ("opt-string", "SB-D6", &["SB-D9"]),
+    ("opt-array", "SB-D6", &["SB-D9"]),
+    ("opt-num", "SB-D6", &["SB-D9"]),
+    ("from-bot", "SB-D3", &[]),
+    ("from-case", "SB-D3", &[]),
+    // "user" is a WARN of SB-D3 (it passes, saying so); the refusals from "user" carry no
+    // system message.
+    ("from-user", "SB-A1", REFUSALS),
+    ("dup-ids", "SB-D4", &[]),
+    ("reuse-user-id", "SB-D4", &[]),
+    ("reuse-hist-id", "SB-D4", &[]),
+    ("empty-content", "SB-D7", &[]),
+    ("no-sources", "SB-D8", &[]),
+    ("src-null", "SB-D8", &[]),
+    ("redirect-302", "SB-H3", &[]),
+    ("redirect-slash-301", "SB-H3", &[]),
+    // A redirected GET is not the 405 SB-H4 asks for either.
+    ("get-302", "SB-H3", &["SB-H4"]),
+    ("get-200", "SB-H4", &[]),
+    ("no-allow", "SB-H4", &[]),
+    ("allow-lower", "SB-H4", &[]),
+    ("allow-postal", "SB-H4", &[]),
+    ("accept-missing-key", "SB-A1", &[]),
+    ("accept-wrong-key", "SB-A2", &[]),
+    ("key-ci", "SB-A2", &[]),
+    ("key-prefix", "SB-A2", &[]),
+    ("leak-key", "SB-A1", &["SB-A2"]),
+    ("refuse-noend", "SB-A1", REFUSALS),
+    ("refuse-assistant", "SB-A1", REFUSALS),
+    ("parse-first", "SB-A3", &[]),
+    ("double", "SB-R1", &[]),
+    ("double-varied", "SB-R1", &[]),
+    ("empty-500", "SB-R2", &[]),
+    ("empty-ends", "SB-R2", &[]),
+    ("empty-options-end", "SB-R2", &[]),
+    ("case-ids", "SB-R3", &[]),
+    ("unknown-500", "SB-R4", &[]),
+    ("unknown-ends", "SB-R4", &[]),
+    ("raw-echo", "SB-R5", &[]),
+    ("forget-private", "SB-R6", &[]),
+    // Echoing history: without history there is nothing to echo (SB-R6), and the recall in a
+    // restored chat echoes instead of answering (SB-R11).
+    ("echo-history", "SB-R6", &["SB-R11"]),
+    ("strict-keys", "SB-R7", &[]),
+    ("refuse-1.1", "SB-R8", &[]),
+    ("stack", "SB-R10", &[]),
+    ("leak-msg", "SB-R10", &[]),
+    ("leak-str", "SB-R10", &[]),
+    ("leak-parse-msg", "SB-R10", &[]),
+    ("leak-path", "SB-R10", &[]),
+    ("malformed-200", "SB-R10", &[]),
+    ("malformed-500", "SB-R10", &[]),
+    // One memory for all chats: a restored chat recalls another's word (SB-R11) and two chats
+    // interleaved cross-talk (SB-S4).
+    ("global", "SB-S4", &["SB-R11"]),
+    ("send-401", "SB-R11", &[]),
+    ("ended-500", "SB-R12", &[]),
+    ("silent-end", "SB-S1", &[]),
+    ("reenable", "SB-S2", &[]),
+    ("forget-reopen", "SB-S3", &[]),
+];
+
+/// Switches no row judges, and why.
+const UNJUDGED: &[(&str, &str)] = &[
+    (
+        "slowrecall",
+        "12 s per recall answer, a minute per run: too slow for the suite (a slow reply within the client's timeout is SB-H2's, judged on peer.py's rows)",
+    ),
+    (
+        "slow",
+        "300 ms per reply, 25 s per run: too slow for the suite, for the same reason as slowrecall",
+    ),
+    (
+        "gzipalways",
+        "a gzip body the client did not ask for (legal HTTP: without Accept-Encoding any coding is acceptable) fails SB-D1: bridgewire has no decompressor yet",
+    ),
+    (
+        "redact",
+        "a user message updated in place by its own id: whether a bridge may edit the user's message is not settled by the spec; SB-D4 fails it",
+    ),
+    (
+        "leak-env",
+        "a harness for the text in LEAK_TEXT; its two uses are the rows leak-env-plain and leak-env-serde",
+    ),
+    (
+        "no-end",
+        "the fixture says `good night` ends the session: a bridge that does not leaves SB-S1 and SB-R12 skipped (the scenario not entered), no rule to fail",
+    ),
+    (
+        "from-unknown",
+        "from \"unknown\" is a WARN of SB-D3 (outside the protocol), which passes saying so",
+    ),
+    (
+        "slow-11",
+        "an 11 s first reply is a WARN of SB-H2 (over 10 s), which passes saying so",
+    ),
+];
+
+/// `check sidebridge` on the server with `args`: `(exit code, stdout)`.
+fn check(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = peer_dir().join("fixture.toml");
+    let server = peer_dir().join("server.js");
+    let mut cmd = Command::new(BW);
+    cmd.current_dir(tmp.path())
+        .args([
+            "check",
+            "sidebridge",
+            "--key",
+            KEY,
+            "--require-all",
+            "--config",
+        ])
+        .arg(&fixture)
+        .args(["--", "node"])
+        .arg(&server)
+        .args(["--key", KEY])
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("bridgewire runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The verdict lines that did not pass: `(status word, rule id)`.
+fn short_of_pass(out: &str) -> Vec<(&str, &str)> {
+    out.lines()
+        .filter(|l| !l.starts_with("not run ("))
+        .filter_map(|l| {
+            let (word, rest) = if let Some(r) = l.strip_prefix("not run ") {
+                ("not run", r)
+            } else {
+                let (w, r) = l.split_once(' ')?;
+                (w, r.trim_start())
+            };
+            ["fail", "warn", "skipped", "not run"]
+                .contains(&word)
+                .then(|| (word, rest.split(' ').next().unwrap_or("")))
+        })
+        .collect()
+}
+
+/// The server's own list: `(kind, name)` for every oddity and flaw.
+fn listed() -> Vec<(String, String)> {
+    let out = Command::new("node")
+        .arg(peer_dir().join("server.js"))
+        .arg("--list")
+        .output()
+        .expect("node runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut c = l.split('\t');
+            Some((c.next()?.to_string(), c.next()?.to_string()))
+        })
+        .collect()
+}
+
+/// Runs `jobs` two at a time (the machine's cores): each returns a problem or none.
+fn run_all(jobs: Vec<Box<dyn Fn() -> Option<String> + Send + Sync>>) -> Vec<String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let problems = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(job) = jobs.get(i) else { break };
+                    if let Some(p) = job() {
+                        problems.lock().unwrap().push(p);
+                    }
+                }
+            });
+        }
+    });
+    problems.into_inner().unwrap()
+}
+
+#[test]
+fn the_table_covers_every_oddity_and_flaw_of_the_node_server() {
+    if !common::need::node("the_table_covers_every_oddity_and_flaw_of_the_node_server") {
+        return;
+    }
+    let mut problems = Vec::new();
+    for (kind, name) in listed() {
+        let unjudged = UNJUDGED.iter().any(|(n, _)| *n == name);
+        let flaw_row = FLAWS.iter().any(|f| f.0 == name);
+        match kind.as_str() {
+            // An oddity is run (alone or in `--odd all`) unless it is named unjudged.
+            "odd" if flaw_row => problems.push(format!("odd {name}: in the flaw table")),
+            "flaw" if unjudged == flaw_row => problems.push(format!(
+                "flaw {name}: {}",
+                if flaw_row {
+                    "both a row and unjudged"
+                } else {
+                    "neither a row nor unjudged"
+                }
+            )),
+            _ => {}
+        }
+    }
+    for f in FLAWS {
+        if !listed().iter().any(|(k, n)| k == "flaw" && n == f.0) {
+            problems.push(format!("flaw {} is not the server's", f.0));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The oddities the server leaves out of `--odd all` (they exclude each other or change how it
+/// starts), from its own `OPTIN` list.
+fn opt_in() -> Vec<String> {
+    let text = std::fs::read_to_string(peer_dir().join("server.js")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("const OPTIN = ["))
+        .expect("server.js has its OPTIN list");
+    line.split('\'')
+        .skip(1)
+        .step_by(2)
+        .map(String::from)
+        .collect()
+}
+
+/// The server with no oddity, with every default oddity at once (`--odd all`), and with each
+/// opt-in oddity alone: every rule passes.
+#[test]
+fn every_legal_oddity_of_the_node_server_passes_every_rule() {
+    if !common::need::node("every_legal_oddity_of_the_node_server_passes_every_rule") {
+        return;
+    }
+    let mut runs: Vec<Vec<String>> = vec![vec![], vec!["--odd".into(), "all".into()]];
+    let opt_in = opt_in();
+    assert!(opt_in.len() > 10, "{opt_in:?}");
+    for (kind, name) in listed() {
+        if kind == "odd" && opt_in.contains(&name) && !UNJUDGED.iter().any(|(n, _)| *n == name) {
+            runs.push(vec!["--odd".into(), name]);
+        }
+    }
+    let mut jobs: Vec<Box<dyn Fn() -> Option<String> + Send + Sync>> = runs
+        .into_iter()
+        .map(|args| {
+            Box::new(move || {
+                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+                let (code, out) = check(&refs, &[]);
+                let bad = short_of_pass(&out);
+                (code != 0 || !bad.is_empty())
+                    .then(|| format!("{args:?}: exit {code}, short of a pass: {bad:?}\n{out}"))
+            }) as Box<dyn Fn() -> Option<String> + Send + Sync>
+        })
+        .collect();
+    // An error text in plain English that happens to give a position or name a missing
+    // field is not a leak.
+    for text in [
+        "Your request is not valid JSON: it stops early, at line 1 column 74.",
+        "The request is missing field `messages`, or it has the wrong type.",
+    ] {
+        jobs.push(Box::new(move || {
+            let (code, out) = check(&["--flaw", "leak-env"], &[("LEAK_TEXT", text)]);
+            let bad = short_of_pass(&out);
+            (code != 0 || !bad.is_empty())
+                .then(|| format!("leak-env-plain {text:?}: exit {code}: {bad:?}\n{out}"))
+        }));
+    }
+    let problems = run_all(jobs);
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// Every flaw fails (a SHOULD rule: warns) its rule, and nothing else falls short but the rules
+/// its row names; the exit code says whether anything failed or was skipped.
+#[test]
+fn each_flaw_of_the_node_server_fails_its_rule() {
+    if !common::need::node("each_flaw_of_the_node_server_fails_its_rule") {
+        return;
+    }
+    let mut jobs: Vec<Box<dyn Fn() -> Option<String> + Send + Sync>> = FLAWS
+        .iter()
+        .map(|&(flaw, rule, also)| {
+            Box::new(move || {
+                let (code, out) = check(&["--flaw", flaw], &[]);
+                judge_flaw(flaw, rule, also, code, &out)
+            }) as Box<dyn Fn() -> Option<String> + Send + Sync>
+        })
+        .collect();
+    // serde's own error text shown to the user is a leak.
+    jobs.push(Box::new(|| {
+        let text = "invalid type: string \"hello\", expected a sequence at line 1 column 60";
+        let (code, out) = check(&["--flaw", "leak-env"], &[("LEAK_TEXT", text)]);
+        judge_flaw("leak-env-serde", "SB-R10", &[], code, &out)
+    }));
+    let problems = run_all(jobs);
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+fn judge_flaw(flaw: &str, rule: &str, also: &[&str], code: i32, out: &str) -> Option<String> {
+    let bad = short_of_pass(out);
+    let own = bad
+        .iter()
+        .any(|(w, r)| *r == rule && (*w == "fail" || *w == "warn"));
+    let others: Vec<_> = bad
+        .iter()
+        .filter(|(w, r)| (*w == "fail" || *w == "warn") && *r != rule && !also.contains(r))
+        .collect();
+    let failed = bad.iter().any(|(w, _)| *w == "fail" || *w == "skipped");
+    let want_code = i32::from(failed);
+    (!own || !others.is_empty() || code != want_code).then(|| {
+        format!(
+            "--flaw {flaw}: want {rule} to fail or warn (also allowed: {also:?}), exit {want_code}; got exit {code}, {bad:?}\n{out}"
+        )
+    })
+}
