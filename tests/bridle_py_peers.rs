@@ -145,6 +145,11 @@ const HUB_ROWS: &[Row] = &[
     ),
     flaw("v-admin-lowercase", "welcome", "admin in lower case"),
     flaw("v-ts-seconds", "event-fields", "ts"),
+    flaw(
+        "v-messageid-not-uuid",
+        "event-fields",
+        "messageId \"1\" is not a UUID",
+    ),
     flaw("v-explicit-drop-images", "legacy-parts", "explicit parts"),
     flaw("v-health-always-connected", "http-health", "agentConnected"),
     flaw(
@@ -198,10 +203,6 @@ const HUB_UNJUDGED: &[(&str, &str)] = &[
     (
         "v-welcome-late",
         "welcome 1.5 s after connecting: the spec says 'immediately' without a bound",
-    ),
-    (
-        "v-messageid-not-uuid",
-        "hub→agent messageId a counter: the spec's interface says string, its example is a UUID",
     ),
     (
         "v-end-as-last-stream",

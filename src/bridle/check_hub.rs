@@ -1362,6 +1362,22 @@ async fn legacy_parts(ctx: &Ctx<'_>, subs: &Subs) {
     );
 }
 
+/// The version of a UUID written as the spec's examples write one (8-4-4-4-12 hex digits,
+/// either case), or `None` for any other text.
+fn textual_uuid(s: &str) -> Option<u32> {
+    let b = s.as_bytes();
+    let hyphens = [8, 13, 18, 23];
+    let ok = b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| {
+            if hyphens.contains(&i) {
+                *c == b'-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        });
+    ok.then(|| char::from(b[14]).to_digit(16).unwrap_or(0))
+}
+
 /// Which of `fields` `v` lacks (missing or null), and which it carries with another type.
 fn field_problems(v: &Value, fields: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = fields
@@ -1483,12 +1499,20 @@ async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
                 if m.get("parts").is_some() && !m["parts"].is_array() {
                     p.push("parts is not an array".into());
                 }
-                if m.get("messageId").is_some() && m["messageId"].as_str().is_none_or(str::is_empty)
-                {
-                    p.push("messageId is not a non-empty string".into());
+                let mut note = String::new();
+                match m["messageId"].as_str() {
+                    None => {}
+                    Some(id) => match textual_uuid(id) {
+                        Some(4) => {}
+                        // Receivers treat it as a string: another version is noted, not failed.
+                        Some(v) => note = format!(" (messageId a UUID of version {v}; the spec says v4)"),
+                        None => p.push(format!(
+                            "messageId {id:?} is not a UUID (the spec: \"UUID v4 for this message\")"
+                        )),
+                    },
                 }
                 if p.is_empty() {
-                    Ok("type, clientId, agentId, text, parts, messageId".into())
+                    Ok(format!("type, clientId, agentId, text, parts, messageId{note}"))
                 } else {
                     Err(format!("the hub→agent message {m} {}", p.join(", ")))
                 }
@@ -2611,7 +2635,36 @@ pub fn spec_name_misuse(name: &str) -> Option<String> {
 }
 #[cfg(test)]
 mod tests {
-    use super::spec_name_misuse;
+    use super::{spec_name_misuse, textual_uuid};
+
+    /// A UUID as the spec writes one, with its version; other spellings of an id are not.
+    #[test]
+    fn textual_uuids_and_their_version() {
+        assert_eq!(
+            textual_uuid("7c9e6679-7425-40de-944b-e07fc1f90ae7"),
+            Some(4)
+        );
+        assert_eq!(
+            textual_uuid("7C9E6679-7425-40DE-944B-E07FC1F90AE7"),
+            Some(4)
+        );
+        assert_eq!(
+            textual_uuid("01890a5d-ac96-774b-bcce-b302099a8057"),
+            Some(7)
+        );
+        for not in [
+            "1",
+            "",
+            "7c9e6679742540de944be07fc1f90ae7",
+            "{7c9e6679-7425-40de-944b-e07fc1f90ae7}",
+            "urn:uuid:7c9e6679-7425-40de-944b-e07fc1f90ae7",
+            "7c9e6679-7425-40de-944b-e07fc1f90ae7 ",
+            "7c9e667g-7425-40de-944b-e07fc1f90ae7",
+            "7c9e66797-425-40de-944b-e07fc1f90ae7",
+        ] {
+            assert_eq!(textual_uuid(not), None, "{not:?}");
+        }
+    }
 
     /// New names are extensions; spec names on the wrong side and look-alikes are misuse.
     #[test]
