@@ -133,10 +133,6 @@ const UNJUDGED: &[(&str, &str)] = &[
         "300 ms per reply, 25 s per run: too slow for the suite, for the same reason as slowrecall",
     ),
     (
-        "gzipalways",
-        "a gzip body the client did not ask for (legal HTTP: without Accept-Encoding any coding is acceptable) fails SB-D1: bridgewire has no decompressor yet",
-    ),
-    (
         "redact",
         "a user message updated in place by its own id: whether a bridge may edit the user's message is not settled by the spec; SB-D4 fails it",
     ),

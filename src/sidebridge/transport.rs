@@ -329,8 +329,58 @@ pub async fn read_reply<R: AsyncRead + Unpin>(
                 body.extend_from_slice(&chunk[..n]);
             }
         };
+        let body = decode_content(&headers, body, max_body)?;
         return Ok((status, headers, body));
     }
+}
+
+/// The body with its `Content-Encoding` undone, as the app's HTTP client does: `gzip`
+/// (`x-gzip`) and `deflate` (zlib, or raw deflate as some servers send it), in the reverse of
+/// the order they were applied; `identity` is none. The client sends no `Accept-Encoding`, so
+/// any coding is acceptable to it (RFC 9110 §12.5.3). Decompressed output is bounded by
+/// `max_body` like any body; a coding the client does not decode is named.
+pub fn decode_content(
+    headers: &[(String, String)],
+    mut body: Vec<u8>,
+    max_body: usize,
+) -> Result<Vec<u8>, TransportError> {
+    use std::io::Read;
+    let codings: Vec<String> = headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("content-encoding"))
+        .flat_map(|(_, v)| v.split(','))
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty() && c != "identity")
+        .collect();
+    for coding in codings.iter().rev() {
+        let mut out = Vec::new();
+        let read =
+            |r: &mut dyn Read, out: &mut Vec<u8>| r.take(max_body as u64 + 1).read_to_end(out);
+        let result = match coding.as_str() {
+            "gzip" | "x-gzip" => read(&mut flate2::read::MultiGzDecoder::new(&body[..]), &mut out),
+            "deflate" => {
+                read(&mut flate2::read::ZlibDecoder::new(&body[..]), &mut out).or_else(|_| {
+                    out.clear();
+                    read(&mut flate2::read::DeflateDecoder::new(&body[..]), &mut out)
+                })
+            }
+            other => {
+                return Err(TransportError::Malformed(format!(
+                    "Content-Encoding {other:?}: a coding the emulated client does not decode (gzip and deflate only)"
+                )));
+            }
+        };
+        if let Err(e) = result {
+            return Err(TransportError::Malformed(format!(
+                "the {coding} body does not decode: {e}"
+            )));
+        }
+        if out.len() > max_body {
+            return Err(TransportError::TooLarge(max_body));
+        }
+        body = out;
+    }
+    Ok(body)
 }
 
 async fn read_chunked<R: AsyncRead + Unpin>(
@@ -393,5 +443,72 @@ async fn read_chunked<R: AsyncRead + Unpin>(
             buf.drain(..pos);
             pos = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod content_tests {
+    use super::{TransportError, decode_content};
+    use std::io::Write;
+
+    fn h(v: &str) -> Vec<(String, String)> {
+        vec![("Content-Encoding".to_string(), v.to_string())]
+    }
+
+    fn gzip(b: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(b).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// gzip, x-gzip, deflate (zlib and raw), stacked codings and identity decode; a coding the
+    /// client does not know, a corrupt body and a body that inflates past the limit are named.
+    #[test]
+    fn content_codings_decode_within_the_body_limit() {
+        let json = br#"{"messages":[]}"#.to_vec();
+        assert_eq!(decode_content(&[], json.clone(), 100).unwrap(), json);
+        assert_eq!(
+            decode_content(&h("identity"), json.clone(), 100).unwrap(),
+            json
+        );
+        for c in ["gzip", "x-gzip", "GZIP"] {
+            assert_eq!(
+                decode_content(&h(c), gzip(&json), 100).unwrap(),
+                json,
+                "{c}"
+            );
+        }
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&json).unwrap();
+        assert_eq!(
+            decode_content(&h("deflate"), z.finish().unwrap(), 100).unwrap(),
+            json
+        );
+        let mut d = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        d.write_all(&json).unwrap();
+        assert_eq!(
+            decode_content(&h("deflate"), d.finish().unwrap(), 100).unwrap(),
+            json
+        );
+        // Applied gzip then gzip again: undone in reverse.
+        assert_eq!(
+            decode_content(&h("gzip, gzip"), gzip(&gzip(&json)), 100).unwrap(),
+            json
+        );
+        match decode_content(&h("br"), json.clone(), 100) {
+            Err(TransportError::Malformed(m)) => assert!(m.contains("\"br\""), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        match decode_content(&h("gzip"), json.clone(), 100) {
+            Err(TransportError::Malformed(m)) => assert!(m.contains("does not decode"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // A small body that inflates to a megabyte stops at the limit.
+        let bomb = gzip(&vec![b' '; 1 << 20]);
+        assert!(bomb.len() < 4096);
+        assert_eq!(
+            decode_content(&h("gzip"), bomb, 64 * 1024),
+            Err(TransportError::TooLarge(64 * 1024))
+        );
     }
 }
