@@ -103,7 +103,7 @@ const HUB_ROWS: &[Row] = &[
     legal(
         "odd",
         "",
-        "float-ts,late-ext,tick-ext,malformed-notice,refuse-second-agent,welcome-again,agentid-to-browser",
+        "float-ts,late-ext,tick-ext,malformed-notice,refuse-second-agent,welcome-again,agentid-to-browser,mark-notes",
     ),
     flaw(
         "v-alg-none",
@@ -138,6 +138,15 @@ const HUB_ROWS: &[Row] = &[
         "final text relayed",
     ),
     flaw("v-drop-kind", "notes", "kind not relayed"),
+    // Unmarked notes marked against the spec's reading (the text is not a tool's → name).
+    Row {
+        vary: "mark-notes,v-mark-notes-wrong",
+        ..flaw(
+            "v-mark-notes-wrong",
+            "notes",
+            "arrived with kind \"tool\", want none, or \"thinking\"",
+        )
+    },
     flaw(
         "v-apikey-casefold",
         "handshake-auth",
@@ -176,10 +185,6 @@ const HUB_ROWS: &[Row] = &[
 /// Hub switches no row judges, and why: each a choice the spec leaves open or a quirk another
 /// test covers. Every switch in hub.py is a row or here (the file is the independent source).
 const HUB_UNJUDGED: &[(&str, &str)] = &[
-    (
-        "mark-notes",
-        "marks unmarked in-turn notes with a kind: the spec neither asks nor forbids it, `notes` fails it (kind not kept)",
-    ),
     (
         "remap-ids",
         "gives relayed frames the hub's own messageId: the spec's examples keep the agent's, stream-relay and http-sync fail it",

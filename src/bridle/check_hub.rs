@@ -1905,7 +1905,7 @@ async fn notes(ctx: &Ctx<'_>, subs: &Subs) {
     for (i, (name, want)) in [
         ("kind thinking kept", Some("thinking")),
         ("kind tool kept", Some("tool")),
-        ("an unmarked note stays unmarked", None),
+        ("an unmarked note keeps its reading", None),
     ]
     .into_iter()
     .enumerate()
@@ -1918,9 +1918,13 @@ async fn notes(ctx: &Ctx<'_>, subs: &Subs) {
             continue;
         };
         let kind = d.get("kind").filter(|k| !k.is_null());
+        // An unmarked note inside the turn is read by the spec's rule (→ is tool, anything
+        // else thinking): a hub may relay it unmarked or marked as that reading says, which a
+        // receiver reads alike; another kind changes what the browser draws.
+        let read_as = super::model::note_kind(&json!({ "text": d["text"] }));
         let ok = match want {
             Some(k) => kind.is_some_and(|v| v == k),
-            None => kind.is_none(),
+            None => kind.is_none_or(|v| v == read_as),
         };
         push(
             subs,
@@ -1933,7 +1937,10 @@ async fn notes(ctx: &Ctx<'_>, subs: &Subs) {
                         "kind not relayed: note {:?} arrived with kind {}, want {}",
                         d["text"],
                         kind.cloned().unwrap_or(Value::Null),
-                        want.map_or("none".to_string(), |k| format!("{k:?}"))
+                        want.map_or(
+                            format!("none, or {read_as:?} as the spec reads an unmarked note"),
+                            |k| format!("{k:?}")
+                        )
                     ))
                 },
             ),

@@ -182,7 +182,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "place in the turn",
             "kind thinking kept",
             "kind tool kept",
-            "an unmarked note stays unmarked",
+            "an unmarked note keeps its reading",
         ],
     ),
     (

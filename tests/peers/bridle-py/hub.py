@@ -454,6 +454,9 @@ async def agent_frame(kind, sid, args):
             OPEN_TURNS.discard(key)
         elif kind == "message" and key in OPEN_TURNS and "kind" not in payload:
             payload["kind"] = "tool" if payload["text"].startswith("\u2192") else "thinking"
+            if "v-mark-notes-wrong" in VARY:
+                # the opposite of the spec's reading: the browser draws another kind of note
+                payload["kind"] = "thinking" if payload["kind"] == "tool" else "tool"
     # HTTP sync waiter?
     fut = http_waiters.get((agent_id, client_id))
     if fut is not None:
