@@ -145,6 +145,52 @@ pub(super) fn fault_owner(x: &Exchange) -> Option<String> {
     Some(owners.join(" and "))
 }
 
+/// A decoding error with its values left out (quoted text, numbers, the body's first bytes):
+/// two bodies whose errors have one shape fail the same way.
+fn error_shape(e: &str) -> String {
+    let e = e.split("; body starts ").next().unwrap_or(e);
+    let mut out = String::with_capacity(e.len());
+    let mut quoted = false;
+    let mut last_digit = false;
+    for c in e.chars() {
+        match c {
+            '"' => {
+                if !quoted {
+                    out.push_str("\"…\"");
+                }
+                quoted = !quoted;
+                last_digit = false;
+            }
+            _ if quoted => {}
+            '0'..='9' => {
+                if !last_digit {
+                    out.push('#');
+                }
+                last_digit = true;
+            }
+            _ => {
+                out.push(c);
+                last_digit = false;
+            }
+        }
+    }
+    out
+}
+
+/// The rule that carries a body's decoding fault `e` when the emulated client's own replies
+/// fail to decode the same way (an error of the same shape): a bridge that writes every id, or
+/// every body, wrong shows it in the GET probe's body, the malformed requests' answers and the
+/// refusals too, and SB-H4, SB-R10 and SB-D9 then show that part skipped naming the rule that
+/// judges it on the client's replies (one fault, one verdict).
+pub(super) fn client_fault_like(log: &[Exchange], e: &str) -> Option<String> {
+    let shape = error_shape(e);
+    log.iter().filter(|x| x.kind == Kind::Client).find_map(|x| {
+        let r = x.result.as_ref().ok()?;
+        let err = profiles::decode_reply(Profile::Gamma, r).err()?;
+        (error_shape(&err) == shape).then(|| fault_owner(x).unwrap_or_else(|| "SB-D1".into()))
+    })
+}
+
 /// Why a reply to the emulated client cannot be read, for a rule that needs its content
 /// (messages, options): `None` when it decodes under γ. The rule that judges the cause
 /// ([`fault_owner`]) is named, so a rule that meets such a reply is skipped naming it instead
@@ -382,6 +428,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     // SB-H4, SB-H5: other methods.
     let mut h4_fail = Vec::new();
     let mut h4_notes = Vec::new();
+    // Bodies that do not decode, judged once the client's own replies are in (below).
+    let mut h4_undecoded = Vec::new();
     for m in ["GET", "PUT", "HEAD"] {
         let h = d.client_headers();
         let i = d
@@ -410,19 +458,13 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                     && !r.body.is_empty()
                     && let Err(e) = profiles::decode_reply(Profile::Gamma, r)
                 {
-                    h4_fail.push(format!(
-                        "{m}: the body does not decode as Side Bridge ({e})"
-                    ));
+                    h4_undecoded.push((m, e));
                 }
                 h4_notes.push(format!("{m} {}", r.status));
             }
         }
     }
-    v.push(if h4_fail.is_empty() {
-        pass_with("SB-H4", h4_notes)
-    } else {
-        Verdict::fail("SB-H4", h4_fail.join("; "))
-    });
+
     let h = vec![
         ("Origin".to_string(), "https://example.com".to_string()),
         ("Access-Control-Request-Method".into(), "POST".into()),
@@ -706,9 +748,17 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             Ok(r) => r,
         };
         let mut problems = Vec::new();
+        let mut carried = None;
         let shown = match x.judged(Profile::Gamma) {
             Err(e) => {
-                problems.push(format!("not a Side Bridge body ({e})"));
+                match client_fault_like(&d.log, &e) {
+                    Some(owner) => {
+                        carried = Some(format!(
+                            "not a Side Bridge body ({e}), as the client's replies are not; {owner} carries that fault"
+                        ))
+                    }
+                    None => problems.push(format!("not a Side Bridge body ({e})")),
+                }
                 String::from_utf8_lossy(&r.body[..r.body.len().min(64 * 1024)]).into_owned()
             }
             Ok(reply) => {
@@ -732,7 +782,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 shown.chars().take(300).collect::<String>()
             ));
         }
-        r10.push(if problems.is_empty() {
+        r10.push(if let (true, Some(c)) = (problems.is_empty(), &carried) {
+            SubCheck::skipped(name, format!("status {}: {c}", r.status))
+        } else if problems.is_empty() {
             SubCheck::pass(name, format!("status {}", r.status))
         } else {
             SubCheck::fail(
@@ -772,6 +824,26 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         pass_with("SB-H3", h3_notes)
     } else {
         Verdict::fail("SB-H3", h3.join("; "))
+    });
+    // SB-H4, now that the client's replies are in: a body that does not decode as they do not
+    // is their rule's fault (one fault, one verdict).
+    let mut h4_skips = Vec::new();
+    for (m, e) in h4_undecoded {
+        match client_fault_like(&d.log, &e) {
+            Some(owner) => h4_skips.push(format!(
+                "{m}: the body does not decode as Side Bridge ({e}), as the client's replies do not; {owner} carries that fault"
+            )),
+            None => h4_fail.push(format!(
+                "{m}: the body does not decode as Side Bridge ({e})"
+            )),
+        }
+    }
+    v.push(if !h4_fail.is_empty() {
+        Verdict::fail("SB-H4", h4_fail.join("; "))
+    } else if !h4_skips.is_empty() {
+        Verdict::skipped("SB-H4", h4_skips.join("; "))
+    } else {
+        pass_with("SB-H4", h4_notes)
     });
     v.extend(reply_rules(&d.log));
 
@@ -1550,10 +1622,16 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                     r.status,
                     fault_owner(x).unwrap_or_else(|| "SB-D1".into())
                 )),
-                Err(e) => fails[8].push(format!(
-                    "{}: status {}, body does not decode ({e})",
-                    x.label, r.status
-                )),
+                Err(e) => match client_fault_like(log, &e) {
+                    Some(owner) => d9_skips.push(format!(
+                        "{}: status {}, body does not decode ({e}), as the client's replies do not; {owner} carries that fault",
+                        x.label, r.status
+                    )),
+                    None => fails[8].push(format!(
+                        "{}: status {}, body does not decode ({e})",
+                        x.label, r.status
+                    )),
+                },
                 // Only where a user waits for the text: the emulated client's own requests.
                 // The probes are requests no client build sends (odd and malformed bodies,
                 // which SB-R10 requires a 4xx with a message for) or refusals SB-A1/A2 ask for
@@ -1850,7 +1928,40 @@ fn quotes_key(x: &Exchange, key: &str, sent: Option<&str>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::leaks_internals;
+    use super::{error_shape, leaks_internals};
+
+    /// Two decoding errors have one shape when they differ only in values: quoted text,
+    /// numbers, the body's first bytes.
+    #[test]
+    fn error_shapes_leave_values_out() {
+        let same = [
+            (
+                r#"messages[0]: id "msg-1" is not a UUID string"#,
+                r#"messages[12]: id "msg-27" is not a UUID string"#,
+            ),
+            (
+                r#"not JSON (trailing comma at line 1 column 164); body starts "{\"messages\":[""#,
+                r#"not JSON (trailing comma at line 1 column 38); body starts "{}""#,
+            ),
+        ];
+        for (a, b) in same {
+            assert_eq!(error_shape(a), error_shape(b), "{a} / {b}");
+        }
+        let different = [
+            (
+                r#"messages[0]: id "x" is not a UUID string"#,
+                r#"messages[0]: from "x" is not a string"#,
+            ),
+            (
+                "not JSON (trailing comma at line 1 column 2)",
+                "not JSON (key must be a string at line 1 column 2)",
+            ),
+            ("body is not UTF-8 (invalid utf-8 sequence)", "empty body"),
+        ];
+        for (a, b) in different {
+            assert_ne!(error_shape(a), error_shape(b), "{a} / {b}");
+        }
+    }
 
     #[test]
     fn source_urls_need_an_http_scheme_and_a_host_as_written() {
