@@ -1644,14 +1644,7 @@ fn check_node_hub_with(switch: Option<(&str, &str)>) -> (i32, String) {
 
 /// The verdict lines (not sub-checks, not the summary) that did not pass.
 fn not_passed(out: &str) -> Vec<&str> {
-    out.lines()
-        .filter(|l| {
-            ["fail ", "warn ", "skipped ", "not run "]
-                .iter()
-                .any(|p| l.starts_with(p))
-                && !l.starts_with("not run (")
-        })
-        .collect()
+    common::verdicts::not_passed(out)
 }
 
 /// The correct variant passes every rule, `spec-events-only` listing its extensions (`status`,

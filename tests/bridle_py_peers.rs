@@ -293,58 +293,36 @@ fn run(py: &str, side: &str, row: &Row) -> (i32, String) {
     )
 }
 
-/// The verdict lines that did not pass.
-fn short_of_pass(out: &str) -> Vec<&str> {
-    out.lines()
-        .filter(|l| {
-            ["fail ", "warn ", "skipped ", "not run "]
-                .iter()
-                .any(|p| l.starts_with(p))
-                && !l.starts_with("not run (")
-        })
-        .collect()
-}
-
 /// Every row of `side`, two at a time (the machine's cores), judged; problems collected so one
 /// run shows them all.
 fn judge(py: &str, side: &str, rows: &'static [Row]) -> Vec<String> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let problems = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(row) = rows.get(i) else { break };
-                    let (code, out) = run(py, side, row);
-                    let who = format!(
-                        "{side} {} (PLAIN={:?} VARY={:?})",
-                        row.name, row.plain, row.vary
-                    );
-                    let bad = short_of_pass(&out);
-                    let problem = match row.expect {
-                        Expect::Pass if code != 0 || !bad.is_empty() => {
-                            Some(format!("{who}: exit {code}, short of a pass: {bad:#?}"))
-                        }
-                        Expect::Pass => None,
-                        Expect::Fails(rule, cause) => {
-                            let own = format!("fail    {rule} — ");
-                            match bad.as_slice() {
-                                [line] if code == 1 && line.starts_with(&own) && line.contains(cause) => None,
-                                _ => Some(format!(
-                                    "{who}: want exit 1 and only `{own}…{cause}…`, got exit {code}: {bad:#?}"
-                                )),
-                            }
-                        }
-                    };
-                    if let Some(p) = problem {
-                        problems.lock().unwrap().push(format!("{p}\n{out}"));
-                    }
+    common::verdicts::two_at_a_time(rows, |row| {
+        let (code, out) = run(py, side, row);
+        let who = format!(
+            "{side} {} (PLAIN={:?} VARY={:?})",
+            row.name, row.plain, row.vary
+        );
+        let bad = common::verdicts::not_passed(&out);
+        let problem = match row.expect {
+            Expect::Pass if code != 0 || !bad.is_empty() => {
+                Some(format!("{who}: exit {code}, short of a pass: {bad:#?}"))
+            }
+            Expect::Pass => None,
+            Expect::Fails(rule, cause) => {
+                let own = format!("fail    {rule} — ");
+                match bad.as_slice() {
+                    [line] if code == 1 && line.starts_with(&own) && line.contains(cause) => None,
+                    _ => Some(format!(
+                        "{who}: want exit 1 and only `{own}…{cause}…`, got exit {code}: {bad:#?}"
+                    )),
                 }
-            });
-        }
-    });
-    problems.into_inner().unwrap()
+            }
+        };
+        problem.map(|p| format!("{p}\n{out}"))
+    })
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// Every switch the peer script tests for (`"name" in VARY`, `on("name")`).

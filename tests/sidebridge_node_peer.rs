@@ -221,22 +221,10 @@ fn listed() -> Vec<(String, String)> {
 
 /// Runs `jobs` two at a time (the machine's cores): each returns a problem or none.
 fn run_all(jobs: Vec<Box<dyn Fn() -> Option<String> + Send + Sync>>) -> Vec<String> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let problems = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(job) = jobs.get(i) else { break };
-                    if let Some(p) = job() {
-                        problems.lock().unwrap().push(p);
-                    }
-                }
-            });
-        }
-    });
-    problems.into_inner().unwrap()
+    common::verdicts::two_at_a_time(&jobs, |job| job())
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 #[test]

@@ -6,3 +6,4 @@ pub mod coverage;
 pub mod need;
 pub mod proc;
 pub mod sink;
+pub mod verdicts;
