@@ -117,6 +117,11 @@ const HUB_ROWS: &[Row] = &[
     ),
     flaw("v-pong-no-ts", "ping-pong", "has no numeric ts"),
     flaw(
+        "v-pong-ts-seconds",
+        "ping-pong",
+        "is more than a day from now",
+    ),
+    flaw(
         "v-wrong-type",
         "event-fields",
         "type is \"event\", want \"typing\"",
@@ -154,6 +159,15 @@ const HUB_ROWS: &[Row] = &[
     ),
     flaw("v-admin-lowercase", "welcome", "admin in lower case"),
     flaw("v-ts-seconds", "event-fields", "ts"),
+    // The same hub's sync answer carries the relayed stream_end's ts: in seconds too.
+    Row {
+        vary: "v-ts-seconds",
+        ..flaw(
+            "v-ts-seconds-sync",
+            "http-sync",
+            "is more than a day from now",
+        )
+    },
     flaw(
         "v-messageid-not-uuid",
         "event-fields",

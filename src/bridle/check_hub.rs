@@ -59,6 +59,19 @@ pub const TO_AGENT: &[&str] = &["message", "pong"];
 /// clock at all, unless it is the agent's own `ts` relayed as it came.
 const TS_SLACK_MS: f64 = 86_400_000.0;
 
+/// Why a `ts` the hub stamped is not epoch milliseconds (more than [`TS_SLACK_MS`] from now),
+/// or `None`.
+fn ts_not_ms(ts: &Value) -> Option<String> {
+    let t = ts.as_f64()?;
+    let now = crate::util::now_ms() as f64;
+    ((t - now).abs() > TS_SLACK_MS).then(|| {
+        format!(
+            "ts {ts} is more than a day from now ({}): the spec's ts is epoch milliseconds",
+            now as i64
+        )
+    })
+}
+
 /// Distinct non-spec event names tallied per run; later new names count under
 /// [`OTHER_NAMES`] (a hub inventing a name per frame cannot grow the tally).
 const MAX_EXTENSION_NAMES: usize = 1024;
@@ -936,6 +949,9 @@ async fn ping_pong(ctx: &Ctx<'_>, subs: &Subs) {
             .map_err(|e| (false, e))?;
         if !p["ts"].is_number() {
             return Err((false, format!("browser pong {p} has no numeric ts")));
+        }
+        if let Some(why) = ts_not_ms(&p["ts"]) {
+            return Err((false, format!("browser pong {p}: {why}")));
         }
         Ok(format!("pong {p}"))
     }
@@ -2250,7 +2266,10 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
         judged(
             "final text",
             if st == 200 && v["text"] == "Final answer." && v["ts"].is_number() {
-                Ok(format!("{v}"))
+                match ts_not_ms(&v["ts"]) {
+                    None => Ok(format!("{v}")),
+                    Some(why) => Err(format!("/message/sync = {st} {v}: {why}")),
+                }
             } else if st == 200 && v["text"] == SYNC_NOTE {
                 Err(format!(
                     "/message/sync = {st} {v}: answered with the agent's note (kind thinking), not its final text \"Final answer.\""

@@ -270,6 +270,8 @@ async def client_ping(sid, *args):
         p["hub"] = "python-socketio"
     if "v-pong-no-ts" in VARY:
         p = {}
+    if "v-pong-ts-seconds" in VARY:
+        p["ts"] = int(time.time())
     await sio.emit("pong", p, to=sid, namespace=CLIENT)
 
 
