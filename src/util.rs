@@ -66,6 +66,18 @@ pub fn small_integer(digits: &[u8]) -> Option<f64> {
     Some(n as f64)
 }
 
+/// Every letter of `key` in the other case (`Key-7` → `kEY-7`): a key that differs from
+/// `key` only in case, for checks that a secret is compared case-sensitively.
+pub fn swap_case(key: &str) -> String {
+    key.chars()
+        .flat_map(|c| {
+            let (up, low): (Vec<char>, Vec<char>) =
+                (c.to_uppercase().collect(), c.to_lowercase().collect());
+            if c.is_uppercase() { low } else { up }
+        })
+        .collect()
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -75,6 +87,12 @@ pub fn now_ms() -> i64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn swap_case_changes_letters_only() {
+        assert_eq!(super::swap_case("peer-Key-7"), "PEER-kEY-7");
+        assert_eq!(super::swap_case("12-34"), "12-34");
+    }
+
     #[test]
     fn base64_round_trips() {
         for data in [&b""[..], b"f", b"fo", b"foo", b"\xff\xfe\x00abc"] {

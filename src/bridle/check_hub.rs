@@ -59,17 +59,21 @@ pub const TO_AGENT: &[&str] = &["message", "pong"];
 /// clock at all, unless it is the agent's own `ts` relayed as it came.
 const TS_SLACK_MS: f64 = 86_400_000.0;
 
-/// Why a `ts` the hub stamped is not epoch milliseconds (more than [`TS_SLACK_MS`] from now),
-/// or `None`.
-fn ts_not_ms(ts: &Value) -> Option<String> {
+/// Why a `ts` the hub sent is not epoch milliseconds (more than [`TS_SLACK_MS`] from now, and
+/// not `agent_ts`, the agent's own `ts` the hub may relay as it came), or `None`.
+fn ts_not_ms(ts: &Value, agent_ts: Option<i64>) -> Option<String> {
     let t = ts.as_f64()?;
     let now = crate::util::now_ms() as f64;
-    ((t - now).abs() > TS_SLACK_MS).then(|| {
-        format!(
-            "ts {ts} is more than a day from now ({}): the spec's ts is epoch milliseconds",
-            now as i64
-        )
-    })
+    if agent_ts.is_some_and(|a| t == a as f64) || (t - now).abs() <= TS_SLACK_MS {
+        return None;
+    }
+    let not_agents = agent_ts.map_or(String::new(), |a| {
+        format!(" and is not the agent's ts ({a})")
+    });
+    Some(format!(
+        "ts {ts} is more than a day from now ({}){not_agents}: the spec's ts is epoch milliseconds",
+        now as i64
+    ))
 }
 
 /// Distinct non-spec event names tallied per run; later new names count under
@@ -515,7 +519,7 @@ pub fn setup_failed(only: &[String], why: &str) -> Vec<Verdict> {
 
 /// [`check_hub`], saying whether the hub could be reached at all.
 pub async fn check_hub_run(c: &HubCheck) -> HubRun {
-    let ctx = Ctx {
+    let mut ctx = Ctx {
         c,
         tag: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
         http: reqwest::Client::new(),
@@ -528,7 +532,6 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
         probe_failed: std::cell::Cell::new(false),
         idle_health: None,
     };
-    let mut ctx = ctx;
     let mut out = crate::report::live::VerdictLog::new(c.live.clone());
     // A hub nobody answers for is a setup failure, not the hub's verdicts: every rule is not
     // run naming it (one cause, said once per rule, every sub-check listed).
@@ -544,8 +547,8 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
     }
     // A hub this run started serves nobody yet: what its overall health says now is the
     // idle state http-health judges ("whether any agent is connected").
-    let judged_rule = |r: &str| c.only.is_empty() || c.only.iter().any(|o| o == r);
-    if c.own_hub && judged_rule(id::HTTP_HEALTH) {
+    let selected = |r: &str| c.only.is_empty() || c.only.iter().any(|o| o == r);
+    if c.own_hub && selected(id::HTTP_HEALTH) {
         ctx.idle_health = Some(ctx.get("/api/agent/health").await);
     }
     let ctx = ctx;
@@ -554,7 +557,7 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
     // is skipped naming robustness (one fault, one verdict, not a column of refused connects).
     let mut stopped: Option<(&str, String)> = None;
     for &rule in id::HUB {
-        if !c.only.is_empty() && !c.only.iter().any(|o| o == rule) {
+        if !selected(rule) {
             continue;
         }
         if let Some((during, why)) = &stopped {
@@ -837,15 +840,7 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
     }
     // The spec validates the apiKey against BRIDLE_API_KEY: a key that differs only in case is
     // another key (a hub comparing case-insensitively admits it).
-    let flipped: String = ctx
-        .c
-        .api_key
-        .chars()
-        .map(|c| match c {
-            c if c.is_ascii_lowercase() => c.to_ascii_uppercase(),
-            c => c.to_ascii_lowercase(),
-        })
-        .collect();
+    let flipped = crate::util::swap_case(&ctx.c.api_key);
     let what = "agent with the apiKey's case flipped";
     if flipped == ctx.c.api_key {
         push(
@@ -950,7 +945,7 @@ async fn ping_pong(ctx: &Ctx<'_>, subs: &Subs) {
         if !p["ts"].is_number() {
             return Err((false, format!("browser pong {p} has no numeric ts")));
         }
-        if let Some(why) = ts_not_ms(&p["ts"]) {
+        if let Some(why) = ts_not_ms(&p["ts"], None) {
             return Err((false, format!("browser pong {p}: {why}")));
         }
         Ok(format!("pong {p}"))
@@ -1447,16 +1442,7 @@ fn browser_event_problems(
             )),
         }
     }
-    if let Some(ts) = d.get("ts").and_then(Value::as_f64) {
-        let now = crate::util::now_ms() as f64;
-        if ts != agent_ts as f64 && (ts - now).abs() > TS_SLACK_MS {
-            problems.push(format!(
-                "ts {} is more than a day from now ({}) and is not the agent's ts ({agent_ts}): the spec's ts is epoch milliseconds",
-                d["ts"],
-                now as i64
-            ));
-        }
-    }
+    problems.extend(ts_not_ms(&d["ts"], Some(agent_ts)));
     if let Some(o) = d.as_object() {
         extensions.extend(
             o.keys()
@@ -2266,7 +2252,7 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
         judged(
             "final text",
             if st == 200 && v["text"] == "Final answer." && v["ts"].is_number() {
-                match ts_not_ms(&v["ts"]) {
+                match ts_not_ms(&v["ts"], None) {
                     None => Ok(format!("{v}")),
                     Some(why) => Err(format!("/message/sync = {st} {v}: {why}")),
                 }

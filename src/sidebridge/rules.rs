@@ -937,17 +937,6 @@ fn record_verdict(id: &str, subs: Vec<SubCheck>) -> Verdict {
     v.with_subchecks(subs)
 }
 
-/// Every letter of `key` in the other case (`Key-7` → `kEY-7`).
-fn swap_case(key: &str) -> String {
-    key.chars()
-        .flat_map(|c| {
-            let (up, low): (Vec<char>, Vec<char>) =
-                (c.to_uppercase().collect(), c.to_lowercase().collect());
-            if c.is_uppercase() { low } else { up }
-        })
-        .collect()
-}
-
 /// SB-D5's URL: absolute, scheme http or https (either case: RFC 3986 §3.1), and an
 /// authority with a host (RFC 3986 §3.2, RFC 9110 §4.2.1: an http(s) URI has a non-empty host).
 /// Judged on the text as written: a WHATWG parser (the `url` crate) reads `https:example.com`
@@ -1422,7 +1411,7 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
     }
     // The key with the case of its letters changed (a bridge comparing without case takes
     // it); only a key with letters has such a variant.
-    let swapped = swap_case(&key);
+    let swapped = crate::util::swap_case(&key);
     if swapped != key {
         probes.push(("SB-A2", "auth/key-case", Some(swapped)));
     }
@@ -1992,12 +1981,6 @@ mod tests {
         ] {
             assert!(!super::absolute_http_url(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn swap_case_changes_letters_only() {
-        assert_eq!(super::swap_case("peer-Key-7"), "PEER-kEY-7");
-        assert_eq!(super::swap_case("12-34"), "12-34");
     }
 
     #[test]
