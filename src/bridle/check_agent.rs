@@ -448,13 +448,7 @@ struct AfterEnd {
 /// still flushing would send within it), at least 150 ms, at most [`AFTER_END_MAX`] and
 /// `wait`; [`AFTER_END_MAX`] when there is no cadence to measure.
 fn after_end_window(frames: &[(String, Value, Instant)], wait: Duration) -> Duration {
-    let at: Vec<Instant> = frames
-        .iter()
-        .filter(|(n, _, _)| n == "stream")
-        .map(|(_, _, t)| *t)
-        .collect();
-    let mut gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
-    gaps.sort_unstable();
+    let gaps = sorted_gaps(&stream_times(frames));
     let window = match gaps.get(gaps.len() / 2) {
         Some(median) => (*median * 3).clamp(Duration::from_millis(150), AFTER_END_MAX),
         None => AFTER_END_MAX,
@@ -1069,12 +1063,24 @@ fn notes(frames: &[(String, Value)]) -> Verdict {
     Verdict::pass(id::NOTES)
 }
 
-fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {
-    let at: Vec<Instant> = frames
+/// When each `stream` frame of a turn arrived.
+fn stream_times(frames: &[(String, Value, Instant)]) -> Vec<Instant> {
+    frames
         .iter()
         .filter(|(n, _, _)| n == "stream")
         .map(|(_, _, t)| *t)
-        .collect();
+        .collect()
+}
+
+/// The intervals between consecutive instants, shortest first.
+fn sorted_gaps(at: &[Instant]) -> Vec<Duration> {
+    let mut gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_unstable();
+    gaps
+}
+
+fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {
+    let at = stream_times(frames);
     let mut v = Verdict::pass(id::STREAM_CADENCE);
     if at.len() < 3 {
         v.detail = format!(
@@ -1084,11 +1090,10 @@ fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {
         return v;
     }
     // The last stream is the final flush, which need not wait a full interval.
-    let mut gaps: Vec<u128> = at[..at.len() - 1]
-        .windows(2)
-        .map(|w| (w[1] - w[0]).as_millis())
+    let gaps: Vec<u128> = sorted_gaps(&at[..at.len() - 1])
+        .iter()
+        .map(Duration::as_millis)
         .collect();
-    gaps.sort_unstable();
     let median = gaps[gaps.len() / 2];
     let max = *gaps.last().unwrap_or(&0);
     v.detail = format!(
