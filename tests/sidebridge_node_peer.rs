@@ -128,6 +128,10 @@ const UNJUDGED: &[(&str, &str)] = &[
         "12 s per recall answer, a minute per run: too slow for the suite (a slow reply within the client's timeout is SB-H2's, judged on peer.py's rows)",
     ),
     (
+        "printearly",
+        "prints a random port (20000-39999) and listens on it 400 ms later: a port already taken fails its start (exit 2, seen once in a clean-clone CI run among parallel runs); peer.py's late-listen is the row for a banner printed before listening",
+    ),
+    (
         "slow",
         "300 ms per reply, 25 s per run: too slow for the suite, for the same reason as slowrecall",
     ),
