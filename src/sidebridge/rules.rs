@@ -503,7 +503,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     });
 
     // Authentication.
-    auth(&mut d, &mut rng, cfg, &mut v).await;
+    let mut key_probes = None;
+    auth(&mut d, &mut rng, cfg, &mut v, &mut key_probes).await;
 
     // The conversation: plain sends, non-ASCII text, sources, context via ids.
     let mut s = Screen::new(&mut rng);
@@ -807,7 +808,14 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut h3_notes = Vec::new();
     for x in &d.log {
         for s in &x.redirects {
-            if matches!(s, 301..=303) {
+            // Only a POST can be re-sent as a GET; another method redirected is not the 405 SB-H4
+            // asks for, and judged there (one fault, one verdict).
+            if matches!(s, 301..=303) && x.method != "POST" {
+                h3_notes.push(format!(
+                    "{}: {s} (a {}: judged by SB-H4)",
+                    x.label, x.method
+                ));
+            } else if matches!(s, 301..=303) {
                 h3.push(format!(
                     "{}: {s} (the client may re-send the POST as a GET)",
                     x.label
@@ -846,6 +854,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         pass_with("SB-H4", h4_notes)
     });
     v.extend(reply_rules(&d.log));
+    if let Some(kp) = &key_probes {
+        v.extend(key_verdicts(&d.log, kp));
+    }
 
     // One fault, one verdict: when the endpoint itself answers the client's POST with a
     // 301/302/303, every reply the other rules would judge is that redirect's empty body.
@@ -1282,7 +1293,285 @@ async fn same_reply(
     v
 }
 
-async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictLog) {
+/// One wrong or missing key of SB-A1/A2, sent as a session start and a send.
+struct KeyProbe {
+    rule: &'static str,
+    label: &'static str,
+    /// The `x-sidebridge-key` sent; `None`: no header.
+    header: Option<String>,
+    /// The exchanges, `start` then `send`.
+    steps: Vec<usize>,
+}
+
+/// SB-A1…A3's requests, sent where the run sends them and judged once the emulated client's
+/// own replies are in ([`key_verdicts`]): a refusal whose messages fail the way the client's
+/// replies do is the fault of the rule that judges those (one fault, one verdict).
+pub(super) struct KeyProbes {
+    key: String,
+    probes: Vec<KeyProbe>,
+    /// The wrong key with a malformed body (SB-A3).
+    a3: usize,
+}
+
+/// Why a reply is not the refusal SB-A1 asks for, by kind: a wrong key's refusal (SB-A2,
+/// SB-A3) that falls short the same way as the refusal of no key is the bridge's one refusal
+/// shape, judged once, by SB-A1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shortfall {
+    NoReply,
+    Unreadable,
+    Served,
+    NoSystemMessage,
+    NotEnded,
+    QuotesKey,
+}
+
+/// The JSON kind of the first message `from` in `x`'s body that is not a string ("a number",
+/// "null", "missing"), the part SB-D2 judges on the client's replies.
+fn from_not_string(x: &Exchange) -> Option<&'static str> {
+    let body: Value = serde_json::from_slice(x.body()?).ok()?;
+    body.get("messages")?
+        .as_array()?
+        .iter()
+        .find_map(|m| match m.get("from") {
+            Some(Value::String(_)) => None,
+            Some(v) => Some(profiles::kind(v)),
+            None => Some("missing"),
+        })
+}
+
+/// How `x` falls short of a refusal SB-A1 accepts: `Ok(note)` when it is one. Judged by the
+/// outcome first: a 401/403 is a refusal whatever its body (a body the client cannot decode is
+/// SB-D9's fault, not the rule's); any other status must carry a refusal the client shows: no
+/// assistant content, a system message, endSession.
+fn refusal(x: &Exchange) -> Result<String, (Shortfall, String)> {
+    let status = match &x.result {
+        Err(e) => return Err((Shortfall::NoReply, format!("{}: {e}", x.label))),
+        Ok(r) => r.status,
+    };
+    let refused_by_status = status == 401 || status == 403;
+    let r = match x.judged(Profile::Gamma) {
+        Ok(r) => r,
+        Err(_) if refused_by_status => {
+            return Ok(format!(
+                "status {status} (its body does not decode: judged by SB-D9)"
+            ));
+        }
+        Err(e) => return Err((Shortfall::Unreadable, format!("{}: {e}", x.describe()))),
+    };
+    if r.messages
+        .iter()
+        .any(|m| m.from == From::Assistant && !m.content.is_empty())
+    {
+        return Err((
+            Shortfall::Served,
+            format!(
+                "{}: assistant content was served (status {status})",
+                x.label
+            ),
+        ));
+    }
+    if !r.messages.iter().any(|m| m.from == From::System) {
+        return Err((
+            Shortfall::NoSystemMessage,
+            format!(
+                "{}: status {status}, no system message explains the rejection",
+                x.label
+            ),
+        ));
+    }
+    if r.options.and_then(|o| o.end_session) != Some(true) {
+        return Err((
+            Shortfall::NotEnded,
+            format!(
+                "{}: status {status}, the session was not ended (options.endSession)",
+                x.label
+            ),
+        ));
+    }
+    Ok(format!("status {status}"))
+}
+
+/// The rule other than SB-A1…A3 that carries a refusal's shortfall, when the emulated client's
+/// own replies fail the same way: messages whose `from` is not a string (SB-D2: then no
+/// message can be seen to be a system message), a body that does not decode as theirs do not.
+fn refusal_owner_elsewhere(log: &[Exchange], x: &Exchange, why: Shortfall) -> Option<String> {
+    match why {
+        Shortfall::NoSystemMessage => {
+            let kind = from_not_string(x)?;
+            log.iter()
+                .filter(|c| c.kind == Kind::Client)
+                .any(|c| from_not_string(c) == Some(kind))
+                .then(|| "SB-D2".to_string())
+        }
+        Shortfall::Unreadable => {
+            let e = x.judged(Profile::Gamma).err()?;
+            client_fault_like(log, &e)
+        }
+        _ => None,
+    }
+}
+
+/// A rule's judged shortfalls: its own (failing it) and the ones another rule carries, each
+/// with that rule's id.
+#[derive(Default)]
+struct Judged {
+    notes: Vec<String>,
+    own: Vec<(Shortfall, String)>,
+    elsewhere: Vec<(Shortfall, String, String)>,
+}
+
+impl Judged {
+    /// Files one reply's shortfall: under the rule `known` names for its kind (a shortfall an
+    /// earlier rule of the family already carries), else the rule that judges the client's
+    /// replies failing the same way, else the rule's own.
+    fn file(
+        &mut self,
+        log: &[Exchange],
+        x: &Exchange,
+        known: &[(Shortfall, String)],
+        why: Shortfall,
+        text: String,
+    ) {
+        if let Some((_, owner)) = known.iter().find(|(k, _)| *k == why) {
+            self.elsewhere.push((why, text, owner.clone()));
+        } else if let Some(owner) = refusal_owner_elsewhere(log, x, why) {
+            self.elsewhere.push((why, text, owner));
+        } else {
+            self.own.push((why, text));
+        }
+    }
+
+    /// The kinds this rule carries or hands on, with the rule carrying each.
+    fn owners(&self, id: &str) -> Vec<(Shortfall, String)> {
+        let mut out: Vec<(Shortfall, String)> = Vec::new();
+        for (k, _) in &self.own {
+            if !out.iter().any(|(o, _)| o == k) {
+                out.push((*k, id.to_string()));
+            }
+        }
+        for (k, _, owner) in &self.elsewhere {
+            if !out.iter().any(|(o, _)| o == k) {
+                out.push((*k, owner.clone()));
+            }
+        }
+        out
+    }
+
+    fn verdict(self, id: &str) -> Verdict {
+        let elsewhere: Vec<String> = self
+            .elsewhere
+            .iter()
+            .map(|(_, t, owner)| format!("{t} ({owner} carries that fault)"))
+            .collect();
+        if !self.own.is_empty() {
+            let mut text: Vec<String> = self.own.into_iter().map(|(_, t)| t).collect();
+            if !elsewhere.is_empty() {
+                text.push(format!("not judged again here: {}", elsewhere.join("; ")));
+            }
+            Verdict::fail(id, text.join("; "))
+        } else if !elsewhere.is_empty() {
+            Verdict::skipped(
+                id,
+                format!(
+                    "each shortfall of these refusals is another rule's to judge (one fault, one verdict): {}",
+                    elsewhere.join("; ")
+                ),
+            )
+        } else {
+            pass_with(id, self.notes)
+        }
+    }
+}
+
+/// SB-A1, SB-A2 and SB-A3 from their probes, the whole run's log in.
+fn key_verdicts(log: &[Exchange], kp: &KeyProbes) -> Vec<Verdict> {
+    let mut a1 = Judged::default();
+    let mut a2 = Judged::default();
+    // Whether a wrong key got assistant content: then the bridge checks no key, and SB-A3
+    // (which order key and body are judged in) has nothing to judge.
+    let mut wrong_key_served = None;
+    for p in kp.probes.iter().filter(|p| p.rule == "SB-A1") {
+        for &i in &p.steps {
+            let x = &log[i];
+            let step = x.label.rsplit('/').next().unwrap_or_default();
+            match refusal(x) {
+                Ok(n) => a1.notes.push(format!("{step}: {n}")),
+                Err((why, text)) => a1.file(log, x, &[], why, text),
+            }
+            if let Some(e) = quotes_key(x, &kp.key, p.header.as_deref()) {
+                a1.file(log, x, &[], Shortfall::QuotesKey, e);
+            }
+        }
+    }
+    // SB-A2's wrong keys are one verdict: every probe judged, each shown.
+    let from_a1 = a1.owners("SB-A1");
+    for p in kp.probes.iter().filter(|p| p.rule == "SB-A2") {
+        let which = p.label.trim_start_matches("auth/");
+        for &i in &p.steps {
+            let x = &log[i];
+            let step = x.label.rsplit('/').next().unwrap_or_default();
+            // SB-A3 sends the suffixed wrong key: only its acceptance hides A3's order.
+            if p.label == "auth/wrong-key" && step == "send" && served_assistant_content(x) {
+                wrong_key_served = Some(x.label.clone());
+            }
+            match refusal(x) {
+                Ok(n) => a2.notes.push(format!("{which} {step}: {n}")),
+                Err((why, text)) => a2.file(log, x, &from_a1, why, text),
+            }
+            if let Some(e) = quotes_key(x, &kp.key, p.header.as_deref()) {
+                a2.file(log, x, &from_a1, Shortfall::QuotesKey, e);
+            }
+        }
+    }
+    let mut known = from_a1.clone();
+    known.extend(
+        a2.owners("SB-A2")
+            .into_iter()
+            .filter(|(k, _)| !from_a1.iter().any(|(o, _)| o == k)),
+    );
+    let served_owner = known
+        .iter()
+        .find(|(k, _)| *k == Shortfall::Served)
+        .map_or("SB-A2".to_string(), |(_, o)| o.clone());
+    let mut out = vec![a1.verdict("SB-A1"), a2.verdict("SB-A2")];
+    let x = &log[kp.a3];
+    let status = x.status().unwrap_or(0);
+    out.push(if let Some(at) = wrong_key_served {
+        Verdict::skipped(
+            "SB-A3",
+            format!(
+                "a wrong key is accepted ({at}: assistant content served); {served_owner} carries that fault: \
+                 whether the key is checked before the body cannot be seen"
+            ),
+        )
+    } else if status == 400 || status >= 500 {
+        // Whatever the body says: the malformed body was judged before the key.
+        Verdict::fail(
+            "SB-A3",
+            format!(
+                "the body was judged before the key: status {status} ({})",
+                x.describe_reply()
+            ),
+        )
+    } else {
+        let mut a3 = Judged::default();
+        match refusal(x) {
+            Ok(n) => a3.notes.push(n),
+            Err((why, text)) => a3.file(log, x, &known, why, text),
+        }
+        a3.verdict("SB-A3")
+    });
+    out
+}
+
+async fn auth(
+    d: &mut Driver,
+    rng: &mut Rng,
+    cfg: &CheckConfig,
+    v: &mut VerdictLog,
+    key_probes: &mut Option<KeyProbes>,
+) {
     let start_body = |rng: &mut Rng, d: &mut Driver| {
         profiles::Request {
             version: "1.0".into(),
@@ -1343,47 +1632,6 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
         });
         return;
     };
-    // Judged by the outcome first: a 401/403 is a refusal whatever its body (a body the client
-    // cannot decode is SB-D9's fault, not the rule's); any other status must carry a refusal the
-    // client shows: no assistant content, a system message, endSession.
-    let rejected = |x: &Exchange| -> Result<String, String> {
-        let status = match &x.result {
-            Err(e) => return Err(format!("{}: {e}", x.label)),
-            Ok(r) => r.status,
-        };
-        let refused_by_status = status == 401 || status == 403;
-        let r = match x.judged(Profile::Gamma) {
-            Ok(r) => r,
-            Err(_) if refused_by_status => {
-                return Ok(format!(
-                    "status {status} (its body does not decode: judged by SB-D9)"
-                ));
-            }
-            Err(e) => return Err(format!("{}: {e}", x.describe())),
-        };
-        if r.messages
-            .iter()
-            .any(|m| m.from == From::Assistant && !m.content.is_empty())
-        {
-            return Err(format!(
-                "{}: assistant content was served (status {status})",
-                x.label
-            ));
-        }
-        if !r.messages.iter().any(|m| m.from == From::System) {
-            return Err(format!(
-                "{}: status {status}, no system message explains the rejection",
-                x.label
-            ));
-        }
-        if r.options.and_then(|o| o.end_session) != Some(true) {
-            return Err(format!(
-                "{}: status {status}, the session was not ended (options.endSession)",
-                x.label
-            ));
-        }
-        Ok(format!("status {status}"))
-    };
     // For A1/A2 a session start and a send, so assistant content has a chance to show.
     // A fresh chat per send: a rejection ends its chat.
     let send_body = |d: &mut Driver, rng: &mut Rng| {
@@ -1397,9 +1645,6 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
         }
         .encode(Style::App, &mut d.rng)
     };
-    // Whether a wrong key got assistant content: then the bridge checks no key, and SB-A3
-    // (which order key and body are judged in) has nothing to judge: SB-A2 carries it.
-    let mut wrong_key_served = None;
     // Wrong keys: the key with a suffix, and the key less its last character (a bridge that
     // compares only a prefix, or only as far as the shorter of the two, takes one of them).
     let mut probes = vec![
@@ -1415,10 +1660,9 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
     if swapped != key {
         probes.push(("SB-A2", "auth/key-case", Some(swapped)));
     }
-    let mut a2: Option<(Vec<String>, Vec<String>)> = None;
+    let mut sent = Vec::new();
     for (id, label, header) in probes {
-        let mut notes = Vec::new();
-        let mut fails = Vec::new();
+        let mut steps = Vec::new();
         for step in ["start", "send"] {
             let mut h = ct();
             if let Some(k) = &header {
@@ -1440,44 +1684,19 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
                     vec![],
                 )
                 .await;
-            let x = &d.log[i];
-            // SB-A3 sends the suffixed wrong key: only its acceptance hides A3's order.
-            if label == "auth/wrong-key" && step == "send" && served_assistant_content(x) {
-                wrong_key_served = Some(x.label.clone());
-            }
-            match rejected(x) {
-                Ok(n) => notes.push(format!("{step}: {n}")),
-                Err(e) => fails.push(e),
-            }
-            if let Some(e) = quotes_key(x, &key, header.as_deref()) {
-                fails.push(e);
-            }
+            steps.push(i);
         }
-        if id == "SB-A1" {
-            v.push(if fails.is_empty() {
-                pass_with(id, notes)
-            } else {
-                Verdict::fail(id, fails.join("; "))
-            });
-        } else {
-            // SB-A2's wrong keys are one verdict: every probe judged, each shown.
-            let (n, f) = a2.get_or_insert_with(Default::default);
-            let which = label.trim_start_matches("auth/");
-            n.extend(notes.into_iter().map(|t| format!("{which} {t}")));
-            f.extend(fails);
-        }
-    }
-    if let Some((notes, fails)) = a2 {
-        v.push(if fails.is_empty() {
-            pass_with("SB-A2", notes)
-        } else {
-            Verdict::fail("SB-A2", fails.join("; "))
+        sent.push(KeyProbe {
+            rule: id,
+            label,
+            header,
+            steps,
         });
     }
     // SB-A3: wrong key and a malformed body.
     let mut h = ct();
     h.push(("x-sidebridge-key".into(), format!("{key}-wrong")));
-    let i = d
+    let a3 = d
         .exchange(
             "auth/wrong-key-malformed",
             Kind::Probe,
@@ -1488,30 +1707,10 @@ async fn auth(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictL
             vec![],
         )
         .await;
-    let x = &d.log[i];
-    let status = x.status().unwrap_or(0);
-    v.push(if let Some(at) = wrong_key_served {
-        Verdict::skipped(
-            "SB-A3",
-            format!(
-                "a wrong key is accepted ({at}: assistant content served); SB-A2 carries that fault: \
-                 whether the key is checked before the body cannot be seen"
-            ),
-        )
-    } else if status == 400 || status >= 500 {
-        // Whatever the body says: the malformed body was judged before the key.
-        Verdict::fail(
-            "SB-A3",
-            format!(
-                "the body was judged before the key: status {status} ({})",
-                x.describe_reply()
-            ),
-        )
-    } else {
-        match rejected(x) {
-            Ok(n) => pass_with("SB-A3", vec![n]),
-            Err(e) => Verdict::fail("SB-A3", e),
-        }
+    *key_probes = Some(KeyProbes {
+        key: key.clone(),
+        probes: sent,
+        a3,
     });
     // SB-A5 (INFO): spacing and header-name case.
     let mut a5 = Vec::new();
