@@ -25,15 +25,27 @@ use crate::report::live::VerdictLog;
 use crate::rule::{Status, SubCheck, Verdict};
 
 /// Random words, from a per-run nonce: lower-case consonants, so no natural word and no
-/// substring of a UUID or of a protocol key.
-struct Words(Rng);
+/// substring of a UUID or of a protocol key. Every word handed out is kept, so a reply naming
+/// a word of another chat can be told apart from a reply naming nothing.
+struct Words(Rng, Vec<String>);
 
 impl Words {
     fn next(&mut self) -> String {
         const LETTERS: &[u8] = b"bcdfghjklmnpqrstvwxz";
-        (0..10)
+        let w: String = (0..10)
             .map(|_| LETTERS[(self.0.next_u64() % LETTERS.len() as u64) as usize] as char)
-            .collect()
+            .collect();
+        self.1.push(w.clone());
+        w
+    }
+
+    /// A word handed out before, other than `mine`, that `text` names.
+    fn other_in(&self, text: &str, mine: &[&str]) -> Option<&str> {
+        let text = text.to_lowercase();
+        self.1
+            .iter()
+            .map(String::as_str)
+            .find(|w| !mine.contains(w) && text.contains(w))
     }
 }
 
@@ -199,7 +211,7 @@ async fn toggle(
 
 pub async fn run(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut VerdictLog) {
     let fx = &cfg.fixture;
-    let mut words = Words(Rng::new(cfg.nonce));
+    let mut words = Words(Rng::new(cfg.nonce), Vec::new());
 
     // Baseline: remember, then recall, history on. Gates every rule built on recall.
     let memory = fx.missing(&["remember", "recall"]);
@@ -431,6 +443,16 @@ async fn unknown_chat(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut W
                     )
                 } else if recalls(d, i, rc.last().expect("a step"), &w) {
                     SubCheck::pass("recall", format!("named {w:?} from history alone"))
+                } else if let Some(other) = words.other_in(&text, &[&w, &decoy]) {
+                    // Both faults are seen here: the history was not used, and the answer is
+                    // another chat's (whether chats are kept apart is SB-S4's own scenario).
+                    SubCheck::fail(
+                        "recall",
+                        format!(
+                            "history asked to remember {w:?}; `recall` was answered with {other:?}, a word another chat was told (cross-talk, see SB-S4): {:?}",
+                            clip(&text)
+                        ),
+                    )
                 } else {
                     SubCheck::fail(
                         "recall",
@@ -730,7 +752,14 @@ async fn two_chats(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Word
             }
             Recall::Named(_) => SubCheck::pass(name, format!("recalled its own word {own:?}")),
             Recall::Unreadable(why) => SubCheck::skipped(name, why.clone()),
-            Recall::Missed(why) => SubCheck::fail(name, why.clone()),
+            Recall::Missed(why) => SubCheck::fail(
+                name,
+                match words.other_in(why, &[own]) {
+                    Some(w) if w == other => format!("{why}: the other chat's word (cross-talk)"),
+                    Some(w) => format!("{why}: {w:?}, a word another chat was told (cross-talk)"),
+                    None => why.clone(),
+                },
+            ),
         });
     }
     strict_from_subchecks("SB-S4", subs)
