@@ -363,3 +363,132 @@ fn judge_flaw(flaw: &str, rule: &str, also: &[&str], code: i32, out: &str) -> Op
         )
     })
 }
+
+/// POSTs `body` to `url` over a plain socket: `(status, headers, raw body)` as the client got
+/// them (a body the server compressed stays compressed).
+fn post_raw(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let rest = url.trim_start_matches("http://");
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    let split = reply
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a reply head");
+    let head = String::from_utf8_lossy(&reply[..split]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head, reply[split + 4..].to_vec())
+}
+
+/// Every lane line under `dir`, as text.
+fn lanes_text(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    for e in walkdir::WalkDir::new(dir).into_iter().flatten() {
+        if e.file_type().is_file() {
+            text.push_str(&std::fs::read_to_string(e.path()).unwrap());
+        }
+    }
+    text
+}
+
+/// Compressed replies through `record sidebridge`: the client's `Accept-Encoding` is not
+/// forwarded, so a bridge that compresses when asked answers plain; a bridge that compresses
+/// unasked reaches the client as sent, and its lane holds the body decoded (`decodedFrom`), so
+/// redaction sees into it (the key a refusal quotes never reaches a lane) and replay judges the
+/// text. Replay compares the replayed replies redacted as the recording is: the refusal that
+/// quotes the key it was sent matches its recording, where that key is `[redacted]` (before,
+/// such a cell failed its replay against the very bridge it was recorded from). Node's own
+/// zlib compresses: not our code on either side of the wire.
+#[test]
+fn compressed_replies_are_recorded_decoded_and_their_secrets_redacted() {
+    if !common::need::node("compressed_replies_are_recorded_decoded_and_their_secrets_redacted") {
+        return;
+    }
+    for (odd, client_gets_gzip) in [("gzipasked", false), ("gzipalways", true)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let bridge = common::proc::spawn_url(
+            Command::new("node")
+                .arg(peer_dir().join("server.js"))
+                .args(["--key", KEY, "--odd", odd, "--flaw", "leak-key"]),
+        );
+        let proxy = common::proc::spawn_url(
+            Command::new(BW)
+                .args(["record", "sidebridge", "--upstream", &bridge.url])
+                .args(["--bridge", "node", "--key", KEY, "--dir"])
+                .arg(tmp.path()),
+        );
+        let chat = "0A1B2C3D-0000-4000-8000-00000000000C";
+        let start = format!(r#"{{"sidebridge":"1.0","chatId":"{chat}","history":[]}}"#);
+        let gzip = [("Accept-Encoding", "gzip"), ("x-sidebridge-key", KEY)];
+        let (status, head, body) = post_raw(&proxy.url, &gzip, &start);
+        assert_eq!(status, 200, "{odd}: {head}");
+        assert_eq!(
+            head.to_ascii_lowercase().contains("content-encoding: gzip"),
+            client_gets_gzip,
+            "{odd}: {head}"
+        );
+        if !client_gets_gzip {
+            assert!(body.starts_with(b"{"), "{odd}: {body:?}");
+        }
+        // No key: the refusal quotes the configured key (the flaw), compressed when `gzipalways`.
+        let other = "0A1B2C3D-0000-4000-8000-00000000000D";
+        let refused = format!(r#"{{"sidebridge":"1.0","chatId":"{other}","history":[]}}"#);
+        let (status, head, _) = post_raw(&proxy.url, &[("Accept-Encoding", "gzip")], &refused);
+        assert_eq!(status, 401, "{odd}: {head}");
+        drop(proxy);
+        let text = lanes_text(tmp.path());
+        assert!(
+            !text.contains(KEY),
+            "{odd}: the key reached a lane:\n{text}"
+        );
+        assert!(
+            !text.contains("bodyBase64"),
+            "{odd}: a body was recorded as bytes:\n{text}"
+        );
+        assert_eq!(
+            text.contains(r#"\"decodedFrom\":\"gzip\""#),
+            client_gets_gzip,
+            "{odd}:\n{text}"
+        );
+        assert!(text.contains("[redacted"), "{odd}:\n{text}");
+        // Replayed against the same bridge: the recorded and replayed texts are the same.
+        let out = Command::new(BW)
+            .args([
+                "replay",
+                "sidebridge",
+                "--startup-timeout",
+                "30",
+                "--key",
+                KEY,
+            ])
+            .arg(tmp.path())
+            .args(["--", "node"])
+            .arg(peer_dir().join("server.js"))
+            .args(["--key", KEY, "--odd", odd, "--flaw", "leak-key"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{odd}: {report}");
+        assert!(report.contains("PASS"), "{odd}: {report}");
+    }
+}

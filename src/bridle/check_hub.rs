@@ -99,9 +99,14 @@ struct Peer<'a> {
     tally: &'a Tally,
     /// The non-spec events this peer received, in order (for rules that judge replies).
     extras: Vec<(String, Value)>,
-    /// A browser's own welcome, once received: the same welcome again is the hub greeting it
-    /// once more, not traffic, so [`Peer::silent`] passes over it.
+    /// A browser's own welcome, once received. A welcome after it is the hub greeting this
+    /// connection once more, not traffic, when it is the same welcome or one naming the
+    /// browser's own clientId (and agentId, when it names one): every reader passes over it
+    /// ([`Peer::own_welcome`]). The spec sends welcome on connection and forbids no repeat;
+    /// a first welcome naming someone else is the welcome rule's fault alone.
     welcome: Option<Value>,
+    /// The clientId the spec gives this browser and the agentId it connected for.
+    identity: Option<(String, String)>,
 }
 
 impl<'a> Peer<'a> {
@@ -113,6 +118,7 @@ impl<'a> Peer<'a> {
             tally,
             extras: Vec::new(),
             welcome: None,
+            identity: None,
         }
     }
     fn agent(sock: Socket, tally: &'a Tally) -> Peer<'a> {
@@ -123,7 +129,21 @@ impl<'a> Peer<'a> {
             tally,
             extras: Vec::new(),
             welcome: None,
+            identity: None,
         }
+    }
+
+    /// Whether `e` is this browser greeted again (see [`Peer::welcome`]).
+    fn own_welcome(&self, e: &Event) -> bool {
+        let Some(first) = &self.welcome else {
+            return false;
+        };
+        e.name == "welcome"
+            && (e.data == *first
+                || self.identity.as_ref().is_some_and(|(client, agent)| {
+                    e.data["clientId"] == json!(client)
+                        && e.data.get("agentId").is_none_or(|a| a == &json!(agent))
+                }))
     }
 
     fn emit(&self, name: &str, data: Value) -> bool {
@@ -134,6 +154,9 @@ impl<'a> Peer<'a> {
     async fn recv_until(&mut self, deadline: Instant) -> Result<Event, RecvError> {
         loop {
             let e = self.sock.recv_until(deadline).await?;
+            if self.own_welcome(&e) {
+                continue;
+            }
             if self.spec.contains(&e.name.as_str()) {
                 *self.tally.spec_events.borrow_mut() += 1;
                 return Ok(e);
@@ -195,17 +218,11 @@ impl<'a> Peer<'a> {
     }
 
     /// `Ok` when no spec event arrives within `wait`; the event otherwise. A browser's own
-    /// welcome repeated (same data) is not an event here: the spec says welcome is sent on
-    /// connection and forbids no repeat, and it carries nothing of another browser's or agent's.
+    /// welcome repeated is not an event here ([`Peer::own_welcome`]).
     async fn silent(&mut self, wait: Duration) -> Result<(), Event> {
-        let deadline = Instant::now() + wait;
-        loop {
-            match self.recv_until(deadline).await {
-                Ok(e) if e.name == "welcome" && self.welcome.as_ref() == Some(&e.data) => {}
-                Ok(e) => return Err(e),
-                Err(_) => return Ok(()),
-            }
-        }
+        self.recv_until(Instant::now() + wait)
+            .await
+            .map_or(Ok(()), Err)
     }
 
     fn disconnect(&self) {
@@ -306,6 +323,13 @@ impl<'a> Ctx<'a> {
             .await
             .map_err(|e| format!("browser {sub} could not connect: {e}"))?;
         let mut p = Peer::browser(s, &self.tally);
+        // The spec: clientId is 'admin' when the JWT's roles include 'ADMIN', else its sub.
+        let client = if roles.contains(&"ADMIN") {
+            "admin"
+        } else {
+            sub
+        };
+        p.identity = Some((client.to_string(), agent_id.to_string()));
         match p.recv(self.c.wait).await {
             Ok(e) if e.name == "welcome" => {
                 p.welcome = Some(e.data.clone());

@@ -128,6 +128,10 @@ async fn send_one(
             !["host", "content-length", "connection", "transfer-encoding"]
                 .contains(&k.to_ascii_lowercase().as_str())
         })
+        // A body the lane holds decoded is sent as it is now, without its old coding.
+        .filter(|(k, _)| {
+            p.request.decoded_from.is_none() || !k.eq_ignore_ascii_case("content-encoding")
+        })
         .filter_map(|(k, v)| wire::unredact(v, key).map(|v| (k.clone(), v)))
         .collect();
     let recorded_path = p.request.path.clone().unwrap_or_else(|| "/".into());
@@ -162,24 +166,12 @@ async fn send_one(
                 match r.header("location").map(|l| t.join(l)) {
                     Some(Ok(next)) => t = next,
                     _ => {
-                        break Envelope {
-                            exchange: p.request.exchange,
-                            status: Some(r.status),
-                            headers: r.headers,
-                            body: r.body,
-                            ..Default::default()
-                        };
+                        break reply_envelope(p.request.exchange, r);
                     }
                 }
             }
             Ok(r) => {
-                break Envelope {
-                    exchange: p.request.exchange,
-                    status: Some(r.status),
-                    headers: r.headers,
-                    body: r.body,
-                    ..Default::default()
-                };
+                break reply_envelope(p.request.exchange, r);
             }
             Err(e) => {
                 break Envelope {
@@ -192,6 +184,23 @@ async fn send_one(
         }
     };
     (sent, new)
+}
+
+/// A reply as a lane records it; the transport has undone its `Content-Encoding` already.
+fn reply_envelope(exchange: u64, r: transport::HttpReply) -> Envelope {
+    let decoded_from = r
+        .header("content-encoding")
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+        .map(str::to_string);
+    Envelope {
+        exchange,
+        status: Some(r.status),
+        headers: r.headers,
+        body: r.body,
+        decoded_from,
+        ..Default::default()
+    }
 }
 
 /// Replays `cells` against one bridge in the recorded order *across* them (by `(run, seq)` of
@@ -224,7 +233,7 @@ async fn replay_cells(
             }
         })
         .collect();
-    if write_current.is_some() {
+    {
         // What the recording holds is known too (a recording made with --keep-key, or by
         // another recorder, carries the key the bridge may echo back).
         for r in &runs {
@@ -258,8 +267,17 @@ async fn replay_cells(
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = &mut runs[ci];
         let p = &r.pairs[pi];
+        // Compared as the recording holds them: redacted as the proxy redacts (a bridge that
+        // quotes the key it was sent quotes it in the recording too, as `[redacted]`).
+        let as_recorded = |e: &Envelope| {
+            Envelope::parse(&String::from_utf8_lossy(&super::proxy::redacted_line(
+                &secrets, e, false, key,
+            )))
+            .unwrap_or_else(|| e.clone())
+        };
         r.recorded.push(normalizer::request_event(&p.request));
-        r.replayed.push(normalizer::request_event(&sent));
+        r.replayed
+            .push(normalizer::request_event(&as_recorded(&sent)));
         if let Some((rec, run, seq)) = &p.reply {
             for (o, n) in reply_ids(&rec.body).into_iter().zip(reply_ids(&new.body)) {
                 if o != n {
@@ -267,7 +285,7 @@ async fn replay_cells(
                 }
             }
             r.recorded.push(normalizer::reply_event(rec));
-            r.replayed.push(normalizer::reply_event(&new));
+            r.replayed.push(normalizer::reply_event(&as_recorded(&new)));
             if write_current.is_some() {
                 r.current.push(
                     Entry {

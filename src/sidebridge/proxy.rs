@@ -61,6 +61,11 @@ struct Shared {
     exchange: AtomicU64,
 }
 
+/// Headers of a request not forwarded: hop-by-hop ones, and `Accept-Encoding`, so the bridge
+/// answers uncompressed (identity is acceptable to any client, RFC 9110 §12.5.3; mitmproxy's
+/// `anticomp` does the same) and its replies reach the lanes as text redaction can read.
+const NOT_FORWARDED: &[&str] = &["accept-encoding"];
+
 const HOP: &[&str] = &[
     "connection",
     "keep-alive",
@@ -295,7 +300,9 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             )
         })
         .collect();
-    let scope = wire::chat_scope(&body);
+    // A compressed request body (a client may send one) is recorded decoded, as replies are.
+    let (lane_body, decoded_from) = wire::lane_body(&headers, body.to_vec(), shared.cfg.max_body);
+    let scope = wire::chat_scope(&lane_body);
     record(
         &shared,
         scope.as_deref(),
@@ -305,7 +312,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             method: Some(parts.method.as_str().to_string()),
             path: Some(path.clone()),
             headers,
-            body: body.to_vec(),
+            body: lane_body,
+            decoded_from,
             ..Default::default()
         },
     );
@@ -314,7 +322,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .client
         .request(parts.method.clone(), forward_url(&shared.upstream, &path));
     for (k, v) in parts.headers.iter() {
-        if !HOP.contains(&k.as_str()) {
+        if !HOP.contains(&k.as_str()) && !NOT_FORWARDED.contains(&k.as_str()) {
             rb = rb.header(k, v);
         }
     }
@@ -359,6 +367,9 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             )
         })
         .collect();
+    // A bridge that compresses unasked: the client gets the bytes as sent, the lane the body
+    // decoded (what the app reads, and what redaction can see into).
+    let (lane_body, decoded_from) = wire::lane_body(&rec_headers, buf.clone(), shared.cfg.max_body);
     record(
         &shared,
         scope.as_deref(),
@@ -367,8 +378,9 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             exchange: n,
             status: Some(status.as_u16()),
             headers: rec_headers,
-            body: buf.clone(),
+            body: lane_body,
             elapsed_ms: elapsed,
+            decoded_from,
             ..Default::default()
         },
     );

@@ -35,6 +35,10 @@ pub struct Envelope {
     pub body: Vec<u8>,
     pub error: Option<String>,
     pub elapsed_ms: Option<u64>,
+    /// The `Content-Encoding` the body was recorded with undone (`"gzip"`), when the wire
+    /// carried it compressed: a lane holds the body a reader can judge and redaction can see
+    /// into, and the headers still say what was sent.
+    pub decoded_from: Option<String>,
 }
 
 impl Envelope {
@@ -72,6 +76,9 @@ impl Envelope {
         if let Some(ms) = self.elapsed_ms {
             o.insert("elapsedMs".into(), json!(ms));
         }
+        if let Some(c) = &self.decoded_from {
+            o.insert("decodedFrom".into(), json!(c));
+        }
         serde_json::to_vec(&Value::Object(o)).unwrap_or_default()
     }
 
@@ -108,6 +115,10 @@ impl Envelope {
             body,
             error: o.get("error").and_then(Value::as_str).map(str::to_string),
             elapsed_ms: o.get("elapsedMs").and_then(Value::as_u64),
+            decoded_from: o
+                .get("decodedFrom")
+                .and_then(Value::as_str)
+                .map(str::to_string),
         })
     }
 
@@ -116,6 +127,29 @@ impl Envelope {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A body as a lane records it: with its `Content-Encoding` undone when there is one the
+/// transport decodes (gzip, deflate), and which coding that was; as sent otherwise (a coding
+/// that does not decode is kept as bytes, so nothing is lost).
+pub fn lane_body(
+    headers: &[(String, String)],
+    body: Vec<u8>,
+    max_body: usize,
+) -> (Vec<u8>, Option<String>) {
+    let coding: Vec<&str> = headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("content-encoding"))
+        .map(|(_, v)| v.trim())
+        .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
+        .collect();
+    if coding.is_empty() {
+        return (body, None);
+    }
+    match super::transport::decode_content(headers, body.clone(), max_body) {
+        Ok(plain) => (plain, Some(coding.join(", "))),
+        Err(_) => (body, None),
     }
 }
 
