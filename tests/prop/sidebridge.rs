@@ -419,6 +419,7 @@ proptest! {
         body in prop_oneof![bytes(200), text(100).prop_map(String::into_bytes)],
         error in prop::option::of(text(20)),
         elapsed_ms in prop::option::of(any::<u64>()),
+        decoded_from in prop::option::of(text(8)),
     ) {
         let e = Envelope {
             exchange,
@@ -429,6 +430,7 @@ proptest! {
             body,
             error,
             elapsed_ms,
+            decoded_from,
         };
         let line = e.to_line();
         prop_assert!(!line.contains(&b'\n'));
