@@ -514,9 +514,28 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn text_frame(client_id: &str, text: &str, message_id: &str) -> Value {
+/// The messageId the harness's agent sends for the message it calls `label`: a UUID v4, as
+/// the spec's messages carry ("UUID v4 for this message"), so a hub that checks or replaces
+/// ids that are not is never judged on input the spec does not allow. The same label gives the
+/// same id within a run, so a rule can say which id it wants back.
+fn agent_message_id(label: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut bytes = [0u8; 16];
+    for (half, salt) in bytes.chunks_mut(8).zip([0x9e37_79b9_u64, 0x7f4a_7c15]) {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (salt, label).hash(&mut h);
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
+}
+
+/// An agent frame whose messageId is [`agent_message_id`] of `label`.
+fn text_frame(client_id: &str, text: &str, label: &str) -> Value {
     json!({ "clientId": client_id, "text": text, "parts": super::text_parts(text),
-            "messageId": message_id, "ts": crate::util::now_ms() })
+            "messageId": agent_message_id(label), "ts": crate::util::now_ms() })
 }
 
 /// Runs the hub rules; verdicts in catalogue order.
@@ -1772,7 +1791,7 @@ async fn stream_relay(ctx: &Ctx<'_>, subs: &Subs) {
     let wrong: Vec<String> = seen
         .iter()
         .filter(|(n, _)| n == "stream" || n == "stream_end")
-        .filter(|(_, d)| d["messageId"] != "relay-1")
+        .filter(|(_, d)| d["messageId"] != json!(agent_message_id("relay-1")))
         .map(|(n, d)| format!("{n} carries messageId {}", d["messageId"]))
         .collect();
     push(
@@ -1783,9 +1802,16 @@ async fn stream_relay(ctx: &Ctx<'_>, subs: &Subs) {
             judged(
                 "messageId",
                 if wrong.is_empty() {
-                    Ok("relay-1 throughout".into())
+                    Ok(format!(
+                        "{} (the agent's) throughout",
+                        agent_message_id("relay-1")
+                    ))
                 } else {
-                    Err(format!("{}, want relay-1", wrong.join(", ")))
+                    Err(format!(
+                        "{}, want the agent's {}",
+                        wrong.join(", "),
+                        agent_message_id("relay-1")
+                    ))
                 },
             )
         },
@@ -2249,7 +2275,7 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
                 "clientId": cid,
                 "text": SYNC_NOTE,
                 "parts": super::text_parts(SYNC_NOTE),
-                "messageId": "sync-note-1",
+                "messageId": agent_message_id("sync-note-1"),
                 "kind": "thinking",
             }),
         );
@@ -2301,12 +2327,13 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
         subs,
         judged(
             "messageId",
-            if v["messageId"] == "sync-1" {
-                Ok("sync-1".into())
+            if v["messageId"] == json!(agent_message_id("sync-1")) {
+                Ok(format!("{} (the agent's)", agent_message_id("sync-1")))
             } else {
                 Err(format!(
-                    "/message/sync messageId {}, want sync-1",
-                    v["messageId"]
+                    "/message/sync messageId {}, want the agent's {}",
+                    v["messageId"],
+                    agent_message_id("sync-1")
                 ))
             },
         ),

@@ -46,7 +46,7 @@ pub fn request_event(e: &Envelope) -> Value {
     o.insert("type".into(), json!("request"));
     o.insert("method".into(), json!(e.method.clone().unwrap_or_default()));
     o.insert("path".into(), json!(e.path.clone().unwrap_or_default()));
-    let parsed: Option<Map<String, Value>> = serde_json::from_slice::<Value>(&e.body)
+    let parsed: Option<Map<String, Value>> = profiles::parse_json(&e.body)
         .ok()
         .and_then(|v| v.as_object().cloned());
     match parsed {

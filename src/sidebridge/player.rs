@@ -50,8 +50,10 @@ struct Pair {
     reply: Option<(Envelope, f64, f64)>,
 }
 
+/// The ids of a reply's messages, read as the app reads JSON (a reply with an extension the
+/// app accepts and serde refuses, such as `1e400`, still maps its ids).
 fn reply_ids(body: &[u8]) -> Vec<String> {
-    serde_json::from_slice::<Value>(body)
+    super::profiles::parse_json(body)
         .ok()
         .and_then(|v| v.get("messages").and_then(Value::as_array).cloned())
         .unwrap_or_default()

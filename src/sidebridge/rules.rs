@@ -1329,7 +1329,7 @@ enum Shortfall {
 /// The JSON kind of the first message `from` in `x`'s body that is not a string ("a number",
 /// "null", "missing"), the part SB-D2 judges on the client's replies.
 fn from_not_string(x: &Exchange) -> Option<&'static str> {
-    let body: Value = serde_json::from_slice(x.body()?).ok()?;
+    let body = profiles::parse_json(x.body()?).ok()?;
     body.get("messages")?
         .as_array()?
         .iter()

@@ -155,7 +155,7 @@ pub fn lane_body(
 
 /// The chat a request belongs to: its `chatId`, upper-cased (ids compare as UUID values).
 pub fn chat_scope(body: &[u8]) -> Option<String> {
-    let v: Value = serde_json::from_slice(body).ok()?;
+    let v = super::profiles::parse_json(body).ok()?;
     let id = v.get("chatId")?.as_str()?;
     (!id.is_empty()).then(|| id.to_ascii_uppercase())
 }
