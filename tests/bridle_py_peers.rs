@@ -256,6 +256,12 @@ const AGENT_ROWS: &[Row] = &[
     flaw("v-wrong-client-id", "agent-client-id", "-x"),
     flaw("v-no-register", "agent-register", "no register"),
     flaw("v-wrong-agent-id", "agent-auth", "is not BRIDLE_AGENT_ID"),
+    // A message with kind 'bogus' right after the turn: seen in the watch after stream_end.
+    flaw(
+        "v-plain-after-end",
+        "notes",
+        "outside the turn has kind \"bogus\"",
+    ),
     flaw(
         "v-stream-after-end",
         "stream-end-final",
@@ -263,16 +269,10 @@ const AGENT_ROWS: &[Row] = &[
     ),
 ];
 
-const AGENT_UNJUDGED: &[(&str, &str)] = &[
-    (
-        "trim-end",
-        "stream_end shorter than the last stream by a trailing '.': streaming-replace's to judge, not run here",
-    ),
-    (
-        "v-plain-after-end",
-        "a message with kind 'bogus' after the turn: the check stops at the turn's end",
-    ),
-];
+const AGENT_UNJUDGED: &[(&str, &str)] = &[(
+    "trim-end",
+    "stream_end shorter than the last stream by a trailing '.': streaming-replace's to judge, not run here",
+)];
 
 /// Runs one row: `(exit code, stdout)`.
 fn run(py: &str, side: &str, row: &Row) -> (i32, String) {

@@ -440,9 +440,16 @@ struct AfterEnd {
     window: Duration,
     /// `stream`/`stream_end` frames under the closed messageId (name, ms after the end).
     late: Vec<(String, u128)>,
-    /// Other frames (notes, another messageId, extension events): not this rule's to judge.
+    /// How many other frames came (notes, another messageId, extension events): not
+    /// stream-end-final's to judge.
     others: usize,
+    /// The `message` frames among them (the first [`AFTER_END_KEPT`]): notes judges their
+    /// `kind` as it judges the turn's.
+    messages: Vec<(String, Value)>,
 }
+
+/// The `message` frames after the turn that [`AfterEnd`] keeps for notes.
+const AFTER_END_KEPT: usize = 64;
 
 /// The watch window after `stream_end`: a few times the measured stream cadence (a runtime
 /// still flushing would send within it), at least 150 ms, at most [`AFTER_END_MAX`] and
@@ -467,6 +474,7 @@ async fn watch_after_end(
     let deadline = Instant::now() + window;
     let mut late = Vec::new();
     let mut others = 0;
+    let mut messages = Vec::new();
     while let Some(seen) = hub.next(deadline).await {
         let Seen::Event { name, data, at } = seen else {
             continue;
@@ -478,12 +486,16 @@ async fn watch_after_end(
             late.push((name, at.saturating_duration_since(end_at).as_millis()));
         } else {
             others += 1;
+            if name == "message" && messages.len() < AFTER_END_KEPT {
+                messages.push((name, data));
+            }
         }
     }
     AfterEnd {
         window,
         late,
         others,
+        messages,
     }
 }
 
@@ -729,8 +741,13 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         stream_end_final(&with_parts, incomplete.as_deref(), after_end.as_ref())
     });
 
-    // notes
-    out.push(notes(&frames));
+    // notes: the turn's frames and the messages seen in the watch after it (a `kind` outside
+    // the protocol's two is wrong wherever it comes).
+    let mut with_after: Vec<(String, Value)> = frames.clone();
+    if let Some(a) = &after_end {
+        with_after.extend(a.messages.iter().cloned());
+    }
+    out.push(notes(&with_after));
 
     // agent-reconnect: restart the hub on the same port.
     let addr = hub.addr;
