@@ -131,7 +131,7 @@ impl Envelope {
 }
 
 /// A body as a lane records it: with its `Content-Encoding` undone when there is one the
-/// transport decodes (gzip, deflate), and which coding that was; as sent otherwise (a coding
+/// transport decodes (gzip, deflate, br), and which coding that was; as sent otherwise (a coding
 /// that does not decode is kept as bytes, so nothing is lost).
 pub fn lane_body(
     headers: &[(String, String)],

@@ -49,6 +49,7 @@ const ODD = {
   onlyoptions: 'toggles answered with options only, no message',
   gzipalways: 'Content-Encoding: gzip on every reply body (whatever Accept-Encoding says)',
   gzipasked: 'Content-Encoding: gzip when the request says Accept-Encoding: gzip',
+  bralways: 'Content-Encoding: br (Node zlib brotli) on every reply body (the client sends no Accept-Encoding: any coding is acceptable)',
   bignum: 'an unknown top-level key holding the number 1e400',
   bigint: 'an unknown top-level key holding 123456789012345678901234567890',
   deep: 'an unknown top-level key holding arrays nested 150 deep',
@@ -88,7 +89,7 @@ const ODD = {
   chatidgreet: 'every session start greets with a system message whose id is the chatId (lower case)',
   edithist: 'each answer also edits, in place, the last assistant message found in history (its id)',
 };
-const OPTIN = ['refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
+const OPTIN = ['refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
 const FLAW = {
   'no-id': 'reply message without id',
   'bad-id': 'reply id "msg-<n>" (not a UUID)',
@@ -338,6 +339,7 @@ function send(res, status, obj, extraHeaders) {
   if (flaw.has('latin1')) buf = Buffer.from(text, 'latin1');
   if (flaw.has('bom')) buf = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), buf]);
   if (odd.has('gzipalways') || (odd.has('gzipasked') && /gzip/.test(res.req.headers['accept-encoding'] || ''))) { buf = require('zlib').gzipSync(buf); extraHeaders = Object.assign({ 'Content-Encoding': 'gzip', Vary: 'Accept-Encoding' }, extraHeaders || {}); }
+  else if (odd.has('bralways')) { buf = require('zlib').brotliCompressSync(buf); extraHeaders = Object.assign({ 'Content-Encoding': 'br' }, extraHeaders || {}); }
   const headers = Object.assign({ 'Content-Type': odd.has('charset') ? 'application/json; charset=UTF-8' : 'application/json' }, extraHeaders || {});
   if (odd.has('close')) headers.Connection = 'close';
   if (odd.has('extrakeys')) headers['X-Bridge'] = 'sb-node';
