@@ -11,6 +11,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+mod common;
+
 const BRIDGEWIRE: &str = env!("CARGO_BIN_EXE_bridgewire");
 
 /// Every file under `root` (raw bytes, plus decoded `lineBase64`/`bodyBase64` values), then
@@ -104,22 +106,8 @@ fn stop(mut child: Child) -> Vec<u8> {
 
 /// One raw HTTP/1.1 exchange (Connection: close); returns the whole response.
 fn http(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let addr = base.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
+    let r = common::http::exchange(method, &format!("{base}{path}"), headers, body);
+    format!("{}\r\n\r\n{}", r.head, String::from_utf8_lossy(&r.body))
 }
 
 /// A Side Bridge-shaped upstream (Python stdlib, not ours) that echoes the request (body and

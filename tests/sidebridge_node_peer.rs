@@ -364,41 +364,6 @@ fn judge_flaw(flaw: &str, rule: &str, also: &[&str], code: i32, out: &str) -> Op
     })
 }
 
-/// POSTs `body` to `url` over a plain socket: `(status, headers, raw body)` as the client got
-/// them (a body the server compressed stays compressed).
-fn post_raw(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, Vec<u8>) {
-    use std::io::{Read, Write};
-    let rest = url.trim_start_matches("http://");
-    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let path = if path.is_empty() { "/" } else { path };
-    let mut s = std::net::TcpStream::connect(host).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).unwrap();
-    let mut reply = Vec::new();
-    let _ = s.read_to_end(&mut reply);
-    let split = reply
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a reply head");
-    let head = String::from_utf8_lossy(&reply[..split]).into_owned();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, head, reply[split + 4..].to_vec())
-}
-
 /// Every lane line under `dir`, as text.
 fn lanes_text(dir: &std::path::Path) -> String {
     let mut text = String::new();
@@ -444,7 +409,8 @@ fn compressed_replies_are_recorded_decoded_and_their_secrets_redacted() {
         let chat = "0A1B2C3D-0000-4000-8000-00000000000C";
         let start = format!(r#"{{"sidebridge":"1.0","chatId":"{chat}","history":[]}}"#);
         let gzip = [("Accept-Encoding", "gzip"), ("x-sidebridge-key", KEY)];
-        let (status, head, body) = post_raw(&proxy.url, &gzip, &start);
+        let common::http::Raw { status, head, body } =
+            common::http::post_json(&proxy.url, &gzip, &start);
         assert_eq!(status, 200, "{odd}: {head}");
         assert_eq!(
             head.to_ascii_lowercase().contains("content-encoding:"),
@@ -463,7 +429,8 @@ fn compressed_replies_are_recorded_decoded_and_their_secrets_redacted() {
         // No key: the refusal quotes the configured key (the flaw), compressed as every reply.
         let other = "0A1B2C3D-0000-4000-8000-00000000000D";
         let refused = format!(r#"{{"sidebridge":"1.0","chatId":"{other}","history":[]}}"#);
-        let (status, head, _) = post_raw(&proxy.url, &[("Accept-Encoding", "gzip")], &refused);
+        let common::http::Raw { status, head, .. } =
+            common::http::post_json(&proxy.url, &[("Accept-Encoding", "gzip")], &refused);
         assert_eq!(status, 401, "{odd}: {head}");
         drop(proxy);
         let text = lanes_text(tmp.path());

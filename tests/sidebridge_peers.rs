@@ -1803,30 +1803,7 @@ fn a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows
 
 /// One raw HTTP/1.1 POST (`Connection: close`); the status code.
 fn post(url: &str, headers: &[(&str, &str)], body: &str) -> u16 {
-    use std::io::{Read, Write};
-    let rest = url.trim_start_matches("http://");
-    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let path = if path.is_empty() { "/" } else { path };
-    let mut s = std::net::TcpStream::connect(host).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).unwrap();
-    let mut reply = String::new();
-    let _ = s.read_to_string(&mut reply);
-    reply
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
+    common::http::post_json(url, headers, body).status
 }
 
 #[test]
