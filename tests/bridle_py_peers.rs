@@ -108,6 +108,9 @@ const HUB_ROWS: &[Row] = &[
         "",
         "float-ts,late-ext,tick-ext,malformed-notice,refuse-second-agent,welcome-again,agentid-to-browser,mark-notes",
     ),
+    // Engine.IO ping every 300 ms with a 400 ms timeout: the harness's sockets answer each
+    // ping while a rule waits on other things (passed twice in a row under a parallel build).
+    legal("fast-ping", "", "fast-ping"),
     flaw(
         "v-alg-none",
         "handshake-auth",
@@ -184,6 +187,9 @@ const HUB_ROWS: &[Row] = &[
     ),
     flaw("v-explicit-drop-images", "legacy-parts", "explicit parts"),
     flaw("v-health-always-connected", "http-health", "agentConnected"),
+    // 404 for an agentId nothing knows: the spec's per-agent health is "Response: 200 OK",
+    // agentConnected false; an audit called it debatable, the spec's text decides it.
+    flaw("unknown-404", "http-health", "unknown agent: /api/agent/"),
     flaw(
         "v-text-parts-only",
         "streaming-replace",
@@ -213,16 +219,8 @@ const HUB_UNJUDGED: &[(&str, &str)] = &[
         "gives relayed frames the hub's own messageId: the spec's examples keep the agent's, stream-relay and http-sync fail it",
     ),
     (
-        "unknown-404",
-        "per-agent health answers 404 for an agentId nothing knows: the spec gives only the 200 shape, http-health fails it",
-    ),
-    (
         "always-connect",
         "python-socketio's always_connect: a DISCONNECT carrying data, which npm socket.io-client's parser rejects too",
-    ),
-    (
-        "fast-ping",
-        "Engine.IO ping every 300 ms with a 400 ms timeout: legal, but it races the checker's own pacing",
     ),
     (
         "v-welcome-late",
