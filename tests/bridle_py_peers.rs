@@ -190,6 +190,15 @@ const HUB_ROWS: &[Row] = &[
     // 404 for an agentId nothing knows: the spec's per-agent health is "Response: 200 OK",
     // agentConnected false; an audit called it debatable, the spec's text decides it.
     flaw("unknown-404", "http-health", "unknown agent: /api/agent/"),
+    // python-socketio's always_connect: a bad handshake is admitted, then dropped with a
+    // DISCONNECT that carries data. npm socket.io-client's parser rejects that packet as a
+    // parse error, and its manager reconnects after a parse error: a browser refused this way
+    // retries for ever instead of seeing the rejection.
+    flaw(
+        "always-connect",
+        "handshake-auth",
+        "a DISCONNECT carries no data",
+    ),
     flaw(
         "v-text-parts-only",
         "streaming-replace",
@@ -217,10 +226,6 @@ const HUB_UNJUDGED: &[(&str, &str)] = &[
     (
         "remap-ids",
         "gives relayed frames the hub's own messageId: the spec's examples keep the agent's, stream-relay and http-sync fail it",
-    ),
-    (
-        "always-connect",
-        "python-socketio's always_connect: a DISCONNECT carrying data, which npm socket.io-client's parser rejects too",
     ),
     (
         "v-welcome-late",
