@@ -1033,6 +1033,8 @@ fn notes(frames: &[(String, Value)]) -> Verdict {
     let mut open = false;
     let mut count = 0;
     let mut unmarked = 0;
+    // Every note with a wrong kind is shown, not only the first.
+    let mut wrong = Vec::new();
     for (n, d) in frames {
         match n.as_str() {
             "typing" => open = true,
@@ -1046,19 +1048,24 @@ fn notes(frames: &[(String, Value)]) -> Verdict {
                 Some(kind) => {
                     count += 1;
                     if !matches!(kind.as_str(), Some("thinking" | "tool")) {
-                        return Verdict::fail(
-                            id::NOTES,
-                            format!(
-                                "a note {} {} the turn has kind {kind}, want thinking or tool",
-                                d["text"],
-                                if open { "inside" } else { "outside" }
-                            ),
-                        );
+                        wrong.push(format!(
+                            "a note {} {} the turn has kind {kind}, want thinking or tool",
+                            d["text"],
+                            if open { "inside" } else { "outside" }
+                        ));
                     }
                 }
             },
             _ => {}
         }
+    }
+    if !wrong.is_empty() {
+        let more = wrong.len().saturating_sub(10);
+        wrong.truncate(10);
+        if more > 0 {
+            wrong.push(format!("and {more} more"));
+        }
+        return Verdict::fail(id::NOTES, wrong.join("; "));
     }
     // Notes are optional (an agent need not reason out loud): with none there is nothing to
     // judge, which is said as not run rather than passed on evidence never seen.
@@ -1156,4 +1163,57 @@ fn redact(auth: &Value) -> Value {
         }
     }
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::notes;
+    use crate::rule::Status;
+    use serde_json::{Value, json};
+
+    fn frame(name: &str, data: Value) -> (String, Value) {
+        (name.to_string(), data)
+    }
+
+    /// Every note with a kind outside the protocol's two is named, inside the turn and after
+    /// it, not only the first; marked and unmarked notes in place pass.
+    #[test]
+    fn notes_names_every_wrong_kind() {
+        let turn = vec![
+            frame("typing", json!({})),
+            frame("message", json!({"text": "a", "kind": "reasoning"})),
+            frame("message", json!({"text": "b", "kind": "thinking"})),
+            frame("message", json!({"text": "c"})),
+            frame("stream", json!({"text": "x"})),
+            frame("stream_end", json!({"text": "x"})),
+            frame("message", json!({"text": "d", "kind": "bogus"})),
+        ];
+        let v = notes(&turn);
+        assert_eq!(v.status, Status::Fail);
+        assert!(
+            v.detail
+                .contains("\"a\" inside the turn has kind \"reasoning\""),
+            "{}",
+            v.detail
+        );
+        assert!(
+            v.detail
+                .contains("\"d\" outside the turn has kind \"bogus\""),
+            "{}",
+            v.detail
+        );
+        assert!(!v.detail.contains("\"b\""), "{}", v.detail);
+        let fine: Vec<_> = turn[..6]
+            .iter()
+            .filter(|(_, d)| d["text"] != "a")
+            .cloned()
+            .collect();
+        let v = notes(&fine);
+        assert_eq!(v.status, Status::Pass, "{}", v.detail);
+        assert!(
+            v.detail.contains("1 of 2 notes carry no kind"),
+            "{}",
+            v.detail
+        );
+    }
 }
