@@ -27,6 +27,7 @@ pub mod cell;
 pub mod cells;
 pub mod cli;
 pub mod config;
+pub mod content_coding;
 pub mod diff;
 pub mod jsjson;
 pub mod jsonref;

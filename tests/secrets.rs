@@ -239,6 +239,83 @@ fn record_bridle_keeps_no_credential_in_http_api_bodies() {
     assert!(hits.is_empty(), "secrets on disk: {hits:#?}");
 }
 
+/// A hub's HTTP API (Python stdlib, not ours) that asks for an `Authorization` header (an
+/// extension the spec does not have), echoes it in its answer, sets a cookie, and gzips the
+/// answer though the request did not ask.
+const AUTH_GZIP_API: &str = r#"
+import http.server, json, gzip
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        n = int(self.headers.get("content-length", 0))
+        self.rfile.read(n)
+        auth = self.headers.get("authorization", "")
+        if auth != "Bearer S3CR3T-bearer-bridle-0012":
+            status, doc = 401, {"ok": False}
+        else:
+            status, doc = 200, {"text": "Final answer (you sent " + auth + ")", "messageId": "", "ts": 1}
+        out = gzip.compress(json.dumps(doc).encode())
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-encoding", "gzip")
+        self.send_header("set-cookie", "hubsession=S3CR3T-hubcookie-0013")
+        self.send_header("content-length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("http://127.0.0.1:%d/" % s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// `record bridle` forwards an HTTP API request's end-to-end headers (it sent only
+/// `Content-Type`, so a hub asking for `Authorization` refused every request through it) and
+/// returns the hub's (it returned only `Content-Type`: a gzipped answer reached the client
+/// without its `Content-Encoding`). The lane holds the answer decoded, and the credential the
+/// hub echoes is redacted there.
+#[test]
+fn record_bridle_forwards_http_api_headers_and_records_compressed_answers_decoded() {
+    let secrets = ["S3CR3T-bearer-bridle-0012", "S3CR3T-hubcookie-0013"];
+    let t = tempfile::tempdir().unwrap();
+    let mut up = Command::new("python3");
+    up.args(["-c", AUTH_GZIP_API]);
+    let (upstream, up_url) = start(up);
+    let mut rec = Command::new(BRIDGEWIRE);
+    rec.args(["record", "bridle", "--upstream", &up_url])
+        .arg("--dir")
+        .arg(t.path());
+    let (proxy, url) = start(rec);
+    let r = common::http::post_json(
+        &format!("{url}/api/agent/a1/message/sync"),
+        &[("Authorization", "Bearer S3CR3T-bearer-bridle-0012")],
+        r#"{"text":"hello"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.head);
+    let head = r.head.to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{}", r.head);
+    assert!(head.contains("set-cookie: hubsession="), "{}", r.head);
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&r.body[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(text.contains("Final answer"), "{text}");
+    let err = stop(proxy);
+    let _ = stop(upstream);
+    let lanes: String = walkdir::WalkDir::new(t.path())
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(
+        lanes.contains("Final answer"),
+        "the answer is recorded decoded: {lanes}"
+    );
+    let hits = sweep(t.path(), &[("stderr", &err)], &secrets);
+    assert!(hits.is_empty(), "secrets on disk: {hits:#?}");
+}
+
 /// issue 15: `check bb` wrote its fixture's secrets (apiKey, env, Authorization) into its JSON,
 /// JUnit and HTML reports. Every format is written, from a failing run (so frames are quoted).
 #[test]

@@ -172,6 +172,10 @@ enum Event {
         status: u16,
         body: Bytes,
     },
+    /// Values of credential headers an HTTP request carried (`Authorization`, `Cookie`, …),
+    /// forwarded but never recorded: learned as secrets, so a hub that echoes one into a body
+    /// or frame has it redacted there.
+    Learn(Vec<String>),
     /// The proxy is stopping: write what is queued, accept nothing more.
     Stop,
 }
@@ -434,6 +438,13 @@ impl Recorder {
                 }
             }
             Event::Close(sid) => self.close(sid),
+            Event::Learn(values) => {
+                if let Some(s) = &self.secrets {
+                    for v in values {
+                        s.learn(v);
+                    }
+                }
+            }
             Event::HttpRequest {
                 method,
                 path,
@@ -1110,9 +1121,62 @@ async fn pump(
 
 /// Long-polling requests and the HTTP API: forwarded as is, their packets or bodies queued for
 /// their lanes (a request's before it is forwarded, an answer's before it is returned).
+/// Request headers the HTTP forwarder does not pass on: hop-by-hop ones, those the forwarding
+/// client sets itself, and `Accept-Encoding` (answers come uncompressed, so the lanes hold text;
+/// identity is acceptable to any client).
+const NOT_FORWARDED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "host",
+    "content-length",
+    "accept-encoding",
+];
+
+/// Answer headers the forwarder does not copy back (hop-by-hop; the length is its own).
+const NOT_RETURNED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+];
+
 async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
     let method = req.method().clone();
     let content_type = req.headers().get("content-type").cloned();
+    // Every end-to-end header goes on (an `Authorization` a hub's HTTP API asks for, cookies):
+    // the lanes record bodies only, so none of them reaches a lane.
+    let forwarded: Vec<(axum::http::HeaderName, HeaderValue)> = req
+        .headers()
+        .iter()
+        .filter(|(k, _)| !NOT_FORWARDED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    // A credential value and its parts (`Bearer <token>`, cookie values).
+    let credentials: Vec<String> = forwarded
+        .iter()
+        .filter(|(k, _)| crate::redact::is_secret_header(k.as_str()))
+        .filter_map(|(_, v)| v.to_str().ok())
+        .flat_map(|v| {
+            let mut parts = vec![v.to_string()];
+            if let Some((_, cred)) = v.split_once(' ') {
+                parts.push(cred.trim().to_string());
+            }
+            parts.extend(
+                v.split(';')
+                    .filter_map(|p| p.split_once('=').map(|(_, val)| val.trim().to_string())),
+            );
+            parts
+        })
+        .collect();
     let uri = req.uri().clone();
     let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
@@ -1121,6 +1185,9 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
     let polling = uri.path().starts_with("/socket.io");
     let sid: Option<Arc<str>> = query_sid(&uri).map(Into::into);
     let stopped = || (StatusCode::SERVICE_UNAVAILABLE, "the recorder stopped").into_response();
+    if !credentials.is_empty() && !p.queue.push(Event::Learn(credentials)).await {
+        return stopped();
+    }
     let queued = if !polling {
         p.queue
             .push(Event::HttpRequest {
@@ -1152,8 +1219,8 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
         .request(method.clone(), url)
         .body(body)
         .timeout(std::time::Duration::from_secs(180));
-    if let Some(ct) = &content_type {
-        rb = rb.header("content-type", ct.clone());
+    for (k, v) in &forwarded {
+        rb = rb.header(k.as_str(), v.as_bytes());
     }
     let resp = match rb.send().await {
         Ok(r) => r,
@@ -1168,12 +1235,29 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
         // The hub refused this session (unknown or closed id): its state goes now.
         queued &= p.queue.push(Event::Close(sid.clone())).await;
     }
-    let rct = resp.headers().get("content-type").cloned();
+    let returned: Vec<(String, Vec<u8>)> = resp
+        .headers()
+        .iter()
+        .filter(|(k, _)| !NOT_RETURNED.contains(&k.as_str()))
+        .map(|(k, v)| (k.as_str().to_string(), v.as_bytes().to_vec()))
+        .collect();
     let rbody = resp.bytes().await.unwrap_or_default();
+    // A hub that compresses unasked: the client gets the bytes as sent, the lanes the body
+    // decoded (Engine.IO packets and API answers are read from it).
+    let coded: Vec<(String, String)> = returned
+        .iter()
+        .filter(|(k, _)| k == "content-encoding")
+        .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
+        .collect();
+    let lane_body = if coded.is_empty() {
+        rbody.clone()
+    } else {
+        Bytes::from(crate::content_coding::for_lane(&coded, rbody.to_vec(), 64 << 20).0)
+    };
     if polling && method == axum::http::Method::GET {
         queued &= p
             .queue
-            .push(Event::PollGet(sid, status.is_success(), rbody.clone()))
+            .push(Event::PollGet(sid, status.is_success(), lane_body))
             .await;
     } else if !polling {
         queued &= p
@@ -1181,7 +1265,7 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
             .push(Event::HttpResponse {
                 path: uri.path().to_string(),
                 status: status.as_u16(),
-                body: rbody.clone(),
+                body: lane_body,
             })
             .await;
     }
@@ -1190,8 +1274,13 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
     }
     let mut out = Response::new(Body::from(rbody));
     *out.status_mut() = status;
-    if let Some(ct) = rct.and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()) {
-        out.headers_mut().insert("content-type", ct);
+    for (k, v) in returned {
+        if let (Ok(k), Ok(v)) = (
+            axum::http::HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_bytes(&v),
+        ) {
+            out.headers_mut().append(k, v);
+        }
     }
     out
 }

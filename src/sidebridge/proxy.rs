@@ -301,7 +301,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         })
         .collect();
     // A compressed request body (a client may send one) is recorded decoded, as replies are.
-    let (lane_body, decoded_from) = wire::lane_body(&headers, body.to_vec(), shared.cfg.max_body);
+    let (lane_body, decoded_from) =
+        crate::content_coding::for_lane(&headers, body.to_vec(), shared.cfg.max_body);
     let scope = wire::chat_scope(&lane_body);
     record(
         &shared,
@@ -369,7 +370,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .collect();
     // A bridge that compresses unasked: the client gets the bytes as sent, the lane the body
     // decoded (what the app reads, and what redaction can see into).
-    let (lane_body, decoded_from) = wire::lane_body(&rec_headers, buf.clone(), shared.cfg.max_body);
+    let (lane_body, decoded_from) =
+        crate::content_coding::for_lane(&rec_headers, buf.clone(), shared.cfg.max_body);
     record(
         &shared,
         scope.as_deref(),

@@ -341,50 +341,19 @@ pub async fn read_reply<R: AsyncRead + Unpin>(
 /// `max_body` like any body; a coding the client does not decode is named.
 pub fn decode_content(
     headers: &[(String, String)],
-    mut body: Vec<u8>,
+    body: Vec<u8>,
     max_body: usize,
 ) -> Result<Vec<u8>, TransportError> {
-    use std::io::Read;
-    let codings: Vec<String> = headers
-        .iter()
-        .filter(|(k, _)| k.eq_ignore_ascii_case("content-encoding"))
-        .flat_map(|(_, v)| v.split(','))
-        .map(|c| c.trim().to_ascii_lowercase())
-        .filter(|c| !c.is_empty() && c != "identity")
-        .collect();
-    for coding in codings.iter().rev() {
-        let mut out = Vec::new();
-        let read =
-            |r: &mut dyn Read, out: &mut Vec<u8>| r.take(max_body as u64 + 1).read_to_end(out);
-        let result = match coding.as_str() {
-            "gzip" | "x-gzip" => read(&mut flate2::read::MultiGzDecoder::new(&body[..]), &mut out),
-            "deflate" => {
-                read(&mut flate2::read::ZlibDecoder::new(&body[..]), &mut out).or_else(|_| {
-                    out.clear();
-                    read(&mut flate2::read::DeflateDecoder::new(&body[..]), &mut out)
-                })
-            }
-            "br" => read(
-                &mut brotli_decompressor::Decompressor::new(&body[..], 4096),
-                &mut out,
-            ),
-            other => {
-                return Err(TransportError::Malformed(format!(
-                    "Content-Encoding {other:?}: a coding the emulated client does not decode (gzip, deflate and br only)"
-                )));
-            }
-        };
-        if let Err(e) = result {
-            return Err(TransportError::Malformed(format!(
-                "the {coding} body does not decode: {e}"
-            )));
+    use crate::content_coding::{CodingError, decode};
+    decode(headers, body, max_body).map_err(|e| match e {
+        CodingError::Unknown(other) => TransportError::Malformed(format!(
+            "Content-Encoding {other:?}: a coding the emulated client does not decode (gzip, deflate and br only)"
+        )),
+        CodingError::Corrupt(coding, e) => {
+            TransportError::Malformed(format!("the {coding} body does not decode: {e}"))
         }
-        if out.len() > max_body {
-            return Err(TransportError::TooLarge(max_body));
-        }
-        body = out;
-    }
-    Ok(body)
+        CodingError::TooLarge(n) => TransportError::TooLarge(n),
+    })
 }
 
 async fn read_chunked<R: AsyncRead + Unpin>(

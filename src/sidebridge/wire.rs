@@ -130,29 +130,6 @@ impl Envelope {
     }
 }
 
-/// A body as a lane records it: with its `Content-Encoding` undone when there is one the
-/// transport decodes (gzip, deflate, br), and which coding that was; as sent otherwise (a coding
-/// that does not decode is kept as bytes, so nothing is lost).
-pub fn lane_body(
-    headers: &[(String, String)],
-    body: Vec<u8>,
-    max_body: usize,
-) -> (Vec<u8>, Option<String>) {
-    let coding: Vec<&str> = headers
-        .iter()
-        .filter(|(k, _)| k.eq_ignore_ascii_case("content-encoding"))
-        .map(|(_, v)| v.trim())
-        .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
-        .collect();
-    if coding.is_empty() {
-        return (body, None);
-    }
-    match super::transport::decode_content(headers, body.clone(), max_body) {
-        Ok(plain) => (plain, Some(coding.join(", "))),
-        Err(_) => (body, None),
-    }
-}
-
 /// The chat a request belongs to: its `chatId`, upper-cased (ids compare as UUID values).
 pub fn chat_scope(body: &[u8]) -> Option<String> {
     let v = super::profiles::parse_json(body).ok()?;
