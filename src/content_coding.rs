@@ -27,6 +27,12 @@ pub fn codings(headers: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
+/// The codings of `headers` as a recording names them (`"gzip"`, `"gzip, br"`), or `None`.
+pub fn coding_name(headers: &[(String, String)]) -> Option<String> {
+    let names = codings(headers);
+    (!names.is_empty()).then(|| names.join(", "))
+}
+
 /// `body` with every coding of `headers` undone; decoded output is bounded by `max_body`.
 pub fn decode(
     headers: &[(String, String)],
@@ -69,12 +75,11 @@ pub fn for_lane(
     body: Vec<u8>,
     max_body: usize,
 ) -> (Vec<u8>, Option<String>) {
-    let names = codings(headers);
-    if names.is_empty() {
+    let Some(name) = coding_name(headers) else {
         return (body, None);
-    }
+    };
     match decode(headers, body.clone(), max_body) {
-        Ok(plain) => (plain, Some(names.join(", "))),
+        Ok(plain) => (plain, Some(name)),
         Err(_) => (body, None),
     }
 }

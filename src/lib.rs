@@ -29,6 +29,7 @@ pub mod cli;
 pub mod config;
 pub mod content_coding;
 pub mod diff;
+pub mod http_forward;
 pub mod jsjson;
 pub mod jsonref;
 pub mod lane;

@@ -804,6 +804,20 @@ impl Secrets {
             .store(k.values.len(), std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Learns a credential header's value and its parts: the credential after the scheme
+    /// (`Bearer <token>`, `Basic <…>`) and each cookie's value.
+    pub fn learn_header_value(&self, v: &str) {
+        self.learn(v);
+        if let Some((_, cred)) = v.split_once(' ') {
+            self.learn(cred.trim());
+        }
+        for part in v.split(';') {
+            if let Some((_, val)) = part.split_once('=') {
+                self.learn(val.trim());
+            }
+        }
+    }
+
     /// Learns every value the structural rules would replace in `v` (a fixture, a config).
     pub fn learn_json(&self, v: &Value) {
         let mut copy = v.clone();

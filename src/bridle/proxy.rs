@@ -173,7 +173,8 @@ enum Event {
         body: Bytes,
     },
     /// Values of credential headers an HTTP request carried (`Authorization`, `Cookie`, …),
-    /// forwarded but never recorded: learned as secrets, so a hub that echoes one into a body
+    /// forwarded but never recorded: learned as secrets with their parts
+    /// ([`crate::redact::Secrets::learn_header_value`]), so a hub that echoes one into a body
     /// or frame has it redacted there.
     Learn(Vec<String>),
     /// The proxy is stopping: write what is queued, accept nothing more.
@@ -441,7 +442,7 @@ impl Recorder {
             Event::Learn(values) => {
                 if let Some(s) = &self.secrets {
                     for v in values {
-                        s.learn(v);
+                        s.learn_header_value(v);
                     }
                 }
             }
@@ -1121,34 +1122,6 @@ async fn pump(
 
 /// Long-polling requests and the HTTP API: forwarded as is, their packets or bodies queued for
 /// their lanes (a request's before it is forwarded, an answer's before it is returned).
-/// Request headers the HTTP forwarder does not pass on: hop-by-hop ones, those the forwarding
-/// client sets itself, and `Accept-Encoding` (answers come uncompressed, so the lanes hold text;
-/// identity is acceptable to any client).
-const NOT_FORWARDED: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "host",
-    "content-length",
-    "accept-encoding",
-];
-
-/// Answer headers the forwarder does not copy back (hop-by-hop; the length is its own).
-const NOT_RETURNED: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "content-length",
-];
-
 async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
     let method = req.method().clone();
     let content_type = req.headers().get("content-type").cloned();
@@ -1157,25 +1130,13 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
     let forwarded: Vec<(axum::http::HeaderName, HeaderValue)> = req
         .headers()
         .iter()
-        .filter(|(k, _)| !NOT_FORWARDED.contains(&k.as_str()))
+        .filter(|(k, _)| crate::http_forward::forwards_request_header(k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    // A credential value and its parts (`Bearer <token>`, cookie values).
     let credentials: Vec<String> = forwarded
         .iter()
         .filter(|(k, _)| crate::redact::is_secret_header(k.as_str()))
-        .filter_map(|(_, v)| v.to_str().ok())
-        .flat_map(|v| {
-            let mut parts = vec![v.to_string()];
-            if let Some((_, cred)) = v.split_once(' ') {
-                parts.push(cred.trim().to_string());
-            }
-            parts.extend(
-                v.split(';')
-                    .filter_map(|p| p.split_once('=').map(|(_, val)| val.trim().to_string())),
-            );
-            parts
-        })
+        .filter_map(|(_, v)| v.to_str().ok().map(str::to_string))
         .collect();
     let uri = req.uri().clone();
     let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
@@ -1238,7 +1199,7 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
     let returned: Vec<(String, Vec<u8>)> = resp
         .headers()
         .iter()
-        .filter(|(k, _)| !NOT_RETURNED.contains(&k.as_str()))
+        .filter(|(k, _)| crate::http_forward::returns_answer_header(k.as_str()))
         .map(|(k, v)| (k.as_str().to_string(), v.as_bytes().to_vec()))
         .collect();
     let rbody = resp.bytes().await.unwrap_or_default();

@@ -190,11 +190,7 @@ async fn send_one(
 
 /// A reply as a lane records it; the transport has undone its `Content-Encoding` already.
 fn reply_envelope(exchange: u64, r: transport::HttpReply) -> Envelope {
-    let decoded_from = r
-        .header("content-encoding")
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
-        .map(str::to_string);
+    let decoded_from = crate::content_coding::coding_name(&r.headers);
     Envelope {
         exchange,
         status: Some(r.status),
@@ -235,18 +231,24 @@ async fn replay_cells(
             }
         })
         .collect();
-    {
-        // What the recording holds is known too (a recording made with --keep-key, or by
-        // another recorder, carries the key the bridge may echo back).
-        for r in &runs {
-            for p in &r.pairs {
-                let _ = super::proxy::redacted_line(&secrets, &p.request, false, key);
-                if let Some((rep, _, _)) = &p.reply {
-                    let _ = super::proxy::redacted_line(&secrets, rep, false, key);
-                }
+    // What the recording holds is known too (a recording made with --keep-key, or by another
+    // recorder, carries the key the bridge may echo back).
+    for r in &runs {
+        for p in &r.pairs {
+            let _ = super::proxy::redacted_line(&secrets, &p.request, false, key);
+            if let Some((rep, _, _)) = &p.reply {
+                let _ = super::proxy::redacted_line(&secrets, rep, false, key);
             }
         }
     }
+    // Replayed exchanges are compared as the recording holds them: redacted as the proxy
+    // redacts (a bridge that quotes the key it was sent quotes it in the recording too, as
+    // `[redacted]`). The line is also what `--write-current` writes.
+    let as_recorded = |e: &Envelope| {
+        let line = super::proxy::redacted_line(&secrets, e, false, key);
+        let parsed = Envelope::parse(&String::from_utf8_lossy(&line)).unwrap_or_else(|| e.clone());
+        (line, parsed)
+    };
     let mut order: Vec<(f64, f64, usize, usize)> = Vec::new();
     for (ci, r) in runs.iter().enumerate() {
         if !r.problems.is_empty() {
@@ -269,25 +271,18 @@ async fn replay_cells(
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = &mut runs[ci];
         let p = &r.pairs[pi];
-        // Compared as the recording holds them: redacted as the proxy redacts (a bridge that
-        // quotes the key it was sent quotes it in the recording too, as `[redacted]`).
-        let as_recorded = |e: &Envelope| {
-            Envelope::parse(&String::from_utf8_lossy(&super::proxy::redacted_line(
-                &secrets, e, false, key,
-            )))
-            .unwrap_or_else(|| e.clone())
-        };
         r.recorded.push(normalizer::request_event(&p.request));
         r.replayed
-            .push(normalizer::request_event(&as_recorded(&sent)));
+            .push(normalizer::request_event(&as_recorded(&sent).1));
         if let Some((rec, run, seq)) = &p.reply {
             for (o, n) in reply_ids(&rec.body).into_iter().zip(reply_ids(&new.body)) {
                 if o != n {
                     ids.insert(o, n);
                 }
             }
+            let (line, replayed) = as_recorded(&new);
             r.recorded.push(normalizer::reply_event(rec));
-            r.replayed.push(normalizer::reply_event(&as_recorded(&new)));
+            r.replayed.push(normalizer::reply_event(&replayed));
             if write_current.is_some() {
                 r.current.push(
                     Entry {
@@ -295,10 +290,7 @@ async fn replay_cells(
                         run: *run,
                         seq: *seq,
                         dir: "bridge→client".into(),
-                        line: String::from_utf8_lossy(&super::proxy::redacted_line(
-                            &secrets, &new, false, key,
-                        ))
-                        .into_owned(),
+                        line: String::from_utf8_lossy(&line).into_owned(),
                         extra: Default::default(),
                     }
                     .to_line(),

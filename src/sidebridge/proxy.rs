@@ -61,23 +61,6 @@ struct Shared {
     exchange: AtomicU64,
 }
 
-/// Headers of a request not forwarded: hop-by-hop ones, and `Accept-Encoding`, so the bridge
-/// answers uncompressed (identity is acceptable to any client, RFC 9110 §12.5.3; mitmproxy's
-/// `anticomp` does the same) and its replies reach the lanes as text redaction can read.
-const NOT_FORWARDED: &[&str] = &["accept-encoding"];
-
-const HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "host",
-    "content-length",
-];
-
 /// A bound proxy; `serve` runs it until `shutdown` resolves.
 pub struct Proxy {
     listener: tokio::net::TcpListener,
@@ -227,15 +210,7 @@ pub fn redacted_line(
                 .iter()
                 .any(|s| k.eq_ignore_ascii_case(s));
             if crate::redact::is_secret_header(k) && !(keep_key && key_header) {
-                secrets.learn(v);
-                if let Some((_, cred)) = v.split_once(' ') {
-                    secrets.learn(cred.trim()); // `Bearer <token>`, `Basic <…>`
-                }
-                for part in v.split(';') {
-                    if let Some((_, val)) = part.split_once('=') {
-                        secrets.learn(val.trim()); // cookie values
-                    }
-                }
+                secrets.learn_header_value(v);
             }
         }
     }
@@ -323,7 +298,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .client
         .request(parts.method.clone(), forward_url(&shared.upstream, &path));
     for (k, v) in parts.headers.iter() {
-        if !HOP.contains(&k.as_str()) && !NOT_FORWARDED.contains(&k.as_str()) {
+        if crate::http_forward::forwards_request_header(k.as_str()) {
             rb = rb.header(k, v);
         }
     }
@@ -389,7 +364,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let mut r = Response::new(Body::from(Bytes::from(buf)));
     *r.status_mut() = status;
     for (k, v) in headers.iter() {
-        if !HOP.contains(&k.as_str())
+        if crate::http_forward::returns_answer_header(k.as_str())
             && let (Ok(k), Ok(v)) = (
                 HeaderName::from_bytes(k.as_str().as_bytes()),
                 HeaderValue::from_bytes(v.as_bytes()),
