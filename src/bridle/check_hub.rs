@@ -323,13 +323,13 @@ impl<'a> Ctx<'a> {
             .await
             .map_err(|e| format!("browser {sub} could not connect: {e}"))?;
         let mut p = Peer::browser(s, &self.tally);
-        // The spec: clientId is 'admin' when the JWT's roles include 'ADMIN', else its sub.
-        let client = if roles.contains(&"ADMIN") {
-            "admin"
-        } else {
-            sub
-        };
-        p.identity = Some((client.to_string(), agent_id.to_string()));
+        let client = super::Claims {
+            sub: sub.to_string(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            exp: None,
+        }
+        .client_id();
+        p.identity = Some((client, agent_id.to_string()));
         match p.recv(self.c.wait).await {
             Ok(e) if e.name == "welcome" => {
                 p.welcome = Some(e.data.clone());

@@ -1484,46 +1484,49 @@ impl Judged {
     }
 }
 
-/// SB-A1, SB-A2 and SB-A3 from their probes, the whole run's log in.
-fn key_verdicts(log: &[Exchange], kp: &KeyProbes) -> Vec<Verdict> {
-    let mut a1 = Judged::default();
-    let mut a2 = Judged::default();
-    // Whether a wrong key got assistant content: then the bridge checks no key, and SB-A3
-    // (which order key and body are judged in) has nothing to judge.
-    let mut wrong_key_served = None;
-    for p in kp.probes.iter().filter(|p| p.rule == "SB-A1") {
-        for &i in &p.steps {
-            let x = &log[i];
-            let step = x.label.rsplit('/').next().unwrap_or_default();
-            match refusal(x) {
-                Ok(n) => a1.notes.push(format!("{step}: {n}")),
-                Err((why, text)) => a1.file(log, x, &[], why, text),
-            }
-            if let Some(e) = quotes_key(x, &kp.key, p.header.as_deref()) {
-                a1.file(log, x, &[], Shortfall::QuotesKey, e);
-            }
-        }
-    }
-    // SB-A2's wrong keys are one verdict: every probe judged, each shown.
-    let from_a1 = a1.owners("SB-A1");
-    for p in kp.probes.iter().filter(|p| p.rule == "SB-A2") {
+/// Every probe of `rule`, each step judged as a refusal; a shortfall of a kind `known` names is
+/// filed under that rule. SB-A2's wrong keys are one verdict: every probe judged, each shown
+/// (its notes name the wrong key).
+fn judge_key_probes(
+    log: &[Exchange],
+    kp: &KeyProbes,
+    rule: &str,
+    known: &[(Shortfall, String)],
+) -> Judged {
+    let mut j = Judged::default();
+    for p in kp.probes.iter().filter(|p| p.rule == rule) {
         let which = p.label.trim_start_matches("auth/");
         for &i in &p.steps {
             let x = &log[i];
             let step = x.label.rsplit('/').next().unwrap_or_default();
-            // SB-A3 sends the suffixed wrong key: only its acceptance hides A3's order.
-            if p.label == "auth/wrong-key" && step == "send" && served_assistant_content(x) {
-                wrong_key_served = Some(x.label.clone());
-            }
             match refusal(x) {
-                Ok(n) => a2.notes.push(format!("{which} {step}: {n}")),
-                Err((why, text)) => a2.file(log, x, &from_a1, why, text),
+                Ok(n) if rule == "SB-A2" => j.notes.push(format!("{which} {step}: {n}")),
+                Ok(n) => j.notes.push(format!("{step}: {n}")),
+                Err((why, text)) => j.file(log, x, known, why, text),
             }
             if let Some(e) = quotes_key(x, &kp.key, p.header.as_deref()) {
-                a2.file(log, x, &from_a1, Shortfall::QuotesKey, e);
+                j.file(log, x, known, Shortfall::QuotesKey, e);
             }
         }
     }
+    j
+}
+
+/// SB-A1, SB-A2 and SB-A3 from their probes, the whole run's log in.
+fn key_verdicts(log: &[Exchange], kp: &KeyProbes) -> Vec<Verdict> {
+    let a1 = judge_key_probes(log, kp, "SB-A1", &[]);
+    let from_a1 = a1.owners("SB-A1");
+    let a2 = judge_key_probes(log, kp, "SB-A2", &from_a1);
+    // Whether the suffixed wrong key SB-A3 sends got assistant content: then the bridge checks
+    // no key, and SB-A3 (which order key and body are judged in) has nothing to judge.
+    let wrong_key_served = kp
+        .probes
+        .iter()
+        .filter(|p| p.label == "auth/wrong-key")
+        .flat_map(|p| &p.steps)
+        .map(|&i| &log[i])
+        .find(|x| x.label.ends_with("/send") && served_assistant_content(x))
+        .map(|x| x.label.clone());
     let mut known = from_a1.clone();
     known.extend(
         a2.owners("SB-A2")
