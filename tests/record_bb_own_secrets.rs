@@ -3,7 +3,6 @@
 //! secret) must not leave it in a lane. The bridge is a Python stdlib program, not ours; the
 //! same bridge echoing an ordinary long option value (`--model …`) keeps it (no over-redaction).
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -26,19 +25,6 @@ say("starting: key %s, token %s, model %s" % (arg("--api-key"), os.environ.get("
 for line in sys.stdin:
     say("still here with %s" % arg("--api-key"))
 "#;
-
-fn lanes_text(root: &Path) -> String {
-    let mut text = String::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        if p.is_dir() {
-            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
-        } else {
-            text.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
-        }
-    }
-    text
-}
 
 #[test]
 fn a_bridge_echoing_its_own_key_or_token_leaves_neither_in_a_lane() {
@@ -69,7 +55,7 @@ fn a_bridge_echoing_its_own_key_or_token_leaves_neither_in_a_lane() {
     assert!(status.success(), "{status}");
     // The consumer gets the bridge's bytes as they are; only the lanes are redacted.
     assert!(out.contains(&key) && out.contains("still here"), "{out}");
-    let lanes = lanes_text(tmp.path());
+    let lanes = common::files::text_under(tmp.path());
     assert!(
         lanes.contains("starting: key") && lanes.contains("still here"),
         "{lanes}"

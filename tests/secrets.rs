@@ -110,15 +110,35 @@ fn http(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &s
     format!("{}\r\n\r\n{}", r.head, String::from_utf8_lossy(&r.body))
 }
 
-/// A Side Bridge-shaped upstream (Python stdlib, not ours) that echoes the request (body and
-/// every header) back in its message text and sets a cookie.
-const ECHO_SERVER: &str = r#"
-import http.server, json
+/// A Python stdlib HTTP server (not ours) whose `do_POST` is `handler` (indented by 8 spaces,
+/// the request's `content-length` already read into `n`): the command line to start it, which
+/// prints its URL first.
+fn python_post_server(handler: &str) -> Command {
+    let script = format!(
+        r#"
+import http.server, json, gzip
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_POST(self):
         n = int(self.headers.get("content-length", 0))
-        body = self.rfile.read(n).decode("utf-8", "replace")
+{handler}
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("http://127.0.0.1:%d/" % s.server_address[1], flush=True)
+s.serve_forever()
+"#
+    );
+    let mut c = Command::new("python3");
+    c.args(["-c", &script]);
+    c
+}
+
+/// A Side Bridge-shaped upstream that echoes the request (body and every header) back in its
+/// message text and sets a cookie.
+fn echo_server() -> Command {
+    python_post_server(
+        r#"        body = self.rfile.read(n).decode("utf-8", "replace")
         text = "you sent " + body + " with " + repr(dict(self.headers)) + " to " + self.path
         out = json.dumps({"messages": [{"id": "A", "from": "assistant", "content": text, "sources": []}]}).encode()
         self.send_response(200)
@@ -126,13 +146,9 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("set-cookie", "session=S3CR3T-setcookie-0009")
         self.send_header("content-length", str(len(out)))
         self.end_headers()
-        self.wfile.write(out)
-    def log_message(self, *a):
-        pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print("http://127.0.0.1:%d/" % s.server_address[1], flush=True)
-s.serve_forever()
-"#;
+        self.wfile.write(out)"#,
+    )
+}
 
 /// issue 15: `record sidebridge` recorded the key in the query string and the `Cookie`,
 /// `X-Api-Key` and `Proxy-Authorization` headers.
@@ -154,8 +170,7 @@ fn record_sidebridge_keeps_no_credential() {
             secrets.extend(["S3CR3T-sbkey-0005", "S3CR3T-bearer-0007"]);
         }
         let t = tempfile::tempdir().unwrap();
-        let mut up = Command::new("python3");
-        up.args(["-c", ECHO_SERVER]);
+        let up = echo_server();
         let (upstream, up_url) = start(up);
         let mut rec = Command::new(BRIDGEWIRE);
         rec.args(["record", "sidebridge", "--upstream", &format!("{up_url}/")])
@@ -193,12 +208,7 @@ fn record_sidebridge_keeps_no_credential() {
             "--keep-key {keep_key}: secrets on disk: {hits:#?}"
         );
         if keep_key {
-            let lanes = walkdir::WalkDir::new(t.path())
-                .into_iter()
-                .flatten()
-                .filter(|e| e.file_type().is_file())
-                .map(|e| std::fs::read_to_string(e.path()).unwrap())
-                .collect::<String>();
+            let lanes = common::files::text_under(t.path());
             assert!(
                 lanes.contains("S3CR3T-sbkey-0005"),
                 "--keep-key kept the key"
@@ -239,16 +249,12 @@ fn record_bridle_keeps_no_credential_in_http_api_bodies() {
     assert!(hits.is_empty(), "secrets on disk: {hits:#?}");
 }
 
-/// A hub's HTTP API (Python stdlib, not ours) that asks for an `Authorization` header (an
-/// extension the spec does not have), echoes it in its answer, sets a cookie, and gzips the
-/// answer though the request did not ask.
-const AUTH_GZIP_API: &str = r#"
-import http.server, json, gzip
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_POST(self):
-        n = int(self.headers.get("content-length", 0))
-        self.rfile.read(n)
+/// A hub's HTTP API that asks for an `Authorization` header (an extension the spec does not
+/// have), echoes it in its answer, sets a cookie, and gzips the answer though the request did
+/// not ask.
+fn auth_gzip_api() -> Command {
+    python_post_server(
+        r#"        self.rfile.read(n)
         auth = self.headers.get("authorization", "")
         if auth != "Bearer S3CR3T-bearer-bridle-0012":
             status, doc = 401, {"ok": False}
@@ -261,13 +267,9 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("set-cookie", "hubsession=S3CR3T-hubcookie-0013")
         self.send_header("content-length", str(len(out)))
         self.end_headers()
-        self.wfile.write(out)
-    def log_message(self, *a):
-        pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print("http://127.0.0.1:%d/" % s.server_address[1], flush=True)
-s.serve_forever()
-"#;
+        self.wfile.write(out)"#,
+    )
+}
 
 /// `record bridle` forwards an HTTP API request's end-to-end headers (it sent only
 /// `Content-Type`, so a hub asking for `Authorization` refused every request through it) and
@@ -278,8 +280,7 @@ s.serve_forever()
 fn record_bridle_forwards_http_api_headers_and_records_compressed_answers_decoded() {
     let secrets = ["S3CR3T-bearer-bridle-0012", "S3CR3T-hubcookie-0013"];
     let t = tempfile::tempdir().unwrap();
-    let mut up = Command::new("python3");
-    up.args(["-c", AUTH_GZIP_API]);
+    let up = auth_gzip_api();
     let (upstream, up_url) = start(up);
     let mut rec = Command::new(BRIDGEWIRE);
     rec.args(["record", "bridle", "--upstream", &up_url])
@@ -302,12 +303,7 @@ fn record_bridle_forwards_http_api_headers_and_records_compressed_answers_decode
     assert!(text.contains("Final answer"), "{text}");
     let err = stop(proxy);
     let _ = stop(upstream);
-    let lanes: String = walkdir::WalkDir::new(t.path())
-        .into_iter()
-        .flatten()
-        .filter(|e| e.file_type().is_file())
-        .map(|e| std::fs::read_to_string(e.path()).unwrap())
-        .collect();
+    let lanes = common::files::text_under(t.path());
     assert!(
         lanes.contains("Final answer"),
         "the answer is recorded decoded: {lanes}"
@@ -399,8 +395,7 @@ fn every_writer_is_private_unless_mode_says_otherwise() {
             .mode()
             & 0o777
     };
-    let mut up = Command::new("python3");
-    up.args(["-c", ECHO_SERVER]);
+    let up = echo_server();
     let (upstream, up_url) = start(up);
     let mut hub = Command::new(env!("CARGO_BIN_EXE_bridle-ref-hub"));
     hub.args([
@@ -969,8 +964,7 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
     let sb_body = plants.add("sidebridge POST body apiKey (then repeated in a later text)");
     let sb_body_env = plants.add("sidebridge POST body env list");
     let sb_cli_key = plants.add("sidebridge --key of replay/check (echoed back by the server)");
-    let mut up = Command::new("python3");
-    up.args(["-c", ECHO_SERVER]);
+    let up = echo_server();
     let (upstream, up_url) = start(up);
     let sb_rec = rec.join("sb");
     for (dir, flags) in [(&sb_rec, &[][..]), (&raw.join("sb"), &["--keep-key"][..])] {

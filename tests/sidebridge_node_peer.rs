@@ -364,17 +364,6 @@ fn judge_flaw(flaw: &str, rule: &str, also: &[&str], code: i32, out: &str) -> Op
     })
 }
 
-/// Every lane line under `dir`, as text.
-fn lanes_text(dir: &std::path::Path) -> String {
-    let mut text = String::new();
-    for e in walkdir::WalkDir::new(dir).into_iter().flatten() {
-        if e.file_type().is_file() {
-            text.push_str(&std::fs::read_to_string(e.path()).unwrap());
-        }
-    }
-    text
-}
-
 /// Compressed replies through `record sidebridge`: the client's `Accept-Encoding` is not
 /// forwarded, so a bridge that compresses when asked answers plain; a bridge that compresses
 /// unasked reaches the client as sent, and its lane holds the body decoded (`decodedFrom`), so
@@ -433,7 +422,7 @@ fn compressed_replies_are_recorded_decoded_and_their_secrets_redacted() {
             common::http::post_json(&proxy.url, &[("Accept-Encoding", "gzip")], &refused);
         assert_eq!(status, 401, "{odd}: {head}");
         drop(proxy);
-        let text = lanes_text(tmp.path());
+        let text = common::files::text_under(tmp.path());
         assert!(
             !text.contains(KEY),
             "{odd}: the key reached a lane:\n{text}"

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod coverage;
+pub mod files;
 pub mod http;
 pub mod need;
 pub mod proc;
