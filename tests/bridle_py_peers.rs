@@ -140,7 +140,7 @@ const HUB_ROWS: &[Row] = &[
     flaw(
         "v-agent-drop-images",
         "legacy-parts",
-        "text + images became parts",
+        "no image part was built from images in any shape",
     ),
     flaw("v-parts-stale", "streaming-replace", "parts say \"stale\""),
     flaw(
@@ -186,6 +186,27 @@ const HUB_ROWS: &[Row] = &[
         "messageId \"1\" is not a UUID",
     ),
     flaw("v-explicit-drop-images", "legacy-parts", "explicit parts"),
+    // Socket.IO over WebSocket only: the spec's own browser call (socket.io-client's
+    // defaults) opens with long-polling and cannot connect.
+    flaw(
+        "v-ws-only",
+        "welcome",
+        "want 200 with the Engine.IO open packet",
+    ),
+    flaw("v-const-message-id", "event-fields", "under one messageId"),
+    flaw("v-message-text-parts", "client-routing", "keeps its parts"),
+    flaw(
+        "v-mark-all",
+        "notes",
+        "is an ordinary answer bubble, and stays one",
+    ),
+    flaw(
+        "v-kind-in-turn-only",
+        "notes",
+        "kind kept with no turn open",
+    ),
+    flaw("v-sync-stream-only", "http-sync", "a plain message answers"),
+    flaw("v-delta-after-3", "streaming-replace", "stream #4 "),
     flaw("v-health-always-connected", "http-health", "agentConnected"),
     // 404 for an agentId nothing knows: the spec's per-agent health is "Response: 200 OK",
     // agentConnected false; an audit called it debatable, the spec's text decides it.
@@ -254,9 +275,26 @@ const AGENT_ROWS: &[Row] = &[
     legal("lib-only", "", "lib-only"),
     legal("polling-only", "", "polling-only"),
     legal("websocket-only", "", "websocket-only"),
+    legal("file-end", "", "file-end"),
     flaw("v-delta", "streaming-replace", "extend"),
     flaw("v-end-shorter", "streaming-replace", "stream_end"),
     flaw("v-wrong-client-id", "agent-client-id", "-x"),
+    // Answers the second browser with the first browser's clientId.
+    flaw(
+        "v-sticky-client",
+        "agent-client-id",
+        "answered \"bridgewire-browser-2\" with",
+    ),
+    flaw(
+        "v-ts-seconds",
+        "agent-event-fields",
+        "the spec's ts is epoch milliseconds",
+    ),
+    flaw(
+        "v-image-bmp",
+        "agent-event-fields",
+        "image mediaType \"image/bmp\"",
+    ),
     flaw("v-no-register", "agent-register", "no register"),
     flaw("v-wrong-agent-id", "agent-auth", "is not BRIDLE_AGENT_ID"),
     // A message with kind 'bogus' right after the turn: seen in the watch after stream_end.

@@ -642,6 +642,37 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         }
         _ => None,
     };
+    // A second browser asks next: its answer must carry its own clientId, not the first
+    // browser's (an agent that keeps the first clientId it saw answers the wrong browser).
+    // First a quiet moment, bounded, so a late frame of the first answer is not read as part
+    // of the second; what comes then joins the after-end messages notes judges.
+    let second_client = "bridgewire-browser-2";
+    let mut quiet_messages = Vec::new();
+    let second = if turn.complete {
+        let bound = Instant::now() + c.wait.min(Duration::from_secs(2));
+        loop {
+            let quiet = (Instant::now() + Duration::from_millis(300)).min(bound);
+            match hub.next(quiet).await {
+                Some(Seen::Event { name, data, .. }) if name == "message" => {
+                    quiet_messages.push((name, data))
+                }
+                Some(_) => {}
+                None => break,
+            }
+            if Instant::now() >= bound {
+                break;
+            }
+        }
+        hub.send(
+            second_client,
+            &c.agent_id,
+            "One more question: what is two plus two?",
+        )
+        .await;
+        Some(collect_turn(&mut hub, c.turn_wait).await)
+    } else {
+        None
+    };
     let frames: Vec<(String, Value)> = turn
         .frames
         .iter()
@@ -674,24 +705,70 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     });
 
     // agent-client-id
-    let wrong: Vec<String> = frames
-        .iter()
-        .filter(|(_, d)| d["clientId"] != client_id)
-        .map(|(n, d)| format!("{n} with clientId {}", d["clientId"]))
+    let wrong_in = |frames: &[(String, Value)], want: &str| -> Vec<String> {
+        // Grouped by the clientId carried: `typing, stream ×22, stream_end with clientId "x"`.
+        let mut by_id: Vec<(String, Vec<String>)> = Vec::new();
+        for (n, d) in frames.iter().filter(|(_, d)| d["clientId"] != want) {
+            let got = d["clientId"].to_string();
+            match by_id.iter_mut().find(|(g, _)| *g == got) {
+                Some((_, names)) => names.push(n.clone()),
+                None => by_id.push((got, vec![n.clone()])),
+            }
+        }
+        by_id
+            .into_iter()
+            .map(|(got, names)| format!("{} with clientId {got}", count_names(&names)))
+            .collect()
+    };
+    let mut wrong: Vec<String> = wrong_in(&frames, client_id)
+        .into_iter()
+        .map(|w| format!("answered {client_id:?} with {w}"))
         .collect();
+    let second_frames: Vec<(String, Value)> = second
+        .as_ref()
+        .map(|t| {
+            t.frames
+                .iter()
+                .map(|(n, d, _)| (n.clone(), d.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    wrong.extend(
+        wrong_in(&second_frames, second_client)
+            .into_iter()
+            .map(|w| format!("answered {second_client:?} with {w}")),
+    );
     out.push(if frames.is_empty() {
         Verdict::fail(id::AGENT_CLIENT_ID, incomplete.clone().unwrap_or_default())
     } else if wrong.is_empty() {
         let mut v = Verdict::pass(id::AGENT_CLIENT_ID);
         v.detail = extension_events_note(&turn.extensions);
+        if let Some(t) = second.as_ref().filter(|t| t.frames.is_empty()) {
+            let why = if t.disconnected {
+                "the agent disconnected"
+            } else {
+                "none came"
+            };
+            v.detail = [
+                v.detail.clone(),
+                format!(
+                    "no answer to a second browser ({second_client:?}) within {:?} ({why}): only the first browser's answer was judged",
+                    c.turn_wait
+                ),
+            ]
+            .into_iter()
+            .filter(|d| !d.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        }
         v
     } else {
         let more = wrong.len().saturating_sub(20);
         Verdict::fail(
             id::AGENT_CLIENT_ID,
             format!(
-                "answered {client_id:?} with {}{}",
-                wrong[..wrong.len() - more].join(", "),
+                "{}{}",
+                wrong[..wrong.len() - more].join("; "),
                 if more > 0 {
                     format!(" and {more} more")
                 } else {
@@ -700,6 +777,74 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             ),
         )
     });
+
+    // agent-event-fields: every answer event seen (both answers, and the messages after the
+    // first) against IBridleOutgoingEvent's types and the three part shapes.
+    {
+        let now = crate::util::now_ms() as f64;
+        let mut seen_events = 0;
+        // Each kind of fault once: its first text and the events that showed it.
+        let mut faults: Vec<(String, String, Vec<String>)> = Vec::new();
+        let after: Vec<(String, Value)> = after_end
+            .as_ref()
+            .map(|a| a.messages.clone())
+            .unwrap_or_default();
+        for (n, d) in frames
+            .iter()
+            .chain(&after)
+            .chain(&quiet_messages)
+            .chain(&second_frames)
+        {
+            seen_events += 1;
+            for (kind, text) in rules::agent_event_problems(d, now) {
+                match faults.iter_mut().find(|(k, _, _)| *k == kind) {
+                    Some((_, _, on)) => on.push(n.clone()),
+                    None => faults.push((kind, format!("{n}: {text}"), vec![n.clone()])),
+                }
+            }
+        }
+        let problems: Vec<String> = faults
+            .iter()
+            .map(|(_, text, on)| {
+                if on.len() == 1 {
+                    text.clone()
+                } else {
+                    format!(
+                        "{text} (and so on {} events: {})",
+                        on.len(),
+                        count_names(on)
+                    )
+                }
+            })
+            .collect();
+        out.push(if seen_events == 0 {
+            Verdict::skipped(
+                id::AGENT_EVENT_FIELDS,
+                format!(
+                    "no answer event to judge ({}'s to judge)",
+                    id::AGENT_CLIENT_ID
+                ),
+            )
+        } else if problems.is_empty() {
+            let mut v = Verdict::pass(id::AGENT_EVENT_FIELDS);
+            v.detail = format!("{seen_events} answer event(s)");
+            v
+        } else {
+            let more = problems.len().saturating_sub(12);
+            Verdict::fail(
+                id::AGENT_EVENT_FIELDS,
+                format!(
+                    "{}{}",
+                    problems[..problems.len() - more].join("; "),
+                    if more > 0 {
+                        format!("; and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ),
+            )
+        });
+    }
 
     // A complete, non-streamed answer (the spec's `message` from the agent, no turn opened) is
     // legal: the streaming rules have nothing to judge, so they are not run, naming why (a
@@ -747,6 +892,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     if let Some(a) = &after_end {
         with_after.extend(a.messages.iter().cloned());
     }
+    with_after.extend(quiet_messages.iter().cloned());
     out.push(notes(&with_after));
 
     // agent-reconnect: restart the hub on the same port.
@@ -1130,6 +1276,28 @@ fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {
 
 /// A passing verdict's detail naming the extension events an agent sent during its turn
 /// (names the spec does not list; it forbids none), or "" when there were none.
+/// Event names counted in first-seen order: `typing, stream ×22, stream_end`.
+fn count_names(names: &[String]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for n in names {
+        match counts.iter_mut().find(|(m, _)| m == n) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((n, 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|(n, c)| {
+            if *c == 1 {
+                n.to_string()
+            } else {
+                format!("{n} ×{c}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn extension_events_note(names: &[String]) -> String {
     if names.is_empty() {
         return String::new();

@@ -54,26 +54,9 @@ pub const TO_BROWSER: &[&str] = &[
 /// The events the spec lists from the hub to an agent (`Events: Hub -> Agent`).
 pub const TO_AGENT: &[&str] = &["message", "pong"];
 
-/// How far a relayed event's `ts` may be from now: the spec's `ts` is epoch milliseconds
-/// (its examples: 1712847600000), so a `ts` a day off is another unit (epoch seconds) or no
-/// clock at all, unless it is the agent's own `ts` relayed as it came.
-const TS_SLACK_MS: f64 = 86_400_000.0;
-
-/// Why a `ts` the hub sent is not epoch milliseconds (more than [`TS_SLACK_MS`] from now, and
-/// not `agent_ts`, the agent's own `ts` the hub may relay as it came), or `None`.
+/// Why a `ts` is not epoch milliseconds, now: [`rules::ts_not_ms`].
 fn ts_not_ms(ts: &Value, agent_ts: Option<i64>) -> Option<String> {
-    let t = ts.as_f64()?;
-    let now = crate::util::now_ms() as f64;
-    if agent_ts.is_some_and(|a| t == a as f64) || (t - now).abs() <= TS_SLACK_MS {
-        return None;
-    }
-    let not_agents = agent_ts.map_or(String::new(), |a| {
-        format!(" and is not the agent's ts ({a})")
-    });
-    Some(format!(
-        "ts {ts} is more than a day from now ({}){not_agents}: the spec's ts is epoch milliseconds",
-        now as i64
-    ))
+    rules::ts_not_ms(ts, agent_ts, crate::util::now_ms() as f64)
 }
 
 /// Distinct non-spec event names tallied per run; later new names count under
@@ -974,6 +957,163 @@ async fn welcome(ctx: &Ctx<'_>, subs: &Subs) {
         };
         push(subs, judged(name, r));
     }
+    push(
+        subs,
+        judged(
+            "welcomed over long-polling, the default client's first transport",
+            welcomed_over_polling(ctx, "user-43", &a).await,
+        ),
+    );
+}
+
+/// The spec's own browser call, `io(url + '/ws/client', { auth })` with socket.io-client's
+/// defaults, opens over HTTP long-polling and upgrades to WebSocket afterwards ("Socket.IO
+/// (WebSocket upgrade)"); a hub that serves WebSocket only refuses it. Every other sub-check
+/// connects over WebSocket directly, so this one opens one polling session by hand: the
+/// Engine.IO open, the namespace CONNECT with the auth, polls until the CONNECT answer and
+/// the welcome, then a close. Every request is bounded by the rule's wait.
+async fn welcomed_over_polling(ctx: &Ctx<'_>, sub: &str, agent_id: &str) -> Result<String, String> {
+    use super::wire::{EioPacket, SioPacket, SioType, decode_frame};
+    let deadline = Instant::now() + ctx.c.wait;
+    let base = format!(
+        "{}/socket.io/?EIO=4&transport=polling",
+        ctx.c.url.trim_end_matches('/')
+    );
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let get = |url: String| async move {
+        let r = ctx
+            .http
+            .get(&url)
+            .timeout(left())
+            .send()
+            .await
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let st = r.status().as_u16();
+        let body = r.text().await.map_err(|e| format!("GET {url}: {e}"))?;
+        Ok::<_, String>((st, body))
+    };
+    let post = |url: String, body: String| async move {
+        let r = ctx
+            .http
+            .post(&url)
+            .header("content-type", "text/plain;charset=UTF-8")
+            .body(body)
+            .timeout(left())
+            .send()
+            .await
+            .map_err(|e| format!("POST {url}: {e}"))?;
+        Ok::<_, String>(r.status().as_u16())
+    };
+    let clip = |b: &str| b.chars().take(200).collect::<String>();
+    let (st, body) = get(base.clone()).await?;
+    let Some(Ok(EioPacket::Open(open))) =
+        (st == 200).then(|| EioPacket::decode(body.split('\u{1e}').next().unwrap_or("")))
+    else {
+        return Err(format!(
+            "GET {base} (the default client's first request) = {st} {:?}, want 200 with the Engine.IO open packet: a browser using socket.io-client's defaults cannot connect",
+            clip(&body)
+        ));
+    };
+    let session = format!("{base}&sid={}", open.sid);
+    let token = sign_jwt(&ctx.c.jwt_secret, sub, &[]);
+    let connect = SioPacket::connect(
+        CLIENT_NSP,
+        Some(json!({ "token": token, "agentId": agent_id })),
+    );
+    let st = post(
+        session.clone(),
+        EioPacket::Message(connect.encode()).encode(),
+    )
+    .await?;
+    if st != 200 {
+        return Err(format!(
+            "POST of the namespace CONNECT over polling = {st}, want 200"
+        ));
+    }
+    let mut connected = false;
+    let mut seen: Vec<String> = Vec::new();
+    let outcome = loop {
+        if Instant::now() >= deadline {
+            break Err(format!(
+                "no {} over polling within {:?} (got {})",
+                if connected {
+                    "welcome"
+                } else {
+                    "CONNECT answer"
+                },
+                ctx.c.wait,
+                if seen.is_empty() {
+                    "nothing".into()
+                } else {
+                    seen.join(", ")
+                }
+            ));
+        }
+        let (st, body) = match get(session.clone()).await {
+            Ok(r) => r,
+            Err(e) => break Err(e),
+        };
+        if st != 200 {
+            break Err(format!("a poll = {st} {:?}", clip(&body)));
+        }
+        let mut done = None;
+        for packet in body.split('\u{1e}').filter(|p| !p.is_empty()) {
+            match decode_frame(packet) {
+                Ok((EioPacket::Ping(d), _)) => {
+                    let _ = post(session.clone(), EioPacket::Pong(d).encode()).await;
+                }
+                Ok((EioPacket::Close, _)) => {
+                    done = Some(Err(format!(
+                        "the hub closed the polling session (got {})",
+                        seen.join(", ")
+                    )));
+                }
+                Ok((_, Some(p))) if p.nsp == CLIENT_NSP => match p.kind {
+                    SioType::Connect => {
+                        connected = true;
+                        seen.push("CONNECT".into());
+                    }
+                    SioType::ConnectError => {
+                        done = Some(Err(format!(
+                            "refused over polling with CONNECT_ERROR {} (the same credentials are admitted over WebSocket)",
+                            p.data.unwrap_or(Value::Null)
+                        )));
+                    }
+                    _ => match p.as_event() {
+                        Some(("welcome", w)) => {
+                            done = Some(if connected {
+                                Ok(format!("welcome {w} after a polling handshake"))
+                            } else {
+                                Err(format!("welcome {w} before the namespace CONNECT answer"))
+                            });
+                        }
+                        Some((name, _)) => seen.push(name.to_string()),
+                        None => seen.push(clip(packet)),
+                    },
+                },
+                Ok(_) => {}
+                Err(e) => {
+                    done = Some(Err(format!(
+                        "a polled packet {:?} does not decode: {e}",
+                        clip(packet)
+                    )))
+                }
+            }
+            if done.is_some() {
+                break;
+            }
+        }
+        if let Some(d) = done {
+            break d;
+        }
+    };
+    // Leave politely: an Engine.IO close over polling ends the session on the hub.
+    let _ = post(session, EioPacket::Close.encode()).await;
+    outcome
 }
 
 async fn ping_pong(ctx: &Ctx<'_>, subs: &Subs) {
@@ -1128,7 +1268,8 @@ async fn routing(ctx: &Ctx<'_>, subs: &Subs) {
     reply_reaches_only(ctx, subs, &mut ag, "route-u2", &mut u2, &mut u1, "r-2").await;
 }
 
-/// The agent replies to `to`: the reply reaches `to` and not `other`.
+/// The agent replies to `to`: the reply reaches `to` and not `other`. The reply is the spec's
+/// "rich response": text and an image part, which the browser gets as the agent sent them.
 async fn reply_reaches_only(
     ctx: &Ctx<'_>,
     subs: &Subs,
@@ -1138,17 +1279,44 @@ async fn reply_reaches_only(
     other: &mut Peer<'_>,
     mid: &str,
 ) {
-    ag.emit("message", text_frame(to, &format!("to {to}"), mid));
+    let text = format!("to {to}");
+    let mut reply = text_frame(to, &text, mid);
+    let parts = json!([
+        { "type": "text", "text": text },
+        { "type": "image", "base64": "QUJD", "mediaType": "image/png" },
+    ]);
+    reply["parts"] = parts.clone();
+    ag.emit("message", reply);
+    let got = target.expect("message", ctx.c.wait, to).await;
+    let arrived = got.as_ref().ok().filter(|r| r["text"] == text.as_str());
     push(
         subs,
         judged(
             &format!("a reply for {to} reaches {to}"),
-            match target.expect("message", ctx.c.wait, to).await {
-                Ok(r) if r["text"] == format!("to {to}") => Ok("received".into()),
+            match &got {
+                Ok(_) if arrived.is_some() => Ok("received".into()),
                 Ok(r) => Err(format!("{to} got {r}")),
-                Err(e) => Err(e),
+                Err(e) => Err(e.clone()),
             },
         ),
+    );
+    let name = format!("a reply for {to} keeps its parts");
+    push(
+        subs,
+        match arrived {
+            None => SubCheck::skipped(&name, format!("the reply never reached {to}")),
+            Some(r) => judged(
+                &name,
+                if r["parts"] == parts {
+                    Ok("text and image parts as the agent sent them".into())
+                } else {
+                    Err(format!(
+                        "{to} got parts {}, the agent sent {parts} (the spec's rich response: the browser gets [text, image])",
+                        r["parts"]
+                    ))
+                },
+            ),
+        },
     );
     push(
         subs,
@@ -1375,25 +1543,100 @@ async fn legacy_parts(ctx: &Ctx<'_>, subs: &Subs) {
     let Some(b) = setup(subs, ctx.browser("legacy-user", &a).await) else {
         return;
     };
-    b.emit(
-        "message",
-        json!({ "text": "see", "images": [{ "base64": "QUJD", "mediaType": "image/png" }] }),
-    );
+    // The spec names `images` ("Legacy: attached images") but not an element's shape, so the
+    // shapes a browser sends are tried: an object {base64, mediaType}, a data: URL string and
+    // a bare base64 string. A hub that builds the image part from any reads legacy images; one
+    // that reads none drops them (buildParts gives a part per image). A shape a hub does not
+    // read is noted, not failed: the spec does not say which to read. The object shape names
+    // its data and media type, so its part must carry them; from a string a hub may take
+    // the data as it is and guess the media type, so any image part after the text counts.
     let want = json!([
         { "type": "text", "text": "see" },
         { "type": "image", "base64": "QUJD", "mediaType": "image/png" }
     ]);
+    let image_after_text = |p: &Value| {
+        p.as_array().is_some_and(|a| {
+            a.len() == 2
+                && a[0] == json!({ "type": "text", "text": "see" })
+                && a[1]["type"] == "image"
+                && a[1]["base64"].as_str().is_some_and(|b| !b.is_empty())
+                && a[1]["mediaType"].is_string()
+        })
+    };
+    let mut tried: Vec<(&str, Result<Value, String>, bool)> = Vec::new();
+    for (shape, images) in [
+        (
+            "{base64, mediaType}",
+            json!([{ "base64": "QUJD", "mediaType": "image/png" }]),
+        ),
+        ("a data: URL string", json!(["data:image/png;base64,QUJD"])),
+        ("a bare base64 string", json!(["QUJD"])),
+    ] {
+        b.emit("message", json!({ "text": "see", "images": images }));
+        let got = ag
+            .expect("message", ctx.c.wait, "agent")
+            .await
+            .map(|m| m["parts"].clone());
+        let ok = got.as_ref().is_ok_and(|p| {
+            if shape.starts_with('{') {
+                *p == want
+            } else {
+                image_after_text(p)
+            }
+        });
+        tried.push((shape, got, ok));
+    }
+    let read: Vec<&str> = tried.iter().filter(|t| t.2).map(|t| t.0).collect();
+    let text_only = json!([{ "type": "text", "text": "see" }]);
     push(
         subs,
         judged(
             "text + images become parts",
-            match ag.expect("message", ctx.c.wait, "agent").await {
-                Ok(m) if m["parts"] == want => Ok("text part, then image part".into()),
-                Ok(m) => Err(format!(
-                    "text + images became parts {}, want {want}",
-                    m["parts"]
-                )),
-                Err(e) => Err(e),
+            if !read.is_empty() {
+                let unread: Vec<String> = tried
+                    .iter()
+                    .filter(|(_, _, ok)| !ok)
+                    .map(|(s, g, _)| match g {
+                        Ok(p) => format!("{s} became {p}"),
+                        Err(e) => format!("{s}: {e}"),
+                    })
+                    .collect();
+                Ok(format!(
+                    "text part, then image part, from images as {}{}",
+                    read.join(" and as "),
+                    if unread.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; not read (the spec gives no element shape, not judged): {}",
+                            unread.join("; ")
+                        )
+                    }
+                ))
+            } else if let Some((_, Err(e), _)) = tried.iter().find(|(_, g, _)| g.is_err()) {
+                Err(e.clone())
+            } else {
+                let got: Vec<String> = tried
+                    .iter()
+                    .map(|(s, g, _)| {
+                        format!(
+                            "images as {s} became {}",
+                            g.as_ref().map(|p| p.to_string()).unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                let dropped = tried
+                    .iter()
+                    .all(|(_, g, _)| g.as_ref().is_ok_and(|p| *p == text_only));
+                Err(format!(
+                    "{}: {}, want {want}",
+                    if dropped {
+                        "no image part was built from images in any shape"
+                    } else {
+                        "text + images became other parts"
+                    },
+                    got.join("; ")
+                ))
             },
         ),
     );
@@ -1520,6 +1763,37 @@ async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
     );
     b.emit("message", json!({ "text": "fields?" }));
     let m = ag.expect("message", ctx.c.wait, "agent").await;
+    // A second message: "UUID v4 for this message" is one id per message.
+    b.emit("message", json!({ "text": "fields, again?" }));
+    let m2 = ag.expect("message", ctx.c.wait, "agent").await;
+    let name = "hub→agent messageId per message";
+    push(
+        subs,
+        match (&m, &m2) {
+            (Ok(m), Ok(m2)) if m["messageId"].is_string() && m2["messageId"].is_string() => judged(
+                name,
+                if m["messageId"] == m2["messageId"] {
+                    Err(format!(
+                        "two browser messages reached the agent under one messageId {} (the spec: \"UUID v4 for this message\")",
+                        m["messageId"]
+                    ))
+                } else {
+                    Ok("two messages, two messageIds".into())
+                },
+            ),
+            (Ok(_), Ok(_)) => SubCheck::skipped(
+                name,
+                "a forwarded message has no string messageId (judged by hub→agent message)",
+            ),
+            (_, Err(e)) | (Err(e), _) => SubCheck::skipped(
+                name,
+                format!(
+                    "the agent did not get both messages ({e}); forwarding is {}'s to judge",
+                    id::CLIENT_ROUTING
+                ),
+            ),
+        },
+    );
     let cid = m
         .as_ref()
         .ok()
@@ -1741,10 +2015,15 @@ async fn scripted_turn(
     Ok(b.collect_until("stream_end", ctx.c.wait).await)
 }
 
+/// The text of [`stream_script`]'s last `stream`. The turn streams it word by word, one
+/// accumulation per word (23 frames): a hub whose relay goes wrong only after a few frames
+/// (deltas, or frames dropped, from the fourth on) shows it.
+const SCRIPT_LAST_STREAM: &str = "Hello, how are you? This answer streams one word at a time, so a relay that changes after a few frames shows it";
+
 /// The final text of [`stream_script`]'s turn: it extends the last `stream`, as a runtime's
 /// does when tokens arrive after its last 100 ms flush (the spec's agent implementation), so a
 /// hub that rewrites `stream_end` with the last accumulation loses its tail, visibly.
-const SCRIPT_FINAL: &str = "Hello, how are you? I am fine.";
+const SCRIPT_FINAL: &str = "Hello, how are you? This answer streams one word at a time, so a relay that changes after a few frames shows it. I am fine.";
 
 /// The parts of [`stream_script`]'s `stream_end`: its text and an image, as an agent that
 /// answers with a picture sends them. The hub relays parts as they are (`parts` is the source
@@ -1758,13 +2037,40 @@ fn script_final_parts() -> Value {
 
 fn stream_script(mid: &str) -> Vec<(&'static str, Value)> {
     let mut v = vec![("typing", json!({ "ts": crate::util::now_ms() }))];
-    for t in ["Hello", "Hello, how", "Hello, how are you?"] {
-        v.push(("stream", text_frame("", t, mid)));
+    let words: Vec<&str> = SCRIPT_LAST_STREAM.split(' ').collect();
+    for n in 1..=words.len() {
+        v.push(("stream", text_frame("", &words[..n].join(" "), mid)));
     }
     let mut end = text_frame("", SCRIPT_FINAL, mid);
     end["parts"] = script_final_parts();
     v.push(("stream_end", end));
     v
+}
+
+/// Event names with runs of one name folded: `typing → stream ×24 → stream_end`.
+fn name_runs(names: &[&str]) -> String {
+    let mut runs: Vec<(&str, usize)> = Vec::new();
+    for n in names {
+        match runs.last_mut() {
+            Some((last, c)) if last == n => *c += 1,
+            _ => runs.push((n, 1)),
+        }
+    }
+    let shown: Vec<String> = runs
+        .iter()
+        .map(|(n, c)| {
+            if *c == 1 {
+                n.to_string()
+            } else {
+                format!("{n} ×{c}")
+            }
+        })
+        .collect();
+    if shown.is_empty() {
+        "nothing".into()
+    } else {
+        shown.join(" → ")
+    }
 }
 
 async fn stream_relay(ctx: &Ctx<'_>, subs: &Subs) {
@@ -1779,11 +2085,13 @@ async fn stream_relay(ctx: &Ctx<'_>, subs: &Subs) {
         judged(
             "order",
             if got == want {
-                Ok("typing → stream ×3 → stream_end".into())
+                Ok(name_runs(&got))
             } else {
                 Err(format!(
-                    "the browser saw {got:?} within {:?}, want typing → stream ×3 → stream_end",
-                    ctx.c.wait
+                    "the browser saw {} within {:?}, want {}",
+                    name_runs(&got),
+                    ctx.c.wait,
+                    name_runs(&want)
                 ))
             },
         ),
@@ -1877,13 +2185,25 @@ async fn streaming_replace(ctx: &Ctx<'_>, subs: &Subs) {
     );
 }
 
+/// Texts of the notes scenario's frames sent with no turn open (before its `typing`).
+const NOTES_PLAIN_ANSWER: &str = "An answer before the turn.";
+const NOTES_EARLY_THOUGHT: &str = "A thought before the turn.";
+
 async fn notes(ctx: &Ctx<'_>, subs: &Subs) {
     let mid = "notes-1";
+    let mut early = text_frame("", NOTES_EARLY_THOUGHT, "n-0");
+    early["kind"] = json!("thinking");
     let mut thinking = text_frame("", "The user wants a story.", "n-1");
     thinking["kind"] = json!("thinking");
     let mut tool = text_frame("", "→ searchWeb", "n-2");
     tool["kind"] = json!("tool");
+    // Before typing no turn is open: a plain message there is an answer bubble and stays one
+    // (the spec: "A plain message sent with no turn open is an ordinary answer bubble, and
+    // stays one"), and a marked note is a note by its kind alone ("the only signal that
+    // survives a turn with no streamed answer").
     let script = vec![
+        ("message", text_frame("", NOTES_PLAIN_ANSWER, "n-a")),
+        ("message", early),
         ("typing", json!({ "ts": crate::util::now_ms() })),
         ("message", thinking),
         ("message", tool),
@@ -1905,8 +2225,16 @@ async fn notes(ctx: &Ctx<'_>, subs: &Subs) {
         .into_iter()
         .filter(|n| *n != "typing")
         .collect();
+    let with_text = |t: &str| {
+        seen.iter()
+            .position(|(n, d)| n == "message" && d["text"] == t)
+    };
     let typing_at = seen.iter().position(|(n, _)| n == "typing");
-    let first_note = seen.iter().position(|(n, _)| n == "message");
+    let first_note = with_text("The user wants a story.");
+    let early_at = [NOTES_PLAIN_ANSWER, NOTES_EARLY_THOUGHT]
+        .iter()
+        .filter_map(|t| with_text(t))
+        .max();
     let place = "place in the turn";
     push(
         subs,
@@ -1924,17 +2252,20 @@ async fn notes(ctx: &Ctx<'_>, subs: &Subs) {
             SubCheck::fail(
                 place,
                 format!(
-                    "notes out of place between typing and stream_end: {:?}",
+                    "notes out of place around typing and stream_end: {:?}, want two messages, typing, three notes, stream, stream_end",
                     names(&seen)
                 ),
             )
         } else {
             match (typing_at, first_note) {
-                (Some(t), Some(n)) if t < n => SubCheck::pass(place, "between typing and stream"),
+                (Some(t), Some(n)) if t < n && early_at.is_none_or(|e| e < t) => SubCheck::pass(
+                    place,
+                    "between typing and stream; the two sent before typing stay before it",
+                ),
                 (Some(_), _) => SubCheck::fail(
                     place,
                     format!(
-                        "notes out of place: typing arrived after them: {:?}",
+                        "notes out of place around typing: {:?}, want two messages, typing, three notes, stream, stream_end",
                         names(&seen)
                     ),
                 ),
@@ -1949,46 +2280,48 @@ async fn notes(ctx: &Ctx<'_>, subs: &Subs) {
             }
         },
     );
-    let notes: Vec<&Value> = seen
-        .iter()
-        .filter(|(n, _)| n == "message")
-        .map(|(_, d)| d)
-        .collect();
-    for (i, (name, want)) in [
-        ("kind thinking kept", Some("thinking")),
-        ("kind tool kept", Some("tool")),
-        ("an unmarked note keeps its reading", None),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let Some(d) = notes.get(i) else {
+    let kind_of = |d: &Value| d.get("kind").filter(|k| !k.is_null()).cloned();
+    for (name, text, want) in [
+        (
+            "kind thinking kept",
+            "The user wants a story.",
+            Some("thinking"),
+        ),
+        ("kind tool kept", "→ searchWeb", Some("tool")),
+        ("an unmarked note keeps its reading", "unmarked note", None),
+        (
+            "kind kept with no turn open",
+            NOTES_EARLY_THOUGHT,
+            Some("thinking"),
+        ),
+    ] {
+        let Some(d) = with_text(text).map(|i| &seen[i].1) else {
             push(
                 subs,
-                SubCheck::skipped(name, format!("note {} never reached the browser", i + 1)),
+                SubCheck::skipped(name, format!("the note {text:?} never reached the browser")),
             );
             continue;
         };
-        let kind = d.get("kind").filter(|k| !k.is_null());
+        let kind = kind_of(d);
         // An unmarked note inside the turn is read by the spec's rule (→ is tool, anything
         // else thinking): a hub may relay it unmarked or marked as that reading says, which a
         // receiver reads alike; another kind changes what the browser draws.
         let read_as = super::model::note_kind(&json!({ "text": d["text"] }));
         let ok = match want {
-            Some(k) => kind.is_some_and(|v| v == k),
-            None => kind.is_none_or(|v| v == read_as),
+            Some(k) => kind.as_ref().is_some_and(|v| v == k),
+            None => kind.as_ref().is_none_or(|v| v == read_as),
         };
         push(
             subs,
             judged(
                 name,
                 if ok {
-                    Ok(format!("kind {}", kind.cloned().unwrap_or(Value::Null)))
+                    Ok(format!("kind {}", kind.unwrap_or(Value::Null)))
                 } else {
                     Err(format!(
-                        "kind not relayed: note {:?} arrived with kind {}, want {}",
+                        "kind not relayed: note {} arrived with kind {}, want {}",
                         d["text"],
-                        kind.cloned().unwrap_or(Value::Null),
+                        kind.unwrap_or(Value::Null),
                         want.map_or(
                             format!("none, or {read_as:?} as the spec reads an unmarked note"),
                             |k| format!("{k:?}")
@@ -1998,6 +2331,29 @@ async fn notes(ctx: &Ctx<'_>, subs: &Subs) {
             ),
         );
     }
+    let name = "a plain answer with no turn open stays an answer";
+    push(
+        subs,
+        match with_text(NOTES_PLAIN_ANSWER).map(|i| &seen[i].1) {
+            None => SubCheck::skipped(
+                name,
+                format!(
+                    "the plain message {NOTES_PLAIN_ANSWER:?}, sent before typing, never reached the browser (saw {:?}); relaying messages is {}'s to judge",
+                    names(&seen),
+                    id::CLIENT_ROUTING
+                ),
+            ),
+            Some(d) => judged(
+                name,
+                match kind_of(d) {
+                    None => Ok("relayed without kind".into()),
+                    Some(k) => Err(format!(
+                        "the agent's plain message {NOTES_PLAIN_ANSWER:?}, sent with no turn open, reached the browser marked kind {k}: a receiver folds it into the work log, but the spec says it \"is an ordinary answer bubble, and stays one\""
+                    )),
+                },
+            ),
+        },
+    );
 }
 
 async fn reconnect(ctx: &Ctx<'_>, subs: &Subs) {
@@ -2253,6 +2609,7 @@ async fn http_message(ctx: &Ctx<'_>, subs: &Subs) {
 
 /// The note [`http_sync`]'s agent sends before its answer.
 const SYNC_NOTE: &str = "Thinking about the sync request.";
+const SYNC_PLAIN: &str = "A plain answer to the sync request.";
 
 async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("sync");
@@ -2286,17 +2643,60 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
         Ok::<(), String>(())
     };
     let (resp, sent) = tokio::join!(req, answer);
-    if let Err(e) = sent {
-        push(subs, SubCheck::fail("forwarded", e));
-        return;
+    match (sent, resp) {
+        (Err(e), _) => {
+            push(subs, SubCheck::fail("forwarded", e));
+            for name in ["final text", "messageId"] {
+                push(
+                    subs,
+                    SubCheck::skipped(
+                        name,
+                        "the agent never got the request, so it never answered",
+                    ),
+                );
+            }
+        }
+        (_, Err(e)) => {
+            push(subs, SubCheck::fail("final text", e));
+            push(
+                subs,
+                SubCheck::skipped("messageId", "no answer to read it from"),
+            );
+        }
+        (Ok(()), Ok((st, v))) => sync_final_answer(subs, st, &v),
     }
-    let Ok((st, v)) = resp else {
-        push(
-            subs,
-            SubCheck::fail("final text", resp.err().unwrap_or_default()),
-        );
-        return;
+    // The spec's sequence diagram: the agent answers the sync request with one plain message
+    // (no typing, no stream), and that message is the complete response.
+    let name = "a plain message answers";
+    let req = ctx.post(&path, json!({ "text": "sync, plainly" }), ctx.c.wait * 3);
+    let answer = async {
+        let m = ag.expect("message", ctx.c.wait, "agent").await?;
+        let cid = m["clientId"].as_str().unwrap_or("").to_string();
+        ag.emit("message", text_frame(&cid, SYNC_PLAIN, "sync-2"));
+        Ok::<(), String>(())
     };
+    let (resp, sent) = tokio::join!(req, answer);
+    push(
+        subs,
+        match (sent, resp) {
+            (Err(e), _) => SubCheck::fail(name, format!("the second request: {e}")),
+            (_, Err(e)) => SubCheck::fail(name, e),
+            (Ok(()), Ok((st, v))) => judged(
+                name,
+                if st == 200 && v["text"] == SYNC_PLAIN {
+                    Ok(format!("{v}"))
+                } else {
+                    Err(format!(
+                        "the agent answered with one plain message {SYNC_PLAIN:?} (the spec's diagram: message → 200 {{ text, ts }}), /message/sync = {st} {v}"
+                    ))
+                },
+            ),
+        },
+    );
+}
+
+/// The first sync request's answer: the agent's final text (not its note), its messageId, ts.
+fn sync_final_answer(subs: &Subs, st: u16, v: &Value) {
     push(
         subs,
         judged(

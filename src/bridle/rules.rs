@@ -29,6 +29,7 @@ pub mod id {
     pub const AGENT_AUTH: &str = "agent-auth";
     pub const AGENT_REGISTER: &str = "agent-register";
     pub const AGENT_CLIENT_ID: &str = "agent-client-id";
+    pub const AGENT_EVENT_FIELDS: &str = "agent-event-fields";
     pub const STREAM_END_FINAL: &str = "stream-end-final";
     pub const STREAM_CADENCE: &str = "stream-cadence";
 
@@ -63,6 +64,7 @@ pub mod id {
         AGENT_AUTH,
         AGENT_REGISTER,
         AGENT_CLIENT_ID,
+        AGENT_EVENT_FIELDS,
         STREAMING_REPLACE,
         STREAM_END_FINAL,
         NOTES,
@@ -99,6 +101,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "clientId is the JWT sub",
             "clientId is admin for the ADMIN role",
             "clientId is the JWT sub for a role admin in lower case",
+            "welcomed over long-polling, the default client's first transport",
         ],
     ),
     (id::PING_PONG, &["browser ping", "agent ping"]),
@@ -116,8 +119,10 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
         &[
             "the agent gets the sender's clientId",
             "a reply for route-u1 reaches route-u1",
+            "a reply for route-u1 keeps its parts",
             "a reply for route-u1 reaches no one else",
             "a reply for route-u2 reaches route-u2",
+            "a reply for route-u2 keeps its parts",
             "a reply for route-u2 reaches no one else",
         ],
     ),
@@ -154,6 +159,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
         id::EVENT_FIELDS,
         &[
             "welcome",
+            "hub→agent messageId per message",
             "hub→agent message",
             "hub→browser typing",
             "hub→browser stream",
@@ -183,6 +189,8 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "kind thinking kept",
             "kind tool kept",
             "an unmarked note keeps its reading",
+            "kind kept with no turn open",
+            "a plain answer with no turn open stays an answer",
         ],
     ),
     (
@@ -204,7 +212,10 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
         ],
     ),
     (id::HTTP_MESSAGE, &["answer", "forwarded"]),
-    (id::HTTP_SYNC, &["final text", "messageId"]),
+    (
+        id::HTTP_SYNC,
+        &["final text", "messageId", "a plain message answers"],
+    ),
     (
         id::HTTP_SYNC_TIMEOUT,
         &[
@@ -241,6 +252,10 @@ pub const AGENT_SUBCHECKS: &[(&str, &[&str])] = &[
     (
         id::AGENT_CLIENT_ID,
         &["every frame carries the browser's clientId"],
+    ),
+    (
+        id::AGENT_EVENT_FIELDS,
+        &["every answer event has the spec's field types and part shapes"],
     ),
     (id::STREAMING_REPLACE, &["accumulation"]),
     (
@@ -313,6 +328,139 @@ pub fn parts_text(parts: &Value) -> Option<String> {
     Some(out)
 }
 
+/// How far a `ts` may be from now: the spec's `ts` is epoch milliseconds (its examples:
+/// 1712847600000), so a `ts` a day off is another unit (epoch seconds) or no clock at all,
+/// unless it is the agent's own `ts` relayed as it came.
+pub const TS_SLACK_MS: f64 = 86_400_000.0;
+
+/// Why a numeric `ts` is not epoch milliseconds at `now` (more than [`TS_SLACK_MS`] away, and
+/// not `agent_ts`, the agent's own `ts` a hub may relay as it came), or `None`. A `ts` that is
+/// not a number is the caller's to name (its type is a field fault, not a unit).
+pub fn ts_not_ms(ts: &Value, agent_ts: Option<i64>, now: f64) -> Option<String> {
+    let t = ts.as_f64()?;
+    if agent_ts.is_some_and(|a| t == a as f64) || (t - now).abs() <= TS_SLACK_MS {
+        return None;
+    }
+    let not_agents = agent_ts.map_or(String::new(), |a| {
+        format!(" and is not the agent's ts ({a})")
+    });
+    Some(format!(
+        "ts {ts} is more than a day from now ({}){not_agents}: the spec's ts is epoch milliseconds",
+        now as i64
+    ))
+}
+
+/// The image media types the spec supports ("Supported media types").
+pub const IMAGE_MEDIA_TYPES: &[&str] = &["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// What is wrong with one `BridlePart` (the spec's union of a text, an image and a file part);
+/// other keys are extensions.
+pub fn part_problems(part: &Value) -> Vec<String> {
+    let mut p = Vec::new();
+    let string = |k: &str, p: &mut Vec<String>| {
+        if !part[k].is_string() {
+            p.push(format!(
+                "{} {k} {}",
+                part["type"].as_str().unwrap_or("?"),
+                if part.get(k).is_some() {
+                    "is not a string"
+                } else {
+                    "is missing"
+                }
+            ));
+        }
+    };
+    match part["type"].as_str() {
+        Some("text") => string("text", &mut p),
+        Some("image") => {
+            string("base64", &mut p);
+            match part["mediaType"].as_str() {
+                Some(m) if IMAGE_MEDIA_TYPES.contains(&m) => {}
+                Some(m) => p.push(format!(
+                    "image mediaType {m:?} is not one the spec supports ({})",
+                    IMAGE_MEDIA_TYPES.join(", ")
+                )),
+                None => string("mediaType", &mut p),
+            }
+        }
+        Some("file") => {
+            string("url", &mut p);
+            string("name", &mut p);
+            if part
+                .get("mimeType")
+                .is_some_and(|m| !m.is_null() && !m.is_string())
+            {
+                p.push("file mimeType is not a string".into());
+            }
+        }
+        _ => p.push(format!(
+            "a part of type {} is none of the spec's text, image and file parts",
+            part.get("type")
+                .map_or("(missing)".into(), |t| t.to_string())
+        )),
+    }
+    p
+}
+
+/// What is wrong with one answer event an agent sent (`IBridleOutgoingEvent`: `text` a string,
+/// `parts` an array of [`part_problems`]-clean parts, `messageId` a string, `ts` a number in
+/// epoch milliseconds; each optional) at `now`, each as `(kind, text)`: the kind leaves out
+/// the values, so the same fault on many frames is told once. `clientId` and `kind` are
+/// other rules' to judge.
+pub fn agent_event_problems(data: &Value, now: f64) -> Vec<(String, String)> {
+    let mut p = Vec::new();
+    if !data.is_object() {
+        p.push((
+            "not an object".into(),
+            format!("the payload {data} is not an object"),
+        ));
+        return p;
+    }
+    for k in ["text", "messageId"] {
+        if data.get(k).is_some_and(|v| !v.is_null() && !v.is_string()) {
+            p.push((
+                format!("{k} type"),
+                format!("{k} {} is not a string", data[k]),
+            ));
+        }
+    }
+    match data.get("parts").filter(|v| !v.is_null()) {
+        None => {}
+        Some(Value::Array(parts)) => {
+            for (i, part) in parts.iter().enumerate() {
+                p.extend(
+                    part_problems(part)
+                        .into_iter()
+                        .map(|w| (w.clone(), format!("parts[{i}]: {w}"))),
+                );
+            }
+        }
+        Some(v) => p.push(("parts type".into(), format!("parts {v} is not an array"))),
+    }
+    match data.get("ts").filter(|v| !v.is_null()) {
+        None => {}
+        Some(t) if t.is_number() => {
+            p.extend(ts_not_ms(t, None, now).map(|w| ("ts unit".to_string(), w)))
+        }
+        Some(t) => p.push((
+            "ts type".into(),
+            format!("ts {t} is not a number (the spec: ts?: number, epoch milliseconds)"),
+        )),
+    }
+    p
+}
+
+/// A text shortened for a verdict: long accumulations keep their start and their end.
+fn clip(s: &str) -> String {
+    let n = s.chars().count();
+    if n <= 100 {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(50).collect();
+    let tail: String = s.chars().skip(n - 40).collect();
+    format!("{head}…({} chars)…{tail}", n - 90)
+}
+
 /// What a `stream_end` may carry relative to the last `stream`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndText {
@@ -326,54 +474,90 @@ pub enum EndText {
 
 /// `streaming-replace` over one turn's frames (`stream`* then `stream_end`, any other names
 /// ignored): every `stream` text extends the previous one, parts mirror text, and `stream_end`
-/// carries the final accumulation as `end` allows. `Err` names the first violation.
+/// carries the final accumulation as `end` allows. Streams are numbered from 1, as the spec
+/// numbers them. `Err` names the first violation and how many frames after it break too
+/// (each frame judged against the one before it), so one fault stays one verdict that still
+/// says how far it reaches.
 pub fn streaming_replace_with(frames: &[(String, Value)], end: EndText) -> Result<(), String> {
     let mut prev: Option<String> = None;
     let mut n = 0;
+    let mut problems: Vec<(String, String)> = Vec::new();
     for (name, data) in frames {
         if name != "stream" && name != "stream_end" {
             continue;
         }
-        let text = data["text"]
-            .as_str()
-            .ok_or_else(|| format!("{name} #{n} has no text"))?;
+        n += 1;
+        let label = if name == "stream" {
+            format!("stream #{n}")
+        } else {
+            "stream_end".to_string()
+        };
+        let Some(full) = data["text"].as_str() else {
+            problems.push((label.clone(), format!("{label} has no text")));
+            continue;
+        };
+        let text = clip(full);
         match parts_text(&data["parts"]) {
-            Some(pt) if pt == text => {}
-            Some(pt) => {
-                return Err(format!(
-                    "{name} #{n}: parts say {pt:?} but text says {text:?}"
-                ));
-            }
-            None => return Err(format!("{name} #{n}: parts missing or not text parts")),
+            Some(pt) if pt == full => {}
+            Some(pt) => problems.push((
+                label.clone(),
+                format!("{label}: parts say {:?} but text says {text:?}", clip(&pt)),
+            )),
+            None => problems.push((
+                label.clone(),
+                format!("{label}: parts missing or not text parts"),
+            )),
         }
-        if let Some(p) = &prev {
+        if let Some(prev_full) = &prev {
+            let p = &clip(prev_full);
             if name == "stream_end" {
                 match end {
-                    EndText::Last if text != p => {
-                        return Err(format!(
-                            "stream_end text {text:?} is not the last accumulation {p:?}"
-                        ));
-                    }
-                    EndText::MayExtend if !text.starts_with(p.as_str()) => {
-                        return Err(format!(
+                    EndText::Last if full != prev_full => problems.push((
+                        label.clone(),
+                        format!("stream_end text {text:?} is not the last accumulation {p:?}"),
+                    )),
+                    EndText::MayExtend if !full.starts_with(prev_full.as_str()) => problems.push((
+                        label.clone(),
+                        format!(
                             "stream_end text {text:?} does not extend the last accumulation {p:?}"
-                        ));
-                    }
+                        ),
+                    )),
                     _ => {}
                 }
-            } else if !text.starts_with(p.as_str()) {
-                return Err(format!(
-                    "stream #{n} {text:?} does not extend the previous {p:?} (a delta?)"
+            } else if !full.starts_with(prev_full.as_str()) {
+                problems.push((
+                    label.clone(),
+                    format!("{label} {text:?} does not extend the previous {p:?} (a delta?)"),
                 ));
             }
         }
-        prev = Some(text.to_string());
-        n += 1;
+        prev = Some(full.to_string());
     }
     if n == 0 {
         return Err("no stream frames".into());
     }
-    Ok(())
+    let Some((_, first)) = problems.first() else {
+        return Ok(());
+    };
+    let mut why = first.clone();
+    let mut later: Vec<&str> = problems[1..].iter().map(|(l, _)| l.as_str()).collect();
+    later.dedup();
+    if !later.is_empty() {
+        const SHOWN: usize = 5;
+        let more = if later.len() > SHOWN {
+            format!(", … ({} in all)", later.len())
+        } else {
+            String::new()
+        };
+        why.push_str(&format!(
+            "; {} more frame{} after it break{} too: {}{more}",
+            later.len(),
+            if later.len() == 1 { "" } else { "s" },
+            if later.len() == 1 { "s" } else { "" },
+            later[..later.len().min(SHOWN)].join(", ")
+        ));
+    }
+    Err(why)
 }
 
 /// [`streaming_replace_with`] where `stream_end` must repeat the last accumulation.
@@ -391,6 +575,29 @@ mod tests {
             name.into(),
             json!({"text": text, "parts": [{"type": "text", "text": text}]}),
         )
+    }
+
+    #[test]
+    fn streams_count_from_one_and_every_break_is_counted() {
+        let frames = [
+            f("typing", ""),
+            f("stream", "w1"),
+            f("stream", "w1 w2"),
+            f("stream", " w3"),
+            f("stream", " w4"),
+            f("stream_end", " w4"),
+        ];
+        let why = streaming_replace(&frames).unwrap_err();
+        assert!(
+            why.starts_with("stream #3 \" w3\" does not extend"),
+            "{why}"
+        );
+        assert!(
+            why.contains("1 more frame after it breaks too: stream #4"),
+            "{why}"
+        );
+        let ok = [f("stream", "a"), f("stream", "ab"), f("stream_end", "ab")];
+        assert_eq!(streaming_replace(&ok), Ok(()));
     }
 
     #[test]

@@ -63,7 +63,15 @@ def tparts(text):
     return [{"type": "text", "text": text}]
 
 
+FIRST_CLIENT = []
+
+
 async def send(event, client_id, **kw):
+    if "v-sticky-client" in VARY:
+        # answers every browser with the first clientId it ever saw
+        if not FIRST_CLIENT:
+            FIRST_CLIENT.append(client_id)
+        client_id = FIRST_CLIENT[0]
     d = {"clientId": client_id}
     if "v-wrong-client-id" in VARY:
         d["clientId"] = client_id + "-x"
@@ -72,7 +80,7 @@ async def send(event, client_id, **kw):
         d["parts"] = tparts(d["text"])
     if on("extras"):
         d["agentId"] = AGENT_ID
-    d.setdefault("ts", ms())
+    d.setdefault("ts", ms() // 1000 if "v-ts-seconds" in VARY else ms())
     await sio.emit(event, d, namespace=NS)
 
 
@@ -120,6 +128,12 @@ async def answer(msg):
     kw = {}
     if "image-end" in VARY:
         kw["parts"] = tparts(final) + [{"type": "image", "base64": "QUJD", "mediaType": "image/png"}]
+    if "file-end" in VARY:
+        # a file part with no mimeType (optional) and an extension key
+        kw["parts"] = tparts(final) + [{"type": "file", "url": "https://example.com/a.pdf",
+                                        "name": "a.pdf", "sizeBytes": 3}]
+    if "v-image-bmp" in VARY:
+        kw["parts"] = tparts(final) + [{"type": "image", "base64": "Qk0=", "mediaType": "image/bmp"}]
     await send("stream_end", client_id, text=final, messageId=mid, **kw)
     if "v-stream-after-end" in VARY:
         await asyncio.sleep(0.05)

@@ -54,6 +54,9 @@ if on("ping"):
     eio_kw = dict(ping_interval=7, ping_timeout=4)
 if "fast-ping" in VARY:
     eio_kw = dict(ping_interval=0.3, ping_timeout=0.4)
+if "v-ws-only" in VARY:
+    # WebSocket only: socket.io-client's defaults open with long-polling and are refused
+    eio_kw["transports"] = ["websocket"]
 sio = socketio.AsyncServer(
     async_mode="aiohttp",
     cors_allowed_origins="*",
@@ -290,6 +293,8 @@ async def forward_to_agent(agent_id, client_id, text, parts, source):
     if on("extras"):
         msg["ts"] = now_ms()
         msg["source"] = source
+    if "v-const-message-id" in VARY:
+        msg["messageId"] = "0f8fb2a4-5d7e-4c3b-9a61-2b0c4e8d7f10"  # one UUID for every message
     if "v-messageid-not-uuid" in VARY:
         global COUNTER
         COUNTER += 1
@@ -427,6 +432,12 @@ def relay_payload(kind, data):
         out["parts"] = text_parts("stale")
     if "v-drop-kind" in VARY:
         out.pop("kind", None)
+    if "v-message-text-parts" in VARY and kind == "message":
+        # a complete answer's parts rebuilt from its text: its image is lost
+        out["parts"] = text_parts(out["text"])
+    if "v-mark-all" in VARY and kind == "message" and "kind" not in out:
+        # every unmarked message marked as a note, a plain answer outside a turn too
+        out["kind"] = "tool" if out["text"].startswith("\u2192") else "thinking"
     return out
 
 
@@ -447,6 +458,15 @@ async def agent_frame(kind, sid, args):
         elif kind == "stream_end" and key in LAST_STREAM:
             payload["text"] = LAST_STREAM.pop(key)
             payload["parts"] = text_parts(payload["text"])
+    if "v-kind-in-turn-only" in VARY:
+        # keeps kind only inside a turn (typing .. stream_end): a marked note outside loses it
+        key = ("kinds", agent_id, client_id)
+        if kind == "typing":
+            OPEN_TURNS.add(key)
+        elif kind == "stream_end":
+            OPEN_TURNS.discard(key)
+        elif kind == "message" and key not in OPEN_TURNS:
+            payload.pop("kind", None)
     if "mark-notes" in VARY:
         # mark in-turn notes with the kind the spec's reading gives them (lines 272-286)
         key = (agent_id, client_id)
@@ -462,12 +482,24 @@ async def agent_frame(kind, sid, args):
     # HTTP sync waiter?
     fut = http_waiters.get((agent_id, client_id))
     if fut is not None:
-        if kind in ("message", "stream_end") and not fut.done():
+        if kind in (("stream_end",) if "v-sync-stream-only" in VARY else ("message", "stream_end")) and not fut.done():
             if kind == "message" and payload.get("kind") and "v-sync-note" not in VARY:
                 pass  # a note is not the answer
             else:
                 fut.set_result(payload)
         return
+    if "v-delta-after-3" in VARY and kind in ("stream", "stream_end"):
+        # relays deltas once a turn has had three streams
+        key = ("delta", agent_id, client_id)
+        prev, n = LAST_STREAM.get(key, ("", 0))
+        text = payload["text"]
+        if kind == "stream":
+            LAST_STREAM[key] = (text, n + 1)
+            if n >= 3 and text.startswith(prev):
+                payload["text"] = text[len(prev):]
+                payload["parts"] = text_parts(payload["text"])
+        else:
+            LAST_STREAM.pop(key, None)
     if "v-end-as-last-stream-ws" in VARY:
         key = ("ws", agent_id, client_id)
         if kind == "stream":
