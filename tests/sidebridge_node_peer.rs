@@ -515,42 +515,61 @@ fn parity_of_two_node_server_builds_passes_what_the_client_cannot_see() {
         ("--odd sysnote", "rows only in head"),
         ("--flaw from-case", r#""from":"unknown""#),
         ("--flaw empty-content", r#""content":"""#),
+        // Separators in the text differ from the plain build's space: the diff shows them
+        // escaped (printed raw before, the two lines looked the same).
+        ("--odd lsep", r#""content":"You said:\u2028"#),
+        // Answers sent with 401: app-dev shows a generic error instead of the text.
+        ("--flaw send-401", r#"/status: "2xx" → "non-2xx""#),
     ];
-    let mut jobs: Vec<(String, Option<&str>)> = unseen
+    let mut jobs: Vec<(PathBuf, usize, String, Option<&str>)> = unseen
         .iter()
-        .map(|o| (format!("--odd {o}"), None))
+        .map(|o| (cells.clone(), cells_count, format!("--odd {o}"), None))
         .collect();
-    jobs.extend(seen.iter().map(|(h, want)| (h.to_string(), Some(*want))));
-    let problems: Vec<String> = common::verdicts::two_at_a_time(&jobs, |(head, want)| {
-        let out = Command::new(BW)
-            .args([
-                "parity",
-                "--allow-same-bridge",
-                "--timeout-ms",
-                "30s",
-                "--base",
-            ])
-            .arg(leg(""))
-            .arg("--head")
-            .arg(leg(head))
-            .arg(&cells)
-            .env("SIDEBRIDGE_KEY", "s3cret")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let code = out.status.code();
-        let out = String::from_utf8_lossy(&out.stdout).into_owned();
-        let ok = match want {
-            None => {
-                code == Some(0)
-                    && out.contains(&format!("{cells_count} passed, 0 failed, 0 skipped"))
-            }
-            Some(w) => code == Some(1) && out.contains(w),
-        };
-        (!ok).then(|| format!("head {head}: exit {code:?}, want {want:?}\n{out}"))
-    })
-    .into_iter()
-    .flatten()
-    .collect();
+    jobs.extend(
+        seen.iter()
+            .map(|(h, want)| (cells.clone(), cells_count, h.to_string(), Some(*want))),
+    );
+    // Cells recorded from the Node server itself (`bridgewire record sidebridge` in front of
+    // `server.js --key s3cret`, driven by `check sidebridge`): refusals of no key (401) and
+    // malformed requests (400). No client build tells one non-2xx status from another (the app
+    // ignores the status, app-dev shows one generic error for any), so a 403 refusal and a 422
+    // to malformed requests pass; both failed before, compared as exact numbers.
+    let own = peer_dir().join("cells");
+    let own_count = std::fs::read_dir(own.join("node")).unwrap().count();
+    for o in ["err422", "refuse403"] {
+        jobs.push((own.clone(), own_count, format!("--odd {o}"), None));
+    }
+    let problems: Vec<String> =
+        common::verdicts::two_at_a_time(&jobs, |(cells, cells_count, head, want)| {
+            let out = Command::new(BW)
+                .args([
+                    "parity",
+                    "--allow-same-bridge",
+                    "--timeout-ms",
+                    "30s",
+                    "--base",
+                ])
+                .arg(leg(""))
+                .arg("--head")
+                .arg(leg(head))
+                .arg(cells)
+                .env("SIDEBRIDGE_KEY", "s3cret")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let code = out.status.code();
+            let out = String::from_utf8_lossy(&out.stdout).into_owned();
+            let ok = match want {
+                None => {
+                    code == Some(0)
+                        && out.contains(&format!("{cells_count} passed, 0 failed, 0 skipped"))
+                }
+                Some(w) => code == Some(1) && out.contains(w),
+            };
+            (!ok).then(|| format!("head {head}: exit {code:?}, want {want:?}\n{out}"))
+        })
+        .into_iter()
+        .flatten()
+        .collect();
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }

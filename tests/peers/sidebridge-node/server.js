@@ -88,8 +88,9 @@ const ODD = {
   fixedgreet: 'every session start greets with a system message whose id is one constant UUID (same in every chat)',
   chatidgreet: 'every session start greets with a system message whose id is the chatId (lower case)',
   edithist: 'each answer also edits, in place, the last assistant message found in history (its id)',
+  lsep: 'answers carry a LINE SEPARATOR (U+2028) after "You said:" and a PARAGRAPH SEPARATOR (U+2029) at the end (legal JSON string characters, invisible in a terminal)',
 };
-const OPTIN = ['refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
+const OPTIN = ['lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
 const FLAW = {
   'no-id': 'reply message without id',
   'bad-id': 'reply id "msg-<n>" (not a UUID)',
@@ -509,6 +510,7 @@ function answer(res, c, msgs, hist, raw) {
       let echo = t;
       if (flaw.has('raw-echo')) { const m = /"content"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(raw.slice(raw.indexOf('"messages"'))); echo = m ? m[1] : t; }
       said = 'You said: ' + echo;
+      if (odd.has('lsep')) said = 'You said:\u2028' + echo + '\u2029';
     }
     if (odd.has('md') && !/^(The secret|Again)/.test(said)) said = said + '\n\n_sb-node_ 😀';
     if ((low === 'incognito on' || low === 'incognito off') && odd.has('onlyoptions')) continue;
