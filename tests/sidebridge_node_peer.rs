@@ -82,11 +82,22 @@ const FLAWS: &[Flaw] = &[
     ("allow-postal", "SB-H4", &[]),
     ("accept-missing-key", "SB-A1", &[]),
     ("accept-wrong-key", "SB-A2", &[]),
+    // The key checked only at session start: a send in a chat started with the right key is
+    // served with no key (SB-A1) and with a wrong key (SB-A2 skipped naming SB-A1: the same
+    // shortfall); served with a wrong key only, SB-A2 alone.
+    ("auth-start", "SB-A1", &[]),
+    ("auth-start-wrong", "SB-A2", &[]),
+    ("empty-key", "SB-A2", &[]),
     ("key-ci", "SB-A2", &[]),
     ("key-prefix", "SB-A2", &[]),
     ("leak-key", "SB-A1", &[]),
     ("refuse-noend", "SB-A1", &[]),
     ("refuse-assistant", "SB-A1", &[]),
+    // The refusals are replies the app decodes (it ignores the status): SB-D4, SB-D5 and SB-D8
+    // judge their messages too.
+    ("refuse-id", "SB-D4", &[]),
+    ("refuse-nosrc", "SB-D8", &[]),
+    ("refuse-badsrc", "SB-D5", &[]),
     ("parse-first", "SB-A3", &[]),
     ("double", "SB-R1", &[]),
     ("double-varied", "SB-R1", &[]),

@@ -5,7 +5,8 @@
 //! scenario phrases from the fixture ([`super::scenarios`]); without them they are *not run*.
 //!
 //! Which replies feed which rule: SB-D1…SB-D8 judge every reply to a request the emulated
-//! client built (not the probes); SB-D9 judges every non-2xx reply to a POST of the run (the
+//! client built (not the probes), and SB-D4, SB-D5 and SB-D8 the SB-A1/A2 refusals too (the
+//! app decodes and shows them whatever the status); SB-D9 judges every non-2xx reply to a POST of the run (the
 //! other methods are SB-H4's and SB-H5's); SB-H3 judges
 //! every reply of the run plus a trailing-slash probe.
 //!
@@ -853,7 +854,11 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     } else {
         pass_with("SB-H4", h4_notes)
     });
-    v.extend(reply_rules(&d.log));
+    let refusals: Vec<usize> = key_probes
+        .iter()
+        .flat_map(|kp| kp.probes.iter().flat_map(|p| p.steps.iter().copied()))
+        .collect();
+    v.extend(reply_rules(&d.log, &refusals));
     if let Some(kp) = &key_probes {
         v.extend(key_verdicts(&d.log, kp));
     }
@@ -1293,13 +1298,15 @@ async fn same_reply(
     v
 }
 
-/// One wrong or missing key of SB-A1/A2, sent as a session start and a send.
+/// One wrong or missing key of SB-A1/A2, sent as a session start and a send in a fresh chat,
+/// or as a send only, in a chat started with the right key.
 struct KeyProbe {
     rule: &'static str,
     label: &'static str,
     /// The `x-sidebridge-key` sent; `None`: no header.
     header: Option<String>,
-    /// The exchanges, `start` then `send`.
+    /// The exchanges judged as refusals, `start` then `send` (the accepted start of a keyed
+    /// chat is not one of them).
     steps: Vec<usize>,
 }
 
@@ -1404,6 +1411,10 @@ fn refusal_owner_elsewhere(log: &[Exchange], x: &Exchange, why: Shortfall) -> Op
                 .any(|c| from_not_string(c) == Some(kind))
                 .then(|| "SB-D2".to_string())
         }
+        // A source SB-D5 rejects (it judges the refusals' messages too: [`reply_rules`]).
+        Shortfall::Unreadable if fault_owner(x).as_deref() == Some("SB-D5") => {
+            Some("SB-D5".to_string())
+        }
         Shortfall::Unreadable => {
             let e = x.judged(Profile::Gamma).err()?;
             client_fault_like(log, &e)
@@ -1500,7 +1511,9 @@ fn judge_key_probes(
             let x = &log[i];
             let step = x.label.rsplit('/').next().unwrap_or_default();
             match refusal(x) {
-                Ok(n) if rule == "SB-A2" => j.notes.push(format!("{which} {step}: {n}")),
+                Ok(n) if rule == "SB-A2" || p.label != "auth/no-key" => {
+                    j.notes.push(format!("{which} {step}: {n}"))
+                }
                 Ok(n) => j.notes.push(format!("{step}: {n}")),
                 Err((why, text)) => j.file(log, x, known, why, text),
             }
@@ -1637,16 +1650,19 @@ async fn auth(
     };
     // For A1/A2 a session start and a send, so assistant content has a chance to show.
     // A fresh chat per send: a rejection ends its chat.
+    // With the user's message id, which SB-D4 judges the refusal by (the app decodes it).
     let send_body = |d: &mut Driver, rng: &mut Rng| {
         let m = Msg::user(&rng.uuid(), "Hello without a key");
-        profiles::Request {
+        let ids = vec![m.key()];
+        let body = profiles::Request {
             version: "1.0".into(),
             chat_id: rng.uuid(),
             messages: Some(vec![m.clone()]),
             history: Some(vec![m]),
             extra: vec![],
         }
-        .encode(Style::App, &mut d.rng)
+        .encode(Style::App, &mut d.rng);
+        (body, ids)
     };
     // Wrong keys: the key with a suffix, and the key less its last character (a bridge that
     // compares only a prefix, or only as far as the shorter of the two, takes one of them).
@@ -1663,6 +1679,9 @@ async fn auth(
     if swapped != key {
         probes.push(("SB-A2", "auth/key-case", Some(swapped)));
     }
+    // The header sent with an empty value (a bridge testing the value for truthiness before
+    // comparing it takes it: "no key given, nothing to check").
+    probes.push(("SB-A2", "auth/empty-key", Some(String::new())));
     let mut sent = Vec::new();
     for (id, label, header) in probes {
         let mut steps = Vec::new();
@@ -1671,8 +1690,8 @@ async fn auth(
             if let Some(k) = &header {
                 h.push(("x-sidebridge-key".into(), k.clone()));
             }
-            let body = if step == "start" {
-                start_body(rng, d)
+            let (body, ids) = if step == "start" {
+                (start_body(rng, d), vec![])
             } else {
                 send_body(d, rng)
             };
@@ -1684,7 +1703,7 @@ async fn auth(
                     "POST",
                     h,
                     body,
-                    vec![],
+                    ids,
                 )
                 .await;
             steps.push(i);
@@ -1696,6 +1715,73 @@ async fn auth(
             steps,
         });
     }
+    let mut keyed = Vec::new();
+    // A bridge may check the key only at a chat's session start and serve the chat's sends
+    // on the strength of it; every probe above is a chat of its own, which such a bridge
+    // refuses. So a chat is also started with the right key (accepted, not judged), then sent
+    // to with no key (SB-A1) and with a wrong key (SB-A2): each send must be refused like the
+    // others. A chat each: a refusal may end its chat.
+    for (id, label, header) in [
+        ("SB-A1", "auth/no-key-in-keyed-chat", None),
+        (
+            "SB-A2",
+            "auth/wrong-key-in-keyed-chat",
+            Some(format!("{key}-wrong")),
+        ),
+    ] {
+        let chat = rng.uuid();
+        let start = profiles::Request {
+            version: "1.0".into(),
+            chat_id: chat.clone(),
+            history: Some(vec![]),
+            ..Default::default()
+        }
+        .encode(Style::App, &mut d.rng);
+        let mut h = ct();
+        h.push(("x-sidebridge-key".into(), key.clone()));
+        d.exchange(
+            &format!("{label}/keyed-start"),
+            Kind::Probe,
+            None,
+            "POST",
+            h,
+            start,
+            vec![],
+        )
+        .await;
+        let m = Msg::user(&rng.uuid(), "Hello without the right key");
+        let ids = vec![m.key()];
+        let body = profiles::Request {
+            version: "1.0".into(),
+            chat_id: chat,
+            messages: Some(vec![m.clone()]),
+            history: Some(vec![m]),
+            extra: vec![],
+        }
+        .encode(Style::App, &mut d.rng);
+        let mut h = ct();
+        if let Some(k) = &header {
+            h.push(("x-sidebridge-key".into(), k.clone()));
+        }
+        let i = d
+            .exchange(
+                &format!("{label}/send"),
+                Kind::Probe,
+                None,
+                "POST",
+                h,
+                body,
+                ids,
+            )
+            .await;
+        keyed.push(KeyProbe {
+            rule: id,
+            label,
+            header,
+            steps: vec![i],
+        });
+    }
+    sent.extend(keyed);
     // SB-A3: wrong key and a malformed body.
     let mut h = ct();
     h.push(("x-sidebridge-key".into(), format!("{key}-wrong")));
@@ -1752,8 +1838,13 @@ async fn auth(
     v.push(record_verdict("SB-A5", a5));
 }
 
-/// SB-D1…SB-D9 over the logged replies.
-pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
+/// SB-D1…SB-D9 over the logged replies. `refusals`: the replies to SB-A1/A2's key probes
+/// (log indices), which the app decodes and shows like any reply (it ignores the status,
+/// reference §2): SB-D4, SB-D5 and SB-D8 judge their messages too (a refusal that reuses the
+/// id of the message it refuses overwrites the user's bubble; profile alpha drops one without
+/// `sources`). Whether a refusal refuses is SB-A1/A2's; a body that does not decode is SB-D9's,
+/// unless the cause is a source SB-D5 judges (then skipped naming it).
+pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
     let mut fails: [Vec<String>; 9] = Default::default();
     let mut warns: [Vec<String>; 9] = Default::default();
     // Evidence: replies to the emulated client that were JSON objects, messages they carried,
@@ -1775,7 +1866,10 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
     // the request (the user's message, an app error bubble) overwrites a bubble that is not
     // the bridge's: SB-D4's fault.
     let mut issued: std::collections::HashSet<String> = Default::default();
-    for x in log {
+    // The refusals' faults, listed after the client replies' own.
+    let mut refusal_fails: [Vec<String>; 9] = Default::default();
+    for (ix, x) in log.iter().enumerate() {
+        let refusal = refusals.contains(&ix);
         let Ok(r) = &x.result else {
             if x.kind == Kind::Client {
                 let e = x
@@ -1813,6 +1907,13 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                     r.status,
                     fault_owner(x).unwrap_or_else(|| "SB-D1".into())
                 )),
+                // A refusal whose sources SB-D5 judges (it judges the refusals' messages).
+                Err(e) if refusal && fault_owner(x).as_deref() == Some("SB-D5") => {
+                    d9_skips.push(format!(
+                        "{}: status {}, body does not decode ({e}); SB-D5 carries that fault",
+                        x.label, r.status
+                    ))
+                }
                 Err(e) => match client_fault_like(log, &e) {
                     Some(owner) => d9_skips.push(format!(
                         "{}: status {}, body does not decode ({e}), as the client's replies do not; {owner} carries that fault",
@@ -1840,7 +1941,16 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 Ok(_) => {}
             }
         }
-        if x.kind != Kind::Client {
+        if x.kind != Kind::Client && !refusal {
+            continue;
+        }
+        if refusal {
+            if r.opaque.is_none()
+                && let Ok(Value::Object(top)) = profiles::parse_json(&r.body)
+                && let Some(msgs) = top.get("messages").and_then(Value::as_array)
+            {
+                refusal_messages(x, msgs, &issued, &mut refusal_fails);
+            }
             continue;
         }
         if let Err(e) = profiles::decode_reply(Profile::Gamma, r) {
@@ -1944,29 +2054,12 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 }
                 seen.push(key);
             }
-            match m.get("sources") {
-                None => fails[7].push(format!(
-                    "{at}: no `sources` key (profile alpha drops the whole reply)"
-                )),
-                Some(Value::Null) => fails[7].push(format!(
-                    "{at}: `sources` is null (profile alpha needs an array and drops the whole reply)"
-                )),
-                Some(Value::Array(items)) => {
-                    for (k, s) in items.iter().enumerate() {
-                        let title = s.get("title").and_then(Value::as_str);
-                        let url = s.get("url").and_then(Value::as_str);
-                        let ok_url = url.is_some_and(absolute_http_url);
-                        if title.is_none() || !ok_url {
-                            fails[4].push(format!(
-                                "{at}: sources[{k}] is not {{title: string, url: absolute http(s) URL}}: {s}"
-                            ));
-                        }
-                    }
-                }
-                Some(other) => fails[4].push(format!("{at}: sources is {}", profiles::kind(other))),
-            }
+            sources_faults(m, &at, &mut fails);
         }
         issued.extend(fresh);
+    }
+    for (all, more) in fails.iter_mut().zip(refusal_fails) {
+        all.extend(more);
     }
     let d3_judged = messages - d3_skips.len();
     let ids = [
@@ -2038,6 +2131,59 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
             }
         })
         .collect()
+}
+
+/// SB-D4, SB-D5 and SB-D8 over a refusal's messages (see [`reply_rules`]), the same checks as
+/// for the client's replies: ids unique and none the request's (the refused message's own),
+/// `sources` present and an array of `{title, url}` with an absolute http(s) URL.
+fn refusal_messages(
+    x: &Exchange,
+    msgs: &[Value],
+    issued: &std::collections::HashSet<String>,
+    fails: &mut [Vec<String>; 9],
+) {
+    let mut seen: Vec<String> = Vec::new();
+    for (n, m) in msgs.iter().enumerate() {
+        let at = format!("{} messages[{n}] (a refusal)", x.label);
+        if let Some(id) = m.get("id").and_then(Value::as_str) {
+            let key = id.to_ascii_uppercase();
+            if seen.contains(&key) {
+                fails[3].push(format!("{at}: id {id} repeats within the reply"));
+            } else if x.request_ids.contains(&key) && !issued.contains(&key) {
+                fails[3].push(format!(
+                    "{at}: id {id} equals the id of the message it refuses (overwrites the user's bubble)"
+                ));
+            }
+            seen.push(key);
+        }
+        sources_faults(m, &at, fails);
+    }
+}
+
+/// SB-D8 (`sources` missing or null) and SB-D5 (not an array of `{title: string, url:
+/// absolute http(s) URL}`) on one message.
+fn sources_faults(m: &Value, at: &str, fails: &mut [Vec<String>; 9]) {
+    match m.get("sources") {
+        None => fails[7].push(format!(
+            "{at}: no `sources` key (profile alpha drops the whole reply)"
+        )),
+        Some(Value::Null) => fails[7].push(format!(
+            "{at}: `sources` is null (profile alpha needs an array and drops the whole reply)"
+        )),
+        Some(Value::Array(items)) => {
+            for (k, s) in items.iter().enumerate() {
+                let title = s.get("title").and_then(Value::as_str);
+                let url = s.get("url").and_then(Value::as_str);
+                let ok_url = url.is_some_and(absolute_http_url);
+                if title.is_none() || !ok_url {
+                    fails[4].push(format!(
+                        "{at}: sources[{k}] is not {{title: string, url: absolute http(s) URL}}: {s}"
+                    ));
+                }
+            }
+        }
+        Some(other) => fails[4].push(format!("{at}: sources is {}", profiles::kind(other))),
+    }
 }
 
 /// What one sub-check of a rule over many replies saw: replies that passed, failures, and

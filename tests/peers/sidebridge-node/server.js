@@ -160,6 +160,9 @@ const FLAW = {
   'malformed-500': 'malformed/wrong-typed requests answered 500 (with a system message)',
   'leak-path': 'malformed requests: content names the server file and line (/srv/sb/server.js:212:19)',
   'leak-key': 'the refusal text quotes the configured key',
+  'refuse-id': 'the 401 refusal of a send reuses the id of the user\'s message it refuses (overwrites the user\'s bubble)',
+  'refuse-nosrc': 'the refusal\'s system message has no `sources` key (profile alpha drops the refusal)',
+  'refuse-badsrc': 'the refusal\'s system message cites a relative source url "/help/auth"',
   'from-case': 'replies from "Assistant" (capitalised)',
   'from-unknown': 'replies from "unknown"',
   'id-space': 'reply ids with a trailing space',
@@ -177,6 +180,9 @@ const FLAW = {
   'get-302': 'GET/PUT/HEAD answered 302',
   'opt-num': 'option flags as 1/0',
   'empty-options-end': 'empty send answered with endSession true but no message',
+  'auth-start': 'the key is checked only at session start: a send in a chat whose session start carried the right key is served with no key or a wrong key',
+  'auth-start-wrong': 'like auth-start, but a send with NO key is still refused: only a wrong key is served in a chat started with the right key',
+  'empty-key': 'an x-sidebridge-key header with an empty value is accepted (tested for truthiness: "no key given")',
 };
 
 const args = process.argv.slice(2);
@@ -415,10 +421,17 @@ function handle(req, res, raw) {
     if (flaw.has('key-ci') && sent !== undefined) ok = sent.toLowerCase() === key.toLowerCase();
     if (flaw.has('accept-missing-key') && sent === undefined) ok = true;
     if (flaw.has('accept-wrong-key') && sent !== undefined) ok = true;
+    if (flaw.has('empty-key') && sent === '') ok = true;
+    if ((flaw.has('auth-start') || (flaw.has('auth-start-wrong') && sent !== undefined)) && !ok) {
+      try { const q = JSON.parse(raw.toString('utf8')); const k = typeof q.chatId === 'string' && q.chatId.toUpperCase(); if (q.messages != null && k && chats.has(k) && chats.get(k).authed) ok = true; } catch (e) { /* not JSON: refused below */ }
+    }
     if (!ok) {
       const st = odd.has('refuse200') ? 200 : odd.has('refuse403') ? 403 : 401;
       const ms = [msg('system', 'Access denied: set the bridge key in Side Search settings.' + (flaw.has('leak-key') ? ' (expected "' + key + '", got "' + sent + '")' : ''))];
       if (flaw.has('refuse-assistant')) ms.push(msg('assistant', 'Hello anyway!'));
+      if (flaw.has('refuse-id')) { try { const q = JSON.parse(raw.toString('utf8')); if (q.messages && q.messages[0] && typeof q.messages[0].id === 'string') ms[0].id = q.messages[0].id; } catch (e) { /* no message to reuse */ } }
+      if (flaw.has('refuse-nosrc')) delete ms[0].sources;
+      if (flaw.has('refuse-badsrc')) ms[0].sources = [{ title: 'Help', url: '/help/auth' }];
       return send(res, st, body(ms, flaw.has('refuse-noend') ? null : { endSession: true }), st === 401 ? { 'WWW-Authenticate': 'SideBridgeKey' } : {});
     }
   }
@@ -456,6 +469,7 @@ function answer(res, c, msgs, hist, raw) {
       if (odd.has('endedsilent')) return send(res, 200, body([], { endSession: true }));
       return send(res, odd.has('ended410') ? 410 : 200, body([msg('system', 'This conversation has ended. Start a new chat to continue.')], { endSession: true }));
     }
+    c.authed = true;
     if (!c.word && !flaw.has('forget-private')) c.word = wordFromHistory(hist);
     const gr = (id) => { const g = msg('system', 'Welcome to sb-node.'); g.id = id; return g; };
     if (odd.has('fixedgreet') || odd.has('chatidgreet')) return send(res, 200, body([gr(odd.has('fixedgreet') ? '5B1D8E2A-0000-4000-8000-00000000CAFE' : c.cid.toLowerCase())], c.priv ? { disableSendHistory: true } : null));
