@@ -994,10 +994,11 @@ fn answers(r: &Reply) -> Vec<&Msg> {
 /// SB-R1: the send whose message is also the last history item (the app's habit) is answered
 /// once. A content repeated in the reply is the history's copy answered again. Answered
 /// by two or more assistant messages of different wording, the same text is sent as a control
-/// in a fresh chat without history (as the app sends in private mode, so no copy to answer
-/// again; only then: a bridge answering once sees no extra traffic): fewer answers there means
-/// the history's copy was answered too. A bridge that answers with two messages every time
-/// answers the control with two as well and passes.
+/// in a fresh chat without history (only then: a bridge answering once sees no extra traffic).
+/// A bridge that answers with two messages every time answers the control with two as well and
+/// passes. Fewer answers there is not proof on its own (the app never sends that request; see
+/// [`sb_r1_other_text`], which then tells the answers to the message from the ones that do not
+/// depend on it).
 async fn sb_r1(d: &mut Driver, rng: &mut Rng, hello: Option<usize>) -> Verdict {
     let Some(i) = hello else {
         return Verdict::skipped("SB-R1", "the session ended before the first send");
@@ -1069,16 +1070,15 @@ async fn sb_r1(d: &mut Driver, rng: &mut Rng, hello: Option<usize>) -> Verdict {
                 unreadable(&d.log[ci]).unwrap_or_default()
             ),
         ),
-        Ok(rc) if answers(&rc).len() < n => Verdict::fail(
-            "SB-R1",
-            format!(
-                "the message was answered again as the last history item: {n} answers ({}), {} without history ({}: {})",
-                texts(&r),
+        Ok(rc) if answers(&rc).len() < n => {
+            let without = format!(
+                "{} without history ({}: {})",
                 answers(&rc).len(),
                 d.log[ci].label,
                 texts(&rc)
-            ),
-        ),
+            );
+            sb_r1_other_text(d, rng, &r, &texts(&r), &without).await
+        }
         Ok(rc) => pass_with(
             "SB-R1",
             vec![format!(
@@ -1086,6 +1086,82 @@ async fn sb_r1(d: &mut Driver, rng: &mut Rng, hello: Option<usize>) -> Verdict {
                 answers(&rc).len()
             )],
         ),
+    }
+}
+
+/// SB-R1 once the control without history got fewer answers than the send. That control is a
+/// request the app never sends (no history in a chat whose bridge never asked for that:
+/// reference §1.4, §3.2), so fewer answers there are no proof: a bridge may answer from what
+/// the history shows, e.g. an assistant welcome when the history holds the chat's first user
+/// message and none without history (legal: the rule asks only that the message is answered
+/// once). Counting answers cannot tell that welcome from a second answer to the history's copy
+/// of the message (both add one message exactly where the history is sent), so the answers are
+/// told apart by what they answer: the same first send with another text, in a fresh chat with
+/// its history (a request the app sends). An answer that the other text gets word for word
+/// too does not depend on the message (a welcome, a banner): it is not an answer to it. Two or
+/// more answers that change with the message answer it more than once: failed (answering the
+/// history's copy again in other words, as a bridge reading both `messages` and the last
+/// `history` item does). Nothing readable to compare with: skipped naming why.
+async fn sb_r1_other_text(
+    d: &mut Driver,
+    rng: &mut Rng,
+    r: &Reply,
+    texts: &str,
+    without: &str,
+) -> Verdict {
+    const OTHER: &str = "Good morning, Side Bridge!";
+    let n = answers(r).len();
+    let mut o = Screen::new(rng);
+    o.start(d, "conversation/other-text-start").await;
+    let Some(oi) = o.send(d, OTHER, "conversation/other-text").await else {
+        return Verdict::skipped(
+            "SB-R1",
+            format!(
+                "{n} answers ({texts}), {without}; another text in a fresh chat (to tell answers to the message from ones that do not depend on it) could not be sent: its session ended at its start"
+            ),
+        );
+    };
+    let ro = match d.log[oi].judged(Profile::Gamma) {
+        Ok(ro) => ro,
+        Err(_) => {
+            return Verdict::skipped(
+                "SB-R1",
+                format!(
+                    "{n} answers ({texts}), {without}; which of them depend on the message cannot be seen: {}",
+                    unreadable(&d.log[oi]).unwrap_or_default()
+                ),
+            );
+        }
+    };
+    let other: Vec<&str> = answers(&ro).iter().map(|m| m.content.as_str()).collect();
+    let (fixed, to_message): (Vec<&Msg>, Vec<&Msg>) = answers(r)
+        .into_iter()
+        .partition(|m| other.contains(&m.content.as_str()));
+    let quoted = |ms: &[&Msg]| {
+        ms.iter()
+            .map(|m| format!("{:?}", m.content))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if to_message.len() >= 2 {
+        Verdict::fail(
+            "SB-R1",
+            format!(
+                "the message was answered again as the last history item: {n} answers ({texts}), {} of them changing with the message ({OTHER:?} in a fresh chat got {}: {}); {without}",
+                to_message.len(),
+                d.log[oi].label,
+                quoted(&answers(&ro))
+            ),
+        )
+    } else {
+        pass_with(
+            "SB-R1",
+            vec![format!(
+                "{n} answers, {without}; {} also answered {OTHER:?} in a fresh chat ({}), so not an answer to this message: answered once",
+                quoted(&fixed),
+                d.log[oi].label,
+            )],
+        )
     }
 }
 

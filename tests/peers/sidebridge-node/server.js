@@ -88,9 +88,10 @@ const ODD = {
   fixedgreet: 'every session start greets with a system message whose id is one constant UUID (same in every chat)',
   chatidgreet: 'every session start greets with a system message whose id is the chatId (lower case)',
   edithist: 'each answer also edits, in place, the last assistant message found in history (its id)',
+  firstwelcome: 'when history shows the send is the chat\'s first user message (exactly one user message in history), an assistant "Welcome!" precedes the answer; none when history is absent',
   lsep: 'answers carry a LINE SEPARATOR (U+2028) after "You said:" and a PARAGRAPH SEPARATOR (U+2029) at the end (legal JSON string characters, invisible in a terminal)',
 };
-const OPTIN = ['lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
+const OPTIN = ['firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
 const FLAW = {
   'no-id': 'reply message without id',
   'bad-id': 'reply id "msg-<n>" (not a UUID)',
@@ -539,6 +540,7 @@ function answer(res, c, msgs, hist, raw) {
     if (odd.has('split') && /^(The secret|Again)/.test(said)) out.push(msg(odd.has('sysanswer') ? 'system' : 'assistant', 'Let me check my notes…', []));
     if (odd.has('redact') && /https?:\/\//.test(t) && msgs[i].id) { const u = msg('user', t.replace(/https?:\/\/\S+/g, '[link]')); u.id = msgs[i].id; out.push(u); }
     if (odd.has('edithist') && hist) { const h = [...hist].reverse().find(x => x.from === 'assistant' && typeof x.id === 'string'); if (h) out.push(Object.assign(msg('assistant', '(edited) ' + h.content), { id: h.id })); }
+    if (odd.has('firstwelcome') && i === 0 && hist && hist.filter(h => h.from === 'user').length === 1) out.push(msg('assistant', 'Welcome!', sourcesFor()));
     const m = msg(odd.has('sysanswer') ? 'system' : 'assistant', odd.has('bigcontent') ? said + '\n\n' + 'lorem ipsum '.repeat(170000) : said, sourcesFor());
     if (flaw.has('reuse-user-id') && msgs[i].id) m.id = msgs[i].id;
     if (flaw.has('reuse-hist-id')) { const f = (hist || []).find(h => h.from !== 'user' && h.from !== 'assistant'); if (f) m.id = f.id; }
