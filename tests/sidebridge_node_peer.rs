@@ -119,6 +119,8 @@ const FLAWS: &[Flaw] = &[
     ("leak-str", "SB-R10", &[]),
     ("leak-parse-msg", "SB-R10", &[]),
     ("leak-path", "SB-R10", &[]),
+    // CPython's TypeError as `str(e)` words it, no class name.
+    ("leak-pytype", "SB-R10", &[]),
     ("malformed-200", "SB-R10", &[]),
     ("malformed-500", "SB-R10", &[]),
     // One memory for all chats: a restored chat recalls another's word (SB-R11) and two chats
@@ -319,6 +321,7 @@ fn every_legal_oddity_of_the_node_server_passes_every_rule() {
     for text in [
         "Your request is not valid JSON: it stops early, at line 1 column 74.",
         "The request is missing field `messages`, or it has the wrong type.",
+        "Each message must be an object with text: this one has no attribute `content`.",
     ] {
         jobs.push(Box::new(move || {
             let (code, out) = check(&["--flaw", "leak-env"], &[("LEAK_TEXT", text)]);
@@ -352,6 +355,12 @@ fn each_flaw_of_the_node_server_fails_its_rule() {
         let text = "invalid type: string \"hello\", expected a sequence at line 1 column 60";
         let (code, out) = check(&["--flaw", "leak-env"], &[("LEAK_TEXT", text)]);
         judge_flaw("leak-env-serde", "SB-R10", &[], code, &out)
+    }));
+    // CPython's TypeError of `"a" + 1`, as `str(e)` words it.
+    jobs.push(Box::new(|| {
+        let text = "can only concatenate str (not \"int\") to str";
+        let (code, out) = check(&["--flaw", "leak-env"], &[("LEAK_TEXT", text)]);
+        judge_flaw("leak-env-pyconcat", "SB-R10", &[], code, &out)
     }));
     let problems = run_all(jobs);
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));

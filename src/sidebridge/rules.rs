@@ -267,6 +267,39 @@ const LEAK_PATTERNS: &[(&str, &str)] = &[
         r"'\w+' object (?:is not (?:subscriptable|iterable|callable)|has no attribute ')",
     ),
     ("Python", r"\[Errno \d+\]"),
+    // CPython's own TypeError/ValueError/KeyError/AttributeError wordings, as `str(e)` shows
+    // them without the class name. Each is the interpreter's exact phrase with its quoted type
+    // or literal where it has one: "string indices must be integers, not 'str'", "can only
+    // concatenate str (not \"int\") to str", "unhashable type: 'dict'". A person explaining an
+    // error does not write these ("`messages` must be a list" is not one of them).
+    (
+        "Python",
+        r"\b(?:string|list|tuple|byte) indices must be integers(?: or slices)?(?:, not '?\w+'?)?",
+    ),
+    (
+        "Python",
+        r#"can only concatenate (?:str|list|tuple|bytes) \(not "\w+"\) to \w+"#,
+    ),
+    ("Python", r"unhashable type: '\w+'"),
+    ("Python", r"argument of type '\w+' is not iterable"),
+    ("Python", r"module '[\w.]+' has no attribute '"),
+    ("Python", r"unsupported operand type\(s\) for "),
+    ("Python", r"object of type '\w+' has no len\(\)"),
+    ("Python", r"invalid literal for int\(\) with base \d+"),
+    (
+        "Python",
+        r"(?:not enough|too many) values to unpack \(expected \d+",
+    ),
+    (
+        "Python",
+        r"the JSON object must be str, bytes or bytearray, not \w+",
+    ),
+    // json.JSONDecodeError's text without its `(char N)`: "Extra data: line 1 column 5",
+    // "Expecting value: line 1 column 1".
+    (
+        "Python",
+        r"(?:Extra data|Expecting value|Invalid control character at|Unterminated string starting at): line \d+ column \d+",
+    ),
     // A failed upstream call's system error, as Node, Ruby and others word it.
     (
         "any",
@@ -2453,6 +2486,29 @@ mod tests {
             ("unexpected end of JSON input", "Go"),
             ("'NoneType' object is not subscriptable", "Python"),
             ("[Errno 111] Connection refused", "Python"),
+            ("string indices must be integers, not 'str'", "Python"),
+            ("string indices must be integers", "Python"),
+            ("list indices must be integers or slices, not str", "Python"),
+            ("can only concatenate str (not \"int\") to str", "Python"),
+            ("unhashable type: 'dict'", "Python"),
+            ("argument of type 'int' is not iterable", "Python"),
+            ("'str' object has no attribute 'get'", "Python"),
+            ("'int' object is not subscriptable", "Python"),
+            ("'list' object is not callable", "Python"),
+            ("module 'json' has no attribute 'loadz'", "Python"),
+            (
+                "unsupported operand type(s) for +: 'int' and 'str'",
+                "Python",
+            ),
+            ("object of type 'int' has no len()", "Python"),
+            ("invalid literal for int() with base 10: 'x'", "Python"),
+            ("not enough values to unpack (expected 2, got 1)", "Python"),
+            (
+                "the JSON object must be str, bytes or bytearray, not dict",
+                "Python",
+            ),
+            ("Extra data: line 1 column 5", "Python"),
+            ("Expecting value: line 1 column 1", "Python"),
             ("connect ECONNREFUSED 127.0.0.1:11434", "any"),
             ("Bad request (at handle /srv/sb/server.js:212:19)", "any"),
             ("error in C:\\srv\\app\\main.py:40", "any"),
@@ -2473,6 +2529,14 @@ mod tests {
             "Invalid type: `messages` must be a list.",
             "See https://example.com/docs/errors.html for the request format.",
             "Send JSON such as {\"sidebridge\":\"1.0\"} (see server.js docs).",
+            "Message ids must be strings, not numbers.",
+            "List items must be messages; indices start at 0.",
+            "The string you sent has no `messages` list.",
+            "We can only concatenate your messages when each one is text.",
+            "This message has no attribute `from`: add one.",
+            "The argument of type `history` is not a list.",
+            "Extra data after the JSON object is not allowed.",
+            "Too many values: send one message at a time.",
         ] {
             assert_eq!(leaks_internals(text), None, "{text}");
         }

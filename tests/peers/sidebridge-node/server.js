@@ -164,6 +164,7 @@ const FLAW = {
   'refuse-id': 'the 401 refusal of a send reuses the id of the user\'s message it refuses (overwrites the user\'s bubble)',
   'refuse-nosrc': 'the refusal\'s system message has no `sources` key (profile alpha drops the refusal)',
   'refuse-badsrc': 'the refusal\'s system message cites a relative source url "/help/auth"',
+  'leak-pytype': 'malformed/wrong-typed requests: content is CPython\'s TypeError text without its class name ("string indices must be integers, not \'str\'")',
   'from-case': 'replies from "Assistant" (capitalised)',
   'from-unknown': 'replies from "unknown"',
   'id-space': 'reply ids with a trailing space',
@@ -381,6 +382,7 @@ function badRequest(res, text) {
   if (flaw.has('leak-msg') && lastErr) text = lastErr.message;
   if (flaw.has('leak-str') && lastErr) text = String(lastErr);
   if (flaw.has('leak-env')) text = process.env.LEAK_TEXT || text;
+  if (flaw.has('leak-pytype')) text = "string indices must be integers, not 'str'";
   if (flaw.has('leak-path')) text = 'Bad request (at handle /srv/sb/server.js:212:19)';
   if (flaw.has('stack')) text = 'SyntaxError: Unexpected token } in JSON at position 12\n    at JSON.parse (<anonymous>)\n    at IncomingMessage.<anonymous> (/srv/server.js:210:20)';
   sysErr(res, flaw.has('malformed-200') ? 200 : flaw.has('malformed-500') ? 500 : odd.has('err422') ? 422 : 400, text, false);
