@@ -130,6 +130,8 @@ const FLAWS: &[Flaw] = &[
     ("ended-500", "SB-R12", &[]),
     ("silent-end", "SB-S1", &[]),
     ("reenable", "SB-S2", &[]),
+    // The mirror: history disabled again, unasked, after the bridge re-enabled it.
+    ("sticky-private", "SB-S2", &[]),
     ("forget-reopen", "SB-S3", &[]),
 ];
 

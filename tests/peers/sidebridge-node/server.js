@@ -130,6 +130,7 @@ const FLAW = {
   'no-allow': '405 without Allow',
   'forget-private': 'keeps no state: recall only from history',
   'reenable': 're-enables history unasked on the next reply',
+  'sticky-private': 'after `incognito off` (answered disableSendHistory:false) the next reply sets disableSendHistory:true again, unasked',
   'global': 'one memory for all chats',
   'ended-500': 'session start of an ended chat: 500',
   'refuse-1.1': 'version 1.1 refused with 400',
@@ -517,6 +518,7 @@ function answer(res, c, msgs, hist, raw) {
       if (odd.has('status')) st = 202;
     } else if (low === 'incognito off') {
       c.priv = false; opts.disableSendHistory = false; said = 'Incognito off: history is sent again.';
+      if (flaw.has('sticky-private')) c.sticky = true;
       if (odd.has('status')) st = 202;
     } else if (low === 'good night') {
       if (!flaw.has('no-end')) { c.ended = true; opts.endSession = true; }
@@ -531,6 +533,7 @@ function answer(res, c, msgs, hist, raw) {
     }
     if (odd.has('md') && !/^(The secret|Again)/.test(said)) said = said + '\n\n_sb-node_ 😀';
     if ((low === 'incognito on' || low === 'incognito off') && odd.has('onlyoptions')) continue;
+    if (c.sticky && low !== 'incognito off') { c.sticky = false; opts.disableSendHistory = true; c.priv = true; }
     if (c.reenable && low !== 'incognito on') { c.reenable = false; opts.disableSendHistory = false; c.priv = false; }
     if (odd.has('sysnote')) out.push(msg('system', '(sb-node, model n-1)'));
     if (odd.has('editprev') && c.lastMsg) {
