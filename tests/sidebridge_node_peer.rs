@@ -173,6 +173,11 @@ const UNJUDGED: &[(&str, &str)] = &[
 
 /// `check sidebridge` on the server with `args`: `(exit code, stdout)`.
 fn check(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    check_with(&[], args, env)
+}
+
+/// [`check`] with `flags` for bridgewire.
+fn check_with(flags: &[&str], args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = peer_dir().join("fixture.toml");
     let server = peer_dir().join("server.js");
@@ -187,6 +192,7 @@ fn check(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
             "--config",
         ])
         .arg(&fixture)
+        .args(flags)
         .args(["--", "node"])
         .arg(&server)
         .args(["--key", KEY])
@@ -302,7 +308,11 @@ fn every_legal_oddity_of_the_node_server_passes_every_rule() {
     let opt_in = opt_in();
     assert!(opt_in.len() > 10, "{opt_in:?}");
     for (kind, name) in listed() {
-        if kind == "odd" && opt_in.contains(&name) && !UNJUDGED.iter().any(|(n, _)| *n == name) {
+        if kind == "odd"
+            && opt_in.contains(&name)
+            && !UNJUDGED.iter().any(|(n, _)| *n == name)
+            && name != "huge12"
+        {
             runs.push(vec!["--odd".into(), name]);
         }
     }
@@ -332,6 +342,27 @@ fn every_legal_oddity_of_the_node_server_passes_every_rule() {
                 .then(|| format!("leak-env-plain {text:?}: exit {code}: {bad:?}\n{out}"))
         }));
     }
+    // A 12 MB answer is legal (the app reads a body of any size). Over bridgewire's own
+    // --max-body (10 MiB by default) it is not judged: SB-D1 is skipped naming the flag and
+    // nothing fails (it failed SB-D1, a MUST, before); with the limit raised every rule passes.
+    jobs.push(Box::new(|| {
+        let (code, out) = check(&["--odd", "huge12"], &[]);
+        let bad = short_of_pass(&out);
+        let named = out
+            .lines()
+            .any(|l| l.starts_with("skipped SB-D1") && l.contains("--max-body"));
+        (code != 1 || bad != [("skipped", "SB-D1")] || !named).then(|| {
+            format!(
+                "huge12: exit {code}, want SB-D1 alone skipped naming --max-body: {bad:?}\n{out}"
+            )
+        })
+    }));
+    jobs.push(Box::new(|| {
+        let (code, out) = check_with(&["--max-body", "16777216"], &["--odd", "huge12"], &[]);
+        let bad = short_of_pass(&out);
+        (code != 0 || !bad.is_empty())
+            .then(|| format!("huge12 --max-body 16777216: exit {code}: {bad:?}\n{out}"))
+    }));
     let problems = run_all(jobs);
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }

@@ -106,8 +106,25 @@ pub(super) const TIMED_START: &str = "timing/session-start";
 /// The label of the new chat's session start judged by SB-H1.
 pub(super) const NEW_CHAT_START: &str = "session-start/new-chat";
 
+/// What [`fault_owner`] names for a body over bridgewire's own `--max-body`: no rule. The app
+/// reads a body of any size (reference §1.1 sets no limit), so a large reply is legal and only
+/// the harness did not read it: every verdict that needs it is skipped saying so (and how to
+/// raise the limit), never failed; a false MUST failure on a legal bridge is as wrong as a
+/// miss.
+pub(super) const OVER_MAX_BODY: &str = "bridgewire's own --max-body limit (not a rule: the reply is not judged; raise it with --max-body BYTES)";
+
+/// A reply over bridgewire's own `--max-body` ([`OVER_MAX_BODY`]): what to say instead of a
+/// verdict on it.
+pub(super) fn over_max_body(x: &Exchange) -> Option<String> {
+    match &x.result {
+        Err(e @ TransportError::TooLarge(_)) => Some(format!("{}: {e}", x.label)),
+        _ => None,
+    }
+}
+
 /// The rule that judges why a reply to the emulated client cannot be read (one fault, one
 /// verdict), from the rules' wording (reference §9):
+/// * a body over bridgewire's own `--max-body`: [`OVER_MAX_BODY`], no rule;
 /// * no complete reply to the timed first request: SB-H2 ("full response in under 60 s");
 /// * no HTTP reply to the new chat's session start: SB-H1 (its own scenario; any status);
 /// * a message's required keys or their types: SB-D2; `sources`: SB-D5; `options` or a flag
@@ -119,6 +136,7 @@ pub(super) const NEW_CHAT_START: &str = "session-start/new-chat";
 pub(super) fn fault_owner(x: &Exchange) -> Option<String> {
     use profiles::Part;
     let r = match &x.result {
+        Err(TransportError::TooLarge(_)) => return Some(OVER_MAX_BODY.into()),
         Err(_) if x.label == TIMED_START => return Some("SB-H2".into()),
         Err(_) if x.label == NEW_CHAT_START => return Some("SB-H1".into()),
         Err(_) => return Some("SB-D1".into()),
@@ -199,6 +217,9 @@ pub(super) fn client_fault_like(log: &[Exchange], e: &str) -> Option<String> {
 pub(super) fn unreadable(x: &Exchange) -> Option<String> {
     let owner = fault_owner(x)?;
     let e = x.judged(Profile::Gamma).err().unwrap_or_default();
+    if owner == OVER_MAX_BODY {
+        return Some(format!("{}: the reply was not read ({e})", x.label));
+    }
     Some(format!(
         "{}: the reply cannot be read ({e}); {owner} carries that fault",
         x.label
@@ -389,6 +410,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut s = Screen::new(&mut rng);
     let i = s.start(&mut d, TIMED_START).await;
     v.push(match &d.log[i].result {
+        Err(e @ TransportError::TooLarge(_)) => {
+            Verdict::skipped("SB-H2", format!("session start: {e}"))
+        }
         Err(e) => Verdict::fail("SB-H2", format!("session start: {e}")),
         Ok(r) if r.elapsed > cfg.limits.total => Verdict::fail(
             "SB-H2",
@@ -417,6 +441,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         vec![
             match &x.result {
                 Ok(r) => SubCheck::pass("status", format!("status {}", r.status)),
+                Err(e @ TransportError::TooLarge(_)) => {
+                    SubCheck::skipped("status", format!("{}: {e}", x.label))
+                }
                 Err(e) => SubCheck::fail("status", format!("{}: no HTTP reply ({e})", x.label)),
             },
             decodes(x),
@@ -464,6 +491,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut h4_notes = Vec::new();
     // Bodies that do not decode, judged once the client's own replies are in (below).
     let mut h4_undecoded = Vec::new();
+    // Bodies over bridgewire's own --max-body: not judged.
+    let mut h4_skipped: Vec<String> = Vec::new();
     for m in ["GET", "PUT", "HEAD"] {
         let h = d.client_headers();
         let i = d
@@ -479,6 +508,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             .await;
         let x = &d.log[i];
         match &x.result {
+            Err(TransportError::TooLarge(_)) => h4_skipped.extend(over_max_body(x)),
             Err(e) => h4_fail.push(format!("{m}: {e}")),
             Ok(r) => {
                 if r.status != 405 && r.status != 404 {
@@ -776,6 +806,13 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         let x = &d.log[i];
         let name = label.trim_start_matches("malformed/");
         let r = match &x.result {
+            Err(TransportError::TooLarge(_)) => {
+                r10.push(SubCheck::skipped(
+                    name,
+                    over_max_body(x).unwrap_or_default(),
+                ));
+                continue;
+            }
             Err(e) => {
                 r10.push(SubCheck::fail(name, e.to_string()));
                 continue;
@@ -859,17 +896,20 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             }
         }
     }
-    if let Err(e) = &d.log[probe].result {
+    let h3_unread = over_max_body(&d.log[probe]);
+    if let (Err(e), None) = (&d.log[probe].result, &h3_unread) {
         h3.push(format!("{}: {e}", d.log[probe].label));
     }
-    v.push(if h3.is_empty() {
-        pass_with("SB-H3", h3_notes)
-    } else {
+    v.push(if !h3.is_empty() {
         Verdict::fail("SB-H3", h3.join("; "))
+    } else if let Some(why) = h3_unread {
+        Verdict::skipped("SB-H3", why)
+    } else {
+        pass_with("SB-H3", h3_notes)
     });
     // SB-H4, now that the client's replies are in: a body that does not decode as they do not
     // is their rule's fault (one fault, one verdict).
-    let mut h4_skips = Vec::new();
+    let mut h4_skips = h4_skipped;
     for (m, e) in h4_undecoded {
         match client_fault_like(&d.log, &e) {
             Some(owner) => h4_skips.push(format!(
@@ -1520,6 +1560,7 @@ fn refusal_owner_elsewhere(log: &[Exchange], x: &Exchange, why: Shortfall) -> Op
                 .any(|c| from_not_string(c) == Some(kind))
                 .then(|| "SB-D2".to_string())
         }
+        Shortfall::NoReply if over_max_body(x).is_some() => Some(OVER_MAX_BODY.to_string()),
         // A source SB-D5 rejects (it judges the refusals' messages too: [`reply_rules`]).
         Shortfall::Unreadable if fault_owner(x).as_deref() == Some("SB-D5") => {
             Some("SB-D5".to_string())
@@ -1728,6 +1769,9 @@ async fn auth(
         let x = &d.log[i];
         let status = x.status().unwrap_or(0);
         v.push(match x.judged(Profile::App) {
+            Err(_) if over_max_body(x).is_some() => {
+                Verdict::skipped("SB-A4", over_max_body(x).unwrap_or_default())
+            }
             Err(e) if x.result.is_err() => Verdict::skipped(
                 "SB-A4",
                 format!("{}: no reply to judge ({e}); SB-D1 carries that fault", x.label),
@@ -1989,6 +2033,7 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
                     .unwrap_or_default();
                 match fault_owner(x).as_deref() {
                     Some("SB-D1") | None => received.fail.push(format!("{}: {e}", x.label)),
+                    Some(OVER_MAX_BODY) => received.skip.push(format!("{}: {e}", x.label)),
                     Some(owner) => received.skip.push(format!(
                         "{}: no complete reply ({e}); {owner} carries that fault",
                         x.label
