@@ -323,6 +323,45 @@ fn walk_diff(a: &Value, b: &Value, path: &mut String, out: &mut Vec<String>) {
     }
 }
 
+/// `s` for display, with the characters a terminal or a report shows as nothing (or as a line
+/// break inside what reads as one JSON string) written as `\uXXXX`, as JSON would escape them:
+/// the line and paragraph separators U+2028/U+2029 (JSON.stringify leaves them raw), C1
+/// controls, zero-width, joiner and bidirectional format characters, the soft hyphen, Hangul
+/// fillers and the byte order mark. A diff that differs only there would otherwise show two identical lines. Only for
+/// what is shown: comparisons use the values as they are. (A literal backslash is already
+/// `\\` inside the JSON shown, so the escape cannot be mistaken for text.)
+pub fn visible(s: &str) -> String {
+    let hidden = |c: char| {
+        matches!(c,
+            '\u{0080}'..='\u{009F}'
+            | '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF9}'..='\u{FFFB}')
+    };
+    if !s.chars().any(hidden) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{:04X}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// bb's one-line description of an element: `<type>[:<item.type>] <first 160 chars>`.
 pub fn describe(v: &Value) -> String {
     let ty = v
@@ -391,6 +430,23 @@ mod tests {
         let x: Value = serde_json::from_str(r#"{"a":1,"b":2}"#).unwrap();
         let y: Value = serde_json::from_str(r#"{"b":2,"a":1}"#).unwrap();
         assert!(diff_lists(&[x], &[y], 2).is_empty());
+    }
+
+    #[test]
+    fn invisible_characters_are_escaped_for_display_only() {
+        let v = serde_json::json!({"content": "a\u{2028}b\u{2029}c\u{200B}d\u{FEFF}e é 😀"});
+        let shown = super::visible(&super::describe(&v));
+        assert!(
+            shown.contains(r"a\u2028b\u2029c\u200Bd\uFEFFe é 😀"),
+            "{shown}"
+        );
+        assert_eq!(super::visible("plain é"), "plain é");
+        let d = super::json_diff(
+            &serde_json::json!({"c": "x\u{2028}y"}),
+            &serde_json::json!({"c": "x\u{2029}y"}),
+        );
+        assert_eq!(d.len(), 1);
+        assert_eq!(super::visible(&d[0]), r#"/c: "x\u2028y" → "x\u2029y""#);
     }
 
     #[test]

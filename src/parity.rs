@@ -998,7 +998,8 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
     for p in &c.problems {
         out.push(format!("  {p}"));
     }
-    out
+    // For display only: the comparison has been made on the values as they are.
+    out.into_iter().map(|l| diff::visible(&l)).collect()
 }
 
 /// A leg that replays cells live against a bridge command, through the cell's protocol's
@@ -1090,7 +1091,7 @@ pub fn verdict(c: &CellParity) -> crate::rule::Verdict {
             if total > listed {
                 ev.push(format!("… {} more", total - listed));
             }
-            SubCheck::fail(name, ev.join("\n"))
+            SubCheck::fail(name, diff::visible(&ev.join("\n")))
         }
     };
     let list = |name: &str, items: &[String]| {

@@ -82,11 +82,22 @@ const FLAWS: &[Flaw] = &[
     ("allow-postal", "SB-H4", &[]),
     ("accept-missing-key", "SB-A1", &[]),
     ("accept-wrong-key", "SB-A2", &[]),
+    // The key checked only at session start: a send in a chat started with the right key is
+    // served with no key (SB-A1) and with a wrong key (SB-A2 skipped naming SB-A1: the same
+    // shortfall); served with a wrong key only, SB-A2 alone.
+    ("auth-start", "SB-A1", &[]),
+    ("auth-start-wrong", "SB-A2", &[]),
+    ("empty-key", "SB-A2", &[]),
     ("key-ci", "SB-A2", &[]),
     ("key-prefix", "SB-A2", &[]),
     ("leak-key", "SB-A1", &[]),
     ("refuse-noend", "SB-A1", &[]),
     ("refuse-assistant", "SB-A1", &[]),
+    // The refusals are replies the app decodes (it ignores the status): SB-D4, SB-D5 and SB-D8
+    // judge their messages too.
+    ("refuse-id", "SB-D4", &[]),
+    ("refuse-nosrc", "SB-D8", &[]),
+    ("refuse-badsrc", "SB-D5", &[]),
     ("parse-first", "SB-A3", &[]),
     ("double", "SB-R1", &[]),
     ("double-varied", "SB-R1", &[]),
@@ -108,6 +119,8 @@ const FLAWS: &[Flaw] = &[
     ("leak-str", "SB-R10", &[]),
     ("leak-parse-msg", "SB-R10", &[]),
     ("leak-path", "SB-R10", &[]),
+    // CPython's TypeError as `str(e)` words it, no class name.
+    ("leak-pytype", "SB-R10", &[]),
     ("malformed-200", "SB-R10", &[]),
     ("malformed-500", "SB-R10", &[]),
     // One memory for all chats: a restored chat recalls another's word (SB-R11) and two chats
@@ -117,6 +130,8 @@ const FLAWS: &[Flaw] = &[
     ("ended-500", "SB-R12", &[]),
     ("silent-end", "SB-S1", &[]),
     ("reenable", "SB-S2", &[]),
+    // The mirror: history disabled again, unasked, after the bridge re-enabled it.
+    ("sticky-private", "SB-S2", &[]),
     ("forget-reopen", "SB-S3", &[]),
 ];
 
@@ -158,6 +173,11 @@ const UNJUDGED: &[(&str, &str)] = &[
 
 /// `check sidebridge` on the server with `args`: `(exit code, stdout)`.
 fn check(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    check_with(&[], args, env)
+}
+
+/// [`check`] with `flags` for bridgewire.
+fn check_with(flags: &[&str], args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = peer_dir().join("fixture.toml");
     let server = peer_dir().join("server.js");
@@ -172,6 +192,7 @@ fn check(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
             "--config",
         ])
         .arg(&fixture)
+        .args(flags)
         .args(["--", "node"])
         .arg(&server)
         .args(["--key", KEY])
@@ -287,7 +308,11 @@ fn every_legal_oddity_of_the_node_server_passes_every_rule() {
     let opt_in = opt_in();
     assert!(opt_in.len() > 10, "{opt_in:?}");
     for (kind, name) in listed() {
-        if kind == "odd" && opt_in.contains(&name) && !UNJUDGED.iter().any(|(n, _)| *n == name) {
+        if kind == "odd"
+            && opt_in.contains(&name)
+            && !UNJUDGED.iter().any(|(n, _)| *n == name)
+            && name != "huge12"
+        {
             runs.push(vec!["--odd".into(), name]);
         }
     }
@@ -308,6 +333,7 @@ fn every_legal_oddity_of_the_node_server_passes_every_rule() {
     for text in [
         "Your request is not valid JSON: it stops early, at line 1 column 74.",
         "The request is missing field `messages`, or it has the wrong type.",
+        "Each message must be an object with text: this one has no attribute `content`.",
     ] {
         jobs.push(Box::new(move || {
             let (code, out) = check(&["--flaw", "leak-env"], &[("LEAK_TEXT", text)]);
@@ -316,6 +342,27 @@ fn every_legal_oddity_of_the_node_server_passes_every_rule() {
                 .then(|| format!("leak-env-plain {text:?}: exit {code}: {bad:?}\n{out}"))
         }));
     }
+    // A 12 MB answer is legal (the app reads a body of any size). Over bridgewire's own
+    // --max-body (10 MiB by default) it is not judged: SB-D1 is skipped naming the flag and
+    // nothing fails (it failed SB-D1, a MUST, before); with the limit raised every rule passes.
+    jobs.push(Box::new(|| {
+        let (code, out) = check(&["--odd", "huge12"], &[]);
+        let bad = short_of_pass(&out);
+        let named = out
+            .lines()
+            .any(|l| l.starts_with("skipped SB-D1") && l.contains("--max-body"));
+        (code != 1 || bad != [("skipped", "SB-D1")] || !named).then(|| {
+            format!(
+                "huge12: exit {code}, want SB-D1 alone skipped naming --max-body: {bad:?}\n{out}"
+            )
+        })
+    }));
+    jobs.push(Box::new(|| {
+        let (code, out) = check_with(&["--max-body", "16777216"], &["--odd", "huge12"], &[]);
+        let bad = short_of_pass(&out);
+        (code != 0 || !bad.is_empty())
+            .then(|| format!("huge12 --max-body 16777216: exit {code}: {bad:?}\n{out}"))
+    }));
     let problems = run_all(jobs);
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
@@ -341,6 +388,12 @@ fn each_flaw_of_the_node_server_fails_its_rule() {
         let text = "invalid type: string \"hello\", expected a sequence at line 1 column 60";
         let (code, out) = check(&["--flaw", "leak-env"], &[("LEAK_TEXT", text)]);
         judge_flaw("leak-env-serde", "SB-R10", &[], code, &out)
+    }));
+    // CPython's TypeError of `"a" + 1`, as `str(e)` words it.
+    jobs.push(Box::new(|| {
+        let text = "can only concatenate str (not \"int\") to str";
+        let (code, out) = check(&["--flaw", "leak-env"], &[("LEAK_TEXT", text)]);
+        judge_flaw("leak-env-pyconcat", "SB-R10", &[], code, &out)
     }));
     let problems = run_all(jobs);
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
@@ -515,42 +568,61 @@ fn parity_of_two_node_server_builds_passes_what_the_client_cannot_see() {
         ("--odd sysnote", "rows only in head"),
         ("--flaw from-case", r#""from":"unknown""#),
         ("--flaw empty-content", r#""content":"""#),
+        // Separators in the text differ from the plain build's space: the diff shows them
+        // escaped (printed raw before, the two lines looked the same).
+        ("--odd lsep", r#""content":"You said:\u2028"#),
+        // Answers sent with 401: app-dev shows a generic error instead of the text.
+        ("--flaw send-401", r#"/status: "2xx" → "non-2xx""#),
     ];
-    let mut jobs: Vec<(String, Option<&str>)> = unseen
+    let mut jobs: Vec<(PathBuf, usize, String, Option<&str>)> = unseen
         .iter()
-        .map(|o| (format!("--odd {o}"), None))
+        .map(|o| (cells.clone(), cells_count, format!("--odd {o}"), None))
         .collect();
-    jobs.extend(seen.iter().map(|(h, want)| (h.to_string(), Some(*want))));
-    let problems: Vec<String> = common::verdicts::two_at_a_time(&jobs, |(head, want)| {
-        let out = Command::new(BW)
-            .args([
-                "parity",
-                "--allow-same-bridge",
-                "--timeout-ms",
-                "30s",
-                "--base",
-            ])
-            .arg(leg(""))
-            .arg("--head")
-            .arg(leg(head))
-            .arg(&cells)
-            .env("SIDEBRIDGE_KEY", "s3cret")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let code = out.status.code();
-        let out = String::from_utf8_lossy(&out.stdout).into_owned();
-        let ok = match want {
-            None => {
-                code == Some(0)
-                    && out.contains(&format!("{cells_count} passed, 0 failed, 0 skipped"))
-            }
-            Some(w) => code == Some(1) && out.contains(w),
-        };
-        (!ok).then(|| format!("head {head}: exit {code:?}, want {want:?}\n{out}"))
-    })
-    .into_iter()
-    .flatten()
-    .collect();
+    jobs.extend(
+        seen.iter()
+            .map(|(h, want)| (cells.clone(), cells_count, h.to_string(), Some(*want))),
+    );
+    // Cells recorded from the Node server itself (`bridgewire record sidebridge` in front of
+    // `server.js --key s3cret`, driven by `check sidebridge`): refusals of no key (401) and
+    // malformed requests (400). No client build tells one non-2xx status from another (the app
+    // ignores the status, app-dev shows one generic error for any), so a 403 refusal and a 422
+    // to malformed requests pass; both failed before, compared as exact numbers.
+    let own = peer_dir().join("cells");
+    let own_count = std::fs::read_dir(own.join("node")).unwrap().count();
+    for o in ["err422", "refuse403"] {
+        jobs.push((own.clone(), own_count, format!("--odd {o}"), None));
+    }
+    let problems: Vec<String> =
+        common::verdicts::two_at_a_time(&jobs, |(cells, cells_count, head, want)| {
+            let out = Command::new(BW)
+                .args([
+                    "parity",
+                    "--allow-same-bridge",
+                    "--timeout-ms",
+                    "30s",
+                    "--base",
+                ])
+                .arg(leg(""))
+                .arg("--head")
+                .arg(leg(head))
+                .arg(cells)
+                .env("SIDEBRIDGE_KEY", "s3cret")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let code = out.status.code();
+            let out = String::from_utf8_lossy(&out.stdout).into_owned();
+            let ok = match want {
+                None => {
+                    code == Some(0)
+                        && out.contains(&format!("{cells_count} passed, 0 failed, 0 skipped"))
+                }
+                Some(w) => code == Some(1) && out.contains(w),
+            };
+            (!ok).then(|| format!("head {head}: exit {code:?}, want {want:?}\n{out}"))
+        })
+        .into_iter()
+        .flatten()
+        .collect();
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }

@@ -307,4 +307,23 @@ mod tests {
         assert_eq!(n[1]["history"][0]["id"], "#1");
         assert_eq!(n[1]["chatId"], "#2");
     }
+
+    /// Statuses compare as the class a client build can tell: 2xx or not (the app ignores the
+    /// status, app-dev shows one generic error for any non-2xx); the code is kept, not compared.
+    #[test]
+    fn statuses_compare_as_2xx_or_not() {
+        let body = r#"{"messages":[{"id":"D2DF7849-0000-4000-8000-000000000001","from":"system","content":"no"}]}"#;
+        let norm = |status| {
+            let e = normalizer::reply_event(&rep(1, status, body));
+            assert_eq!(e["httpStatus"], status);
+            crate::normalize::normalize_list(vec![e], normalizer::SIDEBRIDGE_EVENTS).remove(0)
+        };
+        assert_eq!(norm(400), norm(422));
+        assert_eq!(norm(401), norm(403));
+        assert_eq!(norm(401), norm(500));
+        assert_eq!(norm(200), norm(202));
+        assert_ne!(norm(200), norm(401));
+        assert_eq!(norm(401)["status"], "non-2xx");
+        assert!(norm(401).get("httpStatus").is_none());
+    }
 }

@@ -5,17 +5,26 @@
 //!
 //! ```text
 //! {"type":"request","method":"POST","path":"/","kind":"sessionStart"|"send"|"other","chatId":"…","sidebridge":"1.0","messages":[{id,from,content}]|null,"history":[…]|null}
-//! {"type":"reply","status":"2xx","messages":[{id,from,content,sources}],"options":{"disableSendHistory":true,"endSession":null}|null}
-//! {"type":"reply","status":500,"dropped":"<why the current app drops it>"}
-//! {"type":"reply","status":502,"error":"<why the bridge gave no reply>"}
+//! {"type":"reply","status":"2xx","httpStatus":200,"messages":[{id,from,content,sources}],"options":{"disableSendHistory":true,"endSession":null}|null}
+//! {"type":"reply","status":"non-2xx","httpStatus":500,"dropped":"<why the current app drops it>"}
+//! {"type":"reply","status":"non-2xx","httpStatus":502,"error":"<why the bridge gave no reply>"}
 //! ```
 //!
 //! Every id is upper-cased (ids compare as UUID values) and then interned (`#1`, `#2`, … in
 //! first-seen order over the list), so two runs with fresh UUIDs compare equal when they say
-//! the same things. `elapsedMs` is removed; time fields are zeroed. A 2xx status is kept as its
-//! class, `"2xx"`: no client build tells 200 from 201 or 202 (the app ignores the status,
-//! app-dev only asks whether it is 2xx; reference §2, §8), so two builds differing only there
-//! compare equal.
+//! the same things. `elapsedMs` is removed; time fields are zeroed.
+//!
+//! The status is compared as the one distinction a client build can make, `"2xx"` or
+//! `"non-2xx"` ([`status_class`]): the current app ignores the status altogether (a 401, 405 or
+//! 500 carrying a Side Bridge body is shown and its options applied exactly like a 200; a body
+//! that is not Side Bridge is a decode error whatever the status: reference §2), and app-dev
+//! turns every non-2xx status into the same generic error bubble without reading the body
+//! (reference §8). So no build tells 200 from 202, nor 400 from 422, nor 401 from 403, nor a
+//! 4xx from a 5xx; two builds differing only there compare equal, while a reply that moves
+//! between 2xx and non-2xx (app-dev shows the text, or a generic error instead) still differs.
+//! The exact code stays in the event as `httpStatus` for the record and for the player's own
+//! checks (an auth refusal is a 401/403), and is removed before comparing
+//! ([`SIDEBRIDGE_EVENTS`]).
 
 use super::profiles::{self, Profile};
 use super::wire::Envelope;
@@ -25,7 +34,7 @@ use serde_json::{Map, Value, json};
 pub const SIDEBRIDGE_EVENTS: Rules<'static> = Rules {
     id_fields: &["id", "chatId"],
     blank_fields: &[],
-    removed_fields: &["elapsedMs"],
+    removed_fields: &["elapsedMs", "httpStatus"],
     time_fields: TIME_FIELDS,
 };
 
@@ -87,22 +96,31 @@ pub fn request_event(e: &Envelope) -> Value {
     Value::Object(o)
 }
 
+/// The status as the client builds can tell it apart: `"2xx"` or `"non-2xx"` (see the module
+/// documentation: the app ignores the status, app-dev asks only whether it is 2xx).
+pub fn status_class(code: u16) -> &'static str {
+    if (200..300).contains(&code) {
+        "2xx"
+    } else {
+        "non-2xx"
+    }
+}
+
 /// The `reply` event of a bridge→client envelope, as the current app decodes it.
 pub fn reply_event(e: &Envelope) -> Value {
     let code = e.status.unwrap_or(0);
-    let status = if (200..300).contains(&code) {
-        json!("2xx")
-    } else {
-        json!(code)
-    };
+    let status = status_class(code);
     if let Some(err) = &e.error {
-        return json!({"type": "reply", "status": status, "error": err});
+        return json!({"type": "reply", "status": status, "httpStatus": code, "error": err});
     }
     match profiles::judge(Profile::App, code, &e.body) {
-        Err(why) => json!({"type": "reply", "status": status, "dropped": why}),
+        Err(why) => {
+            json!({"type": "reply", "status": status, "httpStatus": code, "dropped": why})
+        }
         Ok(r) => json!({
             "type": "reply",
             "status": status,
+            "httpStatus": code,
             "messages": r.messages.iter().map(|m| {
                 let mut v = json!({"id": m.key(), "from": m.from.as_str(), "content": m.content});
                 if !m.sources.is_empty() {

@@ -367,7 +367,7 @@ pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<Strin
     let statuses: Vec<&Value> = replayed
         .iter()
         .filter(|e| e["type"] == "reply")
-        .map(|e| &e["status"])
+        .map(|e| &e["httpStatus"])
         .collect();
     let refused = |s: &Value| matches!(s.as_u64(), Some(401 | 403));
     if statuses.is_empty() || !statuses.iter().all(|s| refused(s)) {

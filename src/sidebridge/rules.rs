@@ -5,7 +5,8 @@
 //! scenario phrases from the fixture ([`super::scenarios`]); without them they are *not run*.
 //!
 //! Which replies feed which rule: SB-D1…SB-D8 judge every reply to a request the emulated
-//! client built (not the probes); SB-D9 judges every non-2xx reply to a POST of the run (the
+//! client built (not the probes), and SB-D4, SB-D5 and SB-D8 the SB-A1/A2 refusals too (the
+//! app decodes and shows them whatever the status); SB-D9 judges every non-2xx reply to a POST of the run (the
 //! other methods are SB-H4's and SB-H5's); SB-H3 judges
 //! every reply of the run plus a trailing-slash probe.
 //!
@@ -105,8 +106,25 @@ pub(super) const TIMED_START: &str = "timing/session-start";
 /// The label of the new chat's session start judged by SB-H1.
 pub(super) const NEW_CHAT_START: &str = "session-start/new-chat";
 
+/// What [`fault_owner`] names for a body over bridgewire's own `--max-body`: no rule. The app
+/// reads a body of any size (reference §1.1 sets no limit), so a large reply is legal and only
+/// the harness did not read it: every verdict that needs it is skipped saying so (and how to
+/// raise the limit), never failed; a false MUST failure on a legal bridge is as wrong as a
+/// miss.
+pub(super) const OVER_MAX_BODY: &str = "bridgewire's own --max-body limit (not a rule: the reply is not judged; raise it with --max-body BYTES)";
+
+/// A reply over bridgewire's own `--max-body` ([`OVER_MAX_BODY`]): what to say instead of a
+/// verdict on it.
+pub(super) fn over_max_body(x: &Exchange) -> Option<String> {
+    match &x.result {
+        Err(e @ TransportError::TooLarge(_)) => Some(format!("{}: {e}", x.label)),
+        _ => None,
+    }
+}
+
 /// The rule that judges why a reply to the emulated client cannot be read (one fault, one
 /// verdict), from the rules' wording (reference §9):
+/// * a body over bridgewire's own `--max-body`: [`OVER_MAX_BODY`], no rule;
 /// * no complete reply to the timed first request: SB-H2 ("full response in under 60 s");
 /// * no HTTP reply to the new chat's session start: SB-H1 (its own scenario; any status);
 /// * a message's required keys or their types: SB-D2; `sources`: SB-D5; `options` or a flag
@@ -118,6 +136,7 @@ pub(super) const NEW_CHAT_START: &str = "session-start/new-chat";
 pub(super) fn fault_owner(x: &Exchange) -> Option<String> {
     use profiles::Part;
     let r = match &x.result {
+        Err(TransportError::TooLarge(_)) => return Some(OVER_MAX_BODY.into()),
         Err(_) if x.label == TIMED_START => return Some("SB-H2".into()),
         Err(_) if x.label == NEW_CHAT_START => return Some("SB-H1".into()),
         Err(_) => return Some("SB-D1".into()),
@@ -198,6 +217,9 @@ pub(super) fn client_fault_like(log: &[Exchange], e: &str) -> Option<String> {
 pub(super) fn unreadable(x: &Exchange) -> Option<String> {
     let owner = fault_owner(x)?;
     let e = x.judged(Profile::Gamma).err().unwrap_or_default();
+    if owner == OVER_MAX_BODY {
+        return Some(format!("{}: the reply was not read ({e})", x.label));
+    }
     Some(format!(
         "{}: the reply cannot be read ({e}); {owner} carries that fault",
         x.label
@@ -266,6 +288,39 @@ const LEAK_PATTERNS: &[(&str, &str)] = &[
         r"'\w+' object (?:is not (?:subscriptable|iterable|callable)|has no attribute ')",
     ),
     ("Python", r"\[Errno \d+\]"),
+    // CPython's own TypeError/ValueError/KeyError/AttributeError wordings, as `str(e)` shows
+    // them without the class name. Each is the interpreter's exact phrase with its quoted type
+    // or literal where it has one: "string indices must be integers, not 'str'", "can only
+    // concatenate str (not \"int\") to str", "unhashable type: 'dict'". A person explaining an
+    // error does not write these ("`messages` must be a list" is not one of them).
+    (
+        "Python",
+        r"\b(?:string|list|tuple|byte) indices must be integers(?: or slices)?(?:, not '?\w+'?)?",
+    ),
+    (
+        "Python",
+        r#"can only concatenate (?:str|list|tuple|bytes) \(not "\w+"\) to \w+"#,
+    ),
+    ("Python", r"unhashable type: '\w+'"),
+    ("Python", r"argument of type '\w+' is not iterable"),
+    ("Python", r"module '[\w.]+' has no attribute '"),
+    ("Python", r"unsupported operand type\(s\) for "),
+    ("Python", r"object of type '\w+' has no len\(\)"),
+    ("Python", r"invalid literal for int\(\) with base \d+"),
+    (
+        "Python",
+        r"(?:not enough|too many) values to unpack \(expected \d+",
+    ),
+    (
+        "Python",
+        r"the JSON object must be str, bytes or bytearray, not \w+",
+    ),
+    // json.JSONDecodeError's text without its `(char N)`: "Extra data: line 1 column 5",
+    // "Expecting value: line 1 column 1".
+    (
+        "Python",
+        r"(?:Extra data|Expecting value|Invalid control character at|Unterminated string starting at): line \d+ column \d+",
+    ),
     // A failed upstream call's system error, as Node, Ruby and others word it.
     (
         "any",
@@ -355,6 +410,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut s = Screen::new(&mut rng);
     let i = s.start(&mut d, TIMED_START).await;
     v.push(match &d.log[i].result {
+        Err(e @ TransportError::TooLarge(_)) => {
+            Verdict::skipped("SB-H2", format!("session start: {e}"))
+        }
         Err(e) => Verdict::fail("SB-H2", format!("session start: {e}")),
         Ok(r) if r.elapsed > cfg.limits.total => Verdict::fail(
             "SB-H2",
@@ -383,6 +441,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         vec![
             match &x.result {
                 Ok(r) => SubCheck::pass("status", format!("status {}", r.status)),
+                Err(e @ TransportError::TooLarge(_)) => {
+                    SubCheck::skipped("status", format!("{}: {e}", x.label))
+                }
                 Err(e) => SubCheck::fail("status", format!("{}: no HTTP reply ({e})", x.label)),
             },
             decodes(x),
@@ -430,6 +491,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut h4_notes = Vec::new();
     // Bodies that do not decode, judged once the client's own replies are in (below).
     let mut h4_undecoded = Vec::new();
+    // Bodies over bridgewire's own --max-body: not judged.
+    let mut h4_skipped: Vec<String> = Vec::new();
     for m in ["GET", "PUT", "HEAD"] {
         let h = d.client_headers();
         let i = d
@@ -445,6 +508,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             .await;
         let x = &d.log[i];
         match &x.result {
+            Err(TransportError::TooLarge(_)) => h4_skipped.extend(over_max_body(x)),
             Err(e) => h4_fail.push(format!("{m}: {e}")),
             Ok(r) => {
                 if r.status != 405 && r.status != 404 {
@@ -742,6 +806,13 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         let x = &d.log[i];
         let name = label.trim_start_matches("malformed/");
         let r = match &x.result {
+            Err(TransportError::TooLarge(_)) => {
+                r10.push(SubCheck::skipped(
+                    name,
+                    over_max_body(x).unwrap_or_default(),
+                ));
+                continue;
+            }
             Err(e) => {
                 r10.push(SubCheck::fail(name, e.to_string()));
                 continue;
@@ -825,17 +896,20 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             }
         }
     }
-    if let Err(e) = &d.log[probe].result {
+    let h3_unread = over_max_body(&d.log[probe]);
+    if let (Err(e), None) = (&d.log[probe].result, &h3_unread) {
         h3.push(format!("{}: {e}", d.log[probe].label));
     }
-    v.push(if h3.is_empty() {
-        pass_with("SB-H3", h3_notes)
-    } else {
+    v.push(if !h3.is_empty() {
         Verdict::fail("SB-H3", h3.join("; "))
+    } else if let Some(why) = h3_unread {
+        Verdict::skipped("SB-H3", why)
+    } else {
+        pass_with("SB-H3", h3_notes)
     });
     // SB-H4, now that the client's replies are in: a body that does not decode as they do not
     // is their rule's fault (one fault, one verdict).
-    let mut h4_skips = Vec::new();
+    let mut h4_skips = h4_skipped;
     for (m, e) in h4_undecoded {
         match client_fault_like(&d.log, &e) {
             Some(owner) => h4_skips.push(format!(
@@ -853,7 +927,11 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     } else {
         pass_with("SB-H4", h4_notes)
     });
-    v.extend(reply_rules(&d.log));
+    let refusals: Vec<usize> = key_probes
+        .iter()
+        .flat_map(|kp| kp.probes.iter().flat_map(|p| p.steps.iter().copied()))
+        .collect();
+    v.extend(reply_rules(&d.log, &refusals));
     if let Some(kp) = &key_probes {
         v.extend(key_verdicts(&d.log, kp));
     }
@@ -989,10 +1067,11 @@ fn answers(r: &Reply) -> Vec<&Msg> {
 /// SB-R1: the send whose message is also the last history item (the app's habit) is answered
 /// once. A content repeated in the reply is the history's copy answered again. Answered
 /// by two or more assistant messages of different wording, the same text is sent as a control
-/// in a fresh chat without history (as the app sends in private mode, so no copy to answer
-/// again; only then: a bridge answering once sees no extra traffic): fewer answers there means
-/// the history's copy was answered too. A bridge that answers with two messages every time
-/// answers the control with two as well and passes.
+/// in a fresh chat without history (only then: a bridge answering once sees no extra traffic).
+/// A bridge that answers with two messages every time answers the control with two as well and
+/// passes. Fewer answers there is not proof on its own (the app never sends that request; see
+/// [`sb_r1_other_text`], which then tells the answers to the message from the ones that do not
+/// depend on it).
 async fn sb_r1(d: &mut Driver, rng: &mut Rng, hello: Option<usize>) -> Verdict {
     let Some(i) = hello else {
         return Verdict::skipped("SB-R1", "the session ended before the first send");
@@ -1064,16 +1143,15 @@ async fn sb_r1(d: &mut Driver, rng: &mut Rng, hello: Option<usize>) -> Verdict {
                 unreadable(&d.log[ci]).unwrap_or_default()
             ),
         ),
-        Ok(rc) if answers(&rc).len() < n => Verdict::fail(
-            "SB-R1",
-            format!(
-                "the message was answered again as the last history item: {n} answers ({}), {} without history ({}: {})",
-                texts(&r),
+        Ok(rc) if answers(&rc).len() < n => {
+            let without = format!(
+                "{} without history ({}: {})",
                 answers(&rc).len(),
                 d.log[ci].label,
                 texts(&rc)
-            ),
-        ),
+            );
+            sb_r1_other_text(d, rng, &r, &texts(&r), &without).await
+        }
         Ok(rc) => pass_with(
             "SB-R1",
             vec![format!(
@@ -1081,6 +1159,82 @@ async fn sb_r1(d: &mut Driver, rng: &mut Rng, hello: Option<usize>) -> Verdict {
                 answers(&rc).len()
             )],
         ),
+    }
+}
+
+/// SB-R1 once the control without history got fewer answers than the send. That control is a
+/// request the app never sends (no history in a chat whose bridge never asked for that:
+/// reference §1.4, §3.2), so fewer answers there are no proof: a bridge may answer from what
+/// the history shows, e.g. an assistant welcome when the history holds the chat's first user
+/// message and none without history (legal: the rule asks only that the message is answered
+/// once). Counting answers cannot tell that welcome from a second answer to the history's copy
+/// of the message (both add one message exactly where the history is sent), so the answers are
+/// told apart by what they answer: the same first send with another text, in a fresh chat with
+/// its history (a request the app sends). An answer that the other text gets word for word
+/// too does not depend on the message (a welcome, a banner): it is not an answer to it. Two or
+/// more answers that change with the message answer it more than once: failed (answering the
+/// history's copy again in other words, as a bridge reading both `messages` and the last
+/// `history` item does). Nothing readable to compare with: skipped naming why.
+async fn sb_r1_other_text(
+    d: &mut Driver,
+    rng: &mut Rng,
+    r: &Reply,
+    texts: &str,
+    without: &str,
+) -> Verdict {
+    const OTHER: &str = "Good morning, Side Bridge!";
+    let n = answers(r).len();
+    let mut o = Screen::new(rng);
+    o.start(d, "conversation/other-text-start").await;
+    let Some(oi) = o.send(d, OTHER, "conversation/other-text").await else {
+        return Verdict::skipped(
+            "SB-R1",
+            format!(
+                "{n} answers ({texts}), {without}; another text in a fresh chat (to tell answers to the message from ones that do not depend on it) could not be sent: its session ended at its start"
+            ),
+        );
+    };
+    let ro = match d.log[oi].judged(Profile::Gamma) {
+        Ok(ro) => ro,
+        Err(_) => {
+            return Verdict::skipped(
+                "SB-R1",
+                format!(
+                    "{n} answers ({texts}), {without}; which of them depend on the message cannot be seen: {}",
+                    unreadable(&d.log[oi]).unwrap_or_default()
+                ),
+            );
+        }
+    };
+    let other: Vec<&str> = answers(&ro).iter().map(|m| m.content.as_str()).collect();
+    let (fixed, to_message): (Vec<&Msg>, Vec<&Msg>) = answers(r)
+        .into_iter()
+        .partition(|m| other.contains(&m.content.as_str()));
+    let quoted = |ms: &[&Msg]| {
+        ms.iter()
+            .map(|m| format!("{:?}", m.content))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if to_message.len() >= 2 {
+        Verdict::fail(
+            "SB-R1",
+            format!(
+                "the message was answered again as the last history item: {n} answers ({texts}), {} of them changing with the message ({OTHER:?} in a fresh chat got {}: {}); {without}",
+                to_message.len(),
+                d.log[oi].label,
+                quoted(&answers(&ro))
+            ),
+        )
+    } else {
+        pass_with(
+            "SB-R1",
+            vec![format!(
+                "{n} answers, {without}; {} also answered {OTHER:?} in a fresh chat ({}), so not an answer to this message: answered once",
+                quoted(&fixed),
+                d.log[oi].label,
+            )],
+        )
     }
 }
 
@@ -1293,13 +1447,15 @@ async fn same_reply(
     v
 }
 
-/// One wrong or missing key of SB-A1/A2, sent as a session start and a send.
+/// One wrong or missing key of SB-A1/A2, sent as a session start and a send in a fresh chat,
+/// or as a send only, in a chat started with the right key.
 struct KeyProbe {
     rule: &'static str,
     label: &'static str,
     /// The `x-sidebridge-key` sent; `None`: no header.
     header: Option<String>,
-    /// The exchanges, `start` then `send`.
+    /// The exchanges judged as refusals, `start` then `send` (the accepted start of a keyed
+    /// chat is not one of them).
     steps: Vec<usize>,
 }
 
@@ -1404,6 +1560,11 @@ fn refusal_owner_elsewhere(log: &[Exchange], x: &Exchange, why: Shortfall) -> Op
                 .any(|c| from_not_string(c) == Some(kind))
                 .then(|| "SB-D2".to_string())
         }
+        Shortfall::NoReply if over_max_body(x).is_some() => Some(OVER_MAX_BODY.to_string()),
+        // A source SB-D5 rejects (it judges the refusals' messages too: [`reply_rules`]).
+        Shortfall::Unreadable if fault_owner(x).as_deref() == Some("SB-D5") => {
+            Some("SB-D5".to_string())
+        }
         Shortfall::Unreadable => {
             let e = x.judged(Profile::Gamma).err()?;
             client_fault_like(log, &e)
@@ -1500,7 +1661,9 @@ fn judge_key_probes(
             let x = &log[i];
             let step = x.label.rsplit('/').next().unwrap_or_default();
             match refusal(x) {
-                Ok(n) if rule == "SB-A2" => j.notes.push(format!("{which} {step}: {n}")),
+                Ok(n) if rule == "SB-A2" || p.label != "auth/no-key" => {
+                    j.notes.push(format!("{which} {step}: {n}"))
+                }
                 Ok(n) => j.notes.push(format!("{step}: {n}")),
                 Err((why, text)) => j.file(log, x, known, why, text),
             }
@@ -1606,6 +1769,9 @@ async fn auth(
         let x = &d.log[i];
         let status = x.status().unwrap_or(0);
         v.push(match x.judged(Profile::App) {
+            Err(_) if over_max_body(x).is_some() => {
+                Verdict::skipped("SB-A4", over_max_body(x).unwrap_or_default())
+            }
             Err(e) if x.result.is_err() => Verdict::skipped(
                 "SB-A4",
                 format!("{}: no reply to judge ({e}); SB-D1 carries that fault", x.label),
@@ -1637,16 +1803,19 @@ async fn auth(
     };
     // For A1/A2 a session start and a send, so assistant content has a chance to show.
     // A fresh chat per send: a rejection ends its chat.
+    // With the user's message id, which SB-D4 judges the refusal by (the app decodes it).
     let send_body = |d: &mut Driver, rng: &mut Rng| {
         let m = Msg::user(&rng.uuid(), "Hello without a key");
-        profiles::Request {
+        let ids = vec![m.key()];
+        let body = profiles::Request {
             version: "1.0".into(),
             chat_id: rng.uuid(),
             messages: Some(vec![m.clone()]),
             history: Some(vec![m]),
             extra: vec![],
         }
-        .encode(Style::App, &mut d.rng)
+        .encode(Style::App, &mut d.rng);
+        (body, ids)
     };
     // Wrong keys: the key with a suffix, and the key less its last character (a bridge that
     // compares only a prefix, or only as far as the shorter of the two, takes one of them).
@@ -1663,6 +1832,9 @@ async fn auth(
     if swapped != key {
         probes.push(("SB-A2", "auth/key-case", Some(swapped)));
     }
+    // The header sent with an empty value (a bridge testing the value for truthiness before
+    // comparing it takes it: "no key given, nothing to check").
+    probes.push(("SB-A2", "auth/empty-key", Some(String::new())));
     let mut sent = Vec::new();
     for (id, label, header) in probes {
         let mut steps = Vec::new();
@@ -1671,8 +1843,8 @@ async fn auth(
             if let Some(k) = &header {
                 h.push(("x-sidebridge-key".into(), k.clone()));
             }
-            let body = if step == "start" {
-                start_body(rng, d)
+            let (body, ids) = if step == "start" {
+                (start_body(rng, d), vec![])
             } else {
                 send_body(d, rng)
             };
@@ -1684,7 +1856,7 @@ async fn auth(
                     "POST",
                     h,
                     body,
-                    vec![],
+                    ids,
                 )
                 .await;
             steps.push(i);
@@ -1696,6 +1868,73 @@ async fn auth(
             steps,
         });
     }
+    let mut keyed = Vec::new();
+    // A bridge may check the key only at a chat's session start and serve the chat's sends
+    // on the strength of it; every probe above is a chat of its own, which such a bridge
+    // refuses. So a chat is also started with the right key (accepted, not judged), then sent
+    // to with no key (SB-A1) and with a wrong key (SB-A2): each send must be refused like the
+    // others. A chat each: a refusal may end its chat.
+    for (id, label, header) in [
+        ("SB-A1", "auth/no-key-in-keyed-chat", None),
+        (
+            "SB-A2",
+            "auth/wrong-key-in-keyed-chat",
+            Some(format!("{key}-wrong")),
+        ),
+    ] {
+        let chat = rng.uuid();
+        let start = profiles::Request {
+            version: "1.0".into(),
+            chat_id: chat.clone(),
+            history: Some(vec![]),
+            ..Default::default()
+        }
+        .encode(Style::App, &mut d.rng);
+        let mut h = ct();
+        h.push(("x-sidebridge-key".into(), key.clone()));
+        d.exchange(
+            &format!("{label}/keyed-start"),
+            Kind::Probe,
+            None,
+            "POST",
+            h,
+            start,
+            vec![],
+        )
+        .await;
+        let m = Msg::user(&rng.uuid(), "Hello without the right key");
+        let ids = vec![m.key()];
+        let body = profiles::Request {
+            version: "1.0".into(),
+            chat_id: chat,
+            messages: Some(vec![m.clone()]),
+            history: Some(vec![m]),
+            extra: vec![],
+        }
+        .encode(Style::App, &mut d.rng);
+        let mut h = ct();
+        if let Some(k) = &header {
+            h.push(("x-sidebridge-key".into(), k.clone()));
+        }
+        let i = d
+            .exchange(
+                &format!("{label}/send"),
+                Kind::Probe,
+                None,
+                "POST",
+                h,
+                body,
+                ids,
+            )
+            .await;
+        keyed.push(KeyProbe {
+            rule: id,
+            label,
+            header,
+            steps: vec![i],
+        });
+    }
+    sent.extend(keyed);
     // SB-A3: wrong key and a malformed body.
     let mut h = ct();
     h.push(("x-sidebridge-key".into(), format!("{key}-wrong")));
@@ -1752,8 +1991,13 @@ async fn auth(
     v.push(record_verdict("SB-A5", a5));
 }
 
-/// SB-D1…SB-D9 over the logged replies.
-pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
+/// SB-D1…SB-D9 over the logged replies. `refusals`: the replies to SB-A1/A2's key probes
+/// (log indices), which the app decodes and shows like any reply (it ignores the status,
+/// reference §2): SB-D4, SB-D5 and SB-D8 judge their messages too (a refusal that reuses the
+/// id of the message it refuses overwrites the user's bubble; profile alpha drops one without
+/// `sources`). Whether a refusal refuses is SB-A1/A2's; a body that does not decode is SB-D9's,
+/// unless the cause is a source SB-D5 judges (then skipped naming it).
+pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
     let mut fails: [Vec<String>; 9] = Default::default();
     let mut warns: [Vec<String>; 9] = Default::default();
     // Evidence: replies to the emulated client that were JSON objects, messages they carried,
@@ -1775,7 +2019,10 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
     // the request (the user's message, an app error bubble) overwrites a bubble that is not
     // the bridge's: SB-D4's fault.
     let mut issued: std::collections::HashSet<String> = Default::default();
-    for x in log {
+    // The refusals' faults, listed after the client replies' own.
+    let mut refusal_fails: [Vec<String>; 9] = Default::default();
+    for (ix, x) in log.iter().enumerate() {
+        let refusal = refusals.contains(&ix);
         let Ok(r) = &x.result else {
             if x.kind == Kind::Client {
                 let e = x
@@ -1786,6 +2033,7 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                     .unwrap_or_default();
                 match fault_owner(x).as_deref() {
                     Some("SB-D1") | None => received.fail.push(format!("{}: {e}", x.label)),
+                    Some(OVER_MAX_BODY) => received.skip.push(format!("{}: {e}", x.label)),
                     Some(owner) => received.skip.push(format!(
                         "{}: no complete reply ({e}); {owner} carries that fault",
                         x.label
@@ -1813,6 +2061,13 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                     r.status,
                     fault_owner(x).unwrap_or_else(|| "SB-D1".into())
                 )),
+                // A refusal whose sources SB-D5 judges (it judges the refusals' messages).
+                Err(e) if refusal && fault_owner(x).as_deref() == Some("SB-D5") => {
+                    d9_skips.push(format!(
+                        "{}: status {}, body does not decode ({e}); SB-D5 carries that fault",
+                        x.label, r.status
+                    ))
+                }
                 Err(e) => match client_fault_like(log, &e) {
                     Some(owner) => d9_skips.push(format!(
                         "{}: status {}, body does not decode ({e}), as the client's replies do not; {owner} carries that fault",
@@ -1840,7 +2095,16 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 Ok(_) => {}
             }
         }
-        if x.kind != Kind::Client {
+        if x.kind != Kind::Client && !refusal {
+            continue;
+        }
+        if refusal {
+            if r.opaque.is_none()
+                && let Ok(Value::Object(top)) = profiles::parse_json(&r.body)
+                && let Some(msgs) = top.get("messages").and_then(Value::as_array)
+            {
+                refusal_messages(x, msgs, &issued, &mut refusal_fails);
+            }
             continue;
         }
         if let Err(e) = profiles::decode_reply(Profile::Gamma, r) {
@@ -1944,29 +2208,12 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
                 }
                 seen.push(key);
             }
-            match m.get("sources") {
-                None => fails[7].push(format!(
-                    "{at}: no `sources` key (profile alpha drops the whole reply)"
-                )),
-                Some(Value::Null) => fails[7].push(format!(
-                    "{at}: `sources` is null (profile alpha needs an array and drops the whole reply)"
-                )),
-                Some(Value::Array(items)) => {
-                    for (k, s) in items.iter().enumerate() {
-                        let title = s.get("title").and_then(Value::as_str);
-                        let url = s.get("url").and_then(Value::as_str);
-                        let ok_url = url.is_some_and(absolute_http_url);
-                        if title.is_none() || !ok_url {
-                            fails[4].push(format!(
-                                "{at}: sources[{k}] is not {{title: string, url: absolute http(s) URL}}: {s}"
-                            ));
-                        }
-                    }
-                }
-                Some(other) => fails[4].push(format!("{at}: sources is {}", profiles::kind(other))),
-            }
+            sources_faults(m, &at, &mut fails);
         }
         issued.extend(fresh);
+    }
+    for (all, more) in fails.iter_mut().zip(refusal_fails) {
+        all.extend(more);
     }
     let d3_judged = messages - d3_skips.len();
     let ids = [
@@ -2038,6 +2285,59 @@ pub fn reply_rules(log: &[Exchange]) -> Vec<Verdict> {
             }
         })
         .collect()
+}
+
+/// SB-D4, SB-D5 and SB-D8 over a refusal's messages (see [`reply_rules`]), the same checks as
+/// for the client's replies: ids unique and none the request's (the refused message's own),
+/// `sources` present and an array of `{title, url}` with an absolute http(s) URL.
+fn refusal_messages(
+    x: &Exchange,
+    msgs: &[Value],
+    issued: &std::collections::HashSet<String>,
+    fails: &mut [Vec<String>; 9],
+) {
+    let mut seen: Vec<String> = Vec::new();
+    for (n, m) in msgs.iter().enumerate() {
+        let at = format!("{} messages[{n}] (a refusal)", x.label);
+        if let Some(id) = m.get("id").and_then(Value::as_str) {
+            let key = id.to_ascii_uppercase();
+            if seen.contains(&key) {
+                fails[3].push(format!("{at}: id {id} repeats within the reply"));
+            } else if x.request_ids.contains(&key) && !issued.contains(&key) {
+                fails[3].push(format!(
+                    "{at}: id {id} equals the id of the message it refuses (overwrites the user's bubble)"
+                ));
+            }
+            seen.push(key);
+        }
+        sources_faults(m, &at, fails);
+    }
+}
+
+/// SB-D8 (`sources` missing or null) and SB-D5 (not an array of `{title: string, url:
+/// absolute http(s) URL}`) on one message.
+fn sources_faults(m: &Value, at: &str, fails: &mut [Vec<String>; 9]) {
+    match m.get("sources") {
+        None => fails[7].push(format!(
+            "{at}: no `sources` key (profile alpha drops the whole reply)"
+        )),
+        Some(Value::Null) => fails[7].push(format!(
+            "{at}: `sources` is null (profile alpha needs an array and drops the whole reply)"
+        )),
+        Some(Value::Array(items)) => {
+            for (k, s) in items.iter().enumerate() {
+                let title = s.get("title").and_then(Value::as_str);
+                let url = s.get("url").and_then(Value::as_str);
+                let ok_url = url.is_some_and(absolute_http_url);
+                if title.is_none() || !ok_url {
+                    fails[4].push(format!(
+                        "{at}: sources[{k}] is not {{title: string, url: absolute http(s) URL}}: {s}"
+                    ));
+                }
+            }
+        }
+        Some(other) => fails[4].push(format!("{at}: sources is {}", profiles::kind(other))),
+    }
 }
 
 /// What one sub-check of a rule over many replies saw: replies that passed, failures, and
@@ -2231,6 +2531,29 @@ mod tests {
             ("unexpected end of JSON input", "Go"),
             ("'NoneType' object is not subscriptable", "Python"),
             ("[Errno 111] Connection refused", "Python"),
+            ("string indices must be integers, not 'str'", "Python"),
+            ("string indices must be integers", "Python"),
+            ("list indices must be integers or slices, not str", "Python"),
+            ("can only concatenate str (not \"int\") to str", "Python"),
+            ("unhashable type: 'dict'", "Python"),
+            ("argument of type 'int' is not iterable", "Python"),
+            ("'str' object has no attribute 'get'", "Python"),
+            ("'int' object is not subscriptable", "Python"),
+            ("'list' object is not callable", "Python"),
+            ("module 'json' has no attribute 'loadz'", "Python"),
+            (
+                "unsupported operand type(s) for +: 'int' and 'str'",
+                "Python",
+            ),
+            ("object of type 'int' has no len()", "Python"),
+            ("invalid literal for int() with base 10: 'x'", "Python"),
+            ("not enough values to unpack (expected 2, got 1)", "Python"),
+            (
+                "the JSON object must be str, bytes or bytearray, not dict",
+                "Python",
+            ),
+            ("Extra data: line 1 column 5", "Python"),
+            ("Expecting value: line 1 column 1", "Python"),
             ("connect ECONNREFUSED 127.0.0.1:11434", "any"),
             ("Bad request (at handle /srv/sb/server.js:212:19)", "any"),
             ("error in C:\\srv\\app\\main.py:40", "any"),
@@ -2251,6 +2574,14 @@ mod tests {
             "Invalid type: `messages` must be a list.",
             "See https://example.com/docs/errors.html for the request format.",
             "Send JSON such as {\"sidebridge\":\"1.0\"} (see server.js docs).",
+            "Message ids must be strings, not numbers.",
+            "List items must be messages; indices start at 0.",
+            "The string you sent has no `messages` list.",
+            "We can only concatenate your messages when each one is text.",
+            "This message has no attribute `from`: add one.",
+            "The argument of type `history` is not a list.",
+            "Extra data after the JSON object is not allowed.",
+            "Too many values: send one message at a time.",
         ] {
             assert_eq!(leaks_internals(text), None, "{text}");
         }

@@ -605,6 +605,8 @@ async fn history_rules(
             Err(why) => subs.push(SubCheck::skipped("explicit-false", why)),
             Ok(()) => {
                 subs.push(SubCheck::pass("explicit-false", "history re-enabled"));
+                // Every reply from here on: the mirror of `stays-disabled`.
+                let enabled_at = d.log.len();
                 if memory.is_some() {
                     subs.push(SubCheck::new(
                         "recall-after-enable",
@@ -632,6 +634,49 @@ async fn history_rules(
                         ),
                     });
                 }
+                // The bridge asked for history back (explicit false): a later reply that turns
+                // it off again, unasked, contradicts what it asked for, as re-enabling it unasked
+                // does above (a bridge re-asserting private mode on every reply must stop once it
+                // has said false). A plain send after the recall, so there is a reply to look at
+                // whether or not the recall ran.
+                s.send(
+                    d,
+                    "hello with history again",
+                    "no-history/plain-after-enable",
+                )
+                .await;
+                let after: Vec<usize> = (enabled_at..d.log.len())
+                    .filter(|i| d.log[*i].kind == super::client::Kind::Client)
+                    .collect();
+                let unread: Vec<String> = after
+                    .iter()
+                    .filter_map(|i| unreadable(&d.log[*i]))
+                    .collect();
+                let unasked: Vec<String> = after
+                    .iter()
+                    .copied()
+                    .filter(|i| {
+                        d.log[*i]
+                            .judged(Profile::Gamma)
+                            .ok()
+                            .and_then(|r| r.options)
+                            .and_then(|o| o.disable_send_history)
+                            == Some(true)
+                    })
+                    .map(|i| d.log[i].label.clone())
+                    .collect();
+                subs.push(if !unasked.is_empty() {
+                    SubCheck::fail(
+                        "stays-enabled",
+                        format!("{}: the reply disabled history again (disableSendHistory:true) after the bridge had re-enabled it (false), unasked", unasked.join(", ")),
+                    )
+                } else if !unread.is_empty() {
+                    SubCheck::skipped("stays-enabled", format!("whether history stayed on cannot be seen: {}", unread.join("; ")))
+                } else if after.is_empty() {
+                    SubCheck::skipped("stays-enabled", "the session ended")
+                } else {
+                    SubCheck::pass("stays-enabled", "history stayed on after the explicit false")
+                });
             }
         }
         v.push(strict_from_subchecks("SB-S2", subs));

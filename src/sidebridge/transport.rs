@@ -39,7 +39,11 @@ pub enum TransportError {
     Connect(String),
     #[error("no complete reply within {0:?}")]
     Timeout(Duration),
-    #[error("body larger than {0} bytes")]
+    /// bridgewire's own bound on a reply body (`--max-body`), not the app's: the app reads a
+    /// body of any size (reference §1.1). A reply over it is not judged ([`super::rules`]).
+    #[error(
+        "body larger than {0} bytes: bridgewire's own --max-body limit, not the app's (it reads a body of any size); raise it with --max-body BYTES"
+    )]
     TooLarge(usize),
     #[error("truncated body: connection closed after {got} of {expected} bytes")]
     Truncated { got: usize, expected: usize },

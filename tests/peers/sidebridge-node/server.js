@@ -88,8 +88,11 @@ const ODD = {
   fixedgreet: 'every session start greets with a system message whose id is one constant UUID (same in every chat)',
   chatidgreet: 'every session start greets with a system message whose id is the chatId (lower case)',
   edithist: 'each answer also edits, in place, the last assistant message found in history (its id)',
+  huge12: 'the answer to a message starting with "search" carries 12 MB of text (a legal body: the app reads the whole body, whatever its size)',
+  firstwelcome: 'when history shows the send is the chat\'s first user message (exactly one user message in history), an assistant "Welcome!" precedes the answer; none when history is absent',
+  lsep: 'answers carry a LINE SEPARATOR (U+2028) after "You said:" and a PARAGRAPH SEPARATOR (U+2029) at the end (legal JSON string characters, invisible in a terminal)',
 };
-const OPTIN = ['refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
+const OPTIN = ['huge12', 'firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
 const FLAW = {
   'no-id': 'reply message without id',
   'bad-id': 'reply id "msg-<n>" (not a UUID)',
@@ -128,6 +131,7 @@ const FLAW = {
   'no-allow': '405 without Allow',
   'forget-private': 'keeps no state: recall only from history',
   'reenable': 're-enables history unasked on the next reply',
+  'sticky-private': 'after `incognito off` (answered disableSendHistory:false) the next reply sets disableSendHistory:true again, unasked',
   'global': 'one memory for all chats',
   'ended-500': 'session start of an ended chat: 500',
   'refuse-1.1': 'version 1.1 refused with 400',
@@ -159,6 +163,10 @@ const FLAW = {
   'malformed-500': 'malformed/wrong-typed requests answered 500 (with a system message)',
   'leak-path': 'malformed requests: content names the server file and line (/srv/sb/server.js:212:19)',
   'leak-key': 'the refusal text quotes the configured key',
+  'refuse-id': 'the 401 refusal of a send reuses the id of the user\'s message it refuses (overwrites the user\'s bubble)',
+  'refuse-nosrc': 'the refusal\'s system message has no `sources` key (profile alpha drops the refusal)',
+  'refuse-badsrc': 'the refusal\'s system message cites a relative source url "/help/auth"',
+  'leak-pytype': 'malformed/wrong-typed requests: content is CPython\'s TypeError text without its class name ("string indices must be integers, not \'str\'")',
   'from-case': 'replies from "Assistant" (capitalised)',
   'from-unknown': 'replies from "unknown"',
   'id-space': 'reply ids with a trailing space',
@@ -176,6 +184,9 @@ const FLAW = {
   'get-302': 'GET/PUT/HEAD answered 302',
   'opt-num': 'option flags as 1/0',
   'empty-options-end': 'empty send answered with endSession true but no message',
+  'auth-start': 'the key is checked only at session start: a send in a chat whose session start carried the right key is served with no key or a wrong key',
+  'auth-start-wrong': 'like auth-start, but a send with NO key is still refused: only a wrong key is served in a chat started with the right key',
+  'empty-key': 'an x-sidebridge-key header with an empty value is accepted (tested for truthiness: "no key given")',
 };
 
 const args = process.argv.slice(2);
@@ -373,6 +384,7 @@ function badRequest(res, text) {
   if (flaw.has('leak-msg') && lastErr) text = lastErr.message;
   if (flaw.has('leak-str') && lastErr) text = String(lastErr);
   if (flaw.has('leak-env')) text = process.env.LEAK_TEXT || text;
+  if (flaw.has('leak-pytype')) text = "string indices must be integers, not 'str'";
   if (flaw.has('leak-path')) text = 'Bad request (at handle /srv/sb/server.js:212:19)';
   if (flaw.has('stack')) text = 'SyntaxError: Unexpected token } in JSON at position 12\n    at JSON.parse (<anonymous>)\n    at IncomingMessage.<anonymous> (/srv/server.js:210:20)';
   sysErr(res, flaw.has('malformed-200') ? 200 : flaw.has('malformed-500') ? 500 : odd.has('err422') ? 422 : 400, text, false);
@@ -414,10 +426,17 @@ function handle(req, res, raw) {
     if (flaw.has('key-ci') && sent !== undefined) ok = sent.toLowerCase() === key.toLowerCase();
     if (flaw.has('accept-missing-key') && sent === undefined) ok = true;
     if (flaw.has('accept-wrong-key') && sent !== undefined) ok = true;
+    if (flaw.has('empty-key') && sent === '') ok = true;
+    if ((flaw.has('auth-start') || (flaw.has('auth-start-wrong') && sent !== undefined)) && !ok) {
+      try { const q = JSON.parse(raw.toString('utf8')); const k = typeof q.chatId === 'string' && q.chatId.toUpperCase(); if (q.messages != null && k && chats.has(k) && chats.get(k).authed) ok = true; } catch (e) { /* not JSON: refused below */ }
+    }
     if (!ok) {
       const st = odd.has('refuse200') ? 200 : odd.has('refuse403') ? 403 : 401;
       const ms = [msg('system', 'Access denied: set the bridge key in Side Search settings.' + (flaw.has('leak-key') ? ' (expected "' + key + '", got "' + sent + '")' : ''))];
       if (flaw.has('refuse-assistant')) ms.push(msg('assistant', 'Hello anyway!'));
+      if (flaw.has('refuse-id')) { try { const q = JSON.parse(raw.toString('utf8')); if (q.messages && q.messages[0] && typeof q.messages[0].id === 'string') ms[0].id = q.messages[0].id; } catch (e) { /* no message to reuse */ } }
+      if (flaw.has('refuse-nosrc')) delete ms[0].sources;
+      if (flaw.has('refuse-badsrc')) ms[0].sources = [{ title: 'Help', url: '/help/auth' }];
       return send(res, st, body(ms, flaw.has('refuse-noend') ? null : { endSession: true }), st === 401 ? { 'WWW-Authenticate': 'SideBridgeKey' } : {});
     }
   }
@@ -455,6 +474,7 @@ function answer(res, c, msgs, hist, raw) {
       if (odd.has('endedsilent')) return send(res, 200, body([], { endSession: true }));
       return send(res, odd.has('ended410') ? 410 : 200, body([msg('system', 'This conversation has ended. Start a new chat to continue.')], { endSession: true }));
     }
+    c.authed = true;
     if (!c.word && !flaw.has('forget-private')) c.word = wordFromHistory(hist);
     const gr = (id) => { const g = msg('system', 'Welcome to sb-node.'); g.id = id; return g; };
     if (odd.has('fixedgreet') || odd.has('chatidgreet')) return send(res, 200, body([gr(odd.has('fixedgreet') ? '5B1D8E2A-0000-4000-8000-00000000CAFE' : c.cid.toLowerCase())], c.priv ? { disableSendHistory: true } : null));
@@ -499,6 +519,7 @@ function answer(res, c, msgs, hist, raw) {
       if (odd.has('status')) st = 202;
     } else if (low === 'incognito off') {
       c.priv = false; opts.disableSendHistory = false; said = 'Incognito off: history is sent again.';
+      if (flaw.has('sticky-private')) c.sticky = true;
       if (odd.has('status')) st = 202;
     } else if (low === 'good night') {
       if (!flaw.has('no-end')) { c.ended = true; opts.endSession = true; }
@@ -509,9 +530,12 @@ function answer(res, c, msgs, hist, raw) {
       let echo = t;
       if (flaw.has('raw-echo')) { const m = /"content"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(raw.slice(raw.indexOf('"messages"'))); echo = m ? m[1] : t; }
       said = 'You said: ' + echo;
+      if (odd.has('lsep')) said = 'You said:\u2028' + echo + '\u2029';
     }
+    if (odd.has('huge12') && /^search /.test(low)) said += '\n\n' + 'lorem ipsum '.repeat(1048576);
     if (odd.has('md') && !/^(The secret|Again)/.test(said)) said = said + '\n\n_sb-node_ 😀';
     if ((low === 'incognito on' || low === 'incognito off') && odd.has('onlyoptions')) continue;
+    if (c.sticky && low !== 'incognito off') { c.sticky = false; opts.disableSendHistory = true; c.priv = true; }
     if (c.reenable && low !== 'incognito on') { c.reenable = false; opts.disableSendHistory = false; c.priv = false; }
     if (odd.has('sysnote')) out.push(msg('system', '(sb-node, model n-1)'));
     if (odd.has('editprev') && c.lastMsg) {
@@ -523,6 +547,7 @@ function answer(res, c, msgs, hist, raw) {
     if (odd.has('split') && /^(The secret|Again)/.test(said)) out.push(msg(odd.has('sysanswer') ? 'system' : 'assistant', 'Let me check my notes…', []));
     if (odd.has('redact') && /https?:\/\//.test(t) && msgs[i].id) { const u = msg('user', t.replace(/https?:\/\/\S+/g, '[link]')); u.id = msgs[i].id; out.push(u); }
     if (odd.has('edithist') && hist) { const h = [...hist].reverse().find(x => x.from === 'assistant' && typeof x.id === 'string'); if (h) out.push(Object.assign(msg('assistant', '(edited) ' + h.content), { id: h.id })); }
+    if (odd.has('firstwelcome') && i === 0 && hist && hist.filter(h => h.from === 'user').length === 1) out.push(msg('assistant', 'Welcome!', sourcesFor()));
     const m = msg(odd.has('sysanswer') ? 'system' : 'assistant', odd.has('bigcontent') ? said + '\n\n' + 'lorem ipsum '.repeat(170000) : said, sourcesFor());
     if (flaw.has('reuse-user-id') && msgs[i].id) m.id = msgs[i].id;
     if (flaw.has('reuse-hist-id')) { const f = (hist || []).find(h => h.from !== 'user' && h.from !== 'assistant'); if (f) m.id = f.id; }
