@@ -143,21 +143,71 @@ pub fn reply_event(e: &Envelope) -> Value {
     }
 }
 
-/// The screen state the client's option merging keeps (reference §3.1, §3.4), for folding a
-/// reply's options that change nothing: a `disableSendHistory` equal to what the screen already
-/// has (`true` re-asserted while history is off, `false` while it is on) is the same as
-/// absent, so two builds that differ only there compare equal. A session start opens a new
-/// screen (history on). Feed it every event of one cell, in order.
+/// The screen state the client keeps, for folding what a reply changes nothing on:
+/// - options (reference §3.1, §3.4): a `disableSendHistory` equal to what the screen already
+///   has (`true` re-asserted while history is off, `false` while it is on) is the same as
+///   absent;
+/// - messages (reference §2: a reply message whose id is already in the chat replaces that
+///   message in place): a message re-sent with an id the screen shows, with the same `from`,
+///   content and sources, changes nothing the user sees, so it is left out. A bridge that
+///   re-sends its whole transcript on every reply then compares equal with one that sends
+///   only the new answer; a re-sent message whose content changed is an edit, and stays.
+///
+/// A session start opens the screen afresh with history on; a cell is one chat, whose saved
+/// messages stay across its session starts. Feed it every event of one cell, in order.
 #[derive(Debug, Default)]
 pub struct ScreenOptions {
     history_off: bool,
+    /// Upper-cased id → the message as shown (`from`, `content`, `sources`).
+    shown: std::collections::HashMap<String, Value>,
+}
+
+/// A message as the screen shows it: who, what, and the sources cited (none when absent).
+fn as_shown(m: &Value) -> Value {
+    json!({
+        "from": m.get("from").cloned().unwrap_or(Value::Null),
+        "content": m.get("content").cloned().unwrap_or(Value::Null),
+        "sources": m.get("sources").filter(|s| !s.is_null()).cloned().unwrap_or(json!([])),
+    })
 }
 
 impl ScreenOptions {
     pub fn fold(&mut self, ev: &mut Value) {
         match ev["type"].as_str() {
-            Some("request") if ev["kind"] == "sessionStart" => self.history_off = false,
+            Some("request") => {
+                // A session start opens the screen afresh (history on); the chat's saved
+                // messages stay, so a reopened chat still shows them.
+                if ev["kind"] == "sessionStart" {
+                    self.history_off = false;
+                }
+                // What the client sends is on its screen: the history it restores or keeps,
+                // and the user's own message. A message already shown keeps what the screen
+                // has: the request event carries no sources, the screen does.
+                for k in ["history", "messages"] {
+                    for m in ev[k].as_array().into_iter().flatten() {
+                        if let Some(id) = m["id"].as_str() {
+                            self.shown
+                                .entry(id.to_ascii_uppercase())
+                                .or_insert_with(|| as_shown(m));
+                        }
+                    }
+                }
+            }
             Some("reply") => {
+                if let Some(msgs) = ev.get_mut("messages").and_then(Value::as_array_mut) {
+                    let shown = &mut self.shown;
+                    msgs.retain(|m| {
+                        let Some(id) = m["id"].as_str().map(str::to_ascii_uppercase) else {
+                            return true;
+                        };
+                        let now = as_shown(m);
+                        if shown.get(&id) == Some(&now) {
+                            return false;
+                        }
+                        shown.insert(id, now);
+                        true
+                    });
+                }
                 let Some(o) = ev.get_mut("options").filter(|o| o.is_object()) else {
                     return;
                 };
@@ -189,6 +239,33 @@ impl ScreenOptions {
 mod tests {
     use super::ScreenOptions;
     use serde_json::{Value, json};
+
+    #[test]
+    fn messages_re_sent_unchanged_are_folded_and_edits_stay() {
+        let msg =
+            |id: &str, content: &str| json!({"id": id, "from": "assistant", "content": content});
+        let mut evs = vec![
+            json!({"type": "request", "kind": "sessionStart", "history": []}),
+            json!({"type": "reply", "messages": [msg("A", "hello")], "options": null}),
+            json!({"type": "request", "kind": "send", "messages": [{"id": "U1", "from": "user", "content": "hi"}], "history": []}),
+            // the whole transcript again: A unchanged (folded), B new, a user-id copy unchanged
+            json!({"type": "reply", "messages": [msg("a", "hello"), msg("B", "you said hi"), {"id": "U1", "from": "user", "content": "hi"}], "options": null}),
+            // A edited in place: kept
+            json!({"type": "reply", "messages": [msg("A", "hello again"), msg("B", "you said hi")], "options": null}),
+        ];
+        ScreenOptions::fold_all(&mut evs);
+        let ids = |e: &Value| -> Vec<String> {
+            e["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(ids(&evs[1]), ["A"]);
+        assert_eq!(ids(&evs[3]), ["B"]);
+        assert_eq!(ids(&evs[4]), ["A"]);
+    }
 
     #[test]
     fn options_that_change_nothing_on_the_screen_are_folded() {

@@ -266,6 +266,12 @@ async fn replay_cells(
     });
     // Reply ids are UUIDs: one map serves every chat.
     let mut ids: HashMap<String, String> = HashMap::new();
+    // Ids each side has already answered with: a reply that re-sends or edits an earlier
+    // message in place reuses its id, so only ids new to their side are paired, in order (a
+    // build that re-sends its transcript before each answer would otherwise pair the recorded
+    // answer with the replayed re-send, and every later history would name the wrong id).
+    let mut seen_recorded: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut seen_replayed: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (_, _, ci, pi) in order {
         let (sent, new) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -275,7 +281,15 @@ async fn replay_cells(
         r.replayed
             .push(normalizer::request_event(&as_recorded(&sent).1));
         if let Some((rec, run, seq)) = &p.reply {
-            for (o, n) in reply_ids(&rec.body).into_iter().zip(reply_ids(&new.body)) {
+            let fresh = |body: &[u8], seen: &mut std::collections::HashSet<String>| {
+                reply_ids(body)
+                    .into_iter()
+                    .filter(|i| seen.insert(i.clone()))
+                    .collect::<Vec<_>>()
+            };
+            let recorded_new = fresh(&rec.body, &mut seen_recorded);
+            let replayed_new = fresh(&new.body, &mut seen_replayed);
+            for (o, n) in recorded_new.into_iter().zip(replayed_new) {
                 if o != n {
                     ids.insert(o, n);
                 }

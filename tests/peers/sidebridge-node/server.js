@@ -29,6 +29,7 @@ const ODD = {
   status: 'odd 2xx statuses: session start 201, sends 203, option toggles 202',
   editprev: 'each answer also updates the previous answer in place (reuses its own id)',
   editcase: 'with editprev: the reused id in the opposite letter case',
+  resendprev: 'each answer also re-sends the previous answer unchanged (same id, content and sources): an upsert that changes nothing on screen',
   pretty: 'pretty-printed JSON with tabs, CRLF and leading/trailing whitespace',
   charset: 'Content-Type: application/json; charset=UTF-8',
   slow: 'every reply delayed 300 ms, the first one 3 s',
@@ -92,7 +93,7 @@ const ODD = {
   firstwelcome: 'when history shows the send is the chat\'s first user message (exactly one user message in history), an assistant "Welcome!" precedes the answer; none when history is absent',
   lsep: 'answers carry a LINE SEPARATOR (U+2028) after "You said:" and a PARAGRAPH SEPARATOR (U+2029) at the end (legal JSON string characters, invisible in a terminal)',
 };
-const OPTIN = ['huge12', 'firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
+const OPTIN = ['huge12', 'resendprev', 'firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
 const FLAW = {
   'no-id': 'reply message without id',
   'bad-id': 'reply id "msg-<n>" (not a UUID)',
@@ -544,6 +545,7 @@ function answer(res, c, msgs, hist, raw) {
       out.push(p);
       c.said.set(idKey(p.id), p.content);
     }
+    if (odd.has('resendprev') && c.lastMsg) out.push(Object.assign({}, c.lastMsg));
     if (odd.has('split') && /^(The secret|Again)/.test(said)) out.push(msg(odd.has('sysanswer') ? 'system' : 'assistant', 'Let me check my notes…', []));
     if (odd.has('redact') && /https?:\/\//.test(t) && msgs[i].id) { const u = msg('user', t.replace(/https?:\/\/\S+/g, '[link]')); u.id = msgs[i].id; out.push(u); }
     if (odd.has('edithist') && hist) { const h = [...hist].reverse().find(x => x.from === 'assistant' && typeof x.id === 'string'); if (h) out.push(Object.assign(msg('assistant', '(edited) ' + h.content), { id: h.id })); }
