@@ -1278,24 +1278,7 @@ fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {
 /// (names the spec does not list; it forbids none), or "" when there were none.
 /// Event names counted in first-seen order: `typing, stream ×22, stream_end`.
 fn count_names(names: &[String]) -> String {
-    let mut counts: Vec<(&str, usize)> = Vec::new();
-    for n in names {
-        match counts.iter_mut().find(|(m, _)| m == n) {
-            Some((_, c)) => *c += 1,
-            None => counts.push((n, 1)),
-        }
-    }
-    counts
-        .iter()
-        .map(|(n, c)| {
-            if *c == 1 {
-                n.to_string()
-            } else {
-                format!("{n} ×{c}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    super::counted_names(names.iter().map(String::as_str), false).join(", ")
 }
 
 fn extension_events_note(names: &[String]) -> String {

@@ -2049,23 +2049,7 @@ fn stream_script(mid: &str) -> Vec<(&'static str, Value)> {
 
 /// Event names with runs of one name folded: `typing → stream ×24 → stream_end`.
 fn name_runs(names: &[&str]) -> String {
-    let mut runs: Vec<(&str, usize)> = Vec::new();
-    for n in names {
-        match runs.last_mut() {
-            Some((last, c)) if last == n => *c += 1,
-            _ => runs.push((n, 1)),
-        }
-    }
-    let shown: Vec<String> = runs
-        .iter()
-        .map(|(n, c)| {
-            if *c == 1 {
-                n.to_string()
-            } else {
-                format!("{n} ×{c}")
-            }
-        })
-        .collect();
+    let shown = super::counted_names(names.iter().copied(), true);
     if shown.is_empty() {
         "nothing".into()
     } else {

@@ -36,6 +36,37 @@ pub const NOT_CONNECTED: &str = "Agent is not connected";
 pub const SYNC_TIMEOUT_TEXT: &str = "Timeout: no response from agent";
 
 /// `[{type: text, text}]`.
+/// Event names counted for a verdict, as `name` or `name ×n`: every occurrence of a name
+/// together, in first-seen order (`typing, stream ×22, stream_end`), or, with `runs`, only
+/// consecutive ones (`typing → stream ×23 → stream_end` keeps the order frames came in).
+pub(crate) fn counted_names<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    runs: bool,
+) -> Vec<String> {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for n in names {
+        let at = if runs {
+            counts.last_mut().filter(|(m, _)| *m == n)
+        } else {
+            counts.iter_mut().find(|(m, _)| *m == n)
+        };
+        match at {
+            Some((_, c)) => *c += 1,
+            None => counts.push((n, 1)),
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(n, c)| {
+            if c == 1 {
+                n.to_string()
+            } else {
+                format!("{n} ×{c}")
+            }
+        })
+        .collect()
+}
+
 pub fn text_parts(text: &str) -> Value {
     json!([{ "type": "text", "text": text }])
 }

@@ -2198,15 +2198,14 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
                 )),
             }
             if let Some(id) = id {
-                let key = id.to_ascii_uppercase();
-                if seen.contains(&key) {
-                    fails[3].push(format!("{at}: id {id} repeats within the reply"));
-                } else if x.request_ids.contains(&key) && !issued.contains(&key) {
-                    fails[3].push(format!(
-                        "{at}: id {id} equals an id of the request that the bridge did not give (overwrites that bubble)"
-                    ));
-                }
-                seen.push(key);
+                fails[3].extend(reply_id_fault(
+                    &at,
+                    id,
+                    &mut seen,
+                    x,
+                    &issued,
+                    "equals an id of the request that the bridge did not give (overwrites that bubble)",
+                ));
             }
             sources_faults(m, &at, &mut fails);
         }
@@ -2300,18 +2299,40 @@ fn refusal_messages(
     for (n, m) in msgs.iter().enumerate() {
         let at = format!("{} messages[{n}] (a refusal)", x.label);
         if let Some(id) = m.get("id").and_then(Value::as_str) {
-            let key = id.to_ascii_uppercase();
-            if seen.contains(&key) {
-                fails[3].push(format!("{at}: id {id} repeats within the reply"));
-            } else if x.request_ids.contains(&key) && !issued.contains(&key) {
-                fails[3].push(format!(
-                    "{at}: id {id} equals the id of the message it refuses (overwrites the user's bubble)"
-                ));
-            }
-            seen.push(key);
+            fails[3].extend(reply_id_fault(
+                &at,
+                id,
+                &mut seen,
+                x,
+                issued,
+                "equals the id of the message it refuses (overwrites the user's bubble)",
+            ));
         }
         sources_faults(m, &at, fails);
     }
+}
+
+/// SB-D4 on one reply message id: repeated within the reply (`seen`, the reply's ids so far,
+/// upper-cased), or equal to an id of the request that the bridge did not itself give earlier
+/// (`issued`), which overwrites that bubble: `overwrites` says whose.
+fn reply_id_fault(
+    at: &str,
+    id: &str,
+    seen: &mut Vec<String>,
+    x: &Exchange,
+    issued: &std::collections::HashSet<String>,
+    overwrites: &str,
+) -> Option<String> {
+    let key = id.to_ascii_uppercase();
+    let fault = if seen.contains(&key) {
+        Some(format!("{at}: id {id} repeats within the reply"))
+    } else if x.request_ids.contains(&key) && !issued.contains(&key) {
+        Some(format!("{at}: id {id} {overwrites}"))
+    } else {
+        None
+    };
+    seen.push(key);
+    fault
 }
 
 /// SB-D8 (`sources` missing or null) and SB-D5 (not an array of `{title: string, url:

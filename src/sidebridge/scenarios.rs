@@ -560,23 +560,7 @@ async fn history_rules(
         .into_iter()
         .chain(plain)
         .collect();
-        let unread: Vec<String> = looked_at
-            .iter()
-            .filter_map(|i| unreadable(&d.log[*i]))
-            .collect();
-        let unasked: Vec<String> = looked_at
-            .iter()
-            .copied()
-            .filter(|i| {
-                d.log[*i]
-                    .judged(Profile::Gamma)
-                    .ok()
-                    .and_then(|r| r.options)
-                    .and_then(|o| o.disable_send_history)
-                    == Some(false)
-            })
-            .map(|i| d.log[i].label.clone())
-            .collect();
+        let (unread, unasked) = history_flag_set(d, &looked_at, false);
         subs.push(if !unasked.is_empty() {
             SubCheck::fail(
                 "stays-disabled",
@@ -648,23 +632,7 @@ async fn history_rules(
                 let after: Vec<usize> = (enabled_at..d.log.len())
                     .filter(|i| d.log[*i].kind == super::client::Kind::Client)
                     .collect();
-                let unread: Vec<String> = after
-                    .iter()
-                    .filter_map(|i| unreadable(&d.log[*i]))
-                    .collect();
-                let unasked: Vec<String> = after
-                    .iter()
-                    .copied()
-                    .filter(|i| {
-                        d.log[*i]
-                            .judged(Profile::Gamma)
-                            .ok()
-                            .and_then(|r| r.options)
-                            .and_then(|o| o.disable_send_history)
-                            == Some(true)
-                    })
-                    .map(|i| d.log[i].label.clone())
-                    .collect();
+                let (unread, unasked) = history_flag_set(d, &after, true);
                 subs.push(if !unasked.is_empty() {
                     SubCheck::fail(
                         "stays-enabled",
@@ -808,4 +776,23 @@ async fn two_chats(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Word
         });
     }
     strict_from_subchecks("SB-S4", subs)
+}
+
+/// Over the replies at `at`: why each unreadable one cannot be read, and the labels of those
+/// that set `disableSendHistory` to `value` (SB-S2's `stays-disabled` and `stays-enabled`).
+fn history_flag_set(d: &Driver, at: &[usize], value: bool) -> (Vec<String>, Vec<String>) {
+    let unread = at.iter().filter_map(|i| unreadable(&d.log[*i])).collect();
+    let set = at
+        .iter()
+        .filter(|i| {
+            d.log[**i]
+                .judged(Profile::Gamma)
+                .ok()
+                .and_then(|r| r.options)
+                .and_then(|o| o.disable_send_history)
+                == Some(value)
+        })
+        .map(|i| d.log[*i].label.clone())
+        .collect();
+    (unread, set)
 }
