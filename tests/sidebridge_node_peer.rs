@@ -97,6 +97,8 @@ const FLAWS: &[Flaw] = &[
     // judge their messages too.
     ("refuse-id", "SB-D4", &[]),
     ("refuse-nosrc", "SB-D8", &[]),
+    // A refusal whose system message is empty tells the user nothing (it passed SB-A1 before).
+    ("refuse-empty", "SB-A1", &[]),
     ("refuse-badsrc", "SB-D5", &[]),
     ("parse-first", "SB-A3", &[]),
     ("double", "SB-R1", &[]),
@@ -114,6 +116,9 @@ const FLAWS: &[Flaw] = &[
     ("echo-history", "SB-R6", &["SB-R11"]),
     ("strict-keys", "SB-R7", &[]),
     ("refuse-1.1", "SB-R8", &[]),
+    // Served with a note and no answer: an added system note passes SB-R8 (`--odd v11note`),
+    // a note instead of the answer does not.
+    ("v11-note-only", "SB-R8", &[]),
     ("stack", "SB-R10", &[]),
     ("leak-msg", "SB-R10", &[]),
     ("leak-str", "SB-R10", &[]),
@@ -123,16 +128,31 @@ const FLAWS: &[Flaw] = &[
     ("leak-pytype", "SB-R10", &[]),
     ("malformed-200", "SB-R10", &[]),
     ("malformed-500", "SB-R10", &[]),
-    // One memory for all chats: a restored chat recalls another's word (SB-R11) and two chats
-    // interleaved cross-talk (SB-S4).
-    ("global", "SB-S4", &["SB-R11"]),
+    // One memory for all chats: two chats interleaved cross-talk (SB-S4). A restored chat
+    // recalls another's word: the same fault, so SB-R11 is skipped naming SB-S4, not warned.
+    ("global", "SB-S4", &[]),
     ("send-401", "SB-R11", &[]),
+    // Restored from history, the chat has forgotten; live, the same conversation recalls (the
+    // control that tells it from `--odd window`).
+    ("history-blind", "SB-R11", &[]),
     ("ended-500", "SB-R12", &[]),
     ("silent-end", "SB-S1", &[]),
     ("reenable", "SB-S2", &[]),
     // The mirror: history disabled again, unasked, after the bridge re-enabled it.
     ("sticky-private", "SB-S2", &[]),
     ("forget-reopen", "SB-S3", &[]),
+];
+
+/// Flaws hidden behind a legal oddity: the oddities, the flaw, and the rule that must fail.
+/// `transcript` re-sends every earlier message of the chat unchanged in every reply (an upsert
+/// that changes nothing on screen). Before, the rules read those copies as new answers: the
+/// ack that names the word answered the recall of a bridge that keeps nothing in private mode,
+/// the earlier answer answered `repeat` though the ids were looked up case-sensitively, and the
+/// re-sent greeting was the end reply's "message to show". Each passed every rule.
+const HIDDEN: &[(&str, &str, &str)] = &[
+    ("transcript,ackword", "forget-private", "SB-R6"),
+    ("transcript", "case-ids", "SB-R3"),
+    ("greet,transcript", "silent-end", "SB-S1"),
 ];
 
 /// Switches no row judges, and why.
@@ -312,8 +332,15 @@ fn every_legal_oddity_of_the_node_server_passes_every_rule() {
             && opt_in.contains(&name)
             && !UNJUDGED.iter().any(|(n, _)| *n == name)
             && name != "huge12"
+            && name != "window"
         {
             runs.push(vec!["--odd".into(), name]);
+        }
+    }
+    // The oddities that hide a flaw in [`HIDDEN`], without it.
+    for &(odd, _, _) in HIDDEN {
+        if !runs.iter().any(|r| r.len() == 2 && r[1] == odd) {
+            runs.push(vec!["--odd".into(), odd.into()]);
         }
     }
     let mut jobs: Vec<Box<dyn Fn() -> Option<String> + Send + Sync>> = runs
@@ -357,6 +384,21 @@ fn every_legal_oddity_of_the_node_server_passes_every_rule() {
             )
         })
     }));
+    // A context window shorter than SB-R11's history forgets the word in a live chat too (the
+    // control): whether restoring from history works is not seen, so SB-R11 is skipped saying
+    // so (it warned before, a false alarm: the lack of server state is not what fails).
+    jobs.push(Box::new(|| {
+        let (code, out) = check(&["--odd", "window"], &[]);
+        let bad = short_of_pass(&out);
+        let named = out
+            .lines()
+            .any(|l| l.starts_with("skipped SB-R11") && l.contains("forgets in a live chat too"));
+        (code != 1 || bad != [("skipped", "SB-R11")] || !named).then(|| {
+            format!(
+                "window: exit {code}, want SB-R11 alone skipped naming its control: {bad:?}\n{out}"
+            )
+        })
+    }));
     jobs.push(Box::new(|| {
         let (code, out) = check_with(&["--max-body", "16777216"], &["--odd", "huge12"], &[]);
         let bad = short_of_pass(&out);
@@ -383,6 +425,12 @@ fn each_flaw_of_the_node_server_fails_its_rule() {
             }) as Box<dyn Fn() -> Option<String> + Send + Sync>
         })
         .collect();
+    for &(odd, flaw, rule) in HIDDEN {
+        jobs.push(Box::new(move || {
+            let (code, out) = check(&["--odd", odd, "--flaw", flaw], &[]);
+            judge_flaw(&format!("{flaw} --odd {odd}"), rule, &[], code, &out)
+        }));
+    }
     // serde's own error text shown to the user is a leak.
     jobs.push(Box::new(|| {
         let text = "invalid type: string \"hello\", expected a sequence at line 1 column 60";

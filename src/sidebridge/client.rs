@@ -32,6 +32,9 @@ pub struct Exchange {
     /// Statuses of redirects followed (307/308) or refused (301/302/303) on the way.
     pub redirects: Vec<u16>,
     pub result: Result<HttpReply, TransportError>,
+    /// What the chat showed when the reply came (its messages, the request's own included), for
+    /// a request a [`Screen`] sent; `None` for probes.
+    pub shown: Option<Vec<Msg>>,
 }
 
 impl Exchange {
@@ -47,6 +50,25 @@ impl Exchange {
             Ok(r) => profiles::judge_reply(p, r),
             Err(e) => Err(e.to_string()),
         }
+    }
+    /// The messages of `r` (this exchange's reply) that change what the chat shows, and how
+    /// many do not. A message whose id the chat already holds with the same `from`, content
+    /// and sources is re-sent unchanged: the app upserts by id, so nothing changes on screen
+    /// (a bridge may re-send its whole transcript every time), and no rule reads it as a new
+    /// answer. Every message of a probe's reply is new.
+    pub fn changed<'a>(&self, r: &'a Reply) -> (Vec<&'a Msg>, usize) {
+        let Some(shown) = &self.shown else {
+            return (r.messages.iter().collect(), 0);
+        };
+        let (same, changed): (Vec<&Msg>, Vec<&Msg>) = r.messages.iter().partition(|m| {
+            shown.iter().any(|h| {
+                h.key() == m.key()
+                    && h.from == m.from
+                    && h.content == m.content
+                    && h.sources == m.sources
+            })
+        });
+        (changed, same.len())
     }
     pub fn elapsed(&self) -> Option<Duration> {
         self.result.as_ref().ok().map(|r| r.elapsed)
@@ -191,6 +213,7 @@ impl Driver {
             request_ids,
             redirects,
             result,
+            shown: None,
         });
         self.log.len() - 1
     }
@@ -268,6 +291,7 @@ impl Screen {
                 Self::ids(&req),
             )
             .await;
+        d.log[i].shown = Some(self.history.clone());
         // A session-start reply that fails to decode is silently ignored.
         if let Ok(reply) = d.log[i].judged(Profile::App) {
             self.apply(reply);
@@ -305,6 +329,7 @@ impl Screen {
                 Self::ids(&req),
             )
             .await;
+        d.log[i].shown = Some(self.history.clone());
         match d.log[i].judged(Profile::App) {
             Ok(reply) => self.apply(reply),
             Err(e) => {

@@ -77,15 +77,46 @@ fn contents(r: &Reply) -> Vec<(From, String)> {
         .collect()
 }
 
+/// The texts of reply `i` that change what the chat shows ([`Exchange::changed`]), joined:
+/// what the scenario rules read as the bridge's answer.
 pub(super) fn reply_text(d: &Driver, i: usize) -> String {
     match d.log[i].judged(Profile::Gamma) {
-        Ok(r) => r
-            .messages
+        Ok(r) => d.log[i]
+            .changed(&r)
+            .0
             .iter()
             .map(|m| m.content.as_str())
             .collect::<Vec<_>>()
             .join(" | "),
         Err(e) => format!("<{e}>"),
+    }
+}
+
+/// [`reply_text`] for a verdict's detail: quoted and clipped, then how many messages were
+/// re-sent unchanged and so not read.
+pub(super) fn reply_quote(d: &Driver, i: usize) -> String {
+    let quoted = format!("{:?}", clip(&reply_text(d, i)));
+    match d.log[i].judged(Profile::Gamma) {
+        Ok(r) => match d.log[i].changed(&r).1 {
+            0 => quoted,
+            1 => format!(
+                "{quoted} (and 1 message re-sent unchanged, which changes nothing on screen)"
+            ),
+            n => format!(
+                "{quoted} (and {n} messages re-sent unchanged, which change nothing on screen)"
+            ),
+        },
+        Err(_) => quoted,
+    }
+}
+
+/// `s` cut to 200 characters for a verdict's detail.
+pub(super) fn clip(s: &str) -> String {
+    const MAX: usize = 200;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(MAX).collect::<String>())
     }
 }
 
@@ -1293,6 +1324,25 @@ impl std::fmt::Display for Shape {
     }
 }
 
+/// The system messages `variant` adds to `base`'s messages (from and content, in order), when
+/// that is the only difference: a bridge may say more (a note on the version it speaks, on the
+/// keys it ignored) and still serve the request as it serves the plain one. `None` when a
+/// message of `base` is missing or another message is added.
+fn added_system_notes(variant: &Reply, base: &Reply) -> Option<Vec<String>> {
+    let mut want = base.messages.iter().peekable();
+    let mut notes = Vec::new();
+    for m in &variant.messages {
+        match want.peek() {
+            Some(b) if b.from == m.from && b.content == m.content => {
+                want.next();
+            }
+            _ if m.from == From::System => notes.push(m.content.clone()),
+            _ => return None,
+        }
+    }
+    (want.next().is_none() && !notes.is_empty()).then_some(notes)
+}
+
 /// The request a rule compares a variant with, to send again as a control: a fresh chat of
 /// this style, version and keys, started, then sent `text` (labelled `label`).
 struct Control<'a> {
@@ -1355,10 +1405,28 @@ async fn same_reply(
     if same(&d.log[a], &ra, &d.log[b], &rb) {
         return Verdict::pass(id);
     }
+    if class(&d.log[a]) == class(&d.log[b])
+        && let Some(notes) = added_system_notes(&ra, &rb)
+    {
+        return pass_with(
+            id,
+            vec![format!(
+                "{what} got the plain request's reply with {} system note{} added ({}): an added note is legal, the request was served alike",
+                notes.len(),
+                if notes.len() == 1 { "" } else { "s" },
+                clipped(
+                    &notes
+                        .iter()
+                        .map(|n| format!("{:?}", clip(n)))
+                        .collect::<Vec<_>>()
+                )
+            )],
+        );
+    }
     let got = |d: &Driver, i: usize| {
         format!(
-            "{:?} (status {})",
-            reply_text(d, i),
+            "{} (status {})",
+            reply_quote(d, i),
             d.log[i].status().unwrap_or(0)
         )
     };
@@ -1527,12 +1595,23 @@ fn refusal(x: &Exchange) -> Result<String, (Shortfall, String)> {
             ),
         ));
     }
-    if !r.messages.iter().any(|m| m.from == From::System) {
+    // The app shows no bubble for an empty content (and a blank one says nothing).
+    if !r
+        .messages
+        .iter()
+        .any(|m| m.from == From::System && !m.content.trim().is_empty())
+    {
+        let empty = r.messages.iter().any(|m| m.from == From::System);
         return Err((
             Shortfall::NoSystemMessage,
             format!(
-                "{}: status {status}, no system message explains the rejection",
-                x.label
+                "{}: status {status}, no system message explains the rejection{}",
+                x.label,
+                if empty {
+                    " (its system message has no text: the app shows nothing)"
+                } else {
+                    ""
+                }
             ),
         ));
     }

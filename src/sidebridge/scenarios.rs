@@ -18,8 +18,8 @@ use super::client::{Driver, Screen};
 use super::fixture::{Fixture, Step};
 use super::profiles::{From, Msg, Profile, Rng, Style};
 use super::rules::{
-    CheckConfig, decodes, ends, pass_with, reply_text, request_has_history, strict_from_subchecks,
-    unreadable,
+    CheckConfig, clip, decodes, ends, pass_with, reply_quote, reply_text, request_has_history,
+    strict_from_subchecks, unreadable,
 };
 use crate::report::live::VerdictLog;
 use crate::rule::{Status, SubCheck, Verdict};
@@ -57,15 +57,6 @@ enum Ran {
     NotEntered(String),
 }
 
-fn clip(s: &str) -> String {
-    const MAX: usize = 200;
-    if s.chars().count() <= MAX {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(MAX).collect::<String>())
-    }
-}
-
 /// Sends the steps of scenario `key`; every step's `expect` is a gate, except the last one's
 /// when `judge_last` (the caller judges it).
 async fn run_steps(
@@ -95,9 +86,9 @@ async fn run_steps(
             let reply = reply_text(d, i);
             if !p.is_match(&reply) {
                 return Ran::NotEntered(format!(
-                    "`{key}` step {} sent {text:?}; the reply {:?} does not match {:?}",
+                    "`{key}` step {} sent {text:?}; the reply {} does not match {:?}",
                     n + 1,
-                    clip(&reply),
+                    reply_quote(d, i),
                     step.expect.as_deref().unwrap_or_default()
                 ));
             }
@@ -169,8 +160,8 @@ async fn recall(s: &mut Screen, d: &mut Driver, fx: &Fixture, word: &str, label:
                 Recall::Named(i)
             } else {
                 Recall::Missed(format!(
-                    "asked to recall a word it was told ({word:?}), the bridge answered {:?}{}",
-                    clip(&reply_text(d, i)),
+                    "asked to recall a word it was told ({word:?}), the bridge answered {}{}",
+                    reply_quote(d, i),
                     last.expect
                         .as_ref()
                         .map(|p| format!(" (expected to match {p:?})"))
@@ -234,12 +225,13 @@ pub async fn run(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Verdi
         None => repeat_rule(d, rng, fx, &mut words).await,
     });
 
-    // SB-R11: a chat the bridge never saw, restored with a long history.
-    v.push(match (&memory, &baseline) {
+    // SB-R11: a chat the bridge never saw, restored with a long history. Said after SB-S4,
+    // which judges a recall answered with another chat's word.
+    let r11 = match (&memory, &baseline) {
         (Some(why), _) => Verdict::not_run("SB-R11", why.clone()),
         (None, Err(why)) => Verdict::skipped("SB-R11", why.clone()),
         (None, Ok(())) => unknown_chat(d, rng, fx, &mut words).await,
-    });
+    };
 
     // SB-R6 and SB-S2: disableSendHistory, then its merge sequence.
     history_rules(d, rng, fx, &mut words, &memory, &baseline, v).await;
@@ -257,6 +249,10 @@ pub async fn run(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Verdi
                     let i = again.start(d, "reopen/session-start").await;
                     if let Some(why) = unreadable(&d.log[i]) {
                         Verdict::skipped("SB-S3", format!("whether the options were re-asserted cannot be seen: {why}"))
+                    } else if again.ended && again.send_history {
+                        // The app sends nothing more on an ended screen, so no history leaves
+                        // it: the private chat stays private without the option.
+                        pass_with("SB-S3", vec![format!("the bridge ended the reopened chat at its session start ({}): nothing more is sent, so no option needs re-asserting", d.log[i].describe_reply())])
                     } else if again.send_history {
                         Verdict::fail(
                             "SB-S3",
@@ -277,12 +273,38 @@ pub async fn run(d: &mut Driver, rng: &mut Rng, cfg: &CheckConfig, v: &mut Verdi
     end_rules(d, rng, fx, v).await;
 
     // SB-S4: two chats interleaved.
-    v.push(match (&memory, &baseline) {
+    let s4 = match (&memory, &baseline) {
         (Some(why), _) => Verdict::not_run("SB-S4", why.clone()),
         (None, Err(why)) => Verdict::skipped("SB-S4", why.clone()),
         (None, Ok(())) => two_chats(d, rng, fx, &mut words).await,
-    });
+    };
+    v.push(one_cross_talk_verdict(r11, &s4));
+    v.push(s4);
 }
+
+/// SB-R11's recall answered with a word another chat was told is cross-talk, SB-S4's own
+/// scenario. When SB-S4 falls short on it too, the sub-check is skipped naming SB-S4 (one
+/// fault, one verdict); when SB-S4 saw no cross-talk, SB-R11 keeps it.
+fn one_cross_talk_verdict(r11: Verdict, s4: &Verdict) -> Verdict {
+    if s4.status != Status::Fail {
+        return r11;
+    }
+    let mut subs = r11.subchecks.clone();
+    let Some(c) = subs
+        .iter_mut()
+        .find(|c| c.status == Status::Fail && c.evidence.contains(CROSS_TALK))
+    else {
+        return r11;
+    };
+    *c = SubCheck::skipped(
+        &c.name,
+        format!("{} (one fault, one verdict: SB-S4 carries it)", c.evidence),
+    );
+    strict_from_subchecks("SB-R11", subs)
+}
+
+/// How SB-R11's recall names an answer that is another chat's word.
+const CROSS_TALK: &str = "a word another chat was told (cross-talk, see SB-S4)";
 
 /// SB-R3 with its control: the same exchange with history keeping the bridge's ids in their
 /// own case (canonical bytes). Only when the control works is a failure the ids' fault.
@@ -313,16 +335,17 @@ async fn repeat_rule(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Wo
         };
         // The answer to ask about: the last assistant message with text (a system note may
         // follow it: a reply can hold several messages), else the last message with text.
+        // Only what the reply changes on screen: a message re-sent unchanged is an earlier one.
         let prev = d.log[rem].judged(Profile::Gamma).ok().and_then(|r| {
-            let said = |m: &&Msg| !m.content.trim().is_empty();
-            let answer = r
-                .messages
+            let said = |m: &&&Msg| !m.content.trim().is_empty();
+            let changed = d.log[rem].changed(&r).0;
+            let answer = changed
                 .iter()
                 .rev()
                 .filter(said)
                 .find(|m| m.from == From::Assistant);
             answer
-                .or_else(|| r.messages.iter().rev().find(said))
+                .or_else(|| changed.iter().rev().find(said))
                 .map(|m| m.content.trim().to_string())
         });
         let Some(prev) = prev else {
@@ -345,7 +368,7 @@ async fn repeat_rule(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Wo
             Some(p) => p.is_match(&text),
             None => text.contains(&prev),
         };
-        outcome.push((ok, prev, text));
+        outcome.push((ok, prev, reply_quote(d, i)));
     }
     let (c_ok, c_prev, c_text) = &outcome[0];
     let (ok, prev, text) = &outcome[1];
@@ -353,9 +376,8 @@ async fn repeat_rule(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Wo
         return Verdict::skipped(
             "SB-R3",
             format!(
-                "even with its ids as it wrote them, asked to repeat {:?} the bridge answered {:?} (the bridge does not enter the scenario)",
+                "even with its ids as it wrote them, asked to repeat {:?} the bridge answered {c_text} (the bridge does not enter the scenario)",
                 clip(c_prev),
-                clip(c_text)
             ),
         );
     }
@@ -365,10 +387,8 @@ async fn repeat_rule(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Wo
         Verdict::fail(
             "SB-R3",
             format!(
-                "history carried the bridge's reply {:?} under its id in upper case; asked about it, the bridge answered {:?} (with its ids as written it answered {:?})",
+                "history carried the bridge's reply {:?} under its id in upper case; asked about it, the bridge answered {text} (with its ids as written it answered {c_text})",
                 clip(prev),
-                clip(text),
-                clip(c_text)
             ),
         )
     }
@@ -387,7 +407,7 @@ async fn unknown_chat(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut W
             sources: vec![],
         });
     }
-    for k in 0..38 {
+    for k in 0..2 * R11_DECOY_TURNS {
         if k % 2 == 0 {
             s.history
                 .push(Msg::user(&rng.uuid(), &format!("Question {k}: {decoy}?")));
@@ -433,13 +453,13 @@ async fn unknown_chat(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut W
                 let x = &d.log[i];
                 let text = reply_text(d, i);
                 if let Some(s) = x.status().filter(|s| !(200..300).contains(s)) {
-                    SubCheck::fail("recall", format!("status {s}: {:?}", clip(&text)))
+                    SubCheck::fail("recall", format!("status {s}: {}", reply_quote(d, i)))
                 } else if let Some(why) = unreadable(x) {
                     SubCheck::skipped("recall", why)
                 } else if text.to_lowercase().contains(&decoy) {
                     SubCheck::fail(
                         "recall",
-                        format!("the reply echoes history (it names {decoy:?}, a word never to remember): {:?}", clip(&text)),
+                        format!("the reply echoes history (it names {decoy:?}, a word never to remember): {}", reply_quote(d, i)),
                     )
                 } else if recalls(d, i, rc.last().expect("a step"), &w) {
                     SubCheck::pass("recall", format!("named {w:?} from history alone"))
@@ -449,20 +469,86 @@ async fn unknown_chat(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut W
                     SubCheck::fail(
                         "recall",
                         format!(
-                            "history asked to remember {w:?}; `recall` was answered with {other:?}, a word another chat was told (cross-talk, see SB-S4): {:?}",
-                            clip(&text)
+                            "history asked to remember {w:?}; `recall` was answered with {other:?}, {CROSS_TALK}: {}",
+                            reply_quote(d, i)
                         ),
                     )
                 } else {
-                    SubCheck::fail(
-                        "recall",
-                        format!("history asked to remember {w:?}; `recall` was answered {:?}", clip(&text)),
-                    )
+                    let miss = format!("history asked to remember {w:?}; `recall` was answered {}", reply_quote(d, i));
+                    long_chat_control(d, rng, fx, words, miss).await
                 }
             }
         });
     }
     strict_from_subchecks("SB-R11", subs)
+}
+
+/// The turns of SB-R11's history after `remember`: questions naming a decoy, each answered.
+const R11_DECOY_TURNS: usize = 19;
+
+/// SB-R11's control, run only when a restored chat's `recall` missed its word: the same
+/// conversation in a live chat (remember, the decoy questions, recall), the bridge keeping its
+/// own state. A bridge that forgets there too has a context window shorter than the history
+/// (legal: SB-R11 asks whether the lack of server state breaks the chat, not how much a bridge
+/// remembers), so whether the restore works is not seen: skipped, naming the control. Only a
+/// control that recalls makes `miss` a failure.
+async fn long_chat_control(
+    d: &mut Driver,
+    rng: &mut Rng,
+    fx: &Fixture,
+    words: &mut Words,
+    miss: String,
+) -> SubCheck {
+    let w = words.next();
+    let decoy = words.next();
+    let mut s = Screen::new(rng);
+    s.start(d, "unknown-chat-control/start").await;
+    let rem = run_steps(
+        &mut s,
+        d,
+        "remember",
+        steps(fx, "remember"),
+        &w,
+        "unknown-chat-control",
+        false,
+    )
+    .await;
+    if let Ran::NotEntered(why) = rem {
+        return SubCheck::skipped(
+            "recall",
+            format!(
+                "{miss}; the control (the same conversation in a live chat) was not entered: {why}"
+            ),
+        );
+    }
+    for k in 0..R11_DECOY_TURNS {
+        let q = format!("Question {}: {decoy}?", 2 * k);
+        if s.send(d, &q, &format!("unknown-chat-control/question-{}", k + 1))
+            .await
+            .is_none()
+        {
+            return SubCheck::skipped(
+                "recall",
+                format!(
+                    "{miss}; the control (the same conversation in a live chat) ended before its recall"
+                ),
+            );
+        }
+    }
+    match recall(&mut s, d, fx, &w, "unknown-chat-control").await {
+        Recall::Named(_) => SubCheck::fail(
+            "recall",
+            format!(
+                "{miss}; in a live chat, after the same {R11_DECOY_TURNS} questions, it recalled its word (the control): the restore from history is what fails"
+            ),
+        ),
+        Recall::Missed(why) | Recall::Unreadable(why) => SubCheck::skipped(
+            "recall",
+            format!(
+                "{miss}; but the bridge forgets in a live chat too, after the same {R11_DECOY_TURNS} questions, with its own state (the control: {why}): a context shorter than the history, so whether restoring works is not seen"
+            ),
+        ),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -685,13 +771,20 @@ async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut VerdictL
         s1.push("internal: the emulated client sent after endSession".to_string());
     }
     for x in d.log[before..].iter().filter(|x| ends(x)) {
-        if let Ok(r) = x.judged(Profile::Gamma)
-            && !r.messages.iter().any(|m| !m.content.is_empty())
-        {
-            s1.push(format!(
-                "{}: endSession:true with no message to show; the client will send nothing more, so the bridge cannot finish later",
-                x.label
-            ));
+        if let Ok(r) = x.judged(Profile::Gamma) {
+            let (changed, same) = x.changed(&r);
+            if !changed.iter().any(|m| !m.content.is_empty()) {
+                s1.push(format!(
+                    "{}: endSession:true with no {}message to show{}; the client will send nothing more, so the bridge cannot finish later",
+                    x.label,
+                    if same > 0 { "new " } else { "" },
+                    match same {
+                        0 => String::new(),
+                        1 => " (1 message re-sent unchanged, which changes nothing on screen)".into(),
+                        n => format!(" ({n} messages re-sent unchanged, which change nothing on screen)"),
+                    }
+                ));
+            }
         }
     }
     v.push(if s1.is_empty() {
@@ -758,8 +851,8 @@ async fn two_chats(d: &mut Driver, rng: &mut Rng, fx: &Fixture, words: &mut Word
                 SubCheck::fail(
                     name,
                     format!(
-                        "recalled the other chat's word {other:?}: {:?}",
-                        clip(&reply_text(d, *i))
+                        "recalled the other chat's word {other:?}: {}",
+                        reply_quote(d, *i)
                     ),
                 )
             }

@@ -29,6 +29,11 @@ const ODD = {
   status: 'odd 2xx statuses: session start 201, sends 203, option toggles 202',
   editprev: 'each answer also updates the previous answer in place (reuses its own id)',
   editcase: 'with editprev: the reused id in the opposite letter case',
+  transcript: 'every reply (session start or send) re-sends, first and unchanged (same id, content and sources), every message the bridge sent earlier in the chat (an upsert that changes nothing on screen), then its new messages',
+  ackword: 'the answer to "memorize WORD please" names the word ("Stored: WORD. I will keep it safe.")',
+  window: 'a context window: the recall reads only the last 12 messages of the conversation (of history when sent, else of the chat as the bridge saw it), with or without its own state; a word told earlier is forgotten',
+  reopenend: 'session start of a reopened private chat: a system message "Private chats cannot be resumed" and endSession true, instead of re-asserting disableSendHistory (nothing more is sent, so no history leaves the chat)',
+  v11note: 'a send with a newer minor version (1.x, x>0) is answered as 1.0 is, after a system note saying the bridge speaks 1.0',
   resendprev: 'each answer also re-sends the previous answer unchanged (same id, content and sources): an upsert that changes nothing on screen',
   pretty: 'pretty-printed JSON with tabs, CRLF and leading/trailing whitespace',
   charset: 'Content-Type: application/json; charset=UTF-8',
@@ -93,7 +98,7 @@ const ODD = {
   firstwelcome: 'when history shows the send is the chat\'s first user message (exactly one user message in history), an assistant "Welcome!" precedes the answer; none when history is absent',
   lsep: 'answers carry a LINE SEPARATOR (U+2028) after "You said:" and a PARAGRAPH SEPARATOR (U+2029) at the end (legal JSON string characters, invisible in a terminal)',
 };
-const OPTIN = ['huge12', 'resendprev', 'firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
+const OPTIN = ['huge12', 'transcript', 'ackword', 'window', 'reopenend', 'v11note', 'resendprev', 'firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
 const FLAW = {
   'no-id': 'reply message without id',
   'bad-id': 'reply id "msg-<n>" (not a UUID)',
@@ -187,6 +192,9 @@ const FLAW = {
   'empty-options-end': 'empty send answered with endSession true but no message',
   'auth-start': 'the key is checked only at session start: a send in a chat whose session start carried the right key is served with no key or a wrong key',
   'auth-start-wrong': 'like auth-start, but a send with NO key is still refused: only a wrong key is served in a chat started with the right key',
+  'v11-note-only': 'a send with a newer minor version (1.x, x>0) is answered 200 with a system note asking to update the app, and no answer',
+  'refuse-empty': 'the refusal\'s system message has empty content (the app shows no bubble for it: the user is told nothing)',
+  'history-blind': 'the recall answers from the bridge\'s own memory only, never from history: a chat restored from history (server restart) has forgotten',
   'empty-key': 'an x-sidebridge-key header with an empty value is accepted (tested for truthiness: "no key given")',
 };
 
@@ -437,6 +445,7 @@ function handle(req, res, raw) {
       if (flaw.has('refuse-assistant')) ms.push(msg('assistant', 'Hello anyway!'));
       if (flaw.has('refuse-id')) { try { const q = JSON.parse(raw.toString('utf8')); if (q.messages && q.messages[0] && typeof q.messages[0].id === 'string') ms[0].id = q.messages[0].id; } catch (e) { /* no message to reuse */ } }
       if (flaw.has('refuse-nosrc')) delete ms[0].sources;
+      if (flaw.has('refuse-empty')) ms[0].content = '';
       if (flaw.has('refuse-badsrc')) ms[0].sources = [{ title: 'Help', url: '/help/auth' }];
       return send(res, st, body(ms, flaw.has('refuse-noend') ? null : { endSession: true }), st === 401 ? { 'WWW-Authenticate': 'SideBridgeKey' } : {});
     }
@@ -459,14 +468,24 @@ function handle(req, res, raw) {
   const hist = r.history == null ? null : r.history;
   if (flaw.has('unknown-500') && (hist || []).some(h => h.from === 'unknown')) return sysErr(res, 500, 'unknown sender');
   if (flaw.has('unknown-ends') && (hist || []).some(h => h.from === 'unknown')) return sysErr(res, 200, 'I cannot continue this chat.', true);
+  reqVersion = r.sidebridge;
   return answer(res, chat(r.chatId), msgs, hist, raw.toString('utf8'));
 }
+let reqVersion = '1.0';
 
 const RE_REMEMBER = /^memorize\s+(\S+)\s+please$/i;
 function wordFromHistory(hist) {
   let w = null;
   for (const h of hist || []) { if (h.from === 'user') { const m = RE_REMEMBER.exec((h.content || '').trim()); if (m) w = m[1]; } }
   return w;
+}
+// `--odd transcript`: everything said so far in this chat first, unchanged; then `out`, kept.
+function transcript(c, out) {
+  if (!odd.has('transcript')) return out;
+  const sent = c.sent || (c.sent = []);
+  const earlier = sent.map(m => Object.assign({}, m));
+  for (const m of out) { const at = sent.findIndex(x => idKey(x.id || '') === idKey(m.id || '')); if (at >= 0) sent[at] = Object.assign({}, m); else sent.push(Object.assign({}, m)); }
+  return earlier.concat(out);
 }
 function answer(res, c, msgs, hist, raw) {
   if (msgs === null) { // session start
@@ -476,13 +495,14 @@ function answer(res, c, msgs, hist, raw) {
       return send(res, odd.has('ended410') ? 410 : 200, body([msg('system', 'This conversation has ended. Start a new chat to continue.')], { endSession: true }));
     }
     c.authed = true;
-    if (!c.word && !flaw.has('forget-private')) c.word = wordFromHistory(hist);
+    if (odd.has('reopenend') && c.priv) { c.ended = true; return send(res, 200, body([msg('system', 'Private chats cannot be resumed. Start a new chat.')], { endSession: true })); }
+    if (!c.word && !flaw.has('forget-private') && !flaw.has('history-blind')) c.word = wordFromHistory(hist);
     const gr = (id) => { const g = msg('system', 'Welcome to sb-node.'); g.id = id; return g; };
     if (odd.has('fixedgreet') || odd.has('chatidgreet')) return send(res, 200, body([gr(odd.has('fixedgreet') ? '5B1D8E2A-0000-4000-8000-00000000CAFE' : c.cid.toLowerCase())], c.priv ? { disableSendHistory: true } : null));
     const ms = odd.has('greet') ? [msg('system', 'Connected to sb-node. ' + (c.priv ? 'Incognito is on.' : ''))] : [];
     if (odd.has('alwaysprivate')) c.priv = true;
     const opts = c.priv && !flaw.has('forget-reopen') ? { disableSendHistory: true } : null;
-    return send(res, odd.has('status') ? 201 : 200, body(ms, opts));
+    return send(res, odd.has('status') ? 201 : 200, body(transcript(c, ms), opts));
   }
   if (c.ended) return send(res, 200, body([msg('system', 'This conversation has ended.')], { endSession: true }));
   const texts = msgs.map(m => (m.content || '').trim());
@@ -494,19 +514,23 @@ function answer(res, c, msgs, hist, raw) {
   }
   const out = [], opts = {};
   let st = odd.has('status') ? 203 : 200;
+  if (reqVersion !== '1.0' && flaw.has('v11-note-only')) return send(res, 200, body([msg('system', 'This bridge speaks Side Bridge 1.0: please update the app.')], null));
+  if (reqVersion !== '1.0' && odd.has('v11note')) out.push(msg('system', 'Note: this bridge speaks Side Bridge ' + '1.0; your app sent ' + reqVersion + '.'));
   for (let i = 0; i < msgs.length; i++) {
     const t = texts[i];
     if (!t) continue;
     const low = t.toLowerCase();
+    (c.conv || (c.conv = [])).push({ from: 'user', content: t });
     let said, rem;
     if ((rem = RE_REMEMBER.exec(t))) {
       if (!flaw.has('forget-private') && !flaw.has('echo-history')) c.word = rem[1];
-      said = 'Stored. I will keep it safe.';
+      said = odd.has('ackword') ? 'Stored: ' + rem[1] + '. I will keep it safe.' : 'Stored. I will keep it safe.';
     } else if (low === 'what was the secret?') {
       if (odd.has('slowrecall')) slowNext = 12000;
       if (flaw.has('echo-history')) said = 'History: ' + (hist || []).map(h => h.content).join(' | ');
       else {
-        const w = c.word || wordFromHistory(hist);
+        // `window`: only the last 12 messages count (of history when sent, else of the chat as the bridge saw it).
+        const w = odd.has('window') ? wordFromHistory((hist || c.conv || []).slice(-12)) : flaw.has('history-blind') ? c.word : c.word || wordFromHistory(hist);
         said = w ? 'The secret is ' + w + '.' : 'I know no secret.';
       }
     } else if (low === 'say that again') {
@@ -555,7 +579,7 @@ function answer(res, c, msgs, hist, raw) {
     if (flaw.has('reuse-hist-id')) { const f = (hist || []).find(h => h.from !== 'user' && h.from !== 'assistant'); if (f) m.id = f.id; }
     out.push(m);
     if (flaw.has('dup-ids')) out.push(Object.assign({}, m, { content: 'dup' }));
-    c.said.set(idKey(m.id || ''), said); c.last = said; c.lastMsg = m;
+    c.said.set(idKey(m.id || ''), said); c.last = said; c.lastMsg = m; c.conv.push({ from: m.from, content: said });
     if (flaw.has('double-varied') && hist && hist.length && hist[hist.length - 1].id === msgs[i].id) out.push(msg('assistant', said.replace(/^You said: /, 'Echo: '), sourcesFor()));
     if (flaw.has('double') && hist && hist.length && hist[hist.length - 1].id === msgs[i].id) out.push(msg('assistant', said, sourcesFor()));
     if (odd.has('lennote')) out.push(msg('system', '(' + said.length + ' characters)'));
@@ -564,7 +588,7 @@ function answer(res, c, msgs, hist, raw) {
   }
   if (odd.has('status299')) st = 299;
   if (flaw.has('send-401')) st = 401;
-  send(res, st, body(out, Object.keys(opts).length ? opts : null));
+  send(res, st, body(transcript(c, out), Object.keys(opts).length ? opts : null));
 }
 
 if (odd.has('nodewarn')) process.emitWarning('The `punycode` module is deprecated. Please use a userland alternative instead.', 'DeprecationWarning', 'DEP0040');
