@@ -1179,6 +1179,12 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     (
+        "ignore-nbf",
+        "handshake-auth",
+        "a JWT not valid yet (nbf an hour ahead): admitted",
+        &[],
+    ),
+    (
         "accept-alg-none",
         "handshake-auth",
         "an unsigned JWT (alg none, roles ADMIN): admitted",

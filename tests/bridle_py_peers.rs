@@ -111,6 +111,10 @@ const HUB_ROWS: &[Row] = &[
     // Engine.IO ping every 300 ms with a 400 ms timeout: the harness's sockets answer each
     // ping while a rule waits on other things (passed twice in a row under a parallel build).
     legal("fast-ping", "", "fast-ping"),
+    // Legacy `images` read only as strings (data URL or bare base64): the spec gives them no
+    // shape, and legacy-parts failed such a hub before it tried more than one (found by an
+    // audit hub on npm socket.io, `AUD_HUB=legacy-strings`).
+    legal("legacy-strings", "", "legacy-strings"),
     flaw(
         "v-alg-none",
         "handshake-auth",
@@ -120,6 +124,11 @@ const HUB_ROWS: &[Row] = &[
         "v-no-exp-check",
         "handshake-auth",
         "an expired JWT: admitted",
+    ),
+    flaw(
+        "v-no-nbf-check",
+        "handshake-auth",
+        "a JWT not valid yet (nbf an hour ahead): admitted",
     ),
     flaw("v-pong-no-ts", "ping-pong", "has no numeric ts"),
     flaw(

@@ -820,11 +820,17 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
     let good = sign_jwt(secret, "auth-user", &[]);
     let forged = sign_jwt(&format!("{secret}-wrong"), "auth-user", &[]);
     let expired = sign_claims(secret, &json!({ "sub": "auth-user", "exp": now - 3600 }));
+    // RFC 7519 §4.1.5: a JWT MUST NOT be accepted before its `nbf`; the spec's JwtService
+    // (jsonwebtoken's verify) refuses it. An hour ahead: beyond any clock tolerance.
+    let not_yet = sign_claims(
+        secret,
+        &json!({ "sub": "auth-user", "nbf": now + 3600, "exp": now + 7200 }),
+    );
     let no_sub = sign_claims(secret, &json!({ "roles": ["USER"], "exp": now + 3600 }));
     // Not verified by the secret at all: the spec's hub verifies every token with JWT_SECRET.
     let unsigned =
         unsigned_jwt(&json!({ "sub": "auth-user", "roles": ["ADMIN"], "exp": now + 3600 }));
-    let browsers: [(&str, Value); 7] = [
+    let browsers: [(&str, Value); 8] = [
         ("browser without token", json!({ "agentId": a })),
         (
             "browser with a JWT signed by another secret",
@@ -837,6 +843,10 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
         (
             "browser with an expired JWT",
             json!({ "token": expired, "agentId": a }),
+        ),
+        (
+            "browser with a JWT not valid yet (nbf an hour ahead)",
+            json!({ "token": not_yet, "agentId": a }),
         ),
         (
             "browser with a JWT without sub",

@@ -171,18 +171,26 @@ pub fn sign_claims(secret: &str, claims: &impl serde::Serialize) -> String {
     .unwrap_or_default()
 }
 
-/// Verifies a JWT's signature and `exp` and returns its claims whatever their shape.
+/// The browser JWT's checks: HS256 only, `exp` required and `nbf` honoured (RFC 7519 §4.1.5:
+/// not accepted before it), as the spec's JwtService (jsonwebtoken's verify) does.
+fn jwt_validation() -> jsonwebtoken::Validation {
+    let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    v.validate_nbf = true;
+    v
+}
+
+/// Verifies a JWT's signature, `exp` and `nbf` and returns its claims whatever their shape.
 pub fn verify_jwt_claims(secret: &str, token: &str) -> Option<Value> {
-    let v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    let v = jwt_validation();
     let key = jsonwebtoken::DecodingKey::from_secret(secret.as_bytes()).ok()?;
     jsonwebtoken::decode::<Value>(token, &key, &v)
         .ok()
         .map(|d| d.claims)
 }
 
-/// Verifies a browser JWT (HS256, `exp` required).
+/// Verifies a browser JWT (HS256, `exp` required, `nbf` honoured).
 pub fn verify_jwt(secret: &str, token: &str) -> Option<Claims> {
-    let v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    let v = jwt_validation();
     let key = jsonwebtoken::DecodingKey::from_secret(secret.as_bytes()).ok()?;
     jsonwebtoken::decode::<Claims>(token, &key, &v)
         .ok()

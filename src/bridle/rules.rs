@@ -84,6 +84,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "browser with a JWT signed by another secret",
             "browser with a malformed token",
             "browser with an expired JWT",
+            "browser with a JWT not valid yet (nbf an hour ahead)",
             "browser with a JWT without sub",
             "browser with an unsigned JWT (alg none, roles ADMIN)",
             "browser without agentId",

@@ -26,6 +26,7 @@ const { Server } = require("socket.io");
 
 const DIVERGENCES = {
   "accept-no-sub": "a JWT without sub is admitted (clientId undefined, never unregistered)",
+  "ignore-nbf": "a JWT whose nbf (not before) is still ahead is admitted (RFC 7519 §4.1.5: it MUST NOT be accepted)",
   "accept-alg-none": "a JWT whose header says alg none is admitted unsigned (the header's algorithm trusted)",
   "no-agent-id": "hub→agent message lacks agentId",
   "foreign-client-id": "typing reaches browsers with a clientId that is not theirs (another browser's)",
@@ -127,6 +128,7 @@ function verifyJwt(token) {
   }
   if (header.alg !== "HS256" || !payload || typeof payload !== "object") return null;
   if (typeof payload.exp === "number" && payload.exp * 1000 < Date.now()) return null;
+  if (!is("ignore-nbf") && typeof payload.nbf === "number" && payload.nbf * 1000 > Date.now()) return null;
   return payload;
 }
 

@@ -106,6 +106,10 @@ def build_parts(text, images):
     if text:
         parts.append({"type": "text", "text": text})
     for img in images or []:
+        # legacy-strings: only string images (data URL or bare base64) are read, as a hub
+        # written against the old client, which sent them so, would; legal (the spec gives no shape).
+        if "legacy-strings" in VARY and not isinstance(img, str):
+            continue
         if isinstance(img, str):
             # data URL or bare base64
             if img.startswith("data:") and ";base64," in img:
@@ -158,6 +162,11 @@ def verify_token(token):
             try:
                 if jwt.get_unverified_header(token).get("alg") == "none":
                     claims = jwt.decode(token, options={"verify_signature": False})
+            except Exception:
+                pass
+        if "v-no-nbf-check" in VARY:
+            try:
+                claims = jwt.decode(token, JWT_SECRET, algorithms=["HS256"], options={"verify_nbf": False})
             except Exception:
                 pass
         if "v-no-exp-check" in VARY:
