@@ -48,6 +48,7 @@ const FLAWS: &[Flaw] = &[
     ("bom", "SB-D1", &[]),
     ("single-quote", "SB-D1", &[]),
     ("latin1", "SB-D1", &[]),
+    ("lone-surrogate", "SB-D1", &[]),
     ("rel-source", "SB-D5", &[]),
     ("empty-source-url", "SB-D5", &[]),
     ("ftp-source", "SB-D5", &[]),
@@ -137,6 +138,9 @@ const FLAWS: &[Flaw] = &[
     ("history-blind", "SB-R11", &[]),
     ("ended-500", "SB-R12", &[]),
     ("silent-end", "SB-S1", &[]),
+    // The end "said" by re-sending the chat's last answer unchanged: nothing new on screen (the
+    // end scenario now has a plain turn first, so there is an answer to re-send).
+    ("end-resend", "SB-S1", &[]),
     ("reenable", "SB-S2", &[]),
     // The mirror: history disabled again, unasked, after the bridge re-enabled it.
     ("sticky-private", "SB-S2", &[]),

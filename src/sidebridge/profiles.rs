@@ -169,6 +169,8 @@ pub fn parse_json(body: &[u8]) -> Result<Value, String> {
         Err(mine) => {
             return Err(not_json(match serde_json::from_str::<Value>(text) {
                 Err(e) if mine.depth => format!("{e}; {}", mine.what),
+                // serde words an unpaired surrogate escape as "unexpected end of hex escape".
+                Err(_) if mine.surrogate => mine.what,
                 Err(e) if !e.to_string().contains("recursion limit") => e.to_string(),
                 _ => mine.what,
             }));
@@ -204,13 +206,19 @@ pub struct ScanError {
     pub what: String,
     /// Refused only for nesting deeper than [`MAX_DEPTH`].
     pub depth: bool,
+    /// Refused for an unpaired UTF-16 surrogate escape (said in our words, not serde's).
+    pub surrogate: bool,
 }
 
 /// Strict JSON (RFC 8259) checked without recursion: `Ok` with the edits [`parse_json`] makes
 /// before serde reads it (byte range, replacement), or why it is not JSON.
 pub fn scan_json(b: &[u8]) -> Result<Vec<(usize, usize, &'static str)>, ScanError> {
     fn err(what: String) -> ScanError {
-        ScanError { what, depth: false }
+        ScanError {
+            what,
+            depth: false,
+            surrogate: false,
+        }
     }
     fn ws(b: &[u8], i: &mut usize) {
         while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
@@ -235,7 +243,30 @@ pub fn scan_json(b: &[u8]) -> Result<Vec<(usize, usize, &'static str)>, ScanErro
                         if b.len() >= *i + 6
                             && b[*i + 2..*i + 6].iter().all(u8::is_ascii_hexdigit) =>
                     {
-                        *i += 6
+                        // A surrogate escape must be a high one followed by a low one: one
+                        // alone names no character, and the app's decoder refuses it.
+                        let unit = |at: usize| {
+                            std::str::from_utf8(&b[at + 2..at + 6])
+                                .ok()
+                                .and_then(|h| u16::from_str_radix(h, 16).ok())
+                        };
+                        let high = unit(*i).unwrap_or(0);
+                        let paired = (0xD800..0xDC00).contains(&high)
+                            && b.len() >= *i + 12
+                            && b[*i + 6] == b'\\'
+                            && b[*i + 7] == b'u'
+                            && b[*i + 8..*i + 12].iter().all(u8::is_ascii_hexdigit)
+                            && unit(*i + 6).is_some_and(|l| (0xDC00..0xE000).contains(&l));
+                        if (0xD800..0xE000).contains(&high) && !paired {
+                            return Err(ScanError {
+                                what: format!(
+                                    "an unpaired UTF-16 surrogate escape \\u{high:04x} at byte {i}: it names no character, and the app's JSON decoder refuses it"
+                                ),
+                                depth: false,
+                                surrogate: true,
+                            });
+                        }
+                        *i += if paired { 12 } else { 6 }
                     }
                     _ => return Err(err(format!("invalid escape at byte {i}"))),
                 },
@@ -307,6 +338,7 @@ pub fn scan_json(b: &[u8]) -> Result<Vec<(usize, usize, &'static str)>, ScanErro
                             "nested deeper than {MAX_DEPTH} levels, the limit of the app's decoder (Foundation's JSONSerialization)"
                         ),
                         depth: true,
+                        surrogate: false,
                     });
                 }
                 if stack.len() > KEEP_DEPTH && cut.is_none() {
@@ -761,6 +793,25 @@ impl Request {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unpaired_surrogate_escape_is_named_and_a_pair_is_read() {
+        for body in [
+            r#"{"a":"x\ud800y"}"#,
+            r#"{"a":"x\ud800"}"#,
+            r#"{"a":"x\udc00y"}"#,
+            r#"{"a":"\ud800\u0041"}"#,
+            r#"{"a":"\ud800\ud800"}"#,
+        ] {
+            let e = parse_json(body.as_bytes()).expect_err(body);
+            assert!(
+                e.contains("unpaired UTF-16 surrogate escape"),
+                "{body}: {e}"
+            );
+        }
+        let v = parse_json(br#"{"a":"\ud83d\ude00 \u00e9"}"#).expect("a pair");
+        assert_eq!(v["a"], "\u{1F600} \u{e9}");
+    }
 
     #[test]
     fn app_bytes_have_the_habits() {

@@ -132,6 +132,9 @@ pub(super) fn ends(x: &Exchange) -> bool {
         == Some(true)
 }
 
+/// SB-H3's probe of the endpoint's path with its trailing slash toggled: another path, whose
+/// body is no Side Bridge reply's (SB-D9 does not judge it).
+pub(super) const TRAILING_SLASH_PROBE: &str = "redirect/trailing-slash";
 /// The label of the run's first request, timed by SB-H2.
 pub(super) const TIMED_START: &str = "timing/session-start";
 /// The label of the new chat's session start judged by SB-H1.
@@ -506,7 +509,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let h = d.client_headers();
     let probe = d
         .exchange(
-            "redirect/trailing-slash",
+            TRAILING_SLASH_PROBE,
             Kind::Probe,
             alt,
             "POST",
@@ -2127,7 +2130,12 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
         // Only replies to a POST: the app sends nothing else. The GET/PUT/HEAD probes' bodies
         // are SB-H4's and the OPTIONS probe is SB-H5's record (one fault, one verdict; no
         // warning about text the app never asks for).
-        if !(200..300).contains(&r.status) && x.method == "POST" && !(300..400).contains(&r.status)
+        // Nor the trailing-slash probe: another path than the endpoint (a framework's 404
+        // page there is not an error reply of the bridge).
+        if !(200..300).contains(&r.status)
+            && x.method == "POST"
+            && !(300..400).contains(&r.status)
+            && x.label != TRAILING_SLASH_PROBE
         {
             non_2xx += 1;
             match profiles::decode_reply(Profile::Gamma, r) {

@@ -746,6 +746,9 @@ async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut VerdictL
     let mut s = Screen::new(rng);
     s.start(d, "end/start").await;
     let before = d.log.len();
+    // A plain turn first, so the chat shows an answer when it ends: a bridge that "ends" by
+    // re-sending that answer unchanged shows nothing new, which is SB-S1's fault to see.
+    s.send(d, "hello before the end", "end/before").await;
     // The scenario is entered when the session ends: a reply that ends it with nothing to show
     // misses the step's `expect` (there is no text to match) but is exactly SB-S1's fault, so
     // it is judged rather than skipped.

@@ -66,6 +66,7 @@ const ODD = {
   split: 'the recall/repeat answer split over two messages (word/text in the second)',
   alwaysprivate: 'every session start sets disableSendHistory true (the bridge keeps context itself)',
   oddids: 'mixed-case, non-v4 (v7-like and v1-like) UUIDs',
+  path404html: 'only the exact endpoint path is served; any other path (e.g. /bridge/) gets a framework-style 404 text/html page (not the endpoint: no Side Bridge body owed)',
   strictpath: 'only the exact endpoint path is served; any other path 404 with a Side Bridge body',
   slash308: 'the endpoint with a trailing slash answers 308 to the endpoint',
   redir307abs: 'POST /bridge answered 307 with an absolute Location to /bridge2',
@@ -98,7 +99,7 @@ const ODD = {
   firstwelcome: 'when history shows the send is the chat\'s first user message (exactly one user message in history), an assistant "Welcome!" precedes the answer; none when history is absent',
   lsep: 'answers carry a LINE SEPARATOR (U+2028) after "You said:" and a PARAGRAPH SEPARATOR (U+2029) at the end (legal JSON string characters, invisible in a terminal)',
 };
-const OPTIN = ['huge12', 'transcript', 'ackword', 'window', 'reopenend', 'v11note', 'resendprev', 'firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
+const OPTIN = ['huge12', 'transcript', 'ackword', 'window', 'reopenend', 'v11note', 'path404html', 'resendprev', 'firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
 const FLAW = {
   'no-id': 'reply message without id',
   'bad-id': 'reply id "msg-<n>" (not a UUID)',
@@ -194,6 +195,8 @@ const FLAW = {
   'auth-start-wrong': 'like auth-start, but a send with NO key is still refused: only a wrong key is served in a chat started with the right key',
   'v11-note-only': 'a send with a newer minor version (1.x, x>0) is answered 200 with a system note asking to update the app, and no answer',
   'refuse-empty': 'the refusal\'s system message has empty content (the app shows no bubble for it: the user is told nothing)',
+  'lone-surrogate': 'answers carry an unpaired surrogate escape (\\ud800) in content: no character, and the app\'s JSON decoder refuses the body',
+  'end-resend': '`good night` answered by re-sending the previous answer unchanged (same id, content and sources) + endSession: nothing new on screen',
   'history-blind': 'the recall answers from the bridge\'s own memory only, never from history: a chat restored from history (server restart) has forgotten',
   'empty-key': 'an x-sidebridge-key header with an empty value is accepted (tested for truthiness: "no key given")',
 };
@@ -354,6 +357,7 @@ function send(res, status, obj, extraHeaders) {
   }
   if (flaw.has('trailing-comma') && text.endsWith('}')) text = text.slice(0, -1) + ',}';
   if (flaw.has('single-quote')) text = text.replace(/"/g, "'");
+  if (flaw.has('lone-surrogate')) text = text.replace(/"You said: /g, '"You said: \\ud800');
   if (odd.has('pretty') && text) text = ' \r\n\t' + text + '\r\n\r\n ';
   let buf = Buffer.from(text, 'utf8');
   if (flaw.has('latin1')) buf = Buffer.from(text, 'latin1');
@@ -424,6 +428,7 @@ function handle(req, res, raw) {
   if (path === '/bridge' && /redir307/.test([...odd].join())) { const q = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : ''; const loc = odd.has('redir307abs') ? 'http://' + SHOW + ':' + srv.address().port + '/bridge2' + q : odd.has('redir307rel') ? 'bridge2' + q : '//' + SHOW + ':' + srv.address().port + '/bridge2' + q; return send(res, 307, undefined, { Location: loc }); }
   if (flaw.has('redirect-302') && path === '/bridge') { return send(res, 302, undefined, { Location: '/bridge2' }); }
   if (flaw.has('redirect-slash-301') && path === '/bridge/') { return send(res, 301, undefined, { Location: '/bridge' }); }
+  if (odd.has('path404html') && path !== '/bridge') { res.writeHead(404, { 'Content-Type': 'text/html' }); return res.end('<!DOCTYPE html><html><body><h1>404 Not Found</h1><p>Cannot POST ' + path + '</p></body></html>'); }
   if (!isEndpoint(path) && path !== '/bridge2') return sysErr(res, 404, 'No Side Bridge endpoint at ' + path + '; use /bridge.', false);
   // authentication first
   let sent = req.headers['x-sidebridge-key'];
@@ -550,6 +555,7 @@ function answer(res, c, msgs, hist, raw) {
       if (!flaw.has('no-end')) { c.ended = true; opts.endSession = true; }
       said = 'Good night, and thanks!';
       if (flaw.has('silent-end')) continue;
+      if (flaw.has('end-resend') && c.lastMsg) { out.push(Object.assign({}, c.lastMsg)); continue; }
       if (odd.has('endedit') && c.lastMsg) { out.push(Object.assign({}, c.lastMsg, { content: c.lastMsg.content + '\n\nGood night! (chat closed)' })); continue; }
     } else {
       let echo = t;
