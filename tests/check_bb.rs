@@ -248,9 +248,11 @@ const TABLE: &[Expect] = &[
         absent: &[],
         not_run: &[],
     },
+    // A legal reclassification: bb's assembler settles the item twice itself and its host
+    // drops the second; events/grammar passes naming it (it failed before).
     Expect {
         mode: "search-reclassified",
-        fail: &["events/grammar"],
+        fail: &[],
         skipped: &[],
         absent: &[],
         not_run: &[],
@@ -418,8 +420,9 @@ fn check_mode(e: &Expect) -> Result<(), String> {
         }
     }
     let code = out.status.code();
-    if code != Some(1) {
-        problems.push(format!("  exit code {code:?}, expected 1"));
+    let want_code = i32::from(!(e.fail.is_empty() && e.skipped.is_empty()));
+    if code != Some(want_code) {
+        problems.push(format!("  exit code {code:?}, expected {want_code}"));
     }
     if problems.is_empty() {
         Ok(())

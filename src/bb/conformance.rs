@@ -65,6 +65,8 @@ pub const LIVE_RULES: &[&str] = &[
 
 /// bb's host-side grammar (reference §13) judged over every event the run assembled.
 pub const EVENTS_GRAMMAR: &str = "events/grammar";
+/// Why the rules that send `thread/resume` are not run for a bridge without sessionRestore.
+const NO_SESSION_RESTORE: &str = "not applicable: the bridge does not declare capabilities.sessionRestore (false when absent), and the runtime never sends thread/resume to a bridge that did not advertise it (--kit-only sends it, as bb's kit does)";
 /// The kit's rule for one grammar sub-rule: `events/grammar` leaves that sub-rule's violations
 /// to it once it failed for one (one fault, one verdict).
 const OPENS_BEFORE_DELTA: &str = "item/opens-before-delta";
@@ -178,8 +180,10 @@ pub fn run(
         }
     };
     let bridge = Bridge::spawn(&opts.command, opts.limits)?;
+    let mut client = Client::new(bridge, opts.timeout);
+    client.accept_main_run = !opts.kit_only;
     let mut kit = Kit {
-        c: Client::new(bridge, opts.timeout),
+        c: client,
         kit_only: opts.kit_only,
         fx: &opts.fixture,
         cwd,
@@ -224,6 +228,10 @@ struct Diag {
     eof: bool,
     invalid_deltas: Vec<String>,
     invalid_deltas_more: usize,
+    /// `turn.mainRun` deltas accepted (the protocol's held-turn signal; see
+    /// [`Client::accept_main_run`]), and the message of the first.
+    main_runs: usize,
+    first_main_run: Option<usize>,
     responses_dropped: usize,
     events_dropped: usize,
     /// JSON array lines (JSON-RPC batches, which the bb protocol does not have).
@@ -361,6 +369,12 @@ struct LiveGrammar {
     /// What the kit's `item/opens-before-delta` found when it was judged: `Some(true)` a
     /// violation (it owns that sub-rule from then on), `Some(false)` none, `None` not judged.
     kit_opens_found: Option<bool>,
+    /// The last event, when it was an accepted `item/completed`: (thread, event, item id,
+    /// item type).
+    last_settle: Option<(String, usize, String, String)>,
+    /// Terminal shapes of reclassified items the host dropped (the first kept).
+    reclassified: Vec<GrammarFault>,
+    reclassified_total: usize,
 }
 
 impl LiveGrammar {
@@ -372,11 +386,46 @@ impl LiveGrammar {
                 .get_or_insert_with(|| format!("event {n} at message {pos} on thread {thread:?}"));
             return;
         }
+        let settle = || {
+            (event["type"] == "item/completed").then(|| {
+                (
+                    thread.to_string(),
+                    n,
+                    event["item"]["id"].as_str().unwrap_or("").to_string(),
+                    event["item"]["type"].as_str().unwrap_or("").to_string(),
+                )
+            })
+        };
+        let previous = self.last_settle.take();
         let Err(drop) = self.grammar.accept_on(thread, event) else {
+            self.last_settle = settle();
             return;
         };
         if n < MAX_EVENTS {
             self.refused.insert(n);
+        }
+        // Mid-flight reclassification (a close of another shape than the open item's, legal:
+        // protocol, Item lifecycle) is settled twice by the assembler itself, the started shape
+        // then the terminal one under the same id; bb's host drops the second. That is bb's
+        // own pair, not a fault of the bridge's deltas.
+        if let (Some((t, at, id, ty)), Some((_, _, id2, ty2))) = (&previous, settle())
+            && drop.rule == "item/settles-once"
+            && t == thread
+            && *at + 1 == n
+            && *id == id2
+            && *ty != ty2
+        {
+            self.reclassified_total += 1;
+            if self.reclassified.len() < MAX_GRAMMAR_FAULTS {
+                self.reclassified.push(GrammarFault {
+                    drop,
+                    thread: thread.to_string(),
+                    scenario,
+                    event: n,
+                    pos,
+                });
+            }
+            return;
         }
         let (kept, total) = if drop.rule == OPENS_BEFORE_DELTA {
             (&mut self.opens, &mut self.opens_total)
@@ -444,9 +493,18 @@ impl LiveGrammar {
             return Verdict::not_run(EVENTS_GRAMMAR, "no event was assembled to judge");
         }
         let mut v = Verdict::pass(EVENTS_GRAMMAR);
-        if let Some(left) = left {
-            v.detail = left;
-        }
+        let reclassified = self.reclassified.first().map(|f| {
+            format!(
+                "{} reclassified item(s): the assembler settles the started shape, then the terminal one under the same id, and bb's host drops the second (bb's own pair, not the bridge's fault; first: {})",
+                self.reclassified_total,
+                f.describe()
+            )
+        });
+        v.detail = left
+            .into_iter()
+            .chain(reclassified)
+            .collect::<Vec<_>>()
+            .join("; ");
         v
     }
 }
@@ -484,6 +542,25 @@ struct Client {
     wire: VecDeque<(u64, Dir, String)>,
     wire_count: u64,
     diag: Diag,
+    /// Accept `turn.mainRun { state: idle | running }`, which the protocol text gives a bridge
+    /// for a held turn but bb's grammar-v3 validation (the kit's) rejects, refusing the whole
+    /// message: taken out of the message before it is validated and assembled (this grammar
+    /// has no `turn/mainRun/updated` event). Off under `--kit-only`.
+    accept_main_run: bool,
+    /// `provider/recovery` notifications: (message, params), the first [`MAX_INVALID_DELTAS`].
+    recoveries: Vec<(usize, Value)>,
+}
+
+/// Takes the well-formed `turn.mainRun` deltas out of `thread/delta` params: how many.
+fn take_main_runs(params: &mut Value) -> usize {
+    let Some(deltas) = params.get_mut("deltas").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let before = deltas.len();
+    deltas.retain(|d| {
+        !(d["kind"] == "turn.mainRun" && matches!(d["state"].as_str(), Some("idle" | "running")))
+    });
+    before - deltas.len()
 }
 
 fn clip(s: &str, n: usize) -> String {
@@ -531,6 +608,8 @@ impl Client {
             wire: VecDeque::new(),
             wire_count: 0,
             diag: Diag::default(),
+            accept_main_run: false,
+            recoveries: Vec::new(),
         }
     }
 
@@ -696,8 +775,21 @@ impl Client {
                 }
                 self.resp_log.push((pos, v));
             }
+            Some(m) if m == "provider/recovery" && v.get("id").is_none() => {
+                if self.recoveries.len() < MAX_INVALID_DELTAS {
+                    self.recoveries
+                        .push((pos, v.get("params").cloned().unwrap_or(Value::Null)));
+                }
+            }
             Some(m) if m == "thread/delta" => {
-                let params = v.get("params").cloned().unwrap_or(Value::Null);
+                let mut params = v.get("params").cloned().unwrap_or(Value::Null);
+                if self.accept_main_run {
+                    let n = take_main_runs(&mut params);
+                    if n > 0 {
+                        self.diag.main_runs += n;
+                        self.diag.first_main_run.get_or_insert(pos);
+                    }
+                }
                 let checked = THREAD_DELTA_PARAMS
                     .check(&params)
                     .and_then(|()| delta::validate_params(&params).map(|_| ()));
@@ -898,6 +990,8 @@ fn is_main_turn_start(ev: &Value) -> bool {
 #[derive(Debug, Clone, Default)]
 struct Caps {
     fork: String,
+    /// `capabilities.sessionRestore` (false when absent): gates `thread/resume`.
+    session_restore: bool,
     skills_configure: bool,
     commands_list: bool,
 }
@@ -1238,6 +1332,10 @@ impl Kit<'_> {
 
     fn lifecycle(&mut self, caps: Option<Caps>) {
         let fork_enabled = caps.as_ref().is_some_and(|c| c.fork != "none");
+        // "The runtime never sends a capability-gated method to a bridge that did not
+        // advertise it": no thread/resume without sessionRestore (bb's kit sends it anyway;
+        // --kit-only keeps that).
+        let restore = self.kit_only || caps.as_ref().is_none_or(|c| c.session_restore);
 
         // session/start-identity
         let m = self.begin("session/start-identity");
@@ -1376,42 +1474,59 @@ impl Kit<'_> {
 
         // session/resume-identity
         let m = self.begin("session/resume-identity");
-        let mut params = self.construction(MAIN_THREAD);
-        params["providerThreadId"] = json!(ptid);
-        let id = self.c.request("thread/resume", params);
-        let resumed = match self.c.wait_response(id) {
-            None => {
-                let d = self.unanswered("thread/resume");
-                self.skip("session/resume-identity", m, d.clone());
-                self.skip("session/resume-id-uniqueness", m, d);
-                false
+        let resumed = if !restore {
+            for r in ["session/resume-identity", "session/resume-id-uniqueness"] {
+                self.emit(m, Verdict::not_run(r, NO_SESSION_RESTORE));
             }
-            Some(r) if is_error(&r) => {
-                let d = format!("thread/resume failed: {}", describe_answer(&r));
-                self.skip("session/resume-identity", m, d.clone());
-                self.skip("session/resume-id-uniqueness", m, d);
-                false
+            // The main thread again, as the runtime would bring it back: a new session.
+            let id = self
+                .c
+                .request("thread/start", self.construction(MAIN_THREAD));
+            if let Some(r) = self.c.wait_response(id)
+                && !is_error(&r)
+                && let Ok(p) = parse_identity(&r)
+            {
+                ptid = p;
             }
-            Some(r) => match parse_identity(&r) {
-                Ok(p) => {
-                    ptid = p;
-                    self.pass("session/resume-identity", m);
-                    true
-                }
-                Err(e) => {
-                    self.fail(
-                        "session/resume-identity",
-                        m,
-                        format!("thread/resume result: {e}"),
-                    );
-                    self.skip(
-                        "session/resume-id-uniqueness",
-                        m,
-                        "prerequisite session/resume-identity failed",
-                    );
+            false
+        } else {
+            let mut params = self.construction(MAIN_THREAD);
+            params["providerThreadId"] = json!(ptid);
+            let id = self.c.request("thread/resume", params);
+            match self.c.wait_response(id) {
+                None => {
+                    let d = self.unanswered("thread/resume");
+                    self.skip("session/resume-identity", m, d.clone());
+                    self.skip("session/resume-id-uniqueness", m, d);
                     false
                 }
-            },
+                Some(r) if is_error(&r) => {
+                    let d = format!("thread/resume failed: {}", describe_answer(&r));
+                    self.skip("session/resume-identity", m, d.clone());
+                    self.skip("session/resume-id-uniqueness", m, d);
+                    false
+                }
+                Some(r) => match parse_identity(&r) {
+                    Ok(p) => {
+                        ptid = p;
+                        self.pass("session/resume-identity", m);
+                        true
+                    }
+                    Err(e) => {
+                        self.fail(
+                            "session/resume-identity",
+                            m,
+                            format!("thread/resume result: {e}"),
+                        );
+                        self.skip(
+                            "session/resume-id-uniqueness",
+                            m,
+                            "prerequisite session/resume-identity failed",
+                        );
+                        false
+                    }
+                },
+            }
         };
 
         // session/resume-id-uniqueness
@@ -1549,10 +1664,15 @@ impl Kit<'_> {
             }
         }
 
-        // recovery/session-archived
+        // recovery/session-archived (its recovery is a thread/resume)
         {
             let m = self.begin("recovery/session-archived");
-            if let Some(p) = self.archive(m, &ptid) {
+            if !restore {
+                self.emit(
+                    m,
+                    Verdict::not_run("recovery/session-archived", NO_SESSION_RESTORE),
+                );
+            } else if let Some(p) = self.archive(m, &ptid) {
                 ptid = p;
             }
         }
@@ -1638,6 +1758,13 @@ impl Kit<'_> {
                     bad_deltas.len() + self.c.diag.invalid_deltas_more
                 ),
             );
+        } else if let Some(at) = self.c.diag.first_main_run {
+            let mut v = Verdict::pass("events/schema-valid");
+            v.detail = format!(
+                "{} turn.mainRun delta(s) (first at message {at}): the protocol's held-turn signal, accepted and not assembled; bb's grammar-v3 validation (the kit's, --kit-only) rejects the kind and refuses the whole thread/delta message",
+                self.c.diag.main_runs
+            );
+            self.emit(m, v);
         } else {
             self.pass("events/schema-valid", m);
         }
@@ -1707,6 +1834,7 @@ impl Kit<'_> {
         }
         let mut params = self.construction(MAIN_THREAD);
         params["providerThreadId"] = json!(ptid);
+        let hints_before = self.c.recoveries.len();
         let id = self.c.request("thread/resume", params.clone());
         let first = self.c.wait_response(id);
         let id = self.c.request(
@@ -1779,7 +1907,29 @@ impl Kit<'_> {
                 format!("thread/resume after thread/unarchive {e}"),
             ),
         };
-        let v = Verdict::from_all_subchecks(RULE, vec![hint, again]);
+        // "Never send both for one event" (protocol, Recovery hints): the rejection's hint and a
+        // provider/recovery notification of the same kind for this thread, sent during the
+        // exchange. Beyond the kit.
+        let mut subs = vec![hint, again];
+        if !self.kit_only && kind.is_some() {
+            let twice = self.c.recoveries[hints_before..].iter().find(|(_, p)| {
+                p["kind"].as_str() == kind
+                    && p.get("threadId")
+                        .and_then(Value::as_str)
+                        .is_none_or(|t| t == MAIN_THREAD)
+            });
+            subs.push(match twice {
+                Some((pos, _)) => SubCheck::fail(
+                    "one-hint",
+                    format!(
+                        "the rejection carried error.data.recovery and a provider/recovery notification (message {pos}) said {:?} again: never both for one event",
+                        kind.unwrap_or_default()
+                    ),
+                ),
+                None => SubCheck::pass("one-hint", "the hint rode the rejection only"),
+            });
+        }
+        let v = Verdict::from_all_subchecks(RULE, subs);
         self.emit(m, v);
         resumed.ok()
     }
@@ -1961,18 +2111,31 @@ fn parse_identity(resp: &Value) -> Result<String, String> {
     Ok(res["providerThreadId"].as_str().unwrap_or("").to_string())
 }
 
+/// A JSON number with no fractional part as an integer: `2.0` is the number 2 (JSON has one
+/// number type; JSON Schema's `integer` and the runtime's JavaScript read it so), where
+/// serde's `as_i64` sees only the literal `2`.
+fn json_int(v: &Value) -> Option<i64> {
+    v.as_i64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    })
+}
+
 /// Checks an `initialize` result: shape, `protocolVersion == 2`, grammar ranges intersect.
 fn check_initialize(res: &Value) -> Result<Caps, String> {
     INITIALIZE_RESULT
         .check(res)
         .map_err(|e| format!("initialize result is invalid: {e}"))?;
-    let v = res["protocolVersion"].as_i64().unwrap_or(0);
-    if v != 2 {
-        return Err(format!("protocolVersion {v}, expected 2"));
+    if json_int(&res["protocolVersion"]) != Some(2) {
+        return Err(format!(
+            "protocolVersion {}, expected 2",
+            res["protocolVersion"]
+        ));
     }
     let caps = res.get("capabilities").cloned().unwrap_or(json!({}));
     let (lo, hi) = match caps.get("grammarVersions").and_then(Value::as_array) {
-        Some(a) => (a[0].as_i64().unwrap_or(0), a[1].as_i64().unwrap_or(0)),
+        Some(a) => (json_int(&a[0]).unwrap_or(0), json_int(&a[1]).unwrap_or(0)),
         None => (2, 2),
     };
     if lo.max(3) > hi.min(3) {
@@ -1987,6 +2150,7 @@ fn check_initialize(res: &Value) -> Result<Caps, String> {
     }
     Ok(Caps {
         fork: caps["fork"].as_str().unwrap_or("none").to_string(),
+        session_restore: caps["sessionRestore"] == true,
         skills_configure: caps["skills"]["configure"] == true,
         commands_list: caps["commands"]["list"] == true,
     })
@@ -2051,6 +2215,11 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("protocolVersion 1"), "{e}");
+        // 2.0 is the number 2 (an independent bridge's float-version oddity read it as 0).
+        let float = json!({"protocolVersion": 2.0, "capabilities": {"grammarVersions": [3.0, 3]}});
+        assert!(check_initialize(&float).is_ok());
+        let e = check_initialize(&json!({"protocolVersion": 2.5, "capabilities": {}})).unwrap_err();
+        assert!(e.contains("2.5"), "{e}");
         assert!(check_initialize(&json!({"capabilities": {}})).is_err());
         assert!(check_initialize(&json!("x")).is_err());
     }
@@ -2117,6 +2286,28 @@ mod tests {
             THREAD_EVENT.check(&thread_scoped_item).is_err(),
             "item/started is turn-scoped in bb"
         );
+    }
+
+    /// A reclassified item (closed with another shape than it opened with) is settled twice by
+    /// the assembler, the host dropping the second: not the bridge's fault. The same shape
+    /// settled twice still is.
+    #[test]
+    fn live_grammar_leaves_the_assemblers_reclassification_pair_alone() {
+        let settle = |id: &str, ty: &str| json!({"type": "item/completed", "threadId": "", "scope": {"kind": "turn", "turnId": "t1"}, "item": {"type": ty, "id": id}});
+        let started = json!({"type": "turn/started", "threadId": "", "scope": {"kind": "turn", "turnId": "t1"}});
+        let mut g = LiveGrammar::default();
+        g.event("a", 1, "turn/lifecycle", &started);
+        g.event("a", 2, "turn/lifecycle", &settle("i1", "commandExecution"));
+        g.event("a", 2, "turn/lifecycle", &settle("i1", "toolCall"));
+        let v = g.verdict();
+        assert_eq!(v.status, Status::Pass, "{}", v.detail);
+        assert!(
+            v.detail.starts_with("1 reclassified item(s)"),
+            "{}",
+            v.detail
+        );
+        g.event("a", 3, "turn/lifecycle", &settle("i1", "toolCall"));
+        assert_eq!(g.verdict().status, Status::Fail);
     }
 
     /// `events/grammar`: one state per thread, forgotten at a release stop; each violation

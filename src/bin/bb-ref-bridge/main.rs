@@ -102,7 +102,7 @@
 //! | `stop-before-settle` | `stop/interrupt-settles-before-result` | `thread/stop` is answered before the interrupted `turn.boundary` is written |
 //! | `undeclared-icon` | `presentation/icon-namespaced-declared` | `fileRead` items use the glyph `bb-ref/sparkles`, not a declared name |
 //! | `stray-stdout` | `rpc/unknown-method` (then `rpc/non-json-ignored`, `rpc/response-not-request` skipped) | writes `bb-ref-bridge: starting ` to stdout at startup without a newline: it is glued to the first response line (the kit's unknown-method probe answer), which the reader then ignores as non-JSON |
-//! | `search-reclassified` | `events/grammar` (beyond the kit: the kit passes) | a search item's `item.close` carries a `fileRead` shape: bb's assembler reclassifies it with two `item/completed` under one item id, and the host drops the second (`item/settles-once`) |
+//! | `search-reclassified` | none: legal (`events/grammar` passes naming it; pins count bb's drop) | a search item's `item.close` carries a `fileRead` shape: bb's assembler reclassifies it with two `item/completed` under one item id, and the host drops the second (`item/settles-once`), bb's own pair |
 //! | `reword-final-message` | no conformance rule (it is a protocol-valid change): parity against the plain bridge fails on exactly the final agent message's `item/completed` | appends ` (reworded)` to the provider-final text of the agent message's `item.textClose` |
 //! | `crash-mid-turn` | `turn/lifecycle`, then every later rule that needs an answer (from `stop/release-not-interrupted` on; `events/schema-valid`, `item/opens-before-delta` and the presentation rule still pass on the events received) | exits with status 7 right after the first turn's command output delta |
 
