@@ -408,6 +408,9 @@ fn rows() -> Vec<Row> {
         ),
         // "Never send both for one event" (protocol, Recovery hints): found by an independent
         // bb bridge, which passed before.
+        // "Acceptance rides input.accepted { clientRequestId } — mandatory": found by an
+        // independent bb bridge, which passed before. Beyond the kit, in turn/lifecycle.
+        f("no-accept", &[("turn/lifecycle", "fail", "turn ")]),
         f(
             "archived-hint-twice",
             &[(

@@ -549,6 +549,8 @@ struct Client {
     accept_main_run: bool,
     /// `provider/recovery` notifications: (message, params), the first [`MAX_INVALID_DELTAS`].
     recoveries: Vec<(usize, Value)>,
+    /// The last clientRequestId minted.
+    last_creq: String,
 }
 
 /// Takes the well-formed `turn.mainRun` deltas out of `thread/delta` params: how many.
@@ -610,6 +612,7 @@ impl Client {
             diag: Diag::default(),
             accept_main_run: false,
             recoveries: Vec::new(),
+            last_creq: String::new(),
         }
     }
 
@@ -677,6 +680,7 @@ impl Client {
     fn client_request_id(&mut self) -> String {
         const ALPHABET: &[u8] = b"23456789abcdefghijkmnpqrstuvwxyz";
         self.creq += 1;
+        self.last_creq.clear();
         let mut n = self.creq;
         let mut digits = Vec::new();
         while n > 0 {
@@ -687,7 +691,9 @@ impl Client {
             digits.push(b'2');
         }
         digits.reverse();
-        format!("creq_{}", String::from_utf8(digits).expect("ascii"))
+        let id = format!("creq_{}", String::from_utf8(digits).expect("ascii"));
+        self.last_creq.push_str(&id);
+        id
     }
 
     /// Processes one incoming item; waits until `deadline` at most. `false` on timeout/EOF.
@@ -1386,6 +1392,28 @@ impl Kit<'_> {
         let input = self.fx.prompt_input.clone();
         let r = self.turn(MAIN_THREAD, &ptid, &input);
         match r {
+            // Beyond the kit: "Acceptance rides input.accepted { clientRequestId } —
+            // mandatory" (protocol, Turn lifecycle 1); the assembler turns it into
+            // turn/input/accepted when the turn opens.
+            TurnOutcome::Settled { turn } if !self.kit_only => {
+                let creq = self.c.last_creq.clone();
+                let accepted = self.c.events.iter().any(|e| {
+                    e.thread == MAIN_THREAD
+                        && is_type(&e.event, "turn/input/accepted")
+                        && e.event["clientRequestId"] == creq.as_str()
+                });
+                if accepted {
+                    self.pass("turn/lifecycle", m)
+                } else {
+                    self.fail(
+                        "turn/lifecycle",
+                        m,
+                        format!(
+                            "turn {turn} started and settled, but no input.accepted carried the turn/start's clientRequestId {creq:?}: acceptance is mandatory (protocol, Turn lifecycle 1), so the runtime never guesses which message opened a turn"
+                        ),
+                    )
+                }
+            }
             TurnOutcome::Settled { .. } => self.pass("turn/lifecycle", m),
             TurnOutcome::NeverStarted(why) => self.fail(
                 "turn/lifecycle",
