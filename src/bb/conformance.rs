@@ -549,8 +549,6 @@ struct Client {
     accept_main_run: bool,
     /// `provider/recovery` notifications: (message, params), the first [`MAX_INVALID_DELTAS`].
     recoveries: Vec<(usize, Value)>,
-    /// The last clientRequestId minted.
-    last_creq: String,
 }
 
 /// Takes the well-formed `turn.mainRun` deltas out of `thread/delta` params: how many.
@@ -612,7 +610,6 @@ impl Client {
             diag: Diag::default(),
             accept_main_run: false,
             recoveries: Vec::new(),
-            last_creq: String::new(),
         }
     }
 
@@ -680,7 +677,6 @@ impl Client {
     fn client_request_id(&mut self) -> String {
         const ALPHABET: &[u8] = b"23456789abcdefghijkmnpqrstuvwxyz";
         self.creq += 1;
-        self.last_creq.clear();
         let mut n = self.creq;
         let mut digits = Vec::new();
         while n > 0 {
@@ -691,9 +687,7 @@ impl Client {
             digits.push(b'2');
         }
         digits.reverse();
-        let id = format!("creq_{}", String::from_utf8(digits).expect("ascii"));
-        self.last_creq.push_str(&id);
-        id
+        format!("creq_{}", String::from_utf8(digits).expect("ascii"))
     }
 
     /// Processes one incoming item; waits until `deadline` at most. `false` on timeout/EOF.
@@ -1395,8 +1389,7 @@ impl Kit<'_> {
             // Beyond the kit: "Acceptance rides input.accepted { clientRequestId } —
             // mandatory" (protocol, Turn lifecycle 1); the assembler turns it into
             // turn/input/accepted when the turn opens.
-            TurnOutcome::Settled { turn } if !self.kit_only => {
-                let creq = self.c.last_creq.clone();
+            TurnOutcome::Settled { turn, creq } if !self.kit_only => {
                 let accepted = self.c.events.iter().any(|e| {
                     e.thread == MAIN_THREAD
                         && is_type(&e.event, "turn/input/accepted")
@@ -1747,7 +1740,7 @@ impl Kit<'_> {
             return TurnOutcome::NeverSettled { turn: t, why };
         }
         self.c.wait_response(id);
-        TurnOutcome::Settled { turn: t }
+        TurnOutcome::Settled { turn: t, creq }
     }
 
     fn events_schema_valid(&mut self, m: u64) {
@@ -2121,8 +2114,9 @@ impl Kit<'_> {
 
 enum TurnOutcome {
     Settled {
-        #[allow(dead_code)]
         turn: String,
+        /// The clientRequestId its turn/start carried.
+        creq: String,
     },
     NeverStarted(String),
     NeverSettled {

@@ -77,36 +77,39 @@ fn contents(r: &Reply) -> Vec<(From, String)> {
         .collect()
 }
 
-/// The texts of reply `i` that change what the chat shows ([`Exchange::changed`]), joined:
-/// what the scenario rules read as the bridge's answer.
-pub(super) fn reply_text(d: &Driver, i: usize) -> String {
+/// The texts of reply `i` that change what the chat shows ([`Exchange::changed`]), joined
+/// (what the scenario rules read as the bridge's answer), and how many messages it re-sent
+/// unchanged.
+fn changed_text(d: &Driver, i: usize) -> (String, usize) {
     match d.log[i].judged(Profile::Gamma) {
-        Ok(r) => d.log[i]
-            .changed(&r)
-            .0
-            .iter()
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join(" | "),
-        Err(e) => format!("<{e}>"),
+        Ok(r) => {
+            let (changed, same) = d.log[i].changed(&r);
+            let texts: Vec<&str> = changed.iter().map(|m| m.content.as_str()).collect();
+            (texts.join(" | "), same)
+        }
+        Err(e) => (format!("<{e}>"), 0),
     }
 }
 
-/// [`reply_text`] for a verdict's detail: quoted and clipped, then how many messages were
-/// re-sent unchanged and so not read.
+/// [`changed_text`]'s text.
+pub(super) fn reply_text(d: &Driver, i: usize) -> String {
+    changed_text(d, i).0
+}
+
+/// [`reply_text`] for a verdict's detail: quoted and clipped, then [`resent_note`].
 pub(super) fn reply_quote(d: &Driver, i: usize) -> String {
-    let quoted = format!("{:?}", clip(&reply_text(d, i)));
-    match d.log[i].judged(Profile::Gamma) {
-        Ok(r) => match d.log[i].changed(&r).1 {
-            0 => quoted,
-            1 => format!(
-                "{quoted} (and 1 message re-sent unchanged, which changes nothing on screen)"
-            ),
-            n => format!(
-                "{quoted} (and {n} messages re-sent unchanged, which change nothing on screen)"
-            ),
-        },
-        Err(_) => quoted,
+    let (text, same) = changed_text(d, i);
+    match same {
+        0 => format!("{:?}", clip(&text)),
+        n => format!("{:?} (and {})", clip(&text), resent_note(n)),
+    }
+}
+
+/// How a detail says that `n` messages of a reply were re-sent unchanged (and not read).
+pub(super) fn resent_note(n: usize) -> String {
+    match n {
+        1 => "1 message re-sent unchanged, which changes nothing on screen".into(),
+        n => format!("{n} messages re-sent unchanged, which change nothing on screen"),
     }
 }
 

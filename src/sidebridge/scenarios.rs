@@ -19,7 +19,7 @@ use super::fixture::{Fixture, Step};
 use super::profiles::{From, Msg, Profile, Rng, Style};
 use super::rules::{
     CheckConfig, clip, decodes, ends, pass_with, reply_quote, reply_text, request_has_history,
-    strict_from_subchecks, unreadable,
+    resent_note, strict_from_subchecks, unreadable,
 };
 use crate::report::live::VerdictLog;
 use crate::rule::{Status, SubCheck, Verdict};
@@ -783,8 +783,7 @@ async fn end_rules(d: &mut Driver, rng: &mut Rng, fx: &Fixture, v: &mut VerdictL
                     if same > 0 { "new " } else { "" },
                     match same {
                         0 => String::new(),
-                        1 => " (1 message re-sent unchanged, which changes nothing on screen)".into(),
-                        n => format!(" ({n} messages re-sent unchanged, which change nothing on screen)"),
+                        n => format!(" ({})", resent_note(n)),
                     }
                 ));
             }
