@@ -114,6 +114,14 @@ fn rows() -> Vec<Row> {
             env: &[("PY_BB_ODDITY", "held")],
             not_pass: &[],
         },
+        // Results before the identity notification (still before the deltas), vouched
+        // provider turns with items of their own, unsolicited hints for hosted threads and for
+        // none: every rule passes.
+        Row {
+            name: "keys",
+            env: &[("PY_BB_ODDITY", "keys")],
+            not_pass: &[],
+        },
         Row {
             name: "no-restore",
             env: &[("PY_BB_ODDITY", "no-restore")],
@@ -475,6 +483,59 @@ fn rows() -> Vec<Row> {
                 "turn/known on turn/completed: turn ",
             )],
         ),
+        // Found by an independent bb bridge (each passed every rule before).
+        f(
+            "foreign-vouch",
+            &[("turn/vouched-key-opened", "fail", "item.open at message ")],
+        ),
+        f(
+            "identity-late",
+            &[(
+                "session/identity-before-deltas",
+                "fail",
+                "thread/identity for thread \"thr_conformance_1\" at message ",
+            )],
+        ),
+        f(
+            "recovery-foreign",
+            &[(
+                "recovery/hint-names-hosted-thread",
+                "fail",
+                "provider/recovery (rateLimited) at message ",
+            )],
+        ),
+        // Late and invalid: two faults, two verdicts (before, the refused message was seen by
+        // neither rule).
+        f(
+            "late-invalid-delta",
+            &[
+                (
+                    "events/schema-valid",
+                    "fail",
+                    "thread/delta message(s) invalid",
+                ),
+                (
+                    "stop/nothing-after-stop",
+                    "fail",
+                    "(a message the runtime refuses, see events/schema-valid), after the thread/stop answer",
+                ),
+            ],
+        ),
+        // Invalid deltas only after the kit's events/schema-valid scenario: the rule is judged
+        // at the end of the run, so it fails (before, it passed and only later rules were
+        // skipped naming it).
+        f(
+            "bad-delta-later",
+            &[
+                (
+                    "events/schema-valid",
+                    "fail",
+                    "thread/delta message(s) invalid",
+                ),
+                ("session/resume-id-uniqueness", "skipped", REFUSED),
+                ("session/threads-independent", "skipped", REFUSED),
+            ],
+        ),
     ]
 }
 
@@ -734,6 +795,38 @@ fn rec_rows() -> Vec<RecRow> {
             "vouched-unknown",
             &[("grammar", "fail", "turn/known on turn/completed")],
         ),
+        RecRow {
+            name: "keys",
+            cells: "keys",
+            env: &[("PY_BB_ODDITY", "keys")],
+            not_pass: &[],
+        },
+        same(
+            "foreign-vouch",
+            &[(
+                "turn/vouched-key-opened",
+                "fail",
+                "item.open at bridge→runtime run ",
+            )],
+        ),
+        same(
+            "identity-late",
+            &[(
+                "session/identity-before-deltas",
+                "fail",
+                "thread/identity for thread \"thr_conformance_1\" at bridge→runtime run ",
+            )],
+        ),
+        // The turn/start hint names a thread never started, so it lands in that thread's
+        // scope (no runtime lane there); the main thread's cell holds the hint after release.
+        same(
+            "recovery-foreign",
+            &[(
+                "recovery/hint-names-hosted-thread",
+                "fail",
+                "provider/recovery (authRequired) at bridge→runtime run ",
+            )],
+        ),
     ]
 }
 
@@ -747,6 +840,9 @@ const RECORDED: &[&str] = &[
     "turn/delta-outside-turn",
     "stop/interrupt-settles-interrupted",
     "stop/nothing-after-stop",
+    "turn/vouched-key-opened",
+    "session/identity-before-deltas",
+    "recovery/hint-names-hosted-thread",
 ];
 
 fn check_rec_row(py: &str, row: &RecRow) -> Vec<String> {

@@ -252,3 +252,157 @@ fn kit_only_gives_bbs_own_verdicts() {
     let (code, _) = check(&["--kit-only"], "plan-step-in-progress");
     assert_eq!(code, Some(0));
 }
+
+fn thread_start(id: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"thread/start","params":{{"threadId":"thr_1","cwd":"/","options":{{}},"instructionMode":"append"}}}}"#
+    )
+}
+
+fn identity() -> String {
+    r#"{"jsonrpc":"2.0","method":"thread/identity","params":{"threadId":"thr_1","providerThreadId":"p"}}"#.into()
+}
+
+fn hint(thread: Option<&str>) -> String {
+    let thread = thread
+        .map(|t| format!(r#""threadId":"{t}","#))
+        .unwrap_or_default();
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"provider/recovery","params":{{{thread}"kind":"rateLimited","message":"slow down","retryable":false}}}}"#
+    )
+}
+
+/// The wire rules found by an independent bb bridge: vouched keys, identity order, hints for
+/// threads the process hosts, and a late message the runtime refuses. Each has a hand-made
+/// cell that breaks it (named by `pins` with its lane position) and one legal cell that is
+/// unusual in every one of these ways and raises nothing.
+#[test]
+fn vouched_keys_identity_order_hosted_hints_and_refused_late_deltas() {
+    let t = tempfile::tempdir().unwrap();
+    let open = delta(
+        r#"{"kind":"input.accepted","clientRequestId":"creq_2222222223"},{"kind":"turn.open"}"#,
+    );
+    let side = r#"{"type":"planSteps","steps":[]}"#;
+    let reset = delta(r#"{"kind":"session.reset"}"#);
+    let settle = delta(r#"{"kind":"turn.boundary","status":"completed"}"#);
+    // Legal: the result before the identity (still before the deltas), a vouched provider turn
+    // with an item of its own, hints for the hosted thread (one while its release is pending)
+    // and one naming no thread.
+    cell(
+        t.path(),
+        "legal",
+        &[
+            (RT, thread_start(1)),
+            (
+                BR,
+                r#"{"jsonrpc":"2.0","id":1,"result":{"providerThreadId":"p"}}"#.into(),
+            ),
+            (BR, identity()),
+            (BR, reset.clone()),
+            (RT, turn_start(2)),
+            (BR, open.clone()),
+            (BR, answer(2)),
+            (
+                BR,
+                delta(&format!(
+                    r#"{{"kind":"turn.open","providerTurnId":"k1"}},{{"kind":"item.open","providerTurnId":"k1","key":{{"providerItemId":"s"}},"item":{side}}},{{"kind":"item.close","providerTurnId":"k1","key":{{"providerItemId":"s"}},"status":"completed","item":{side}}},{{"kind":"turn.boundary","providerTurnId":"k1","status":"completed"}}"#
+                )),
+            ),
+            (BR, hint(Some("thr_1"))),
+            (BR, hint(None)),
+            (BR, settle.clone()),
+            (RT, stop(3, "release")),
+            (BR, hint(Some("thr_1"))),
+            (BR, answer(3)),
+        ],
+    );
+    cell(
+        t.path(),
+        "foreign-key",
+        &[
+            (RT, turn_start(1)),
+            (BR, open.clone()),
+            (BR, answer(1)),
+            (
+                BR,
+                delta(&format!(
+                    r#"{{"kind":"item.open","providerTurnId":"internal-7","key":{{"providerItemId":"s"}},"item":{side}}}"#
+                )),
+            ),
+            (BR, settle.clone()),
+        ],
+    );
+    cell(
+        t.path(),
+        "identity-late",
+        &[
+            (RT, thread_start(1)),
+            (BR, reset.clone()),
+            (BR, identity()),
+            (
+                BR,
+                r#"{"jsonrpc":"2.0","id":1,"result":{"providerThreadId":"p"}}"#.into(),
+            ),
+        ],
+    );
+    cell(
+        t.path(),
+        "hint-after-release",
+        &[
+            (RT, thread_start(1)),
+            (BR, identity()),
+            (
+                BR,
+                r#"{"jsonrpc":"2.0","id":1,"result":{"providerThreadId":"p"}}"#.into(),
+            ),
+            (RT, stop(2, "release")),
+            (BR, answer(2)),
+            (BR, hint(Some("thr_1"))),
+        ],
+    );
+    cell(
+        t.path(),
+        "refused-after-stop",
+        &[
+            (RT, turn_start(1)),
+            (BR, open),
+            (BR, answer(1)),
+            (BR, settle),
+            (RT, stop(2, "release")),
+            (BR, answer(2)),
+            (BR, delta(r#"{"kind":"py.late"}"#)),
+        ],
+    );
+    let out = Command::new(BRIDGEWIRE)
+        .args(["pins", "--update"])
+        .arg(t.path())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    for (cell, needle) in [
+        (
+            "foreign-key",
+            "turn/vouched-key-opened: item.open at bridge→runtime run 1 seq 4 on thread \"thr_1\" is scoped by providerTurnId \"internal-7\", which the bridge never opened with turn.open",
+        ),
+        (
+            "identity-late",
+            "session/identity-before-deltas: thread/identity for thread \"thr_1\" at bridge→runtime run 1 seq 3 came after a thread/delta for it at bridge→runtime run 1 seq 2",
+        ),
+        (
+            "hint-after-release",
+            "recovery/hint-names-hosted-thread: provider/recovery (rateLimited) at bridge→runtime run 1 seq 6 names thread \"thr_1\", which this process does not host",
+        ),
+        (
+            "refused-after-stop",
+            "stop/nothing-after-stop: thread/delta for thread \"thr_1\" at bridge→runtime run 1 seq 7 (a message the runtime refuses, see events/schema-valid)",
+        ),
+    ] {
+        assert!(text.contains(needle), "{cell}: {needle}\n{text}");
+    }
+    assert!(
+        !text.contains("error: prov/legal"),
+        "the legal cell raised something:\n{text}"
+    );
+    assert!(text.contains("ADD  prov/legal"), "{text}");
+}

@@ -59,6 +59,9 @@ pub const LIVE_RULES: &[&str] = &[
     "turn/delta-outside-turn",
     "stop/interrupt-settles-interrupted",
     "stop/nothing-after-stop",
+    "turn/vouched-key-opened",
+    "session/identity-before-deltas",
+    "recovery/hint-names-hosted-thread",
     // Beyond the kit: bb's host grammar over every event of the run (`LiveGrammar`).
     EVENTS_GRAMMAR,
 ];
@@ -190,10 +193,19 @@ pub fn run(
         verdicts: Vec::new(),
         progress,
         unknown_method_code: None,
+        schema_mark: None,
     };
     kit.run_all();
     let mut c = kit.c;
-    let verdicts = kit.verdicts;
+    let mut verdicts = kit.verdicts;
+    // Reports list the rules in the kit's order, although events/schema-valid is judged (and
+    // shown as progress) at the end of the run beyond the kit.
+    verdicts.sort_by_key(|v| {
+        LIVE_RULES
+            .iter()
+            .position(|r| *r == v.id)
+            .unwrap_or(LIVE_RULES.len())
+    });
     // Give a bridge that exited a moment to be reaped, so its status can be reported.
     let exit = c.bridge.try_status().map(describe_status);
     c.bridge.kill();
@@ -775,7 +787,16 @@ impl Client {
                 }
                 self.resp_log.push((pos, v));
             }
+            Some(m) if m == "thread/identity" && v.get("id").is_none() => {
+                if let Some(thread) = v.f("params").f("threadId").as_str() {
+                    self.judge
+                        .bridge_identity_at(thread, &|| format!("message {pos}"));
+                }
+            }
             Some(m) if m == "provider/recovery" && v.get("id").is_none() => {
+                let params = v.get("params").cloned().unwrap_or(Value::Null);
+                self.judge
+                    .bridge_recovery_at(&params, &|| format!("message {pos}"));
                 if self.recoveries.len() < MAX_INVALID_DELTAS {
                     self.recoveries
                         .push((pos, v.get("params").cloned().unwrap_or(Value::Null)));
@@ -793,6 +814,12 @@ impl Client {
                 let checked = THREAD_DELTA_PARAMS
                     .check(&params)
                     .and_then(|()| delta::validate_params(&params).map(|_| ()));
+                if checked.is_err()
+                    && let Some(thread) = params.get("threadId").and_then(Value::as_str)
+                {
+                    self.judge
+                        .bridge_refused_delta_at(thread, &|| format!("message {pos}"));
+                }
                 match checked {
                     Err(_) if self.diag.invalid_deltas.len() >= MAX_INVALID_DELTAS => {
                         self.diag.invalid_deltas_more += 1;
@@ -800,6 +827,8 @@ impl Client {
                     Err(e) => self.diag.invalid_deltas.push(format!("message {pos}: {e}")),
                     Ok(()) => {
                         let (thread, deltas) = delta::validate_params(&params).expect("checked");
+                        self.judge
+                            .bridge_delta_keys(thread, deltas, &|| format!("message {pos}"));
                         let events = self.assembler.assemble(thread, deltas);
                         let drops = self.assembler.take_silent_drops();
                         self.judge
@@ -1006,6 +1035,8 @@ struct Kit<'a> {
     /// The wrong error code `rpc/unknown-method` got: a capability-gated method refused with
     /// that same code is that rule's fault, not the capability rule's.
     unknown_method_code: Option<i64>,
+    /// Where `events/schema-valid`'s scenario began, when it is judged at the end of the run.
+    schema_mark: Option<u64>,
 }
 
 impl Kit<'_> {
@@ -1028,8 +1059,17 @@ impl Kit<'_> {
         let lacks_evidence = v.status == Status::Skipped
             && !v.detail.starts_with("prerequisite")
             && !v.detail.starts_with("could not be judged");
+        // A late delta, a late identity or a hint for a foreign thread is a fault whatever
+        // the refused messages held.
+        let stands_alone = [
+            "events/schema-valid",
+            super::wire::NOTHING_AFTER_STOP,
+            super::wire::IDENTITY_BEFORE_DELTAS,
+            super::wire::HINT_NAMES_HOSTED_THREAD,
+        ]
+        .contains(&v.id.as_str());
         if (v.status == Status::Fail || lacks_evidence)
-            && v.id != "events/schema-valid"
+            && !stands_alone
             && !self.kit_only
             && let Some(first) = self.c.diag.invalid_deltas.first()
         {
@@ -1074,6 +1114,9 @@ impl Kit<'_> {
         let caps = self.handshake();
         self.lifecycle(caps);
         if !self.kit_only {
+            if let Some(m) = self.schema_mark.take() {
+                self.events_schema_valid(m);
+            }
             self.wire_rules();
             let m = self.mark();
             let mut v = self.c.grammar.verdict();
@@ -1420,9 +1463,15 @@ impl Kit<'_> {
             ),
         }
 
-        // events/schema-valid
+        // events/schema-valid: the kit judges it here, on the messages received so far;
+        // beyond the kit it is judged at the end of the run, on every message (a bridge whose
+        // later turns send invalid deltas fails it, rather than only skipping later rules).
         let m = self.mark();
-        self.events_schema_valid(m);
+        if self.kit_only {
+            self.events_schema_valid(m);
+        } else {
+            self.schema_mark = Some(m);
+        }
 
         // item/opens-before-delta
         let m = self.mark();

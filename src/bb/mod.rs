@@ -186,6 +186,25 @@ fn assemble_judged_with<const BORROWED: bool>(
                 let f = &*LINE_FINDERS;
                 let held = entry.line.held();
                 if f.thread_delta.find(held).is_none() {
+                    // Notifications the wire rules judge: rare, so parsed whole.
+                    if (f.identity.find(held).is_some() || f.recovery.find(held).is_some())
+                        && let Some(m) = parse_object(&entry.line.to_text())
+                    {
+                        let params = m.get("params").cloned().unwrap_or(Value::Null);
+                        match m.get("method").and_then(Value::as_str) {
+                            Some("thread/identity") if m.get("id").is_none() => {
+                                if let Some(t) = params.get("threadId").and_then(Value::as_str) {
+                                    judge.bridge_identity_at(t, &|| at(&entry));
+                                }
+                                continue;
+                            }
+                            Some("provider/recovery") if m.get("id").is_none() => {
+                                judge.bridge_recovery_at(&params, &|| at(&entry));
+                                continue;
+                            }
+                            _ => {}
+                        }
+                    }
                     let method = if entry.line.escaped_body().is_some() {
                         &f.method_escaped
                     } else {
@@ -250,6 +269,8 @@ struct LineFinders {
     method: memchr::memmem::Finder<'static>,
     /// `"method"` in an escaped body.
     method_escaped: memchr::memmem::Finder<'static>,
+    identity: memchr::memmem::Finder<'static>,
+    recovery: memchr::memmem::Finder<'static>,
 }
 
 static LINE_FINDERS: std::sync::LazyLock<LineFinders> = std::sync::LazyLock::new(|| LineFinders {
@@ -258,6 +279,8 @@ static LINE_FINDERS: std::sync::LazyLock<LineFinders> = std::sync::LazyLock::new
     thread_delta: memchr::memmem::Finder::new("thread/delta"),
     method: memchr::memmem::Finder::new("\"method\""),
     method_escaped: memchr::memmem::Finder::new("\\\"method\\\""),
+    identity: memchr::memmem::Finder::new("thread/identity"),
+    recovery: memchr::memmem::Finder::new("provider/recovery"),
 });
 
 /// One `thread/delta` message through validation, the assembler, the wire judge and the grammar.
@@ -272,10 +295,15 @@ struct Pass<'p> {
 impl Pass<'_> {
     fn delta<J: JsonView>(&mut self, params: &J) {
         match delta::validate_params(params) {
-            Err(e) => self
-                .sink
-                .invalid(format!("{}: invalid thread/delta: {e}", (self.at)())),
+            Err(e) => {
+                if let Some(t) = params.get("threadId").and_then(JsonView::as_str) {
+                    self.judge.bridge_refused_delta_at(t, self.at);
+                }
+                self.sink
+                    .invalid(format!("{}: invalid thread/delta: {e}", (self.at)()))
+            }
             Ok((thread_id, deltas)) => {
+                self.judge.bridge_delta_keys(thread_id, deltas, self.at);
                 let events = self.assembler.assemble_events(thread_id, deltas);
                 let drops = self.assembler.take_silent_drops();
                 self.judge

@@ -7,7 +7,10 @@
 //! | --- | --- | --- |
 //! | `turn/delta-outside-turn` | Turn lifecycle 2 | a turn-requiring delta (item, stream, provider input) arrives with no turn open and no `noTurnFallback`, or a non-claiming `turn.boundary` has no turn to settle: bb's assembler drops it without a trace |
 //! | `stop/interrupt-settles-interrupted` | Turn lifecycle 5 | the turn a `thread/stop {intent: "interrupt"}` interrupted settles with any status but `interrupted` |
-//! | `stop/nothing-after-stop` | Turn lifecycle 6 | the bridge sends a `thread/delta` for a thread after answering its `thread/stop`, before the runtime re-attaches it (`thread/start`/`resume`/`fork`, `turn/start`/`steer`) |
+//! | `stop/nothing-after-stop` | Turn lifecycle 6 | the bridge sends a `thread/delta` for a thread after answering its `thread/stop`, before the runtime re-attaches it (`thread/start`/`resume`/`fork`, `turn/start`/`steer`); a message the runtime refuses (invalid) counts too: it was still sent |
+//! | `turn/vouched-key-opened` | Turn lifecycle 3 | a delta is scoped by a `providerTurnId` the bridge never opened with `turn.open` on that thread (a provider's own turn label forwarded as scoping); a `turn.boundary` for such a key is the grammar's `turn/known` |
+//! | `recovery/hint-names-hosted-thread` | Recovery hints | a `provider/recovery` notification names a `threadId` the process does not host (never constructed by `thread/start`/`resume`/`fork`, or released by a stop it answered): the runtime drops it |
+//! | `session/identity-before-deltas` | Ordering guarantees | a session's `thread/identity` notification arrives after a `thread/delta` for it (both after the `thread/start`/`resume`/`fork` that constructed it) |
 //!
 //! The judge is fed the same way live (the conformance client) and offline (a recording's
 //! merged view): runtime lines, bridge responses, and each `thread/delta`'s assembled events
@@ -16,7 +19,7 @@
 
 use super::assembler::SilentDrop;
 use super::event::EventView;
-use crate::jsonref::Field;
+use crate::jsonref::{Field, JsonView};
 use crate::rule::Verdict;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -24,12 +27,18 @@ use std::collections::HashMap;
 pub const DELTA_OUTSIDE_TURN: &str = "turn/delta-outside-turn";
 pub const INTERRUPT_SETTLES_INTERRUPTED: &str = "stop/interrupt-settles-interrupted";
 pub const NOTHING_AFTER_STOP: &str = "stop/nothing-after-stop";
+pub const VOUCHED_KEY_OPENED: &str = "turn/vouched-key-opened";
+pub const IDENTITY_BEFORE_DELTAS: &str = "session/identity-before-deltas";
+pub const HINT_NAMES_HOSTED_THREAD: &str = "recovery/hint-names-hosted-thread";
 
 /// Every wire rule, in report order.
 pub const RULES: &[&str] = &[
     DELTA_OUTSIDE_TURN,
     INTERRUPT_SETTLES_INTERRUPTED,
     NOTHING_AFTER_STOP,
+    VOUCHED_KEY_OPENED,
+    IDENTITY_BEFORE_DELTAS,
+    HINT_NAMES_HOSTED_THREAD,
 ];
 
 /// Violations kept (with their detail) per rule; later ones are only counted. A bridge that
@@ -82,6 +91,27 @@ pub struct WireJudge {
     pub runtime_seen: bool,
     /// Valid `thread/delta` messages judged (none: `turn/delta-outside-turn` saw nothing).
     pub deltas_seen: usize,
+    /// Thread → the `providerTurnId`s the bridge opened with `turn.open` (vouched keys).
+    opened_keys: HashMap<String, std::collections::HashSet<String>>,
+    /// The keys in `opened_keys`, all threads together (bounded by [`MAX_TRACKED`]).
+    opened_count: usize,
+    /// Where the vouched-key bound was reached (later keys were not judged).
+    keys_overflow: Option<String>,
+    /// Thread → (the construction request, the first `thread/delta` for the thread after it):
+    /// sessions whose `thread/identity` notification has not arrived yet.
+    awaiting_identity: HashMap<String, (String, Option<String>)>,
+    /// `thread/identity` notifications seen.
+    pub identities_seen: usize,
+    /// Threads the process hosts: constructed (`thread/start`/`resume`/`fork` sent) and not
+    /// released by an answered `thread/stop {intent: "release"}`.
+    hosted: std::collections::HashSet<String>,
+    /// Whether `hosted` lost track (bounded by [`MAX_TRACKED`]): hints are then not judged.
+    hosted_overflow: Option<String>,
+    /// `provider/recovery` notifications seen, and those that named a thread.
+    pub hints_seen: usize,
+    pub thread_hints: usize,
+    /// Hints naming a thread that arrived before any runtime line (not judged).
+    unjudged_hints: usize,
 }
 
 /// A position formatted on first use.
@@ -185,7 +215,21 @@ impl WireJudge {
                 self.stops
                     .insert(id.to_string(), (thread.to_string(), intent, at.to_string()));
             }
-            "thread/start" | "thread/resume" | "thread/fork" | "turn/start" | "turn/steer" => {
+            "thread/start" | "thread/resume" | "thread/fork" => {
+                self.detached.remove(thread);
+                if self.hosted.len() < MAX_TRACKED {
+                    self.hosted.insert(thread.to_string());
+                } else if !self.hosted.contains(thread) && self.hosted_overflow.is_none() {
+                    self.hosted_overflow = Some(at.to_string());
+                }
+                if self.awaiting_identity.contains_key(thread)
+                    || self.awaiting_identity.len() < MAX_TRACKED
+                {
+                    self.awaiting_identity
+                        .insert(thread.to_string(), (at.to_string(), None));
+                }
+            }
+            "turn/start" | "turn/steer" => {
                 self.detached.remove(thread);
             }
             _ => {}
@@ -210,8 +254,11 @@ impl WireJudge {
         let Some(id) = msg.get("id") else {
             return;
         };
-        if let Some((thread, _, _)) = self.stops.remove(&id.to_string()) {
+        if let Some((thread, intent, _)) = self.stops.remove(&id.to_string()) {
             self.stops_answered += 1;
+            if intent == "release" {
+                self.hosted.remove(&thread);
+            }
             if !self.room(at) {
                 return;
             }
@@ -219,6 +266,123 @@ impl WireJudge {
                 self.late_settlement.insert(thread.clone(), at.to_string());
             }
             self.detached.insert(thread, at.to_string());
+        }
+    }
+
+    /// A `thread/delta` the runtime refuses whole (invalid params) that still names `thread`:
+    /// late after a stop all the same (its invalidity is `events/schema-valid`'s fault).
+    pub fn bridge_refused_delta_at(&mut self, thread: &str, at: &dyn Fn() -> String) {
+        if let Some((_, first)) = self.awaiting_identity.get_mut(thread)
+            && first.is_none()
+        {
+            *first = Some(at());
+        }
+        if self.late_settlement.contains_key(thread) {
+            return; // still settling the interrupted turn: the kit's rule judges it
+        }
+        if !self.detached.is_empty()
+            && let Some(answered) = self.detached.remove(thread)
+        {
+            let at = at();
+            self.violation(NOTHING_AFTER_STOP, || format!(
+                "thread/delta for thread {thread:?} at {at} (a message the runtime refuses, see events/schema-valid), after the thread/stop answer at {answered}: the runtime had detached the thread"
+            ));
+        }
+    }
+
+    /// A `provider/recovery` notification the bridge sent (its params).
+    pub fn bridge_recovery_at(&mut self, params: &Value, at: &dyn Fn() -> String) {
+        self.hints_seen += 1;
+        let Some(thread) = params.get("threadId") else {
+            return; // process-scoped: names no thread
+        };
+        self.thread_hints += 1;
+        if !self.runtime_seen {
+            // No runtime lane (yet): which threads the process hosts is not known.
+            self.unjudged_hints += 1;
+            return;
+        }
+        let named = thread.as_str().map(str::to_string);
+        if named.as_deref().is_some_and(|t| self.hosted.contains(t))
+            || self.hosted_overflow.is_some()
+        {
+            return;
+        }
+        let kind = params.get("kind").and_then(Value::as_str).unwrap_or("?");
+        self.violation(HINT_NAMES_HOSTED_THREAD, || format!(
+            "provider/recovery ({kind}) at {} names thread {thread}, which this process does not host (no thread/start, resume or fork for it, or released): the runtime drops such a hint",
+            at()
+        ));
+    }
+
+    /// A `thread/identity` notification the bridge sent for `thread`.
+    pub fn bridge_identity_at(&mut self, thread: &str, at: &dyn Fn() -> String) {
+        self.identities_seen += 1;
+        if let Some((constructed, Some(first_delta))) = self.awaiting_identity.remove(thread) {
+            let at = at();
+            self.violation(IDENTITY_BEFORE_DELTAS, || format!(
+                "thread/identity for thread {thread:?} at {at} came after a thread/delta for it at {first_delta} (the session was constructed by {constructed}); the identity must precede the session's deltas"
+            ));
+        }
+    }
+
+    /// The keys a valid `thread/delta`'s deltas open or scope by (`providerTurnId`): a key
+    /// that scopes a delta must have been opened by the bridge (`turn.open`) on that thread.
+    pub fn bridge_delta_keys<J: JsonView>(
+        &mut self,
+        thread: &str,
+        deltas: &[J],
+        at: &dyn Fn() -> String,
+    ) {
+        if let Some((_, first)) = self.awaiting_identity.get_mut(thread)
+            && first.is_none()
+        {
+            *first = Some(at());
+        }
+        for d in deltas {
+            let Some(key) = d.get("providerTurnId").and_then(JsonView::as_str) else {
+                continue;
+            };
+            match d.get("kind").and_then(JsonView::as_str) {
+                Some("turn.open") => {
+                    if self
+                        .opened_keys
+                        .get(thread)
+                        .is_some_and(|k| k.contains(key))
+                    {
+                        continue;
+                    }
+                    if self.opened_count >= MAX_TRACKED {
+                        if self.keys_overflow.is_none() {
+                            self.keys_overflow = Some(at());
+                        }
+                        continue;
+                    }
+                    self.opened_count += 1;
+                    self.opened_keys
+                        .entry(thread.to_string())
+                        .or_default()
+                        .insert(key.to_string());
+                }
+                // A boundary for a key never opened is the grammar's turn/known (one fault,
+                // one verdict).
+                Some("turn.boundary") => {}
+                kind => {
+                    if self.keys_overflow.is_some()
+                        || self
+                            .opened_keys
+                            .get(thread)
+                            .is_some_and(|k| k.contains(key))
+                    {
+                        continue;
+                    }
+                    let kind = kind.unwrap_or("?");
+                    self.violation(VOUCHED_KEY_OPENED, || format!(
+                        "{kind} at {} on thread {thread:?} is scoped by providerTurnId {key:?}, which the bridge never opened with turn.open: only turn keys the bridge itself opened may scope a delta",
+                        at()
+                    ));
+                }
+            }
         }
     }
 
@@ -336,12 +500,19 @@ impl WireJudge {
             .map(|rule| {
                 let mine: Vec<&Violation> =
                     self.violations.iter().filter(|v| v.rule == *rule).collect();
-                let stateful = *rule != DELTA_OUTSIDE_TURN;
-                let overflow = self.overflow.as_ref().filter(|_| stateful).map(|at| {
-                    format!(
-                        "the judge's bound ({MAX_TRACKED} open turns, pending stops and stopped threads) was reached at {at}; later stops were not judged"
-                    )
-                });
+                let stop_rule = matches!(*rule, INTERRUPT_SETTLES_INTERRUPTED | NOTHING_AFTER_STOP);
+                let overflow = match *rule {
+                    VOUCHED_KEY_OPENED => self.keys_overflow.as_ref().map(|at| {
+                        format!(
+                            "the judge's bound ({MAX_TRACKED} opened turn keys) was reached at {at}; deltas scoped by later keys were not judged"
+                        )
+                    }),
+                    _ => self.overflow.as_ref().filter(|_| stop_rule).map(|at| {
+                        format!(
+                            "the judge's bound ({MAX_TRACKED} open turns, pending stops and stopped threads) was reached at {at}; later stops were not judged"
+                        )
+                    }),
+                };
                 if let Some(first) = mine.first() {
                     let total = self.violation_counts.get(rule).copied().unwrap_or(mine.len());
                     let mut more: Vec<String> =
@@ -400,6 +571,18 @@ impl WireJudge {
                     NOTHING_AFTER_STOP if self.stops_answered == 0 => {
                         Some("no thread/stop was answered")
                     }
+                    VOUCHED_KEY_OPENED if self.deltas_seen == 0 => {
+                        Some("no valid thread/delta was received to judge")
+                    }
+                    HINT_NAMES_HOSTED_THREAD if self.unjudged_hints > 0 => {
+                        Some("no runtime→bridge lines to judge (the recording has no runtime lane), so which threads the process hosted is not known")
+                    }
+                    HINT_NAMES_HOSTED_THREAD if self.hosted_overflow.is_some() && self.thread_hints > 0 => {
+                        Some("the judge's bound on hosted threads was reached, so the hints were not judged")
+                    }
+                    IDENTITY_BEFORE_DELTAS if !self.runtime_seen => {
+                        Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
+                    }
                     _ => None,
                 };
                 match not_run {
@@ -410,6 +593,21 @@ impl WireJudge {
                         if self.left_to_kit_more > 0 {
                             v.detail += &format!(" (and {} more)", self.left_to_kit_more);
                         }
+                        v
+                    }
+                    None if *rule == IDENTITY_BEFORE_DELTAS && self.identities_seen == 0 => {
+                        // Judged on the whole wire: with no notification, none came late.
+                        let mut v = Verdict::pass(&id(rule));
+                        v.detail = "no thread/identity notification was sent (the identities rode the thread/start, resume and fork results), so none followed a delta".into();
+                        v
+                    }
+                    None if *rule == HINT_NAMES_HOSTED_THREAD => {
+                        let mut v = Verdict::pass(&id(rule));
+                        v.detail = match (self.hints_seen, self.thread_hints) {
+                            (0, _) => "no provider/recovery notification was sent, so none named a thread".into(),
+                            (n, 0) => format!("{n} provider/recovery notification(s), none naming a thread"),
+                            (n, t) => format!("{n} provider/recovery notification(s); the {t} naming a thread named one the process hosted"),
+                        };
                         v
                     }
                     None => Verdict::pass(&id(rule)),
