@@ -155,13 +155,7 @@ fn pins_count_wire_violations_as_invalid_and_name_them() {
             (BR, delta(r#"{"kind":"provider.warning","summary":"late"}"#)),
         ],
     );
-    let out = Command::new(BRIDGEWIRE)
-        .args(["pins", "--update"])
-        .arg(t.path())
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text = pins_update(t.path());
     for (cell, needle) in [
         (
             "early-text",
@@ -196,6 +190,16 @@ fn pins_count_wire_violations_as_invalid_and_name_them() {
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("PASS prov/legal"), "{stdout}");
     assert!(stdout.contains("2 passed, 3 failed"), "{stdout}");
+}
+
+/// `pins --update` on `root`: stdout and stderr together.
+fn pins_update(root: &Path) -> String {
+    let out = Command::new(BRIDGEWIRE)
+        .args(["pins", "--update"])
+        .arg(root)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
 }
 
 fn check(extra: &[&str], mode: &str) -> (Option<i32>, serde_json::Value) {
@@ -373,13 +377,7 @@ fn vouched_keys_identity_order_hosted_hints_and_refused_late_deltas() {
             (BR, delta(r#"{"kind":"py.late"}"#)),
         ],
     );
-    let out = Command::new(BRIDGEWIRE)
-        .args(["pins", "--update"])
-        .arg(t.path())
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text = pins_update(t.path());
     for (cell, needle) in [
         (
             "foreign-key",
