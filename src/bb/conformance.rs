@@ -62,10 +62,15 @@ pub const LIVE_RULES: &[&str] = &[
     "turn/vouched-key-opened",
     "session/identity-before-deltas",
     "recovery/hint-names-hosted-thread",
+    // Beyond the kit, SHOULD: nothing but protocol traffic on stdout.
+    STDOUT_PROTOCOL_ONLY,
     // Beyond the kit: bb's host grammar over every event of the run (`LiveGrammar`).
     EVENTS_GRAMMAR,
 ];
 
+/// Transport: "Anything written to stdout that is not protocol traffic is ignored by the reader;
+/// bridges must guard stdout against stray writes" (a lowercase must: SHOULD in the catalogue).
+pub const STDOUT_PROTOCOL_ONLY: &str = "transport/stdout-protocol-only";
 /// bb's host-side grammar (reference §13) judged over every event the run assembled.
 pub const EVENTS_GRAMMAR: &str = "events/grammar";
 /// Why the rules that send `thread/resume` are not run for a bridge without sessionRestore.
@@ -1118,6 +1123,24 @@ impl Kit<'_> {
                 self.events_schema_valid(m);
             }
             self.wire_rules();
+            let m = self.mark();
+            let stray = self.c.diag.non_json + self.c.diag.non_utf8;
+            let v = if stray == 0 {
+                Verdict::pass(STDOUT_PROTOCOL_ONLY)
+            } else {
+                let first = match &self.c.diag.first_non_json {
+                    Some(l) => format!("; first non-JSON line: {}", printable(l)),
+                    None => String::new(),
+                };
+                Verdict::fail(
+                    STDOUT_PROTOCOL_ONLY,
+                    format!(
+                        "{stray} stdout line(s) were not protocol traffic ({} not JSON, {} not UTF-8){first}: the runtime ignores them, but a stray write can also split or corrupt a protocol line, so bridges must guard stdout",
+                        self.c.diag.non_json, self.c.diag.non_utf8
+                    ),
+                )
+            };
+            self.emit(m, v);
             let m = self.mark();
             let mut v = self.c.grammar.verdict();
             if v.status == Status::NotRun

@@ -146,6 +146,22 @@ pub fn describe(instance: &Value, e: &jsonschema::ValidationError<'_>) -> String
             format!("{prefix}{field}: {msg}")
         }
     };
+    // The protocol text says only "a raw provider event"; bb's schema (the runtime's) types it
+    // as a JSON-RPC message, which a bridge for a non-JSON-RPC provider may not expect.
+    let raw_note = if rest.last().is_some_and(|r| r == "raw") {
+        " (bb's runtime validates raw as its provider's JSON-RPC message: {jsonrpc: \"2.0\", method, id?, params?}; wrap another provider's event in one)"
+    } else {
+        ""
+    };
+    format!("{}{raw_note}", describe_kind(e, &prefix, &field, &at))
+}
+
+fn describe_kind(
+    e: &jsonschema::ValidationError<'_>,
+    prefix: &str,
+    field: &str,
+    at: &dyn Fn(String) -> String,
+) -> String {
     use jsonschema::error::ValidationErrorKind as K;
     match e.kind() {
         K::Required { property } => {
@@ -193,6 +209,13 @@ mod tests {
         let e = validate_params(&unknown).unwrap_err();
         assert!(
             e.starts_with("deltas[0] (turn.mainRun): kind: \"turn.mainRun\" is not allowed; allowed values: [\"input.accepted\""),
+            "{e}"
+        );
+        // A raw provider event that is not a JSON-RPC message: the error says what bb wants.
+        let raw = json!({"threadId":"t","deltas":[{"kind":"unhandled","raw":{"type":"x"},"rawType":"x","vouchedTurn":false}]});
+        let e = validate_params(&raw).unwrap_err();
+        assert!(
+            e.starts_with("deltas[0] (unhandled): missing raw.jsonrpc (bb's runtime validates raw as its provider's JSON-RPC message"),
             "{e}"
         );
         let sep =
