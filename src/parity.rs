@@ -39,6 +39,9 @@ pub struct LegRun {
     pub recorded_events: Option<u64>,
     /// The cell cannot be replayed this way (e.g. no runtime lane): reported as SKIP.
     pub skip: Option<String>,
+    /// What the leg's bridge sent that the protocol allows and its events do not hold
+    /// ([`crate::protocol::LiveReplay::left_out`]), listed with the model's extensions.
+    pub left_out: Vec<String>,
     /// Unreadable entries of the recording this leg read (`file:line: why`): bad input, so the
     /// cell is an ERROR and `parity` exits 2, as `pins` does for the same lane.
     pub lane_errors: Vec<String>,
@@ -801,7 +804,12 @@ pub fn compare_cell(
             ));
         }
     }
-    let left_out = (model.left_out(&base.events), model.left_out(&head.events));
+    let left_out_of = |run: &LegRun| {
+        let mut l = model.left_out(&run.events);
+        l.extend(run.left_out.iter().cloned());
+        l
+    };
+    let left_out = (left_out_of(&base), left_out_of(&head));
     base.events = model.normalize_events(std::mem::take(&mut base.events));
     head.events = model.normalize_events(std::mem::take(&mut head.events));
     base.rows = model.normalize_rows(std::mem::take(&mut base.rows));
@@ -1052,6 +1060,7 @@ pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegR
         skip: r.skip,
         events: r.events,
         recorded_events: None,
+        left_out: r.left_out,
         lane_errors: Vec::new(),
     }
 }

@@ -242,6 +242,9 @@ pub struct LiveReplay {
     pub stalls: Vec<String>,
     /// The cell cannot be replayed live (reported as SKIP).
     pub skip: Option<String>,
+    /// What the bridge sent that the protocol allows and the event list does not hold (bb's
+    /// `turn.mainRun`): listed by parity as "extensions, not compared".
+    pub left_out: Vec<String>,
     /// The replay could not run (the bridge did not start, the cell is unreadable).
     pub error: Option<String>,
 }

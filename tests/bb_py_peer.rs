@@ -192,6 +192,11 @@ fn rows() -> Vec<Row> {
                     "not-run",
                     "no thread/stop {intent: \"interrupt\"} reached an open turn",
                 ),
+                (
+                    "stop/interrupt-closes-items",
+                    "not-run",
+                    "no thread/stop {intent: \"interrupt\"} reached an open turn",
+                ),
                 // Every turn's first message (its turn.open) was refused: no event at all.
                 (
                     "events/grammar",
@@ -315,6 +320,11 @@ fn rows() -> Vec<Row> {
                 ),
                 (
                     "stop/interrupt-settles-interrupted",
+                    "not-run",
+                    "no thread/stop {intent: \"interrupt\"} reached an open turn",
+                ),
+                (
+                    "stop/interrupt-closes-items",
                     "not-run",
                     "no thread/stop {intent: \"interrupt\"} reached an open turn",
                 ),
@@ -448,6 +458,11 @@ fn rows() -> Vec<Row> {
                     "skipped",
                     "could not be judged: the turn",
                 ),
+                (
+                    "stop/interrupt-closes-items",
+                    "skipped",
+                    "could not be judged: the turn",
+                ),
             ],
         ),
         // bb's host grammar over the live events (the offline sub-rule named first, as the
@@ -524,6 +539,15 @@ fn rows() -> Vec<Row> {
         // Invalid deltas only after the kit's events/schema-valid scenario: the rule is judged
         // at the end of the run, so it fails (before, it passed and only later rules were
         // skipped naming it).
+        // Found by an independent bb bridge: the interrupted turn's plan item is never closed.
+        f(
+            "interrupt-leaves-items",
+            &[(
+                "stop/interrupt-closes-items",
+                "fail",
+                "item(s) still open (planSteps ",
+            )],
+        ),
         // Stray stdout lines: the runtime ignores them, so a SHOULD failure (exit 0).
         f(
             "stray-stdout",
@@ -776,6 +800,11 @@ fn rec_rows() -> Vec<RecRow> {
                     "not-run",
                     "no thread/stop {intent: \"interrupt\"} reached an open turn",
                 ),
+                (
+                    "stop/interrupt-closes-items",
+                    "not-run",
+                    "no thread/stop {intent: \"interrupt\"} reached an open turn",
+                ),
             ],
         },
         same(
@@ -817,6 +846,14 @@ fn rec_rows() -> Vec<RecRow> {
         same(
             "vouched-unknown",
             &[("grammar", "fail", "turn/known on turn/completed")],
+        ),
+        same(
+            "interrupt-leaves-items",
+            &[(
+                "stop/interrupt-closes-items",
+                "fail",
+                "item(s) still open (planSteps ",
+            )],
         ),
         RecRow {
             name: "keys",
@@ -862,6 +899,7 @@ const RECORDED: &[&str] = &[
     "not-empty",
     "turn/delta-outside-turn",
     "stop/interrupt-settles-interrupted",
+    "stop/interrupt-closes-items",
     "stop/nothing-after-stop",
     "turn/vouched-key-opened",
     "session/identity-before-deltas",
@@ -981,6 +1019,16 @@ fn parity_normalizes_legal_spelling_and_names_each_difference() {
         ),
         // Legal, but a different timeline: parity reports it (and shows the head leg's
         // environment reached the peer).
+        // Legal: held turns (turn.mainRun, which bb's grammar-v3 validation refuses) are the
+        // same timeline; parity lists them instead of stalling on them.
+        (
+            head("PY_BB_ODDITY=held"),
+            0,
+            vec![
+                "PASS py/thr_conformance_1",
+                "extensions, not compared: base none; head turn.mainRun ×",
+            ],
+        ),
         (
             head("PY_BB_ODDITY=1"),
             1,

@@ -89,6 +89,7 @@ const ALL: &[&str] = &[
     "stop/interrupt-settles-before-result",
     "turn/delta-outside-turn",
     "stop/interrupt-settles-interrupted",
+    "stop/interrupt-closes-items",
     "stop/nothing-after-stop",
     "turn/vouched-key-opened",
     "session/identity-before-deltas",
@@ -166,6 +167,7 @@ const TABLE: &[Expect] = &[
         not_run: &[
             "turn/delta-outside-turn",
             "stop/interrupt-settles-interrupted",
+            "stop/interrupt-closes-items",
             "turn/vouched-key-opened",
             "stop/nothing-after-stop",
             "events/grammar",
@@ -214,6 +216,7 @@ const TABLE: &[Expect] = &[
         // No turn ran: no event was assembled for the grammar to judge.
         not_run: &[
             "stop/interrupt-settles-interrupted",
+            "stop/interrupt-closes-items",
             "stop/nothing-after-stop",
             "events/grammar",
         ],
@@ -371,6 +374,7 @@ const TABLE: &[Expect] = &[
             "session/resume-identity",
             "session/resume-id-uniqueness",
             "stop/interrupt-settles-interrupted",
+            "stop/interrupt-closes-items",
         ],
         absent: &[],
         not_run: &["stop/nothing-after-stop"],
@@ -569,6 +573,7 @@ fn without_opt_in_fixtures_opt_in_rules_are_not_run() {
         "session/threads-independent",
         "stop/interrupt-settles-before-result",
         "stop/interrupt-settles-interrupted",
+        "stop/interrupt-closes-items",
     ] {
         let (status, why) = &got[id];
         assert_eq!(status, "not-run", "{id} ran without its fixture");
@@ -577,7 +582,7 @@ fn without_opt_in_fixtures_opt_in_rules_are_not_run() {
     assert_eq!(got.len(), ALL.len());
     assert_eq!(
         got.values().filter(|(s, _)| s == "pass").count(),
-        ALL.len() - 5,
+        ALL.len() - 6,
         "{got:?}"
     );
     assert_eq!(out.status.code(), Some(0));
@@ -620,12 +625,12 @@ fn text_report_and_report_files() {
     );
     assert!(text.contains("→ {\"jsonrpc\":\"2.0\""), "{text}");
     assert!(text.contains("\"method\":\"turn/start\""), "{text}");
-    assert_eq!(*lines.last().unwrap(), "27 passed, 1 failed");
+    assert_eq!(*lines.last().unwrap(), "28 passed, 1 failed");
     assert_eq!(out.status.code(), Some(1));
 
     let x = std::fs::read_to_string(&junit).unwrap();
     assert!(
-        x.contains("tests=\"28\"") && x.contains("failures=\"1\""),
+        x.contains("tests=\"29\"") && x.contains("failures=\"1\""),
         "{x}"
     );
     let m = std::fs::read_to_string(&md).unwrap();

@@ -33,6 +33,8 @@ pub struct Assembler {
     /// Deltas dropped without any trace (no event, no grammar drop), since the last
     /// [`Assembler::take_silent_drops`].
     silent_drops: Vec<SilentDrop>,
+    /// [`Assembler::take_forgotten_items`] (at most [`MAX_FORGOTTEN`] between two calls).
+    forgotten: Vec<ForgottenItem>,
     /// The thread of the batch being assembled.
     current_thread: String,
 }
@@ -47,6 +49,22 @@ pub struct SilentDrop {
     /// Its item key (`providerItemId`/`channel`/`parentRef`, as given), when it has one.
     pub key: Option<String>,
 }
+
+/// A turn-scoped item still open when its turn settled: bb's assembler forgets it, so the
+/// timeline keeps it started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgottenItem {
+    pub thread: String,
+    /// The bb turn that settled.
+    pub turn: String,
+    /// The item's bb id and shape.
+    pub id: String,
+    pub shape: String,
+}
+
+/// Forgotten items kept between two [`Assembler::take_forgotten_items`] calls (a user that
+/// never takes them must not grow with the run).
+const MAX_FORGOTTEN: usize = 1024;
 
 struct ThreadState {
     current_turn: Option<String>,
@@ -146,6 +164,7 @@ impl Assembler {
             item_counter: 0,
             threads: FastMap::default(),
             silent_drops: Vec::new(),
+            forgotten: Vec::new(),
             current_thread: String::new(),
         }
     }
@@ -172,6 +191,12 @@ impl Assembler {
     fn mint_item(&mut self) -> String {
         self.item_counter += 1;
         format!("{PREFIX}-i{}", self.item_counter)
+    }
+
+    /// The turn-scoped items left open when their turn settled, since the last call (bb's
+    /// assembler forgets them without settling them).
+    pub fn take_forgotten_items(&mut self) -> Vec<ForgottenItem> {
+        std::mem::take(&mut self.forgotten)
     }
 
     /// Assembles one validated batch; returns the events in order.
@@ -291,9 +316,21 @@ impl Assembler {
         t
     }
 
-    fn finish_turn(st: &mut ThreadState) {
-        if let Some(t) = st.current_turn.take() {
-            st.last_turn = Some(t);
+    fn finish_turn(&mut self, st: &mut ThreadState) {
+        let settled = st.current_turn.take();
+        if let Some(t) = &settled {
+            st.last_turn = Some(t.clone());
+        }
+        // What bb forgets here stays started forever on the timeline: kept for the wire judge.
+        for (_, item) in st.open_items.iter().filter(|(_, i)| !i.thread_attached) {
+            if self.forgotten.len() < MAX_FORGOTTEN {
+                self.forgotten.push(ForgottenItem {
+                    thread: self.current_thread.clone(),
+                    turn: settled.clone().unwrap_or_default(),
+                    id: item.id.clone(),
+                    shape: item.shape.clone(),
+                });
+            }
         }
         st.open_items.retain(|(_, item)| item.thread_attached);
         st.cumulative_output.clear();
@@ -409,7 +446,7 @@ impl Assembler {
                     None => return self.silent_drop(d),
                 };
                 out.push(event("turn/completed", turn_scope(&turn), fields));
-                Self::finish_turn(st);
+                self.finish_turn(st);
             }
             "item.open" => self.item_open(st, d, out),
             "item.close" => self.item_close(st, d, out),
@@ -584,7 +621,7 @@ impl Assembler {
                         Fields::from([("status", json!("failed"))]),
                     ));
                     if st.current_turn.as_deref() == Some(t.as_str()) {
-                        Self::finish_turn(st);
+                        self.finish_turn(st);
                     }
                 }
             }
@@ -711,7 +748,7 @@ impl Assembler {
                     turn_scope(&t),
                     Fields::from([("status", json!("interrupted"))]),
                 ));
-                Self::finish_turn(st);
+                self.finish_turn(st);
             }
             _ => {}
         }

@@ -58,6 +58,7 @@ pub const LIVE_RULES: &[&str] = &[
     // Beyond the kit: judged on the wire over the whole run (`super::wire`).
     "turn/delta-outside-turn",
     "stop/interrupt-settles-interrupted",
+    "stop/interrupt-closes-items",
     "stop/nothing-after-stop",
     "turn/vouched-key-opened",
     "session/identity-before-deltas",
@@ -568,18 +569,6 @@ struct Client {
     recoveries: Vec<(usize, Value)>,
 }
 
-/// Takes the well-formed `turn.mainRun` deltas out of `thread/delta` params: how many.
-fn take_main_runs(params: &mut Value) -> usize {
-    let Some(deltas) = params.get_mut("deltas").and_then(Value::as_array_mut) else {
-        return 0;
-    };
-    let before = deltas.len();
-    deltas.retain(|d| {
-        !(d["kind"] == "turn.mainRun" && matches!(d["state"].as_str(), Some("idle" | "running")))
-    });
-    before - deltas.len()
-}
-
 fn clip(s: &str, n: usize) -> String {
     if s.len() <= n {
         return s.to_string();
@@ -810,7 +799,7 @@ impl Client {
             Some(m) if m == "thread/delta" => {
                 let mut params = v.get("params").cloned().unwrap_or(Value::Null);
                 if self.accept_main_run {
-                    let n = take_main_runs(&mut params);
+                    let n = delta::take_main_runs(&mut params);
                     if n > 0 {
                         self.diag.main_runs += n;
                         self.diag.first_main_run.get_or_insert(pos);
@@ -836,8 +825,14 @@ impl Client {
                             .bridge_delta_keys(thread, deltas, &|| format!("message {pos}"));
                         let events = self.assembler.assemble(thread, deltas);
                         let drops = self.assembler.take_silent_drops();
-                        self.judge
-                            .bridge_delta(thread, &format!("message {pos}"), &events, &drops);
+                        let forgotten = self.assembler.take_forgotten_items();
+                        self.judge.bridge_delta(
+                            thread,
+                            &format!("message {pos}"),
+                            &events,
+                            &drops,
+                            &forgotten,
+                        );
                         for event in events {
                             self.grammar.event(thread, pos, self.scenario, &event);
                             if self.events.len() >= MAX_EVENTS {
@@ -1165,7 +1160,11 @@ impl Kit<'_> {
         let m = self.mark();
         for v in self.c.judge.verdicts(str::to_string) {
             if v.status == Status::NotRun
-                && v.id == super::wire::INTERRUPT_SETTLES_INTERRUPTED
+                && [
+                    super::wire::INTERRUPT_SETTLES_INTERRUPTED,
+                    super::wire::INTERRUPT_CLOSES_ITEMS,
+                ]
+                .contains(&v.id.as_str())
                 && self.fx.interruptible_prompt_input.is_none()
             {
                 continue;

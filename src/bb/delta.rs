@@ -90,6 +90,25 @@ pub static PARAMS_FAST: LazyLock<super::schema_fast::FastSchema> = LazyLock::new
 /// `rules/schema/bb-thread-delta-params.schema.json`); on success returns the thread id and
 /// the deltas. The error names the delta (`deltas[i] (kind)`), the field path inside it and
 /// what was allowed.
+/// Takes the well-formed `turn.mainRun { state: idle | running }` deltas out of `thread/delta`
+/// params and says how many. The protocol text gives a bridge this delta for a held turn
+/// ("Held turns"), but bb's grammar-v3 validation rejects the kind and refuses the whole
+/// message; callers that follow the protocol text (check bb, replay, parity, outside
+/// `--kit-only`) take it out before validating, and this grammar has no event for it.
+pub fn take_main_runs(params: &mut serde_json::Value) -> usize {
+    let Some(deltas) = params
+        .get_mut("deltas")
+        .and_then(serde_json::Value::as_array_mut)
+    else {
+        return 0;
+    };
+    let before = deltas.len();
+    deltas.retain(|d| {
+        !(d["kind"] == "turn.mainRun" && matches!(d["state"].as_str(), Some("idle" | "running")))
+    });
+    before - deltas.len()
+}
+
 pub fn validate_params<J: JsonView>(params: &J) -> Result<(&str, &[J]), String> {
     if !PARAMS_FAST.is_valid(params) {
         // Rare: the general validator names the first error.

@@ -30,6 +30,15 @@ pub fn identity_of(result: &Value) -> String {
     format!("{named}handshake {}", crate::protocol::fingerprint(result))
 }
 
+/// `turn.mainRun ×n` when the bridge sent held-turn deltas (accepted, not assembled).
+fn main_run_note(n: usize) -> Vec<String> {
+    if n == 0 {
+        Vec::new()
+    } else {
+        vec![format!("turn.mainRun ×{n}")]
+    }
+}
+
 impl Live for BbLive {
     fn protocol(&self) -> Protocol {
         Protocol::Bb
@@ -49,6 +58,7 @@ impl Live for BbLive {
                 grammar: r.grammar_violations.iter().map(|d| d.layer_key()).collect(),
                 stalls: r.stalls,
                 events: r.events,
+                left_out: main_run_note(r.main_runs),
                 ..Default::default()
             },
         }

@@ -306,8 +306,9 @@ impl Pass<'_> {
                 self.judge.bridge_delta_keys(thread_id, deltas, self.at);
                 let events = self.assembler.assemble_events(thread_id, deltas);
                 let drops = self.assembler.take_silent_drops();
+                let forgotten = self.assembler.take_forgotten_items();
                 self.judge
-                    .bridge_delta_at(thread_id, self.at, &events, &drops);
+                    .bridge_delta_at(thread_id, self.at, &events, &drops, &forgotten);
                 for ev in events {
                     match self.grammar.accept(&ev) {
                         Ok(()) => self.sink.bb_event(ev),

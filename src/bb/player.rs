@@ -100,6 +100,11 @@ pub struct ReplayOptions {
     pub fixed_windows: bool,
     /// Print how long each wait took to stderr (`BRIDGEWIRE_REPLAY_TRACE=1`).
     pub trace: bool,
+    /// Take well-formed `turn.mainRun` deltas (the protocol's held-turn signal) out of a
+    /// `thread/delta` before validating it, counted in [`ReplayResult::main_runs`], instead of
+    /// refusing the whole message as bb's grammar-v3 validation does (a stall). As check bb
+    /// does outside `--kit-only`.
+    pub accept_main_run: bool,
     /// Permission bits of a lane `rerecord` writes.
     pub write_mode: u32,
 }
@@ -118,6 +123,7 @@ impl Default for ReplayOptions {
             dialect: "json-rpc".into(),
             fixed_windows: false,
             trace: std::env::var_os("BRIDGEWIRE_REPLAY_TRACE").is_some_and(|v| v == "1"),
+            accept_main_run: true,
             write_mode: crate::lane::write::DEFAULT_FILE_MODE,
         }
     }
@@ -149,6 +155,8 @@ pub struct ReplayResult {
     pub doubles: Vec<DoubleReport>,
     /// Runtime lines written (the handshake excluded).
     pub written: usize,
+    /// `turn.mainRun` deltas accepted and not assembled ([`ReplayOptions::accept_main_run`]).
+    pub main_runs: usize,
 }
 
 impl ReplayResult {
@@ -232,9 +240,9 @@ fn collect(mut m: crate::lane::merge::MergedEntries) -> Result<Vec<Entry>, Repla
     Ok(entries)
 }
 
-fn build_plan(cell: &Cell, exact: bool) -> Result<Plan, ReplayError> {
+fn build_plan(cell: &Cell, opts: &ReplayOptions) -> Result<Plan, ReplayError> {
     let recorded = collect(cell.recorded())?;
-    let plan_view = if exact {
+    let plan_view = if opts.exact_plan {
         collect(cell.merged())?
     } else {
         recorded.clone()
@@ -260,7 +268,10 @@ fn build_plan(cell: &Cell, exact: bool) -> Result<Plan, ReplayError> {
                 if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
                     continue;
                 }
-                let params = m.get("params").cloned().unwrap_or(Value::Null);
+                let mut params = m.get("params").cloned().unwrap_or(Value::Null);
+                if opts.accept_main_run {
+                    super::delta::take_main_runs(&mut params);
+                }
                 if let Ok((tid, deltas)) = super::delta::validate_params(&params) {
                     for ev in asm.assemble(tid, deltas) {
                         if grammar.accept(&ev).is_err() {
@@ -321,7 +332,9 @@ fn build_plan(cell: &Cell, exact: bool) -> Result<Plan, ReplayError> {
             let c = m.get("params")?.get("cwd")?.as_str()?;
             (!c.is_empty()).then(|| c.to_string())
         });
-    let planned_events = exact.then(|| crate::pins::compute(cell, None).counts.events as usize);
+    let planned_events = opts
+        .exact_plan
+        .then(|| crate::pins::compute(cell, None).counts.events as usize);
     Ok(Plan {
         steps,
         answers,
@@ -340,6 +353,9 @@ struct Live {
     events: Vec<Value>,
     violations: Vec<GrammarDrop>,
     stalls: Vec<String>,
+    /// See [`ReplayOptions::accept_main_run`]: whether, and how many were taken out.
+    accept_main_run: bool,
+    main_runs: usize,
     answered: HashSet<String>,
     started: usize,
     completed: usize,
@@ -473,7 +489,10 @@ impl Live {
                 let _ = self.to_bridge.send(Some(bytes));
             }
             Kind::Notification { method } if method == "thread/delta" => {
-                let params = m.get("params").cloned().unwrap_or(Value::Null);
+                let mut params = m.get("params").cloned().unwrap_or(Value::Null);
+                if self.accept_main_run {
+                    self.main_runs += super::delta::take_main_runs(&mut params);
+                }
                 match super::delta::validate_params(&params) {
                     Err(e) => self.stalls.push(format!("invalid thread/delta: {e}")),
                     Ok((tid, deltas)) => {
@@ -693,7 +712,7 @@ pub fn replay_cell(
     opts: &ReplayOptions,
 ) -> Result<ReplayResult, ReplayError> {
     replayable(cell)?;
-    let plan = build_plan(cell, opts.exact_plan)?;
+    let plan = build_plan(cell, opts)?;
     let (program, args) = bridge
         .split_first()
         .ok_or_else(|| ReplayError::Failed("no bridge command given".into()))?;
@@ -776,6 +795,8 @@ pub fn replay_cell(
         events: Vec::new(),
         violations: Vec::new(),
         stalls: Vec::new(),
+        accept_main_run: opts.accept_main_run,
+        main_runs: 0,
         answered: HashSet::new(),
         started: 0,
         completed: 0,
@@ -1025,6 +1046,7 @@ pub fn replay_cell(
         exit_signal: status.signal(),
         doubles,
         written,
+        main_runs: l.main_runs,
     })
 }
 

@@ -7,6 +7,7 @@
 //! | --- | --- | --- |
 //! | `turn/delta-outside-turn` | Turn lifecycle 2 | a turn-requiring delta (item, stream, provider input) arrives with no turn open and no `noTurnFallback`, or a non-claiming `turn.boundary` has no turn to settle: bb's assembler drops it without a trace |
 //! | `stop/interrupt-settles-interrupted` | Turn lifecycle 5 | the turn a `thread/stop {intent: "interrupt"}` interrupted settles with any status but `interrupted` |
+//! | `stop/interrupt-closes-items` | Turn lifecycle 5 | the turn a `thread/stop {intent: "interrupt"}` interrupted settles with turn-scoped items still open: the bridge owes "explicit closes for provider-owned open items", and bb's assembler forgets them unsettled, so the timeline shows them running |
 //! | `stop/nothing-after-stop` | Turn lifecycle 6 | the bridge sends a `thread/delta` for a thread after answering its `thread/stop`, before the runtime re-attaches it (`thread/start`/`resume`/`fork`, `turn/start`/`steer`); a message the runtime refuses (invalid) counts too: it was still sent |
 //! | `turn/vouched-key-opened` | Turn lifecycle 3 | a delta is scoped by a `providerTurnId` the bridge never opened with `turn.open` on that thread (a provider's own turn label forwarded as scoping); a `turn.boundary` for such a key is the grammar's `turn/known` |
 //! | `recovery/hint-names-hosted-thread` | Recovery hints | a `provider/recovery` notification names a `threadId` the process does not host (never constructed by `thread/start`/`resume`/`fork`, or released by a stop it answered): the runtime drops it |
@@ -17,7 +18,7 @@
 //! and silent drops. Each violation names where it happened (message position or lane
 //! run/seq) and the thread, key or turn involved.
 
-use super::assembler::SilentDrop;
+use super::assembler::{ForgottenItem, SilentDrop};
 use super::event::EventView;
 use crate::jsonref::{Field, JsonView};
 use crate::rule::Verdict;
@@ -27,6 +28,7 @@ use std::collections::HashMap;
 pub const DELTA_OUTSIDE_TURN: &str = "turn/delta-outside-turn";
 pub const INTERRUPT_SETTLES_INTERRUPTED: &str = "stop/interrupt-settles-interrupted";
 pub const NOTHING_AFTER_STOP: &str = "stop/nothing-after-stop";
+pub const INTERRUPT_CLOSES_ITEMS: &str = "stop/interrupt-closes-items";
 pub const VOUCHED_KEY_OPENED: &str = "turn/vouched-key-opened";
 pub const IDENTITY_BEFORE_DELTAS: &str = "session/identity-before-deltas";
 pub const HINT_NAMES_HOSTED_THREAD: &str = "recovery/hint-names-hosted-thread";
@@ -35,6 +37,7 @@ pub const HINT_NAMES_HOSTED_THREAD: &str = "recovery/hint-names-hosted-thread";
 pub const RULES: &[&str] = &[
     DELTA_OUTSIDE_TURN,
     INTERRUPT_SETTLES_INTERRUPTED,
+    INTERRUPT_CLOSES_ITEMS,
     NOTHING_AFTER_STOP,
     VOUCHED_KEY_OPENED,
     IDENTITY_BEFORE_DELTAS,
@@ -393,8 +396,9 @@ impl WireJudge {
         at: &str,
         events: &[E],
         drops: &[SilentDrop],
+        forgotten: &[ForgottenItem],
     ) {
-        self.bridge_delta_at(thread, &|| at.to_string(), events, drops);
+        self.bridge_delta_at(thread, &|| at.to_string(), events, drops, forgotten);
     }
 
     /// [`WireJudge::bridge_delta`] with the position formatted only if something names it
@@ -405,6 +409,7 @@ impl WireJudge {
         at: &dyn Fn() -> String,
         events: &[E],
         drops: &[SilentDrop],
+        forgotten: &[ForgottenItem],
     ) {
         let at = &LazyAt(std::cell::LazyCell::new(at));
         self.deltas_seen += 1;
@@ -477,6 +482,20 @@ impl WireJudge {
                     if let Some((t, stop_at)) = self.interrupting.get(thread)
                         && t == turn
                     {
+                        let stop_at = stop_at.clone();
+                        let left: Vec<String> = forgotten
+                            .iter()
+                            .filter(|f| f.turn == turn)
+                            .map(|f| format!("{} {}", f.shape, f.id))
+                            .collect();
+                        if !left.is_empty() {
+                            let detail = format!(
+                                "the turn {turn} interrupted by thread/stop at {stop_at} (thread {thread:?}) settled at {at} with {} item(s) still open ({}): an interrupt closes provider-owned open items explicitly (item.close / item.textClose); bb's assembler forgets them unsettled, so the timeline shows them running",
+                                left.len(),
+                                left.join(", ")
+                            );
+                            self.violation(INTERRUPT_CLOSES_ITEMS, || detail);
+                        }
                         let status = e.field("status").as_str().unwrap_or("?");
                         if status != "interrupted" {
                             let detail = format!(
@@ -500,7 +519,10 @@ impl WireJudge {
             .map(|rule| {
                 let mine: Vec<&Violation> =
                     self.violations.iter().filter(|v| v.rule == *rule).collect();
-                let stop_rule = matches!(*rule, INTERRUPT_SETTLES_INTERRUPTED | NOTHING_AFTER_STOP);
+                let stop_rule = matches!(
+                    *rule,
+                    INTERRUPT_SETTLES_INTERRUPTED | INTERRUPT_CLOSES_ITEMS | NOTHING_AFTER_STOP
+                );
                 let overflow = match *rule {
                     VOUCHED_KEY_OPENED => self.keys_overflow.as_ref().map(|at| {
                         format!(
@@ -535,7 +557,7 @@ impl WireJudge {
                     // Some stops went unjudged: no pass on evidence not seen.
                     return Verdict::not_run(&id(rule), why);
                 }
-                if *rule == INTERRUPT_SETTLES_INTERRUPTED
+                if matches!(*rule, INTERRUPT_SETTLES_INTERRUPTED | INTERRUPT_CLOSES_ITEMS)
                     && let Some((thread, (turn, stop_at))) = self.interrupting.iter().min()
                 {
                     // The status of a turn that never settled was not seen: no pass. Its
@@ -549,7 +571,12 @@ impl WireJudge {
                     return Verdict::skipped(
                         &id(rule),
                         format!(
-                            "could not be judged: the turn {turn} interrupted by thread/stop at {stop_at} (thread {thread:?}) never settled{more}, so its status was not seen (see stop/interrupt-settles-before-result)"
+                            "could not be judged: the turn {turn} interrupted by thread/stop at {stop_at} (thread {thread:?}) never settled{more}, so {} was not seen (see stop/interrupt-settles-before-result)",
+                            if *rule == INTERRUPT_CLOSES_ITEMS {
+                                "what it left open"
+                            } else {
+                                "its status"
+                            }
                         ),
                     );
                 }
@@ -559,10 +586,12 @@ impl WireJudge {
                     DELTA_OUTSIDE_TURN if self.deltas_seen == 0 => {
                         Some("no valid thread/delta was received to judge")
                     }
-                    INTERRUPT_SETTLES_INTERRUPTED if !self.runtime_seen => {
+                    INTERRUPT_SETTLES_INTERRUPTED | INTERRUPT_CLOSES_ITEMS if !self.runtime_seen => {
                         Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
                     }
-                    INTERRUPT_SETTLES_INTERRUPTED if self.interrupts == 0 => {
+                    INTERRUPT_SETTLES_INTERRUPTED | INTERRUPT_CLOSES_ITEMS
+                        if self.interrupts == 0 =>
+                    {
                         Some("no thread/stop {intent: \"interrupt\"} reached an open turn")
                     }
                     NOTHING_AFTER_STOP if !self.runtime_seen => {
@@ -627,7 +656,8 @@ mod tests {
     fn feed(j: &mut WireJudge, a: &mut Assembler, thread: &str, at: &str, deltas: Value) {
         let events = a.assemble(thread, deltas.as_array().unwrap());
         let drops = a.take_silent_drops();
-        j.bridge_delta(thread, at, &events, &drops);
+        let forgotten = a.take_forgotten_items();
+        j.bridge_delta(thread, at, &events, &drops, &forgotten);
     }
 
     fn status(v: &[Verdict], rule: &str) -> (Status, String) {
@@ -789,6 +819,7 @@ mod tests {
                 &thread,
                 &format!("turn {i}"),
                 &[json!({"type": "turn/started", "scope": {"turnId": "u"}})],
+                &[],
                 &[],
             );
         }

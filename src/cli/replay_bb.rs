@@ -258,6 +258,7 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                         "recordingEvents": offline.events,
                         "grammarViolations": r.grammar_violations.iter().map(|v| v.layer_key()).collect::<Vec<_>>(),
                         "stalls": r.stalls,
+                        "mainRuns": r.main_runs,
                         "exitCode": r.exit_code,
                         "exitSignal": r.exit_signal,
                         "verdicts": verdicts.iter().map(|v| serde_json::json!({
@@ -285,6 +286,12 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                     if v.status != Status::Pass || a.verbose {
                         say!("  {}", v.line());
                     }
+                }
+                if r.main_runs > 0 {
+                    say!(
+                        "  {} turn.mainRun delta(s): the protocol's held-turn signal, accepted and not assembled",
+                        r.main_runs
+                    );
                 }
                 if !same_count {
                     say!(
