@@ -51,6 +51,10 @@ pub struct Rules<'a> {
     pub blank_fields: &'a [&'a str],
     pub removed_fields: &'a [&'a str],
     pub time_fields: &'a [&'a str],
+    /// A time keeps its JSON type: a number becomes `0` and a string `""`, so two builds that
+    /// write the same field as a number and as a text differ. bb's §7 zeroes either (off for
+    /// bb, whose reference example turns `"createdAt": "2026"` into `0`).
+    pub keep_time_type: bool,
 }
 
 pub const BB_EVENTS: Rules<'static> = Rules {
@@ -58,6 +62,7 @@ pub const BB_EVENTS: Rules<'static> = Rules {
     blank_fields: &["threadId", "providerThreadId"],
     removed_fields: &["providerCheckpointId"],
     time_fields: TIME_FIELDS,
+    keep_time_type: false,
 };
 
 pub const BB_ROWS: Rules<'static> = Rules {
@@ -114,7 +119,11 @@ fn walk(v: Value, rules: Rules<'_>, table: &mut HashMap<String, usize>) -> Value
                     let n = *table.entry(s).or_insert(next);
                     Value::String(format!("#{n}"))
                 } else if rules.time_fields.contains(&key) && (v.is_number() || v.is_string()) {
-                    Value::from(0)
+                    if rules.keep_time_type && v.is_string() {
+                        Value::String(String::new())
+                    } else {
+                        Value::from(0)
+                    }
                 } else {
                     walk(v, rules, table)
                 };
@@ -151,5 +160,28 @@ mod tests {
         let twice = normalize_list(once.clone(), BB_EVENTS);
         assert_eq!(once, twice);
         assert_eq!(once[0]["threadId"], Value::Null);
+    }
+
+    #[test]
+    fn a_time_keeps_its_type_only_where_the_rules_say() {
+        let list = || vec![json!({"ts": 5}), json!({"ts": "2026-12-04T10:00:00Z"})];
+        let typed = Rules {
+            keep_time_type: true,
+            time_fields: &["ts"],
+            ..BB_EVENTS
+        };
+        let t = normalize_list(list(), typed);
+        assert_eq!(
+            (t[0]["ts"].clone(), t[1]["ts"].clone()),
+            (json!(0), json!(""))
+        );
+        let b = normalize_list(
+            list(),
+            Rules {
+                time_fields: &["ts"],
+                ..BB_EVENTS
+            },
+        );
+        assert_eq!(b[0], b[1]);
     }
 }

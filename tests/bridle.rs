@@ -1433,11 +1433,20 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
 
 /// `tests/node/hub.js --variant NAME`: legal but unusual shapes that pass every rule.
 /// (variant, the rule it exercises, what that rule shows for it on a verdict or sub-check line.)
-const NODE_HUB_VARIANTS: &[(&str, &str, &str)] = &[(
-    "own-ids",
-    "event-fields",
-    "ok   hub→browser typing — type, ts; extensions, which the spec does not forbid (not judged): clientId (this browser's own), agentId (this browser's own)",
-)];
+const NODE_HUB_VARIANTS: &[(&str, &str, &str)] = &[
+    (
+        "own-ids",
+        "event-fields",
+        "ok   hub→browser typing — type, ts; extensions, which the spec does not forbid (not judged): clientId (this browser's own), agentId (this browser's own)",
+    ),
+    // A field inside a relayed part is an extension as one beside `parts` is (streaming-replace
+    // compares the final parts the same way and passes too).
+    (
+        "part-fields",
+        "client-routing",
+        "ok   a reply for route-u1 keeps its parts — text and image parts as the agent sent them; extensions inside the parts, which the spec does not forbid (not judged): hubSeen",
+    ),
+];
 
 /// An agent that never authenticated on /ws/agent: every later rule is not run (see agent-auth).
 const NOT_RUN_AFTER_AUTH: &[(&str, &str)] = &[
@@ -1997,6 +2006,8 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     let node = format!("cmd:{node_hub}");
     let alias = format!("cmd:{node_hub} --diverge stream-end-alias");
     let no_typing = format!("cmd:{node_hub} --diverge drop-typing");
+    let part_fields = format!("cmd:{node_hub} --variant part-fields");
+    let ts_string = format!("cmd:{node_hub} --diverge ts-string");
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
         Box::new(|| {
             let mut a: Vec<String> = ["replay", "bridle", &r, "--"]
@@ -2010,6 +2021,8 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
         Box::new(|| parity(&reference, &node)),
         Box::new(|| parity(&rec, &alias)),
         Box::new(|| parity(&reference, &no_typing)),
+        Box::new(|| parity(&rec, &part_fields)),
+        Box::new(|| parity(&reference, &ts_string)),
     ];
     let results = parallel(jobs);
     let (code, out) = &results[0];
@@ -2050,6 +2063,20 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
         "{out}"
     );
     assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
+    // A field inside a relayed part is an extension, as one beside `parts` is: listed, not
+    // compared.
+    let (code, out) = &results[5];
+    assert_eq!(*code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{cells} passed, 0 failed, 0 skipped")),
+        "{out}"
+    );
+    assert!(out.contains(".parts[].hubSeen\" ×"), "{out}");
+    // The spec types ts as a number: a hub that writes it as a string differs, though times
+    // themselves are not compared.
+    let (code, out) = &results[6];
+    assert_eq!(*code, 1, "{out}");
+    assert!(out.contains("/data/ts: 0 → \"\""), "{out}");
     // The same recordings on both legs: refused before anything runs, unless asked for.
     let (code, out) = parity(&rec, &format!("rec:{r}/"));
     assert_eq!(code, 2, "{out}");

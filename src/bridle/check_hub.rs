@@ -1317,8 +1317,8 @@ async fn reply_reaches_only(
             None => SubCheck::skipped(&name, format!("the reply never reached {to}")),
             Some(r) => judged(
                 &name,
-                if r["parts"] == parts {
-                    Ok("text and image parts as the agent sent them".into())
+                if let Some(note) = same_parts(&r["parts"], &parts) {
+                    Ok(format!("text and image parts as the agent sent them{note}"))
                 } else {
                     Err(format!(
                         "{to} got parts {}, the agent sent {parts} (the spec's rich response: the browser gets [text, image])",
@@ -1660,9 +1660,12 @@ async fn legacy_parts(ctx: &Ctx<'_>, subs: &Subs) {
         subs,
         judged(
             "explicit parts pass unchanged",
-            match ag.expect("message", ctx.c.wait, "agent").await {
-                Ok(m) if m["parts"] == rich => Ok("text, image and file parts unchanged".into()),
-                Ok(m) => Err(format!("explicit parts changed in transit: {}", m["parts"])),
+            match ag.expect("message", ctx.c.wait, "agent").await.map(|m| {
+                let same = same_parts(&m["parts"], &rich);
+                (m, same)
+            }) {
+                Ok((_, Some(note))) => Ok(format!("text, image and file parts unchanged{note}")),
+                Ok((m, None)) => Err(format!("explicit parts changed in transit: {}", m["parts"])),
                 Err(e) => Err(e),
             },
         ),
@@ -2168,11 +2171,13 @@ async fn streaming_replace(ctx: &Ctx<'_>, subs: &Subs) {
         subs,
         judged(
             "final parts relayed",
-            match end.map(|(_, d)| &d["parts"]) {
-                Some(p) if *p == want => Ok("text and image parts as the agent sent them".into()),
+            match end.map(|(_, d)| (&d["parts"], same_parts(&d["parts"], &want))) {
+                Some((_, Some(note))) => {
+                    Ok(format!("text and image parts as the agent sent them{note}"))
+                }
                 got => Err(format!(
                     "the browser's stream_end parts are {}, the agent's were {want}",
-                    got.map_or("missing".into(), |p| p.to_string())
+                    got.map_or("missing".into(), |(p, _)| p.to_string())
                 )),
             },
         ),
@@ -2587,7 +2592,9 @@ async fn http_message(ctx: &Ctx<'_>, subs: &Subs) {
             ag.expect("message", ctx.c.wait, "agent")
                 .await
                 .and_then(|m| {
-                    if m["text"] != "over http" || m["parts"] != super::text_parts("over http") {
+                    if m["text"] != "over http"
+                        || same_parts(&m["parts"], &super::text_parts("over http")).is_none()
+                    {
                         Err(format!("the agent got {m}"))
                     } else if !m["clientId"].is_string() || !m["messageId"].is_string() {
                         Err(format!(
@@ -3090,6 +3097,24 @@ pub fn spec_name_misuse(name: &str) -> Option<String> {
         .find(|s| fold(s) == folded)
         .map(|s| format!("a look-alike of the spec event {s:?}"))
 }
+/// `got` parts equal `want` on the fields the spec gives each part: `Some` with a note naming
+/// the extension fields inside them (empty when none), `None` when they differ. The spec gives
+/// `BridlePart` as TypeScript interfaces, which a part with more fields still satisfies (as
+/// event-fields tolerates fields beside `parts`).
+fn same_parts(got: &Value, want: &Value) -> Option<String> {
+    let (view, extensions) = super::model::parts_spec_view(got);
+    (view == *want).then(|| {
+        if extensions.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; extensions inside the parts, which the spec does not forbid (not judged): {}",
+                extensions.join(", ")
+            )
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::{spec_name_misuse, textual_uuid};

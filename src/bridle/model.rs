@@ -28,6 +28,8 @@ pub const BRIDLE_RULES: crate::normalize::Rules<'static> = crate::normalize::Rul
     blank_fields: &[],
     removed_fields: &[],
     time_fields: &["ts"],
+    // The spec types every `ts` as a number: a hub that writes an ISO string differs.
+    keep_time_type: true,
 };
 
 pub struct BridleModel;
@@ -241,8 +243,14 @@ impl Model for BridleModel {
     }
 
     /// The hub's own not-connected reply is folded where the rows are projected
-    /// ([`BridleRows`], which sees the turn); here ids are interned and times zeroed.
-    fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
+    /// ([`BridleRows`], which sees the turn); here the extension fields inside a bubble's parts
+    /// are left out (as the events' are, [`event_extensions`]), ids interned and times zeroed.
+    fn normalize_rows(&self, mut rows: Vec<Value>) -> Vec<Value> {
+        for row in &mut rows {
+            if let Some(parts) = row.get_mut("parts") {
+                *parts = parts_spec_view(parts).0;
+            }
+        }
         crate::normalize::normalize_list(rows, BRIDLE_RULES)
     }
 }
@@ -356,9 +364,61 @@ fn event_fields(e: &Value) -> Option<&'static [&'static str]> {
     }
 }
 
-/// The fields of hub events that the spec does not give them, as `<event>.<field>` (in order
-/// of appearance, once per event): extensions, like the HTTP answers' of [`http_extensions`].
-/// Replay and parity leave them out and list them.
+/// The fields the spec gives a part (`BridlePart`, by its `type`); `None` for a part whose
+/// type the spec does not list, or that is not an object: compared whole.
+fn part_fields(p: &Value) -> Option<&'static [&'static str]> {
+    match p.as_object()?.get("type")?.as_str()? {
+        "text" => Some(&["type", "text"]),
+        "image" => Some(&["type", "base64", "mediaType"]),
+        "file" => Some(&["type", "url", "name", "mimeType"]),
+        _ => None,
+    }
+}
+
+/// `parts` with each part of a type the spec lists cut to its spec fields, and the other
+/// fields' names (once each, in order of appearance): what a rule that wants parts "as the
+/// agent sent them" compares and what it lists as extensions. A part the spec does not type
+/// is kept whole.
+pub fn parts_spec_view(parts: &Value) -> (Value, Vec<String>) {
+    let mut extensions: Vec<String> = Vec::new();
+    let view = match parts.as_array() {
+        None => parts.clone(),
+        Some(list) => Value::Array(
+            list.iter()
+                .map(|p| match (part_fields(p), p.as_object()) {
+                    (Some(fields), Some(m)) => {
+                        let mut kept = serde_json::Map::new();
+                        for (k, v) in m {
+                            if fields.contains(&k.as_str()) {
+                                kept.insert(k.clone(), v.clone());
+                            } else if !extensions.contains(k) {
+                                extensions.push(k.clone());
+                            }
+                        }
+                        Value::Object(kept)
+                    }
+                    _ => p.clone(),
+                })
+                .collect(),
+        ),
+    };
+    (view, extensions)
+}
+
+/// The parts of an event whose spec fields include `parts`, each with its spec fields.
+fn spec_parts(e: &Value) -> impl Iterator<Item = (&Value, &'static [&'static str])> {
+    event_fields(e)
+        .filter(|f| f.contains(&"parts"))
+        .and_then(|_| e["data"]["parts"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|p| part_fields(p).map(|f| (p, f)))
+}
+
+/// The fields of hub events that the spec does not give them, as `<event>.<field>`, and of
+/// their parts, as `<event>.parts[].<field>` (in order of appearance, once per event or
+/// part): extensions, like the HTTP answers' of [`http_extensions`]. Replay and parity leave
+/// them out and list them (a field inside a part is as much an extension as one beside it).
 pub fn event_extensions(events: &[Value]) -> Vec<String> {
     let mut found = Vec::new();
     for e in events {
@@ -369,18 +429,41 @@ pub fn event_extensions(events: &[Value]) -> Vec<String> {
                     .filter(|k| !fields.contains(&k.as_str()))
                     .map(|k| format!("{name}.{k}")),
             );
+            for (p, fields) in spec_parts(e) {
+                found.extend(
+                    p.as_object()
+                        .into_iter()
+                        .flat_map(|m| m.keys())
+                        .filter(|k| !fields.contains(&k.as_str()))
+                        .map(|k| format!("{name}.parts[].{k}")),
+                );
+            }
         }
     }
     found
 }
 
-/// Leaves out of each hub event the fields the spec does not give it ([`event_extensions`]).
+/// Leaves out of each hub event, and of its parts, the fields the spec does not give them
+/// ([`event_extensions`]).
 fn drop_event_extensions(events: &mut [Value]) {
     for e in events.iter_mut() {
-        if let Some(fields) = event_fields(e)
-            && let Some(m) = e["data"].as_object_mut()
-        {
+        let Some(fields) = event_fields(e) else {
+            continue;
+        };
+        if let Some(m) = e["data"].as_object_mut() {
             m.retain(|k, _| fields.contains(&k.as_str()));
+        }
+        if !fields.contains(&"parts") {
+            continue;
+        }
+        if let Some(parts) = e["data"]["parts"].as_array_mut() {
+            for p in parts {
+                if let Some(fields) = part_fields(p)
+                    && let Some(m) = p.as_object_mut()
+                {
+                    m.retain(|k, _| fields.contains(&k.as_str()));
+                }
+            }
         }
     }
 }
@@ -651,6 +734,37 @@ mod tests {
                 "hub→browser field \"message.agentId\" ×1",
                 "hub→browser field \"welcome.hub\" ×1",
             ]
+        );
+        // A field inside a part of a spec type is an extension too; a part of a type the spec
+        // does not list is compared whole.
+        let with_parts = |parts: Value| {
+            vec![ev(
+                "hub→browser",
+                "stream",
+                json!({"type": "stream", "text": "t", "parts": parts, "messageId": "n", "ts": 1}),
+            )]
+        };
+        let spec = with_parts(json!([{"type": "text", "text": "t"}]));
+        let extra = with_parts(json!([{"type": "text", "text": "t", "hubSeen": true}]));
+        assert_eq!(
+            BridleModel.normalize_events(spec.clone()),
+            BridleModel.normalize_events(extra.clone())
+        );
+        assert_eq!(
+            BridleModel.left_out(&extra),
+            ["hub→browser field \"stream.parts[].hubSeen\" ×1"]
+        );
+        let odd = |x: Value| with_parts(json!([{"type": "video", "x": x}]));
+        assert_ne!(
+            BridleModel.normalize_events(odd(json!(1))),
+            BridleModel.normalize_events(odd(json!(2)))
+        );
+        // The spec types ts as a number: a string ts differs from a number one.
+        let mut texted = spec.clone();
+        texted[0]["data"]["ts"] = json!("2026-12-04T10:00:00Z");
+        assert_ne!(
+            BridleModel.normalize_events(spec),
+            BridleModel.normalize_events(texted)
         );
         // The kind a relayed note keeps is a spec field: a hub that drops it differs.
         let mut unmarked = plain.clone();

@@ -36,6 +36,7 @@ pub const SIDEBRIDGE_EVENTS: Rules<'static> = Rules {
     blank_fields: &[],
     removed_fields: &["elapsedMs", "httpStatus"],
     time_fields: TIME_FIELDS,
+    keep_time_type: false,
 };
 
 pub const SIDEBRIDGE_ROWS: Rules<'static> = SIDEBRIDGE_EVENTS;

@@ -66,6 +66,7 @@ const DIVERGENCES = {
 };
 const VARIANTS = {
   "own-ids": "events relayed to browsers also carry the receiving browser's own clientId and agentId (extensions: they name the recipient itself)",
+  "part-fields": "each part relayed to browsers carries a field the spec does not list (`hubSeen: true`: an extension inside the part, where own-ids puts them beside it)",
 };
 let diverge = process.env.HUB_DIVERGE || "";
 let variant = process.env.HUB_VARIANT || "";
@@ -359,6 +360,9 @@ function relay(agentId, event, data) {
       relayed.set(key, text);
       out.text = text.startsWith(before) ? text.slice(before.length) : text;
       out.parts = textParts(out.text);
+    }
+    if (variant === "part-fields") {
+      out.parts = out.parts.map((p) => (p && typeof p === "object" ? { ...p, hubSeen: true } : p));
     }
     out.ts = data.ts || Date.now();
     if (is("ts-string")) out.ts = String(out.ts);
