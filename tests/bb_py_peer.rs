@@ -887,6 +887,14 @@ fn rec_rows() -> Vec<RecRow> {
                 "provider/recovery (authRequired) at bridge→runtime run ",
             )],
         ),
+        // Legal: a held-turn recording (turn.mainRun, refused by bb's grammar-v3 validation,
+        // here in the message that settles the turn) reads as the live check reads the bridge.
+        RecRow {
+            name: "held",
+            cells: "held",
+            env: &[("PY_BB_ODDITY", "held")],
+            not_pass: &[],
+        },
     ]
 }
 

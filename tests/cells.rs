@@ -99,7 +99,7 @@ fn replay_trial(cell: &Cell, bridge: &str) -> Result<(), Failed> {
     };
     let r = player::replay_cell(cell, &[bridge.into()], &opts)
         .map_err(|e| Failed::from(format!("{}: {e}", cell.key)))?;
-    let offline = recorded::offline_counts(cell);
+    let offline = recorded::offline_counts(cell, true);
     let mut problems: Vec<String> =
         recorded::recorded_verdicts(cell.provider_and_name().1, &r, &offline)
             .into_iter()

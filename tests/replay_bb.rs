@@ -107,7 +107,7 @@ fn bundled_cell_replays_with_zero_stalls_and_leaves_no_process() {
     let (r, peak) = replay_counted(&cell, &opts(&marker, 15_000, ""), &marker);
     let r = r.expect("replayed");
     assert!(r.stalls.is_empty(), "stalls: {:?}\n{}", r.stalls, r.stderr);
-    let offline = recorded::offline_counts(&cell);
+    let offline = recorded::offline_counts(&cell, true);
     assert_eq!(r.events.len(), offline.events);
     let v = recorded::recorded_verdicts("stop-interrupt", &r, &offline);
     assert!(v.iter().all(|v| v.status == Status::Pass), "{v:?}");
@@ -163,7 +163,7 @@ fn crash_mid_turn_is_a_named_stall_and_fails_the_rules() {
         "{:?}",
         r.stalls
     );
-    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell));
+    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell, true));
     assert_eq!(verdict(&v, "/replays").status, Status::Fail);
     assert_eq!(verdict(&v, "/turn-lifecycle").status, Status::Fail);
     assert_eq!(marked(&marker), 0, "processes outlived the replay");
@@ -183,7 +183,7 @@ fn missing_turn_completed_times_out_by_name() {
         "{:?}",
         r.stalls
     );
-    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell));
+    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell, true));
     assert_eq!(
         verdict(&v, "/turn-lifecycle").detail,
         "replay 2 started/1 completed, recording 2/2"
@@ -268,7 +268,7 @@ fn runtime_lane_cut_short_fails_by_name_without_hanging() {
     let (r, _) = replay_counted(&cell, &opts(&marker, 3_000, ""), &marker);
     let r = r.expect("replayed");
     assert!(start.elapsed() < Duration::from_secs(20));
-    let v = recorded::recorded_verdicts("resume", &r, &recorded::offline_counts(&cell));
+    let v = recorded::recorded_verdicts("resume", &r, &recorded::offline_counts(&cell, true));
     // No event came back: not-empty's fault; the turn counts are skipped naming it.
     assert_eq!(verdict(&v, "/not-empty").status, Status::Fail);
     let turns = verdict(&v, "/turn-lifecycle");
@@ -415,7 +415,7 @@ fn an_invalid_delta_fails_replays_naming_the_field() {
     let cell = bundled("turn-tools");
     let o = opts("unused-mark", 3_000, "invalid-event");
     let r = player::replay_cell(&cell, &[BRIDGE.into()], &o).unwrap();
-    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell));
+    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell, true));
     let bad = verdict(&v, "/replays");
     assert_eq!(bad.status, Status::Fail, "{v:?}");
     assert!(

@@ -77,7 +77,7 @@ impl Model for BbModel {
         entries: &mut dyn Iterator<Item = LazyEntry>,
         sink: &mut dyn EventSink,
     ) {
-        let judge = assemble_judged_with::<true>(cell, entries, sink);
+        let judge = assemble_judged_with::<true>(cell, entries, sink, false);
         report_judge(&judge, sink);
     }
 
@@ -120,7 +120,19 @@ pub fn assemble_judged(
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
 ) -> wire::WireJudge {
-    assemble_judged_with::<false>(cell, &mut entries.map(LazyEntry::from), sink)
+    assemble_judged_with::<false>(cell, &mut entries.map(LazyEntry::from), sink, false)
+}
+
+/// [`assemble_judged`] that takes well-formed `turn.mainRun` deltas out of each `thread/delta`
+/// before validating it ([`delta::take_main_runs`]), as check bb, replay and parity do live
+/// outside `--kit-only`: their recorded rules read a held-turn recording as they read the
+/// bridge. Pins keep bb's tooling, which refuses the whole message.
+pub fn assemble_judged_held(
+    cell: &Cell,
+    entries: &mut dyn Iterator<Item = Entry>,
+    sink: &mut dyn EventSink,
+) -> wire::WireJudge {
+    assemble_judged_with::<false>(cell, &mut entries.map(LazyEntry::from), sink, true)
 }
 
 /// [`assemble_judged`] reading each `thread/delta` line as a borrowed [`JsonRef`] instead of a
@@ -130,7 +142,7 @@ pub fn assemble_judged_borrowed(
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
 ) -> wire::WireJudge {
-    assemble_judged_with::<true>(cell, &mut entries.map(LazyEntry::from), sink)
+    assemble_judged_with::<true>(cell, &mut entries.map(LazyEntry::from), sink, false)
 }
 
 /// The offline pass. A line held escaped ([`crate::lane::LazyLine`]) is searched as it is
@@ -138,10 +150,14 @@ pub fn assemble_judged_borrowed(
 /// occur in the text; `"method"` is `\"method\"` there), a `thread/delta` line is parsed from
 /// it in one pass when [`JsonRef::parse_escaped`] can, and anything else is unescaped and read
 /// as the text: the same events, drops and messages either way.
+///
+/// `accept_main_run` ([`assemble_judged_held`]) is read on the `Value` path only: the borrowed
+/// one serves pins, which read recordings as bb's tooling does.
 fn assemble_judged_with<const BORROWED: bool>(
     cell: &Cell,
     entries: &mut dyn Iterator<Item = LazyEntry>,
     sink: &mut dyn EventSink,
+    accept_main_run: bool,
 ) -> wire::WireJudge {
     let (provider, _) = cell.provider_and_name();
     let mut assembler = assembler::Assembler::new(provider);
@@ -252,7 +268,11 @@ fn assemble_judged_with<const BORROWED: bool>(
                     if m.get("method").and_then(Value::as_str) != Some("thread/delta") {
                         continue;
                     }
-                    pass.delta(&m.remove("params").unwrap_or(Value::Null));
+                    let mut params = m.remove("params").unwrap_or(Value::Null);
+                    if accept_main_run {
+                        delta::take_main_runs(&mut params);
+                    }
+                    pass.delta(&params);
                 }
             }
             _ => {} // provider lanes play no part offline

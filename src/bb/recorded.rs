@@ -45,24 +45,33 @@ impl EventSink for TurnSink {
     fn invalid(&mut self, _message: String) {}
 }
 
-/// Offline counts of a cell's merged view.
-pub fn offline_counts(cell: &Cell) -> OfflineCounts {
+/// Offline counts of a cell's merged view. `accept_main_run`: read `turn.mainRun` deltas as
+/// the live replay does ([`super::assemble_judged_held`]) instead of as bb's tooling.
+pub fn offline_counts(cell: &Cell, accept_main_run: bool) -> OfflineCounts {
     let mut sink = TurnSink::default();
     let mut merged = cell.merged();
-    cell.protocol.model().assemble(cell, &mut merged, &mut sink);
+    if accept_main_run {
+        super::assemble_judged_held(cell, &mut merged, &mut sink);
+    } else {
+        cell.protocol.model().assemble(cell, &mut merged, &mut sink);
+    }
     sink.0
 }
 
 /// The wire rules ([`super::wire`]) judged offline on a cell's merged view, as
 /// `recorded/<cell>/<rule>` verdicts (a stop rule with nothing to judge is *not run*).
-pub fn wire_verdicts(cell: &Cell, name: &str) -> Vec<Verdict> {
+pub fn wire_verdicts(cell: &Cell, name: &str, accept_main_run: bool) -> Vec<Verdict> {
     struct Ignore;
     impl EventSink for Ignore {
         fn event(&mut self, _: Value) {}
         fn grammar_drop(&mut self, _: GrammarDrop) {}
         fn invalid(&mut self, _: String) {}
     }
-    let judge = super::assemble_judged(cell, &mut cell.merged(), &mut Ignore);
+    let judge = if accept_main_run {
+        super::assemble_judged_held(cell, &mut cell.merged(), &mut Ignore)
+    } else {
+        super::assemble_judged(cell, &mut cell.merged(), &mut Ignore)
+    };
     judge.verdicts(|rule| format!("recorded/{name}/{rule}"))
 }
 

@@ -153,6 +153,7 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
         exact_plan: true,
         timeout: Duration::from_millis(a.replay_timeout_ms),
         fixed_windows: a.fixed_windows,
+        accept_main_run: !a.kit_only,
         ..Default::default()
     };
     if !a.provider_env.is_empty() {
@@ -166,7 +167,7 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
             let t0 = Instant::now();
             let vs = match player::replay_cell(cell, &a.command, &opts) {
                 Ok(result) => {
-                    let offline = crate::bb::recorded::offline_counts(cell);
+                    let offline = crate::bb::recorded::offline_counts(cell, !a.kit_only);
                     crate::bb::recorded::recorded_verdicts(name, &result, &offline)
                 }
                 Err(ReplayError::Skip(reason)) => {
@@ -182,7 +183,7 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
             // The wire rules are judged on the recording itself (no bridge needed).
             let mut vs = vs;
             if !a.kit_only {
-                vs.extend(crate::bb::recorded::wire_verdicts(cell, name));
+                vs.extend(crate::bb::recorded::wire_verdicts(cell, name, true));
             }
             // The cell's replay time goes on its first verdict; the others are offline.
             let vs: Vec<Verdict> = vs

@@ -189,7 +189,7 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         }
         let r = (
             player::replay_cell(cell, &a.command, &opts),
-            recorded::offline_counts(cell),
+            recorded::offline_counts(cell, opts.accept_main_run),
         );
         progress.record(r.0.is_ok());
         r
