@@ -646,9 +646,15 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
                 .collect::<Vec<_>>()
                 .join("; ");
         }
-        // A flood-sensitive rule that fell short: when the hub floods browsers, the flood hid
-        // its evidence (one fault, one verdict: robustness's).
-        if v.status != crate::rule::Status::Pass && FLOOD_SENSITIVE.contains(&rule) {
+        // A flood-sensitive rule (or sub-check) that fell short: when the hub floods browsers,
+        // the flood hid its evidence (one fault, one verdict: robustness's).
+        let short_of_pass = |c: &SubCheck| c.status != crate::rule::Status::Pass;
+        if v.status != crate::rule::Status::Pass
+            && (FLOOD_SENSITIVE.contains(&rule)
+                || v.subchecks
+                    .iter()
+                    .any(|c| short_of_pass(c) && flood_sensitive_subcheck(rule, &c.name)))
+        {
             let flood = flood_after_welcome(&ctx).await;
             if flood.status == crate::rule::Status::Fail {
                 v = flooded(rule, v, &flood);
@@ -1993,7 +1999,12 @@ async fn malformed(ctx: &Ctx<'_>, subs: &Subs) {
             if spec.is_empty() {
                 "ignored".into()
             } else {
-                format!("answered with {spec:?}")
+                // Counted in order (`message ×4000`): a hub that floods answers with
+                // thousands of events, and the evidence names their run, not each one.
+                format!(
+                    "answered with {}",
+                    super::counted_names(spec, true).join(" → ")
+                )
             }
         };
         push(
@@ -2878,8 +2889,19 @@ async fn flood_after_welcome(ctx: &Ctx<'_>) -> SubCheck {
     c
 }
 
+/// Sub-checks of otherwise flood-proof rules whose evidence a flood can hide: welcome's
+/// long-polling session is read one poll at a time, and a hub that floods it after welcome
+/// can drop the session (its buffer full, or its ping behind the flood) before the poll
+/// that carries welcome is read. Welcome over WebSocket is judged on the first event and
+/// stays judged.
+fn flood_sensitive_subcheck(rule: &str, name: &str) -> bool {
+    rule == id::WELCOME && name.starts_with("welcomed over long-polling")
+}
+
 /// A flood-sensitive rule that fell short on a hub that floods browsers: skipped naming
-/// robustness (the flood), its shortfalls kept as evidence but not judged.
+/// robustness (the flood), its shortfalls kept as evidence but not judged. In a rule that is
+/// flood-sensitive only in some sub-checks, only theirs are not judged: a failure the flood
+/// cannot explain keeps the rule failed.
 fn flooded(rule: &str, v: Verdict, flood: &SubCheck) -> Verdict {
     let cause = format!(
         "the hub floods each browser after welcome ({}): what this rule's browsers received \
@@ -2887,17 +2909,25 @@ cannot be told from the flood; not judged, {} carries that fault",
         flood.evidence,
         id::ROBUSTNESS
     );
-    let subs = v
+    let whole = FLOOD_SENSITIVE.contains(&rule);
+    let subs: Vec<SubCheck> = v
         .subchecks
         .into_iter()
         .map(|c| match c.status {
-            crate::rule::Status::Fail | crate::rule::Status::Skipped => SubCheck::skipped(
-                c.name,
-                format!("not judged (flood; {}): {}", id::ROBUSTNESS, c.evidence),
-            ),
+            crate::rule::Status::Fail | crate::rule::Status::Skipped
+                if whole || flood_sensitive_subcheck(rule, &c.name) =>
+            {
+                SubCheck::skipped(
+                    c.name,
+                    format!("not judged (flood; {}): {}", id::ROBUSTNESS, c.evidence),
+                )
+            }
             _ => c,
         })
         .collect();
+    if !whole && subs.iter().any(|c| c.status == crate::rule::Status::Fail) {
+        return Verdict::from_all_subchecks(rule, subs);
+    }
     Verdict::skipped(rule, cause).with_subchecks(subs)
 }
 
@@ -3117,7 +3147,43 @@ fn same_parts(got: &Value, want: &Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{spec_name_misuse, textual_uuid};
+    use super::{flooded, id, spec_name_misuse, textual_uuid};
+    use crate::rule::{Status, SubCheck, Verdict};
+
+    /// Welcome's long-polling session lost to a flood is not judged (robustness carries it);
+    /// a wrong clientId over WebSocket beside it keeps welcome failed.
+    #[test]
+    fn a_flood_excuses_only_welcomes_polling_session() {
+        let flood = SubCheck::fail("no flood after welcome", "≥500 events within 1 s");
+        let polling = SubCheck::fail(
+            "welcomed over long-polling, the default client's first transport",
+            "a poll = 400",
+        );
+        let lost = Verdict::from_all_subchecks(
+            id::WELCOME,
+            vec![
+                SubCheck::pass("clientId is the JWT sub", "ok"),
+                polling.clone(),
+            ],
+        );
+        let v = flooded(id::WELCOME, lost, &flood);
+        assert_eq!(v.status, Status::Skipped);
+        assert!(
+            v.detail.contains("robustness carries that fault"),
+            "{}",
+            v.detail
+        );
+        assert_eq!(v.subchecks[0].status, Status::Pass);
+        assert_eq!(v.subchecks[1].status, Status::Skipped);
+        let wrong = Verdict::from_all_subchecks(
+            id::WELCOME,
+            vec![SubCheck::fail("clientId is the JWT sub", "admin"), polling],
+        );
+        let v = flooded(id::WELCOME, wrong, &flood);
+        assert_eq!(v.status, Status::Fail);
+        assert_eq!(v.subchecks[0].status, Status::Fail);
+        assert_eq!(v.subchecks[1].status, Status::Skipped);
+    }
 
     /// A UUID as the spec writes one, with its version; other spellings of an id are not.
     #[test]
