@@ -89,7 +89,7 @@ pub fn diff_lists_ids(
     };
     let a: Vec<String> = base.iter().map(key).collect();
     let b: Vec<String> = head.iter().map(key).collect();
-    let ops = capture_diff_slices(Algorithm::Lcs, &a, &b);
+    let ops = align(&a, &b);
     let mut out = ListDiff::default();
     let mut ids = IdMap::default();
     for op in &ops {
@@ -145,6 +145,30 @@ pub fn diff_lists_ids(
         }
     }
     out
+}
+
+/// Largest `base × head` an exact LCS table may cover (4 bytes a cell: 64 MiB). Beyond it
+/// (a 32 KB answer streamed a character a delta is 32 000 events a leg, a 4 GB table) the lists
+/// are aligned by Myers' algorithm in linear space, which finds the same shortest edit script
+/// on the lists legs produce (few differences) and stays bounded on hard ones.
+const LCS_TABLE_CELLS: usize = 16 << 20;
+
+/// How long Myers' search may run before it settles for a coarser, still correct, script.
+const MYERS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The edit script between two lists of canonical keys: the exact LCS table while it is small,
+/// else Myers, in bounded memory and time.
+fn align(a: &[String], b: &[String]) -> Vec<DiffOp> {
+    if a.len().saturating_mul(b.len()) <= LCS_TABLE_CELLS {
+        capture_diff_slices(Algorithm::Lcs, a, b)
+    } else {
+        similar::capture_diff_slices_deadline(
+            Algorithm::Myers,
+            a,
+            b,
+            Some(std::time::Instant::now() + MYERS_DEADLINE),
+        )
+    }
 }
 
 /// `v` with every string under an id field replaced by `#`.
@@ -400,6 +424,31 @@ mod tests {
         assert_eq!(diff.only_in_base, vec![(1, b)]);
         assert_eq!(diff.only_in_head, vec![(2, d)]);
         assert_eq!(diff.first.unwrap().base_index, 1);
+    }
+
+    /// Two legs of 40 000 one-character text deltas with one word changed: beyond the LCS
+    /// table's bound (a 6.4 GB table) the lists are aligned in linear space, and the script is
+    /// still exactly the changed deltas.
+    #[test]
+    fn long_lists_align_in_bounded_memory() {
+        let n = 40_000;
+        let ev =
+            |i: usize, c: char| json!({"type": "item.delta", "i": i % 7, "text": c.to_string()});
+        let base: Vec<Value> = (0..n).map(|i| ev(i, 'a')).collect();
+        let mut head = base.clone();
+        head[20_000] = ev(20_000, 'b');
+        head[20_001] = ev(20_001, 'c');
+        assert!(n * n > LCS_TABLE_CELLS);
+        let d = diff_lists(&base, &head, 2);
+        assert_eq!(d.only_in_base.len(), 2, "{:?}", d.only_in_base);
+        assert_eq!(
+            d.only_in_head,
+            vec![
+                (20_000, head[20_000].clone()),
+                (20_001, head[20_001].clone())
+            ]
+        );
+        assert_eq!(d.first.unwrap().base_index, 20_000);
     }
 
     #[test]

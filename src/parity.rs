@@ -84,7 +84,9 @@ impl EventSink for Collect {
     }
 }
 
-/// Offline assembly of a cell (the recording's own view).
+/// Offline assembly of a cell (the recording's own view), read as a live leg reads the same
+/// traffic ([`crate::protocol::Model::assemble_as_live`]): a recorded leg is compared with live
+/// ones, so what the live player accepts (a held-turn delta, say) it accepts too, and lists.
 pub fn assemble_offline(cell: &Cell) -> LegRun {
     let model = cell.protocol.model();
     let mut sink = Collect {
@@ -92,9 +94,10 @@ pub fn assemble_offline(cell: &Cell) -> LegRun {
         ..Default::default()
     };
     let mut merged = cell.merged();
-    model.assemble(cell, &mut merged, &mut sink);
+    let left_out = model.assemble_as_live(cell, &mut merged, &mut sink);
     let report = merged.into_report();
     let mut run = sink.run;
+    run.left_out.extend(left_out);
     run.lane_errors
         .extend(report.errors.iter().map(|e| e.to_string()));
     let mut rows = model.row_projector();

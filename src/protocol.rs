@@ -165,6 +165,19 @@ pub trait Model: Sync {
             sink,
         )
     }
+    /// [`Model::assemble`] as the protocol's live replay reads the same traffic, for a recorded
+    /// leg compared with live ones (parity's `rec:` legs, the recording's own view): where the
+    /// live player accepts what the offline count refuses, this accepts it too. Returns what it
+    /// took out of the events, as [`LiveReplay::left_out`] does (listed, not compared).
+    fn assemble_as_live(
+        &self,
+        cell: &Cell,
+        entries: &mut dyn Iterator<Item = Entry>,
+        sink: &mut dyn EventSink,
+    ) -> Vec<String> {
+        self.assemble(cell, entries, sink);
+        Vec::new()
+    }
     fn row_projector(&self) -> Box<dyn RowProjector>;
     /// Counted as `unhandled` in pins.
     fn is_unhandled(&self, _event: &Value) -> bool {

@@ -557,6 +557,17 @@ fn rows() -> Vec<Row> {
                 "not JSON, 0 not UTF-8); first non-JSON line: py bridge 1.0 starting",
             )],
         ),
+        // A held turn with a state the protocol does not give: the message is refused, and the
+        // verdict names the state, not the kind (which check bb accepts outside --kit-only).
+        Row {
+            name: "held-bad-state",
+            env: &[("PY_BB_ODDITY", "held"), ("PY_BB_FLAW", "held-bad-state")],
+            not_pass: &[(
+                "events/schema-valid",
+                "fail",
+                ": deltas[0] (turn.mainRun): state \"sleeping\", want \"idle\" or \"running\"",
+            )],
+        },
         f(
             "bad-delta-later",
             &[
@@ -1004,6 +1015,73 @@ fn in_parallel(n: usize, f: impl Fn(usize) -> Vec<String> + Sync) -> Vec<String>
         }
     });
     problems.into_inner().unwrap()
+}
+
+/// A recording of held turns (`turn.mainRun`, which bb's grammar-v3 validation refuses whole)
+/// read as a `rec:` leg is read as the live leg reads the bridge: its deltas are taken out and
+/// listed, and the timeline compares equal with the same bridge live, held or not (the recorded
+/// leg stalled with 0 events before). A malformed held turn live still stalls, naming its state.
+#[test]
+fn parity_reads_a_held_turn_recording_as_the_live_leg_reads_the_bridge() {
+    let Some(py) = python("parity_reads_a_held_turn_recording_as_the_live_leg_reads_the_bridge")
+    else {
+        return;
+    };
+    let cells = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/held");
+    let base = format!("rec:{cells}");
+    let rows: [(String, i32, &[&str]); 3] = [
+        (
+            format!("cmd:env PY_BB_ODDITY=held {py} {PEER}"),
+            0,
+            &[
+                "PASS py/thr_conformance_1",
+                "extensions, not compared: base turn.mainRun ×5; head turn.mainRun ×5",
+            ],
+        ),
+        (
+            format!("cmd:{py} {PEER}"),
+            0,
+            &[
+                "PASS py/thr_conformance_1",
+                "extensions, not compared: base turn.mainRun ×5; head none",
+            ],
+        ),
+        (
+            format!("cmd:env PY_BB_ODDITY=held PY_BB_FLAW=held-bad-state {py} {PEER}"),
+            1,
+            &[
+                "STALL py/thr_conformance_1",
+                "(turn.mainRun): state \"sleeping\", want \"idle\" or \"running\"",
+            ],
+        ),
+    ];
+    for (head, want, needles) in rows {
+        let out = Command::new(BRIDGEWIRE)
+            .args([
+                "parity",
+                "--timeout-ms",
+                "3000",
+                "--base",
+                &base,
+                "--head",
+                &head,
+                cells,
+            ])
+            .env_remove("PY_BB_FLAW")
+            .env_remove("PY_BB_ODDITY")
+            .current_dir(std::env::temp_dir())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(want), "{head}:\n{text}");
+        for n in needles {
+            assert!(text.contains(n), "{head}: no {n:?} in\n{text}");
+        }
+    }
 }
 
 /// `parity` of the peer against itself with a difference: a leg is `cmd:env VAR=value python3

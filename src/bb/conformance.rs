@@ -818,7 +818,16 @@ impl Client {
                     Err(_) if self.diag.invalid_deltas.len() >= MAX_INVALID_DELTAS => {
                         self.diag.invalid_deltas_more += 1;
                     }
-                    Err(e) => self.diag.invalid_deltas.push(format!("message {pos}: {e}")),
+                    Err(e) => {
+                        let cause = self
+                            .accept_main_run
+                            .then(|| delta::held_turn_fault(&params, &e))
+                            .flatten()
+                            .unwrap_or(e);
+                        self.diag
+                            .invalid_deltas
+                            .push(format!("message {pos}: {cause}"))
+                    }
                     Ok(()) => {
                         let (thread, deltas) = delta::validate_params(&params).expect("checked");
                         self.judge

@@ -86,10 +86,6 @@ pub static PARAMS_FAST: LazyLock<super::schema_fast::FastSchema> = LazyLock::new
     super::schema_fast::FastSchema::compile(&v).expect("embedded schema compiles")
 });
 
-/// Validates `thread/delta` params as bb's runtime does (the JSON Schema in
-/// `rules/schema/bb-thread-delta-params.schema.json`); on success returns the thread id and
-/// the deltas. The error names the delta (`deltas[i] (kind)`), the field path inside it and
-/// what was allowed.
 /// Takes the well-formed `turn.mainRun { state: idle | running }` deltas out of `thread/delta`
 /// params and says how many. The protocol text gives a bridge this delta for a held turn
 /// ("Held turns"), but bb's grammar-v3 validation rejects the kind and refuses the whole
@@ -109,6 +105,30 @@ pub fn take_main_runs(params: &mut serde_json::Value) -> usize {
     before - deltas.len()
 }
 
+/// Why a `turn.mainRun` delta that [`take_main_runs`] left in place is invalid, when the
+/// schema's `error` is about one: its kind is the protocol's ("Held turns"), so the fault is its
+/// state, not the kind bb's grammar-v3 schema names. For callers that accept held turns, in
+/// place of the schema's error.
+pub fn held_turn_fault(params: &serde_json::Value, error: &str) -> Option<String> {
+    if !error.contains("(turn.mainRun)") {
+        return None;
+    }
+    let deltas = params.get("deltas")?.as_array()?;
+    let (i, d) = deltas
+        .iter()
+        .enumerate()
+        .find(|(_, d)| d["kind"] == "turn.mainRun")?;
+    Some(format!(
+        "deltas[{i}] (turn.mainRun): state {}, want \"idle\" or \"running\" (the protocol's held turns; the kind itself is accepted)",
+        d.get("state")
+            .map_or_else(|| "missing".to_string(), |s| s.to_string())
+    ))
+}
+
+/// Validates `thread/delta` params as bb's runtime does (the JSON Schema in
+/// `rules/schema/bb-thread-delta-params.schema.json`); on success returns the thread id and
+/// the deltas. The error names the delta (`deltas[i] (kind)`), the field path inside it and
+/// what was allowed.
 pub fn validate_params<J: JsonView>(params: &J) -> Result<(&str, &[J]), String> {
     if !PARAMS_FAST.is_valid(params) {
         // Rare: the general validator names the first error.

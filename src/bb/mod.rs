@@ -77,8 +77,27 @@ impl Model for BbModel {
         entries: &mut dyn Iterator<Item = LazyEntry>,
         sink: &mut dyn EventSink,
     ) {
-        let judge = assemble_judged_with::<true>(cell, entries, sink, false);
+        let judge = assemble_judged_with::<true>(cell, entries, sink, None);
         report_judge(&judge, sink);
+    }
+
+    /// The live player takes well-formed `turn.mainRun` deltas out of their message
+    /// ([`player::ReplayOptions::accept_main_run`]); a recorded leg read for parity does too,
+    /// listing them as the live leg does.
+    fn assemble_as_live(
+        &self,
+        cell: &Cell,
+        entries: &mut dyn Iterator<Item = Entry>,
+        sink: &mut dyn EventSink,
+    ) -> Vec<String> {
+        let mut main_runs = 0;
+        let judge = assemble_judged_held(cell, entries, sink, &mut main_runs);
+        report_judge(&judge, sink);
+        if main_runs == 0 {
+            Vec::new()
+        } else {
+            vec![format!("turn.mainRun ×{main_runs}")]
+        }
     }
 
     fn row_projector(&self) -> Box<dyn RowProjector> {
@@ -120,19 +139,26 @@ pub fn assemble_judged(
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
 ) -> wire::WireJudge {
-    assemble_judged_with::<false>(cell, &mut entries.map(LazyEntry::from), sink, false)
+    assemble_judged_with::<false>(cell, &mut entries.map(LazyEntry::from), sink, None)
 }
 
 /// [`assemble_judged`] that takes well-formed `turn.mainRun` deltas out of each `thread/delta`
 /// before validating it ([`delta::take_main_runs`]), as check bb, replay and parity do live
 /// outside `--kit-only`: their recorded rules read a held-turn recording as they read the
-/// bridge. Pins keep bb's tooling, which refuses the whole message.
+/// bridge. Pins keep bb's tooling, which refuses the whole message. Adds the deltas taken
+/// out to `main_runs`.
 pub fn assemble_judged_held(
     cell: &Cell,
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
+    main_runs: &mut usize,
 ) -> wire::WireJudge {
-    assemble_judged_with::<false>(cell, &mut entries.map(LazyEntry::from), sink, true)
+    assemble_judged_with::<false>(
+        cell,
+        &mut entries.map(LazyEntry::from),
+        sink,
+        Some(main_runs),
+    )
 }
 
 /// [`assemble_judged`] reading each `thread/delta` line as a borrowed [`JsonRef`] instead of a
@@ -142,7 +168,7 @@ pub fn assemble_judged_borrowed(
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
 ) -> wire::WireJudge {
-    assemble_judged_with::<true>(cell, &mut entries.map(LazyEntry::from), sink, false)
+    assemble_judged_with::<true>(cell, &mut entries.map(LazyEntry::from), sink, None)
 }
 
 /// The offline pass. A line held escaped ([`crate::lane::LazyLine`]) is searched as it is
@@ -151,13 +177,13 @@ pub fn assemble_judged_borrowed(
 /// it in one pass when [`JsonRef::parse_escaped`] can, and anything else is unescaped and read
 /// as the text: the same events, drops and messages either way.
 ///
-/// `accept_main_run` ([`assemble_judged_held`]) is read on the `Value` path only: the borrowed
+/// `main_runs` (accept `turn.mainRun`, [`assemble_judged_held`]) is read on the `Value` path only: the borrowed
 /// one serves pins, which read recordings as bb's tooling does.
 fn assemble_judged_with<const BORROWED: bool>(
     cell: &Cell,
     entries: &mut dyn Iterator<Item = LazyEntry>,
     sink: &mut dyn EventSink,
-    accept_main_run: bool,
+    mut main_runs: Option<&mut usize>,
 ) -> wire::WireJudge {
     let (provider, _) = cell.provider_and_name();
     let mut assembler = assembler::Assembler::new(provider);
@@ -269,8 +295,8 @@ fn assemble_judged_with<const BORROWED: bool>(
                         continue;
                     }
                     let mut params = m.remove("params").unwrap_or(Value::Null);
-                    if accept_main_run {
-                        delta::take_main_runs(&mut params);
+                    if let Some(n) = main_runs.as_deref_mut() {
+                        *n += delta::take_main_runs(&mut params);
                     }
                     pass.delta(&params);
                 }

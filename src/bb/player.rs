@@ -494,7 +494,14 @@ impl Live {
                     self.main_runs += super::delta::take_main_runs(&mut params);
                 }
                 match super::delta::validate_params(&params) {
-                    Err(e) => self.stalls.push(format!("invalid thread/delta: {e}")),
+                    Err(e) => {
+                        let cause = self
+                            .accept_main_run
+                            .then(|| super::delta::held_turn_fault(&params, &e))
+                            .flatten()
+                            .unwrap_or(e);
+                        self.stalls.push(format!("invalid thread/delta: {cause}"))
+                    }
                     Ok((tid, deltas)) => {
                         for ev in self.assembler.assemble(tid, deltas) {
                             match self.grammar.accept(&ev) {

@@ -51,7 +51,7 @@ pub fn offline_counts(cell: &Cell, accept_main_run: bool) -> OfflineCounts {
     let mut sink = TurnSink::default();
     let mut merged = cell.merged();
     if accept_main_run {
-        super::assemble_judged_held(cell, &mut merged, &mut sink);
+        super::assemble_judged_held(cell, &mut merged, &mut sink, &mut 0);
     } else {
         cell.protocol.model().assemble(cell, &mut merged, &mut sink);
     }
@@ -68,7 +68,7 @@ pub fn wire_verdicts(cell: &Cell, name: &str, accept_main_run: bool) -> Vec<Verd
         fn invalid(&mut self, _: String) {}
     }
     let judge = if accept_main_run {
-        super::assemble_judged_held(cell, &mut cell.merged(), &mut Ignore)
+        super::assemble_judged_held(cell, &mut cell.merged(), &mut Ignore, &mut 0)
     } else {
         super::assemble_judged(cell, &mut cell.merged(), &mut Ignore)
     };
