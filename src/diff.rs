@@ -171,13 +171,22 @@ fn align(a: &[String], b: &[String]) -> Vec<DiffOp> {
     }
 }
 
-/// `v` with every string under an id field replaced by `#`.
+/// Whether `v` under an id field is an interned id (`#1`, `#2`, …, what normalization made of
+/// it). Only those are masked and matched as a renaming: a raw string under an id field was left
+/// as it is on purpose (a tool's own `id` inside its arguments) and is compared as data.
+fn interned(v: &Value) -> Option<&str> {
+    let s = v.as_str()?;
+    let n = s.strip_prefix('#')?;
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(s)
+}
+
+/// `v` with every interned id under an id field replaced by `#`.
 pub fn mask_ids(v: &Value, id_fields: &[&str]) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter()
                 .map(|(k, x)| {
-                    let masked = if x.is_string() && id_fields.contains(&k.as_str()) {
+                    let masked = if interned(x).is_some() && id_fields.contains(&k.as_str()) {
                         Value::String("#".into())
                     } else {
                         mask_ids(x, id_fields)
@@ -212,10 +221,8 @@ impl IdMap {
             (Value::Object(x), Value::Object(y)) => {
                 for (k, va) in x {
                     let Some(vb) = y.get(k) else { continue };
-                    match (va, vb) {
-                        (Value::String(sa), Value::String(sb))
-                            if id_fields.contains(&k.as_str()) =>
-                        {
+                    match (interned(va), interned(vb)) {
+                        (Some(sa), Some(sb)) if id_fields.contains(&k.as_str()) => {
                             self.link(k, sa, sb, i, j, out)
                         }
                         _ => self.pair(va, vb, i, j, id_fields, out),

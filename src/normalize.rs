@@ -55,7 +55,17 @@ pub struct Rules<'a> {
     /// write the same field as a number and as a text differ. bb's §7 zeroes either (off for
     /// bb, whose reference example turns `"createdAt": "2026"` into `0`).
     pub keep_time_type: bool,
+    /// Fields whose value is the provider's own JSON (a tool's `arguments` and `result`, an
+    /// extension's `payload`): an `id` or a `threadId` inside it is the tool's data, not an id
+    /// the protocol mints, so it is kept verbatim (two builds that pass another document id to a
+    /// tool differ). Times inside are still zeroed: a tool's clock differs run to run.
+    pub opaque_fields: &'a [&'a str],
 }
+
+/// bb's provider-owned JSON values in assembled events (`jsonValue` in the thread-delta
+/// schema: a tool's `args`, which the assembler names `arguments`, its `result`, an extension
+/// item's `payload`).
+pub const BB_PROVIDER_PAYLOADS: &[&str] = &["arguments", "args", "result", "payload"];
 
 pub const BB_EVENTS: Rules<'static> = Rules {
     id_fields: EVENT_ID_FIELDS,
@@ -63,6 +73,7 @@ pub const BB_EVENTS: Rules<'static> = Rules {
     removed_fields: &["providerCheckpointId"],
     time_fields: TIME_FIELDS,
     keep_time_type: false,
+    opaque_fields: &[],
 };
 
 pub const BB_ROWS: Rules<'static> = Rules {
@@ -107,7 +118,16 @@ fn walk(v: Value, rules: Rules<'_>, table: &mut HashMap<String, usize>) -> Value
                 if rules.removed_fields.contains(&key) {
                     continue;
                 }
-                let nv = if rules.blank_fields.contains(&key) {
+                let nv = if rules.opaque_fields.contains(&key) {
+                    let inside = Rules {
+                        id_fields: &[],
+                        blank_fields: &[],
+                        removed_fields: &[],
+                        opaque_fields: &[],
+                        ..rules
+                    };
+                    walk(v, inside, table)
+                } else if rules.blank_fields.contains(&key) {
                     if v.is_null() {
                         v
                     } else {

@@ -813,6 +813,8 @@ pub fn compare_cell(
         l
     };
     let left_out = (left_out_of(&base), left_out_of(&head));
+    // Counts as assembled (what pins count), before normalizing merges or drops anything.
+    let summaries = (LegSummary::of(&base), LegSummary::of(&head));
     base.events = model.normalize_events(std::mem::take(&mut base.events));
     head.events = model.normalize_events(std::mem::take(&mut head.events));
     base.rows = model.normalize_rows(std::mem::take(&mut base.rows));
@@ -846,11 +848,11 @@ pub fn compare_cell(
         problems,
         base: LegSummary {
             left_out: left_out.0,
-            ..LegSummary::of(&base)
+            ..summaries.0
         },
         head: LegSummary {
             left_out: left_out.1,
-            ..LegSummary::of(&head)
+            ..summaries.1
         },
     };
     // A leg that could not run or stalled has no complete list: comparing it would show the

@@ -114,6 +114,12 @@ fn rows() -> Vec<Row> {
             env: &[("PY_BB_ODDITY", "held")],
             not_pass: &[],
         },
+        // The answer's text in other chunks: the bridge's choice, every rule passes.
+        Row {
+            name: "chunks",
+            env: &[("PY_BB_ODDITY", "chunks")],
+            not_pass: &[],
+        },
         // Results before the identity notification (still before the deltas), vouched
         // provider turns with items of their own, unsolicited hints for hosted threads and for
         // none: every rule passes.
@@ -1107,6 +1113,13 @@ fn parity_normalizes_legal_spelling_and_names_each_difference() {
         // environment reached the peer).
         // Legal: held turns (turn.mainRun, which bb's grammar-v3 validation refuses) are the
         // same timeline; parity lists them instead of stalling on them.
+        // Legal: the same text in other chunks ("Coalescing is assembler policy, not bridge
+        // policy"): parity compares the text, not the chunking (it failed on it before).
+        (
+            head("PY_BB_ODDITY=chunks"),
+            0,
+            vec!["PASS py/thr_conformance_1", "1 passed, 0 failed"],
+        ),
         (
             head("PY_BB_ODDITY=held"),
             0,
@@ -1159,15 +1172,40 @@ fn parity_normalizes_legal_spelling_and_names_each_difference() {
         ),
         (base.clone(), 2, vec!["both legs would run the same files"]),
     ];
+    // A tool's own `id` inside its arguments is data, not an id the protocol mints: another
+    // document id differs (it compared equal, interned like the item's id, before), while the
+    // same call with its answer in other chunks still passes.
+    let tool_base = format!("cmd:env PY_BB_TOOL_DOC=doc-1 {py} {PEER}");
+    let tool_rows: Vec<(String, i32, Vec<&str>)> = vec![
+        (
+            format!("cmd:env PY_BB_TOOL_DOC=doc-2 {py} {PEER}"),
+            1,
+            vec!["/item/arguments/id: \"doc-1\" → \"doc-2\""],
+        ),
+        (
+            format!("cmd:env PY_BB_TOOL_DOC=doc-1 PY_BB_ODDITY=chunks {py} {PEER}"),
+            0,
+            vec!["PASS py/thr_conformance_1"],
+        ),
+    ];
+    let rows: Vec<(String, String, i32, Vec<&str>)> = rows
+        .into_iter()
+        .map(|(h, c, n)| (base.clone(), h, c, n))
+        .chain(
+            tool_rows
+                .into_iter()
+                .map(|(h, c, n)| (tool_base.clone(), h, c, n)),
+        )
+        .collect();
     let problems = in_parallel(rows.len(), |i| {
-        let (head, want, needles) = &rows[i];
+        let (base, head, want, needles) = &rows[i];
         let out = Command::new(BRIDGEWIRE)
             .args([
                 "parity",
                 "--timeout-ms",
                 "3000",
                 "--base",
-                &base,
+                base,
                 "--head",
                 head,
                 cells,

@@ -104,9 +104,83 @@ impl Model for BbModel {
         Box::<rows::BbTimelineRows>::default()
     }
 
+    /// Text and output deltas are coalesced before comparing: "Coalescing is assembler policy,
+    /// not bridge policy" (protocol, `item.textDelta`), so two builds that stream the same text
+    /// in other chunk sizes behave alike and must compare equal. Pins keep bb's count of each
+    /// delta.
+    ///
+    /// A tool's `arguments` and `result` (and an extension's `payload`) are the provider's JSON:
+    /// ids and thread ids inside are compared verbatim. bb's §7 interns ids at any depth, which
+    /// made a build that passes another document `id` to a tool compare equal. Times inside are
+    /// still zeroed (a tool's clock); pins dumps keep §7 as it is.
+    fn normalize_events(&self, events: Vec<Value>) -> Vec<Value> {
+        crate::normalize::normalize_list(coalesce_deltas(events), parity_rules(self.event_rules()))
+    }
+
+    fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
+        crate::normalize::normalize_list(rows, parity_rules(self.row_rules()))
+    }
+
     fn is_unhandled(&self, event: &Value) -> bool {
         is_unhandled(event)
     }
+}
+
+/// bb's §7 rules with the provider's payloads kept verbatim, for comparing two legs.
+fn parity_rules(rules: crate::normalize::Rules<'static>) -> crate::normalize::Rules<'static> {
+    crate::normalize::Rules {
+        opaque_fields: crate::normalize::BB_PROVIDER_PAYLOADS,
+        ..rules
+    }
+}
+
+/// The streamed-text events whose `delta` strings concatenate: the assembler's one event per
+/// `item.textDelta` / `item.outputDelta` (a `command.outputSnapshot` suffix too, unless it is a
+/// `reset`).
+const DELTA_EVENTS: &[&str] = &[
+    "item/agentMessage/delta",
+    "item/reasoning/summaryTextDelta",
+    "item/reasoning/textDelta",
+    "item/plan/delta",
+    "item/commandExecution/outputDelta",
+    "item/fileChange/outputDelta",
+];
+
+/// Adjacent delta events of one item (same type and every field but `delta` equal) as one event
+/// whose `delta` is their concatenation: the same text however the bridge chunked it. Only
+/// neighbours merge, so where a delta falls among other events still counts.
+pub fn coalesce_deltas(events: Vec<Value>) -> Vec<Value> {
+    let mergeable = |e: &Value| {
+        e["type"]
+            .as_str()
+            .is_some_and(|t| DELTA_EVENTS.contains(&t))
+            && e["delta"].is_string()
+            && e.get("reset").is_none()
+    };
+    let same_but_delta = |a: &Value, b: &Value| match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .all(|(k, v)| k == "delta" || b.get(k).is_some_and(|w| w == v))
+        }
+        _ => false,
+    };
+    let mut out: Vec<Value> = Vec::with_capacity(events.len());
+    for e in events {
+        if mergeable(&e)
+            && let Some(last) = out.last_mut()
+            && mergeable(last)
+            && same_but_delta(last, &e)
+        {
+            let tail = e["delta"].as_str().unwrap_or_default();
+            if let Some(Value::String(d)) = last.get_mut("delta") {
+                d.push_str(tail);
+            }
+            continue;
+        }
+        out.push(e);
+    }
+    out
 }
 
 /// bb's `unhandled` count: the kept `provider/unhandled` events.
@@ -363,5 +437,58 @@ impl Pass<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coalesce_deltas;
+    use serde_json::{Value, json};
+
+    fn d(item: &str, text: &str) -> Value {
+        json!({"type": "item/agentMessage/delta", "turnId": "t1", "itemId": item, "delta": text})
+    }
+
+    /// An id or a thread id inside a tool's arguments or result is the tool's data: two legs
+    /// that pass other values differ, while the item's own ids are still interned and times
+    /// inside are still zeroed (a tool's clock).
+    #[test]
+    fn tool_payloads_keep_their_ids() {
+        use crate::protocol::Model;
+        let tool = |id: &str, at: &str| {
+            json!({"type": "item/started", "item": {"id": "i-9", "type": "toolCall",
+                "arguments": {"id": id, "startedAt": at}, "result": {"threadId": id}}})
+        };
+        let n = |v: Value| super::BbModel.normalize_events(vec![v]);
+        let a = n(tool("doc-1", "2026"));
+        assert_eq!(a[0]["item"]["id"], "#1");
+        assert_eq!(
+            a[0]["item"]["arguments"],
+            json!({"id": "doc-1", "startedAt": 0})
+        );
+        assert_eq!(a[0]["item"]["result"], json!({"threadId": "doc-1"}));
+        assert_ne!(a, n(tool("doc-2", "2026")));
+        assert_eq!(a, n(tool("doc-1", "2027")));
+    }
+
+    /// The same text in other chunks is one event; another item, another field, an event
+    /// between or a reset keep deltas apart.
+    #[test]
+    fn adjacent_deltas_of_one_item_coalesce() {
+        let one = coalesce_deltas(vec![d("a", "The answ"), d("a", "er is"), d("a", " 42")]);
+        assert_eq!(one, vec![d("a", "The answer is 42")]);
+        assert_eq!(one, coalesce_deltas(vec![d("a", "The answer is 42")]));
+        let started = json!({"type": "item/started", "item": {"id": "b"}});
+        let apart = vec![
+            d("a", "x"),
+            d("b", "y"),
+            started.clone(),
+            d("b", "z"),
+            json!({"type": "item/commandExecution/outputDelta", "itemId": "b", "delta": "w", "reset": true}),
+            json!({"type": "item/commandExecution/outputDelta", "itemId": "b", "delta": "v"}),
+        ];
+        assert_eq!(coalesce_deltas(apart.clone()), apart);
+        let parent = json!({"type": "item/agentMessage/delta", "turnId": "t1", "itemId": "a", "delta": "q", "parentToolCallId": "p"});
+        assert_eq!(coalesce_deltas(vec![d("a", "x"), parent.clone()]).len(), 2);
     }
 }

@@ -30,6 +30,7 @@ pub const BRIDLE_RULES: crate::normalize::Rules<'static> = crate::normalize::Rul
     time_fields: &["ts"],
     // The spec types every `ts` as a number: a hub that writes an ISO string differs.
     keep_time_type: true,
+    opaque_fields: &[],
 };
 
 pub struct BridleModel;

@@ -37,6 +37,7 @@ pub const SIDEBRIDGE_EVENTS: Rules<'static> = Rules {
     removed_fields: &["elapsedMs", "httpStatus"],
     time_fields: TIME_FIELDS,
     keep_time_type: false,
+    opaque_fields: &[],
 };
 
 pub const SIDEBRIDGE_ROWS: Rules<'static> = SIDEBRIDGE_EVENTS;
