@@ -1170,6 +1170,18 @@ fn parity_normalizes_legal_spelling_and_names_each_difference() {
                 "\"inProgress\" is not allowed",
             ],
         ),
+        // Deltas under another threadId reach no thread in bb's runtime (it routes by the id
+        // the bridge echoes): the leg stalls naming it (it passed before: thread ids are
+        // blanked for comparing).
+        (
+            head("PY_BB_THREAD_PREFIX=elsewhere-"),
+            1,
+            vec![
+                "STALL py/thr_conformance_1",
+                "thread/delta for threadId \"elsewhere-",
+                "which the runtime never named",
+            ],
+        ),
         (base.clone(), 2, vec!["both legs would run the same files"]),
     ];
     // A tool's own `id` inside its arguments is data, not an id the protocol mints: another

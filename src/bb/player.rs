@@ -356,6 +356,11 @@ struct Live {
     /// See [`ReplayOptions::accept_main_run`]: whether, and how many were taken out.
     accept_main_run: bool,
     main_runs: usize,
+    /// The thread ids the runtime named in its requests: a bridge echoes `threadId` verbatim,
+    /// and bb's runtime routes a `thread/delta` by it, so deltas under another id reach no
+    /// thread. The count of such messages.
+    runtime_threads: HashSet<String>,
+    foreign_deltas: usize,
     answered: HashSet<String>,
     started: usize,
     completed: usize,
@@ -492,6 +497,21 @@ impl Live {
                 let mut params = m.get("params").cloned().unwrap_or(Value::Null);
                 if self.accept_main_run {
                     self.main_runs += super::delta::take_main_runs(&mut params);
+                }
+                if let Some(t) = params.get("threadId").and_then(Value::as_str)
+                    && !self.runtime_threads.is_empty()
+                    && !self.runtime_threads.contains(t)
+                {
+                    self.foreign_deltas += 1;
+                    if self.foreign_deltas == 1 {
+                        let mut named: Vec<&str> =
+                            self.runtime_threads.iter().map(String::as_str).collect();
+                        named.sort_unstable();
+                        self.stalls.push(format!(
+                            "thread/delta for threadId {t:?}, which the runtime never named (it named {named:?}): a bridge echoes threadId verbatim, and bb's runtime routes deltas by it, so these reach no thread"
+                        ));
+                    }
+                    return;
                 }
                 match super::delta::validate_params(&params) {
                     Err(e) => {
@@ -699,6 +719,14 @@ impl Harness {
                 ts: e.ts,
             });
         }
+        if let Some(t) = super::msg::object(line)
+            .as_ref()
+            .and_then(|m| m.get("params"))
+            .and_then(|p| p.get("threadId"))
+            .and_then(Value::as_str)
+        {
+            live.runtime_threads.insert(t.to_string());
+        }
         let mut bytes = line.as_bytes().to_vec();
         bytes.push(b'\n');
         live.last_write = Instant::now();
@@ -804,6 +832,8 @@ pub fn replay_cell(
         stalls: Vec::new(),
         accept_main_run: opts.accept_main_run,
         main_runs: 0,
+        runtime_threads: HashSet::new(),
+        foreign_deltas: 0,
         answered: HashSet::new(),
         started: 0,
         completed: 0,
