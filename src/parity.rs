@@ -938,10 +938,18 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
         out.push(format!("  … {} more stall(s)", c.stalls.len() - MAX_LISTED));
     }
     if !c.stalls.is_empty() {
-        out.push(
+        // A longer wait helps only where every stall is a wait that ran out; a flood, an
+        // invalid message or a misaddressed delta is not cured by waiting.
+        let only_waits = c
+            .stalls
+            .iter()
+            .all(|s| s.contains("timed out") || s.contains("within the wait"));
+        out.push(if only_waits {
             "  (events not compared: a stalled leg's list is incomplete; --timeout-ms raises the wait)"
-                .into(),
-        );
+                .into()
+        } else {
+            "  (events not compared: a stalled leg's list is incomplete)".into()
+        });
     }
     let capped = |out: &mut Vec<String>, what: &str, lines: Vec<String>| {
         let n = lines.len();

@@ -141,6 +141,23 @@ fn one_changed_event_fails_on_exactly_that_event_and_the_allowlist_masks_it() {
         stdout.contains("stale allowlist entry (#8) rows /*/nothing-here — old"),
         "{stdout}"
     );
+
+    // An entry for a cell the recordings do not have (a typo, a deleted cell) can never mask
+    // anything: refused as stale before any cell runs (it was never reported before).
+    fs::write(
+        &allow,
+        format!(
+            r##"[{{"provider":"*","cell":"*","layer":"events","path":"/{pos}/delta","pr":"#7","reason":"wording"}},
+               {{"provider":"claude-code","cell":"frok","layer":"rows","path":"/*","pr":"#9","reason":"typo"}}]"##
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run(&["--allowlist", allow.to_str().unwrap()], &base, &head);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("stale allowlist entry (#9) rows /* — typo (provider \"claude-code\", cell \"frok\"): no cell of these recordings has that name"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -162,6 +162,29 @@ pass --allow-same-bridge to compare them with themselves on purpose.",
             }
         }
     }
+    // An entry that names a provider or cell these recordings do not have can never mask
+    // anything: stale before any cell runs (a typo in a cell name would otherwise pass
+    // silently, as no cell ever applies it).
+    let nowhere: Vec<&crate::allowlist::Entry> = allow
+        .iter()
+        .filter(|e| {
+            !targets.iter().any(|(key, _)| {
+                let (provider, cell) = key.split_once('/').unwrap_or(("", key));
+                e.applies(provider, cell)
+            })
+        })
+        .collect();
+    if !nowhere.is_empty() {
+        for e in nowhere {
+            eprintln!(
+                "error: stale allowlist entry {} (provider {:?}, cell {:?}): no cell of these recordings has that name, so it can mask nothing",
+                e.describe(),
+                e.provider,
+                e.cell
+            );
+        }
+        return exit::INVALID_INPUT;
+    }
     targets.retain(|(key, _)| {
         let (provider, _) = key.split_once('/').unwrap_or(("", key));
         a.provider.as_deref().is_none_or(|p| p == provider)
