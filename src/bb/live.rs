@@ -27,8 +27,35 @@ pub fn identity_of(result: &Value) -> String {
             Some(format!("{name} {version}").trim().to_string() + " ")
         })
         .unwrap_or_default();
-    format!("{named}handshake {}", crate::protocol::fingerprint(result))
+    // Only what the protocol makes of a handshake: its version and the session-behavior facts
+    // it names. "Unknown capability fields pass through", so a build that adds one is the same
+    // bridge to a replay (it was named "another bridge" before).
+    let caps = result.get("capabilities").and_then(Value::as_object);
+    let facts: serde_json::Map<String, Value> = HANDSHAKE_FACTS
+        .iter()
+        .filter_map(|k| Some((k.to_string(), caps?.get(*k)?.clone())))
+        .collect();
+    let spec = serde_json::json!({
+        "protocolVersion": result.get("protocolVersion"),
+        "capabilities": facts,
+    });
+    format!("{named}handshake {}", crate::protocol::fingerprint(&spec))
 }
+
+/// The handshake capabilities the protocol names ("session-behavior facts", plus the
+/// catalogue's `commands`).
+const HANDSHAKE_FACTS: &[&str] = &[
+    "sessionRestore",
+    "threadArchive",
+    "threadRename",
+    "threadGoalClear",
+    "fork",
+    "approvalEnforcedBy",
+    "grammarVersions",
+    "steerMode",
+    "skills",
+    "commands",
+];
 
 /// `turn.mainRun ×n` when the bridge sent held-turn deltas (accepted, not assembled).
 fn main_run_note(n: usize) -> Vec<String> {
@@ -396,5 +423,24 @@ impl Session<'_> {
                 self.handle(&line);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identity_of;
+    use serde_json::json;
+
+    /// "Unknown capability fields pass through": a handshake with one more is the same bridge
+    /// to a replay; a session-behavior fact that changes is another.
+    #[test]
+    fn identity_reads_only_what_the_protocol_names() {
+        let base = json!({"protocolVersion": 2, "capabilities": {"grammarVersions": [3, 3], "sessionRestore": true}});
+        let extended = json!({"protocolVersion": 2, "capabilities": {"grammarVersions": [3, 3], "sessionRestore": true, "x-vendor": {"a": 1}}, "x-extra": 1});
+        let narrowed = json!({"protocolVersion": 2, "capabilities": {"grammarVersions": [3, 3]}});
+        assert_eq!(identity_of(&base), identity_of(&extended));
+        assert_ne!(identity_of(&base), identity_of(&narrowed));
+        let named = json!({"protocolVersion": 2, "capabilities": {}, "serverInfo": {"name": "py", "version": "1"}});
+        assert!(identity_of(&named).starts_with("py 1 handshake "));
     }
 }

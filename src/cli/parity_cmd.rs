@@ -282,9 +282,14 @@ compare a server with itself on purpose (a determinism check), pass --allow-same
                 .iter()
                 .filter_map(|(k, c)| c.as_ref().filter(|c| c.protocol == p).map(|c| (k, c)))
                 .filter_map(|(k, c)| {
+                    // The recording's own handshake is read again when the manifest's identity
+                    // differs: a manifest written by an older bridgewire fingerprinted the
+                    // handshake another way.
                     let recorded =
                         crate::cells::manifest_identity(c).or_else(|| live.recorded_identity(c))?;
-                    (recorded != identity).then(|| (k.clone(), recorded))
+                    (recorded != identity
+                        && live.recorded_identity(c).is_none_or(|r| r != identity))
+                    .then(|| (k.clone(), recorded))
                 })
                 .collect();
             if let Some((_, recorded)) = foreign.first() {
