@@ -45,6 +45,9 @@ pub struct LegRun {
     /// Unreadable entries of the recording this leg read (`file:line: why`): bad input, so the
     /// cell is an ERROR and `parity` exits 2, as `pins` does for the same lane.
     pub lane_errors: Vec<String>,
+    /// Answers and spec notifications beside the events ([`crate::protocol::Model::wire_outcomes`]);
+    /// `None` where this leg does not hold them (a dump, a protocol that compares none).
+    pub wire: Option<Vec<String>>,
 }
 
 /// A way to produce a cell's events.
@@ -98,6 +101,7 @@ pub fn assemble_offline(cell: &Cell) -> LegRun {
     let report = merged.into_report();
     let mut run = sink.run;
     run.left_out.extend(left_out);
+    run.wire = model.wire_outcomes(cell);
     run.lane_errors
         .extend(report.errors.iter().map(|e| e.to_string()));
     let mut rows = model.row_projector();
@@ -688,6 +692,10 @@ pub struct CellParity {
     pub events: ListDiff,
     pub rows: ListDiff,
     pub grammar: ListDiff,
+    /// Answers and spec notifications ([`LegRun::wire`]), when both legs hold them.
+    pub wire: ListDiff,
+    /// Why the wire layer was not compared although one leg holds it.
+    pub wire_unseen: Option<String>,
     pub stale: Vec<AllowEntry>,
     /// Waits that ran out, `<side>: <what was awaited>`. A leg that stalled produced an
     /// incomplete list, so its differences are not shown as event differences.
@@ -733,6 +741,8 @@ impl CellParity {
             events: Default::default(),
             rows: Default::default(),
             grammar: Default::default(),
+            wire: Default::default(),
+            wire_unseen: None,
             stale: Vec::new(),
             stalls: Vec::new(),
             errors: Vec::new(),
@@ -761,6 +771,7 @@ impl CellParity {
         } else if self.events.is_empty()
             && self.rows.is_empty()
             && self.grammar.is_empty()
+            && self.wire.is_empty()
             && self.stale.is_empty()
             && self.problems.is_empty()
         {
@@ -841,6 +852,8 @@ pub fn compare_cell(
         events: Default::default(),
         rows: Default::default(),
         grammar: Default::default(),
+        wire: Default::default(),
+        wire_unseen: None,
         stale: Vec::new(),
         stalls,
         invalid_input: base.lane_errors.len() + head.lane_errors.len() > 0,
@@ -881,6 +894,18 @@ pub fn compare_cell(
         &grammar_list(&head.grammar),
         2,
     );
+    match (&base.wire, &head.wire) {
+        (Some(b), Some(h)) => {
+            result.wire = diff::diff_lists(&grammar_list(b), &grammar_list(h), 2);
+        }
+        (Some(w), None) | (None, Some(w)) if !w.is_empty() => {
+            let side = if base.wire.is_none() { "base" } else { "head" };
+            result.wire_unseen = Some(format!(
+                "the {side} leg does not hold them (a dump holds events, rows and drops only)"
+            ));
+        }
+        _ => {}
+    }
     result.stale = masked.stale;
     result
 }
@@ -1013,6 +1038,20 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
         .map(|(_, v)| format!("  grammar drop only in head: {}", v.as_str().unwrap_or("?")))
         .collect();
     capped(&mut out, "grammar drops only in head", g_head);
+    // Answers and notifications, as `wire only in base: answer turn/start → result`.
+    for (side, list) in [
+        ("base", &c.wire.only_in_base),
+        ("head", &c.wire.only_in_head),
+    ] {
+        let lines = list
+            .iter()
+            .map(|(_, v)| format!("  wire only in {side}: {}", v.as_str().unwrap_or("?")))
+            .collect();
+        capped(&mut out, &format!("wire outcomes only in {side}"), lines);
+    }
+    if let Some(why) = &c.wire_unseen {
+        out.push(format!("  answers and notifications not compared: {why}"));
+    }
     for e in &c.stale {
         out.push(format!("  stale allowlist entry {}", e.describe()));
     }
@@ -1075,6 +1114,7 @@ pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegR
         recorded_events: None,
         left_out: r.left_out,
         lane_errors: Vec::new(),
+        wire: r.wire,
     }
 }
 
@@ -1128,6 +1168,10 @@ pub fn verdict(c: &CellParity) -> crate::rule::Verdict {
         subs.push(layer("events", &c.events));
         subs.push(layer("rows", &c.rows));
         subs.push(layer("grammar", &c.grammar));
+        subs.push(match &c.wire_unseen {
+            Some(why) => SubCheck::skipped("wire", format!("not compared: {why}")),
+            None => layer("wire", &c.wire),
+        });
         subs.push(list(
             "allowlist-current",
             &c.stale
@@ -1172,6 +1216,8 @@ pub fn cell_json(c: &CellParity) -> Value {
         "events": layer(&c.events),
         "rows": layer(&c.rows),
         "grammar": layer(&c.grammar),
+        "wire": layer(&c.wire),
+        "wireNotCompared": c.wire_unseen,
         "staleAllowlist": c.stale.iter().map(|e| e.describe()).collect::<Vec<_>>(),
         "stalls": c.stalls,
         "errors": c.errors,

@@ -178,6 +178,12 @@ pub trait Model: Sync {
         self.assemble(cell, entries, sink);
         Vec::new()
     }
+    /// The outcomes beside the events a recording holds (bb: each request's answer and the
+    /// spec's notifications, [`crate::bb::answers`]), compared by parity as the `wire` layer;
+    /// `None` where the protocol compares none.
+    fn wire_outcomes(&self, _cell: &Cell) -> Option<Vec<String>> {
+        None
+    }
     fn row_projector(&self) -> Box<dyn RowProjector>;
     /// Counted as `unhandled` in pins.
     fn is_unhandled(&self, _event: &Value) -> bool {
@@ -258,6 +264,9 @@ pub struct LiveReplay {
     /// What the bridge sent that the protocol allows and the event list does not hold (bb's
     /// `turn.mainRun`): listed by parity as "extensions, not compared".
     pub left_out: Vec<String>,
+    /// The outcomes beside the events ([`Model::wire_outcomes`] of the replayed traffic);
+    /// `None` where the protocol compares none.
+    pub wire: Option<Vec<String>>,
     /// The replay could not run (the bridge did not start, the cell is unreadable).
     pub error: Option<String>,
 }

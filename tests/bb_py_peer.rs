@@ -1182,6 +1182,16 @@ fn parity_normalizes_legal_spelling_and_names_each_difference() {
                 "which the runtime never named",
             ],
         ),
+        // Recovery hints are runtime-visible (provider/recovery): a build that starts sending
+        // them behaves otherwise although its events are the same (it passed before).
+        (
+            head("PY_BB_FLAW=recovery-foreign"),
+            1,
+            vec![
+                "FAIL py/thr_conformance_1",
+                "wire only in head: notify provider/recovery rateLimited",
+            ],
+        ),
         (base.clone(), 2, vec!["both legs would run the same files"]),
     ];
     // A tool's own `id` inside its arguments is data, not an id the protocol mints: another

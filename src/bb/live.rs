@@ -86,6 +86,7 @@ impl Live for BbLive {
                 stalls: r.stalls,
                 events: r.events,
                 left_out: main_run_note(r.main_runs),
+                wire: Some(r.wire),
                 ..Default::default()
             },
         }

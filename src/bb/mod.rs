@@ -12,6 +12,7 @@
 //! * [`conformance`]: the live conformance kit (`check bb`);
 //! * [`BbModel`]: the offline pipeline the core calls (pins, parity, dumps).
 
+pub mod answers;
 pub mod assembler;
 pub mod conformance;
 pub mod delta;
@@ -79,6 +80,20 @@ impl Model for BbModel {
     ) {
         let judge = assemble_judged_with::<true>(cell, entries, sink, None);
         report_judge(&judge, sink);
+    }
+
+    fn wire_outcomes(&self, cell: &Cell) -> Option<Vec<String>> {
+        let lines: Vec<(bool, String)> = cell
+            .merged()
+            .filter_map(|e| match e.dir.as_str() {
+                "runtime→bridge" => Some((true, e.line)),
+                "bridge→runtime" => Some((false, e.line)),
+                _ => None,
+            })
+            .collect();
+        Some(answers::wire_outcomes(
+            lines.iter().map(|(to, l)| (*to, l.as_str())),
+        ))
     }
 
     /// The live player takes well-formed `turn.mainRun` deltas out of their message

@@ -157,6 +157,8 @@ pub struct ReplayResult {
     pub written: usize,
     /// `turn.mainRun` deltas accepted and not assembled ([`ReplayOptions::accept_main_run`]).
     pub main_runs: usize,
+    /// The requests' answers and the spec's notifications ([`super::answers::wire_outcomes`]).
+    pub wire: Vec<String>,
 }
 
 impl ReplayResult {
@@ -361,6 +363,8 @@ struct Live {
     /// thread. The count of such messages.
     runtime_threads: HashSet<String>,
     foreign_deltas: usize,
+    /// The runtime lines written, for [`ReplayResult::wire`].
+    sent: Vec<String>,
     answered: HashSet<String>,
     started: usize,
     completed: usize,
@@ -727,6 +731,7 @@ impl Harness {
         {
             live.runtime_threads.insert(t.to_string());
         }
+        live.sent.push(line.to_string());
         let mut bytes = line.as_bytes().to_vec();
         bytes.push(b'\n');
         live.last_write = Instant::now();
@@ -834,6 +839,7 @@ pub fn replay_cell(
         main_runs: 0,
         runtime_threads: HashSet::new(),
         foreign_deltas: 0,
+        sent: Vec::new(),
         answered: HashSet::new(),
         started: 0,
         completed: 0,
@@ -1071,6 +1077,12 @@ pub fn replay_cell(
     }
     use std::os::unix::process::ExitStatusExt;
     let stderr = String::from_utf8_lossy(&stderr_text.lock().expect("stderr")).into_owned();
+    let wire = super::answers::wire_outcomes(
+        l.sent
+            .iter()
+            .map(|s| (true, s.as_str()))
+            .chain(l.lines.iter().map(|s| (false, s.as_str()))),
+    );
     Ok(ReplayResult {
         lines: std::mem::take(&mut l.lines),
         line_times: std::mem::take(&mut l.line_times),
@@ -1084,6 +1096,7 @@ pub fn replay_cell(
         doubles,
         written,
         main_runs: l.main_runs,
+        wire,
     })
 }
 
