@@ -1918,3 +1918,105 @@ fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_re
         "{out}"
     );
 }
+
+/// Records one chat with history from peer.py giving ids from a counter, through the recording
+/// proxy into `dir/peer/`, the client carrying every reply's id in later history as the app does.
+fn record_counter_chat(py: &str, dir: &std::path::Path, texts: &[&str], extra: &[&str]) {
+    let bridge = spawn_url(
+        Command::new(py)
+            .arg(peer_dir().join("peer.py"))
+            .args(["--oddity", "counter-ids"])
+            .args(extra),
+    );
+    let proxy = spawn_url(
+        Command::new(BW)
+            .args(["record", "sidebridge", "--upstream", &bridge.url])
+            .args(["--bridge", "peer", "--dir"])
+            .arg(dir),
+    );
+    let chat = "0A1B2C3D-0000-4000-8000-0000000000C1";
+    let start = format!(r#"{{"sidebridge":"1.0","chatId":"{chat}","history":[]}}"#);
+    assert_eq!(post(&proxy.url, &[], &start), 200);
+    let mut history: Vec<Value> = Vec::new();
+    for (n, text) in texts.iter().enumerate() {
+        let m = serde_json::json!({"id": format!("10000000-0000-4000-8000-{:012}", n + 1),
+            "from": "user", "content": text, "sources": []});
+        history.push(m.clone());
+        let body = serde_json::json!({"sidebridge": "1.0", "chatId": chat, "messages": [m],
+            "history": history});
+        let r = common::http::post_json(&proxy.url, &[], &body.to_string());
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        for m in v["messages"].as_array().into_iter().flatten() {
+            let mut m = m.clone();
+            m["id"] = Value::from(m["id"].as_str().unwrap().to_ascii_uppercase());
+            // Upsert by id, as the app keeps its transcript.
+            match history.iter().position(|h| h["id"] == m["id"]) {
+                Some(at) => history[at] = m,
+                None => history.push(m),
+            }
+        }
+    }
+    drop(proxy);
+}
+
+/// Ids are opaque: a build whose id counter starts one higher gives, for the recorded `…1`,
+/// `…2`, `…3`, the ids `…2`, `…3`, `…4`. Replay renames each recorded id in later history to
+/// the replayed bridge's id once: renamed one after another, `…1`→`…2` and then both `…2`s →
+/// `…3`, the bridge was sent a history in which different messages carried one id (exit 1,
+/// `id differs` in parity, and a repeat answered from the wrong message).
+#[test]
+fn overlapping_opaque_ids_are_renamed_once_in_replayed_history() {
+    let Some(py) = python("overlapping_opaque_ids_are_renamed_once_in_replayed_history") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    record_counter_chat(
+        py,
+        tmp.path(),
+        &[
+            "please keep this word: plum",
+            "which word did I give you?",
+            "hello there",
+            "repeat your last answer",
+            "hello again",
+            "repeat your last answer",
+        ],
+        &[],
+    );
+    let head = [
+        py,
+        &peer_dir().join("peer.py").display().to_string(),
+        "--oddity",
+        "counter-ids",
+        "--oddity",
+        "counter-from-2",
+    ]
+    .join(" ");
+    let out = Command::new(BW)
+        .args(["replay", "sidebridge", "--startup-timeout", "30"])
+        .arg(tmp.path())
+        .arg("--")
+        .args(head.split(' '))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "replay: {text}");
+    assert!(text.contains("1 passed, 0 failed"), "replay: {text}");
+    let out = Command::new(BW)
+        .arg("parity")
+        .arg("--base")
+        .arg(format!("rec:{}", tmp.path().display()))
+        .arg("--head")
+        .arg(format!("cmd:{head}"))
+        .arg(tmp.path())
+        .env_remove("SIDEBRIDGE_KEY")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "parity: {text}");
+    assert!(
+        text.contains("1 passed, 0 failed, 0 skipped"),
+        "parity: {text}"
+    );
+}

@@ -115,13 +115,9 @@ async fn send_one(
     limits: Limits,
     ids: &HashMap<String, String>,
 ) -> (Envelope, Envelope) {
-    let mut body = wire::unredact(&String::from_utf8_lossy(&p.request.body), key)
+    let body = wire::unredact(&String::from_utf8_lossy(&p.request.body), key)
         .unwrap_or_else(|| String::from_utf8_lossy(&p.request.body).into_owned());
-    for (old, new) in ids {
-        body = body
-            .replace(old, new)
-            .replace(&old.to_ascii_lowercase(), new);
-    }
+    let body = rename_ids(&body, ids);
     let headers: Vec<(String, String)> = p
         .request
         .headers
@@ -186,6 +182,32 @@ async fn send_one(
         }
     };
     (sent, new)
+}
+
+/// `body` with every recorded reply id (`ids`' keys, upper-cased; matched in any letter case)
+/// renamed to the replayed bridge's id for it, in one pass over the recorded text. A renamed
+/// id is never looked at again: the two bridges' ids are both opaque and may overlap (one
+/// counter started one higher names the recorded `…2` `…3`), and renaming one id after
+/// another renamed `…1`→`…2`, then both `…2`s →`…3`: the bridge was sent a history in which
+/// different messages carried one id.
+fn rename_ids(body: &str, ids: &HashMap<String, String>) -> String {
+    if ids.is_empty() {
+        return body.to_string();
+    }
+    let olds: Vec<&String> = ids.keys().collect();
+    let Ok(ac) = aho_corasick::AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+        .build(&olds)
+    else {
+        return body.to_string();
+    };
+    let mut out = String::with_capacity(body.len());
+    ac.replace_all_with(body, &mut out, |m, _, dst| {
+        dst.push_str(&ids[olds[m.pattern().as_usize()]]);
+        true
+    });
+    out
 }
 
 /// A reply as a lane records it; the transport has undone its `Content-Encoding` already.
