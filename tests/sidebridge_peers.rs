@@ -1919,15 +1919,10 @@ fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_re
     );
 }
 
-/// Records one chat with history from peer.py giving ids from a counter, through the recording
-/// proxy into `dir/peer/`, the client carrying every reply's id in later history as the app does.
-fn record_counter_chat(py: &str, dir: &std::path::Path, texts: &[&str], extra: &[&str]) {
-    let bridge = spawn_url(
-        Command::new(py)
-            .arg(peer_dir().join("peer.py"))
-            .args(["--oddity", "counter-ids"])
-            .args(extra),
-    );
+/// Records one chat with history from peer.py (with `extra`), through the recording proxy
+/// into `dir/peer/`, the client carrying every reply's id in later history as the app does.
+fn record_chat(py: &str, dir: &std::path::Path, texts: &[&str], extra: &[&str]) {
+    let bridge = spawn_url(Command::new(py).arg(peer_dir().join("peer.py")).args(extra));
     let proxy = spawn_url(
         Command::new(BW)
             .args(["record", "sidebridge", "--upstream", &bridge.url])
@@ -1971,7 +1966,7 @@ fn overlapping_opaque_ids_are_renamed_once_in_replayed_history() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    record_counter_chat(
+    record_chat(
         py,
         tmp.path(),
         &[
@@ -1982,7 +1977,7 @@ fn overlapping_opaque_ids_are_renamed_once_in_replayed_history() {
             "hello again",
             "repeat your last answer",
         ],
-        &[],
+        &["--oddity", "counter-ids"],
     );
     let head = [
         py,
@@ -2019,4 +2014,67 @@ fn overlapping_opaque_ids_are_renamed_once_in_replayed_history() {
         text.contains("1 passed, 0 failed, 0 skipped"),
         "parity: {text}"
     );
+}
+
+/// A build that re-sends the user's own message unchanged (same id, `from`, content) before its
+/// answer changes nothing on the app's screen (an upsert by id). Replay paired the recorded
+/// answer's id with the first id new in the replayed reply, the user's own, and sent every
+/// later history with the user's id on the answer: the bridge, looking its answers up by id,
+/// found none (`I have not answered yet.`), and parity failed both ways round.
+#[test]
+fn a_re_sent_user_message_lends_its_id_to_no_answer() {
+    let Some(py) = python("a_re_sent_user_message_lends_its_id_to_no_answer") else {
+        return;
+    };
+    let texts = [
+        "please keep this word: plum",
+        "hello there",
+        "repeat your last answer",
+        "which word did I give you?",
+        "repeat your last answer",
+    ];
+    let peer = peer_dir().join("peer.py").display().to_string();
+    let plain = tempfile::tempdir().unwrap();
+    record_chat(py, plain.path(), &texts, &[]);
+    let echoing = tempfile::tempdir().unwrap();
+    record_chat(py, echoing.path(), &texts, &["--oddity", "echo-user-first"]);
+    let run = |args: Vec<String>| {
+        let out = Command::new(BW)
+            .args(args)
+            .env_remove("SIDEBRIDGE_KEY")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let s = |x: &std::path::Path| x.display().to_string();
+    // Recorded plain, replayed against the echoing build.
+    let (code, out) = run(vec![
+        "replay".into(),
+        "sidebridge".into(),
+        s(plain.path()),
+        "--".into(),
+        py.into(),
+        peer.clone(),
+        "--oddity".into(),
+        "echo-user-first".into(),
+    ]);
+    assert_eq!(code, Some(0), "replay: {out}");
+    for (base, head, cells) in [
+        (plain.path(), "--oddity echo-user-first", plain.path()),
+        (echoing.path(), "", echoing.path()),
+    ] {
+        let (code, out) = run(vec![
+            "parity".into(),
+            "--base".into(),
+            format!("rec:{}", s(base)),
+            "--head".into(),
+            format!("cmd:{py} {peer} {head}"),
+            s(cells),
+        ]);
+        assert_eq!(code, Some(0), "parity head {head:?}: {out}");
+        assert!(out.contains("1 passed, 0 failed"), "{out}");
+    }
 }

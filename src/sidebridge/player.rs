@@ -50,20 +50,38 @@ struct Pair {
     reply: Option<(Envelope, f64, f64)>,
 }
 
-/// The ids of a reply's messages, read as the app reads JSON (a reply with an extension the
-/// app accepts and serde refuses, such as `1e400`, still maps its ids).
-fn reply_ids(body: &[u8]) -> Vec<String> {
-    super::profiles::parse_json(body)
-        .ok()
-        .and_then(|v| v.get("messages").and_then(Value::as_array).cloned())
-        .unwrap_or_default()
-        .iter()
+/// The `(id, from)` of the messages under `keys` of a body, ids upper-cased, read as the app
+/// reads JSON (a reply with an extension the app accepts and serde refuses, such as `1e400`,
+/// still maps its ids).
+fn message_ids(body: &[u8], keys: &[&str]) -> Vec<(String, Value)> {
+    let Ok(v) = super::profiles::parse_json(body) else {
+        return Vec::new();
+    };
+    keys.iter()
+        .filter_map(|k| v.get(k).and_then(Value::as_array))
+        .flatten()
         .filter_map(|m| {
-            m.get("id")
-                .and_then(Value::as_str)
-                .map(str::to_ascii_uppercase)
+            let id = m.get("id").and_then(Value::as_str)?.to_ascii_uppercase();
+            Some((id, m.get("from").cloned().unwrap_or(Value::Null)))
         })
         .collect()
+}
+
+/// Pairs the recorded reply's new messages with the replayed reply's by sender, in order:
+/// the `n`th new answer from the assistant with the `n`th, a system note with a system note.
+/// A message from another sender is never its counterpart (a build that re-sends the user's
+/// message before its answer would otherwise lend the user's id to the recorded answer, and
+/// every later history would carry the user's id on the answer).
+fn pair_new(recorded: &[(String, Value)], replayed: &[(String, Value)]) -> Vec<(String, String)> {
+    let mut taken = vec![false; replayed.len()];
+    let mut out = Vec::new();
+    for (old, from) in recorded {
+        if let Some(j) = (0..replayed.len()).find(|&j| !taken[j] && replayed[j].1 == *from) {
+            taken[j] = true;
+            out.push((old.clone(), replayed[j].0.clone()));
+        }
+    }
+    out
 }
 
 fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>) {
@@ -288,12 +306,15 @@ async fn replay_cells(
     });
     // Reply ids are UUIDs: one map serves every chat.
     let mut ids: HashMap<String, String> = HashMap::new();
-    // Ids each side has already answered with: a reply that re-sends or edits an earlier
-    // message in place reuses its id, so only ids new to their side are paired, in order (a
-    // build that re-sends its transcript before each answer would otherwise pair the recorded
-    // answer with the replayed re-send, and every later history would name the wrong id).
+    // Ids each side's chat already knows: those the client sent (the user's messages, the
+    // history) and those the bridge answered with. A reply that re-sends or edits a message
+    // in place reuses its id, so only ids new to their side are paired (a build that re-sends
+    // its transcript, or the user's own message, before each answer would otherwise pair the
+    // recorded answer with the replayed re-send, and every later history would name the
+    // wrong id).
     let mut seen_recorded: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut seen_replayed: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let sent_keys = ["messages", "history"];
     for (_, _, ci, pi) in order {
         let (sent, new) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -302,16 +323,22 @@ async fn replay_cells(
         r.recorded.push(normalizer::request_event(&p.request));
         r.replayed
             .push(normalizer::request_event(&as_recorded(&sent).1));
+        seen_recorded.extend(
+            message_ids(&p.request.body, &sent_keys)
+                .into_iter()
+                .map(|m| m.0),
+        );
+        seen_replayed.extend(message_ids(&sent.body, &sent_keys).into_iter().map(|m| m.0));
         if let Some((rec, run, seq)) = &p.reply {
             let fresh = |body: &[u8], seen: &mut std::collections::HashSet<String>| {
-                reply_ids(body)
+                message_ids(body, &["messages"])
                     .into_iter()
-                    .filter(|i| seen.insert(i.clone()))
+                    .filter(|(i, _)| seen.insert(i.clone()))
                     .collect::<Vec<_>>()
             };
             let recorded_new = fresh(&rec.body, &mut seen_recorded);
             let replayed_new = fresh(&new.body, &mut seen_replayed);
-            for (o, n) in recorded_new.into_iter().zip(replayed_new) {
+            for (o, n) in pair_new(&recorded_new, &replayed_new) {
                 if o != n {
                     ids.insert(o, n);
                 }

@@ -130,6 +130,7 @@ ODDITIES = {
     "error-positions": "malformed requests get 400 with a plain English error naming its position (`at line 1 column N`) or the field (`missing field `messages``)",
     "counter-ids": "reply ids from one counter: non-v4 UUIDs 00000000-0000-1000-8000-00000000000N, N from 1 (opaque ids, as legal as random ones)",
     "counter-from-2": "with counter-ids: the counter starts at 2, so this build's ids are the other build's shifted by one (every id but the first is one the other build also gave)",
+    "echo-user-first": "every answer to a send is preceded by the user's own message re-sent unchanged (same id, from user, same content): an upsert that changes nothing on screen",
     "sources-unusual": "assistant messages cite legal unusual URLs: upper-case scheme and host, port, percent-encoding, an IPv6 host",
 }
 
@@ -572,6 +573,8 @@ class Handler(BaseHTTPRequestHandler):
                     h = shown[-1]
                     out.append(message(st, "assistant", "\u2713 " + h.get("content", "")))
                     out[-1]["id"] = h["id"]
+            if "echo-user-first" in st.oddities and m.get("id"):
+                out.append({"id": m["id"], "from": "user", "content": m["content"], "sources": []})
             chat.last_msg = reply
             if "reply-with-request-id" in st.flaws and said.startswith("You said:") and m.get("id"):
                 reply["id"] = m["id"]
