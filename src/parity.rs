@@ -1019,6 +1019,8 @@ pub struct LiveLeg {
     pub label: String,
     pub bridge: BridgeCommand,
     pub timeout_ms: u64,
+    /// Largest reply body a live leg reads (`--max-body`; [`crate::protocol::LiveLimits`]).
+    pub max_body: usize,
 }
 
 impl LegRunner for LiveLeg {
@@ -1038,17 +1040,26 @@ impl LegRunner for LiveLeg {
                 ..Default::default()
             };
         };
-        live_replay(cell, &self.bridge, self.timeout_ms)
+        live_replay(cell, &self.bridge, self.timeout_ms, self.max_body)
     }
 }
 
 /// Replays one cell against a bridge through its protocol's live interface; rows are projected
 /// from the events.
-pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegRun {
-    let r = cell
-        .protocol
-        .live()
-        .replay(cell, bridge, std::time::Duration::from_millis(timeout_ms));
+pub fn live_replay(
+    cell: &Cell,
+    bridge: &BridgeCommand,
+    timeout_ms: u64,
+    max_body: usize,
+) -> LegRun {
+    let r = cell.protocol.live().replay(
+        cell,
+        bridge,
+        crate::protocol::LiveLimits {
+            timeout: std::time::Duration::from_millis(timeout_ms),
+            max_body,
+        },
+    );
     let model = cell.protocol.model();
     let mut rows = model.row_projector();
     for e in &r.events {

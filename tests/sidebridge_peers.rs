@@ -2078,3 +2078,69 @@ fn a_re_sent_user_message_lends_its_id_to_no_answer() {
         assert!(out.contains("1 passed, 0 failed"), "{out}");
     }
 }
+
+/// A reply over bridgewire's own `--max-body` (10 MiB by default; the app reads a body of any
+/// size) is not read whole, so nothing of it was seen: the leg is an ERROR naming the limit and
+/// how to raise it. Both legs over it became the same stand-in error event and passed although
+/// their texts differed; one leg alone showed as the bridge failing (`"2xx" → "non-2xx"`,
+/// an error bubble the app never shows). With `parity --max-body` raised the texts compare.
+#[test]
+fn a_reply_over_max_body_is_an_error_of_the_leg_not_a_comparison() {
+    let Some(py) = python("a_reply_over_max_body_is_an_error_of_the_leg_not_a_comparison") else {
+        return;
+    };
+    let cells = peer_dir().join("cells");
+    let peer = peer_dir().join("peer.py");
+    let leg = |extra: &str| format!("cmd:{py} {} {extra}", peer.display());
+    let parity = |base: &str, head: &str, extra: &[&str]| {
+        let out = Command::new(BW)
+            .arg("parity")
+            .args(extra)
+            .args(["--timeout-ms", "60s", "--base"])
+            .arg(base)
+            .arg("--head")
+            .arg(head)
+            .arg(&cells)
+            .env_remove("SIDEBRIDGE_KEY")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let huge = leg("--oddity huge-answers");
+    let huge_other = leg("--oddity huge-answers --oddity preface-note");
+    // Both legs over the limit, their texts differing (the one cell not compared: nothing
+    // was, exit 2).
+    let (code, out) = parity(&huge, &huge_other, &[]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(!out.contains("PASS"), "{out}");
+    assert!(
+        out.contains("ERROR peer/")
+            && out.contains("base leg: the bridge's repl")
+            && out.contains("head leg: the bridge's repl")
+            && out.contains("larger than 10485760 bytes")
+            && out.contains("raise it with --max-body BYTES"),
+        "{out}"
+    );
+    // The head alone over it, recorded base: the head's error, not a non-2xx reply.
+    let (code, out) = parity(&format!("rec:{}", cells.display()), &huge, &[]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("head leg: the bridge's repl") && !out.contains("base leg"),
+        "{out}"
+    );
+    assert!(!out.contains("non-2xx") && !out.contains("PASS"), "{out}");
+    // Raised, the texts are read and compared.
+    let (code, out) = parity(&huge, &huge_other, &["--max-body", "40000000"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("FAIL peer/") && !out.contains("ERROR"),
+        "{out}"
+    );
+    assert!(
+        out.contains("(answered by peer bridge, model p-1)"),
+        "{out}"
+    );
+}

@@ -15,7 +15,12 @@ struct Prepared {
 
 /// Prepares a leg, or says why it cannot start (a failed build, a missing program, an unknown
 /// ref): such a leg ends the run before any cell, with exit 2.
-fn prepare(spec: &LegSpec, side: &'static str, timeout_ms: u64) -> Result<Prepared, String> {
+fn prepare(
+    spec: &LegSpec,
+    side: &'static str,
+    timeout_ms: u64,
+    max_body: usize,
+) -> Result<Prepared, String> {
     let label = |s: &str| format!("{side} ({s})");
     let live = |label: String, bridge: BridgeCommand, worktree| -> Result<Prepared, String> {
         if let Some(why) = parity::cannot_start(&bridge) {
@@ -26,6 +31,7 @@ fn prepare(spec: &LegSpec, side: &'static str, timeout_ms: u64) -> Result<Prepar
                 label,
                 bridge,
                 timeout_ms,
+                max_body,
             }),
             _worktree: worktree,
         })
@@ -184,8 +190,8 @@ pass --allow-same-bridge to compare them with themselves on purpose.",
         );
     });
     let (base, head) = rayon::join(
-        || prepare(&base_spec, "base", a.timeout_ms),
-        || prepare(&head_spec, "head", a.timeout_ms),
+        || prepare(&base_spec, "base", a.timeout_ms, a.max_body),
+        || prepare(&head_spec, "head", a.timeout_ms, a.max_body),
     );
     let (base, head) = match (base, head) {
         (Ok(b), Ok(h)) => (b, h),

@@ -7,8 +7,9 @@
 
 use crate::cell::Cell;
 use crate::cells::Step;
-use crate::protocol::{BridgeCommand, Live, LiveReplay, Protocol, RecordRequest, RecordedScenario};
-use std::time::Duration;
+use crate::protocol::{
+    BridgeCommand, Live, LiveLimits, LiveReplay, Protocol, RecordRequest, RecordedScenario,
+};
 
 pub struct SideBridgeLive;
 
@@ -17,7 +18,7 @@ impl Live for SideBridgeLive {
         Protocol::SideBridge
     }
 
-    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, timeout: Duration) -> LiveReplay {
+    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay {
         // Without the key a keyed cell replays as a string of refusals on both legs, which
         // would compare equal: not run, naming what to set.
         if std::env::var("SIDEBRIDGE_KEY").map_or(true, |k| k.is_empty())
@@ -28,7 +29,7 @@ impl Live for SideBridgeLive {
                  set SIDEBRIDGE_KEY to replay it",
             );
         }
-        match super::player::replay_for_parity(cell, &bridge.spawn_argv(), timeout) {
+        match super::player::replay_for_parity(cell, &bridge.spawn_argv(), limits) {
             Err(e) => LiveReplay::failed(e),
             Ok(events) => {
                 if let Some(why) = super::player::refused_unlike_recording(cell, &events) {

@@ -41,6 +41,9 @@ pub struct CellReplay {
     pub divergence: Option<String>,
     /// The replayed events, before normalization (what a parity leg compares).
     pub events: Vec<Value>,
+    /// Replies not read whole (over `--max-body`), as `(request number in the cell, limit)`:
+    /// such a reply was never seen, so the cell is no evidence either way.
+    pub unread: Vec<(usize, usize)>,
 }
 
 struct Pair {
@@ -119,6 +122,7 @@ struct CellRun<'a> {
     recorded: Vec<Value>,
     replayed: Vec<Value>,
     current: Vec<String>,
+    unread: Vec<(usize, usize)>,
 }
 
 /// Sends one recorded request as the client would: the recorded method, path, headers
@@ -132,7 +136,7 @@ async fn send_one(
     key: Option<&str>,
     limits: Limits,
     ids: &HashMap<String, String>,
-) -> (Envelope, Envelope) {
+) -> (Envelope, Envelope, Option<usize>) {
     let body = wire::unredact(&String::from_utf8_lossy(&p.request.body), key)
         .unwrap_or_else(|| String::from_utf8_lossy(&p.request.body).into_owned());
     let body = rename_ids(&body, ids);
@@ -175,6 +179,8 @@ async fn send_one(
         .as_ref()
         .is_some_and(|(r, _, _)| matches!(r.status, Some(307 | 308)));
     let mut hops = 0;
+    // bridgewire's own limit, not the bridge's fault: said apart from a reply that failed.
+    let mut too_large = None;
     let new = loop {
         match transport::send(&t, &method, &headers, body.as_bytes(), limits).await {
             Ok(r) if matches!(r.status, 307 | 308) && !recorded_redirect && hops < 5 => {
@@ -190,6 +196,9 @@ async fn send_one(
                 break reply_envelope(p.request.exchange, r);
             }
             Err(e) => {
+                if let transport::TransportError::TooLarge(limit) = e {
+                    too_large = Some(limit);
+                }
                 break Envelope {
                     exchange: p.request.exchange,
                     status: Some(502),
@@ -199,7 +208,7 @@ async fn send_one(
             }
         }
     };
-    (sent, new)
+    (sent, new, too_large)
 }
 
 /// `body` with every recorded reply id (`ids`' keys, upper-cased; matched in any letter case)
@@ -268,6 +277,7 @@ async fn replay_cells(
                 recorded: Vec::new(),
                 replayed: Vec::new(),
                 current: Vec::new(),
+                unread: Vec::new(),
             }
         })
         .collect();
@@ -316,9 +326,12 @@ async fn replay_cells(
     let mut seen_replayed: std::collections::HashSet<String> = std::collections::HashSet::new();
     let sent_keys = ["messages", "history"];
     for (_, _, ci, pi) in order {
-        let (sent, new) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
+        let (sent, new, too_large) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = &mut runs[ci];
+        if let Some(limit) = too_large {
+            r.unread.push((pi + 1, limit));
+        }
         let p = &r.pairs[pi];
         r.recorded.push(normalizer::request_event(&p.request));
         r.replayed
@@ -369,6 +382,7 @@ async fn replay_cells(
                     exchanges: 0,
                     divergence: Some(format!("unreadable recording: {}", r.problems.join("; "))),
                     events: Vec::new(),
+                    unread: Vec::new(),
                 };
             }
             if let Some(mode) = write_current {
@@ -387,11 +401,18 @@ async fn replay_cells(
             super::normalizer::ScreenOptions::fold_all(&mut r.replayed);
             let a = crate::normalize::normalize_list(r.recorded, SIDEBRIDGE_EVENTS);
             let b = crate::normalize::normalize_list(r.replayed.clone(), SIDEBRIDGE_EVENTS);
+            // A reply not read whole is not compared as if it had been seen (its stand-in
+            // error event would match another leg's, or be shown as the bridge's failure).
+            let divergence = match unread_reason(&r.unread) {
+                Some(why) => Some(format!("not compared: {why}")),
+                None => first_divergence(&a, &b),
+            };
             CellReplay {
                 key: r.cell.key.clone(),
                 exchanges: r.pairs.len(),
-                divergence: first_divergence(&a, &b),
+                divergence,
                 events: r.replayed,
+                unread: r.unread,
             }
         })
         .collect()
@@ -408,6 +429,24 @@ async fn replay_cell(
         .await
         .pop()
         .expect("one result per cell")
+}
+
+/// Why replies over bridgewire's `--max-body` leave a cell uncompared, naming the requests, the
+/// limit and how to raise it; `None` when every reply was read whole.
+pub fn unread_reason(unread: &[(usize, usize)]) -> Option<String> {
+    let (_, limit) = unread.first()?;
+    let requests: Vec<String> = unread.iter().map(|(n, _)| format!("#{n}")).collect();
+    let (what, was) = if requests.len() == 1 {
+        ("reply to request", "was")
+    } else {
+        ("replies to requests", "were")
+    };
+    Some(format!(
+        "the bridge's {what} {} {was} larger than {limit} bytes, bridgewire's own --max-body \
+         limit (the app reads a body of any size), and not read whole; raise it with \
+         --max-body BYTES",
+        requests.join(", ")
+    ))
 }
 
 /// Whether the cell's requests carried the bridge's key (recorded as `[redacted]` in a header,
@@ -457,8 +496,9 @@ pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<Strin
 pub fn replay_for_parity(
     cell: &Cell,
     command: &[String],
-    timeout: std::time::Duration,
+    limits: crate::protocol::LiveLimits,
 ) -> Result<Vec<Value>, String> {
+    let timeout = limits.timeout;
     let spec = BridgeSpec {
         url: None,
         command: command.iter().map(Into::into).collect(),
@@ -474,6 +514,7 @@ pub fn replay_for_parity(
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
     let limits = Limits {
         total: timeout,
+        max_body: limits.max_body,
         ..Limits::default()
     };
     let r = super::spawn::runtime().block_on(replay_cell(
@@ -487,6 +528,12 @@ pub fn replay_for_parity(
         && let Some(d) = r.divergence
     {
         return Err(d);
+    }
+    // A leg that did not see a reply whole has nothing to compare: an error of the leg
+    // (both legs over the limit would otherwise compare equal, one alone would differ as if
+    // the bridge had failed).
+    if let Some(why) = unread_reason(&r.unread) {
+        return Err(why);
     }
     Ok(r.events)
 }

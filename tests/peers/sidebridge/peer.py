@@ -131,6 +131,7 @@ ODDITIES = {
     "counter-ids": "reply ids from one counter: non-v4 UUIDs 00000000-0000-1000-8000-00000000000N, N from 1 (opaque ids, as legal as random ones)",
     "counter-from-2": "with counter-ids: the counter starts at 2, so this build's ids are the other build's shifted by one (every id but the first is one the other build also gave)",
     "echo-user-first": "every answer to a send is preceded by the user's own message re-sent unchanged (same id, from user, same content): an upsert that changes nothing on screen",
+    "huge-answers": "every answer to a send ends with 11 MiB of text (a legal body: the app reads a body of any size)",
     "sources-unusual": "assistant messages cite legal unusual URLs: upper-case scheme and host, port, percent-encoding, an IPv6 host",
 }
 
@@ -552,6 +553,8 @@ class Handler(BaseHTTPRequestHandler):
                 chat.reenable = False
                 chat.private = False
                 opts["disableSendHistory"] = False
+            if "huge-answers" in st.oddities:
+                said += " " + "x" * (11 * 1024 * 1024)
             if varying:
                 st.counter += 1
                 said += " [#%d]" % st.counter
