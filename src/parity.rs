@@ -45,6 +45,8 @@ pub struct LegRun {
     /// Unreadable entries of the recording this leg read (`file:line: why`): bad input, so the
     /// cell is an ERROR and `parity` exits 2, as `pins` does for the same lane.
     pub lane_errors: Vec<String>,
+    /// Every reply refused the credentials sent ([`crate::protocol::LiveReplay::refused`]).
+    pub refused: Option<String>,
 }
 
 /// A way to produce a cell's events.
@@ -1076,6 +1078,7 @@ pub fn live_replay(
         recorded_events: None,
         left_out: r.left_out,
         lane_errors: Vec::new(),
+        refused: r.refused,
     }
 }
 

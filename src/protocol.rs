@@ -270,6 +270,11 @@ pub struct LiveReplay {
     pub left_out: Vec<String>,
     /// The replay could not run (the bridge did not start, the cell is unreadable).
     pub error: Option<String>,
+    /// Every reply refused the credentials the replay sent, which the recording's bridge
+    /// accepted: a difference when the other leg was answered (compared as usual), no
+    /// evidence about either bridge when both legs were refused alike (then the cell is SKIP,
+    /// naming this).
+    pub refused: Option<String>,
 }
 
 impl LiveReplay {

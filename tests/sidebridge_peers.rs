@@ -2144,3 +2144,54 @@ fn a_reply_over_max_body_is_an_error_of_the_leg_not_a_comparison() {
         "{out}"
     );
 }
+
+/// Cells recorded with the bridge's key, replayed with it (`SIDEBRIDGE_KEY`): a build that
+/// refuses that key, where the other leg (live or recorded) is answered, refuses every answer
+/// the user would see and fails. It was skipped as "recorded without a key … record the cell
+/// again", which the cells were not. Both legs refusing it alike is no evidence about either
+/// (a wrong SIDEBRIDGE_KEY): skipped, naming the key.
+#[test]
+fn a_build_refusing_the_key_the_other_leg_accepts_fails() {
+    let Some(py) = python("a_build_refusing_the_key_the_other_leg_accepts_fails") else {
+        return;
+    };
+    let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/sidebridge");
+    let peer = peer_dir().join("peer.py");
+    let leg = |key: &str| format!("cmd:{py} {} --key {key}", peer.display());
+    let parity = |base: &str, head: &str| {
+        let out = Command::new(BW)
+            .args([
+                "parity",
+                "--allow-same-bridge",
+                "--timeout-ms",
+                "30s",
+                "--base",
+            ])
+            .arg(base)
+            .arg("--head")
+            .arg(head)
+            .arg(&cells)
+            .env("SIDEBRIDGE_KEY", "s3cret")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    for base in [leg("s3cret"), format!("rec:{}", cells.display())] {
+        let (code, out) = parity(&base, &leg("other"));
+        assert_eq!(code, Some(1), "base {base}: {out}");
+        assert!(
+            out.contains("FAIL ") && !out.contains("SKIP") && !out.contains("recorded without"),
+            "base {base}: {out}"
+        );
+    }
+    let (code, out) = parity(&leg("other"), &leg("other"));
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("SKIP") && out.contains("both legs") && out.contains("SIDEBRIDGE_KEY"),
+        "{out}"
+    );
+    assert!(!out.contains("recorded without"), "{out}");
+}

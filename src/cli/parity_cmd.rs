@@ -439,6 +439,15 @@ fn compare_one(
     if let Some(reason) = b.skip.as_ref().or(h.skip.as_ref()) {
         return skip(reason);
     }
+    // Both legs refusing the credentials alike would compare equal on evidence neither bridge
+    // gave; one leg refused where the other was answered is a difference, compared below.
+    if let (Some(reason), Some(_)) = (&b.refused, &h.refused) {
+        return skip(&format!("both legs: {reason}"));
+    }
+    let refused: Vec<String> = [("base", &b.refused), ("head", &h.refused)]
+        .into_iter()
+        .filter_map(|(side, r)| r.as_ref().map(|r| format!("{side} leg: {r}")))
+        .collect();
     if let (Some(c), Some(computed)) = (live, &computed) {
         let recorded = computed.counts.events;
         b.recorded_events.get_or_insert(recorded);
@@ -450,5 +459,8 @@ fn compare_one(
             }
         }
     }
-    parity::compare_cell(key, model, b, h, allow, a.dump_dir.as_deref())
+    let mut result = parity::compare_cell(key, model, b, h, allow, a.dump_dir.as_deref());
+    // The cause first in the cell's text: the refusals are what the diff then shows.
+    result.problems.extend(refused);
+    result
 }

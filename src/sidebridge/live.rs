@@ -32,8 +32,24 @@ impl Live for SideBridgeLive {
         match super::player::replay_for_parity(cell, &bridge.spawn_argv(), limits) {
             Err(e) => LiveReplay::failed(e),
             Ok(events) => {
-                if let Some(why) = super::player::refused_unlike_recording(cell, &events) {
-                    return LiveReplay::skipped(why);
+                let mut refused = None;
+                if let Some(n) = super::player::refused_unlike_recording(cell, &events) {
+                    // Recorded without a key, there was none to send: the cell says nothing
+                    // about this build. Recorded with one and sent SIDEBRIDGE_KEY, the build
+                    // refused that key: a difference if the other leg accepts it.
+                    if !super::player::needs_key(cell) {
+                        return LiveReplay::skipped(format!(
+                            "the bridge refused all {n} replayed requests (401/403) that the \
+                             recording had answered: the cell was recorded without a key and \
+                             this build asks for one (record the cell again with \
+                             SIDEBRIDGE_KEY set)"
+                        ));
+                    }
+                    refused = Some(format!(
+                        "the bridge refused all {n} replayed requests (401/403) that the \
+                         recording had answered, sent with the key in SIDEBRIDGE_KEY: is it \
+                         this bridge's key?"
+                    ));
                 }
                 // A reply that never came is a stall (the wait ran out), not a different reply.
                 let mut requests = 0;
@@ -54,6 +70,7 @@ impl Live for SideBridgeLive {
                 LiveReplay {
                     events,
                     stalls,
+                    refused,
                     ..Default::default()
                 }
             }

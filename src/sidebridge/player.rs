@@ -461,11 +461,12 @@ pub fn needs_key(cell: &Cell) -> bool {
     })
 }
 
-/// Why a parity leg's replay is no evidence about the bridge: every reply was an auth refusal
+/// How many replies refused a parity leg's replay when every reply was an auth refusal
 /// (401/403) while the recording's requests were answered (2xx). That happens when a cell
 /// recorded without a key is replayed against a build that asks for one (the recorded requests
-/// carry no `[redacted]` key to fill in): both legs would refuse alike and compare equal.
-pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<String> {
+/// carry no `[redacted]` key to fill in), or when the build refuses the key sent: both legs
+/// refused alike would compare equal on evidence neither gave.
+pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<usize> {
     let statuses: Vec<&Value> = replayed
         .iter()
         .filter(|e| e["type"] == "reply")
@@ -480,14 +481,7 @@ pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<Strin
         .iter()
         .filter_map(|p| p.reply.as_ref())
         .any(|(r, _, _)| r.status.is_some_and(|c| (200..300).contains(&c)));
-    answered.then(|| {
-        format!(
-            "the bridge refused all {} replayed requests (401/403) that the recording had \
-             answered: the cell was recorded without a key and this build asks for one \
-             (record the cell again with SIDEBRIDGE_KEY set)",
-            statuses.len()
-        )
-    })
+    answered.then_some(statuses.len())
 }
 
 /// Replays one cell against a bridge command for a parity leg: starts the bridge, re-sends the
