@@ -1919,6 +1919,32 @@ fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_re
     );
 }
 
+/// A POST that follows 307/308 to their `Location` (same method and body), as the app's HTTP
+/// client does.
+fn post_following(url: &str, body: &str) -> common::http::Raw {
+    let mut url = url.to_string();
+    for _ in 0..5 {
+        let r = common::http::post_json(&url, &[], body);
+        let location = r
+            .head
+            .lines()
+            .find_map(|l| {
+                l.split_once(':')
+                    .filter(|(k, _)| k.eq_ignore_ascii_case("location"))
+            })
+            .map(|(_, v)| v.trim().to_string());
+        match (r.status, location) {
+            (307 | 308, Some(l)) => {
+                let rest = url.trim_start_matches("http://");
+                let host = &rest[..rest.find('/').unwrap_or(rest.len())];
+                url = format!("http://{host}{l}");
+            }
+            _ => return r,
+        }
+    }
+    panic!("more than 5 redirects from {url}");
+}
+
 /// Records one chat with history from peer.py (with `extra`), through the recording proxy
 /// into `dir/peer/`, the client carrying every reply's id in later history as the app does.
 fn record_chat(py: &str, dir: &std::path::Path, texts: &[&str], extra: &[&str]) {
@@ -1931,7 +1957,7 @@ fn record_chat(py: &str, dir: &std::path::Path, texts: &[&str], extra: &[&str]) 
     );
     let chat = "0A1B2C3D-0000-4000-8000-0000000000C1";
     let start = format!(r#"{{"sidebridge":"1.0","chatId":"{chat}","history":[]}}"#);
-    assert_eq!(post(&proxy.url, &[], &start), 200);
+    assert_eq!(post_following(&proxy.url, &start).status, 200);
     let mut history: Vec<Value> = Vec::new();
     for (n, text) in texts.iter().enumerate() {
         let m = serde_json::json!({"id": format!("10000000-0000-4000-8000-{:012}", n + 1),
@@ -1939,7 +1965,7 @@ fn record_chat(py: &str, dir: &std::path::Path, texts: &[&str], extra: &[&str]) 
         history.push(m.clone());
         let body = serde_json::json!({"sidebridge": "1.0", "chatId": chat, "messages": [m],
             "history": history});
-        let r = common::http::post_json(&proxy.url, &[], &body.to_string());
+        let r = post_following(&proxy.url, &body.to_string());
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         let v: Value = serde_json::from_slice(&r.body).unwrap();
         for m in v["messages"].as_array().into_iter().flatten() {
@@ -2194,4 +2220,71 @@ fn a_build_refusing_the_key_the_other_leg_accepts_fails() {
         "{out}"
     );
     assert!(!out.contains("recorded without"), "{out}");
+}
+
+/// A bridge whose endpoint answers 307 to another path, recorded through the proxy by a client
+/// that follows it as the app's HTTP client does: the hop and the request that followed it are
+/// one exchange for the app, which sees only the final reply. The recorded 307 was a failed
+/// reply (`non-2xx`, `dropped: empty body`, an error bubble the app never shows) and the
+/// follow-up a second send of the message (sent again on replay), so such a recording failed
+/// against any build answering directly, and against its own recording from one that does not.
+#[test]
+fn a_recorded_redirect_is_one_exchange_with_the_reply_it_led_to() {
+    let Some(py) = python("a_recorded_redirect_is_one_exchange_with_the_reply_it_led_to") else {
+        return;
+    };
+    let texts = [
+        "please keep this word: plum",
+        "which word did I give you?",
+        "repeat your last answer",
+        "farewell",
+    ];
+    let plain = tempfile::tempdir().unwrap();
+    record_chat(py, plain.path(), &texts, &[]);
+    let redirected = tempfile::tempdir().unwrap();
+    record_chat(py, redirected.path(), &texts, &["--oddity", "redirect-307"]);
+    let peer = peer_dir().join("peer.py").display().to_string();
+    let s = |x: &std::path::Path| x.display().to_string();
+    let run = |args: Vec<String>| {
+        let out = Command::new(BW)
+            .args(args)
+            .env_remove("SIDEBRIDGE_KEY")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run(vec![
+        "replay".into(),
+        "sidebridge".into(),
+        s(redirected.path()),
+        "--".into(),
+        py.into(),
+        peer.clone(),
+    ]);
+    assert_eq!(code, Some(0), "replay: {out}");
+    for (base, head) in [
+        (
+            format!("rec:{}", s(redirected.path())),
+            format!("cmd:{py} {peer}"),
+        ),
+        (
+            format!("rec:{}", s(plain.path())),
+            format!("rec:{}", s(redirected.path())),
+        ),
+    ] {
+        let (code, out) = run(vec![
+            "parity".into(),
+            "--base".into(),
+            base.clone(),
+            "--head".into(),
+            head.clone(),
+            s(plain.path()),
+        ]);
+        assert_eq!(code, Some(0), "parity {base} {head}: {out}");
+        assert!(out.contains("1 passed, 0 failed"), "{out}");
+        assert!(!out.contains("Failed to communicate"), "{out}");
+    }
 }

@@ -4,8 +4,8 @@
 //! Requests go out in the recorded order across cells (`(run, seq)`), so interleaved chats are
 //! replayed interleaved. Per request: the method, path, headers (hop-by-hop dropped; redaction
 //! markers put back: `[redacted]` → `--key`, dropped without one; `[redacted:other]` → a wrong
-//! key) and body, one at a time; a 307/308 the recording did not have is followed like the
-//! client follows it. Reply ids differ between runs, so ids the recorded bridge gave are
+//! key) and body, one at a time; a 307/308 is followed like the client follows it (a
+//! recorded one with its recorded follow-up folded into one exchange: the app sees one reply). Reply ids differ between runs, so ids the recorded bridge gave are
 //! rewritten in later request bodies to the ids the replayed bridge gave in the same position
 //! (the client would carry the new ids in its history). The first differing event is shown as
 //! a diff. `--write-current` writes the replayed replies as `bridge→client.current.ndjson`
@@ -111,7 +111,30 @@ fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>) {
         }
     }
     problems.extend(merged.into_report().errors.iter().map(|e| e.to_string()));
-    (out, problems)
+    (fold_redirects(out), problems)
+}
+
+/// A recorded 307/308 (with a `Location`) and the request that followed it are one exchange
+/// for the client: its HTTP client follows the redirect with the same method and body and
+/// hands the app only the final reply (reference §1.1). So the redirected request keeps its
+/// own path and takes the final reply; the follow-up is not sent again (a bridge answering
+/// directly got the message twice) and the hop is no failed reply (it showed as `non-2xx`,
+/// `dropped: empty body`, and an error bubble the app never shows).
+fn fold_redirects(pairs: Vec<Pair>) -> Vec<Pair> {
+    let mut out: Vec<Pair> = Vec::with_capacity(pairs.len());
+    let mut following = false;
+    for p in pairs {
+        if following && let Some(last) = out.last_mut() {
+            last.reply = p.reply;
+        } else {
+            out.push(p);
+        }
+        following = out
+            .last()
+            .and_then(|l| l.reply.as_ref())
+            .is_some_and(|(r, _, _)| r.is_followed_redirect());
+    }
+    out
 }
 
 /// One cell's replay in progress.
@@ -127,9 +150,8 @@ struct CellRun<'a> {
 
 /// Sends one recorded request as the client would: the recorded method, path, headers
 /// (hop-by-hop dropped, redaction markers replaced) and body (recorded reply ids rewritten to
-/// the replayed ones). A 307/308 the recording did not have is followed like the client
-/// follows it (same method and body); a recorded redirect is replayed as recorded (the
-/// recording also holds the request that followed it).
+/// the replayed ones). A 307/308 is followed like the client follows it (same method and
+/// body), whether or not the recording had one (a recorded hop is folded: [`fold_redirects`]).
 async fn send_one(
     p: &Pair,
     target: &Target,
@@ -174,16 +196,12 @@ async fn send_one(
         body: body.clone().into_bytes(),
         ..p.request.clone()
     };
-    let recorded_redirect = p
-        .reply
-        .as_ref()
-        .is_some_and(|(r, _, _)| matches!(r.status, Some(307 | 308)));
     let mut hops = 0;
     // bridgewire's own limit, not the bridge's fault: said apart from a reply that failed.
     let mut too_large = None;
     let new = loop {
         match transport::send(&t, &method, &headers, body.as_bytes(), limits).await {
-            Ok(r) if matches!(r.status, 307 | 308) && !recorded_redirect && hops < 5 => {
+            Ok(r) if matches!(r.status, 307 | 308) && hops < 5 => {
                 hops += 1;
                 match r.header("location").map(|l| t.join(l)) {
                     Some(Ok(next)) => t = next,
