@@ -48,6 +48,8 @@ pub struct LegRun {
     /// Answers and spec notifications beside the events ([`crate::protocol::Model::wire_outcomes`]);
     /// `None` where this leg does not hold them (a dump, a protocol that compares none).
     pub wire: Option<Vec<String>>,
+    /// Every reply refused the credentials sent ([`crate::protocol::LiveReplay::refused`]).
+    pub refused: Option<String>,
 }
 
 /// A way to produce a cell's events.
@@ -1068,6 +1070,8 @@ pub struct LiveLeg {
     pub label: String,
     pub bridge: BridgeCommand,
     pub timeout_ms: u64,
+    /// Largest reply body a live leg reads (`--max-body`; [`crate::protocol::LiveLimits`]).
+    pub max_body: usize,
 }
 
 impl LegRunner for LiveLeg {
@@ -1087,17 +1091,26 @@ impl LegRunner for LiveLeg {
                 ..Default::default()
             };
         };
-        live_replay(cell, &self.bridge, self.timeout_ms)
+        live_replay(cell, &self.bridge, self.timeout_ms, self.max_body)
     }
 }
 
 /// Replays one cell against a bridge through its protocol's live interface; rows are projected
 /// from the events.
-pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegRun {
-    let r = cell
-        .protocol
-        .live()
-        .replay(cell, bridge, std::time::Duration::from_millis(timeout_ms));
+pub fn live_replay(
+    cell: &Cell,
+    bridge: &BridgeCommand,
+    timeout_ms: u64,
+    max_body: usize,
+) -> LegRun {
+    let r = cell.protocol.live().replay(
+        cell,
+        bridge,
+        crate::protocol::LiveLimits {
+            timeout: std::time::Duration::from_millis(timeout_ms),
+            max_body,
+        },
+    );
     let model = cell.protocol.model();
     let mut rows = model.row_projector();
     for e in &r.events {
@@ -1115,6 +1128,7 @@ pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegR
         left_out: r.left_out,
         lane_errors: Vec::new(),
         wire: r.wire,
+        refused: r.refused,
     }
 }
 

@@ -251,6 +251,16 @@ impl BridgeCommand {
     }
 }
 
+/// The bounds of one live replay (`parity --timeout-ms`, `--max-body`).
+#[derive(Debug, Clone, Copy)]
+pub struct LiveLimits {
+    /// Bound of every wait.
+    pub timeout: std::time::Duration,
+    /// Largest reply body a Side Bridge leg reads, in bytes (bb and Bridle read lines and
+    /// frames, bounded by their own limits, and ignore it).
+    pub max_body: usize,
+}
+
 /// What a live replay of one cell produced. Events are raw (normalization is the core's).
 #[derive(Debug, Clone, Default)]
 pub struct LiveReplay {
@@ -269,6 +279,11 @@ pub struct LiveReplay {
     pub wire: Option<Vec<String>>,
     /// The replay could not run (the bridge did not start, the cell is unreadable).
     pub error: Option<String>,
+    /// Every reply refused the credentials the replay sent, which the recording's bridge
+    /// accepted: a difference when the other leg was answered (compared as usual), no
+    /// evidence about either bridge when both legs were refused alike (then the cell is SKIP,
+    /// naming this).
+    pub refused: Option<String>,
 }
 
 impl LiveReplay {
@@ -291,13 +306,8 @@ impl LiveReplay {
 pub trait Live: Sync {
     fn protocol(&self) -> Protocol;
 
-    /// Replays one cell against a freshly started bridge, bounded by `timeout` per wait.
-    fn replay(
-        &self,
-        cell: &Cell,
-        bridge: &BridgeCommand,
-        timeout: std::time::Duration,
-    ) -> LiveReplay;
+    /// Replays one cell against a freshly started bridge, within `limits`.
+    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay;
 
     /// Who the bridge says it is in its handshake, as a short comparable text; `Ok(None)` when
     /// the protocol's handshake carries nothing to tell bridges apart.

@@ -10,7 +10,9 @@
 use super::transport::{Bridge, Incoming};
 use crate::cell::Cell;
 use crate::cells::{Scenario, Step};
-use crate::protocol::{BridgeCommand, Live, LiveReplay, Protocol, RecordRequest, RecordedScenario};
+use crate::protocol::{
+    BridgeCommand, Live, LiveLimits, LiveReplay, Protocol, RecordRequest, RecordedScenario,
+};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -71,7 +73,8 @@ impl Live for BbLive {
         Protocol::Bb
     }
 
-    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, timeout: Duration) -> LiveReplay {
+    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay {
+        let timeout = limits.timeout;
         let opts = super::player::ReplayOptions {
             timeout,
             ..Default::default()

@@ -14,7 +14,9 @@
 use super::player::{Outcome, ReplayConfig, replay_cell_into};
 use crate::cell::Cell;
 use crate::cells::Step;
-use crate::protocol::{BridgeCommand, Live, LiveReplay, Protocol, RecordRequest, RecordedScenario};
+use crate::protocol::{
+    BridgeCommand, Live, LiveLimits, LiveReplay, Protocol, RecordRequest, RecordedScenario,
+};
 use serde_json::json;
 use std::time::Duration;
 
@@ -59,7 +61,8 @@ impl Live for BridleLive {
         Protocol::Bridle
     }
 
-    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, timeout: Duration) -> LiveReplay {
+    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay {
+        let timeout = limits.timeout;
         let command: Vec<std::ffi::OsString> =
             bridge.spawn_argv().into_iter().map(Into::into).collect();
         let secret = std::env::var("JWT_SECRET").ok();

@@ -108,6 +108,10 @@ pub struct ParityArgs {
     /// Bound of every wait in a live replay (`15s`, `750ms`; a bare number is milliseconds).
     #[arg(long, visible_alias = "timeout", value_name = "DURATION", default_value = "15000", value_parser = args::parse_ms)]
     pub timeout_ms: u64,
+    /// Largest reply body a Side Bridge live leg reads, in bytes. A reply over it is not read
+    /// whole: its cell is an ERROR naming the limit, never compared (the app reads any size).
+    #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
+    pub max_body: usize,
     /// Run even when both legs would execute the same files with the same arguments in the
     /// same directory, or read the same recordings folder or the same single-list dump (a
     /// determinism check of one bridge; refused otherwise).

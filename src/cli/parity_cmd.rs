@@ -15,7 +15,12 @@ struct Prepared {
 
 /// Prepares a leg, or says why it cannot start (a failed build, a missing program, an unknown
 /// ref): such a leg ends the run before any cell, with exit 2.
-fn prepare(spec: &LegSpec, side: &'static str, timeout_ms: u64) -> Result<Prepared, String> {
+fn prepare(
+    spec: &LegSpec,
+    side: &'static str,
+    timeout_ms: u64,
+    max_body: usize,
+) -> Result<Prepared, String> {
     let label = |s: &str| format!("{side} ({s})");
     let live = |label: String, bridge: BridgeCommand, worktree| -> Result<Prepared, String> {
         if let Some(why) = parity::cannot_start(&bridge) {
@@ -26,6 +31,7 @@ fn prepare(spec: &LegSpec, side: &'static str, timeout_ms: u64) -> Result<Prepar
                 label,
                 bridge,
                 timeout_ms,
+                max_body,
             }),
             _worktree: worktree,
         })
@@ -207,8 +213,8 @@ pass --allow-same-bridge to compare them with themselves on purpose.",
         );
     });
     let (base, head) = rayon::join(
-        || prepare(&base_spec, "base", a.timeout_ms),
-        || prepare(&head_spec, "head", a.timeout_ms),
+        || prepare(&base_spec, "base", a.timeout_ms, a.max_body),
+        || prepare(&head_spec, "head", a.timeout_ms, a.max_body),
     );
     let (base, head) = match (base, head) {
         (Ok(b), Ok(h)) => (b, h),
@@ -461,6 +467,15 @@ fn compare_one(
     if let Some(reason) = b.skip.as_ref().or(h.skip.as_ref()) {
         return skip(reason);
     }
+    // Both legs refusing the credentials alike would compare equal on evidence neither bridge
+    // gave; one leg refused where the other was answered is a difference, compared below.
+    if let (Some(reason), Some(_)) = (&b.refused, &h.refused) {
+        return skip(&format!("both legs: {reason}"));
+    }
+    let refused: Vec<String> = [("base", &b.refused), ("head", &h.refused)]
+        .into_iter()
+        .filter_map(|(side, r)| r.as_ref().map(|r| format!("{side} leg: {r}")))
+        .collect();
     if let (Some(c), Some(computed)) = (live, &computed) {
         let recorded = computed.counts.events;
         b.recorded_events.get_or_insert(recorded);
@@ -472,5 +487,8 @@ fn compare_one(
             }
         }
     }
-    parity::compare_cell(key, model, b, h, allow, a.dump_dir.as_deref())
+    let mut result = parity::compare_cell(key, model, b, h, allow, a.dump_dir.as_deref());
+    // The cause first in the cell's text: the refusals are what the diff then shows.
+    result.problems.extend(refused);
+    result
 }

@@ -7,8 +7,9 @@
 
 use crate::cell::Cell;
 use crate::cells::Step;
-use crate::protocol::{BridgeCommand, Live, LiveReplay, Protocol, RecordRequest, RecordedScenario};
-use std::time::Duration;
+use crate::protocol::{
+    BridgeCommand, Live, LiveLimits, LiveReplay, Protocol, RecordRequest, RecordedScenario,
+};
 
 pub struct SideBridgeLive;
 
@@ -17,7 +18,7 @@ impl Live for SideBridgeLive {
         Protocol::SideBridge
     }
 
-    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, timeout: Duration) -> LiveReplay {
+    fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay {
         // Without the key a keyed cell replays as a string of refusals on both legs, which
         // would compare equal: not run, naming what to set.
         if std::env::var("SIDEBRIDGE_KEY").map_or(true, |k| k.is_empty())
@@ -28,11 +29,27 @@ impl Live for SideBridgeLive {
                  set SIDEBRIDGE_KEY to replay it",
             );
         }
-        match super::player::replay_for_parity(cell, &bridge.spawn_argv(), timeout) {
+        match super::player::replay_for_parity(cell, &bridge.spawn_argv(), limits) {
             Err(e) => LiveReplay::failed(e),
             Ok(events) => {
-                if let Some(why) = super::player::refused_unlike_recording(cell, &events) {
-                    return LiveReplay::skipped(why);
+                let mut refused = None;
+                if let Some(n) = super::player::refused_unlike_recording(cell, &events) {
+                    // Recorded without a key, there was none to send: the cell says nothing
+                    // about this build. Recorded with one and sent SIDEBRIDGE_KEY, the build
+                    // refused that key: a difference if the other leg accepts it.
+                    if !super::player::needs_key(cell) {
+                        return LiveReplay::skipped(format!(
+                            "the bridge refused all {n} replayed requests (401/403) that the \
+                             recording had answered: the cell was recorded without a key and \
+                             this build asks for one (record the cell again with \
+                             SIDEBRIDGE_KEY set)"
+                        ));
+                    }
+                    refused = Some(format!(
+                        "the bridge refused all {n} replayed requests (401/403) that the \
+                         recording had answered, sent with the key in SIDEBRIDGE_KEY: is it \
+                         this bridge's key?"
+                    ));
                 }
                 // A reply that never came is a stall (the wait ran out), not a different reply.
                 let mut requests = 0;
@@ -53,6 +70,7 @@ impl Live for SideBridgeLive {
                 LiveReplay {
                     events,
                     stalls,
+                    refused,
                     ..Default::default()
                 }
             }

@@ -54,6 +54,10 @@ impl Model for SideBridgeModel {
         let mut ended = false;
         // Options that change nothing on the client's screen are folded (as replay does).
         let mut screen = normalizer::ScreenOptions::default();
+        // A 307/308 the client followed: its reply and the follow-up request are one exchange
+        // for the app (its HTTP client hands over only the final reply), so neither is an
+        // event; the follow-up's reply answers the redirected request (as replay folds it).
+        let mut following = false;
         for entry in entries {
             let at = format!(
                 "{} run {} seq {}",
@@ -67,6 +71,10 @@ impl Model for SideBridgeModel {
             };
             match entry.dir.as_str() {
                 "client→bridge" => {
+                    if std::mem::take(&mut following) {
+                        pending.insert(env.exchange, true);
+                        continue;
+                    }
                     let ev = normalizer::request_event(&env);
                     match ev["kind"].as_str() {
                         Some("sessionStart") => ended = false,
@@ -88,6 +96,11 @@ impl Model for SideBridgeModel {
                     sink.event(ev);
                 }
                 "bridge→client" => {
+                    if env.is_followed_redirect() && pending.get(&env.exchange) == Some(&true) {
+                        pending.remove(&env.exchange);
+                        following = true;
+                        continue;
+                    }
                     let mut ev = normalizer::reply_event(&env);
                     match pending.remove(&env.exchange) {
                         Some(true) => {

@@ -4,8 +4,8 @@
 //! Requests go out in the recorded order across cells (`(run, seq)`), so interleaved chats are
 //! replayed interleaved. Per request: the method, path, headers (hop-by-hop dropped; redaction
 //! markers put back: `[redacted]` → `--key`, dropped without one; `[redacted:other]` → a wrong
-//! key) and body, one at a time; a 307/308 the recording did not have is followed like the
-//! client follows it. Reply ids differ between runs, so ids the recorded bridge gave are
+//! key) and body, one at a time; a 307/308 is followed like the client follows it (a
+//! recorded one with its recorded follow-up folded into one exchange: the app sees one reply). Reply ids differ between runs, so ids the recorded bridge gave are
 //! rewritten in later request bodies to the ids the replayed bridge gave in the same position
 //! (the client would carry the new ids in its history). The first differing event is shown as
 //! a diff. `--write-current` writes the replayed replies as `bridge→client.current.ndjson`
@@ -41,6 +41,9 @@ pub struct CellReplay {
     pub divergence: Option<String>,
     /// The replayed events, before normalization (what a parity leg compares).
     pub events: Vec<Value>,
+    /// Replies not read whole (over `--max-body`), as `(request number in the cell, limit)`:
+    /// such a reply was never seen, so the cell is no evidence either way.
+    pub unread: Vec<(usize, usize)>,
 }
 
 struct Pair {
@@ -50,20 +53,38 @@ struct Pair {
     reply: Option<(Envelope, f64, f64)>,
 }
 
-/// The ids of a reply's messages, read as the app reads JSON (a reply with an extension the
-/// app accepts and serde refuses, such as `1e400`, still maps its ids).
-fn reply_ids(body: &[u8]) -> Vec<String> {
-    super::profiles::parse_json(body)
-        .ok()
-        .and_then(|v| v.get("messages").and_then(Value::as_array).cloned())
-        .unwrap_or_default()
-        .iter()
+/// The `(id, from)` of the messages under `keys` of a body, ids upper-cased, read as the app
+/// reads JSON (a reply with an extension the app accepts and serde refuses, such as `1e400`,
+/// still maps its ids).
+fn message_ids(body: &[u8], keys: &[&str]) -> Vec<(String, Value)> {
+    let Ok(v) = super::profiles::parse_json(body) else {
+        return Vec::new();
+    };
+    keys.iter()
+        .filter_map(|k| v.get(k).and_then(Value::as_array))
+        .flatten()
         .filter_map(|m| {
-            m.get("id")
-                .and_then(Value::as_str)
-                .map(str::to_ascii_uppercase)
+            let id = m.get("id").and_then(Value::as_str)?.to_ascii_uppercase();
+            Some((id, m.get("from").cloned().unwrap_or(Value::Null)))
         })
         .collect()
+}
+
+/// Pairs the recorded reply's new messages with the replayed reply's by sender, in order:
+/// the `n`th new answer from the assistant with the `n`th, a system note with a system note.
+/// A message from another sender is never its counterpart (a build that re-sends the user's
+/// message before its answer would otherwise lend the user's id to the recorded answer, and
+/// every later history would carry the user's id on the answer).
+fn pair_new(recorded: &[(String, Value)], replayed: &[(String, Value)]) -> Vec<(String, String)> {
+    let mut taken = vec![false; replayed.len()];
+    let mut out = Vec::new();
+    for (old, from) in recorded {
+        if let Some(j) = (0..replayed.len()).find(|&j| !taken[j] && replayed[j].1 == *from) {
+            taken[j] = true;
+            out.push((old.clone(), replayed[j].0.clone()));
+        }
+    }
+    out
 }
 
 fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>) {
@@ -90,7 +111,30 @@ fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>) {
         }
     }
     problems.extend(merged.into_report().errors.iter().map(|e| e.to_string()));
-    (out, problems)
+    (fold_redirects(out), problems)
+}
+
+/// A recorded 307/308 (with a `Location`) and the request that followed it are one exchange
+/// for the client: its HTTP client follows the redirect with the same method and body and
+/// hands the app only the final reply (reference §1.1). So the redirected request keeps its
+/// own path and takes the final reply; the follow-up is not sent again (a bridge answering
+/// directly got the message twice) and the hop is no failed reply (it showed as `non-2xx`,
+/// `dropped: empty body`, and an error bubble the app never shows).
+fn fold_redirects(pairs: Vec<Pair>) -> Vec<Pair> {
+    let mut out: Vec<Pair> = Vec::with_capacity(pairs.len());
+    let mut following = false;
+    for p in pairs {
+        if following && let Some(last) = out.last_mut() {
+            last.reply = p.reply;
+        } else {
+            out.push(p);
+        }
+        following = out
+            .last()
+            .and_then(|l| l.reply.as_ref())
+            .is_some_and(|(r, _, _)| r.is_followed_redirect());
+    }
+    out
 }
 
 /// One cell's replay in progress.
@@ -101,27 +145,23 @@ struct CellRun<'a> {
     recorded: Vec<Value>,
     replayed: Vec<Value>,
     current: Vec<String>,
+    unread: Vec<(usize, usize)>,
 }
 
 /// Sends one recorded request as the client would: the recorded method, path, headers
 /// (hop-by-hop dropped, redaction markers replaced) and body (recorded reply ids rewritten to
-/// the replayed ones). A 307/308 the recording did not have is followed like the client
-/// follows it (same method and body); a recorded redirect is replayed as recorded (the
-/// recording also holds the request that followed it).
+/// the replayed ones). A 307/308 is followed like the client follows it (same method and
+/// body), whether or not the recording had one (a recorded hop is folded: [`fold_redirects`]).
 async fn send_one(
     p: &Pair,
     target: &Target,
     key: Option<&str>,
     limits: Limits,
     ids: &HashMap<String, String>,
-) -> (Envelope, Envelope) {
-    let mut body = wire::unredact(&String::from_utf8_lossy(&p.request.body), key)
+) -> (Envelope, Envelope, Option<usize>) {
+    let body = wire::unredact(&String::from_utf8_lossy(&p.request.body), key)
         .unwrap_or_else(|| String::from_utf8_lossy(&p.request.body).into_owned());
-    for (old, new) in ids {
-        body = body
-            .replace(old, new)
-            .replace(&old.to_ascii_lowercase(), new);
-    }
+    let body = rename_ids(&body, ids);
     let headers: Vec<(String, String)> = p
         .request
         .headers
@@ -156,14 +196,12 @@ async fn send_one(
         body: body.clone().into_bytes(),
         ..p.request.clone()
     };
-    let recorded_redirect = p
-        .reply
-        .as_ref()
-        .is_some_and(|(r, _, _)| matches!(r.status, Some(307 | 308)));
     let mut hops = 0;
+    // bridgewire's own limit, not the bridge's fault: said apart from a reply that failed.
+    let mut too_large = None;
     let new = loop {
         match transport::send(&t, &method, &headers, body.as_bytes(), limits).await {
-            Ok(r) if matches!(r.status, 307 | 308) && !recorded_redirect && hops < 5 => {
+            Ok(r) if matches!(r.status, 307 | 308) && hops < 5 => {
                 hops += 1;
                 match r.header("location").map(|l| t.join(l)) {
                     Some(Ok(next)) => t = next,
@@ -176,6 +214,9 @@ async fn send_one(
                 break reply_envelope(p.request.exchange, r);
             }
             Err(e) => {
+                if let transport::TransportError::TooLarge(limit) = e {
+                    too_large = Some(limit);
+                }
                 break Envelope {
                     exchange: p.request.exchange,
                     status: Some(502),
@@ -185,7 +226,33 @@ async fn send_one(
             }
         }
     };
-    (sent, new)
+    (sent, new, too_large)
+}
+
+/// `body` with every recorded reply id (`ids`' keys, upper-cased; matched in any letter case)
+/// renamed to the replayed bridge's id for it, in one pass over the recorded text. A renamed
+/// id is never looked at again: the two bridges' ids are both opaque and may overlap (one
+/// counter started one higher names the recorded `…2` `…3`), and renaming one id after
+/// another renamed `…1`→`…2`, then both `…2`s →`…3`: the bridge was sent a history in which
+/// different messages carried one id.
+fn rename_ids(body: &str, ids: &HashMap<String, String>) -> String {
+    if ids.is_empty() {
+        return body.to_string();
+    }
+    let olds: Vec<&String> = ids.keys().collect();
+    let Ok(ac) = aho_corasick::AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+        .build(&olds)
+    else {
+        return body.to_string();
+    };
+    let mut out = String::with_capacity(body.len());
+    ac.replace_all_with(body, &mut out, |m, _, dst| {
+        dst.push_str(&ids[olds[m.pattern().as_usize()]]);
+        true
+    });
+    out
 }
 
 /// A reply as a lane records it; the transport has undone its `Content-Encoding` already.
@@ -228,6 +295,7 @@ async fn replay_cells(
                 recorded: Vec::new(),
                 replayed: Vec::new(),
                 current: Vec::new(),
+                unread: Vec::new(),
             }
         })
         .collect();
@@ -266,30 +334,42 @@ async fn replay_cells(
     });
     // Reply ids are UUIDs: one map serves every chat.
     let mut ids: HashMap<String, String> = HashMap::new();
-    // Ids each side has already answered with: a reply that re-sends or edits an earlier
-    // message in place reuses its id, so only ids new to their side are paired, in order (a
-    // build that re-sends its transcript before each answer would otherwise pair the recorded
-    // answer with the replayed re-send, and every later history would name the wrong id).
+    // Ids each side's chat already knows: those the client sent (the user's messages, the
+    // history) and those the bridge answered with. A reply that re-sends or edits a message
+    // in place reuses its id, so only ids new to their side are paired (a build that re-sends
+    // its transcript, or the user's own message, before each answer would otherwise pair the
+    // recorded answer with the replayed re-send, and every later history would name the
+    // wrong id).
     let mut seen_recorded: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut seen_replayed: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let sent_keys = ["messages", "history"];
     for (_, _, ci, pi) in order {
-        let (sent, new) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
+        let (sent, new, too_large) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = &mut runs[ci];
+        if let Some(limit) = too_large {
+            r.unread.push((pi + 1, limit));
+        }
         let p = &r.pairs[pi];
         r.recorded.push(normalizer::request_event(&p.request));
         r.replayed
             .push(normalizer::request_event(&as_recorded(&sent).1));
+        seen_recorded.extend(
+            message_ids(&p.request.body, &sent_keys)
+                .into_iter()
+                .map(|m| m.0),
+        );
+        seen_replayed.extend(message_ids(&sent.body, &sent_keys).into_iter().map(|m| m.0));
         if let Some((rec, run, seq)) = &p.reply {
             let fresh = |body: &[u8], seen: &mut std::collections::HashSet<String>| {
-                reply_ids(body)
+                message_ids(body, &["messages"])
                     .into_iter()
-                    .filter(|i| seen.insert(i.clone()))
+                    .filter(|(i, _)| seen.insert(i.clone()))
                     .collect::<Vec<_>>()
             };
             let recorded_new = fresh(&rec.body, &mut seen_recorded);
             let replayed_new = fresh(&new.body, &mut seen_replayed);
-            for (o, n) in recorded_new.into_iter().zip(replayed_new) {
+            for (o, n) in pair_new(&recorded_new, &replayed_new) {
                 if o != n {
                     ids.insert(o, n);
                 }
@@ -320,6 +400,7 @@ async fn replay_cells(
                     exchanges: 0,
                     divergence: Some(format!("unreadable recording: {}", r.problems.join("; "))),
                     events: Vec::new(),
+                    unread: Vec::new(),
                 };
             }
             if let Some(mode) = write_current {
@@ -338,11 +419,18 @@ async fn replay_cells(
             super::normalizer::ScreenOptions::fold_all(&mut r.replayed);
             let a = crate::normalize::normalize_list(r.recorded, SIDEBRIDGE_EVENTS);
             let b = crate::normalize::normalize_list(r.replayed.clone(), SIDEBRIDGE_EVENTS);
+            // A reply not read whole is not compared as if it had been seen (its stand-in
+            // error event would match another leg's, or be shown as the bridge's failure).
+            let divergence = match unread_reason(&r.unread) {
+                Some(why) => Some(format!("not compared: {why}")),
+                None => first_divergence(&a, &b),
+            };
             CellReplay {
                 key: r.cell.key.clone(),
                 exchanges: r.pairs.len(),
-                divergence: first_divergence(&a, &b),
+                divergence,
                 events: r.replayed,
+                unread: r.unread,
             }
         })
         .collect()
@@ -361,6 +449,24 @@ async fn replay_cell(
         .expect("one result per cell")
 }
 
+/// Why replies over bridgewire's `--max-body` leave a cell uncompared, naming the requests, the
+/// limit and how to raise it; `None` when every reply was read whole.
+pub fn unread_reason(unread: &[(usize, usize)]) -> Option<String> {
+    let (_, limit) = unread.first()?;
+    let requests: Vec<String> = unread.iter().map(|(n, _)| format!("#{n}")).collect();
+    let (what, was) = if requests.len() == 1 {
+        ("reply to request", "was")
+    } else {
+        ("replies to requests", "were")
+    };
+    Some(format!(
+        "the bridge's {what} {} {was} larger than {limit} bytes, bridgewire's own --max-body \
+         limit (the app reads a body of any size), and not read whole; raise it with \
+         --max-body BYTES",
+        requests.join(", ")
+    ))
+}
+
 /// Whether the cell's requests carried the bridge's key (recorded as `[redacted]` in a header,
 /// the path or the body): replayed without a key they would all be refused, and two legs
 /// refused alike would compare equal on evidence neither leg produced.
@@ -373,11 +479,12 @@ pub fn needs_key(cell: &Cell) -> bool {
     })
 }
 
-/// Why a parity leg's replay is no evidence about the bridge: every reply was an auth refusal
+/// How many replies refused a parity leg's replay when every reply was an auth refusal
 /// (401/403) while the recording's requests were answered (2xx). That happens when a cell
 /// recorded without a key is replayed against a build that asks for one (the recorded requests
-/// carry no `[redacted]` key to fill in): both legs would refuse alike and compare equal.
-pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<String> {
+/// carry no `[redacted]` key to fill in), or when the build refuses the key sent: both legs
+/// refused alike would compare equal on evidence neither gave.
+pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<usize> {
     let statuses: Vec<&Value> = replayed
         .iter()
         .filter(|e| e["type"] == "reply")
@@ -392,14 +499,7 @@ pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<Strin
         .iter()
         .filter_map(|p| p.reply.as_ref())
         .any(|(r, _, _)| r.status.is_some_and(|c| (200..300).contains(&c)));
-    answered.then(|| {
-        format!(
-            "the bridge refused all {} replayed requests (401/403) that the recording had \
-             answered: the cell was recorded without a key and this build asks for one \
-             (record the cell again with SIDEBRIDGE_KEY set)",
-            statuses.len()
-        )
-    })
+    answered.then_some(statuses.len())
 }
 
 /// Replays one cell against a bridge command for a parity leg: starts the bridge, re-sends the
@@ -408,8 +508,9 @@ pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<Strin
 pub fn replay_for_parity(
     cell: &Cell,
     command: &[String],
-    timeout: std::time::Duration,
+    limits: crate::protocol::LiveLimits,
 ) -> Result<Vec<Value>, String> {
+    let timeout = limits.timeout;
     let spec = BridgeSpec {
         url: None,
         command: command.iter().map(Into::into).collect(),
@@ -425,6 +526,7 @@ pub fn replay_for_parity(
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
     let limits = Limits {
         total: timeout,
+        max_body: limits.max_body,
         ..Limits::default()
     };
     let r = super::spawn::runtime().block_on(replay_cell(
@@ -438,6 +540,12 @@ pub fn replay_for_parity(
         && let Some(d) = r.divergence
     {
         return Err(d);
+    }
+    // A leg that did not see a reply whole has nothing to compare: an error of the leg
+    // (both legs over the limit would otherwise compare equal, one alone would differ as if
+    // the bridge had failed).
+    if let Some(why) = unread_reason(&r.unread) {
+        return Err(why);
     }
     Ok(r.events)
 }

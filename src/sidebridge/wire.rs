@@ -128,6 +128,12 @@ impl Envelope {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
+    /// A reply the client's HTTP client follows, same method and body, handing the app only
+    /// the final reply (reference §1.1): a 307/308 with a `Location`.
+    pub fn is_followed_redirect(&self) -> bool {
+        matches!(self.status, Some(307 | 308)) && self.header("location").is_some()
+    }
 }
 
 /// The chat a request belongs to: its `chatId`, upper-cased (ids compare as UUID values).

@@ -128,6 +128,10 @@ ODDITIES = {
     "huge-number": "every reply carries a top-level `x-score` of 1e400 (valid JSON beyond a double)",
     "deep-extension": "every reply carries a top-level `x-trace` of arrays nested 150 deep",
     "error-positions": "malformed requests get 400 with a plain English error naming its position (`at line 1 column N`) or the field (`missing field `messages``)",
+    "counter-ids": "reply ids from one counter: non-v4 UUIDs 00000000-0000-1000-8000-00000000000N, N from 1 (opaque ids, as legal as random ones)",
+    "counter-from-2": "with counter-ids: the counter starts at 2, so this build's ids are the other build's shifted by one (every id but the first is one the other build also gave)",
+    "echo-user-first": "every answer to a send is preceded by the user's own message re-sent unchanged (same id, from user, same content): an upsert that changes nothing on screen",
+    "huge-answers": "every answer to a send ends with 11 MiB of text (a legal body: the app reads a body of any size)",
     "sources-unusual": "assistant messages cite legal unusual URLs: upper-case scheme and host, port, percent-encoding, an IPv6 host",
 }
 
@@ -166,6 +170,8 @@ class State:
         self.lock = threading.Lock()
         self.posts = 0
         self.counter = 0
+        self.ids = 0
+        self.ids_lock = threading.Lock()  # new_id runs under `lock` too
 
     def chat(self, cid):
         c = self.chats.setdefault(cid.upper(), Chat())
@@ -175,7 +181,12 @@ class State:
 
 
 def new_id(state):
-    i = str(uuid.uuid4())
+    if "counter-ids" in state.oddities:
+        with state.ids_lock:
+            state.ids += 1
+            i = "00000000-0000-1000-8000-%012x" % (state.ids + ("counter-from-2" in state.oddities))
+    else:
+        i = str(uuid.uuid4())
     return i.upper() if "upper-ids" in state.oddities else i
 
 
@@ -542,6 +553,8 @@ class Handler(BaseHTTPRequestHandler):
                 chat.reenable = False
                 chat.private = False
                 opts["disableSendHistory"] = False
+            if "huge-answers" in st.oddities:
+                said += " " + "x" * (11 * 1024 * 1024)
             if varying:
                 st.counter += 1
                 said += " [#%d]" % st.counter
@@ -563,6 +576,8 @@ class Handler(BaseHTTPRequestHandler):
                     h = shown[-1]
                     out.append(message(st, "assistant", "\u2713 " + h.get("content", "")))
                     out[-1]["id"] = h["id"]
+            if "echo-user-first" in st.oddities and m.get("id"):
+                out.append({"id": m["id"], "from": "user", "content": m["content"], "sources": []})
             chat.last_msg = reply
             if "reply-with-request-id" in st.flaws and said.startswith("You said:") and m.get("id"):
                 reply["id"] = m["id"]
