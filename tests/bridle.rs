@@ -1296,6 +1296,34 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         "the other browser received",
         &[],
     ),
+    // Answers that reach every browser but their own: each rule that needs a routed answer
+    // fails on its own evidence (left as it is: the routing probe does not tell these apart).
+    (
+        "misroute",
+        "client-routing",
+        "route-u1: no message within",
+        &[
+            (
+                "fail    agent-isolation — ",
+                "browser of a: no message within",
+            ),
+            ("fail    same-user-browsers — ", "the first got no reply"),
+            ("fail    stream-relay — ", "the browser saw nothing within"),
+            ("fail    agent-reconnect — ", "browser: no message within"),
+            (
+                "skipped event-fields — hub→browser typing: ",
+                "relaying it is stream-relay's to judge",
+            ),
+            (
+                "skipped streaming-replace — accumulation: ",
+                "relaying stream_end is stream-relay's to judge",
+            ),
+            (
+                "skipped notes — place in the turn: ",
+                "relaying stream_end is stream-relay's to judge",
+            ),
+        ],
+    ),
     (
         "not-connected-silent",
         "agent-not-connected",
@@ -1983,7 +2011,9 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
 /// extensions, and parity passes with a recorded leg and with the live reference hub as the
 /// other leg. A leg with one flaw fails naming it: a look-alike of a spec event
 /// (`streamEnd`) is a difference, not an extension; a hub that drops `typing` stalls where the
-/// recording awaits it. Two legs of one recordings folder are
+/// recording awaits it. A hub whose answers reach no browser stalls once per cell, naming the
+/// first missing event and counting the later ones, not awaited in full each (one fault, one
+/// verdict; it took one full wait per recorded event). Two legs of one recordings folder are
 /// refused (they would compare a leg with itself).
 #[test]
 fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
@@ -2026,6 +2056,12 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     let no_typing = format!("cmd:{node_hub} --diverge drop-typing");
     let part_fields = format!("cmd:{node_hub} --variant part-fields");
     let ts_string = format!("cmd:{node_hub} --diverge ts-string");
+    let misroute = format!("cmd:{node_hub} --diverge misroute");
+    let timed = |f: &dyn Fn() -> (i32, String)| {
+        let t = std::time::Instant::now();
+        let (code, out) = f();
+        (code, format!("{out}\nwall {} s", t.elapsed().as_secs()))
+    };
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
         Box::new(|| {
             let mut a: Vec<String> = ["replay", "bridle", &r, "--"]
@@ -2041,6 +2077,18 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
         Box::new(|| parity(&reference, &no_typing)),
         Box::new(|| parity(&rec, &part_fields)),
         Box::new(|| parity(&reference, &ts_string)),
+        Box::new(|| timed(&|| parity(&rec, &misroute))),
+        Box::new(|| {
+            timed(&|| {
+                let mut a: Vec<String> = ["replay", "bridle", &r, "--cell", "alice", "--"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+                a.extend(node_hub.split(' ').map(String::from));
+                a.extend(["--diverge".into(), "misroute".into()]);
+                run(a)
+            })
+        }),
     ];
     let results = parallel(jobs);
     let (code, out) = &results[0];
@@ -2095,6 +2143,37 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     let (code, out) = &results[6];
     assert_eq!(*code, 1, "{out}");
     assert!(out.contains("/data/ts: 0 → \"\""), "{out}");
+    // Answers that reach no browser: one stall per cell, after about one wait (5 s), naming
+    // the first missing event; the later ones are counted, not awaited in full each (alice's
+    // cell awaits 21 relayed events: 105 s of waits before).
+    let wall = |out: &str| -> u64 {
+        let w = out.rsplit("wall ").next().and_then(|w| w.split(' ').next());
+        w.and_then(|w| w.parse().ok()).unwrap_or(u64::MAX)
+    };
+    let (code, out) = &results[7];
+    assert_eq!(*code, 1, "{out}");
+    let alice = out
+        .lines()
+        .find(|l| l.starts_with("STALL ref-hub/bot-1__alice"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(alice.ends_with(", 1 stall(s)"), "{out}");
+    assert!(
+        out.contains("stall: head: timed out waiting for hub→browser event #")
+            && out.contains("(typing: no event within the wait); ")
+            && out.contains(" later hub→browser event(s) not there either, not awaited after it"),
+        "{out}"
+    );
+    assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
+    assert!(wall(out) < 40, "{out}");
+    let (code, out) = &results[8];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__alice: hub→browser event #")
+            && out.contains("typing: no event within the wait")
+            && out.contains(" later event(s) not there either, not awaited after it"),
+        "{out}"
+    );
+    assert!(wall(out) < 20, "{out}");
     // The same recordings on both legs: refused before anything runs, unless asked for.
     let (code, out) = parity(&rec, &format!("rec:{r}/"));
     assert_eq!(code, 2, "{out}");

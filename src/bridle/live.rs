@@ -91,16 +91,25 @@ impl Live for BridleLive {
         // A live difference is what parity reports; only a replay that could not run is an error.
         let outcome = rt.block_on(replay_cell_into(cell, &cfg, &mut events));
         // Waits that ran out are stalls naming what was awaited, not event differences: the
-        // player marks an awaited browser event that never came with `missing`.
+        // player marks an awaited browser event that never came with `missing`. Those it only
+        // looked for briefly after the first (`notAwaited`) are counted on that stall's line:
+        // one fault, one verdict.
         let mut stalls: Vec<String> = events
             .iter()
             .enumerate()
+            .filter(|(_, e)| e["notAwaited"] != true)
             .filter_map(|(i, e)| {
                 e["missing"]
                     .as_str()
                     .map(|m| format!("timed out waiting for hub→browser event #{i} ({m})"))
             })
             .collect();
+        let later = events.iter().filter(|e| e["notAwaited"] == true).count();
+        if let Some(first) = stalls.first_mut().filter(|_| later > 0) {
+            first.push_str(&format!(
+                "; {later} later hub→browser event(s) not there either, not awaited after it"
+            ));
+        }
         events.retain(|e| e.get("missing").is_none());
         // The recorded leg's assembly runs its events through the model's grammar; so does this
         // leg, so both compare the same view.

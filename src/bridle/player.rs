@@ -298,6 +298,11 @@ pub async fn replay_cell_into(
     // Live hub→browser events that arrived before a step awaited them.
     let mut buffered: std::collections::VecDeque<(String, Value)> = Default::default();
     let mut live_client = client_id.to_string();
+    // One fault, one verdict: once an awaited hub→browser event did not come within the wait,
+    // the cell has its fault, and later awaited events are looked for only for the hub's quiet
+    // window (as after the script), marked `notAwaited` when absent. A hub whose answers reach
+    // no browser otherwise cost one full wait per recorded event (21 × 15 s in one cell).
+    let mut stalled = false;
     for step in steps {
         match step {
             Step::BrowserPacket(ev) => {
@@ -323,7 +328,12 @@ pub async fn replay_cell_into(
                 let got = match buffered.iter().position(|(n, _)| *n == want) {
                     Some(i) => buffered.remove(i).map(Ok),
                     None => {
-                        let deadline = tokio::time::Instant::now() + cfg.wait;
+                        let wait = if stalled {
+                            cadence.window(fixed_quiet(cfg.wait))
+                        } else {
+                            cfg.wait
+                        };
+                        let deadline = tokio::time::Instant::now() + wait;
                         loop {
                             let got = b.recv_until(deadline).await;
                             if got.is_ok() {
@@ -339,7 +349,11 @@ pub async fn replay_cell_into(
                 };
                 let ev = match got {
                     Some(Ok((n, d))) => json!({ "dir": "hub→browser", "event": n, "data": d }),
+                    Some(Err(e)) if stalled => json!({
+                        "dir": "hub→browser", "missing": format!("{want}: {e}"), "notAwaited": true
+                    }),
                     Some(Err(e)) => {
+                        stalled = true;
                         json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
                     }
                     None => json!({ "dir": "hub→browser", "missing": want }),
@@ -465,10 +479,18 @@ fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
     let norm = |list: &[Value]| model.normalize_events(list.iter().filter(keep).cloned().collect());
     let (a, b) = (norm(recorded), norm(live));
     if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
+        // After the first missing event the rest were looked for only briefly: counted, not
+        // listed (one fault, one verdict).
+        let later = live.iter().filter(|e| e["notAwaited"] == true).count();
         return Outcome::Fail(format!(
-            "hub→browser event #{i} differs: recorded {} vs live {}",
+            "hub→browser event #{i} differs: recorded {} vs live {}{}",
             a.get(i).map_or("(none)".into(), Value::to_string),
-            b.get(i).map_or("(none)".into(), Value::to_string)
+            b.get(i).map_or("(none)".into(), Value::to_string),
+            if later > 0 {
+                format!("; {later} later event(s) not there either, not awaited after it")
+            } else {
+                String::new()
+            }
         ));
     }
     let rows = |list: &[Value]| {

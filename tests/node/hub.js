@@ -44,6 +44,7 @@ const DIVERGENCES = {
   "no-browser-pong": "a browser's ping is not answered (agents' are)",
   "any-agent": "a browser message reaches every connected agent, not only its agentId's",
   "all-browsers": "agent frames reach every browser of the agentId, whatever clientId they carry",
+  "misroute": "agent frames reach every browser of the agentId but the one whose clientId they carry (the addressed browser gets no answer)",
   "not-connected-silent": "a message for an agentId no agent serves is dropped without an answer (never 'Agent is not connected')",
   "images-first": "legacy text + images: image parts before the text part",
   "end-new-id": "stream_end reaches browsers under a fresh messageId",
@@ -370,7 +371,8 @@ function relay(agentId, event, data) {
   }
   if (is("ts-seconds")) out.ts = Math.floor(out.ts / 1000);
   for (const b of browsers.get(agentId) || []) {
-    if (b.data.clientId === clientId || is("all-browsers")) {
+    const addressed = b.data.clientId === clientId;
+    if (is("misroute") ? !addressed : addressed || is("all-browsers")) {
       b.emit(event, variant === "own-ids" ? { ...out, clientId: b.data.clientId, agentId: b.data.agentId } : out);
       if (event === "stream_end" && is("stream-end-alias")) b.emit("streamEnd", out);
     }
