@@ -45,6 +45,9 @@ pub struct LegRun {
     /// Unreadable entries of the recording this leg read (`file:line: why`): bad input, so the
     /// cell is an ERROR and `parity` exits 2, as `pins` does for the same lane.
     pub lane_errors: Vec<String>,
+    /// What a live leg's bridge did that the spec forbids and the lists cannot show
+    /// ([`crate::protocol::LiveReplay::problems`]): each fails the cell, named.
+    pub problems: Vec<String>,
 }
 
 /// A way to produce a cell's events.
@@ -798,6 +801,9 @@ pub fn compare_cell(
         for s in &run.stalls {
             stalls.push(format!("{side}: {s}"));
         }
+        for p in &run.problems {
+            problems.push(format!("{side}: {p}"));
+        }
         if run.error.is_none()
             && run.events.is_empty()
             && let Some(n) = run.recorded_events.filter(|n| *n > 0)
@@ -1065,6 +1071,7 @@ pub fn live_replay(cell: &Cell, bridge: &BridgeCommand, timeout_ms: u64) -> LegR
         recorded_events: None,
         left_out: r.left_out,
         lane_errors: Vec::new(),
+        problems: r.problems,
     }
 }
 
@@ -1131,7 +1138,17 @@ pub fn verdict(c: &CellParity) -> crate::rule::Verdict {
             "not compared: a leg stalled or did not run",
         ));
     }
-    subs.push(list("replay-not-empty", &c.problems));
+    // A live leg's spec problems (a wrong welcome clientId) are their own sub-check, beside the
+    // empty-replay one.
+    let (empty, spec): (Vec<String>, Vec<String>) = c
+        .problems
+        .iter()
+        .cloned()
+        .partition(|p| p.contains(" empty replay: "));
+    subs.push(list("replay-not-empty", &empty));
+    if !spec.is_empty() {
+        subs.push(list("live-spec", &spec));
+    }
     let detail = render_cell(c).join("\n");
     let mut v = Verdict::from_subchecks(&c.key, subs);
     if v.status != crate::rule::Status::Pass {

@@ -260,6 +260,10 @@ pub struct LiveReplay {
     pub left_out: Vec<String>,
     /// The replay could not run (the bridge did not start, the cell is unreadable).
     pub error: Option<String>,
+    /// What the bridge did that the spec forbids and the normalized lists cannot show (a
+    /// Bridle welcome whose clientId is not the one the player's own token gives: clientIds
+    /// are interned, so a hub that ignores the JWT would compare equal). Each fails the cell.
+    pub problems: Vec<String>,
 }
 
 impl LiveReplay {

@@ -1283,6 +1283,23 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     ("admin-as-sub", "welcome", "want clientId \"admin\"", &[]),
+    // A clientId the hub makes up is routed under consistently, but it is not the sub: the
+    // rules that check the clientId the agent gets fail on their own evidence too.
+    (
+        "welcome-uuid",
+        "welcome",
+        "want clientId \"user-42\"",
+        &[
+            (
+                "fail    client-routing — ",
+                "the agent gets the sender's clientId",
+            ),
+            (
+                "fail    same-user-browsers — ",
+                "want clientId \"twin-user\"",
+            ),
+        ],
+    ),
     ("no-browser-pong", "ping-pong", "browser: no pong", &[]),
     (
         "any-agent",
@@ -2013,7 +2030,8 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
 /// (`streamEnd`) is a difference, not an extension; a hub that drops `typing` stalls where the
 /// recording awaits it. A hub whose answers reach no browser stalls once per cell, naming the
 /// first missing event and counting the later ones, not awaited in full each (one fault, one
-/// verdict; it took one full wait per recorded event). Two legs of one recordings folder are
+/// verdict; it took one full wait per recorded event). A hub that ignores the JWT's sub fails on
+/// its welcome, judged against the token the player signed (interned ids hid it). Two legs of one recordings folder are
 /// refused (they would compare a leg with itself).
 #[test]
 fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
@@ -2057,6 +2075,7 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     let part_fields = format!("cmd:{node_hub} --variant part-fields");
     let ts_string = format!("cmd:{node_hub} --diverge ts-string");
     let misroute = format!("cmd:{node_hub} --diverge misroute");
+    let welcome_uuid = format!("cmd:{node_hub} --diverge welcome-uuid");
     let timed = |f: &dyn Fn() -> (i32, String)| {
         let t = std::time::Instant::now();
         let (code, out) = f();
@@ -2088,6 +2107,16 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
                 a.extend(["--diverge".into(), "misroute".into()]);
                 run(a)
             })
+        }),
+        Box::new(|| parity(&rec, &welcome_uuid)),
+        Box::new(|| {
+            let mut a: Vec<String> = ["replay", "bridle", &r, "--cell", "admin", "--"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            a.extend(node_hub.split(' ').map(String::from));
+            a.extend(["--diverge".into(), "welcome-uuid".into()]);
+            run(a)
         }),
     ];
     let results = parallel(jobs);
@@ -2174,6 +2203,23 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
         "{out}"
     );
     assert!(wall(out) < 20, "{out}");
+    // A clientId that is not the token's: ids are interned, so only the player, which signed
+    // the token, can tell; it names the one the spec derives.
+    let (code, out) = &results[9];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__alice: base 56 events/9 rows, head 56 events/9 rows")
+            && out.contains("  head: welcome clientId \"")
+            && out.contains("\" is not the one the replayed browser's JWT gives: \"alice\" (sub \"alice\", no ADMIN role;"),
+        "{out}"
+    );
+    let (code, out) = &results[10];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__admin: welcome clientId \"")
+            && out.contains("JWT gives: \"admin\" (sub \"admin\", role ADMIN;"),
+        "{out}"
+    );
     // The same recordings on both legs: refused before anything runs, unless asked for.
     let (code, out) = parity(&rec, &format!("rec:{r}/"));
     assert_eq!(code, 2, "{out}");

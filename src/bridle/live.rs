@@ -110,7 +110,13 @@ impl Live for BridleLive {
                 "; {later} later hub→browser event(s) not there either, not awaited after it"
             ));
         }
-        events.retain(|e| e.get("missing").is_none());
+        // What the player judged against its own token (a welcome's clientId): a problem of
+        // the leg, named, not an event.
+        let problems: Vec<String> = events
+            .iter()
+            .filter_map(|e| e["wrong"].as_str().map(str::to_string))
+            .collect();
+        events.retain(|e| e.get("missing").is_none() && e.get("wrong").is_none());
         // The recorded leg's assembly runs its events through the model's grammar; so does this
         // leg, so both compare the same view.
         let (events, grammar) = super::model::grammar_pass(events);
@@ -123,6 +129,7 @@ impl Live for BridleLive {
                     events,
                     stalls,
                     grammar,
+                    problems,
                     ..Default::default()
                 }
             }
@@ -131,6 +138,7 @@ impl Live for BridleLive {
                 events,
                 stalls,
                 grammar,
+                problems,
                 ..Default::default()
             },
         }

@@ -270,6 +270,16 @@ pub async fn replay_cell_into(
         &[]
     };
     let token = sign_jwt(&cfg.jwt_secret, client_id, roles);
+    // The clientId the spec derives from that token ("from JWT sub, or 'admin' for admin
+    // users"): the player signed it, so it knows. Interned ids cannot show a hub that ignores
+    // the JWT (a random id, or `admin` for everyone), so the welcome is judged against it.
+    let claims = super::Claims {
+        sub: client_id.to_string(),
+        roles: roles.iter().map(|r| r.to_string()).collect(),
+        exp: None,
+    };
+    let want_client = claims.client_id();
+    let mut wrong: Vec<String> = Vec::new();
     let mut browser = if has_browser {
         match Socket::connect(
             &cfg.url,
@@ -347,6 +357,23 @@ pub async fn replay_cell_into(
                         }
                     }
                 };
+                if let Some(Ok((n, d))) = &got
+                    && n == "welcome"
+                    && let Some(c) = d["clientId"].as_str()
+                    && c != want_client
+                {
+                    let m = format!(
+                        "welcome clientId {c:?} is not the one the replayed browser's JWT gives: {want_client:?} (sub {:?}, {}; the spec: \"from JWT sub, or 'admin' for admin users\")",
+                        claims.sub,
+                        if roles.is_empty() {
+                            "no ADMIN role"
+                        } else {
+                            "role ADMIN"
+                        }
+                    );
+                    wrong.push(m.clone());
+                    view.push(json!({ "dir": "hub→browser", "wrong": m }));
+                }
                 let ev = match got {
                     Some(Ok((n, d))) => json!({ "dir": "hub→browser", "event": n, "data": d }),
                     Some(Err(e)) if stalled => json!({
@@ -467,7 +494,16 @@ pub async fn replay_cell_into(
         view.push(ev);
     }
     view_out.extend(view);
-    compare(&recorded, &live)
+    let outcome = compare(&recorded, &live);
+    if wrong.is_empty() {
+        return outcome;
+    }
+    // The wrong clientId is the first fault (the welcome comes first); what else differs
+    // follows it.
+    match outcome {
+        Outcome::Fail(m) => Outcome::Fail(format!("{}; {m}", wrong.join("; "))),
+        _ => Outcome::Fail(wrong.join("; ")),
+    }
 }
 
 /// Normalized comparison of hub→browser events and HTTP answers (pong, whose place is free,

@@ -41,6 +41,7 @@ const DIVERGENCES = {
   "exception-reply": "malformed messages are answered with a framework `exception` event",
   "concat-sync-timeout": "after streams, the sync timeout answers the concatenated snapshots",
   "admin-as-sub": "an ADMIN browser is welcomed under its JWT sub, not 'admin'",
+  "welcome-uuid": "each browser is given a random clientId (a UUID per connection), not its JWT sub, and routed under it",
   "no-browser-pong": "a browser's ping is not answered (agents' are)",
   "any-agent": "a browser message reaches every connected agent, not only its agentId's",
   "all-browsers": "agent frames reach every browser of the agentId, whatever clientId they carry",
@@ -261,7 +262,7 @@ io.of("/ws/client").on("connection", (socket) => {
     socket.disconnect(true);
     return;
   }
-  const clientId = isAdmin && !is("admin-as-sub") ? "admin" : claims.sub;
+  const clientId = is("welcome-uuid") ? crypto.randomUUID() : isAdmin && !is("admin-as-sub") ? "admin" : claims.sub;
   socket.data = { clientId, agentId };
   if (is("clobber-same-user")) {
     const key = `${agentId}/${clientId}`;
