@@ -309,8 +309,8 @@ pub async fn replay_cell_into(
     let mut buffered: std::collections::VecDeque<(String, Value)> = Default::default();
     let mut live_client = client_id.to_string();
     // One fault, one verdict: once an awaited hub→browser event did not come within the wait,
-    // the cell has its fault, and later awaited events are looked for only for the hub's quiet
-    // window (as after the script), marked `notAwaited` when absent. A hub whose answers reach
+    // the cell has its fault, and later awaited events are looked for only for the fixed quiet
+    // window (`wait / 10`, 100–500 ms), marked `notAwaited` when absent. A hub whose answers reach
     // no browser otherwise cost one full wait per recorded event (21 × 15 s in one cell).
     let mut stalled = false;
     for step in steps {
@@ -338,8 +338,10 @@ pub async fn replay_cell_into(
                 let got = match buffered.iter().position(|(n, _)| *n == want) {
                     Some(i) => buffered.remove(i).map(Ok),
                     None => {
+                        // The fixed quiet window, not the adaptive one: a hub that reacts slower
+                        // than its recent cadence would make the count vary from run to run.
                         let wait = if stalled {
-                            cadence.window(fixed_quiet(cfg.wait))
+                            fixed_quiet(cfg.wait)
                         } else {
                             cfg.wait
                         };
