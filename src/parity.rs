@@ -889,6 +889,13 @@ pub fn compare_cell(
     result
 }
 
+/// What a live leg's stall says when something other than a slow bridge ended its wait (what
+/// came in the awaited event's place, or after it): a longer `--timeout-ms` cannot help it,
+/// so the verdict does not suggest one. A bridge that exited says [`EXITED`].
+pub const NOT_SLOW: &str = "; not a slow bridge: ";
+/// How a live leg's stall names a bridge process that exited (then `(<status>)`).
+pub const EXITED: &str = "exited (";
+
 /// How many elements of one kind a cell's text lists before it says how many it left out.
 pub const MAX_LISTED: usize = 20;
 
@@ -942,10 +949,19 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
         out.push(format!("  … {} more stall(s)", c.stalls.len() - MAX_LISTED));
     }
     if !c.stalls.is_empty() {
-        out.push(
-            "  (events not compared: a stalled leg's list is incomplete; --timeout-ms raises the wait)"
-                .into(),
-        );
+        // The advice only when some stall may be a slow bridge (see NOT_SLOW).
+        let slow = c
+            .stalls
+            .iter()
+            .any(|s| !s.contains(NOT_SLOW) && !s.contains(EXITED));
+        out.push(format!(
+            "  (events not compared: a stalled leg's list is incomplete{})",
+            if slow {
+                "; --timeout-ms raises the wait"
+            } else {
+                ""
+            }
+        ));
     }
     let capped = |out: &mut Vec<String>, what: &str, lines: Vec<String>| {
         let n = lines.len();

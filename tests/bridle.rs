@@ -1188,6 +1188,9 @@ const FLOODED: (&str, &str) = ("skipped *", "— the hub floods each browser aft
 /// finding and the rule that carries it.
 const NEVER_ROUTED: &str = "the hub's health did not show it connected, and a probe browser's message did not reach it (client-routing carries that fault)";
 
+/// What a rule skipped after the hub exited during agent-isolation names.
+const CRASHED: &str = "robustness carries that fault";
+
 /// `tests/node/hub.js --diverge NAME`.
 const NODE_HUB_DIVERGENCES: &[Divergence] = &[
     (
@@ -1475,6 +1478,65 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
                 "skipped notes — place in the turn: ",
                 "relaying stream_end is stream-relay's to judge",
             ),
+        ],
+    ),
+    // stream_end relayed as a `message`: stream-relay names it; the rules that need the
+    // stream_end are skipped naming stream-relay.
+    (
+        "end-as-message",
+        "stream-relay",
+        "the browser saw typing → stream ×23 → message within",
+        &[
+            (
+                "skipped event-fields — hub→browser stream_end: ",
+                "relaying it is stream-relay's to judge",
+            ),
+            (
+                "skipped streaming-replace — accumulation: ",
+                "relaying stream_end is stream-relay's to judge",
+            ),
+            (
+                "skipped notes — place in the turn: ",
+                "relaying stream_end is stream-relay's to judge",
+            ),
+        ],
+    ),
+    // Each stream held back until the next frame: the last comes after stream_end, and the
+    // notes' place in the turn is judged on the same order (left as it is).
+    (
+        "stream-after-end",
+        "stream-relay",
+        "the browser saw typing → stream ×22 → stream_end within",
+        &[(
+            "fail    notes — place in the turn: ",
+            "notes out of place around typing and stream_end",
+        )],
+    ),
+    // The process exits on the first browser message (agent-isolation sends it): the rule
+    // that saw the connection close fails on it too (left as it is), every later one is
+    // skipped naming robustness.
+    (
+        "crash-on-message",
+        "robustness",
+        "the hub stopped serving during agent-isolation",
+        &[
+            ("fail    agent-isolation — ", "connection closed"),
+            ("skipped client-routing — ", CRASHED),
+            ("skipped same-user-browsers — ", CRASHED),
+            ("skipped agent-takeover — ", CRASHED),
+            ("skipped agent-not-connected — ", CRASHED),
+            ("skipped legacy-parts — ", CRASHED),
+            ("skipped event-fields — ", CRASHED),
+            ("skipped malformed-payloads — ", CRASHED),
+            ("skipped stream-relay — ", CRASHED),
+            ("skipped streaming-replace — ", CRASHED),
+            ("skipped notes — ", CRASHED),
+            ("skipped agent-reconnect — ", CRASHED),
+            ("skipped http-health — ", CRASHED),
+            ("skipped http-message — ", CRASHED),
+            ("skipped http-sync — ", CRASHED),
+            ("skipped http-sync-timeout — ", CRASHED),
+            ("skipped spec-events-only (SHOULD) — ", CRASHED),
         ],
     ),
     (
@@ -2031,7 +2093,9 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
 /// recording awaits it. A hub whose answers reach no browser stalls once per cell, naming the
 /// first missing event and counting the later ones, not awaited in full each (one fault, one
 /// verdict; it took one full wait per recorded event). A hub that ignores the JWT's sub fails on
-/// its welcome, judged against the token the player signed (interned ids hid it). Two legs of one recordings folder are
+/// its welcome, judged against the token the player signed (interned ids hid it). A stall names
+/// what ended it when it was not slowness: another event in the awaited one's place, the
+/// awaited one arriving out of its place, the hub's exit with its status. Two legs of one recordings folder are
 /// refused (they would compare a leg with itself).
 #[test]
 fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
@@ -2076,6 +2140,9 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     let ts_string = format!("cmd:{node_hub} --diverge ts-string");
     let misroute = format!("cmd:{node_hub} --diverge misroute");
     let welcome_uuid = format!("cmd:{node_hub} --diverge welcome-uuid");
+    let end_as_message = format!("cmd:{node_hub} --diverge end-as-message");
+    let stream_after_end = format!("cmd:{node_hub} --diverge stream-after-end");
+    let crash = format!("cmd:{node_hub} --diverge crash-on-message");
     let timed = |f: &dyn Fn() -> (i32, String)| {
         let t = std::time::Instant::now();
         let (code, out) = f();
@@ -2116,6 +2183,18 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
                 .collect();
             a.extend(node_hub.split(' ').map(String::from));
             a.extend(["--diverge".into(), "welcome-uuid".into()]);
+            run(a)
+        }),
+        Box::new(|| parity(&rec, &end_as_message)),
+        Box::new(|| parity(&rec, &stream_after_end)),
+        Box::new(|| parity(&rec, &crash)),
+        Box::new(|| {
+            let mut a: Vec<String> = ["replay", "bridle", &r, "--"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            a.extend(node_hub.split(' ').map(String::from));
+            a.extend(["--diverge".into(), "crash-on-message".into()]);
             run(a)
         }),
     ];
@@ -2218,6 +2297,51 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     assert!(
         out.contains("FAIL ref-hub/bot-1__admin: welcome clientId \"")
             && out.contains("JWT gives: \"admin\" (sub \"admin\", role ADMIN;"),
+        "{out}"
+    );
+    // A stall whose wait something else ended names it, and does not suggest a longer wait
+    // (the replay is lock-step: it would not help): an event of another type in the awaited
+    // one's place, the awaited one arriving only later, a hub that exited.
+    let stall_of = |out: &str| -> String {
+        let at = out
+            .find("STALL ref-hub/bot-1__alice")
+            .unwrap_or_else(|| panic!("{out}"));
+        let mut lines = out[at..].lines();
+        let head = lines.next().unwrap_or_default();
+        std::iter::once(head)
+            .chain(lines.take_while(|l| l.starts_with("  ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for (i, names) in [
+        (
+            11,
+            "(stream_end: none within the wait; not a slow bridge: message arrived in its place)",
+        ),
+        (
+            12,
+            "(stream: no event within the wait; not a slow bridge: a stream came only later, out of its place, after stream_end)",
+        ),
+        (
+            13,
+            "stall: head: the hub exited (exit status: 3) during the replay (",
+        ),
+    ] {
+        let (code, out) = &results[i];
+        assert_eq!(*code, 1, "{out}");
+        let alice = stall_of(out);
+        assert!(alice.contains(names), "{alice}\n{out}");
+        assert!(
+            alice.contains("  (events not compared: a stalled leg's list is incomplete)"),
+            "{alice}"
+        );
+    }
+    let (code, out) = &results[14];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("the hub exited (exit status: 3) during this cell: ")
+            && out
+                .contains(": not replayed: the hub exited (exit status: 3) during an earlier cell"),
         "{out}"
     );
     // The same recordings on both legs: refused before anything runs, unless asked for.

@@ -64,7 +64,7 @@ impl Live for BridleLive {
             bridge.spawn_argv().into_iter().map(Into::into).collect();
         let secret = std::env::var("JWT_SECRET").ok();
         let key = std::env::var("BRIDLE_API_KEY").ok();
-        let Some((jwt_secret, api_key, _hub, url)) = crate::cli::bridle_cmd::start_hub(
+        let Some((jwt_secret, api_key, mut hub, url)) = crate::cli::bridle_cmd::start_hub(
             "parity",
             None,
             secret.as_deref(),
@@ -90,6 +90,19 @@ impl Live for BridleLive {
         let mut events = Vec::new();
         // A live difference is what parity reports; only a replay that could not run is an error.
         let outcome = rt.block_on(replay_cell_into(cell, &cfg, &mut events));
+        // A hub that exited is named as such with its status, not as the wait it ended (given a
+        // moment to be reaped when a connection closed on the replay).
+        let exited = match &outcome {
+            Outcome::Pass { .. } | Outcome::NotReplayable(_) => None,
+            Outcome::Fail(m) => {
+                let grace = if m.contains("connection closed") {
+                    super::spawn::EXIT_GRACE
+                } else {
+                    Duration::ZERO
+                };
+                hub.as_mut().and_then(|h| h.exited_within(grace))
+            }
+        };
         // Waits that ran out are stalls naming what was awaited, not event differences: the
         // player marks an awaited browser event that never came with `missing`. Those it only
         // looked for briefly after the first (`notAwaited`) are counted on that stall's line:
@@ -120,11 +133,15 @@ impl Live for BridleLive {
         // The recorded leg's assembly runs its events through the model's grammar; so does this
         // leg, so both compare the same view.
         let (events, grammar) = super::model::grammar_pass(events);
-        match outcome {
+        let mut r = match outcome {
             Outcome::NotReplayable(reason) => LiveReplay::skipped(reason),
             Outcome::Fail(m) if m.contains("could not connect") => LiveReplay::failed(m),
             Outcome::Fail(m) if m.starts_with("the hub did not forward") => {
-                stalls.push(format!("timed out waiting for hub→agent message: {m}"));
+                if m.contains("no event within the wait") {
+                    stalls.push(format!("timed out waiting for hub→agent message: {m}"));
+                } else {
+                    stalls.push(format!("stopped waiting for hub→agent message: {m}"));
+                }
                 LiveReplay {
                     events,
                     stalls,
@@ -141,7 +158,21 @@ impl Live for BridleLive {
                 problems,
                 ..Default::default()
             },
+        };
+        if let Some(st) = exited
+            && r.error.is_none()
+        {
+            let at = if r.stalls.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.stalls.join("; "))
+            };
+            r.stalls = vec![format!(
+                "the hub {}{st}) during the replay{at}",
+                crate::parity::EXITED
+            )];
         }
+        r
     }
 
     /// Both legs' hubs started side by side (as a cell starts them): one address printed by

@@ -313,6 +313,10 @@ pub async fn replay_cell_into(
     // window (`wait / 10`, 100–500 ms), marked `notAwaited` when absent. A hub whose answers reach
     // no browser otherwise cost one full wait per recorded event (21 × 15 s in one cell).
     let mut stalled = false;
+    // What ended the first stall's wait, for its verdict: the names of every hub→browser event
+    // in the order they were read, and the first missing event's place in the view.
+    let mut arrivals: Vec<String> = Vec::new();
+    let mut first_stall: Option<(usize, String)> = None;
     for step in steps {
         match step {
             Step::BrowserPacket(ev) => {
@@ -346,14 +350,35 @@ pub async fn replay_cell_into(
                             cfg.wait
                         };
                         let deadline = tokio::time::Instant::now() + wait;
+                        // Events of other names read during this wait: what came in its place.
+                        let mut instead: Vec<String> = Vec::new();
                         loop {
                             let got = b.recv_until(deadline).await;
-                            if got.is_ok() {
+                            if let Ok(e) = &got {
                                 cadence.arrived(b.engine.last_arrival());
+                                arrivals.push(e.name.clone());
                             }
                             match got {
                                 Ok(e) if e.name == want => break Some(Ok((e.name, e.data))),
-                                Ok(e) => buffered.push_back((e.name, e.data)),
+                                Ok(e) => {
+                                    instead.push(e.name.clone());
+                                    buffered.push_back((e.name, e.data));
+                                }
+                                // Something else came in its place: a longer wait would not
+                                // bring it (the replay is lock-step), so the cause names it.
+                                Err(super::transport::RecvError::Timeout)
+                                    if !instead.is_empty() =>
+                                {
+                                    break Some(Err(format!(
+                                        "none within the wait{}{} arrived in its place",
+                                        crate::parity::NOT_SLOW,
+                                        super::counted_names(
+                                            instead.iter().map(String::as_str),
+                                            true
+                                        )
+                                        .join(" → ")
+                                    )));
+                                }
                                 Err(e) => break Some(Err(e.to_string())),
                             }
                         }
@@ -383,6 +408,7 @@ pub async fn replay_cell_into(
                     }),
                     Some(Err(e)) => {
                         stalled = true;
+                        first_stall = Some((view.len(), want.clone()));
                         json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
                     }
                     None => json!({ "dir": "hub→browser", "missing": want }),
@@ -477,6 +503,7 @@ pub async fn replay_cell_into(
             match b.recv_until(until.min(end)).await {
                 Ok(e) => {
                     cadence.arrived(b.engine.last_arrival());
+                    arrivals.push(e.name.clone());
                     buffered.push_back((e.name, e.data));
                 }
                 // Quiet, but bytes arrived that the connection did not read yet (its task was
@@ -487,6 +514,43 @@ pub async fn replay_cell_into(
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
                 Err(_) => break,
+            }
+        }
+    }
+    // The first stall's cause, when the rest of the cell shows it: the awaited event came only
+    // later, out of its place (a hub that holds a frame back until the next one), or the
+    // events awaited after it came (the hub skipped it). Either way not a slow hub.
+    if let Some((at, want)) = &first_stall
+        && let Some(m) = view[*at]["missing"].as_str()
+        && !m.contains(crate::parity::NOT_SLOW)
+    {
+        let cause = if buffered.iter().any(|(n, _)| n == want) {
+            let last = arrivals.iter().rposition(|n| n == want).unwrap_or(0);
+            let after = last
+                .checked_sub(1)
+                .map_or(String::new(), |i| format!(", after {}", arrivals[i]));
+            Some(format!("a {want} came only later, out of its place{after}"))
+        } else {
+            let later = view[*at + 1..]
+                .iter()
+                .filter(|e| e["dir"] == "hub→browser" && e.get("event").is_some())
+                .count();
+            let absent = view[*at + 1..]
+                .iter()
+                .filter(|e| e["notAwaited"] == true)
+                .count();
+            (later > 0 && absent == 0).then(|| {
+                format!("the {later} hub→browser event(s) awaited after it came, so it was skipped")
+            })
+        };
+        if let Some(cause) = cause {
+            let m = format!("{m}{}{cause}", crate::parity::NOT_SLOW);
+            view[*at]["missing"] = json!(m);
+            if let Some(l) = live
+                .iter_mut()
+                .find(|e| e["missing"].is_string() && e["notAwaited"] != true)
+            {
+                l["missing"] = json!(m);
             }
         }
     }
