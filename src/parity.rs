@@ -50,6 +50,9 @@ pub struct LegRun {
     pub wire: Option<Vec<String>>,
     /// Every reply refused the credentials sent ([`crate::protocol::LiveReplay::refused`]).
     pub refused: Option<String>,
+    /// What a live leg's bridge did that the spec forbids and the lists cannot show
+    /// ([`crate::protocol::LiveReplay::problems`]): each fails the cell, named.
+    pub problems: Vec<String>,
 }
 
 /// A way to produce a cell's events.
@@ -811,6 +814,9 @@ pub fn compare_cell(
         for s in &run.stalls {
             stalls.push(format!("{side}: {s}"));
         }
+        for p in &run.problems {
+            problems.push(format!("{side}: {p}"));
+        }
         if run.error.is_none()
             && run.events.is_empty()
             && let Some(n) = run.recorded_events.filter(|n| *n > 0)
@@ -912,6 +918,13 @@ pub fn compare_cell(
     result
 }
 
+/// What a live leg's stall says when something other than a slow bridge ended its wait (what
+/// came in the awaited event's place, or after it): a longer `--timeout-ms` cannot help it,
+/// so the verdict does not suggest one. A bridge that exited says [`EXITED`].
+pub const NOT_SLOW: &str = "; not a slow bridge: ";
+/// How a live leg's stall names a bridge process that exited (then `(<status>)`).
+pub const EXITED: &str = "exited (";
+
 /// How many elements of one kind a cell's text lists before it says how many it left out.
 pub const MAX_LISTED: usize = 20;
 
@@ -965,18 +978,25 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
         out.push(format!("  … {} more stall(s)", c.stalls.len() - MAX_LISTED));
     }
     if !c.stalls.is_empty() {
-        // A longer wait helps only where every stall is a wait that ran out; a flood, an
-        // invalid message or a misaddressed delta is not cured by waiting.
+        // The advice only where every stall is a wait that ran out (a flood, an invalid
+        // message or a misaddressed delta is not cured by waiting) and some may be a slow
+        // bridge (see NOT_SLOW).
         let only_waits = c
             .stalls
             .iter()
             .all(|s| s.contains("timed out") || s.contains("within the wait"));
-        out.push(if only_waits {
-            "  (events not compared: a stalled leg's list is incomplete; --timeout-ms raises the wait)"
-                .into()
-        } else {
-            "  (events not compared: a stalled leg's list is incomplete)".into()
-        });
+        let slow = c
+            .stalls
+            .iter()
+            .any(|s| !s.contains(NOT_SLOW) && !s.contains(EXITED));
+        out.push(format!(
+            "  (events not compared: a stalled leg's list is incomplete{})",
+            if only_waits && slow {
+                "; --timeout-ms raises the wait"
+            } else {
+                ""
+            }
+        ));
     }
     let capped = |out: &mut Vec<String>, what: &str, lines: Vec<String>| {
         let n = lines.len();
@@ -1129,6 +1149,7 @@ pub fn live_replay(
         lane_errors: Vec::new(),
         wire: r.wire,
         refused: r.refused,
+        problems: r.problems,
     }
 }
 
@@ -1199,7 +1220,17 @@ pub fn verdict(c: &CellParity) -> crate::rule::Verdict {
             "not compared: a leg stalled or did not run",
         ));
     }
-    subs.push(list("replay-not-empty", &c.problems));
+    // A live leg's spec problems (a wrong welcome clientId) are their own sub-check, beside the
+    // empty-replay one.
+    let (empty, spec): (Vec<String>, Vec<String>) = c
+        .problems
+        .iter()
+        .cloned()
+        .partition(|p| p.contains(" empty replay: "));
+    subs.push(list("replay-not-empty", &empty));
+    if !spec.is_empty() {
+        subs.push(list("live-spec", &spec));
+    }
     let detail = render_cell(c).join("\n");
     let mut v = Verdict::from_subchecks(&c.key, subs);
     if v.status != crate::rule::Status::Pass {

@@ -284,6 +284,10 @@ pub struct LiveReplay {
     /// evidence about either bridge when both legs were refused alike (then the cell is SKIP,
     /// naming this).
     pub refused: Option<String>,
+    /// What the bridge did that the spec forbids and the normalized lists cannot show (a
+    /// Bridle welcome whose clientId is not the one the player's own token gives: clientIds
+    /// are interned, so a hub that ignores the JWT would compare equal). Each fails the cell.
+    pub problems: Vec<String>,
 }
 
 impl LiveReplay {

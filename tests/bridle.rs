@@ -1188,6 +1188,9 @@ const FLOODED: (&str, &str) = ("skipped *", "— the hub floods each browser aft
 /// finding and the rule that carries it.
 const NEVER_ROUTED: &str = "the hub's health did not show it connected, and a probe browser's message did not reach it (client-routing carries that fault)";
 
+/// What a rule skipped after the hub exited during agent-isolation names.
+const CRASHED: &str = "robustness carries that fault";
+
 /// `tests/node/hub.js --diverge NAME`.
 const NODE_HUB_DIVERGENCES: &[Divergence] = &[
     (
@@ -1283,6 +1286,23 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     ("admin-as-sub", "welcome", "want clientId \"admin\"", &[]),
+    // A clientId the hub makes up is routed under consistently, but it is not the sub: the
+    // rules that check the clientId the agent gets fail on their own evidence too.
+    (
+        "welcome-uuid",
+        "welcome",
+        "want clientId \"user-42\"",
+        &[
+            (
+                "fail    client-routing — ",
+                "the agent gets the sender's clientId",
+            ),
+            (
+                "fail    same-user-browsers — ",
+                "want clientId \"twin-user\"",
+            ),
+        ],
+    ),
     ("no-browser-pong", "ping-pong", "browser: no pong", &[]),
     (
         "any-agent",
@@ -1295,6 +1315,34 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         "client-routing",
         "the other browser received",
         &[],
+    ),
+    // Answers that reach every browser but their own: each rule that needs a routed answer
+    // fails on its own evidence (left as it is: the routing probe does not tell these apart).
+    (
+        "misroute",
+        "client-routing",
+        "route-u1: no message within",
+        &[
+            (
+                "fail    agent-isolation — ",
+                "browser of a: no message within",
+            ),
+            ("fail    same-user-browsers — ", "the first got no reply"),
+            ("fail    stream-relay — ", "the browser saw nothing within"),
+            ("fail    agent-reconnect — ", "browser: no message within"),
+            (
+                "skipped event-fields — hub→browser typing: ",
+                "relaying it is stream-relay's to judge",
+            ),
+            (
+                "skipped streaming-replace — accumulation: ",
+                "relaying stream_end is stream-relay's to judge",
+            ),
+            (
+                "skipped notes — place in the turn: ",
+                "relaying stream_end is stream-relay's to judge",
+            ),
+        ],
     ),
     (
         "not-connected-silent",
@@ -1430,6 +1478,65 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
                 "skipped notes — place in the turn: ",
                 "relaying stream_end is stream-relay's to judge",
             ),
+        ],
+    ),
+    // stream_end relayed as a `message`: stream-relay names it; the rules that need the
+    // stream_end are skipped naming stream-relay.
+    (
+        "end-as-message",
+        "stream-relay",
+        "the browser saw typing → stream ×23 → message within",
+        &[
+            (
+                "skipped event-fields — hub→browser stream_end: ",
+                "relaying it is stream-relay's to judge",
+            ),
+            (
+                "skipped streaming-replace — accumulation: ",
+                "relaying stream_end is stream-relay's to judge",
+            ),
+            (
+                "skipped notes — place in the turn: ",
+                "relaying stream_end is stream-relay's to judge",
+            ),
+        ],
+    ),
+    // Each stream held back until the next frame: the last comes after stream_end, and the
+    // notes' place in the turn is judged on the same order (left as it is).
+    (
+        "stream-after-end",
+        "stream-relay",
+        "the browser saw typing → stream ×22 → stream_end within",
+        &[(
+            "fail    notes — place in the turn: ",
+            "notes out of place around typing and stream_end",
+        )],
+    ),
+    // The process exits on the first browser message (agent-isolation sends it): the rule
+    // that saw the connection close fails on it too (left as it is), every later one is
+    // skipped naming robustness.
+    (
+        "crash-on-message",
+        "robustness",
+        "the hub stopped serving during agent-isolation",
+        &[
+            ("fail    agent-isolation — ", "connection closed"),
+            ("skipped client-routing — ", CRASHED),
+            ("skipped same-user-browsers — ", CRASHED),
+            ("skipped agent-takeover — ", CRASHED),
+            ("skipped agent-not-connected — ", CRASHED),
+            ("skipped legacy-parts — ", CRASHED),
+            ("skipped event-fields — ", CRASHED),
+            ("skipped malformed-payloads — ", CRASHED),
+            ("skipped stream-relay — ", CRASHED),
+            ("skipped streaming-replace — ", CRASHED),
+            ("skipped notes — ", CRASHED),
+            ("skipped agent-reconnect — ", CRASHED),
+            ("skipped http-health — ", CRASHED),
+            ("skipped http-message — ", CRASHED),
+            ("skipped http-sync — ", CRASHED),
+            ("skipped http-sync-timeout — ", CRASHED),
+            ("skipped spec-events-only (SHOULD) — ", CRASHED),
         ],
     ),
     (
@@ -1983,7 +2090,12 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
 /// extensions, and parity passes with a recorded leg and with the live reference hub as the
 /// other leg. A leg with one flaw fails naming it: a look-alike of a spec event
 /// (`streamEnd`) is a difference, not an extension; a hub that drops `typing` stalls where the
-/// recording awaits it. Two legs of one recordings folder are
+/// recording awaits it. A hub whose answers reach no browser stalls once per cell, naming the
+/// first missing event and counting the later ones, not awaited in full each (one fault, one
+/// verdict; it took one full wait per recorded event). A hub that ignores the JWT's sub fails on
+/// its welcome, judged against the token the player signed (interned ids hid it). A stall names
+/// what ended it when it was not slowness: another event in the awaited one's place, the
+/// awaited one arriving out of its place, the hub's exit with its status. Two legs of one recordings folder are
 /// refused (they would compare a leg with itself).
 #[test]
 fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
@@ -2026,6 +2138,16 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     let no_typing = format!("cmd:{node_hub} --diverge drop-typing");
     let part_fields = format!("cmd:{node_hub} --variant part-fields");
     let ts_string = format!("cmd:{node_hub} --diverge ts-string");
+    let misroute = format!("cmd:{node_hub} --diverge misroute");
+    let welcome_uuid = format!("cmd:{node_hub} --diverge welcome-uuid");
+    let end_as_message = format!("cmd:{node_hub} --diverge end-as-message");
+    let stream_after_end = format!("cmd:{node_hub} --diverge stream-after-end");
+    let crash = format!("cmd:{node_hub} --diverge crash-on-message");
+    let timed = |f: &dyn Fn() -> (i32, String)| {
+        let t = std::time::Instant::now();
+        let (code, out) = f();
+        (code, format!("{out}\nwall {} s", t.elapsed().as_secs()))
+    };
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
         Box::new(|| {
             let mut a: Vec<String> = ["replay", "bridle", &r, "--"]
@@ -2041,6 +2163,40 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
         Box::new(|| parity(&reference, &no_typing)),
         Box::new(|| parity(&rec, &part_fields)),
         Box::new(|| parity(&reference, &ts_string)),
+        Box::new(|| timed(&|| parity(&rec, &misroute))),
+        Box::new(|| {
+            timed(&|| {
+                let mut a: Vec<String> = ["replay", "bridle", &r, "--cell", "alice", "--"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+                a.extend(node_hub.split(' ').map(String::from));
+                a.extend(["--diverge".into(), "misroute".into()]);
+                run(a)
+            })
+        }),
+        Box::new(|| parity(&rec, &welcome_uuid)),
+        Box::new(|| {
+            let mut a: Vec<String> = ["replay", "bridle", &r, "--cell", "admin", "--"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            a.extend(node_hub.split(' ').map(String::from));
+            a.extend(["--diverge".into(), "welcome-uuid".into()]);
+            run(a)
+        }),
+        Box::new(|| parity(&rec, &end_as_message)),
+        Box::new(|| parity(&rec, &stream_after_end)),
+        Box::new(|| parity(&rec, &crash)),
+        Box::new(|| {
+            let mut a: Vec<String> = ["replay", "bridle", &r, "--"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            a.extend(node_hub.split(' ').map(String::from));
+            a.extend(["--diverge".into(), "crash-on-message".into()]);
+            run(a)
+        }),
     ];
     let results = parallel(jobs);
     let (code, out) = &results[0];
@@ -2095,6 +2251,99 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     let (code, out) = &results[6];
     assert_eq!(*code, 1, "{out}");
     assert!(out.contains("/data/ts: 0 → \"\""), "{out}");
+    // Answers that reach no browser: one stall per cell, after about one wait (5 s), naming
+    // the first missing event; the later ones are counted, not awaited in full each (alice's
+    // cell awaits 21 relayed events: 105 s of waits before).
+    let wall = |out: &str| -> u64 {
+        let w = out.rsplit("wall ").next().and_then(|w| w.split(' ').next());
+        w.and_then(|w| w.parse().ok()).unwrap_or(u64::MAX)
+    };
+    let (code, out) = &results[7];
+    assert_eq!(*code, 1, "{out}");
+    let alice = out
+        .lines()
+        .find(|l| l.starts_with("STALL ref-hub/bot-1__alice"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(alice.ends_with(", 1 stall(s)"), "{out}");
+    assert!(
+        out.contains("stall: head: timed out waiting for hub→browser event #")
+            && out.contains("(typing: no event within the wait); ")
+            && out.contains(" later hub→browser event(s) not there either, not awaited after it"),
+        "{out}"
+    );
+    assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
+    assert!(wall(out) < 40, "{out}");
+    let (code, out) = &results[8];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__alice: hub→browser event #")
+            && out.contains("typing: no event within the wait")
+            && out.contains(" later event(s) not there either, not awaited after it"),
+        "{out}"
+    );
+    assert!(wall(out) < 20, "{out}");
+    // A clientId that is not the token's: ids are interned, so only the player, which signed
+    // the token, can tell; it names the one the spec derives.
+    let (code, out) = &results[9];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__alice: base 56 events/9 rows, head 56 events/9 rows")
+            && out.contains("  head: welcome clientId \"")
+            && out.contains("\" is not the one the replayed browser's JWT gives: \"alice\" (sub \"alice\", no ADMIN role;"),
+        "{out}"
+    );
+    let (code, out) = &results[10];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__admin: welcome clientId \"")
+            && out.contains("JWT gives: \"admin\" (sub \"admin\", role ADMIN;"),
+        "{out}"
+    );
+    // A stall whose wait something else ended names it, and does not suggest a longer wait
+    // (the replay is lock-step: it would not help): an event of another type in the awaited
+    // one's place, the awaited one arriving only later, a hub that exited.
+    let stall_of = |out: &str| -> String {
+        let at = out
+            .find("STALL ref-hub/bot-1__alice")
+            .unwrap_or_else(|| panic!("{out}"));
+        let mut lines = out[at..].lines();
+        let head = lines.next().unwrap_or_default();
+        std::iter::once(head)
+            .chain(lines.take_while(|l| l.starts_with("  ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for (i, names) in [
+        (
+            11,
+            "(stream_end: none within the wait; not a slow bridge: message arrived in its place)",
+        ),
+        (
+            12,
+            "(stream: no event within the wait; not a slow bridge: a stream came only later, out of its place, after stream_end)",
+        ),
+        (
+            13,
+            "stall: head: the hub exited (exit status: 3) during the replay (",
+        ),
+    ] {
+        let (code, out) = &results[i];
+        assert_eq!(*code, 1, "{out}");
+        let alice = stall_of(out);
+        assert!(alice.contains(names), "{alice}\n{out}");
+        assert!(
+            alice.contains("  (events not compared: a stalled leg's list is incomplete)"),
+            "{alice}"
+        );
+    }
+    let (code, out) = &results[14];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("the hub exited (exit status: 3) during this cell: ")
+            && out
+                .contains(": not replayed: the hub exited (exit status: 3) during an earlier cell"),
+        "{out}"
+    );
     // The same recordings on both legs: refused before anything runs, unless asked for.
     let (code, out) = parity(&rec, &format!("rec:{r}/"));
     assert_eq!(code, 2, "{out}");

@@ -67,7 +67,7 @@ impl Live for BridleLive {
             bridge.spawn_argv().into_iter().map(Into::into).collect();
         let secret = std::env::var("JWT_SECRET").ok();
         let key = std::env::var("BRIDLE_API_KEY").ok();
-        let Some((jwt_secret, api_key, _hub, url)) = crate::cli::bridle_cmd::start_hub(
+        let Some((jwt_secret, api_key, mut hub, url)) = crate::cli::bridle_cmd::start_hub(
             "parity",
             None,
             secret.as_deref(),
@@ -93,30 +93,63 @@ impl Live for BridleLive {
         let mut events = Vec::new();
         // A live difference is what parity reports; only a replay that could not run is an error.
         let outcome = rt.block_on(replay_cell_into(cell, &cfg, &mut events));
+        // A hub that exited is named as such with its status, not as the wait it ended (given a
+        // moment to be reaped when a connection closed on the replay).
+        let exited = match &outcome {
+            Outcome::Pass { .. } | Outcome::NotReplayable(_) => None,
+            Outcome::Fail(m) => {
+                let grace = if m.contains("connection closed") {
+                    super::spawn::EXIT_GRACE
+                } else {
+                    Duration::ZERO
+                };
+                hub.as_mut().and_then(|h| h.exited_within(grace))
+            }
+        };
         // Waits that ran out are stalls naming what was awaited, not event differences: the
-        // player marks an awaited browser event that never came with `missing`.
+        // player marks an awaited browser event that never came with `missing`. Those it only
+        // looked for briefly after the first (`notAwaited`) are counted on that stall's line:
+        // one fault, one verdict.
         let mut stalls: Vec<String> = events
             .iter()
             .enumerate()
+            .filter(|(_, e)| e["notAwaited"] != true)
             .filter_map(|(i, e)| {
                 e["missing"]
                     .as_str()
                     .map(|m| format!("timed out waiting for hub→browser event #{i} ({m})"))
             })
             .collect();
-        events.retain(|e| e.get("missing").is_none());
+        let later = events.iter().filter(|e| e["notAwaited"] == true).count();
+        if let Some(first) = stalls.first_mut().filter(|_| later > 0) {
+            first.push_str(&format!(
+                "; {later} later hub→browser event(s) not there either, not awaited after it"
+            ));
+        }
+        // What the player judged against its own token (a welcome's clientId): a problem of
+        // the leg, named, not an event.
+        let problems: Vec<String> = events
+            .iter()
+            .filter_map(|e| e["wrong"].as_str().map(str::to_string))
+            .collect();
+        events.retain(|e| e.get("missing").is_none() && e.get("wrong").is_none());
         // The recorded leg's assembly runs its events through the model's grammar; so does this
         // leg, so both compare the same view.
         let (events, grammar) = super::model::grammar_pass(events);
-        match outcome {
+        let mut r = match outcome {
             Outcome::NotReplayable(reason) => LiveReplay::skipped(reason),
             Outcome::Fail(m) if m.contains("could not connect") => LiveReplay::failed(m),
             Outcome::Fail(m) if m.starts_with("the hub did not forward") => {
-                stalls.push(format!("timed out waiting for hub→agent message: {m}"));
+                if m.contains("no event within the wait") {
+                    stalls.push(format!("timed out waiting for hub→agent message: {m}"));
+                } else {
+                    stalls.push(format!("stopped waiting for hub→agent message: {m}"));
+                }
                 LiveReplay {
                     events,
                     stalls,
                     grammar,
+                    problems,
                     ..Default::default()
                 }
             }
@@ -125,9 +158,24 @@ impl Live for BridleLive {
                 events,
                 stalls,
                 grammar,
+                problems,
                 ..Default::default()
             },
+        };
+        if let Some(st) = exited
+            && r.error.is_none()
+        {
+            let at = if r.stalls.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.stalls.join("; "))
+            };
+            r.stalls = vec![format!(
+                "the hub {}{st}) during the replay{at}",
+                crate::parity::EXITED
+            )];
         }
+        r
     }
 
     /// Both legs' hubs started side by side (as a cell starts them): one address printed by

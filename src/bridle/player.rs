@@ -270,6 +270,16 @@ pub async fn replay_cell_into(
         &[]
     };
     let token = sign_jwt(&cfg.jwt_secret, client_id, roles);
+    // The clientId the spec derives from that token ("from JWT sub, or 'admin' for admin
+    // users"): the player signed it, so it knows. Interned ids cannot show a hub that ignores
+    // the JWT (a random id, or `admin` for everyone), so the welcome is judged against it.
+    let claims = super::Claims {
+        sub: client_id.to_string(),
+        roles: roles.iter().map(|r| r.to_string()).collect(),
+        exp: None,
+    };
+    let want_client = claims.client_id();
+    let mut wrong: Vec<String> = Vec::new();
     let mut browser = if has_browser {
         match Socket::connect(
             &cfg.url,
@@ -298,6 +308,15 @@ pub async fn replay_cell_into(
     // Live hub→browser events that arrived before a step awaited them.
     let mut buffered: std::collections::VecDeque<(String, Value)> = Default::default();
     let mut live_client = client_id.to_string();
+    // One fault, one verdict: once an awaited hub→browser event did not come within the wait,
+    // the cell has its fault, and later awaited events are looked for only for the fixed quiet
+    // window (`wait / 10`, 100–500 ms), marked `notAwaited` when absent. A hub whose answers reach
+    // no browser otherwise cost one full wait per recorded event (21 × 15 s in one cell).
+    let mut stalled = false;
+    // What ended the first stall's wait, for its verdict: the names of every hub→browser event
+    // in the order they were read, and the first missing event's place in the view.
+    let mut arrivals: Vec<String> = Vec::new();
+    let mut first_stall: Option<(usize, String)> = None;
     for step in steps {
         match step {
             Step::BrowserPacket(ev) => {
@@ -323,23 +342,73 @@ pub async fn replay_cell_into(
                 let got = match buffered.iter().position(|(n, _)| *n == want) {
                     Some(i) => buffered.remove(i).map(Ok),
                     None => {
-                        let deadline = tokio::time::Instant::now() + cfg.wait;
+                        // The fixed quiet window, not the adaptive one: a hub that reacts slower
+                        // than its recent cadence would make the count vary from run to run.
+                        let wait = if stalled {
+                            fixed_quiet(cfg.wait)
+                        } else {
+                            cfg.wait
+                        };
+                        let deadline = tokio::time::Instant::now() + wait;
+                        // Events of other names read during this wait: what came in its place.
+                        let mut instead: Vec<String> = Vec::new();
                         loop {
                             let got = b.recv_until(deadline).await;
-                            if got.is_ok() {
+                            if let Ok(e) = &got {
                                 cadence.arrived(b.engine.last_arrival());
+                                arrivals.push(e.name.clone());
                             }
                             match got {
                                 Ok(e) if e.name == want => break Some(Ok((e.name, e.data))),
-                                Ok(e) => buffered.push_back((e.name, e.data)),
+                                Ok(e) => {
+                                    instead.push(e.name.clone());
+                                    buffered.push_back((e.name, e.data));
+                                }
+                                // Something else came in its place: a longer wait would not
+                                // bring it (the replay is lock-step), so the cause names it.
+                                Err(super::transport::RecvError::Timeout)
+                                    if !instead.is_empty() =>
+                                {
+                                    break Some(Err(format!(
+                                        "none within the wait{}{} arrived in its place",
+                                        crate::parity::NOT_SLOW,
+                                        super::counted_names(
+                                            instead.iter().map(String::as_str),
+                                            true
+                                        )
+                                        .join(" → ")
+                                    )));
+                                }
                                 Err(e) => break Some(Err(e.to_string())),
                             }
                         }
                     }
                 };
+                if let Some(Ok((n, d))) = &got
+                    && n == "welcome"
+                    && let Some(c) = d["clientId"].as_str()
+                    && c != want_client
+                {
+                    let m = format!(
+                        "welcome clientId {c:?} is not the one the replayed browser's JWT gives: {want_client:?} (sub {:?}, {}; the spec: \"from JWT sub, or 'admin' for admin users\")",
+                        claims.sub,
+                        if roles.is_empty() {
+                            "no ADMIN role"
+                        } else {
+                            "role ADMIN"
+                        }
+                    );
+                    wrong.push(m.clone());
+                    view.push(json!({ "dir": "hub→browser", "wrong": m }));
+                }
                 let ev = match got {
                     Some(Ok((n, d))) => json!({ "dir": "hub→browser", "event": n, "data": d }),
+                    Some(Err(e)) if stalled => json!({
+                        "dir": "hub→browser", "missing": format!("{want}: {e}"), "notAwaited": true
+                    }),
                     Some(Err(e)) => {
+                        stalled = true;
+                        first_stall = Some((view.len(), want.clone()));
                         json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
                     }
                     None => json!({ "dir": "hub→browser", "missing": want }),
@@ -434,6 +503,7 @@ pub async fn replay_cell_into(
             match b.recv_until(until.min(end)).await {
                 Ok(e) => {
                     cadence.arrived(b.engine.last_arrival());
+                    arrivals.push(e.name.clone());
                     buffered.push_back((e.name, e.data));
                 }
                 // Quiet, but bytes arrived that the connection did not read yet (its task was
@@ -447,13 +517,59 @@ pub async fn replay_cell_into(
             }
         }
     }
+    // The first stall's cause, when the rest of the cell shows it: the awaited event came only
+    // later, out of its place (a hub that holds a frame back until the next one), or the
+    // events awaited after it came (the hub skipped it). Either way not a slow hub.
+    if let Some((at, want)) = &first_stall
+        && let Some(m) = view[*at]["missing"].as_str()
+        && !m.contains(crate::parity::NOT_SLOW)
+    {
+        let cause = if buffered.iter().any(|(n, _)| n == want) {
+            let last = arrivals.iter().rposition(|n| n == want).unwrap_or(0);
+            let after = last
+                .checked_sub(1)
+                .map_or(String::new(), |i| format!(", after {}", arrivals[i]));
+            Some(format!("a {want} came only later, out of its place{after}"))
+        } else {
+            let later = view[*at + 1..]
+                .iter()
+                .filter(|e| e["dir"] == "hub→browser" && e.get("event").is_some())
+                .count();
+            let absent = view[*at + 1..]
+                .iter()
+                .filter(|e| e["notAwaited"] == true)
+                .count();
+            (later > 0 && absent == 0).then(|| {
+                format!("the {later} hub→browser event(s) awaited after it came, so it was skipped")
+            })
+        };
+        if let Some(cause) = cause {
+            let m = format!("{m}{}{cause}", crate::parity::NOT_SLOW);
+            view[*at]["missing"] = json!(m);
+            if let Some(l) = live
+                .iter_mut()
+                .find(|e| e["missing"].is_string() && e["notAwaited"] != true)
+            {
+                l["missing"] = json!(m);
+            }
+        }
+    }
     for (n, d) in buffered {
         let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
         live.push(ev.clone());
         view.push(ev);
     }
     view_out.extend(view);
-    compare(&recorded, &live)
+    let outcome = compare(&recorded, &live);
+    if wrong.is_empty() {
+        return outcome;
+    }
+    // The wrong clientId is the first fault (the welcome comes first); what else differs
+    // follows it.
+    match outcome {
+        Outcome::Fail(m) => Outcome::Fail(format!("{}; {m}", wrong.join("; "))),
+        _ => Outcome::Fail(wrong.join("; ")),
+    }
 }
 
 /// Normalized comparison of hub→browser events and HTTP answers (pong, whose place is free,
@@ -465,10 +581,18 @@ fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
     let norm = |list: &[Value]| model.normalize_events(list.iter().filter(keep).cloned().collect());
     let (a, b) = (norm(recorded), norm(live));
     if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
+        // After the first missing event the rest were looked for only briefly: counted, not
+        // listed (one fault, one verdict).
+        let later = live.iter().filter(|e| e["notAwaited"] == true).count();
         return Outcome::Fail(format!(
-            "hub→browser event #{i} differs: recorded {} vs live {}",
+            "hub→browser event #{i} differs: recorded {} vs live {}{}",
             a.get(i).map_or("(none)".into(), Value::to_string),
-            b.get(i).map_or("(none)".into(), Value::to_string)
+            b.get(i).map_or("(none)".into(), Value::to_string),
+            if later > 0 {
+                format!("; {later} later event(s) not there either, not awaited after it")
+            } else {
+                String::new()
+            }
         ));
     }
     let rows = |list: &[Value]| {

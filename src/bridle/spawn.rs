@@ -8,6 +8,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// How long a peer whose connection closed is given to be seen exiting.
+pub const EXIT_GRACE: Duration = Duration::from_millis(500);
+
 /// A child killed (with its whole tree, [`ChildTree`]) and reaped on drop.
 pub struct ChildGuard {
     child: ChildTree,
@@ -50,6 +53,21 @@ impl ChildGuard {
     /// Whether the child has exited (and how).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
+    }
+
+    /// Whether the child exited, allowing it `wait` to be reaped: a peer whose connection just
+    /// closed may still be exiting.
+    pub fn exited_within(&mut self, wait: Duration) -> Option<std::process::ExitStatus> {
+        let until = std::time::Instant::now() + wait;
+        loop {
+            if let Some(st) = self.exited() {
+                return Some(st);
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn id(&self) -> u32 {

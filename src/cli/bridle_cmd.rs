@@ -523,7 +523,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         eprintln!("bridgewire replay bridle: no Bridle cells selected");
         return exit::NOTHING_SELECTED;
     }
-    let Some((jwt_secret, api_key, _hub, url)) = start_hub(
+    let Some((jwt_secret, api_key, mut hub, url)) = start_hub(
         "replay bridle",
         a.url.as_deref(),
         a.jwt_secret.as_deref(),
@@ -555,11 +555,41 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         );
     });
     let (mut passed, mut failed) = (0, 0);
+    // A hub that exited is named with its status, in the cell it exited in and in every later
+    // one (which are not replayed: nobody listens any more).
+    let mut gone: Option<std::process::ExitStatus> = None;
     for cell in &cells {
         let budget = cfg.wait * 40;
-        let outcome = rt
-            .block_on(async { tokio::time::timeout(budget, replay_cell(cell, &cfg)).await })
-            .unwrap_or_else(|_| Outcome::Fail(format!("timed out after {budget:?}")));
+        let outcome = match gone {
+            Some(st) => Outcome::Fail(format!(
+                "not replayed: the hub {}{st}) during an earlier cell",
+                crate::parity::EXITED
+            )),
+            None => rt
+                .block_on(async { tokio::time::timeout(budget, replay_cell(cell, &cfg)).await })
+                .unwrap_or_else(|_| Outcome::Fail(format!("timed out after {budget:?}"))),
+        };
+        let outcome = match outcome {
+            Outcome::Fail(why) if gone.is_none() => {
+                // Given a moment to be reaped when a connection closed on the replay.
+                let grace = if why.contains("connection closed") {
+                    crate::bridle::spawn::EXIT_GRACE
+                } else {
+                    Duration::ZERO
+                };
+                match hub.as_mut().and_then(|h| h.exited_within(grace)) {
+                    Some(st) => {
+                        gone = Some(st);
+                        Outcome::Fail(format!(
+                            "the hub {}{st}) during this cell: {why}",
+                            crate::parity::EXITED
+                        ))
+                    }
+                    None => Outcome::Fail(why),
+                }
+            }
+            o => o,
+        };
         match outcome {
             _ if crate::signals::interrupted().is_some() => break,
             Outcome::Pass {

@@ -41,9 +41,11 @@ const DIVERGENCES = {
   "exception-reply": "malformed messages are answered with a framework `exception` event",
   "concat-sync-timeout": "after streams, the sync timeout answers the concatenated snapshots",
   "admin-as-sub": "an ADMIN browser is welcomed under its JWT sub, not 'admin'",
+  "welcome-uuid": "each browser is given a random clientId (a UUID per connection), not its JWT sub, and routed under it",
   "no-browser-pong": "a browser's ping is not answered (agents' are)",
   "any-agent": "a browser message reaches every connected agent, not only its agentId's",
   "all-browsers": "agent frames reach every browser of the agentId, whatever clientId they carry",
+  "misroute": "agent frames reach every browser of the agentId but the one whose clientId they carry (the addressed browser gets no answer)",
   "not-connected-silent": "a message for an agentId no agent serves is dropped without an answer (never 'Agent is not connected')",
   "images-first": "legacy text + images: image parts before the text part",
   "end-new-id": "stream_end reaches browsers under a fresh messageId",
@@ -60,6 +62,9 @@ const DIVERGENCES = {
   "crash-on-null": "the process exits when a browser's message is null",
   "ts-string": "events relayed to browsers carry ts as a string of digits, not a number",
   "end-as-last-stream": "stream_end reaches browsers with the last stream's text and parts, losing what the agent's final text added",
+  "end-as-message": "stream_end reaches browsers as a `message` event (its payload unchanged but for type)",
+  "stream-after-end": "each stream is held back until the agent's next frame, so the last reaches browsers after stream_end",
+  "crash-on-message": "the process exits (status 3) on a browser's first message",
   "drop-stream-end": "stream_end is not relayed to browsers (typing and stream are; HTTP sync still gets it)",
   "status-flood": "browsers get a `status` event every 2 ms after welcome (ten times the flood threshold, so a loaded machine still floods)",
   "message-flood": "browsers get a spec `message` (a notice) every 2 ms after welcome, mixed into every relay they get",
@@ -140,6 +145,7 @@ const byUser = new Map(); // the clobber-same-user divergence: `${agentId}/${cli
 const syncWaiters = new Map(); // synthetic clientId → { resolve, streamed }
 const relayed = new Map(); // the stream-deltas divergence: `${clientId}/${messageId}` → text so far
 const lastStream = new Map(); // the end-as-last-stream divergence: `${clientId}/${messageId}` → text
+const heldStream = new Map(); // the stream-after-end divergence: clientId → the stream held back
 
 const textParts = (text) => [{ type: "text", text }];
 function buildParts(text, images) {
@@ -260,7 +266,7 @@ io.of("/ws/client").on("connection", (socket) => {
     socket.disconnect(true);
     return;
   }
-  const clientId = isAdmin && !is("admin-as-sub") ? "admin" : claims.sub;
+  const clientId = is("welcome-uuid") ? crypto.randomUUID() : isAdmin && !is("admin-as-sub") ? "admin" : claims.sub;
   socket.data = { clientId, agentId };
   if (is("clobber-same-user")) {
     const key = `${agentId}/${clientId}`;
@@ -288,7 +294,7 @@ io.of("/ws/client").on("connection", (socket) => {
     if (!is("no-browser-pong")) socket.emit("pong", { ts: Date.now() });
   });
   socket.on("message", (msg) => {
-    if (msg === null && is("crash-on-null")) process.exit(3);
+    if ((msg === null && is("crash-on-null")) || is("crash-on-message")) process.exit(3);
     const bad = !msg || typeof msg !== "object" || Array.isArray(msg) || typeof msg.text !== "string"
       || (msg.parts !== undefined && !Array.isArray(msg.parts));
     if (bad) {
@@ -369,8 +375,22 @@ function relay(agentId, event, data) {
     if (event === "message" && data.kind && !is("notes-no-kind")) out.kind = data.kind;
   }
   if (is("ts-seconds")) out.ts = Math.floor(out.ts / 1000);
+  if (is("stream-after-end") && (event === "stream" || event === "stream_end")) {
+    const held = heldStream.get(clientId);
+    heldStream.delete(clientId);
+    if (event === "stream") heldStream.set(clientId, out);
+    else toBrowsers(agentId, clientId, event, out);
+    if (held) toBrowsers(agentId, clientId, "stream", held);
+    return;
+  }
+  if (event === "stream_end" && is("end-as-message")) toBrowsers(agentId, clientId, "message", { ...out, type: "message" });
+  else toBrowsers(agentId, clientId, event, out);
+}
+
+function toBrowsers(agentId, clientId, event, out) {
   for (const b of browsers.get(agentId) || []) {
-    if (b.data.clientId === clientId || is("all-browsers")) {
+    const addressed = b.data.clientId === clientId;
+    if (is("misroute") ? !addressed : addressed || is("all-browsers")) {
       b.emit(event, variant === "own-ids" ? { ...out, clientId: b.data.clientId, agentId: b.data.agentId } : out);
       if (event === "stream_end" && is("stream-end-alias")) b.emit("streamEnd", out);
     }
