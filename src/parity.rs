@@ -832,12 +832,14 @@ pub fn compare_cell(
         l
     };
     let left_out = (left_out_of(&base), left_out_of(&head));
-    // Counts as assembled (what pins count), before normalizing merges or drops anything.
-    let summaries = (LegSummary::of(&base), LegSummary::of(&head));
     base.events = model.normalize_events(std::mem::take(&mut base.events));
     head.events = model.normalize_events(std::mem::take(&mut head.events));
     base.rows = model.normalize_rows(std::mem::take(&mut base.rows));
     head.rows = model.normalize_rows(std::mem::take(&mut head.rows));
+    // Counted before folding (what pins count), then folded for comparing.
+    let summaries = (LegSummary::of(&base), LegSummary::of(&head));
+    base.events = model.fold_events(std::mem::take(&mut base.events));
+    head.events = model.fold_events(std::mem::take(&mut head.events));
     if let Some(d) = dump_dir {
         let stem = crate::pins::dump_stem(key);
         for (side, run) in [("base", &base), ("head", &head)] {

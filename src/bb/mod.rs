@@ -119,17 +119,20 @@ impl Model for BbModel {
         Box::<rows::BbTimelineRows>::default()
     }
 
-    /// Text and output deltas are coalesced before comparing: "Coalescing is assembler policy,
-    /// not bridge policy" (protocol, `item.textDelta`), so two builds that stream the same text
-    /// in other chunk sizes behave alike and must compare equal. Pins keep bb's count of each
-    /// delta.
-    ///
     /// A tool's `arguments` and `result` (and an extension's `payload`) are the provider's JSON:
     /// ids and thread ids inside are compared verbatim. bb's §7 interns ids at any depth, which
     /// made a build that passes another document `id` to a tool compare equal. Times inside are
     /// still zeroed (a tool's clock); pins dumps keep §7 as it is.
     fn normalize_events(&self, events: Vec<Value>) -> Vec<Value> {
-        crate::normalize::normalize_list(coalesce_deltas(events), parity_rules(self.event_rules()))
+        crate::normalize::normalize_list(events, parity_rules(self.event_rules()))
+    }
+
+    /// Text and output deltas are coalesced before comparing: "Coalescing is assembler policy,
+    /// not bridge policy" (protocol, `item.textDelta`), so two builds that stream the same text
+    /// in other chunk sizes behave alike and must compare equal. Pins keep bb's count of each
+    /// delta.
+    fn fold_events(&self, events: Vec<Value>) -> Vec<Value> {
+        coalesce_deltas(events)
     }
 
     fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
