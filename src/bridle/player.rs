@@ -313,6 +313,8 @@ pub async fn replay_cell_into(
     // window (`wait / 10`, 100–500 ms), marked `notAwaited` when absent. A hub whose answers reach
     // no browser otherwise cost one full wait per recorded event (21 × 15 s in one cell).
     let mut stalled = false;
+    // The agent sent its recorded register and no pong has yet shown the hub handled it.
+    let mut register_unsynced = false;
     // What ended the first stall's wait, for its verdict: the names of every hub→browser event
     // in the order they were read, and the first missing event's place in the view.
     let mut arrivals: Vec<String> = Vec::new();
@@ -331,6 +333,19 @@ pub async fn replay_cell_into(
             }
             Step::Echo(ev) => view.push(ev),
             Step::BrowserSend(n, d) => {
+                // The recorded register must have been handled before a browser's message can
+                // reach the agent, and the browser's socket is another, unordered with it: a
+                // pong on the agent's socket says so (as at connect). Without it a loaded hub
+                // answered "not connected" when idle detection sent sooner than the fixed
+                // window would. Here, not at the register, so that what the recording awaited
+                // from the hub after the register was already read.
+                if register_unsynced && let Some(a) = agent.as_mut() {
+                    register_unsynced = false;
+                    a.emit("ping", json!({}));
+                    if a.recv_named("pong", cfg.wait).await.is_ok() {
+                        cadence.arrived(a.engine.last_arrival());
+                    }
+                }
                 if let Some(b) = browser.as_ref() {
                     b.emit(&n, d.clone());
                     cadence.wrote();
@@ -477,12 +492,13 @@ pub async fn replay_cell_into(
                 }
             }
             Step::AgentSend(n, mut d) => {
-                if let Some(a) = agent.as_ref() {
+                if let Some(a) = agent.as_mut() {
                     if d.get("clientId").is_some() {
                         d["clientId"] = json!(live_client);
                     }
                     a.emit(&n, d.clone());
                     cadence.wrote();
+                    register_unsynced |= n == "register";
                 }
                 view.push(json!({ "dir": "agent→hub", "event": n, "data": d }));
             }
