@@ -36,6 +36,7 @@ pub mod lane;
 pub mod normalize;
 pub mod parity;
 pub mod pins;
+pub mod port_owner;
 pub mod proc;
 pub mod protocol;
 pub mod recordings;

@@ -237,6 +237,8 @@ pub struct TreeMark {
 pub struct ChildTree {
     child: Child,
     mark: TreeMark,
+    /// The root's start time in clock ticks since boot, read at spawn.
+    started: Option<u64>,
     _registration: crate::signals::Registration,
     done: bool,
 }
@@ -265,6 +267,7 @@ impl ChildTree {
                 kill_marked(&for_signal, None)
             })));
         Ok(ChildTree {
+            started: crate::port_owner::start_ticks(child.id()),
             child,
             mark,
             _registration: registration,
@@ -279,6 +282,11 @@ impl ChildTree {
 
     pub fn mark(&self) -> &TreeMark {
         &self.mark
+    }
+
+    /// When the root started, in clock ticks since boot (Linux).
+    pub fn started_ticks(&self) -> Option<u64> {
+        self.started
     }
 
     /// Kills every process of the tree and reaps the root; returns its exit status (the status
@@ -422,7 +430,7 @@ pub fn kill_everything_started() {
 }
 
 /// Whether process `pid` carries an environment variable whose name starts with `prefix`.
-fn has_env_var_prefix(pid: u32, prefix: &str) -> bool {
+pub fn has_env_var_prefix(pid: u32, prefix: &str) -> bool {
     let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
         return false;
     };

@@ -2772,3 +2772,71 @@ fn rule_block<'a>(out: &'a str, rule: &str) -> Vec<&'a str> {
     assert!(!block.is_empty(), "no verdict for {rule}:\n{out}");
     block
 }
+
+/// A hub command that prints the address of a hub already running (a hub that announces
+/// itself before failing to bind a fixed port someone else holds, reduced to its banner):
+/// before, every rule judged the other hub and passed. Now the start is refused (exit 2)
+/// naming the process that holds the port. The npm `socket.io` hub started through a wrapper
+/// that keeps it a child (`sh -c '…; :'`), on a fixed port, is still the started hub's own.
+#[test]
+fn a_hub_address_another_program_answers_is_refused_naming_it() {
+    let (stale, url) = spawn_hub(None);
+    let banner = format!("echo {url}; exec sleep 60");
+    let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+        .args([
+            "check",
+            "bridle",
+            "hub",
+            "--rule",
+            "welcome",
+            "--rule",
+            "http-health",
+        ])
+        .args(["--", "sh", "-c", &banner])
+        .env("JWT_SECRET", SECRET)
+        .env("BRIDLE_API_KEY", API_KEY)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("what listens there is not this hub")
+            && text.contains(&format!("pid {} (`", stale.child.id()))
+            && text.contains("already running before this one started"),
+        "{text}"
+    );
+    drop(stale);
+
+    if !node_ready("a_hub_address_another_program_answers_is_refused_naming_it") {
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let wrapped = format!(
+        "PORT={port} node '{}'; :",
+        node_dir().join("hub.js").display()
+    );
+    let (code, out) = bridgewire(&[
+        "check",
+        "bridle",
+        "hub",
+        "--rule",
+        "welcome",
+        "--rule",
+        "http-health",
+        "--",
+        "sh",
+        "-c",
+        &wrapped,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(not_passed(&out).is_empty(), "{out}");
+}

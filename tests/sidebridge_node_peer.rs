@@ -167,7 +167,7 @@ const UNJUDGED: &[(&str, &str)] = &[
     ),
     (
         "printearly",
-        "prints a random port (20000-39999) and listens on it 400 ms later: a port already taken fails its start (exit 2, seen once in a clean-clone CI run among parallel runs); peer.py's late-listen is the row for a banner printed before listening",
+        "prints a random port (20000-39999) and listens on it 400 ms later: a port already taken fails its start (exit 2, seen once in a clean-clone CI run among parallel runs); peer.py's late-listen is the row for a banner printed before listening, and an_address_another_program_answers_is_refused_naming_it runs it on a port the test picked",
     ),
     (
         "slow",
@@ -680,4 +680,155 @@ fn parity_of_two_node_server_builds_passes_what_the_client_cannot_see() {
         .flatten()
         .collect();
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// A free TCP port on 127.0.0.1 (bound and let go: the caller gives it to one server).
+fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
+/// The Node server on a fixed `port`, already running (killed on drop), once it printed its
+/// address.
+struct Running(std::process::Child);
+
+impl Running {
+    fn start(port: &str, key: &str) -> Running {
+        use std::io::BufRead;
+        let mut child = Command::new("node")
+            .arg(peer_dir().join("server.js"))
+            .args(["--key", key, "--port", port])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("node runs");
+        let mut banner = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut banner)
+            .unwrap();
+        assert!(banner.contains(&format!(":{port}/")), "{banner}");
+        Running(child)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A server that prints its address before it listens (`--odd printearly`) on a fixed port
+/// another program already holds fails to bind, yet the address answers: every verdict judged
+/// that other program. A flawed build passed `check sidebridge` against a correct server left
+/// running, and `parity` of a flawed head passed, both legs answered by it (the lesson: "parity
+/// legs that silently ran the same program"). Now the start is refused (exit 2) naming the
+/// process that holds the port. The same server started through a wrapper that keeps it a
+/// child (`sh -c '…; :'`), on a fixed port of its own, still passes every rule: the listener
+/// belongs to the started tree.
+#[test]
+fn an_address_another_program_answers_is_refused_naming_it() {
+    if !common::need::node("an_address_another_program_answers_is_refused_naming_it") {
+        return;
+    }
+    let server = peer_dir().join("server.js");
+    let port = free_port();
+    let stale = Running::start(&port, KEY);
+    let pid = format!("pid {} (`node ", stale.0.id());
+    let out = Command::new(BW)
+        .args([
+            "check",
+            "sidebridge",
+            "--key",
+            KEY,
+            "--require-all",
+            "--config",
+        ])
+        .arg(peer_dir().join("fixture.toml"))
+        .args(["--", "node"])
+        .arg(&server)
+        .args([
+            "--key",
+            KEY,
+            "--port",
+            &port,
+            "--odd",
+            "printearly",
+            "--flaw",
+            "no-id",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("what listens there is not this bridge")
+            && text.contains(&pid)
+            && text.contains("already running before this one started")
+            && text.contains("EADDRINUSE"),
+        "{text}"
+    );
+    drop(stale);
+
+    let port = free_port();
+    let stale = Running::start(&port, "s3cret");
+    let pid = format!("pid {} (`node ", stale.0.id());
+    let leg = |extra: &str| {
+        format!(
+            "cmd:node {} --key s3cret --port {port} --odd printearly {extra}",
+            server.display()
+        )
+    };
+    let out = Command::new(BW)
+        .args(["parity", "--timeout-ms", "30s", "--base"])
+        .arg(leg(""))
+        .arg("--head")
+        .arg(leg("--flaw from-case"))
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/sidebridge"))
+        .env("SIDEBRIDGE_KEY", "s3cret")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("0 passed, 0 failed")
+            && text.contains(&pid)
+            && text.contains("already running before this one started"),
+        "{text}"
+    );
+    drop(stale);
+
+    let port = free_port();
+    let wrapped = format!(
+        "node '{}' --key {KEY} --port {port} --odd printearly; :",
+        server.display()
+    );
+    let out = Command::new(BW)
+        .args([
+            "check",
+            "sidebridge",
+            "--key",
+            KEY,
+            "--require-all",
+            "--config",
+        ])
+        .arg(peer_dir().join("fixture.toml"))
+        .args(["--", "sh", "-c", &wrapped])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(short_of_pass(&text).is_empty(), "{text}");
 }

@@ -73,6 +73,11 @@ impl ChildGuard {
     pub fn id(&self) -> u32 {
         self.child.id()
     }
+
+    /// The child's process tree.
+    pub fn tree(&self) -> &ChildTree {
+        &self.child
+    }
 }
 
 /// A hub's first stdout line → its base URL (`http://h:p`, `h:p` or a bare port).

@@ -455,6 +455,18 @@ pub(crate) fn start_hub_or_why(
         };
         return Err(why);
     };
+    // A hub that printed its address before failing to bind a taken port: what answers there
+    // is another program (not judged when nothing listens soon: each use names that).
+    let soon = std::time::Instant::now() + Duration::from_secs(5);
+    if let Ok(Some(reached)) = crate::port_owner::await_listening(&url, soon)
+        && let Some(who) = crate::port_owner::foreign_listener(reached, hub.tree())
+    {
+        return Err(format!(
+            "the hub printed its address {url}, but what listens there is not this hub: {who}. \
+             Every verdict would judge that program; let the hub listen on a port of its own \
+             (port 0, printing the one it got) or stop the other program"
+        ));
+    }
     Ok((secret, key, Some(hub), url))
 }
 

@@ -11,7 +11,6 @@
 use crate::proc::ChildTree;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
-use std::net::ToSocketAddrs;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -114,34 +113,6 @@ pub fn find_url(line: &str) -> Option<String> {
     Some(loopback(&found))
 }
 
-/// Waits (until `deadline`) for the bridge to accept a TCP connection at `url`: a bridge may
-/// print its address a moment before it listens there (a banner printed before `listen`
-/// returns), and every rule would then meet a refused connection. `Err`: why not.
-fn await_listening(url: &str, deadline: Instant) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("invalid URL {url}: {e}"))?;
-    let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
-        return Ok(()); // judged where the URL is used
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let mut last = String::new();
-    loop {
-        let addrs: Vec<std::net::SocketAddr> = match (host, port).to_socket_addrs() {
-            Ok(a) => a.collect(),
-            Err(e) => return Err(format!("cannot resolve {host}: {e}")),
-        };
-        for a in &addrs {
-            match std::net::TcpStream::connect_timeout(a, Duration::from_millis(200)) {
-                Ok(_) => return Ok(()),
-                Err(e) => last = e.to_string(),
-            }
-        }
-        if Instant::now() >= deadline {
-            return Err(last);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn loopback(url: &str) -> String {
     url.replacen("//0.0.0.0:", "//127.0.0.1:", 1)
         .replacen("//[::]:", "//[::1]:", 1)
@@ -238,6 +209,7 @@ pub fn spawn(
     let deadline = Instant::now() + startup;
     let mut seen: std::collections::VecDeque<String> = Default::default();
     let mut closed = 0;
+    let mut foreign = false;
     let why = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
@@ -247,8 +219,22 @@ pub fn spawn(
                     None => find_url(&l),
                 };
                 if let Some(u) = url {
-                    match await_listening(&u, deadline) {
-                        Ok(()) => {
+                    match crate::port_owner::await_listening(&u, deadline) {
+                        Ok(reached) => {
+                            // A bridge that printed its address before failing to bind a taken
+                            // port: what answers there is another program.
+                            if let Some(who) = reached
+                                .and_then(|a| crate::port_owner::foreign_listener(a, &guard.child))
+                            {
+                                seen.push_back(l);
+                                foreign = true;
+                                break format!(
+                                    "the bridge printed its address {u}, but what listens there \
+                                     is not this bridge: {who}. Every verdict would judge that \
+                                     program; let the bridge listen on a port of its own (port 0, \
+                                     printing the one it got) or stop the other program"
+                                );
+                            }
                             guard.url = u;
                             return Ok(guard);
                         }
@@ -281,6 +267,20 @@ pub fn spawn(
             }
         }
     };
+    // A bridge that found its port taken is usually failing to bind: its next lines say so.
+    let until = Instant::now() + Duration::from_secs(1);
+    while foreign && closed < 2 {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Line::Out(l)) | Ok(Line::Err(l)) => {
+                if seen.len() == 20 {
+                    seen.pop_front();
+                }
+                seen.push_back(l);
+            }
+            Ok(Line::Closed) => closed += 1,
+            Err(_) => break,
+        }
+    }
     // A bridge that closed its pipes is usually exiting: give it a moment to say how.
     let mut status = String::new();
     for _ in 0..if closed == 2 { 20 } else { 1 } {
