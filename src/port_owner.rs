@@ -163,10 +163,73 @@ fn command_line(pid: u32) -> String {
     }
 }
 
-/// Why the address `target` (the one a connection to what `tree` printed reached) is served by
-/// a process that is certainly not of `tree`, if it is; `None` when the tree holds the socket
-/// or the owner cannot be told apart for certain.
-pub fn foreign_listener(target: SocketAddr, tree: &ChildTree) -> Option<String> {
+/// Who holds the address a started program printed, when it is certainly not that program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Foreign {
+    /// A program this bridgewire run started for another leg or cell.
+    Sibling(String),
+    /// A process already running before the started one.
+    Older(String),
+}
+
+impl Foreign {
+    /// How long to watch the started program before [`Foreign::refusal`]: an older owner is
+    /// legal when the command only announces a running server, which a program that failed to
+    /// bind shows by exiting or saying so within moments.
+    pub const WATCH: Duration = Duration::from_secs(3);
+
+    /// Why the start is refused, given how the started program ended within [`Self::WATCH`]
+    /// (`None`: still running) and what it printed; `None` when the command announced a running
+    /// server (it keeps running or exits 0, saying nothing of a taken address).
+    pub fn refusal(
+        &self,
+        exited: Option<std::process::ExitStatus>,
+        output: &[String],
+    ) -> Option<String> {
+        match self {
+            Foreign::Sibling(who) => Some(format!(
+                "{who}, a program this bridgewire run started for another leg or cell: two \
+                 programs given one fixed port cannot run side by side (parity runs its two legs \
+                 at once, and cells in parallel)"
+            )),
+            Foreign::Older(who) => {
+                let said = output.iter().any(|l| says_address_in_use(l));
+                let failed = exited.filter(|st| !st.success());
+                let how = match (failed, said) {
+                    (Some(st), true) => format!("said the address is in use and exited ({st})"),
+                    (Some(st), false) => format!("exited ({st})"),
+                    (None, true) => "said the address is in use".to_string(),
+                    (None, false) => return None,
+                };
+                Some(format!(
+                    "{who}, a process that was already running before this one started, which {how} \
+                     (a server left from an earlier run?)"
+                ))
+            }
+        }
+    }
+}
+
+/// Whether an output line says a port was taken, as common servers word it (Node's
+/// `EADDRINUSE`, glibc's "Address already in use", Python's errno 98, werkzeug's "Port … is in
+/// use").
+pub fn says_address_in_use(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    [
+        "eaddrinuse",
+        "address already in use",
+        "address in use",
+        "[errno 98]",
+        "is in use by another program",
+    ]
+    .iter()
+    .any(|p| l.contains(p))
+}
+
+/// Who holds the address `target` (the one a connection to what `tree` printed reached), when
+/// it is certainly not of `tree`; `None` when the tree holds the socket or the owner cannot be
+/// told apart for certain.
+pub fn foreign_listener(target: SocketAddr, tree: &ChildTree) -> Option<Foreign> {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let inodes: Vec<u64> = parse_listeners(&read("/proc/net/tcp"))
         .into_iter()
@@ -187,19 +250,12 @@ pub fn foreign_listener(target: SocketAddr, tree: &ChildTree) -> Option<String> 
     for &pid in &held_by {
         let who = format!("pid {pid} (`{}`)", command_line(pid));
         if crate::proc::has_env_var_prefix(pid, &siblings) {
-            return Some(format!(
-                "{who}, a program this bridgewire run started for another leg or cell: two \
-                 programs given one fixed port cannot run side by side (parity runs its two legs \
-                 at once, and cells in parallel)"
-            ));
+            return Some(Foreign::Sibling(who));
         }
         if let (Some(owner), Some(ours)) = (start_ticks(pid), tree.started_ticks())
             && owner < ours
         {
-            return Some(format!(
-                "{who}, a process that was already running before this one started (a server \
-                 left from an earlier run?)"
-            ));
+            return Some(Foreign::Older(who));
         }
     }
     None
@@ -235,6 +291,45 @@ mod tests {
         let got = parse_listeners(v6);
         assert_eq!(got[0].addr, "[::1]:8080".parse().unwrap());
         assert_eq!(got[1].addr, "[::ffff:127.0.0.1]:3000".parse().unwrap());
+    }
+
+    #[test]
+    fn an_older_owner_is_refused_only_when_the_started_program_failed_to_bind() {
+        use std::os::unix::process::ExitStatusExt;
+        let older = Foreign::Older("pid 1 (`srv`)".into());
+        let failed = std::process::ExitStatus::from_raw(1 << 8);
+        let ok = std::process::ExitStatus::from_raw(0);
+        // An announcer of a running server: still running, or done with 0, saying nothing.
+        assert_eq!(older.refusal(None, &["http://127.0.0.1:8080".into()]), None);
+        assert_eq!(older.refusal(Some(ok), &[]), None);
+        assert!(
+            older
+                .refusal(Some(failed), &[])
+                .unwrap()
+                .contains("exited (exit status: 1)")
+        );
+        // A wrapper that swallowed the status, or a server that lives on without its port.
+        for line in [
+            "Error: listen EADDRINUSE: address already in use 127.0.0.1:8080",
+            "OSError: [Errno 98] Address already in use",
+            "Address already in use",
+            "Port 5000 is in use by another program. Either identify and stop that program, or start the server with a different port.",
+            "listen tcp 127.0.0.1:8080: bind: address already in use",
+        ] {
+            let why = older.refusal(Some(ok), &[line.into()]);
+            assert!(
+                why.is_some_and(|w| w.contains("said the address is in use")),
+                "{line}"
+            );
+        }
+        assert!(!says_address_in_use("GET /in-use 200"));
+        let sibling = Foreign::Sibling("pid 2 (`srv`)".into());
+        assert!(
+            sibling
+                .refusal(None, &[])
+                .unwrap()
+                .contains("another leg or cell")
+        );
     }
 
     #[test]

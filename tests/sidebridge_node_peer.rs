@@ -770,7 +770,9 @@ fn an_address_another_program_answers_is_refused_naming_it() {
     assert!(
         text.contains("what listens there is not this bridge")
             && text.contains(&pid)
-            && text.contains("already running before this one started")
+            && text.contains(
+                "already running before this one started, which said the address is in use"
+            )
             && text.contains("EADDRINUSE"),
         "{text}"
     );

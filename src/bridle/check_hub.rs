@@ -224,6 +224,10 @@ struct Ctx<'a> {
     flood: RefCell<Option<SubCheck>>,
     /// A routing probe failed ([`Ctx::probe_routing`]).
     probe_failed: std::cell::Cell<bool>,
+    /// What [`misrouting`] saw, once measured.
+    misroute: RefCell<Option<Option<String>>>,
+    /// What [`own_client_ids`] saw, once measured.
+    client_ids: RefCell<Option<Option<String>>>,
     /// The overall health before any rule connected anything, on a hub this run started.
     idle_health: Option<Result<(u16, Value), String>>,
 }
@@ -556,6 +560,8 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
         tally: Tally::default(),
         flood: RefCell::new(None),
         probe_failed: std::cell::Cell::new(false),
+        misroute: RefCell::new(None),
+        client_ids: RefCell::new(None),
         idle_health: None,
     };
     let mut out = crate::report::live::VerdictLog::new(c.live.clone());
@@ -659,6 +665,28 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
             if flood.status == crate::rule::Status::Fail {
                 v = flooded(rule, v, &flood);
             }
+        }
+        // What follows from a fault another rule judges is that rule's (one fault, one
+        // verdict), seen by a probe: clientIds the hub makes up instead of the token's sub
+        // (welcome's), which leave browsers addressed by their sub waiting; answers sent to
+        // another browser than the one they are addressed to (client-routing's).
+        let failed_on = |v: &Verdict, explains: fn(&str) -> bool| {
+            v.status == crate::rule::Status::Fail
+                && v.subchecks
+                    .iter()
+                    .any(|c| c.status == crate::rule::Status::Fail && explains(&c.evidence))
+        };
+        if ADDRESSED.contains(&rule)
+            && failed_on(&v, client_id_shortfall)
+            && let Some(seen) = own_client_ids(&ctx).await
+        {
+            v = explained(rule, v, id::WELCOME, &seen, client_id_shortfall);
+        }
+        if ROUTED.contains(&rule)
+            && failed_on(&v, nothing_arrived)
+            && let Some(seen) = misrouting(&ctx).await
+        {
+            v = explained(rule, v, id::CLIENT_ROUTING, &seen, nothing_arrived);
         }
         if let Err(why) = serving(&ctx).await {
             // What this rule could not see because the hub went away is robustness's fault;
@@ -2929,6 +2957,135 @@ cannot be told from the flood; not judged, {} carries that fault",
         return Verdict::from_all_subchecks(rule, subs);
     }
     Verdict::skipped(rule, cause).with_subchecks(subs)
+}
+
+/// Rules whose browsers wait for answers an agent addressed to them: a hub that routes those
+/// answers to another browser leaves them waiting.
+const ROUTED: &[&str] = &[
+    id::AGENT_ISOLATION,
+    id::SAME_USER_BROWSERS,
+    id::AGENT_TAKEOVER,
+    id::LEGACY_PARTS,
+    id::STREAM_RELAY,
+    id::AGENT_RECONNECT,
+];
+
+/// Whether a sub-check's evidence is a browser that received nothing it waited for (the
+/// words [`Peer::expect`] and the rules use for it), not something wrong that arrived.
+fn nothing_arrived(evidence: &str) -> bool {
+    static NOTHING: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    NOTHING
+        .get_or_init(|| {
+            regex::Regex::new(r"\bno [a-z_]+ within\b|\bgot no reply\b|\bsaw nothing within\b")
+                .expect("valid regex")
+        })
+        .is_match(evidence)
+}
+
+/// Whether the hub misroutes, seen once per run: an answer the agent addresses to one of its
+/// two browsers reaches the other and not its own (what client-routing fails on). `Some` says
+/// what was seen; `None` when the answer reached its browser, or reached no one (not routed
+/// elsewhere: the rules keep their own evidence).
+async fn misrouting(ctx: &Ctx<'_>) -> Option<String> {
+    if let Some(seen) = ctx.misroute.borrow().clone() {
+        return seen;
+    }
+    let seen = async {
+        let a = ctx.agent_id("misroute-probe");
+        let ag = ctx.agent(&a).await.ok()?;
+        let mut own = ctx.browser("misroute-probe-1", &a).await.ok()?;
+        let mut other = ctx.browser("misroute-probe-2", &a).await.ok()?;
+        let text = "for misroute-probe-1";
+        ag.emit(
+            "message",
+            text_frame("misroute-probe-1", text, "misroute-probe"),
+        );
+        let mine = own.expect("message", ctx.c.wait, "misroute-probe-1").await;
+        let theirs = other
+            .expect("message", ctx.short(), "misroute-probe-2")
+            .await;
+        let reached_other = theirs.is_ok_and(|m| m["text"] == text);
+        (mine.is_err() && reached_other).then(|| {
+            "the hub misroutes (an answer the agent addressed to one of its browsers reached its \
+             other browser and not its own)"
+                .to_string()
+        })
+    }
+    .await;
+    *ctx.misroute.borrow_mut() = Some(seen.clone());
+    seen
+}
+
+/// Rules whose browsers are addressed by the clientId their token's sub gives them.
+const ADDRESSED: &[&str] = &[
+    id::AGENT_ISOLATION,
+    id::CLIENT_ROUTING,
+    id::SAME_USER_BROWSERS,
+    id::AGENT_TAKEOVER,
+    id::LEGACY_PARTS,
+    id::STREAM_RELAY,
+    id::AGENT_RECONNECT,
+];
+
+/// Whether a sub-check fell short the way clientIds the hub makes up make it: an agent that
+/// got another clientId than the sender's sub, or a browser addressed by its sub that got
+/// nothing.
+fn client_id_shortfall(evidence: &str) -> bool {
+    evidence.contains("clientId") || nothing_arrived(evidence)
+}
+
+/// Whether the hub gives browsers clientIds of its own, seen once per run: a browser whose
+/// token's sub is `clientid-probe` (no roles) is welcomed with another clientId (what welcome
+/// fails on). `None` when it is welcomed as the sub, or not at all.
+async fn own_client_ids(ctx: &Ctx<'_>) -> Option<String> {
+    if let Some(seen) = ctx.client_ids.borrow().clone() {
+        return seen;
+    }
+    let seen = async {
+        let a = ctx.agent_id("clientid-probe");
+        let (_, w) = ctx.browser_welcomed("clientid-probe", &[], &a).await.ok()?;
+        (w["clientId"] != "clientid-probe").then(|| {
+            format!(
+                "the hub gives browsers clientIds of its own (welcome for sub \"clientid-probe\" is {w})"
+            )
+        })
+    }
+    .await;
+    *ctx.client_ids.borrow_mut() = Some(seen.clone());
+    seen
+}
+
+/// A rule that fell short on a hub with a fault `owner` judges, `seen` by a probe: its
+/// sub-checks whose shortfall that fault `explains` are not judged, naming `owner`; a failure
+/// it cannot explain keeps the rule failed.
+fn explained(
+    rule: &str,
+    v: Verdict,
+    owner: &str,
+    seen: &str,
+    explains: fn(&str) -> bool,
+) -> Verdict {
+    let subs: Vec<SubCheck> = v
+        .subchecks
+        .into_iter()
+        .map(|c| match c.status {
+            crate::rule::Status::Fail if explains(&c.evidence) => SubCheck::skipped(
+                c.name,
+                format!("not judged ({owner}'s fault): {}", c.evidence),
+            ),
+            _ => c,
+        })
+        .collect();
+    if subs.iter().any(|c| c.status == crate::rule::Status::Fail) {
+        return Verdict::from_all_subchecks(rule, subs);
+    }
+    Verdict::skipped(
+        rule,
+        format!(
+            "{seen}: what this rule saw follows from that; not judged, {owner} carries that fault"
+        ),
+    )
+    .with_subchecks(subs)
 }
 
 async fn measure_flood(ctx: &Ctx<'_>) -> SubCheck {

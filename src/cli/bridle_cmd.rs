@@ -459,13 +459,34 @@ pub(crate) fn start_hub_or_why(
     // is another program (not judged when nothing listens soon: each use names that).
     let soon = std::time::Instant::now() + Duration::from_secs(5);
     if let Ok(Some(reached)) = crate::port_owner::await_listening(&url, soon)
-        && let Some(who) = crate::port_owner::foreign_listener(reached, hub.tree())
+        && let Some(foreign) = crate::port_owner::foreign_listener(reached, hub.tree())
     {
-        return Err(format!(
-            "the hub printed its address {url}, but what listens there is not this hub: {who}. \
-             Every verdict would judge that program; let the hub listen on a port of its own \
-             (port 0, printing the one it got) or stop the other program"
-        ));
+        // Its further stdout and its exit, for a moment (stderr is the terminal's).
+        let until = std::time::Instant::now() + crate::port_owner::Foreign::WATCH;
+        let mut output = Vec::new();
+        let exited = loop {
+            if let Some(st) = hub.exited() {
+                break Some(st);
+            }
+            if std::time::Instant::now() >= until
+                || output
+                    .iter()
+                    .any(|l: &String| crate::port_owner::says_address_in_use(l))
+            {
+                break None;
+            }
+            match hub.line(Duration::from_millis(20)) {
+                Some(l) => output.push(l),
+                None => std::thread::sleep(Duration::from_millis(5)),
+            }
+        };
+        if let Some(who) = foreign.refusal(exited, &output) {
+            return Err(format!(
+                "the hub printed its address {url}, but what listens there is not this hub: \
+                 {who}. Every verdict would judge that program; let the hub listen on a port of \
+                 its own (port 0, printing the one it got) or stop the other program"
+            ));
+        }
     }
     Ok((secret, key, Some(hub), url))
 }

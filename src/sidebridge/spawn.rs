@@ -179,6 +179,43 @@ fn drain(mut r: BufReader<impl Read>, err: bool) {
     }
 }
 
+/// Watches a bridge whose address another program answers, for at most
+/// [`crate::port_owner::Foreign::WATCH`]: its further output (into `seen`) until it says the
+/// address is in use, and its exit. Returns how it exited, if it did.
+fn watch(
+    rx: &mpsc::Receiver<Line>,
+    guard: &mut BridgeProcess,
+    seen: &mut std::collections::VecDeque<String>,
+    closed: &mut usize,
+) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + crate::port_owner::Foreign::WATCH;
+    loop {
+        if let Ok(Some(st)) = guard.child.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() >= until
+            || seen
+                .iter()
+                .any(|l| crate::port_owner::says_address_in_use(l))
+        {
+            return None;
+        }
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(Line::Out(l)) | Ok(Line::Err(l)) => {
+                if seen.len() == 20 {
+                    seen.pop_front();
+                }
+                seen.push_back(l);
+            }
+            Ok(Line::Closed) => *closed += 1,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+        }
+    }
+}
+
 /// Spawns `command` and waits (bounded) for the line that names its address.
 pub fn spawn(
     command: &[OsString],
@@ -209,7 +246,6 @@ pub fn spawn(
     let deadline = Instant::now() + startup;
     let mut seen: std::collections::VecDeque<String> = Default::default();
     let mut closed = 0;
-    let mut foreign = false;
     let why = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
@@ -223,17 +259,21 @@ pub fn spawn(
                         Ok(reached) => {
                             // A bridge that printed its address before failing to bind a taken
                             // port: what answers there is another program.
-                            if let Some(who) = reached
+                            if let Some(f) = reached
                                 .and_then(|a| crate::port_owner::foreign_listener(a, &guard.child))
                             {
                                 seen.push_back(l);
-                                foreign = true;
-                                break format!(
-                                    "the bridge printed its address {u}, but what listens there \
-                                     is not this bridge: {who}. Every verdict would judge that \
-                                     program; let the bridge listen on a port of its own (port 0, \
-                                     printing the one it got) or stop the other program"
-                                );
+                                let exited = watch(&rx, &mut guard, &mut seen, &mut closed);
+                                let output: Vec<String> = seen.iter().cloned().collect();
+                                if let Some(who) = f.refusal(exited, &output) {
+                                    break format!(
+                                        "the bridge printed its address {u}, but what listens \
+                                         there is not this bridge: {who}. Every verdict would \
+                                         judge that program; let the bridge listen on a port of \
+                                         its own (port 0, printing the one it got) or stop the \
+                                         other program"
+                                    );
+                                }
                             }
                             guard.url = u;
                             return Ok(guard);
@@ -267,20 +307,6 @@ pub fn spawn(
             }
         }
     };
-    // A bridge that found its port taken is usually failing to bind: its next lines say so.
-    let until = Instant::now() + Duration::from_secs(1);
-    while foreign && closed < 2 {
-        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-            Ok(Line::Out(l)) | Ok(Line::Err(l)) => {
-                if seen.len() == 20 {
-                    seen.pop_front();
-                }
-                seen.push_back(l);
-            }
-            Ok(Line::Closed) => closed += 1,
-            Err(_) => break,
-        }
-    }
     // A bridge that closed its pipes is usually exiting: give it a moment to say how.
     let mut status = String::new();
     for _ in 0..if closed == 2 { 20 } else { 1 } {
