@@ -77,6 +77,7 @@ struct Row {
 
 const PREREQ_START: &str = "prerequisite session/start-identity failed";
 const REFUSED: &str = "could not be judged: the runtime refused";
+const FOREIGN: &str = "thread/delta message(s) under a threadId the runtime never named (first: \"x-thr_conformance_1\" at message 8; see thread/delta-echoes-thread-id)";
 
 fn flaw(name: &'static str) -> &'static [(&'static str, &'static str)] {
     // Leaked once per row: the table is static data.
@@ -573,6 +574,37 @@ fn rows() -> Vec<Row> {
                 "fail",
                 ": deltas[0] (turn.mainRun): state \"sleeping\", want \"idle\" or \"running\"",
             )],
+        },
+        // Deltas under a threadId the runtime never named (parity found it: bb's runtime routes
+        // by the echoed id): one fault, one verdict. Before, five rules failed on their own
+        // (turn never started, second turn never settled, …) and nothing named the id.
+        Row {
+            name: "thread-prefix",
+            env: &[("PY_BB_THREAD_PREFIX", "x-")],
+            not_pass: &[
+                (
+                    "thread/delta-echoes-thread-id",
+                    "fail",
+                    "under a threadId the runtime never named (first: \"x-thr_conformance_1\" at message ",
+                ),
+                ("turn/lifecycle", "skipped", FOREIGN),
+                ("item/opens-before-delta", "skipped", FOREIGN),
+                ("presentation/icon-namespaced-declared", "skipped", FOREIGN),
+                ("session/resume-id-uniqueness", "skipped", FOREIGN),
+                ("turn/settles-without-activity", "skipped", FOREIGN),
+                ("session/threads-independent", "skipped", FOREIGN),
+                ("stop/interrupt-settles-before-result", "skipped", FOREIGN),
+                (
+                    "stop/interrupt-settles-interrupted",
+                    "not-run",
+                    "no thread/stop {intent: \"interrupt\"} reached an open turn",
+                ),
+                (
+                    "stop/interrupt-closes-items",
+                    "not-run",
+                    "no thread/stop {intent: \"interrupt\"} reached an open turn",
+                ),
+            ],
         },
         f(
             "bad-delta-later",

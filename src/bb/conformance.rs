@@ -63,6 +63,7 @@ pub const LIVE_RULES: &[&str] = &[
     "turn/vouched-key-opened",
     "session/identity-before-deltas",
     "recovery/hint-names-hosted-thread",
+    super::wire::THREAD_ID_ECHOED,
     // Beyond the kit, SHOULD: nothing but protocol traffic on stdout.
     STDOUT_PROTOCOL_ONLY,
     // Beyond the kit: bb's host grammar over every event of the run (`LiveGrammar`).
@@ -1075,6 +1076,7 @@ impl Kit<'_> {
             super::wire::NOTHING_AFTER_STOP,
             super::wire::IDENTITY_BEFORE_DELTAS,
             super::wire::HINT_NAMES_HOSTED_THREAD,
+            super::wire::THREAD_ID_ECHOED,
         ]
         .contains(&v.id.as_str());
         if (v.status == Status::Fail || lacks_evidence)
@@ -1087,6 +1089,23 @@ impl Kit<'_> {
             v.status = Status::Skipped;
             v.detail = format!(
                 "could not be judged: the runtime refused {n} thread/delta message(s) (first: {first}; see events/schema-valid); without them: {}",
+                v.detail
+            );
+        }
+        // One fault, one verdict: deltas under a threadId the runtime never named reach no
+        // thread (bb's runtime routes by it), so a rule missing its thread's events fails for
+        // that fault, thread/delta-echoes-thread-id's.
+        if (v.status == Status::Fail || lacks_evidence)
+            && !stands_alone
+            && !self.kit_only
+            && !v.detail.starts_with("could not be judged")
+            && let Some((at, thread)) = &self.c.judge.foreign_thread_first
+        {
+            let n = self.c.judge.foreign_thread_deltas;
+            v.status = Status::Skipped;
+            v.detail = format!(
+                "could not be judged: the bridge sent {n} thread/delta message(s) under a threadId the runtime never named (first: {thread:?} at {at}; see {}); without them: {}",
+                super::wire::THREAD_ID_ECHOED,
                 v.detail
             );
         }
@@ -1180,6 +1199,8 @@ impl Kit<'_> {
             }
             self.emit(m, v);
         }
+        let v = self.c.judge.thread_id_echoed();
+        self.emit(m, v);
     }
 
     fn hygiene(&mut self) -> bool {

@@ -12,6 +12,7 @@
 //! | `turn/vouched-key-opened` | Turn lifecycle 3 | a delta is scoped by a `providerTurnId` the bridge never opened with `turn.open` on that thread (a provider's own turn label forwarded as scoping); a `turn.boundary` for such a key is the grammar's `turn/known` |
 //! | `recovery/hint-names-hosted-thread` | Recovery hints | a `provider/recovery` notification names a `threadId` the process does not host (never constructed by `thread/start`/`resume`/`fork`, or released by a stop it answered): the runtime drops it |
 //! | `session/identity-before-deltas` | Ordering guarantees | a session's `thread/identity` notification arrives after a `thread/delta` for it (both after the `thread/start`/`resume`/`fork` that constructed it) |
+//! | `thread/delta-echoes-thread-id` (live only) | Identity | a `thread/delta` names a `threadId` no runtime request named ("echoed verbatim"): bb's runtime routes by it, so the delta reaches no thread |
 //!
 //! The judge is fed the same way live (the conformance client) and offline (a recording's
 //! merged view): runtime lines, bridge responses, and each `thread/delta`'s assembled events
@@ -32,6 +33,9 @@ pub const INTERRUPT_CLOSES_ITEMS: &str = "stop/interrupt-closes-items";
 pub const VOUCHED_KEY_OPENED: &str = "turn/vouched-key-opened";
 pub const IDENTITY_BEFORE_DELTAS: &str = "session/identity-before-deltas";
 pub const HINT_NAMES_HOSTED_THREAD: &str = "recovery/hint-names-hosted-thread";
+/// Live only (not in [`RULES`]): offline, a delta under a threadId the runtime never named
+/// lands in that id's own scope, a cell with no runtime lane, so it could never be seen there.
+pub const THREAD_ID_ECHOED: &str = "thread/delta-echoes-thread-id";
 
 /// Every wire rule, in report order.
 pub const RULES: &[&str] = &[
@@ -115,6 +119,14 @@ pub struct WireJudge {
     pub thread_hints: usize,
     /// Hints naming a thread that arrived before any runtime line (not judged).
     unjudged_hints: usize,
+    /// Every threadId a runtime request named (bounded by [`MAX_TRACKED`]).
+    named_threads: std::collections::HashSet<String>,
+    /// Where the bound on named threads was reached (later deltas were not judged).
+    named_overflow: Option<String>,
+    /// Valid `thread/delta` messages under a threadId no runtime request named: the first
+    /// (where, threadId), and how many.
+    pub foreign_thread_first: Option<(String, String)>,
+    pub foreign_thread_deltas: usize,
 }
 
 /// A position formatted on first use.
@@ -197,6 +209,11 @@ impl WireJudge {
         let Some(thread) = thread_of(msg) else {
             return;
         };
+        if self.named_threads.len() < MAX_TRACKED {
+            self.named_threads.insert(thread.to_string());
+        } else if !self.named_threads.contains(thread) && self.named_overflow.is_none() {
+            self.named_overflow = Some(at.to_string());
+        }
         match method {
             "thread/stop" => {
                 if !self.room(at) {
@@ -337,6 +354,17 @@ impl WireJudge {
         deltas: &[J],
         at: &dyn Fn() -> String,
     ) {
+        // The runtime's threadId is "echoed verbatim" (Identity): bb's runtime routes a delta
+        // by it, and one it never named reaches no thread.
+        if self.runtime_seen
+            && self.named_overflow.is_none()
+            && !self.named_threads.contains(thread)
+        {
+            self.foreign_thread_deltas += 1;
+            if self.foreign_thread_first.is_none() {
+                self.foreign_thread_first = Some((at(), thread.to_string()));
+            }
+        }
         if let Some((_, first)) = self.awaiting_identity.get_mut(thread)
             && first.is_none()
         {
@@ -511,6 +539,43 @@ impl WireJudge {
         }
     }
 
+    /// [`THREAD_ID_ECHOED`]'s verdict (live): every valid `thread/delta` names a threadId a
+    /// runtime request named.
+    pub fn thread_id_echoed(&self) -> Verdict {
+        if let Some((at, thread)) = &self.foreign_thread_first {
+            let n = self.foreign_thread_deltas;
+            let mut named: Vec<&String> = self.named_threads.iter().collect();
+            named.sort();
+            named.truncate(5);
+            return Verdict::fail(
+                THREAD_ID_ECHOED,
+                format!(
+                    "{n} thread/delta message(s) under a threadId the runtime never named (first: {thread:?} at {at}; the runtime named {named:?}): the threadId is echoed verbatim, and bb's runtime routes a delta by it, so these reach no thread"
+                ),
+            );
+        }
+        if let Some(at) = &self.named_overflow {
+            return Verdict::not_run(
+                THREAD_ID_ECHOED,
+                format!(
+                    "the judge's bound ({MAX_TRACKED} named threads) was reached at {at}; later deltas were not judged"
+                ),
+            );
+        }
+        if self.deltas_seen == 0 {
+            return Verdict::not_run(
+                THREAD_ID_ECHOED,
+                "no valid thread/delta was received to judge",
+            );
+        }
+        let mut v = Verdict::pass(THREAD_ID_ECHOED);
+        v.detail = format!(
+            "{} thread/delta message(s), each under a threadId the runtime named",
+            self.deltas_seen
+        );
+        v
+    }
+
     /// One verdict per wire rule; `id` maps a rule to its verdict id (e.g. a cell prefix).
     /// A stop rule that saw no stop is *not run*, with the reason.
     pub fn verdicts(&self, id: impl Fn(&str) -> String) -> Vec<Verdict> {
@@ -652,6 +717,34 @@ mod tests {
     use crate::bb::assembler::Assembler;
     use crate::rule::Status;
     use serde_json::json;
+
+    #[test]
+    fn a_delta_under_a_thread_id_the_runtime_never_named_fails_thread_id_echoed() {
+        let mut j = WireJudge::new();
+        assert_eq!(j.thread_id_echoed().status, Status::NotRun);
+        j.runtime(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "thread/start", "params": {"threadId": "thr_1"}}),
+            "message 1",
+        );
+        let deltas = json!([{"kind": "turn.open"}]);
+        let deltas = deltas.as_array().unwrap();
+        j.bridge_delta_keys("thr_1", deltas, &|| "message 2".into());
+        j.deltas_seen += 1;
+        assert_eq!(j.thread_id_echoed().status, Status::Pass);
+        j.bridge_delta_keys("x-thr_1", deltas, &|| "message 3".into());
+        j.bridge_delta_keys("x-thr_1", deltas, &|| "message 4".into());
+        let v = j.thread_id_echoed();
+        assert_eq!(v.status, Status::Fail);
+        assert!(
+            v.detail.starts_with("2 thread/delta message(s) under a threadId the runtime never named (first: \"x-thr_1\" at message 3; the runtime named [\"thr_1\"])"),
+            "{}",
+            v.detail
+        );
+        // Offline, a cell without the runtime's lane judges nothing.
+        let mut offline = WireJudge::new();
+        offline.bridge_delta_keys("x-thr_1", deltas, &|| "seq 1".into());
+        assert_eq!(offline.foreign_thread_deltas, 0);
+    }
 
     fn feed(j: &mut WireJudge, a: &mut Assembler, thread: &str, at: &str, deltas: Value) {
         let events = a.assemble(thread, deltas.as_array().unwrap());
