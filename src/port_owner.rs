@@ -252,8 +252,10 @@ pub fn foreign_listener(target: SocketAddr, tree: &ChildTree) -> Option<Foreign>
         if crate::proc::has_env_var_prefix(pid, &siblings) {
             return Some(Foreign::Sibling(who));
         }
+        // Clock ticks are 10 ms: a process that started in the same tick as the started one
+        // counts as older (it is refused only when the started one failed to bind).
         if let (Some(owner), Some(ours)) = (start_ticks(pid), tree.started_ticks())
-            && owner < ours
+            && owner <= ours
         {
             return Some(Foreign::Older(who));
         }

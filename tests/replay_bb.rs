@@ -145,6 +145,23 @@ fn cli_replays_every_bundled_cell_in_parallel() {
         text.contains("4 passed, 0 failed, 0 skipped (4 cells)"),
         "{text}"
     );
+    // A bridge that cannot start is invalid input, said once (exit 2, as `check bb`, the other
+    // replays and `parity` say it), not a FAIL per cell with exit 1.
+    for verb in ["replay", "rerecord"] {
+        let out = Command::new(BRIDGEWIRE)
+            .args([verb, "bb"])
+            .arg(cells_root())
+            .args(["--", "/nonexistent/bridge"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{verb}: {err}");
+        assert!(
+            err.contains("error: the bridge cannot start: /nonexistent/bridge: No such file"),
+            "{verb}: {err}"
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "{verb}");
+    }
 }
 
 #[test]

@@ -165,6 +165,19 @@ fn parallel<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R + Sy
         .collect()
 }
 
+/// A bridge that cannot start (not on PATH, missing, not executable) is invalid input, said
+/// once before any cell (exit 2, as for `check bb`, the other protocols' replays and
+/// `parity`), not a FAIL per cell with exit 1.
+fn bridge_cannot_start(command: &[OsString]) -> Option<u8> {
+    let argv = command
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    let why = crate::parity::cannot_start(&crate::protocol::BridgeCommand::new(argv))?;
+    eprintln!("error: the bridge cannot start: {why}");
+    Some(exit::INVALID_INPUT)
+}
+
 pub fn run_replay(a: &ReplayBbArgs) -> u8 {
     let cells = match resolve_cells(&a.cells) {
         Ok(c) if !c.is_empty() => c,
@@ -177,6 +190,9 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    if let Some(code) = bridge_cannot_start(&a.command) {
+        return code;
+    }
     let opts = a.options();
     let wall = std::time::Instant::now();
     let progress = interrupt_summary("replay bb", cells.len());
@@ -396,6 +412,9 @@ pub fn run_rerecord(args: &RerecordBbArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    if let Some(code) = bridge_cannot_start(&a.command) {
+        return code;
+    }
     let mut opts = a.options();
     opts.write_mode = args.mode;
     let progress = interrupt_summary("rerecord bb", cells.len());

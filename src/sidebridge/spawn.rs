@@ -191,6 +191,21 @@ fn watch(
     let until = Instant::now() + crate::port_owner::Foreign::WATCH;
     loop {
         if let Ok(Some(st)) = guard.child.try_wait() {
+            // What it wrote before exiting may still be in the pipes: read it to their end
+            // (bounded), so the refusal can say what it said.
+            let drained = Instant::now() + Duration::from_secs(1);
+            while *closed < 2 {
+                match rx.recv_timeout(drained.saturating_duration_since(Instant::now())) {
+                    Ok(Line::Out(l)) | Ok(Line::Err(l)) => {
+                        if seen.len() == 20 {
+                            seen.pop_front();
+                        }
+                        seen.push_back(l);
+                    }
+                    Ok(Line::Closed) => *closed += 1,
+                    Err(_) => break,
+                }
+            }
             return Some(st);
         }
         if Instant::now() >= until
