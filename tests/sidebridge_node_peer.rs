@@ -690,33 +690,40 @@ fn free_port() -> String {
 
 /// The Node server on a fixed `port`, already running (killed on drop), once it printed its
 /// address.
-struct Running(std::process::Child);
-
-impl Running {
-    fn start(port: &str, key: &str) -> Running {
-        use std::io::BufRead;
-        let mut child = Command::new("node")
+fn running(port: &str, key: &str) -> common::proc::Served {
+    let served = common::proc::spawn_url(
+        Command::new("node")
             .arg(peer_dir().join("server.js"))
-            .args(["--key", key, "--port", port])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node runs");
-        let mut banner = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut banner)
-            .unwrap();
-        assert!(banner.contains(&format!(":{port}/")), "{banner}");
-        Running(child)
-    }
+            .args(["--key", key, "--port", port]),
+    );
+    assert!(served.url.contains(&format!(":{port}/")), "{}", served.url);
+    served
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// `check sidebridge` with the fixture, every rule required, on the bridge `command`:
+/// `(exit code, stdout then stderr)`.
+fn check_command(command: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let out = Command::new(BW)
+        .args([
+            "check",
+            "sidebridge",
+            "--key",
+            KEY,
+            "--require-all",
+            "--config",
+        ])
+        .arg(peer_dir().join("fixture.toml"))
+        .arg("--")
+        .args(command)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
 }
 
 /// A server that prints its address before it listens (`--odd printearly`) on a fixed port
@@ -734,39 +741,21 @@ fn an_address_another_program_answers_is_refused_naming_it() {
     }
     let server = peer_dir().join("server.js");
     let port = free_port();
-    let stale = Running::start(&port, KEY);
-    let pid = format!("pid {} (`node ", stale.0.id());
-    let out = Command::new(BW)
-        .args([
-            "check",
-            "sidebridge",
-            "--key",
-            KEY,
-            "--require-all",
-            "--config",
-        ])
-        .arg(peer_dir().join("fixture.toml"))
-        .args(["--", "node"])
-        .arg(&server)
-        .args([
-            "--key",
-            KEY,
-            "--port",
-            &port,
-            "--odd",
-            "printearly",
-            "--flaw",
-            "no-id",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(2), "{text}");
+    let stale = running(&port, KEY);
+    let pid = format!("pid {} (`node ", stale.proc.child.id());
+    let (code, text) = check_command(&[
+        "node".as_ref(),
+        server.as_os_str(),
+        "--key".as_ref(),
+        KEY.as_ref(),
+        "--port".as_ref(),
+        port.as_ref(),
+        "--odd".as_ref(),
+        "printearly".as_ref(),
+        "--flaw".as_ref(),
+        "no-id".as_ref(),
+    ]);
+    assert_eq!(code, Some(2), "{text}");
     assert!(
         text.contains("what listens there is not this bridge")
             && text.contains(&pid)
@@ -779,8 +768,8 @@ fn an_address_another_program_answers_is_refused_naming_it() {
     drop(stale);
 
     let port = free_port();
-    let stale = Running::start(&port, "s3cret");
-    let pid = format!("pid {} (`node ", stale.0.id());
+    let stale = running(&port, "s3cret");
+    let pid = format!("pid {} (`node ", stale.proc.child.id());
     let leg = |extra: &str| {
         format!(
             "cmd:node {} --key s3cret --port {port} --odd printearly {extra}",
@@ -812,25 +801,7 @@ fn an_address_another_program_answers_is_refused_naming_it() {
         "node '{}' --key {KEY} --port {port} --odd printearly; :",
         server.display()
     );
-    let out = Command::new(BW)
-        .args([
-            "check",
-            "sidebridge",
-            "--key",
-            KEY,
-            "--require-all",
-            "--config",
-        ])
-        .arg(peer_dir().join("fixture.toml"))
-        .args(["--", "sh", "-c", &wrapped])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let (code, text) = check_command(&["sh".as_ref(), "-c".as_ref(), wrapped.as_ref()]);
+    assert_eq!(code, Some(0), "{text}");
     assert!(short_of_pass(&text).is_empty(), "{text}");
 }

@@ -676,7 +676,9 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
                     .iter()
                     .any(|c| c.status == crate::rule::Status::Fail && explains(&c.evidence))
         };
-        if ADDRESSED.contains(&rule)
+        // The routed rules and client-routing address browsers by the clientId their token's
+        // sub gives them.
+        if (rule == id::CLIENT_ROUTING || ROUTED.contains(&rule))
             && failed_on(&v, client_id_shortfall)
             && let Some(seen) = own_client_ids(&ctx).await
         {
@@ -3015,17 +3017,6 @@ async fn misrouting(ctx: &Ctx<'_>) -> Option<String> {
     *ctx.misroute.borrow_mut() = Some(seen.clone());
     seen
 }
-
-/// Rules whose browsers are addressed by the clientId their token's sub gives them.
-const ADDRESSED: &[&str] = &[
-    id::AGENT_ISOLATION,
-    id::CLIENT_ROUTING,
-    id::SAME_USER_BROWSERS,
-    id::AGENT_TAKEOVER,
-    id::LEGACY_PARTS,
-    id::STREAM_RELAY,
-    id::AGENT_RECONNECT,
-];
 
 /// Whether a sub-check fell short the way clientIds the hub makes up make it: an agent that
 /// got another clientId than the sender's sub, or a browser addressed by its sub that got
