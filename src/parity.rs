@@ -68,6 +68,13 @@ pub trait LegRunner: Sync + Send {
     fn bridge(&self) -> Option<&BridgeCommand> {
         None
     }
+    /// The cells' runs from one replay of them all, for a protocol whose cells share one
+    /// bridge ([`crate::protocol::Live::replay_together`]); `None`: each cell is [`run`] alone.
+    ///
+    /// [`run`]: LegRunner::run
+    fn run_together(&self, _cells: &[&Cell]) -> Option<Vec<LegRun>> {
+        None
+    }
 }
 
 /// Collects assembly output into a [`LegRun`].
@@ -1113,26 +1120,43 @@ impl LegRunner for LiveLeg {
                 ..Default::default()
             };
         };
-        live_replay(cell, &self.bridge, self.timeout_ms, self.max_body)
+        leg_run_of(
+            cell,
+            cell.protocol
+                .live()
+                .replay(cell, &self.bridge, self.limits()),
+        )
+    }
+    fn run_together(&self, cells: &[&Cell]) -> Option<Vec<LegRun>> {
+        let first = cells.first()?;
+        if cells.iter().any(|c| c.protocol != first.protocol) {
+            return None;
+        }
+        let replays = first
+            .protocol
+            .live()
+            .replay_together(cells, &self.bridge, self.limits())?;
+        Some(
+            cells
+                .iter()
+                .zip(replays)
+                .map(|(c, r)| leg_run_of(c, r))
+                .collect(),
+        )
     }
 }
 
-/// Replays one cell against a bridge through its protocol's live interface; rows are projected
-/// from the events.
-pub fn live_replay(
-    cell: &Cell,
-    bridge: &BridgeCommand,
-    timeout_ms: u64,
-    max_body: usize,
-) -> LegRun {
-    let r = cell.protocol.live().replay(
-        cell,
-        bridge,
+impl LiveLeg {
+    fn limits(&self) -> crate::protocol::LiveLimits {
         crate::protocol::LiveLimits {
-            timeout: std::time::Duration::from_millis(timeout_ms),
-            max_body,
-        },
-    );
+            timeout: std::time::Duration::from_millis(self.timeout_ms),
+            max_body: self.max_body,
+        }
+    }
+}
+
+/// A live replay of a cell as a leg's run; rows are projected from the events.
+fn leg_run_of(cell: &Cell, r: crate::protocol::LiveReplay) -> LegRun {
     let model = cell.protocol.model();
     let mut rows = model.row_projector();
     for e in &r.events {

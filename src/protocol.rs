@@ -214,6 +214,11 @@ pub trait Model: Sync {
     fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
         crate::normalize::normalize_list(rows, self.row_rules())
     }
+    /// Why parity does not compare the recording's `_process` scope (what no conversation
+    /// holds), said on the SKIP.
+    fn process_scope_skip(&self) -> &'static str {
+        "process-scoped recording (no thread events to compare)"
+    }
 }
 
 /// How to start a bridge under test: its words and the directory it runs in.
@@ -318,6 +323,20 @@ pub trait Live: Sync {
 
     /// Replays one cell against a freshly started bridge, within `limits`.
     fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay;
+
+    /// Replays `cells` against one bridge process for each leg, when the protocol's cells are
+    /// parts of one conversation with a server (Side Bridge: chats recorded interleaved against
+    /// one server, whose state a build may share between chats): one result per cell, in
+    /// order. `None` (the default): each cell is replayed alone by [`Live::replay`], on a
+    /// bridge of its own.
+    fn replay_together(
+        &self,
+        _cells: &[&Cell],
+        _bridge: &BridgeCommand,
+        _limits: LiveLimits,
+    ) -> Option<Vec<LiveReplay>> {
+        None
+    }
 
     /// Who the bridge says it is in its handshake, as a short comparable text; `Ok(None)` when
     /// the protocol's handshake carries nothing to tell bridges apart.

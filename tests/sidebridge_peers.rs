@@ -1645,6 +1645,256 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
     }
 }
 
+/// Flaws of peer.py a parity of `check-run` cannot see, each with why: what the recording
+/// holds never reaches the flaw, or what the flaw changes is nothing the app shows.
+const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
+    (
+        "allow-lowercase",
+        "GET/PUT/HEAD carry no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "html-not-post",
+        "GET/PUT/HEAD carry no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "options-broken",
+        "OPTIONS carries no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "parse-before-auth",
+        "the malformed bodies carry no chatId (`_process`, skipped)",
+    ),
+    (
+        "garbage-with-key",
+        "acts only on a bridge without a key; the recording's has one",
+    ),
+    (
+        "reject-unexpected-key",
+        "acts only on a bridge without a key; the recording's has one",
+    ),
+    (
+        "key-case-unreadable",
+        "the recording proxy writes header names in lower case",
+    ),
+    (
+        "key-casefold",
+        "a wrong key is recorded as `[redacted:other]`; replay sends one of its own",
+    ),
+    (
+        "key-prefix",
+        "a wrong key is recorded as `[redacted:other]`; replay sends one of its own",
+    ),
+    ("no-sources", "the app decodes a missing `sources` as none"),
+    ("sources-null", "the app decodes `sources: null` as none"),
+    (
+        "slow-first",
+        "how long a reply takes is not compared (within --timeout-ms)",
+    ),
+];
+
+/// Oddities of peer.py that change what the app shows: legal, and a difference parity names.
+const PARITY_VISIBLE_ODDITIES: &[(&str, &str)] = &[
+    ("cite-links", "answers cite links"),
+    ("edit-previous", "the previous answer edited in place"),
+    ("edit-restored", "a restored answer edited in place"),
+    ("empty-send-nudge", "a system message asks for text"),
+    ("ended-reopens", "an ended chat opens afresh"),
+    ("error-positions", "error messages name positions"),
+    (
+        "huge-answers",
+        "replies over --max-body: each leg an error naming it",
+    ),
+    ("length-note", "answers carry a length note"),
+    ("odd-noop", "an unplaceable request gets no error message"),
+    ("preface-note", "a system note before each answer"),
+    ("silent-toggle", "toggles answered with no message"),
+    ("sources-https", "answers cite a source"),
+    ("sources-unusual", "answers cite sources"),
+    ("start-201", "a greeting at each session start"),
+    ("varying", "every answer carries a counter"),
+    ("word-echo", "`remember` repeats the word"),
+];
+
+/// `parity` over `check-run` (every request `check sidebridge` makes of peer.py, recorded
+/// through the proxy: 38 chats, some interleaved) against each of peer.py's switches, from its
+/// own `--list`: every flaw fails but those the recording cannot show (named above, with why),
+/// every oddity passes but those the app shows. The chats replay on one bridge per leg, in the
+/// recorded order, so `global-memory` (one remembered word for every chat, the audit's F3)
+/// fails in the chat that recalls another chat's word; replayed a bridge per chat it passed.
+#[test]
+fn parity_over_a_recorded_check_run_fails_each_flaw_the_app_would_show() {
+    let Some(py) = python("parity_over_a_recorded_check_run_fails_each_flaw_the_app_would_show")
+    else {
+        return;
+    };
+    let cells = peer_dir().join("check-run");
+    let peer = peer_dir().join("peer.py");
+    let leg = |extra: &[&str]| {
+        let mut l = format!("cmd:{py} {} --key s3cret", peer.display());
+        for a in extra {
+            l.push(' ');
+            l.push_str(a);
+        }
+        l
+    };
+    let parity = |head: &[&str]| {
+        let out = Command::new(BW)
+            .args(["parity", "--allow-same-bridge", "--timeout-ms", "30s"])
+            .arg("--base")
+            .arg(leg(&[]))
+            .arg("--head")
+            .arg(leg(head))
+            .arg(&cells)
+            .env("SIDEBRIDGE_KEY", "s3cret")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let list = Command::new(py).arg(&peer).arg("--list").output().unwrap();
+    let mut jobs: Vec<(String, String)> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            Some((f.next()?.to_string(), f.next()?.to_string()))
+        })
+        .collect();
+    assert!(jobs.len() > 50, "peer.py --list: {jobs:?}");
+    for (name, _) in PARITY_BLIND_FLAWS {
+        assert!(
+            jobs.contains(&("flaw".into(), name.to_string())),
+            "{name}: no such flaw"
+        );
+    }
+    for (name, _) in PARITY_VISIBLE_ODDITIES {
+        assert!(
+            jobs.contains(&("oddity".into(), name.to_string())),
+            "{name}: no such oddity"
+        );
+    }
+    jobs.push(("same".into(), String::new()));
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .chunks(jobs.len().div_ceil(4))
+            .map(|chunk| {
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(kind, name)| {
+                            let switch = format!("--{kind}");
+                            let head: Vec<&str> = if kind == "same" {
+                                vec![]
+                            } else {
+                                vec![&switch, name]
+                            };
+                            ((kind.clone(), name.clone()), parity(&head))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let chats = std::fs::read_dir(cells.join("peer")).unwrap().count() - 1;
+    let mut wrong = Vec::new();
+    for ((kind, name), (code, out)) in &results {
+        let named = |t: &[(&str, &str)]| t.iter().any(|(n, _)| n == name);
+        let expect_pass = match kind.as_str() {
+            "flaw" => named(PARITY_BLIND_FLAWS),
+            "oddity" => !named(PARITY_VISIBLE_ODDITIES),
+            _ => true,
+        };
+        let ok = if expect_pass {
+            *code == Some(0) && out.contains(&format!("{chats} passed, 0 failed, 1 skipped"))
+        } else {
+            *code == Some(1)
+                && (out.contains("\nFAIL ") || out.contains("not run (leg error)"))
+                && !out.contains("nothing was compared")
+        };
+        if !ok {
+            let tail: Vec<&str> = out.lines().rev().take(12).collect();
+            wrong.push(format!(
+                "--{kind} {name}: expected {}, exit {code:?}:\n{}",
+                if expect_pass { "a pass" } else { "a failure" },
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    // F3 names the word the chat was not told: in the chat that recalls it, not elsewhere.
+    let (_, out) = &results
+        .iter()
+        .find(|((_, n), _)| n == "global-memory")
+        .unwrap()
+        .1;
+    assert!(
+        out.contains("/messages/0/content: \"The word was ") && out.contains("2 failed"),
+        "{out}"
+    );
+    // The chats without a chatId are said to be skipped as the app never sends them.
+    assert!(
+        out.contains("SKIP peer/_process: requests without a chatId"),
+        "{out}"
+    );
+}
+
+/// A build that stops answering holds a parity leg for two waits, not one per request: after
+/// two requests in a row get no reply within `--timeout-ms`, the rest of the leg's replay is
+/// not sent, and each cell left is an error of the leg naming why (38 chats of some 150
+/// requests would have waited 150 × the bound).
+#[test]
+fn a_build_that_stops_answering_is_given_up_after_two_silent_requests() {
+    let Some(py) = python("a_build_that_stops_answering_is_given_up_after_two_silent_requests")
+    else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let mute = t.path().join("mute.py");
+    std::fs::write(
+        &mute,
+        "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(256)\n\
+         print('http://127.0.0.1:%d/' % s.getsockname()[1], flush=True)\nheld = []\n\
+         while True:\n    held.append(s.accept()[0])\n",
+    )
+    .unwrap();
+    let out = Command::new(BW)
+        .args(["parity", "--timeout-ms", "1s", "--base"])
+        .arg(format!(
+            "cmd:{py} {} --key s3cret",
+            peer_dir().join("peer.py").display()
+        ))
+        .arg("--head")
+        .arg(format!("cmd:{py} {}", mute.display()))
+        .arg(peer_dir().join("check-run"))
+        .env("SIDEBRIDGE_KEY", "s3cret")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let stalled = text.matches("timed out waiting for the reply").count();
+    assert_eq!(stalled, 2, "two requests waited the bound: {text}");
+    assert!(
+        text.contains(
+            "requests not sent: the bridge had answered none of the last 2 requests sent within 1s"
+        ),
+        "{text}"
+    );
+    let chats = std::fs::read_dir(peer_dir().join("check-run/peer"))
+        .unwrap()
+        .count()
+        - 1;
+    assert!(
+        text.contains(&format!("{} not run (leg error)", chats - 2))
+            || text.contains(&format!("{} not run (leg error)", chats - 1)),
+        "every chat but those that waited is not compared: {text}"
+    );
+}
+
 /// `parity` over a cell recorded from peer.py itself (its own phrases, no key: `go private`
 /// mid-chat): re-asserting `disableSendHistory: true` on every later reply changes nothing on
 /// the client's screen and passes (it was a FAIL, `/options: null → {…true…}`); re-enabling

@@ -338,11 +338,28 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             return exit::INVALID_INPUT;
         }
     };
+    // Cells of a protocol whose recordings are one conversation with a server (chats that
+    // one server holds side by side) are replayed together on one bridge per live leg, both
+    // legs at once; the others each on a bridge of their own, cells in parallel.
+    let (base_runs, head_runs) = pool.install(|| {
+        rayon::join(
+            || replayed_together(&targets, &*base.runner),
+            || replayed_together(&targets, &*head.runner),
+        )
+    });
     let results: Vec<CellParity> = pool.install(|| {
         targets
             .par_iter()
-            .map(|(key, cell)| {
-                let r = compare_one(key, cell.as_ref(), &*base.runner, &*head.runner, &allow, a);
+            .zip(base_runs.into_par_iter().zip(head_runs.into_par_iter()))
+            .map(|((key, cell), pre)| {
+                let r = compare_one(
+                    key,
+                    cell.as_ref(),
+                    (&*base.runner, &*head.runner),
+                    pre,
+                    &allow,
+                    a,
+                );
                 compared.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 r
             })
@@ -430,11 +447,56 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
     code
 }
 
+/// Whether a cell is compared at all: a process-scoped recording holds no conversation.
+fn process_scoped(key: &str) -> bool {
+    key.rsplit('/').next() == Some("_process")
+}
+
+/// Per target, the leg's run of it when its protocol replays its cells together on one
+/// bridge ([`LegRunner::run_together`]); `None` where the cell is run alone (or not at all:
+/// process-scoped, or an unreadable recording, named per cell before any bridge starts).
+fn replayed_together(
+    targets: &[(String, Option<Cell>)],
+    leg: &dyn LegRunner,
+) -> Vec<Option<parity::LegRun>> {
+    let mut out: Vec<Option<parity::LegRun>> = targets.iter().map(|_| None).collect();
+    if !leg.replays_live() {
+        return out;
+    }
+    let mut protocols: Vec<crate::protocol::Protocol> = targets
+        .iter()
+        .filter_map(|(_, c)| c.as_ref().map(|c| c.protocol))
+        .collect();
+    protocols.sort();
+    protocols.dedup();
+    for p in protocols {
+        let (at, cells): (Vec<usize>, Vec<&Cell>) = targets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (key, c))| {
+                c.as_ref()
+                    .filter(|c| c.protocol == p && !process_scoped(key))
+                    .filter(|c| crate::pins::compute(c, None).lane_errors.is_empty())
+                    .map(|c| (i, c))
+            })
+            .unzip();
+        if cells.is_empty() {
+            continue;
+        }
+        if let Some(runs) = leg.run_together(&cells) {
+            for (i, r) in at.into_iter().zip(runs) {
+                out[i] = Some(r);
+            }
+        }
+    }
+    out
+}
+
 fn compare_one(
     key: &str,
     cell: Option<&Cell>,
-    base: &dyn LegRunner,
-    head: &dyn LegRunner,
+    (base, head): (&dyn LegRunner, &dyn LegRunner),
+    (pre_base, pre_head): (Option<parity::LegRun>, Option<parity::LegRun>),
     allow: &[crate::allowlist::Entry],
     a: &ParityArgs,
 ) -> CellParity {
@@ -442,8 +504,8 @@ fn compare_one(
         .map(|c| c.protocol.model())
         .unwrap_or(crate::protocol::Protocol::DEFAULT.model());
     let skip = |reason: &str| CellParity::skip(key, reason);
-    if key.rsplit('/').next() == Some("_process") {
-        return skip("process-scoped recording (no thread events to compare)");
+    if process_scoped(key) {
+        return skip(model.process_scope_skip());
     }
     // The empty-replay check needs what the recording itself assembles; only live legs can
     // come back empty by failing, so recorded and dump legs skip this extra assembly.
@@ -463,7 +525,10 @@ fn compare_one(
                 .collect(),
         );
     }
-    let (mut b, mut h) = rayon::join(|| base.run(key, cell), || head.run(key, cell));
+    let (mut b, mut h) = rayon::join(
+        || pre_base.unwrap_or_else(|| base.run(key, cell)),
+        || pre_head.unwrap_or_else(|| head.run(key, cell)),
+    );
     if let Some(reason) = b.skip.as_ref().or(h.skip.as_ref()) {
         return skip(reason);
     }

@@ -1,5 +1,5 @@
-//! Side Bridge's half of [`crate::protocol::Live`]: a cell's recorded requests re-sent to a
-//! freshly started bridge through [`super::player`]; cells recorded through the recording proxy
+//! Side Bridge's half of [`crate::protocol::Live`]: the cells' recorded requests re-sent to one
+//! freshly started bridge through [`super::player`], in the order recorded across the cells; cells recorded through the recording proxy
 //! ([`super::proxy`]) with the app's client ([`super::client`]): one chat per scenario, a prompt
 //! is a send, a resume reopens the chat (a new session start), a stop ends nothing (the app has
 //! no stop). Side Bridge has no handshake, so a bridge has no identity to compare with a
@@ -19,62 +19,55 @@ impl Live for SideBridgeLive {
     }
 
     fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay {
+        self.replay_together(&[cell], bridge, limits)
+            .and_then(|mut r| r.pop())
+            .unwrap_or_else(|| LiveReplay::failed("no replay"))
+    }
+
+    /// Every cell of the selection on one bridge, in the recorded order across cells: chats
+    /// recorded against one server are replayed against one server, so a build that lets one
+    /// chat's state into another (one remembered word for every chat) differs in the chat that
+    /// sees it; replayed each on a bridge of its own, no chat could. `replay sidebridge` does
+    /// the same.
+    fn replay_together(
+        &self,
+        cells: &[&Cell],
+        bridge: &BridgeCommand,
+        limits: LiveLimits,
+    ) -> Option<Vec<LiveReplay>> {
         // Without the key a keyed cell replays as a string of refusals on both legs, which
-        // would compare equal: not run, naming what to set.
-        if std::env::var("SIDEBRIDGE_KEY").map_or(true, |k| k.is_empty())
-            && super::player::needs_key(cell)
-        {
-            return LiveReplay::skipped(
-                "the cell was recorded with the bridge's key (`[redacted]` in its requests); \
-                 set SIDEBRIDGE_KEY to replay it",
-            );
-        }
-        match super::player::replay_for_parity(cell, &bridge.spawn_argv(), limits) {
-            Err(e) => LiveReplay::failed(e),
-            Ok(events) => {
-                let mut refused = None;
-                if let Some(n) = super::player::refused_unlike_recording(cell, &events) {
-                    // Recorded without a key, there was none to send: the cell says nothing
-                    // about this build. Recorded with one and sent SIDEBRIDGE_KEY, the build
-                    // refused that key: a difference if the other leg accepts it.
-                    if !super::player::needs_key(cell) {
-                        return LiveReplay::skipped(format!(
-                            "the bridge refused all {n} replayed requests (401/403) that the \
-                             recording had answered: the cell was recorded without a key and \
-                             this build asks for one (record the cell again with \
-                             SIDEBRIDGE_KEY set)"
-                        ));
-                    }
-                    refused = Some(format!(
-                        "the bridge refused all {n} replayed requests (401/403) that the \
-                         recording had answered, sent with the key in SIDEBRIDGE_KEY: is it \
-                         this bridge's key?"
-                    ));
-                }
-                // A reply that never came is a stall (the wait ran out), not a different reply.
-                let mut requests = 0;
-                let mut stalls = Vec::new();
-                for e in &events {
-                    if e["type"] == "request" {
-                        requests += 1;
-                    }
-                    if e["type"] == "reply"
-                        && let Some(err) = e["error"].as_str()
-                        && err.starts_with("no complete reply within")
-                    {
-                        stalls.push(format!(
-                            "timed out waiting for the reply to request #{requests} ({err})"
-                        ));
-                    }
-                }
-                LiveReplay {
-                    events,
-                    stalls,
-                    refused,
-                    ..Default::default()
-                }
+        // would compare equal: not run, naming what to set (and not sent, so the other
+        // chats are replayed as if it had not been recorded).
+        let keyless = std::env::var("SIDEBRIDGE_KEY").map_or(true, |k| k.is_empty());
+        let skip = |c: &Cell| keyless && super::player::needs_key(c);
+        let sent: Vec<&Cell> = cells.iter().copied().filter(|c| !skip(c)).collect();
+        let mut replayed = if sent.is_empty() {
+            Vec::new()
+        } else {
+            match super::player::replay_together_for_parity(&sent, &bridge.spawn_argv(), limits) {
+                Ok(r) => r,
+                // The bridge did not start: the same error for every cell it would have run.
+                Err(e) => sent.iter().map(|_| Err(e.clone())).collect(),
             }
         }
+        .into_iter();
+        Some(
+            cells
+                .iter()
+                .map(|c| {
+                    if skip(c) {
+                        return LiveReplay::skipped(
+                            "the cell was recorded with the bridge's key (`[redacted]` in its \
+                             requests); set SIDEBRIDGE_KEY to replay it",
+                        );
+                    }
+                    match replayed.next() {
+                        Some(r) => judged(c, r),
+                        None => LiveReplay::failed("no replay"),
+                    }
+                })
+                .collect(),
+        )
     }
 
     fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {
@@ -169,5 +162,53 @@ fn check(d: &super::client::Driver, i: usize, scenario: &str) -> Result<(), Stri
             "scenario {scenario}: {}: the bridge gave no reply ({e})",
             d.log[i].label
         )),
+    }
+}
+
+/// One cell's replayed events as a parity leg's result: a replay refused the key it was sent
+/// (or asked for one the recording never had), and the replies that never came (stalls).
+fn judged(cell: &Cell, replayed: Result<Vec<serde_json::Value>, String>) -> LiveReplay {
+    let events = match replayed {
+        Err(e) => return LiveReplay::failed(e),
+        Ok(events) => events,
+    };
+    let mut refused = None;
+    if let Some(n) = super::player::refused_unlike_recording(cell, &events) {
+        // Recorded without a key, there was none to send: the cell says nothing about this
+        // build. Recorded with one and sent SIDEBRIDGE_KEY, the build refused that key: a
+        // difference if the other leg accepts it.
+        if !super::player::needs_key(cell) {
+            return LiveReplay::skipped(format!(
+                "the bridge refused all {n} replayed requests (401/403) that the recording had \
+                 answered: the cell was recorded without a key and this build asks for one \
+                 (record the cell again with SIDEBRIDGE_KEY set)"
+            ));
+        }
+        refused = Some(format!(
+            "the bridge refused all {n} replayed requests (401/403) that the recording had \
+             answered, sent with the key in SIDEBRIDGE_KEY: is it this bridge's key?"
+        ));
+    }
+    // A reply that never came is a stall (the wait ran out), not a different reply.
+    let mut requests = 0;
+    let mut stalls = Vec::new();
+    for e in &events {
+        if e["type"] == "request" {
+            requests += 1;
+        }
+        if e["type"] == "reply"
+            && let Some(err) = e["error"].as_str()
+            && super::player::timed_out(err)
+        {
+            stalls.push(format!(
+                "timed out waiting for the reply to request #{requests} ({err})"
+            ));
+        }
+    }
+    LiveReplay {
+        events,
+        stalls,
+        refused,
+        ..Default::default()
     }
 }

@@ -43,6 +43,11 @@ impl Model for SideBridgeModel {
         Protocol::SideBridge
     }
 
+    fn process_scope_skip(&self) -> &'static str {
+        "requests without a chatId (GET/OPTIONS probes, bodies the bridge cannot place): the \
+         app sends none, so no screen shows their replies to compare"
+    }
+
     fn assemble(
         &self,
         _cell: &Cell,

@@ -44,7 +44,14 @@ pub struct CellReplay {
     /// Replies not read whole (over `--max-body`), as `(request number in the cell, limit)`:
     /// such a reply was never seen, so the cell is no evidence either way.
     pub unread: Vec<(usize, usize)>,
+    /// Why some of the cell's requests were not sent (the bridge had stopped answering).
+    pub unsent: Option<String>,
 }
+
+/// Requests in a row the bridge answers none of (each waited the whole bound) after which the
+/// rest of a replay is not sent: a bridge that stopped answering would otherwise hold the
+/// replay for the bound times every request left.
+const SILENT_IN_A_ROW: usize = 2;
 
 struct Pair {
     request: Envelope,
@@ -146,6 +153,8 @@ struct CellRun<'a> {
     replayed: Vec<Value>,
     current: Vec<String>,
     unread: Vec<(usize, usize)>,
+    /// Requests not sent because the bridge had stopped answering.
+    unsent: usize,
 }
 
 /// Sends one recorded request as the client would: the recorded method, path, headers
@@ -296,6 +305,7 @@ async fn replay_cells(
                 replayed: Vec::new(),
                 current: Vec::new(),
                 unread: Vec::new(),
+                unsent: 0,
             }
         })
         .collect();
@@ -343,9 +353,20 @@ async fn replay_cells(
     let mut seen_recorded: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut seen_replayed: std::collections::HashSet<String> = std::collections::HashSet::new();
     let sent_keys = ["messages", "history"];
+    // The requests in a row that got no reply within the bound, as `<cell> #<n>`.
+    let mut silent: Vec<String> = Vec::new();
     for (_, _, ci, pi) in order {
+        if silent.len() >= SILENT_IN_A_ROW {
+            runs[ci].unsent += 1;
+            continue;
+        }
         let (sent, new, too_large) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if new.error.as_deref().is_some_and(timed_out) {
+            silent.push(format!("{} #{}", runs[ci].cell.key, pi + 1));
+        } else {
+            silent.clear();
+        }
         let r = &mut runs[ci];
         if let Some(limit) = too_large {
             r.unread.push((pi + 1, limit));
@@ -401,6 +422,7 @@ async fn replay_cells(
                     divergence: Some(format!("unreadable recording: {}", r.problems.join("; "))),
                     events: Vec::new(),
                     unread: Vec::new(),
+                    unsent: None,
                 };
             }
             if let Some(mode) = write_current {
@@ -421,7 +443,19 @@ async fn replay_cells(
             let b = crate::normalize::normalize_list(r.replayed.clone(), SIDEBRIDGE_EVENTS);
             // A reply not read whole is not compared as if it had been seen (its stand-in
             // error event would match another leg's, or be shown as the bridge's failure).
-            let divergence = match unread_reason(&r.unread) {
+            let unsent = (r.unsent > 0).then(|| {
+                format!(
+                    "{} of its {} requests not sent: the bridge had answered none of the last \
+                     {} requests sent within {:?} ({}), so the rest of the replay was not sent \
+                     (each would have waited as long)",
+                    r.unsent,
+                    r.pairs.len(),
+                    silent.len(),
+                    limits.total,
+                    silent.join(", ")
+                )
+            });
+            let divergence = match unread_reason(&r.unread).or_else(|| unsent.clone()) {
                 Some(why) => Some(format!("not compared: {why}")),
                 None => first_divergence(&a, &b),
             };
@@ -431,22 +465,15 @@ async fn replay_cells(
                 divergence,
                 events: r.replayed,
                 unread: r.unread,
+                unsent,
             }
         })
         .collect()
 }
 
-async fn replay_cell(
-    cell: &Cell,
-    target: &Target,
-    key: Option<&str>,
-    limits: Limits,
-    write_current: Option<u32>,
-) -> CellReplay {
-    replay_cells(&[cell], target, key, limits, write_current)
-        .await
-        .pop()
-        .expect("one result per cell")
+/// Whether a reply's transport error is the bound running out (no complete reply in time).
+pub fn timed_out(error: &str) -> bool {
+    error.starts_with("no complete reply within")
 }
 
 /// Why replies over bridgewire's `--max-body` leave a cell uncompared, naming the requests, the
@@ -502,14 +529,17 @@ pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<usize
     answered.then_some(statuses.len())
 }
 
-/// Replays one cell against a bridge command for a parity leg: starts the bridge, re-sends the
-/// recorded requests, returns the replayed events (raw) or a named error. The key for
+/// Replays cells against one bridge command for a parity leg: starts the bridge once,
+/// re-sends the recorded requests of every cell in the recorded order across them (as
+/// `replay sidebridge` does: a build that mixes chats up, or shares one chat's state with
+/// another, shows in the chat that sees it), and returns each cell's replayed events (raw) or
+/// a named error, in the order of `cells`. `Err` when the bridge cannot start. The key for
 /// `[redacted]` headers comes from `$SIDEBRIDGE_KEY`.
-pub fn replay_for_parity(
-    cell: &Cell,
+pub fn replay_together_for_parity(
+    cells: &[&Cell],
     command: &[String],
     limits: crate::protocol::LiveLimits,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Result<Vec<Value>, String>>, String> {
     let timeout = limits.timeout;
     let spec = BridgeSpec {
         url: None,
@@ -529,25 +559,30 @@ pub fn replay_for_parity(
         max_body: limits.max_body,
         ..Limits::default()
     };
-    let r = super::spawn::runtime().block_on(replay_cell(
-        cell,
+    let replays = super::spawn::runtime().block_on(replay_cells(
+        cells,
         &target,
         spec.key.as_deref(),
         limits,
         None,
     ));
-    if r.exchanges == 0
-        && let Some(d) = r.divergence
-    {
-        return Err(d);
-    }
-    // A leg that did not see a reply whole has nothing to compare: an error of the leg
-    // (both legs over the limit would otherwise compare equal, one alone would differ as if
-    // the bridge had failed).
-    if let Some(why) = unread_reason(&r.unread) {
-        return Err(why);
-    }
-    Ok(r.events)
+    Ok(replays
+        .into_iter()
+        .map(|r| {
+            if r.exchanges == 0
+                && let Some(d) = r.divergence
+            {
+                return Err(d);
+            }
+            // A leg that did not see a reply whole has nothing to compare: an error of the
+            // leg (both legs over the limit would otherwise compare equal, one alone would
+            // differ as if the bridge had failed).
+            if let Some(why) = unread_reason(&r.unread).or(r.unsent) {
+                return Err(why);
+            }
+            Ok(r.events)
+        })
+        .collect())
 }
 
 /// The first differing event, as a unified diff of the two pretty JSON texts.
