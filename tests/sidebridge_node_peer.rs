@@ -682,6 +682,184 @@ fn parity_of_two_node_server_builds_passes_what_the_client_cannot_see() {
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 
+/// Flaws of the Node server a parity of `check-run` cannot see, each with why.
+const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
+    (
+        "allow-lower",
+        "GET/PUT/HEAD carry no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "allow-postal",
+        "GET/PUT/HEAD carry no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "get-200",
+        "GET/PUT/HEAD carry no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "get-302",
+        "GET/PUT/HEAD carry no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "no-allow",
+        "GET/PUT/HEAD carry no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "parse-first",
+        "the malformed bodies carry no chatId (`_process`, skipped)",
+    ),
+    (
+        "leak-parse-msg",
+        "the malformed-JSON probe carries no chatId (`_process`, skipped)",
+    ),
+    ("leak-env", "acts only with $LEAK_TEXT set"),
+    (
+        "malformed-500",
+        "500 for 400 with the same message: no client build tells them apart",
+    ),
+    (
+        "redirect-slash-301",
+        "the recording proxy serves the endpoint at `/`: no slash to toggle",
+    ),
+    ("no-sources", "the app decodes a missing `sources` as none"),
+    ("src-null", "the app decodes `sources: null` as none"),
+    (
+        "refuse-nosrc",
+        "the app decodes a missing `sources` as none",
+    ),
+    (
+        "slow-11",
+        "how long a reply takes is not compared (and it costs 11 s)",
+    ),
+];
+
+/// Oddities of the Node server a parity of `check-run` shows: legal, and a difference the app
+/// shows (or, `huge12`, a reply over bridgewire's --max-body: an error of the leg naming it).
+const PARITY_VISIBLE_ODDITIES: &[&str] = &[
+    "ackword",
+    "alwaysprivate",
+    "bigcontent",
+    "chatidgreet",
+    "edithist",
+    "editprev",
+    "emptynudge",
+    "ended410",
+    "endedit",
+    "endedsilent",
+    "firstwelcome",
+    "fixedgreet",
+    "greet",
+    "huge12",
+    "lennote",
+    "lsep",
+    "md",
+    "onlyoptions",
+    "path404html",
+    "postnote",
+    "query",
+    "redact",
+    "refuse200",
+    "reopenend",
+    "slashsame",
+    "sources",
+    "split",
+    "srcexotic",
+    "srcupper",
+    "sysanswer",
+    "sysnote",
+    "v11note",
+    "window",
+];
+
+/// Oddities not run here: each reply's timing, not compared, costs most of a minute.
+const PARITY_TOO_SLOW: &[&str] = &["slow", "slowrecall"];
+
+/// `parity` over `check-run` (every request `check sidebridge` makes of the server, recorded
+/// through the proxy) against each switch of the server's own `--list`, as
+/// `sidebridge_peers.rs` does for peer.py: every flaw fails but those named blind (with why),
+/// every oddity passes but those the app shows. `global` (one memory for all chats) fails: the
+/// chats replay on one bridge per leg; a wrong key of the key's own kind is replayed, so
+/// `key-ci`, `key-prefix` and `empty-key` fail (the recording said only "another key" and all
+/// three passed).
+#[test]
+fn parity_over_a_recorded_check_run_fails_each_flaw_the_app_would_show() {
+    if !common::need::node("parity_over_a_recorded_check_run_fails_each_flaw_the_app_would_show") {
+        return;
+    }
+    let cells = peer_dir().join("check-run");
+    let chats = std::fs::read_dir(cells.join("node")).unwrap().count() - 1;
+    let leg = |extra: &str| {
+        format!(
+            "cmd:node {} --key {KEY} {extra}",
+            peer_dir().join("server.js").display()
+        )
+    };
+    let listed = listed();
+    let mut problems = Vec::new();
+    for (name, _) in PARITY_BLIND_FLAWS {
+        if !listed.contains(&("flaw".into(), name.to_string())) {
+            problems.push(format!("{name}: no such flaw"));
+        }
+    }
+    for name in PARITY_VISIBLE_ODDITIES.iter().chain(PARITY_TOO_SLOW) {
+        if !listed.contains(&("odd".into(), name.to_string())) {
+            problems.push(format!("{name}: no such oddity"));
+        }
+    }
+    let mut jobs: Vec<(String, String)> = listed
+        .into_iter()
+        .filter(|(_, n)| !PARITY_TOO_SLOW.contains(&n.as_str()))
+        .collect();
+    jobs.push(("same".into(), String::new()));
+    problems.extend(
+        common::verdicts::two_at_a_time(&jobs, |(kind, name)| {
+            let head = if kind == "same" {
+                String::new()
+            } else {
+                format!("--{kind} {name}")
+            };
+            let out = Command::new(BW)
+                .args(["parity", "--allow-same-bridge", "--timeout-ms", "30s"])
+                .arg("--base")
+                .arg(leg(""))
+                .arg("--head")
+                .arg(leg(&head))
+                .arg(&cells)
+                .env("SIDEBRIDGE_KEY", KEY)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let code = out.status.code();
+            let out = String::from_utf8_lossy(&out.stdout).into_owned();
+            let expect_pass = match kind.as_str() {
+                "flaw" => PARITY_BLIND_FLAWS.iter().any(|(n, _)| n == name),
+                "odd" => !PARITY_VISIBLE_ODDITIES.contains(&name.as_str()),
+                _ => true,
+            };
+            let ok = if expect_pass {
+                code == Some(0) && out.contains(&format!("{chats} passed, 0 failed, 1 skipped"))
+            } else {
+                code == Some(1)
+                    && (out.contains("\nFAIL ") || out.contains("not run (leg error)"))
+                    && !out.contains("nothing was compared")
+                    // The chat that recalls another chat's word, by name.
+                    && (name != "global" || out.contains("/messages/0/content: "))
+            };
+            (!ok).then(|| {
+                let tail: Vec<&str> = out.lines().rev().take(12).collect();
+                format!(
+                    "head {head:?}: expected {}, exit {code:?}:\n{}",
+                    if expect_pass { "a pass" } else { "a failure" },
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+        })
+        .into_iter()
+        .flatten(),
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
 /// A free TCP port on 127.0.0.1 (bound and let go: the caller gives it to one server).
 fn free_port() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -1676,14 +1676,6 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
         "key-case-unreadable",
         "the recording proxy writes header names in lower case",
     ),
-    (
-        "key-casefold",
-        "a wrong key is recorded as `[redacted:other]`; replay sends one of its own",
-    ),
-    (
-        "key-prefix",
-        "a wrong key is recorded as `[redacted:other]`; replay sends one of its own",
-    ),
     ("no-sources", "the app decodes a missing `sources` as none"),
     ("sources-null", "the app decodes `sources: null` as none"),
     (

@@ -169,8 +169,9 @@ pub struct RecordSidebridgeArgs {
     /// Record x-sidebridge-key and Authorization values instead of `[redacted]`.
     #[arg(long)]
     pub keep_key: bool,
-    /// The bridge's key: values that differ from it are recorded as `[redacted:other]`, so a
-    /// replay can tell right-key from wrong-key requests.
+    /// The bridge's key: a value that differs from it is recorded by how it differs
+    /// (`[redacted:case]`, `[redacted:prefix]`, `[redacted:extended]`, `[redacted:other]`),
+    /// so a replay sends a wrong key of the same kind where the recording had one.
     #[arg(long, env = "SIDEBRIDGE_KEY")]
     pub key: Option<String>,
     /// Seconds to wait for the upstream's whole reply.

@@ -3,8 +3,8 @@
 //!
 //! Requests go out in the recorded order across cells (`(run, seq)`), so interleaved chats are
 //! replayed interleaved. Per request: the method, path, headers (hop-by-hop dropped; redaction
-//! markers put back: `[redacted]` → `--key`, dropped without one; `[redacted:other]` → a wrong
-//! key) and body, one at a time; a 307/308 is followed like the client follows it (a
+//! markers put back: `[redacted]` → `--key`, dropped without one; a wrong key's marker → a
+//! wrong key of its kind, [`wire::unredact`]) and body, one at a time; a 307/308 is followed like the client follows it (a
 //! recorded one with its recorded follow-up folded into one exchange: the app sees one reply). Reply ids differ between runs, so ids the recorded bridge gave are
 //! rewritten in later request bodies to the ids the replayed bridge gave in the same position
 //! (the client would carry the new ids in its history). The first differing event is shown as

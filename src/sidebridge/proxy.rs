@@ -36,7 +36,8 @@ pub struct ProxyConfig {
     /// Lanes go to `<dir>/<chatId>/<direction>.ndjson`.
     pub dir: PathBuf,
     pub keep_key: bool,
-    /// The bridge's key, if known: a differing value is recorded as `[redacted:other]`.
+    /// The bridge's key, if known: a differing value is recorded by how it differs
+    /// ([`wire::redact`]).
     pub key: Option<String>,
     /// Per upstream exchange (default 60 s, the app's timeout).
     pub timeout: Duration,

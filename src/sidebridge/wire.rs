@@ -10,8 +10,11 @@
 //! * `exchange` pairs a reply with its request (one counter per recording process);
 //! * `headers` keep order, duplicates and the name's case as received; the values of
 //!   `x-sidebridge-key` and `authorization` are `[redacted]` unless recording with `--keep-key`
-//!   (`[redacted:other]` when the recorder knows the bridge's key and the value differs, so a
-//!   replay can send the right key or a wrong one);
+//!   (when the recorder knows the bridge's key, a value that differs says how, so a replay
+//!   sends a wrong key of the same kind from the key it is given: `[redacted:case]` the key
+//!   with its letters' case changed, `[redacted:prefix]` a part the key begins with,
+//!   `[redacted:extended]` the key with more after it, `[redacted:other]` anything else; an
+//!   empty value holds no secret and is kept);
 //! * `body` is the body as text; when it is not UTF-8, `bodyBase64` holds the exact bytes and
 //!   `body` the lossy text;
 //! * a reply the upstream never gave carries `error` (and the 502 the proxy answered).
@@ -19,8 +22,17 @@
 use serde_json::{Map, Value, json};
 
 pub const REDACTED: &str = "[redacted]";
-/// A redacted value that differed from the key the recorder was told (`record --key`).
+/// A redacted value that differed from the key the recorder was told (`record --key`), in none
+/// of the ways below.
 pub const REDACTED_OTHER: &str = "[redacted:other]";
+/// The key with the case of its letters changed (a bridge comparing without case takes it).
+pub const REDACTED_CASE: &str = "[redacted:case]";
+/// A non-empty part the key begins with (a bridge comparing only a prefix takes it).
+pub const REDACTED_PREFIX: &str = "[redacted:prefix]";
+/// The key with more after it (a bridge comparing only as far as the shorter takes it).
+pub const REDACTED_EXTENDED: &str = "[redacted:extended]";
+/// The value a replay sends for [`REDACTED_OTHER`] (or for a kind it cannot make from its key).
+const WRONG_KEY: &str = "bridgewire-replay-wrong-key";
 pub const SECRET_HEADERS: &[&str] = &["x-sidebridge-key", "authorization"];
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -144,18 +156,21 @@ pub fn chat_scope(body: &[u8]) -> Option<String> {
 }
 
 /// Headers with secret values replaced, unless `keep`. With the bridge's key known, a value
-/// that differs from it becomes [`REDACTED_OTHER`]. `Authorization: <scheme> <token>` keeps
-/// its scheme (`Bearer [redacted]`), so a replay sends the key the same way.
+/// that differs from it is marked by how it differs ([`REDACTED_CASE`], [`REDACTED_PREFIX`],
+/// [`REDACTED_EXTENDED`], else [`REDACTED_OTHER`]), so a replay can send a wrong key of the
+/// same kind: a build that starts taking the key in any case, or any prefix of it, differs
+/// where the recording's build refused. An empty value is kept (it holds no secret, and a
+/// bridge may take "no key given" for "nothing to check"). `Authorization: <scheme> <token>`
+/// keeps its scheme (`Bearer [redacted]`), so a replay sends the key the same way.
 pub fn redact(
     headers: Vec<(String, String)>,
     keep: bool,
     key: Option<&str>,
 ) -> Vec<(String, String)> {
-    let marker = |v: &str| {
-        if key.is_some_and(|key| v != key) {
-            REDACTED_OTHER
-        } else {
-            REDACTED
+    let marker = |v: &str| -> &'static str {
+        match key {
+            Some(key) if v != key => wrong_key_kind(v, key),
+            _ => REDACTED,
         }
     };
     headers
@@ -166,7 +181,7 @@ pub fn redact(
                 // Cookie, Proxy-Authorization, X-Api-Key, …: never kept.
                 return (k, REDACTED.to_string());
             }
-            if keep || !key_header {
+            if keep || !key_header || v.is_empty() {
                 return (k, v);
             }
             let redacted = match v.split_once(' ') {
@@ -184,10 +199,45 @@ pub fn redact(
         .collect()
 }
 
-/// A recorded value with its redaction markers put back: `[redacted]` → `key`,
-/// `[redacted:other]` → a wrong key. `None` when it needs the key and none is given.
+/// How a wrong key `v` differs from the bridge's `key`, as its redaction marker.
+fn wrong_key_kind(v: &str, key: &str) -> &'static str {
+    if !v.is_empty() && key.starts_with(v) {
+        REDACTED_PREFIX
+    } else if v.starts_with(key) {
+        REDACTED_EXTENDED
+    } else if v.to_lowercase() == key.to_lowercase() {
+        REDACTED_CASE
+    } else {
+        REDACTED_OTHER
+    }
+}
+
+/// A recorded value with its redaction markers put back: `[redacted]` → `key`, a wrong key's
+/// marker → a wrong key of that kind made from `key` (the key less its last character, with
+/// `-wrong` after it, with its letters' case swapped), or a fixed wrong key without one.
+/// `None` when it needs the key and none is given.
 pub fn unredact(value: &str, key: Option<&str>) -> Option<String> {
-    let v = value.replace(REDACTED_OTHER, "bridgewire-replay-wrong-key");
+    let mut v = value.to_string();
+    for (marker, made) in [
+        (
+            REDACTED_PREFIX,
+            key.and_then(|k| {
+                let (cut, _) = k.char_indices().last().filter(|&(i, _)| i > 0)?;
+                Some(k[..cut].to_string())
+            }),
+        ),
+        (REDACTED_EXTENDED, key.map(|k| format!("{k}-wrong"))),
+        (
+            REDACTED_CASE,
+            key.map(crate::util::swap_case)
+                .filter(|s| Some(s.as_str()) != key),
+        ),
+        (REDACTED_OTHER, None),
+    ] {
+        if v.contains(marker) {
+            v = v.replace(marker, made.as_deref().unwrap_or(WRONG_KEY));
+        }
+    }
     if v.contains(REDACTED) {
         return key.map(|k| v.replace(REDACTED, k));
     }
@@ -244,5 +294,44 @@ mod tests {
             Some("Bearer k")
         );
         assert_eq!(unredact("[redacted]", None), None);
+    }
+
+    /// A wrong key is recorded by how it differs from the key, and replayed as a wrong key of
+    /// that kind made from the replay's own key (never the recorded value itself).
+    #[test]
+    fn a_wrong_key_replays_as_one_of_its_kind() {
+        let key = "S3cret-Key";
+        for (sent, marker) in [
+            ("S3cret-Ke", REDACTED_PREFIX),
+            ("S3cret-Key-extra", REDACTED_EXTENDED),
+            ("s3CRET-kEY", REDACTED_CASE),
+            ("nope", REDACTED_OTHER),
+        ] {
+            let r = redact(
+                vec![("x-sidebridge-key".into(), sent.into())],
+                false,
+                Some(key),
+            );
+            assert_eq!(r[0].1, marker, "{sent}");
+            let other = "Zz9-other";
+            let back = unredact(marker, Some(other)).unwrap();
+            assert_ne!(back, other, "{sent}");
+            assert_eq!(wrong_key_kind(&back, other), marker, "{sent} → {back}");
+            assert!(!back.contains("redacted"), "{back}");
+            // Without a key to make it from, any wrong key.
+            assert_eq!(unredact(marker, None).as_deref(), Some(WRONG_KEY));
+        }
+        // An empty value holds no secret: kept, and sent again as it was.
+        let r = redact(
+            vec![("x-sidebridge-key".into(), String::new())],
+            false,
+            Some(key),
+        );
+        assert_eq!(r[0].1, "");
+        // A key without letters has no case variant: any wrong key.
+        assert_eq!(
+            unredact(REDACTED_CASE, Some("1234")).as_deref(),
+            Some(WRONG_KEY)
+        );
     }
 }
