@@ -486,6 +486,7 @@ pub fn build_checkout(
     Ok(BridgeCommand {
         argv: resolve_in(checkout, split_words(&bridge)?),
         cwd: Some(checkout.clone()),
+        ..Default::default()
     })
 }
 

@@ -227,11 +227,18 @@ pub struct BridgeCommand {
     pub argv: Vec<String>,
     /// The working directory (a parity checkout); `None`: bridgewire's own.
     pub cwd: Option<std::path::PathBuf>,
+    /// How to find a served bridge's address in its start-up output, where the protocol's own
+    /// reading finds none (a regular expression: its first capture group, else the whole
+    /// match); `None`: the protocol's reading.
+    pub address_pattern: Option<String>,
 }
 
 impl BridgeCommand {
     pub fn new(argv: Vec<String>) -> BridgeCommand {
-        BridgeCommand { argv, cwd: None }
+        BridgeCommand {
+            argv,
+            ..Default::default()
+        }
     }
 
     /// The words that start the bridge in [`Self::cwd`]. Players spawn plain argv, so a

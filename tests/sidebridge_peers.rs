@@ -2044,6 +2044,63 @@ fn a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows
     );
 }
 
+/// `parity --url-pattern` finds a Side Bridge leg whose banner misleads the default reading (a
+/// docs link with a port before the listen line): without it the legs cannot start, naming the
+/// address they waited for; with it the cell is compared (the audit's F8: parity had no way to
+/// name a leg's address, where check, record and replay have `--url-pattern`).
+#[test]
+fn parity_takes_a_url_pattern_for_legs_whose_banner_misleads() {
+    let Some(py) = python("parity_takes_a_url_pattern_for_legs_whose_banner_misleads") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let wrapper = tmp.path().join("docs-first.sh");
+    std::fs::write(
+        &wrapper,
+        "echo 'docs: http://127.0.0.1:9/help (see there)'\nexec \"$@\"\n",
+    )
+    .unwrap();
+    let leg = |extra: &str| {
+        format!(
+            "cmd:sh {} {py} {} {extra}",
+            wrapper.display(),
+            peer_dir().join("peer.py").display()
+        )
+    };
+    let parity = |pattern: Option<&str>, head: &str| {
+        let mut cmd = Command::new(BW);
+        cmd.args(["parity", "--allow-same-bridge", "--timeout-ms", "2s"]);
+        if let Some(p) = pattern {
+            cmd.args(["--url-pattern", p]);
+        }
+        let out = cmd
+            .arg("--base")
+            .arg(leg(""))
+            .arg("--head")
+            .arg(leg(head))
+            .arg(peer_dir().join("cells"))
+            .env_remove("SIDEBRIDGE_KEY")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, out) = parity(None, "");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("127.0.0.1:9"), "{out}");
+    let (code, out) = parity(Some(r"serving on (\S+)"), "");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("1 passed, 0 failed"), "{out}");
+    let (code, out) = parity(Some(r"serving on (\S+)"), "--flaw reenable-history");
+    assert_eq!(code, Some(1), "{out}");
+    let (code, out) = parity(Some("serving on ("), "");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("--url-pattern"), "{out}");
+}
+
 /// One raw HTTP/1.1 POST (`Connection: close`); the status code.
 fn post(url: &str, headers: &[(&str, &str)], body: &str) -> u16 {
     common::http::post_json(url, headers, body).status

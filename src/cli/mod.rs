@@ -112,6 +112,11 @@ pub struct ParityArgs {
     /// whole: its cell is an ERROR naming the limit, never compared (the app reads any size).
     #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
     pub max_body: usize,
+    /// How to find a Side Bridge live leg's URL in its start-up output, for a banner the
+    /// default reading passes over (first capture group, else the whole match), as `check
+    /// sidebridge --url-pattern`.
+    #[arg(long, value_name = "REGEX")]
+    pub url_pattern: Option<String>,
     /// Run even when both legs would execute the same files with the same arguments in the
     /// same directory, or read the same recordings folder or the same single-list dump (a
     /// determinism check of one bridge; refused otherwise).

@@ -15,14 +15,14 @@ struct Prepared {
 
 /// Prepares a leg, or says why it cannot start (a failed build, a missing program, an unknown
 /// ref): such a leg ends the run before any cell, with exit 2.
-fn prepare(
-    spec: &LegSpec,
-    side: &'static str,
-    timeout_ms: u64,
-    max_body: usize,
-) -> Result<Prepared, String> {
+fn prepare(spec: &LegSpec, side: &'static str, a: &ParityArgs) -> Result<Prepared, String> {
+    let (timeout_ms, max_body) = (a.timeout_ms, a.max_body);
     let label = |s: &str| format!("{side} ({s})");
     let live = |label: String, bridge: BridgeCommand, worktree| -> Result<Prepared, String> {
+        let bridge = BridgeCommand {
+            address_pattern: a.url_pattern.clone(),
+            ..bridge
+        };
         if let Some(why) = parity::cannot_start(&bridge) {
             return Err(format!("`{}` cannot start: {why}", bridge.display()));
         }
@@ -116,6 +116,12 @@ pass --allow-same-bridge to compare them with themselves on purpose.",
             );
             return exit::INVALID_INPUT;
         }
+    }
+    if let Some(p) = &a.url_pattern
+        && let Err(e) = regex::Regex::new(p)
+    {
+        eprintln!("error: --url-pattern: {e}");
+        return exit::INVALID_INPUT;
     }
     // The allowlist is validated before anything runs.
     let allow = match &a.allowlist {
@@ -213,8 +219,8 @@ pass --allow-same-bridge to compare them with themselves on purpose.",
         );
     });
     let (base, head) = rayon::join(
-        || prepare(&base_spec, "base", a.timeout_ms, a.max_body),
-        || prepare(&head_spec, "head", a.timeout_ms, a.max_body),
+        || prepare(&base_spec, "base", a),
+        || prepare(&head_spec, "head", a),
     );
     let (base, head) = match (base, head) {
         (Ok(b), Ok(h)) => (b, h),

@@ -44,7 +44,7 @@ impl Live for SideBridgeLive {
         let mut replayed = if sent.is_empty() {
             Vec::new()
         } else {
-            match super::player::replay_together_for_parity(&sent, &bridge.spawn_argv(), limits) {
+            match super::player::replay_together_for_parity(&sent, bridge, limits) {
                 Ok(r) => r,
                 // The bridge did not start: the same error for every cell it would have run.
                 Err(e) => sent.iter().map(|_| Err(e.clone())).collect(),
@@ -84,7 +84,7 @@ impl Live for SideBridgeLive {
                 .collect(),
             key: key.clone(),
             startup: std::time::Duration::from_secs(10),
-            url_pattern: None,
+            url_pattern: super::player::address_pattern(req.bridge)?,
         };
         let (upstream, _bridge) = spec
             .resolve()

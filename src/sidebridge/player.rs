@@ -537,20 +537,20 @@ pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<usize
 /// `[redacted]` headers comes from `$SIDEBRIDGE_KEY`.
 pub fn replay_together_for_parity(
     cells: &[&Cell],
-    command: &[String],
+    bridge: &crate::protocol::BridgeCommand,
     limits: crate::protocol::LiveLimits,
 ) -> Result<Vec<Result<Vec<Value>, String>>, String> {
     let timeout = limits.timeout;
     let spec = BridgeSpec {
         url: None,
-        command: command.iter().map(Into::into).collect(),
+        command: bridge.spawn_argv().into_iter().map(Into::into).collect(),
         key: std::env::var("SIDEBRIDGE_KEY")
             .ok()
             .filter(|k| !k.is_empty()),
         // `--timeout-ms` bounds every wait of a live replay, the start-up included (never
         // under 10 s: a cold interpreter on a loaded machine).
         startup: timeout.max(std::time::Duration::from_secs(10)),
-        url_pattern: None,
+        url_pattern: address_pattern(bridge)?,
     };
     let (url, _guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
@@ -583,6 +583,18 @@ pub fn replay_together_for_parity(
             Ok(r.events)
         })
         .collect())
+}
+
+/// The bridge command's own way to find its URL (`parity --url-pattern`), compiled.
+pub fn address_pattern(
+    bridge: &crate::protocol::BridgeCommand,
+) -> Result<Option<regex::Regex>, String> {
+    bridge
+        .address_pattern
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .map_err(|e| format!("--url-pattern: {e}"))
 }
 
 /// The first differing event, as a unified diff of the two pretty JSON texts.
