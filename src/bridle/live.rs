@@ -115,9 +115,10 @@ impl Live for BridleLive {
             .enumerate()
             .filter(|(_, e)| e["notAwaited"] != true)
             .filter_map(|(i, e)| {
+                let dir = e["dir"].as_str().unwrap_or("hub→browser");
                 e["missing"]
                     .as_str()
-                    .map(|m| format!("timed out waiting for hub→browser event #{i} ({m})"))
+                    .map(|m| format!("timed out waiting for {dir} event #{i} ({m})"))
             })
             .collect();
         let later = events.iter().filter(|e| e["notAwaited"] == true).count();

@@ -72,6 +72,7 @@ const DIVERGENCES = {
 const VARIANTS = {
   "own-ids": "events relayed to browsers also carry the receiving browser's own clientId and agentId (extensions: they name the recipient itself)",
   "part-fields": "each part relayed to browsers carries a field the spec does not list (`hubSeen: true`: an extension inside the part, where own-ids puts them beside it)",
+  "no-config": "agents get no `config` at connect (an extension: the spec owes them none)",
 };
 let diverge = process.env.HUB_DIVERGE || "";
 let variant = process.env.HUB_VARIANT || "";
@@ -410,7 +411,7 @@ io.of("/ws/agent").on("connection", (socket) => {
     if (!is("never-register")) agents.set(agentId, socket);
   };
   register(); // one per agentId: the newest takes over
-  socket.emit("config", { heartbeatMs: 25000 });
+  if (variant !== "no-config") socket.emit("config", { heartbeatMs: 25000 });
   socket.on("register", register);
   socket.on("ping", () => socket.emit("pong", {}));
   for (const event of ["message", "typing", "stream", "stream_end"]) {
