@@ -1941,6 +1941,11 @@ fn second_hub_legal_variants_pass_every_rule() {
 /// the hub does not send (`--variant no-config`) is looked for only briefly and is no stall,
 /// and a missing hub→agent event is named as one. A flaw still fails: a hub that drops
 /// `stream_end` stalls where the browser awaited it.
+///
+/// A browser that only connected and was welcomed is replayed (it was skipped as "no browser,
+/// agent or HTTP client", so a hub that ignores the JWT, `--diverge welcome-uuid`, passed that
+/// cell); a cell of two connections of one clientId (two tabs) and one whose connection the hub
+/// refused (its token redacted) are skipped, each naming why, instead of stalling.
 #[test]
 fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
     if !node_ready("an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed") {
@@ -1999,9 +2004,11 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
         Box::new(|| replay(&["--variant", "no-config"])),
         Box::new(|| parity("--variant no-config")),
         Box::new(|| parity("--diverge drop-stream-end")),
+        Box::new(|| parity("--diverge welcome-uuid")),
     ];
     let results = parallel(jobs);
-    let n = bridgewire::cell::discover(&cells).unwrap().len();
+    // Two cells the player cannot replay: skipped, naming why.
+    let n = bridgewire::cell::discover(&cells).unwrap().len() - 2;
     for (what, (code, out)) in ["replay", "replay, no config", "parity, no config"]
         .iter()
         .zip(&results)
@@ -2012,11 +2019,26 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
             out.contains(&format!("{n} passed, 0 failed")),
             "{what}: {out}"
         );
+        assert!(
+            out.contains(
+                "SKIP node/same-user-3e6966a4__twin-user: 2 browser connections of \"twin-user\""
+            ) && out.contains(
+                "SKIP node/auth-3e6966a4__admin: the hub refused the recorded browser connection"
+            ) && out.contains("PASS node/welcome-3e6966a4__user-42"),
+            "{what}: {out}"
+        );
     }
     let (code, out) = &results[3];
     assert_eq!(*code, 1, "{out}");
     assert!(
         out.contains("timed out waiting for hub→browser event") && out.contains("stream_end"),
+        "{out}"
+    );
+    let (code, out) = &results[4];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL node/welcome-3e6966a4__user-42")
+            && out.contains("is not the one the replayed browser's JWT gives: \"user-42\""),
         "{out}"
     );
 }

@@ -178,6 +178,11 @@ pub async fn replay_cell_into(
     let mut has_browser = false;
     let mut has_http = false;
     let mut registers = false;
+    // The browser's connections in the cell, and those the hub refused (ended before it sent
+    // the browser any event).
+    let mut browser_connects = 0;
+    let mut refused = 0;
+    let mut answered_since_connect = false;
     for entry in cell.recorded() {
         let Ok(Some(ev)) = event_of(&entry) else {
             continue;
@@ -200,6 +205,18 @@ pub async fn replay_cell_into(
         }
         let Some(name) = ev["event"].as_str().map(str::to_string) else {
             if ev["nsp"] == CLIENT_NSP {
+                match (ev["dir"].as_str(), ev["packet"].as_str()) {
+                    (Some("browser→hub"), Some("connect")) => {
+                        browser_connects += 1;
+                        answered_since_connect = false;
+                    }
+                    (Some("hub→browser"), Some("disconnect" | "connect_error"))
+                        if !answered_since_connect =>
+                    {
+                        refused += 1;
+                    }
+                    _ => {}
+                }
                 steps.push(Step::BrowserPacket(ev));
             } else {
                 steps.push(Step::Echo(ev));
@@ -213,6 +230,7 @@ pub async fn replay_cell_into(
                 steps.push(Step::BrowserSend(name, data));
             }
             "hub→browser" => {
+                answered_since_connect = true;
                 recorded.push(ev.clone());
                 steps.push(Step::BrowserExpect(name));
             }
@@ -228,6 +246,27 @@ pub async fn replay_cell_into(
             _ => steps.push(Step::Echo(ev)),
         }
     }
+    // The player is one browser per cell, signing a valid token for its clientId: a cell of
+    // several connections (two tabs, a reconnect) or a refused one (its token redacted, so
+    // not one a replay can send again) would only stall or differ on what the replay cannot
+    // reproduce. Said, not replayed.
+    if browser_connects > 1 {
+        return Outcome::NotReplayable(format!(
+            "{browser_connects} browser connections of {client_id:?} in this cell (two tabs, \
+             or a reconnect): the replay plays one browser per cell, so the others' events \
+             could only stall"
+        ));
+    }
+    if refused > 0 {
+        return Outcome::NotReplayable(format!(
+            "the hub refused the recorded browser connection of {client_id:?} before sending \
+             it any event; the token it refused is redacted in the recording, so a replay \
+             cannot send it again"
+        ));
+    }
+    // A browser that only connected (and was welcomed) is replayed too: its welcome is what
+    // the hub owes it.
+    has_browser |= browser_connects == 1;
     if !has_browser && !has_http && !has_agent {
         return Outcome::NotReplayable("no browser, agent or HTTP client in this cell".into());
     }
@@ -349,7 +388,10 @@ pub async fn replay_cell_into(
                 if register_unsynced && let Some(a) = agent.as_mut() {
                     register_unsynced = false;
                     a.emit("ping", json!({}));
-                    if a.recv_named("pong", cfg.wait).await.is_ok() {
+                    if agent_recv(a, "pong", cfg.wait, &mut agent_early)
+                        .await
+                        .is_ok()
+                    {
                         cadence.arrived(a.engine.last_arrival());
                     }
                 }
