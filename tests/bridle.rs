@@ -2374,6 +2374,13 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
             && out.contains("(typing: "),
         "{out}"
     );
+    // Not slowness: the events after it came, and in alice's cell of three turns every later
+    // typing was missing too. No cell suggests a longer wait (alice's did).
+    assert!(
+        out.contains("and every later typing (2) was missing too, so it was skipped")
+            && !out.contains("--timeout-ms raises the wait"),
+        "{out}"
+    );
     assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
     // A field inside a relayed part is an extension, as one beside `parts` is: listed, not
     // compared.
