@@ -347,20 +347,36 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
     // Cells of a protocol whose recordings are one conversation with a server (chats that
     // one server holds side by side) are replayed together on one bridge per live leg, both
     // legs at once; the others each on a bridge of their own, cells in parallel.
+    // What each recording assembles, read once for both: its unreadable entries (named per
+    // cell before any bridge starts, and kept out of a shared replay) and its event count
+    // (the empty-replay check). Only a live leg needs it.
+    let live_legs = base.runner.replays_live() || head.runner.replays_live();
+    let assembled: Vec<Option<crate::pins::CellOutcome>> = pool.install(|| {
+        targets
+            .par_iter()
+            .map(|(key, c)| {
+                c.as_ref()
+                    .filter(|_| live_legs && !process_scoped(key))
+                    .map(|c| crate::pins::compute(c, None))
+            })
+            .collect()
+    });
     let (base_runs, head_runs) = pool.install(|| {
         rayon::join(
-            || replayed_together(&targets, &*base.runner),
-            || replayed_together(&targets, &*head.runner),
+            || replayed_together(&targets, &assembled, &protocols, &*base.runner),
+            || replayed_together(&targets, &assembled, &protocols, &*head.runner),
         )
     });
     let results: Vec<CellParity> = pool.install(|| {
         targets
             .par_iter()
+            .zip(assembled.into_par_iter())
             .zip(base_runs.into_par_iter().zip(head_runs.into_par_iter()))
-            .map(|((key, cell), pre)| {
+            .map(|(((key, cell), computed), pre)| {
                 let r = compare_one(
                     key,
                     cell.as_ref(),
+                    computed,
                     (&*base.runner, &*head.runner),
                     pre,
                     &allow,
@@ -461,28 +477,26 @@ fn process_scoped(key: &str) -> bool {
 /// Per target, the leg's run of it when its protocol replays its cells together on one
 /// bridge ([`LegRunner::run_together`]); `None` where the cell is run alone (or not at all:
 /// process-scoped, or an unreadable recording, named per cell before any bridge starts).
+/// `assembled` is each target's offline assembly (`None`: not to be replayed live).
 fn replayed_together(
     targets: &[(String, Option<Cell>)],
+    assembled: &[Option<crate::pins::CellOutcome>],
+    protocols: &[crate::protocol::Protocol],
     leg: &dyn LegRunner,
 ) -> Vec<Option<parity::LegRun>> {
     let mut out: Vec<Option<parity::LegRun>> = targets.iter().map(|_| None).collect();
     if !leg.replays_live() {
         return out;
     }
-    let mut protocols: Vec<crate::protocol::Protocol> = targets
-        .iter()
-        .filter_map(|(_, c)| c.as_ref().map(|c| c.protocol))
-        .collect();
-    protocols.sort();
-    protocols.dedup();
-    for p in protocols {
+    for &p in protocols {
         let (at, cells): (Vec<usize>, Vec<&Cell>) = targets
             .iter()
+            .zip(assembled)
             .enumerate()
-            .filter_map(|(i, (key, c))| {
+            .filter_map(|(i, ((_, c), assembled))| {
                 c.as_ref()
-                    .filter(|c| c.protocol == p && !process_scoped(key))
-                    .filter(|c| crate::pins::compute(c, None).lane_errors.is_empty())
+                    .filter(|c| c.protocol == p)
+                    .filter(|_| assembled.as_ref().is_some_and(|o| o.lane_errors.is_empty()))
                     .map(|c| (i, c))
             })
             .unzip();
@@ -501,6 +515,8 @@ fn replayed_together(
 fn compare_one(
     key: &str,
     cell: Option<&Cell>,
+    // The recording's offline assembly, when a live leg replays it.
+    computed: Option<crate::pins::CellOutcome>,
     (base, head): (&dyn LegRunner, &dyn LegRunner),
     (pre_base, pre_head): (Option<parity::LegRun>, Option<parity::LegRun>),
     allow: &[crate::allowlist::Entry],
@@ -516,7 +532,6 @@ fn compare_one(
     // The empty-replay check needs what the recording itself assembles; only live legs can
     // come back empty by failing, so recorded and dump legs skip this extra assembly.
     let live = cell.filter(|_| base.replays_live() || head.replays_live());
-    let computed = live.map(|c| crate::pins::compute(c, None));
     if let Some(computed) = &computed
         && !computed.lane_errors.is_empty()
     {

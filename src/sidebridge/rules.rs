@@ -23,6 +23,7 @@
 use super::client::{Driver, Exchange, Kind, Screen};
 use super::profiles::{self, From, Msg, Profile, Reply, Rng, Style, is_textual_uuid};
 use super::transport::{Limits, TransportError};
+use super::wire;
 use crate::report::live::VerdictLog;
 use crate::rule::{Status, SubCheck, Verdict};
 use serde_json::Value;
@@ -1904,18 +1905,18 @@ async fn auth(
     };
     // Wrong keys: the key with a suffix, and the key less its last character (a bridge that
     // compares only a prefix, or only as far as the shorter of the two, takes one of them).
-    let mut probes = vec![
-        ("SB-A1", "auth/no-key", None),
-        ("SB-A2", "auth/wrong-key", Some(format!("{key}-wrong"))),
-    ];
-    if let Some((cut, _)) = key.char_indices().last().filter(|&(i, _)| i > 0) {
-        probes.push(("SB-A2", "auth/key-prefix", Some(key[..cut].to_string())));
-    }
-    // The key with the case of its letters changed (a bridge comparing without case takes
-    // it); only a key with letters has such a variant.
-    let swapped = crate::util::swap_case(&key);
-    if swapped != key {
-        probes.push(("SB-A2", "auth/key-case", Some(swapped)));
+    // And the key with the case of its letters changed (a bridge comparing without case
+    // takes it; only a key with letters has such a variant). Each is made as a replay makes a
+    // recorded wrong key of its kind ([`wire::wrong_key`]).
+    let mut probes = vec![("SB-A1", "auth/no-key", None)];
+    for (label, marker) in [
+        ("auth/wrong-key", wire::REDACTED_EXTENDED),
+        ("auth/key-prefix", wire::REDACTED_PREFIX),
+        ("auth/key-case", wire::REDACTED_CASE),
+    ] {
+        if let Some(wrong) = wire::wrong_key(marker, &key) {
+            probes.push(("SB-A2", label, Some(wrong)));
+        }
     }
     // The header sent with an empty value (a bridge testing the value for truthiness before
     // comparing it takes it: "no key given, nothing to check").

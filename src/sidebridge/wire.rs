@@ -199,6 +199,23 @@ pub fn redact(
         .collect()
 }
 
+/// A wrong key of the kind `marker` names, made from `key`: the key less its last character
+/// ([`REDACTED_PREFIX`]), with `-wrong` after it ([`REDACTED_EXTENDED`]), with its letters'
+/// case swapped ([`REDACTED_CASE`]); `None` for another marker or a key without such a variant
+/// (one character, no letters). `check sidebridge` probes SB-A2 with these same keys, so a
+/// replay of a check run sends what check sent.
+pub fn wrong_key(marker: &str, key: &str) -> Option<String> {
+    match marker {
+        REDACTED_PREFIX => {
+            let (cut, _) = key.char_indices().last().filter(|&(i, _)| i > 0)?;
+            Some(key[..cut].to_string())
+        }
+        REDACTED_EXTENDED => Some(format!("{key}-wrong")),
+        REDACTED_CASE => Some(crate::util::swap_case(key)).filter(|s| s != key),
+        _ => None,
+    }
+}
+
 /// How a wrong key `v` differs from the bridge's `key`, as its redaction marker.
 fn wrong_key_kind(v: &str, key: &str) -> &'static str {
     if !v.is_empty() && key.starts_with(v) {
@@ -218,23 +235,14 @@ fn wrong_key_kind(v: &str, key: &str) -> &'static str {
 /// `None` when it needs the key and none is given.
 pub fn unredact(value: &str, key: Option<&str>) -> Option<String> {
     let mut v = value.to_string();
-    for (marker, made) in [
-        (
-            REDACTED_PREFIX,
-            key.and_then(|k| {
-                let (cut, _) = k.char_indices().last().filter(|&(i, _)| i > 0)?;
-                Some(k[..cut].to_string())
-            }),
-        ),
-        (REDACTED_EXTENDED, key.map(|k| format!("{k}-wrong"))),
-        (
-            REDACTED_CASE,
-            key.map(crate::util::swap_case)
-                .filter(|s| Some(s.as_str()) != key),
-        ),
-        (REDACTED_OTHER, None),
+    for marker in [
+        REDACTED_PREFIX,
+        REDACTED_EXTENDED,
+        REDACTED_CASE,
+        REDACTED_OTHER,
     ] {
         if v.contains(marker) {
+            let made = key.and_then(|k| wrong_key(marker, k));
             v = v.replace(marker, made.as_deref().unwrap_or(WRONG_KEY));
         }
     }
