@@ -1767,30 +1767,14 @@ fn parity_over_a_recorded_check_run_fails_each_flaw_the_app_would_show() {
         );
     }
     jobs.push(("same".into(), String::new()));
-    let results: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .chunks(jobs.len().div_ceil(4))
-            .map(|chunk| {
-                s.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|(kind, name)| {
-                            let switch = format!("--{kind}");
-                            let head: Vec<&str> = if kind == "same" {
-                                vec![]
-                            } else {
-                                vec![&switch, name]
-                            };
-                            ((kind.clone(), name.clone()), parity(&head))
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
+    let results = common::verdicts::two_at_a_time(&jobs, |(kind, name)| {
+        let switch = format!("--{kind}");
+        let head: Vec<&str> = if kind == "same" {
+            vec![]
+        } else {
+            vec![&switch, name]
+        };
+        ((kind.clone(), name.clone()), parity(&head))
     });
     let chats = std::fs::read_dir(cells.join("peer")).unwrap().count() - 1;
     let mut wrong = Vec::new();
