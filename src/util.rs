@@ -188,3 +188,14 @@ impl CappedSet {
         }
     }
 }
+
+/// An error with its sources (the cause, e.g. connection refused, is in the chain).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut why = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        why = format!("{why}: {c}");
+        src = c.source();
+    }
+    why
+}

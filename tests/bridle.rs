@@ -286,6 +286,22 @@ fn bridgewire(args: &[&str]) -> (i32, String) {
     )
 }
 
+/// Runs bridgewire with these tests' hub secrets (JWT_SECRET, BRIDLE_API_KEY) and `env` in its
+/// environment: its exit code, and its stdout followed by its stderr.
+fn bridgewire_keyed<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+        .args(args)
+        .env("JWT_SECRET", SECRET)
+        .env("BRIDLE_API_KEY", API_KEY)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("bridgewire runs");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
 const HUB: &str = env!("CARGO_BIN_EXE_bridle-ref-hub");
 const AGENT: &str = env!("CARGO_BIN_EXE_bridle-ref-agent");
 
@@ -1954,18 +1970,7 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
     let cells = node_dir().join("check-run");
     let c = cells.display().to_string();
     let hub = node_dir().join("hub.js").display().to_string();
-    let run = |args: Vec<String>| -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
-            .args(&args)
-            .env("JWT_SECRET", SECRET)
-            .env("BRIDLE_API_KEY", API_KEY)
-            .stdin(Stdio::null())
-            .output()
-            .expect("bridgewire runs");
-        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
-        (out.status.code().unwrap_or(-1), text)
-    };
+    let run = |args: Vec<String>| bridgewire_keyed(&args, &[]);
     let replay = |extra: &[&str]| {
         let mut a: Vec<String> = [
             "replay",
@@ -2041,6 +2046,94 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
             && out.contains("is not the one the replayed browser's JWT gives: \"user-42\""),
         "{out}"
     );
+}
+
+/// A `/message/sync` nobody answers is answered at the hub's sync timeout (the spec's 120 s).
+/// Cells the node hub recorded under `check bridle hub --rule http-sync-timeout`, its timeout
+/// at 6 s (`tests/node/sync-timeout`), replayed with a 1 s wait: the player bounded every HTTP
+/// answer at four waits (4 s), so each leg gave up before the hub answered and parity compared
+/// two error texts naming each leg's own port, failing a hub compared with itself. Now an
+/// answer is awaited as long as the recorded one took and a wait more; one that still does not
+/// come is a stall naming both times (a hub at the spec's 120 s), not a difference. A hub that
+/// answers the timeout with the streamed snapshots concatenated still fails, on that answer.
+#[test]
+fn an_answer_the_recording_waited_for_is_waited_for() {
+    if !node_ready("an_answer_the_recording_waited_for_is_waited_for") {
+        return;
+    }
+    let cells = node_dir().join("sync-timeout");
+    let c = cells.display().to_string();
+    let hub = node_dir().join("hub.js").display().to_string();
+    let at = |ms: &'static str| [("BRIDLE_SYNC_TIMEOUT_MS", ms)];
+    let replay = |ms: &'static str| {
+        bridgewire_keyed(
+            &[
+                "replay",
+                "bridle",
+                "--wait-ms",
+                "1000",
+                &c,
+                "--",
+                "node",
+                &hub,
+            ],
+            &at(ms),
+        )
+    };
+    let parity = |head: &str| {
+        bridgewire_keyed(
+            &[
+                "parity",
+                "--timeout-ms",
+                "1000",
+                "--base",
+                &format!("cmd:node {hub}"),
+                "--head",
+                &format!("cmd:node {hub} {head}"),
+                &c,
+            ],
+            &at("6000"),
+        )
+    };
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| replay("6000")),
+        Box::new(|| parity("--variant no-config")),
+        Box::new(|| parity("--diverge concat-sync-timeout")),
+        Box::new(|| replay("120000")),
+    ];
+    let results = parallel(jobs);
+    let n = bridgewire::cell::discover(&cells).unwrap().len();
+    for (what, (code, out)) in ["replay", "parity, no config"].iter().zip(&results) {
+        assert_eq!(*code, 0, "{what}: {out}");
+        assert!(
+            out.contains(&format!("{n} passed, 0 failed")),
+            "{what}: {out}"
+        );
+        assert!(!out.contains("error sending request"), "{what}: {out}");
+    }
+    let (code, out) = &results[2];
+    assert_eq!(*code, 1, "{out}");
+    let failed: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert!(
+        failed.len() == 1 && failed[0].starts_with("FAIL node/sync-timeout-stream-75d3c094__http"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Timeout: no response from agent") && out.contains("PartPartial"),
+        "{out}"
+    );
+    // A hub at the spec's 120 s, replayed against the 6 s recording: each sync answer is a
+    // stall naming the bound and the recorded time.
+    let (code, out) = &results[3];
+    assert_eq!(*code, 1, "{out}");
+    assert!(out.contains("2 passed, 2 failed"), "{out}");
+    assert!(
+        out.contains(
+            "the answer to POST /api/agent/sync-timeout-75d3c094/message/sync: none within 7."
+        ) && out.contains("(the recorded one came after 6."),
+        "{out}"
+    );
+    assert!(!out.contains("error sending request"), "{out}");
 }
 
 /// The lines of one lane file (each entry's recorded `line`).
@@ -2180,27 +2273,20 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
     // A leg that prints a running hub's address and stays up (as a started hub would).
     let prints = |addr: &str, tag: &str| format!("cmd:sh -c 'echo {addr}; exec sleep 60' {tag}");
     let run = |base: &str, head: &str, extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
-            .args([
-                "parity",
-                "--base",
-                base,
-                "--head",
-                head,
-                "--timeout-ms",
-                "5000",
-            ])
-            .args(["--cell", "nobody__dave"])
-            .args(extra)
-            .arg(&root)
-            .env("JWT_SECRET", SECRET)
-            .env("BRIDLE_API_KEY", API_KEY)
-            .stdin(Stdio::null())
-            .output()
-            .expect("bridgewire runs");
-        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
-        (out.status.code().unwrap_or(-1), text)
+        let mut args = vec![
+            "parity",
+            "--base",
+            base,
+            "--head",
+            head,
+            "--timeout-ms",
+            "5000",
+            "--cell",
+            "nobody__dave",
+        ];
+        args.extend(extra);
+        args.push(root.to_str().unwrap());
+        bridgewire_keyed(&args, &[])
     };
     let base = prints(&url, "base");
     let head = prints(&format!("http://localhost:{port}/"), "head");
@@ -2244,18 +2330,7 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     let r = root.display().to_string();
     let cells = bridgewire::cell::discover(&root).unwrap().len();
     let node_hub = format!("node {}", node_dir().join("hub.js").display());
-    let run = |args: Vec<String>| -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
-            .args(&args)
-            .env("JWT_SECRET", SECRET)
-            .env("BRIDLE_API_KEY", API_KEY)
-            .stdin(Stdio::null())
-            .output()
-            .expect("bridgewire runs");
-        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
-        (out.status.code().unwrap_or(-1), text)
-    };
+    let run = |args: Vec<String>| bridgewire_keyed(&args, &[]);
     let parity = |base: &str, head: &str| {
         let args = [
             "parity",

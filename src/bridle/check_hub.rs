@@ -16,6 +16,7 @@ use super::rules::{self, id};
 use super::transport::{ConnectError, Event, Options, RecvError, Socket};
 use super::{AGENT_NSP, CLIENT_NSP, NOT_CONNECTED, SYNC_TIMEOUT_TEXT, sign_claims, sign_jwt};
 use crate::rule::{SubCheck, Verdict};
+use crate::util::error_chain;
 use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -745,17 +746,6 @@ async fn reachable(ctx: &Ctx<'_>) -> Result<(), String> {
     }
 }
 
-/// An error with its sources (the cause, e.g. connection refused, is in the chain).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut why = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        why = format!("{why}: {c}");
-        src = c.source();
-    }
-    why
-}
-
 /// Whether the hub still answers HTTP (any status): a connection refused or no answer within
 /// the wait, twice, means it stopped serving.
 async fn serving(ctx: &Ctx<'_>) -> Result<(), String> {
@@ -769,16 +759,8 @@ async fn serving(ctx: &Ctx<'_>) -> Result<(), String> {
             .await
         {
             Ok(_) => return Ok(()),
-            Err(e) => {
-                // The cause (connection refused, timed out) is in the source chain.
-                let mut why = e.to_string();
-                let mut src = std::error::Error::source(&e);
-                while let Some(c) = src {
-                    why = format!("{why}: {c}");
-                    src = c.source();
-                }
-                last = format!("GET /api/agent/health: {why}");
-            }
+            // The cause (connection refused, timed out) is in the source chain.
+            Err(e) => last = format!("GET /api/agent/health: {}", error_chain(&e)),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

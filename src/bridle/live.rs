@@ -22,6 +22,16 @@ use std::time::Duration;
 
 pub struct BridleLive;
 
+/// The /message/sync timeout a started hub gets as BRIDLE_SYNC_TIMEOUT_MS: parity's own
+/// environment's (a number of ms), else the spec's 120 s. The player awaits a recorded answer
+/// as long as it took when recorded, so a hub that ignores it is judged alike, only slower.
+fn sync_timeout_ms() -> u64 {
+    std::env::var("BRIDLE_SYNC_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(120_000)
+}
+
 /// The addresses a hub URL reaches: its host resolved (`localhost` and `127.0.0.1` alike; an
 /// unspecified address such as `0.0.0.0` is reached on loopback) and its port (the scheme's
 /// default when none is given).
@@ -73,7 +83,7 @@ impl Live for BridleLive {
             secret.as_deref(),
             key.as_deref(),
             &command,
-            120_000,
+            sync_timeout_ms(),
         ) else {
             return LiveReplay::failed(format!(
                 "the hub `{}` did not start (see stderr)",
@@ -197,7 +207,7 @@ impl Live for BridleLive {
                 secret.as_deref(),
                 key.as_deref(),
                 &command,
-                120_000,
+                sync_timeout_ms(),
             )
             .ok()
         };
@@ -229,7 +239,7 @@ impl Live for BridleLive {
             secret.as_deref(),
             key.as_deref(),
             &command,
-            120_000,
+            sync_timeout_ms(),
         ) else {
             return Err(format!(
                 "the hub `{}` did not start (see stderr)",

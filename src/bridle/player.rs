@@ -114,8 +114,9 @@ enum Step {
     Echo(Value),
     BrowserSend(String, Value),
     /// An HTTP API request, sent without waiting (a `/message/sync` answers only after the
-    /// agent steps that follow it).
-    HttpSend(Value),
+    /// agent steps that follow it), and how long the recorded answer took (`None`: no answer
+    /// recorded).
+    HttpSend(Value, Option<Duration>),
     /// The oldest outstanding HTTP answer.
     HttpExpect,
     /// The next live hub→agent event with this name (a `message` also gives the live clientId).
@@ -123,6 +124,26 @@ enum Step {
     AgentSend(String, Value),
     /// The next live hub→browser event with this name (others are buffered for later steps).
     BrowserExpect(String),
+}
+
+/// What the recording itself waited on: how long each recorded HTTP answer took (a
+/// `/message/sync` nobody answered is answered at the hub's sync timeout, 120 s by the spec),
+/// summed. A replay awaits each as long again, and a wait more.
+pub fn recorded_waits(cell: &Cell) -> Duration {
+    let mut sent: VecDeque<f64> = VecDeque::new();
+    let mut total = 0.0;
+    for entry in cell.recorded() {
+        match entry.dir.as_str() {
+            "http→hub" => sent.push_back(entry.ts),
+            "hub→http" => {
+                if let Some(t) = sent.pop_front() {
+                    total += (entry.ts - t).max(0.0);
+                }
+            }
+            _ => {}
+        }
+    }
+    Duration::from_secs_f64((total / 1000.0).clamp(0.0, 86_400.0))
 }
 
 /// Replays one cell.
@@ -183,6 +204,9 @@ pub async fn replay_cell_into(
     let mut browser_connects = 0;
     let mut refused = 0;
     let mut answered_since_connect = false;
+    // The recorded HTTP requests not answered yet (their step and send time), oldest first:
+    // answers come in that order (`HttpExpect` takes the oldest).
+    let mut unanswered: VecDeque<(usize, f64)> = VecDeque::new();
     for entry in cell.recorded() {
         let Ok(Some(ev)) = event_of(&entry) else {
             continue;
@@ -193,10 +217,18 @@ pub async fn replay_cell_into(
                 // Compared too (the live leg sends it as recorded): it tells the comparison
                 // which answer the next `hub→http` is, and so which of its fields the spec gives.
                 recorded.push(ev.clone());
-                steps.push(Step::HttpSend(ev["http"].clone()));
+                unanswered.push_back((steps.len(), entry.ts));
+                steps.push(Step::HttpSend(ev["http"].clone(), None));
                 continue;
             }
             "hub→http" => {
+                if let Some((at, sent)) = unanswered.pop_front()
+                    && let Some(Step::HttpSend(_, took)) = steps.get_mut(at)
+                {
+                    *took = Some(Duration::from_secs_f64(
+                        ((entry.ts - sent) / 1000.0).clamp(0.0, 86_400.0),
+                    ));
+                }
                 recorded.push(ev.clone());
                 steps.push(Step::HttpExpect);
                 continue;
@@ -480,8 +512,17 @@ pub async fn replay_cell_into(
                 live.push(ev.clone());
                 view.push(ev);
             }
-            Step::HttpSend(req) => {
-                let rb = http_request(&http, &cfg.url, &req, cfg.wait * 4);
+            Step::HttpSend(req, took) => {
+                // The answer is given as long as the recorded one took, and a wait more: a
+                // `/message/sync` nobody answers is answered only at the hub's sync timeout
+                // (the spec's 120 s), which a fixed bound cut short on both legs of a parity.
+                let bound = (cfg.wait * 4).max(took.map_or(Duration::ZERO, |t| t + cfg.wait));
+                let what = format!(
+                    "{} {}",
+                    req["method"].as_str().unwrap_or("GET"),
+                    req["path"].as_str().unwrap_or("/")
+                );
+                let rb = http_request(&http, &cfg.url, &req, bound);
                 let sent = json!({ "dir": "http→hub", "http": req });
                 live.push(sent.clone());
                 view.push(sent);
@@ -493,23 +534,44 @@ pub async fn replay_cell_into(
                             let body = r.json::<Value>().await.unwrap_or(Value::Null);
                             (
                                 Some(Instant::now()),
-                                json!({ "status": status, "body": body }),
+                                Ok(json!({ "status": status, "body": body })),
                             )
                         }
-                        Err(e) => (None, json!({ "error": e.to_string() })),
+                        // Said without the URL: its port is the leg's own, so two legs that
+                        // failed alike would differ on it.
+                        Err(e) if e.is_timeout() => (
+                            None,
+                            Err(format!(
+                                "the answer to {what}: none within {:.1} s{}",
+                                bound.as_secs_f64(),
+                                took.map_or(String::new(), |t| format!(
+                                    " (the recorded one came after {:.1} s)",
+                                    t.as_secs_f64()
+                                ))
+                            )),
+                        ),
+                        Err(e) => (
+                            None,
+                            Ok(json!({ "error": crate::util::error_chain(&e.without_url()) })),
+                        ),
                     }
                 }));
             }
             Step::HttpExpect => {
                 let got = match pending.pop_front() {
                     Some(t) => {
-                        let (at, got) = t.await.unwrap_or((None, Value::Null));
+                        let (at, got) = t.await.unwrap_or((None, Ok(Value::Null)));
                         cadence.arrived(at);
                         got
                     }
-                    None => Value::Null,
+                    None => Ok(Value::Null),
                 };
-                let ev = json!({ "dir": "hub→http", "http": got });
+                // An answer that did not come within its bound is a stall, as a browser event
+                // that did not: not a difference of the answer.
+                let ev = match got {
+                    Ok(got) => json!({ "dir": "hub→http", "http": got }),
+                    Err(m) => json!({ "dir": "hub→http", "missing": m }),
+                };
                 live.push(ev.clone());
                 view.push(ev);
             }
@@ -708,8 +770,18 @@ fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
         // After the first missing event the rest were looked for only briefly: counted, not
         // listed (one fault, one verdict).
         let later = live.iter().filter(|e| e["notAwaited"] == true).count();
+        // Named by its side: an HTTP answer is no hub→browser event.
+        let side = [a.get(i), b.get(i)]
+            .into_iter()
+            .flatten()
+            .find_map(|e| e["dir"].as_str())
+            .map_or("hub→browser event".to_string(), |d| match d {
+                "hub→http" => "hub→http answer".to_string(),
+                "http→hub" => "http→hub request".to_string(),
+                d => format!("{d} event"),
+            });
         return Outcome::Fail(format!(
-            "hub→browser event #{i} differs: recorded {} vs live {}{}",
+            "{side} #{i} differs: recorded {} vs live {}{}",
             a.get(i).map_or("(none)".into(), Value::to_string),
             b.get(i).map_or("(none)".into(), Value::to_string),
             if later > 0 {

@@ -37,7 +37,7 @@ pub struct HubArgs {
     pub wait_ms: u64,
     /// The hub's /message/sync timeout in ms (the spec's 120000); a started hub gets it as
     /// BRIDLE_SYNC_TIMEOUT_MS.
-    #[arg(long, value_name = "DURATION", default_value_t = 120_000, value_parser = super::args::parse_ms)]
+    #[arg(long, env = "BRIDLE_SYNC_TIMEOUT_MS", value_name = "DURATION", default_value_t = 120_000, value_parser = super::args::parse_ms)]
     pub sync_timeout_ms: u64,
     /// Only this rule (repeatable).
     #[arg(long = "rule", value_name = "ID")]
@@ -527,6 +527,11 @@ pub struct ReplayBridleArgs {
     /// (wait-ms / 10, 100-500 ms) instead of ending it once the hub is idle.
     #[arg(long)]
     pub fixed_windows: bool,
+    /// The /message/sync timeout a started hub gets as BRIDLE_SYNC_TIMEOUT_MS (the spec's
+    /// 120000). A recorded answer is awaited as long as it took when recorded, and a wait more,
+    /// so a shorter one only makes a hub that honours it quicker.
+    #[arg(long, env = "BRIDLE_SYNC_TIMEOUT_MS", value_name = "DURATION", default_value_t = 120_000, value_parser = super::args::parse_ms)]
+    pub sync_timeout_ms: u64,
     /// The hub command.
     #[arg(last = true, value_name = "HUB COMMAND")]
     pub command: Vec<OsString>,
@@ -562,7 +567,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         a.jwt_secret.as_deref(),
         a.api_key.as_deref(),
         &a.command,
-        120_000,
+        a.sync_timeout_ms,
     ) else {
         return exit::INVALID_INPUT;
     };
@@ -592,7 +597,9 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
     // one (which are not replayed: nobody listens any more).
     let mut gone: Option<std::process::ExitStatus> = None;
     for cell in &cells {
-        let budget = cfg.wait * 40;
+        // Every wait is bounded; this bounds their number too, plus what the recording itself
+        // waited on (a `/message/sync` answered at the hub's 120 s timeout).
+        let budget = cfg.wait * 40 + crate::bridle::player::recorded_waits(cell);
         let outcome = match gone {
             Some(st) => Outcome::Fail(format!(
                 "not replayed: the hub {}{st}) during an earlier cell",
