@@ -79,6 +79,8 @@ pub enum Command {
 #[command(
     after_help = "A leg is `cmd:<bridge command>`, `dir:<checkout>`, `ref:<git rev>`, \
 `rec:<recordings dir>` or `dump:<dump dir>`; without a prefix it is guessed from what exists.\n\
+A live leg's environment: Bridle hubs are started with JWT_SECRET, BRIDLE_API_KEY and \
+BRIDLE_SYNC_TIMEOUT_MS (default 120000) as set; Side Bridge cells recorded with a key need SIDEBRIDGE_KEY.\n\
 Exit codes: 0 nothing failed; 1 a cell failed; 2 usage error, invalid allowlist or no matching recordings."
 )]
 pub struct ParityArgs {
