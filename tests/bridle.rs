@@ -2136,6 +2136,92 @@ fn an_answer_the_recording_waited_for_is_waited_for() {
     assert!(!out.contains("error sending request"), "{out}");
 }
 
+/// An agent's connects live in its own `__agent` cell, what it did for a browser in that
+/// browser's cell, health probes in `__http` (`tests/node/reconnect`: the node hub recorded
+/// under `check bridle hub`: an agent leaves, the browser is told "Agent is not connected",
+/// the agent comes back and answers). Replayed each cell alone, the browser's cell had an agent
+/// connected throughout, so "not connected" never came and a hub compared with itself stalled
+/// there, blind to a hub that keeps a gone agent registered. Now one agentId's cells are played
+/// together in their recorded order: the agent connects where it did and leaves after its last
+/// line, so the same hub passes, and a hub that keeps the dead agent, or that never says "not
+/// connected", fails where the browser awaited the notice.
+#[test]
+fn an_agent_that_left_is_gone_when_its_browser_is_replayed() {
+    if !node_ready("an_agent_that_left_is_gone_when_its_browser_is_replayed") {
+        return;
+    }
+    let cells = node_dir().join("reconnect");
+    let c = cells.display().to_string();
+    let hub = node_dir().join("hub.js").display().to_string();
+    let parity = |head: &str| {
+        bridgewire_keyed(
+            &[
+                "parity",
+                "--timeout-ms",
+                "3000",
+                "--base",
+                &format!("cmd:node {hub}"),
+                "--head",
+                &format!("cmd:node {hub} {head}"),
+                &c,
+            ],
+            &[],
+        )
+    };
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| parity("--variant no-config")),
+        Box::new(|| parity("--diverge keep-dead-agent")),
+        Box::new(|| parity("--diverge not-connected-silent")),
+        Box::new(|| {
+            bridgewire_keyed(
+                &[
+                    "replay",
+                    "bridle",
+                    "--wait-ms",
+                    "3000",
+                    &c,
+                    "--",
+                    "node",
+                    &hub,
+                ],
+                &[],
+            )
+        }),
+    ];
+    let results = parallel(jobs);
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.contains("3 passed, 0 failed, 0 skipped"), "{out}");
+    let user = "node/reconnect-7de20f33__reconnect-user";
+    for (code, out) in &results[1..3] {
+        assert_eq!(*code, 1, "{out}");
+        assert!(
+            out.contains(&format!("STALL {user}"))
+                && out.contains("stall: head: timed out waiting for hub→browser event #5 (message"),
+            "{out}"
+        );
+        assert!(!out.contains("stall: base"), "{out}");
+    }
+    // The gone agent still counted: the health probe between its leave and its return differs.
+    assert!(
+        results[1].1.contains("FAIL node/reconnect-7de20f33__http")
+            && results[1]
+                .1
+                .contains("/http/body/agentConnected: false → true"),
+        "{}",
+        results[1].1
+    );
+    // `replay bridle` plays the cells together too. (Its `__http` cell is not asserted: the
+    // first probe was recorded before the agent's register, by the proxy's order, though the
+    // hub answered after it; a replay that sends it in that order races the register.)
+    let (_, out) = &results[3];
+    assert!(
+        out.contains(&format!("PASS {user}"))
+            && out.contains("PASS node/reconnect-7de20f33__agent"),
+        "{out}"
+    );
+}
+
 /// The lines of one lane file (each entry's recorded `line`).
 fn lane_lines(path: &std::path::Path) -> Vec<String> {
     read(path)

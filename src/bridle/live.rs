@@ -11,7 +11,7 @@
 //! connection per cell). Each scenario's cell is `agent__<scenario>` (the
 //! `<agentId>__<clientId>` scope the proxy files a browser under, which replay reads back).
 
-use super::player::{Outcome, ReplayConfig, replay_cell_into};
+use super::player::{Outcome, ReplayConfig, replay_group_into};
 use crate::cell::Cell;
 use crate::cells::Step;
 use crate::protocol::{
@@ -72,121 +72,42 @@ impl Live for BridleLive {
     }
 
     fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay {
-        let timeout = limits.timeout;
-        let command: Vec<std::ffi::OsString> =
-            bridge.spawn_argv().into_iter().map(Into::into).collect();
-        let secret = std::env::var("JWT_SECRET").ok();
-        let key = std::env::var("BRIDLE_API_KEY").ok();
-        let Some((jwt_secret, api_key, mut hub, url)) = crate::cli::bridle_cmd::start_hub(
-            "parity",
-            None,
-            secret.as_deref(),
-            key.as_deref(),
-            &command,
-            sync_timeout_ms(),
-        ) else {
-            return LiveReplay::failed(format!(
-                "the hub `{}` did not start (see stderr)",
-                bridge.display()
-            ));
-        };
-        let Some(rt) = crate::cli::bridle_cmd::runtime() else {
-            return LiveReplay::failed("cannot start an async runtime");
-        };
-        let cfg = ReplayConfig {
-            url,
-            jwt_secret,
-            api_key,
-            wait: timeout,
-            fixed_windows: false,
-        };
-        let mut events = Vec::new();
-        // A live difference is what parity reports; only a replay that could not run is an error.
-        let outcome = rt.block_on(replay_cell_into(cell, &cfg, &mut events));
-        // A hub that exited is named as such with its status, not as the wait it ended (given a
-        // moment to be reaped when a connection closed on the replay).
-        let exited = match &outcome {
-            Outcome::Pass { .. } | Outcome::NotReplayable(_) => None,
-            Outcome::Fail(m) => {
-                let grace = if m.contains("connection closed") {
-                    super::spawn::EXIT_GRACE
-                } else {
-                    Duration::ZERO
-                };
-                hub.as_mut().and_then(|h| h.exited_within(grace))
-            }
-        };
-        // Waits that ran out are stalls naming what was awaited, not event differences: the
-        // player marks an awaited browser event that never came with `missing`. Those it only
-        // looked for briefly after the first (`notAwaited`) are counted on that stall's line:
-        // one fault, one verdict.
-        let mut stalls: Vec<String> = events
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e["notAwaited"] != true)
-            .filter_map(|(i, e)| {
-                let dir = e["dir"].as_str().unwrap_or("hub→browser");
-                e["missing"]
-                    .as_str()
-                    .map(|m| format!("timed out waiting for {dir} event #{i} ({m})"))
+        self.replay_together(&[cell], bridge, limits)
+            .and_then(|mut r| r.pop())
+            .unwrap_or_else(|| LiveReplay::failed("no replay"))
+    }
+
+    /// The cells of one hub folder and agentId together, on a hub of their own, in the order
+    /// recorded across them ([`super::player::groups`]): an agent's connects and register are
+    /// in its `__agent` cell, what it did for a browser in that browser's, a health probe in
+    /// `__http`; replayed each alone, a browser cell had an agent the recording did not.
+    fn replay_together(
+        &self,
+        cells: &[&Cell],
+        bridge: &BridgeCommand,
+        limits: LiveLimits,
+    ) -> Option<Vec<LiveReplay>> {
+        use rayon::prelude::*;
+        let mut out: Vec<Option<LiveReplay>> = cells.iter().map(|_| None).collect();
+        // Groups are independent (a hub each), so they run side by side as cells did.
+        let replayed: Vec<(Vec<usize>, Vec<LiveReplay>)> = super::player::groups(cells)
+            .into_par_iter()
+            .map(|group| {
+                let members: Vec<&Cell> = group.iter().map(|&i| cells[i]).collect();
+                let r = replay_group(&members, bridge, limits);
+                (group, r)
             })
             .collect();
-        let later = events.iter().filter(|e| e["notAwaited"] == true).count();
-        if let Some(first) = stalls.first_mut().filter(|_| later > 0) {
-            first.push_str(&format!(
-                "; {later} later hub→browser event(s) not there either, not awaited after it"
-            ));
-        }
-        // What the player judged against its own token (a welcome's clientId): a problem of
-        // the leg, named, not an event.
-        let problems: Vec<String> = events
-            .iter()
-            .filter_map(|e| e["wrong"].as_str().map(str::to_string))
-            .collect();
-        events.retain(|e| e.get("missing").is_none() && e.get("wrong").is_none());
-        // The recorded leg's assembly runs its events through the model's grammar; so does this
-        // leg, so both compare the same view.
-        let (events, grammar) = super::model::grammar_pass(events);
-        let mut r = match outcome {
-            Outcome::NotReplayable(reason) => LiveReplay::skipped(reason),
-            Outcome::Fail(m) if m.contains("could not connect") => LiveReplay::failed(m),
-            Outcome::Fail(m) if m.starts_with("the hub did not forward") => {
-                if m.contains("no event within the wait") {
-                    stalls.push(format!("timed out waiting for hub→agent message: {m}"));
-                } else {
-                    stalls.push(format!("stopped waiting for hub→agent message: {m}"));
-                }
-                LiveReplay {
-                    events,
-                    stalls,
-                    grammar,
-                    problems,
-                    ..Default::default()
-                }
+        for (group, runs) in replayed {
+            for (i, r) in group.into_iter().zip(runs) {
+                out[i] = Some(r);
             }
-            // Pass, or the player's own comparison with the recording: parity compares itself.
-            Outcome::Pass { .. } | Outcome::Fail(_) => LiveReplay {
-                events,
-                stalls,
-                grammar,
-                problems,
-                ..Default::default()
-            },
-        };
-        if let Some(st) = exited
-            && r.error.is_none()
-        {
-            let at = if r.stalls.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", r.stalls.join("; "))
-            };
-            r.stalls = vec![format!(
-                "the hub {}{st}) during the replay{at}",
-                crate::parity::EXITED
-            )];
         }
-        r
+        Some(
+            out.into_iter()
+                .map(|r| r.unwrap_or_else(|| LiveReplay::failed("no replay")))
+                .collect(),
+        )
     }
 
     /// Both legs' hubs started side by side (as a cell starts them): one address printed by
@@ -346,6 +267,151 @@ impl Live for BridleLive {
             Ok(out)
         })
     }
+}
+
+/// One group's cells replayed on a hub started for them: one result per cell.
+fn replay_group(cells: &[&Cell], bridge: &BridgeCommand, limits: LiveLimits) -> Vec<LiveReplay> {
+    let timeout = limits.timeout;
+    let command: Vec<std::ffi::OsString> =
+        bridge.spawn_argv().into_iter().map(Into::into).collect();
+    let secret = std::env::var("JWT_SECRET").ok();
+    let key = std::env::var("BRIDLE_API_KEY").ok();
+    let failed = |why: String| {
+        cells
+            .iter()
+            .map(|_| LiveReplay::failed(why.clone()))
+            .collect()
+    };
+    let Some((jwt_secret, api_key, mut hub, url)) = crate::cli::bridle_cmd::start_hub(
+        "parity",
+        None,
+        secret.as_deref(),
+        key.as_deref(),
+        &command,
+        sync_timeout_ms(),
+    ) else {
+        return failed(format!(
+            "the hub `{}` did not start (see stderr)",
+            bridge.display()
+        ));
+    };
+    let Some(rt) = crate::cli::bridle_cmd::runtime() else {
+        return failed("cannot start an async runtime".into());
+    };
+    let cfg = ReplayConfig {
+        url,
+        jwt_secret,
+        api_key,
+        wait: timeout,
+        fixed_windows: false,
+    };
+    let mut views: Vec<Vec<serde_json::Value>> = cells.iter().map(|_| Vec::new()).collect();
+    // A live difference is what parity reports; only a replay that could not run is an error.
+    let outcomes = rt.block_on(replay_group_into(cells, &cfg, &mut views));
+    // A hub that exited is named as such with its status, not as the wait it ended (given a
+    // moment to be reaped when a connection closed on the replay).
+    let failed_on = |m: &String| m.contains("connection closed");
+    let exited = if outcomes.iter().all(|o| !matches!(o, Outcome::Fail(_))) {
+        None
+    } else {
+        let grace = if outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Fail(m) if failed_on(m)))
+        {
+            super::spawn::EXIT_GRACE
+        } else {
+            Duration::ZERO
+        };
+        hub.as_mut().and_then(|h| h.exited_within(grace))
+    };
+    outcomes
+        .into_iter()
+        .zip(views)
+        .map(|(outcome, events)| {
+            let failed = matches!(outcome, Outcome::Fail(_));
+            live_replay_of(outcome, events, exited.filter(|_| failed))
+        })
+        .collect()
+}
+
+/// A cell's live replay from its outcome and view: waits that ran out are stalls naming what
+/// was awaited, what the player judged against its own token a problem of the leg.
+fn live_replay_of(
+    outcome: Outcome,
+    mut events: Vec<serde_json::Value>,
+    exited: Option<std::process::ExitStatus>,
+) -> LiveReplay {
+    // Waits that ran out are stalls naming what was awaited, not event differences: the
+    // player marks an awaited browser event that never came with `missing`. Those it only
+    // looked for briefly after the first (`notAwaited`) are counted on that stall's line:
+    // one fault, one verdict.
+    let mut stalls: Vec<String> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["notAwaited"] != true)
+        .filter_map(|(i, e)| {
+            let dir = e["dir"].as_str().unwrap_or("hub→browser");
+            e["missing"]
+                .as_str()
+                .map(|m| format!("timed out waiting for {dir} event #{i} ({m})"))
+        })
+        .collect();
+    let later = events.iter().filter(|e| e["notAwaited"] == true).count();
+    if let Some(first) = stalls.first_mut().filter(|_| later > 0) {
+        first.push_str(&format!(
+            "; {later} later hub→browser event(s) not there either, not awaited after it"
+        ));
+    }
+    // What the player judged against its own token (a welcome's clientId): a problem of
+    // the leg, named, not an event.
+    let problems: Vec<String> = events
+        .iter()
+        .filter_map(|e| e["wrong"].as_str().map(str::to_string))
+        .collect();
+    events.retain(|e| e.get("missing").is_none() && e.get("wrong").is_none());
+    // The recorded leg's assembly runs its events through the model's grammar; so does this
+    // leg, so both compare the same view.
+    let (events, grammar) = super::model::grammar_pass(events);
+    let mut r = match outcome {
+        Outcome::NotReplayable(reason) => LiveReplay::skipped(reason),
+        Outcome::Fail(m) if m.contains("could not connect") => LiveReplay::failed(m),
+        Outcome::Fail(m) if m.starts_with("the hub did not forward") => {
+            if m.contains("no event within the wait") {
+                stalls.push(format!("timed out waiting for hub→agent message: {m}"));
+            } else {
+                stalls.push(format!("stopped waiting for hub→agent message: {m}"));
+            }
+            LiveReplay {
+                events,
+                stalls,
+                grammar,
+                problems,
+                ..Default::default()
+            }
+        }
+        // Pass, or the player's own comparison with the recording: parity compares itself.
+        Outcome::Pass { .. } | Outcome::Fail(_) => LiveReplay {
+            events,
+            stalls,
+            grammar,
+            problems,
+            ..Default::default()
+        },
+    };
+    if let Some(st) = exited
+        && r.error.is_none()
+    {
+        let at = if r.stalls.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", r.stalls.join("; "))
+        };
+        r.stalls = vec![format!(
+            "the hub {}{st}) during the replay{at}",
+            crate::parity::EXITED
+        )];
+    }
+    r
 }
 
 #[cfg(test)]

@@ -1,8 +1,14 @@
 //! `replay bridle`: plays a recorded cell's browser and agent against a live hub and compares
 //! what the browser sees now with what it saw then (normalized hub→browser events and rows).
 //!
-//! The cell's merged entries become a script, in `(run, seq)` order: a `browser→hub` event is
-//! sent by the replayed browser; a `hub→agent` message is awaited by the replayed agent; an
+//! The cells of one hub folder and agentId are played together ([`groups`]): the proxy files
+//! an agent's own lines under `<agentId>__agent`, what it did for a browser under that
+//! browser's cell, health probes under `__http`, so a browser's cell alone lacks when its agent
+//! came and went. Their merged entries become one script, in `(run, seq)` order across the
+//! cells, each step played by its cell's peer: the agent connects at its recorded connect
+//! (else at the start) and leaves after its last line when it connects again (no close is
+//! recorded); a browser connects at its recorded connect (else at the start). Each cell is
+//! judged on its own lines. A `browser→hub` event is sent by the replayed browser; a `hub→agent` message is awaited by the replayed agent; an
 //! `agent→hub` event is sent by it (clientId rewritten to the live message's); a `hub→browser`
 //! event is awaited (bounded) and collected; an `http→hub` request is sent without waiting and
 //! its answer collected at the recorded `hub→http` line. The browser's JWT is signed afresh for the cell's
@@ -107,7 +113,8 @@ pub enum Outcome {
 
 enum Step {
     /// A recorded packet (CONNECT, DISCONNECT) on the browser's namespace: enacted (the
-    /// browser's own disconnect) and shown in the view as it happened live.
+    /// browser's recorded connect opens its connection, its own disconnect closes it) and
+    /// shown in the view as it happened live.
     BrowserPacket(Value),
     /// Anything else recorded that the replay does not act on, shown in the view as recorded
     /// (inputs such as another namespace's packets), so both legs list the same kinds of lines.
@@ -119,11 +126,951 @@ enum Step {
     HttpSend(Value, Option<Duration>),
     /// The oldest outstanding HTTP answer.
     HttpExpect,
-    /// The next live hub→agent event with this name (a `message` also gives the live clientId).
-    AgentExpect(String),
+    /// The next live hub→agent event with this name, and its recorded data (a `message` maps
+    /// its recorded clientId to the live one).
+    AgentExpect(String, Value),
     AgentSend(String, Value),
     /// The next live hub→browser event with this name (others are buffered for later steps).
     BrowserExpect(String),
+    /// The agent's recorded connect to its namespace: a connection of the replayed agent.
+    AgentConnect(Value),
+    /// The agent connection's last recorded line was the step before and another connection
+    /// follows: closed here, and the hub given the recorded gap to the next line (10 ms to the
+    /// fixed quiet window) to notice before another socket acts.
+    AgentClose(Duration),
+}
+
+/// A cell of a group, read: its lines, and what the replay needs to know before it starts.
+struct Prepared {
+    client_id: String,
+    entries: Vec<crate::lane::Entry>,
+    has_browser: bool,
+    /// The browser's connect is recorded: its connection opens at that line, not at the start.
+    connect_recorded: bool,
+}
+
+/// Reads a cell for a replay: its lines, or why the player cannot replay it.
+fn prepare(cell: &Cell) -> Result<Prepared, String> {
+    let (_, name) = cell.provider_and_name();
+    let Some((_, client_id)) = name.split_once("__") else {
+        return Err(format!("{name} is not an <agentId>__<clientId> cell"));
+    };
+    let mut entries = Vec::new();
+    let (mut has_browser, mut has_http, mut has_agent) = (false, false, false);
+    // The browser's connections in the cell, and those the hub refused (ended before it sent
+    // the browser any event).
+    let mut browser_connects = 0;
+    let mut refused = 0;
+    let mut answered_since_connect = false;
+    for entry in cell.recorded() {
+        let Ok(Some(ev)) = event_of(&entry) else {
+            continue;
+        };
+        match (
+            entry.dir.as_str(),
+            ev["event"].as_str(),
+            ev["nsp"] == CLIENT_NSP,
+        ) {
+            ("http→hub" | "hub→http", ..) => has_http = true,
+            ("hub→agent" | "agent→hub", Some(_), _) => has_agent = true,
+            ("browser→hub", Some(_), _) => has_browser = true,
+            ("hub→browser", Some(_), _) => answered_since_connect = true,
+            (_, None, true) => match (ev["dir"].as_str(), ev["packet"].as_str()) {
+                (Some("browser→hub"), Some("connect")) => {
+                    browser_connects += 1;
+                    answered_since_connect = false;
+                }
+                (Some("hub→browser"), Some("disconnect" | "connect_error"))
+                    if !answered_since_connect =>
+                {
+                    refused += 1;
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        entries.push(entry);
+    }
+    // The player is one browser per cell, signing a valid token for its clientId: a cell of
+    // several connections (two tabs, a reconnect) or a refused one (its token redacted, so
+    // not one a replay can send again) would only stall or differ on what the replay cannot
+    // reproduce. Said, not replayed.
+    if browser_connects > 1 {
+        return Err(format!(
+            "{browser_connects} browser connections of {client_id:?} in this cell (two tabs, \
+             or a reconnect): the replay plays one browser per cell, so the others' events \
+             could only stall"
+        ));
+    }
+    if refused > 0 {
+        return Err(format!(
+            "the hub refused the recorded browser connection of {client_id:?} before sending \
+             it any event; the token it refused is redacted in the recording, so a replay \
+             cannot send it again"
+        ));
+    }
+    // A browser that only connected (and was welcomed) is replayed too: its welcome is what
+    // the hub owes it.
+    has_browser |= browser_connects == 1;
+    if !has_browser && !has_http && !has_agent {
+        return Err("no browser, agent or HTTP client in this cell".into());
+    }
+    Ok(Prepared {
+        client_id: client_id.to_string(),
+        entries,
+        has_browser,
+        connect_recorded: browser_connects == 1,
+    })
+}
+
+/// The cells of `cells` a replay plays together, as groups of indices in order: those of one
+/// hub folder and agentId. The proxy files an agent's own lines (its connect, register, what
+/// no browser caused) under `<agentId>__agent`, an HTTP client's under `<agentId>__http`, and
+/// what a browser caused under that browser's cell: replayed alone, a browser's cell had an
+/// agent the recording's did not (one started for it, never gone), so a reconnect cell that
+/// recorded "Agent is not connected" stalled, and a health probe counted another hub's state.
+pub fn groups(cells: &[&Cell]) -> Vec<Vec<usize>> {
+    let mut out: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        let (provider, name) = c.provider_and_name();
+        let key = match name.split_once("__") {
+            Some((agent, _)) => format!("{provider}/{agent}"),
+            // Not a cell the player replays: alone, to be said so.
+            None => format!("\u{0}{i}"),
+        };
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(i),
+            None => out.push((key, vec![i])),
+        }
+    }
+    out.into_iter().map(|(_, g)| g).collect()
+}
+
+/// Replays one cell.
+pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
+    replay_cell_into(cell, cfg, &mut Vec::new()).await
+}
+
+/// Replays one cell alone ([`replay_group_into`] of one).
+pub async fn replay_cell_into(
+    cell: &Cell,
+    cfg: &ReplayConfig,
+    view_out: &mut Vec<Value>,
+) -> Outcome {
+    let mut views = vec![Vec::new()];
+    let outcome = replay_group_into(&[cell], cfg, &mut views)
+        .await
+        .pop()
+        .unwrap_or_else(|| Outcome::Fail("no replay".into()));
+    view_out.extend(views.pop().unwrap_or_default());
+    outcome
+}
+
+/// An HTTP answer on its way: when it came and what (its status and body, or an error), or
+/// why none came within its bound.
+type Answer = tokio::task::JoinHandle<(Option<Instant>, Result<Value, String>)>;
+
+/// A cell's part in a group replay: its browser and what the replay saw for it.
+struct Party {
+    client_id: String,
+    has_browser: bool,
+    connect_recorded: bool,
+    browser: Option<Socket>,
+    /// The clientId the spec derives from the token the player signs ("from JWT sub, or
+    /// 'admin' for admin users"), and the claims and roles it signed.
+    want_client: String,
+    claims: super::Claims,
+    roles: &'static [&'static str],
+    /// Hub outputs and HTTP requests in the recording (compared), now, and the whole view.
+    recorded: Vec<Value>,
+    live: Vec<Value>,
+    view: Vec<Value>,
+    /// Live hub→browser events that arrived before a step awaited them.
+    buffered: VecDeque<(String, Value)>,
+    pending: VecDeque<Answer>,
+    /// One fault, one verdict: once an awaited hub→browser event did not come within the
+    /// wait, the cell has its fault, and later awaited events are looked for only for the
+    /// fixed quiet window (`wait / 10`, 100–500 ms), marked `notAwaited` when absent. A hub
+    /// whose answers reach no browser otherwise cost one full wait per recorded event (21 × 15 s
+    /// in one cell).
+    stalled: bool,
+    /// What ended the first stall's wait, for its verdict: the names of every hub→browser
+    /// event in the order they were read, and the first missing event's place in the view.
+    arrivals: Vec<String>,
+    first_stall: Option<(usize, String)>,
+    wrong: Vec<String>,
+    /// The cell's verdict when its replay ended early (its browser could not connect, the hub
+    /// did not forward its message to the agent): its later steps are not played.
+    ended: Option<Outcome>,
+}
+
+impl Party {
+    fn new(p: &Prepared) -> Party {
+        let roles: &'static [&'static str] = if p.client_id == "admin" {
+            &["ADMIN"]
+        } else {
+            &[]
+        };
+        // Interned ids cannot show a hub that ignores the JWT (a random id, or `admin` for
+        // everyone), so the welcome is judged against the id the player's own token gives.
+        let claims = super::Claims {
+            sub: p.client_id.clone(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            exp: None,
+        };
+        Party {
+            want_client: claims.client_id(),
+            client_id: p.client_id.clone(),
+            has_browser: p.has_browser,
+            connect_recorded: p.connect_recorded,
+            browser: None,
+            claims,
+            roles,
+            recorded: Vec::new(),
+            live: Vec::new(),
+            view: Vec::new(),
+            buffered: VecDeque::new(),
+            pending: VecDeque::new(),
+            stalled: false,
+            arrivals: Vec::new(),
+            first_stall: None,
+            wrong: Vec::new(),
+            ended: None,
+        }
+    }
+
+    async fn connect_browser(&mut self, cfg: &ReplayConfig, agent_id: &str, opts: &Options) {
+        let token = sign_jwt(&cfg.jwt_secret, &self.client_id, self.roles);
+        match Socket::connect(
+            &cfg.url,
+            CLIENT_NSP,
+            Some(json!({ "token": token, "agentId": agent_id })),
+            opts,
+        )
+        .await
+        {
+            Ok(s) => self.browser = Some(s),
+            Err(e) => {
+                self.ended = Some(Outcome::Fail(format!(
+                    "the replayed browser could not connect: {e}"
+                )))
+            }
+        }
+    }
+}
+
+/// Replays the cells of one hub folder and agentId together, on one hub, in their recorded
+/// `(run, seq)` order across the cells (see [`groups`]): the agent connects where its connect
+/// was recorded (else at the start, registering itself when no register was recorded) and an
+/// agent connection is closed after its last recorded line when another follows; each browser
+/// connects at its recorded connect (else at the start). One outcome per cell, in order;
+/// `views[i]` gets cell `i`'s live view for parity, in the recorded leg's shape (what the
+/// model assembles from a recording): every frame the replayed peers sent and received, in
+/// script order, each hub output as it arrived now; pongs included at their recorded place
+/// (awaited by name), events the recording lacks appended after quiescence.
+pub async fn replay_group_into(
+    cells: &[&Cell],
+    cfg: &ReplayConfig,
+    views: &mut [Vec<Value>],
+) -> Vec<Outcome> {
+    let mut outcomes: Vec<Option<Outcome>> = cells.iter().map(|_| None).collect();
+    let mut parties: Vec<Option<Party>> = Vec::new();
+    let mut merged: Vec<(crate::lane::SeqKey, usize, crate::lane::Entry)> = Vec::new();
+    let mut agent_id = String::new();
+    for (i, cell) in cells.iter().enumerate() {
+        match prepare(cell) {
+            Ok(p) => {
+                let (_, name) = cell.provider_and_name();
+                if let Some((a, _)) = name.split_once("__") {
+                    agent_id = a.to_string();
+                }
+                parties.push(Some(Party::new(&p)));
+                merged.extend(p.entries.into_iter().map(|e| (e.key(), i, e)));
+            }
+            Err(why) => {
+                outcomes[i] = Some(Outcome::NotReplayable(why));
+                parties.push(None);
+            }
+        }
+    }
+    // A stable sort: lines of one key keep their cell's order.
+    merged.sort_by_key(|a| a.0);
+    let Script {
+        steps,
+        recorded,
+        registers,
+        agent_connects,
+    } = script(merged, cells.len(), cfg);
+    for (p, r) in parties.iter_mut().zip(recorded) {
+        if let Some(p) = p {
+            p.recorded = r;
+        }
+    }
+    let has_agent = steps.iter().any(|(_, s)| {
+        matches!(
+            s,
+            Step::AgentSend(..) | Step::AgentExpect(..) | Step::AgentConnect(_)
+        )
+    });
+    let opts = Options {
+        open_timeout: cfg.wait,
+        ..Options::default()
+    };
+    let mut cadence = Cadence::new();
+    // Events the replayed agent got before a step awaited them: kept for that step, not
+    // dropped (a hub may send an extension such as `config` at connect, before the pong the
+    // player waits for after register; dropped, the recorded `config` stalled every agent cell).
+    let mut agent_early: VecDeque<super::transport::Event> = VecDeque::new();
+    let agent_fail =
+        |e: super::transport::ConnectError| format!("the replayed agent could not connect: {e}");
+    let connect_agent = |opts: Options| {
+        let url = cfg.url.clone();
+        let auth = json!({ "apiKey": cfg.api_key, "agentId": agent_id });
+        async move { Socket::connect(&url, AGENT_NSP, Some(auth), &opts).await }
+    };
+    // Without a recorded connect (a cell recorded without its agent's own lane), the agent
+    // connects at the start, as one already there when the browser came.
+    let mut agent = None;
+    if has_agent && agent_connects == 0 {
+        match connect_agent(opts.clone()).await {
+            Ok(mut s) => {
+                // A cell that recorded the agent's own register sends it in its place.
+                if !registers {
+                    s.emit("register", json!({}));
+                }
+                // A pong after register: the hub handled it (events are ordered per socket).
+                // Its round trip is the hub's first reaction time.
+                cadence.wrote();
+                s.emit("ping", json!({}));
+                if agent_recv(&mut s, "pong", cfg.wait, &mut agent_early)
+                    .await
+                    .is_ok()
+                {
+                    cadence.arrived(s.engine.last_arrival());
+                }
+                agent = Some(s);
+            }
+            Err(e) => return all_failed(cells, &outcomes, &agent_fail(e)),
+        }
+    }
+    for p in parties.iter_mut().flatten() {
+        if p.has_browser && !p.connect_recorded {
+            p.connect_browser(cfg, &agent_id, &opts).await;
+            cadence.wrote();
+        }
+    }
+    let http = reqwest::Client::new();
+    // The recorded clientIds of forwarded messages, mapped to the live ones the hub gave them
+    // (an HTTP client's is made afresh per request; a hub may give a browser another).
+    let mut live_clients: std::collections::HashMap<String, String> = Default::default();
+    // The agent sent its recorded register and no pong has yet shown the hub handled it.
+    let mut register_unsynced = false;
+    for (i, step) in steps {
+        if let Step::AgentClose(gap) = step {
+            if let Some(mut a) = agent.take() {
+                // What it got meanwhile stays with the agent's later steps (none, or a
+                // hub that sent it something the recording shows after its last line).
+                agent_early.extend(leave(&mut a, cfg).await);
+                drop(a);
+                tokio::time::sleep(gap).await;
+            }
+            continue;
+        }
+        let Some(p) = parties[i].as_mut().filter(|p| p.ended.is_none()) else {
+            continue;
+        };
+        match step {
+            Step::AgentClose(_) => {}
+            Step::AgentConnect(ev) => {
+                match connect_agent(opts.clone()).await {
+                    Ok(s) => {
+                        cadence.wrote();
+                        agent = Some(s);
+                    }
+                    Err(e) => return all_failed(cells, &outcomes, &agent_fail(e)),
+                }
+                p.view.push(ev);
+            }
+            Step::BrowserPacket(ev) => {
+                if ev["dir"] == "browser→hub" && ev["packet"] == "connect" && p.connect_recorded {
+                    settle_register(
+                        &mut agent,
+                        &mut register_unsynced,
+                        cfg,
+                        &mut agent_early,
+                        &mut cadence,
+                    )
+                    .await;
+                    p.connect_browser(cfg, &agent_id, &opts).await;
+                    cadence.wrote();
+                } else if ev["dir"] == "browser→hub"
+                    && ev["packet"] == "disconnect"
+                    && let Some(b) = p.browser.as_mut()
+                {
+                    for e in leave(b, cfg).await {
+                        cadence.arrived(b.engine.last_arrival());
+                        p.arrivals.push(e.name.clone());
+                        p.buffered.push_back((e.name, e.data));
+                    }
+                    cadence.wrote();
+                }
+                p.view.push(ev);
+            }
+            Step::Echo(ev) => p.view.push(ev),
+            Step::BrowserSend(n, d) => {
+                settle_register(
+                    &mut agent,
+                    &mut register_unsynced,
+                    cfg,
+                    &mut agent_early,
+                    &mut cadence,
+                )
+                .await;
+                if let Some(b) = p.browser.as_ref() {
+                    b.emit(&n, d.clone());
+                    cadence.wrote();
+                }
+                p.view
+                    .push(json!({ "dir": "browser→hub", "event": n, "data": d }));
+            }
+            Step::BrowserExpect(want) => {
+                browser_expect(p, &want, cfg, &mut cadence).await;
+            }
+            Step::HttpSend(req, took) => {
+                settle_register(
+                    &mut agent,
+                    &mut register_unsynced,
+                    cfg,
+                    &mut agent_early,
+                    &mut cadence,
+                )
+                .await;
+                let sent = json!({ "dir": "http→hub", "http": req });
+                p.live.push(sent.clone());
+                p.view.push(sent);
+                cadence.wrote();
+                p.pending.push_back(http_send(&http, cfg, req, took));
+            }
+            Step::HttpExpect => {
+                let got = match p.pending.pop_front() {
+                    Some(t) => {
+                        let (at, got) = t.await.unwrap_or((None, Ok(Value::Null)));
+                        cadence.arrived(at);
+                        got
+                    }
+                    None => Ok(Value::Null),
+                };
+                // An answer that did not come within its bound is a stall, as a browser event
+                // that did not: not a difference of the answer.
+                let ev = match got {
+                    Ok(got) => json!({ "dir": "hub→http", "http": got }),
+                    Err(m) => json!({ "dir": "hub→http", "missing": m }),
+                };
+                p.live.push(ev.clone());
+                p.view.push(ev);
+            }
+            Step::AgentExpect(want, recorded) => {
+                let Some(a) = agent.as_mut() else { continue };
+                // An extension the hub sent the agent (not one of the spec's hub→agent
+                // events) is not owed: looked for only for the fixed quiet window, and its
+                // absence is no stall (extensions are listed, not compared).
+                let spec = super::check_hub::TO_AGENT.contains(&want.as_str());
+                let wait = if spec {
+                    cfg.wait
+                } else {
+                    fixed_quiet(cfg.wait)
+                };
+                match agent_recv(a, &want, wait, &mut agent_early).await {
+                    Ok(m) => {
+                        cadence.arrived(a.engine.last_arrival());
+                        if want == "message"
+                            && let (Some(r), Some(l)) =
+                                (recorded["clientId"].as_str(), m.data["clientId"].as_str())
+                        {
+                            live_clients.insert(r.to_string(), l.to_string());
+                        }
+                        p.view
+                            .push(json!({ "dir": "hub→agent", "event": want, "data": m.data }));
+                    }
+                    Err(e) if want == "message" => {
+                        p.ended = Some(Outcome::Fail(format!(
+                            "the hub did not forward a recorded message to the agent: {e}"
+                        )));
+                    }
+                    Err(_) if !spec => {}
+                    Err(e) => {
+                        let ev = json!({ "dir": "hub→agent", "missing": format!("{want}: {e}") });
+                        p.live.push(ev.clone());
+                        p.view.push(ev);
+                    }
+                }
+            }
+            Step::AgentSend(n, mut d) => {
+                if let Some(a) = agent.as_mut() {
+                    if let Some(c) = d["clientId"].as_str() {
+                        let live = live_clients.get(c).cloned();
+                        // A browser's own cell names it by its clientId as recorded.
+                        d["clientId"] = json!(live.unwrap_or_else(|| c.to_string()));
+                    }
+                    a.emit(&n, d.clone());
+                    cadence.wrote();
+                    register_unsynced |= n == "register";
+                }
+                p.view
+                    .push(json!({ "dir": "agent→hub", "event": n, "data": d }));
+            }
+        }
+    }
+    // Quiescence: whatever else the hub sends (bounded), after everything recorded was seen,
+    // is part of what this build does and the recording did not. Idle: quiet for the adaptive
+    // window since its last output or the replay's last write (see the module doc).
+    for p in parties.iter_mut().flatten().filter(|p| p.ended.is_none()) {
+        quiesce(p, cfg, &mut cadence).await;
+    }
+    drop(agent);
+    for (i, party) in parties.into_iter().enumerate() {
+        let Some(p) = party else { continue };
+        outcomes[i] = Some(p.finish(&mut views[i]));
+    }
+    outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Outcome::Fail("no replay".into())))
+        .collect()
+}
+
+/// The agent's recorded register must have been handled before another socket acts on the
+/// hub (a browser's message that should reach the agent, a health probe that should see it, a
+/// browser told whether it is connected), and that socket is unordered with the agent's: a
+/// pong on the agent's socket says so (as at connect). Without it a loaded hub answered "not
+/// connected" when idle detection sent sooner than the fixed window would. Here, not at the
+/// register, so that what the recording awaited from the hub after the register was read.
+async fn settle_register(
+    agent: &mut Option<Socket>,
+    unsynced: &mut bool,
+    cfg: &ReplayConfig,
+    early: &mut VecDeque<super::transport::Event>,
+    cadence: &mut Cadence,
+) {
+    if !*unsynced {
+        return;
+    }
+    *unsynced = false;
+    if let Some(a) = agent.as_mut() {
+        a.emit("ping", json!({}));
+        if agent_recv(a, "pong", cfg.wait, early).await.is_ok() {
+            cadence.arrived(a.engine.last_arrival());
+        }
+    }
+}
+
+/// A replayed peer leaves: it leaves its namespace, then asks the server to close the
+/// connection (Engine.IO `1`) and waits until it did, at most the fixed quiet window. A server
+/// handles a connection's packets in order, so once it closed the connection it had handled
+/// the leave too: a health probe sent right after on another connection counted a browser (or
+/// an agent) that had left when the replay only sent the leave.
+/// What arrived meanwhile (sent before the server handled the leave) is returned, not lost.
+async fn leave(s: &mut Socket, cfg: &ReplayConfig) -> Vec<super::transport::Event> {
+    use super::transport::RecvError;
+    s.disconnect();
+    s.engine.send_text("1");
+    let until = Instant::now() + fixed_quiet(cfg.wait);
+    let mut kept = Vec::new();
+    loop {
+        match s.recv_until(until).await {
+            Ok(e) => kept.push(e),
+            Err(RecvError::Timeout | RecvError::Closed(_)) => break kept,
+            Err(_) => {}
+        }
+    }
+}
+
+/// Every cell of a group failed alike (its agent could not connect), but those not replayed.
+fn all_failed(cells: &[&Cell], outcomes: &[Option<Outcome>], why: &str) -> Vec<Outcome> {
+    (0..cells.len())
+        .map(|i| match &outcomes[i] {
+            Some(Outcome::NotReplayable(r)) => Outcome::NotReplayable(r.clone()),
+            _ => Outcome::Fail(why.to_string()),
+        })
+        .collect()
+}
+
+/// A group's merged lines as steps to play.
+struct Script {
+    /// Each step with its cell.
+    steps: Vec<(usize, Step)>,
+    /// Per cell, what the recording compares: hub→browser events, HTTP requests and answers.
+    recorded: Vec<Vec<Value>>,
+    /// An agent register was recorded.
+    registers: bool,
+    /// Agent connects recorded.
+    agent_connects: usize,
+}
+
+/// The group's merged lines as a script of steps, each with its cell.
+fn script(
+    merged: Vec<(crate::lane::SeqKey, usize, crate::lane::Entry)>,
+    cells: usize,
+    cfg: &ReplayConfig,
+) -> Script {
+    let mut steps: Vec<(usize, Step)> = Vec::new();
+    let mut ts: Vec<f64> = Vec::new();
+    let mut recorded: Vec<Vec<Value>> = vec![Vec::new(); cells];
+    let mut registers = false;
+    // Per cell, the recorded HTTP requests not answered yet (their step and send time), oldest
+    // first: answers come in that order (`HttpExpect` takes the oldest).
+    let mut unanswered: Vec<VecDeque<(usize, f64)>> = vec![VecDeque::new(); cells];
+    for (_, i, entry) in merged {
+        let Ok(Some(ev)) = event_of(&entry) else {
+            continue;
+        };
+        let step = match (entry.dir.as_str(), ev["event"].as_str()) {
+            ("http→hub", _) => {
+                // Compared too (the live leg sends it as recorded): it tells the comparison
+                // which answer the next `hub→http` is, and so which of its fields the spec
+                // gives.
+                unanswered[i].push_back((steps.len(), entry.ts));
+                recorded[i].push(ev.clone());
+                Step::HttpSend(ev["http"].clone(), None)
+            }
+            ("hub→http", _) => {
+                if let Some((at, sent)) = unanswered[i].pop_front()
+                    && let Some((_, Step::HttpSend(_, took))) = steps.get_mut(at)
+                {
+                    *took = Some(Duration::from_secs_f64(
+                        ((entry.ts - sent) / 1000.0).clamp(0.0, 86_400.0),
+                    ));
+                }
+                recorded[i].push(ev);
+                Step::HttpExpect
+            }
+            ("browser→hub", Some(n)) => Step::BrowserSend(n.to_string(), ev["data"].clone()),
+            ("hub→browser", Some(n)) => {
+                let n = n.to_string();
+                recorded[i].push(ev);
+                Step::BrowserExpect(n)
+            }
+            ("hub→agent", Some(n)) => Step::AgentExpect(n.to_string(), ev["data"].clone()),
+            ("agent→hub", Some(n)) => {
+                registers |= n == "register";
+                Step::AgentSend(n.to_string(), ev["data"].clone())
+            }
+            ("agent→hub", None) if ev["nsp"] == AGENT_NSP && ev["packet"] == "connect" => {
+                Step::AgentConnect(ev)
+            }
+            (_, None) if ev["nsp"] == CLIENT_NSP => Step::BrowserPacket(ev),
+            _ => Step::Echo(ev),
+        };
+        ts.push(entry.ts);
+        steps.push((i, step));
+    }
+    // Each agent connection but the last is closed after its last recorded line (no close is
+    // recorded: the proxy sees a connection end, not a packet), given the recorded gap to the
+    // next line for the hub to notice.
+    let is_agent = |s: &Step| match s {
+        Step::AgentSend(..) | Step::AgentExpect(..) | Step::AgentConnect(_) => true,
+        Step::Echo(ev) => matches!(ev["dir"].as_str(), Some("hub→agent" | "agent→hub")),
+        _ => false,
+    };
+    let mut closes: Vec<(usize, Duration)> = Vec::new();
+    let mut last_agent: Option<usize> = None;
+    let mut agent_connects = 0;
+    for (k, (_, s)) in steps.iter().enumerate() {
+        if matches!(s, Step::AgentConnect(_)) {
+            if agent_connects > 0
+                && let Some(last) = last_agent
+            {
+                let gap = (ts[last + 1] - ts[last]).max(0.0) / 1000.0;
+                let gap =
+                    Duration::from_secs_f64(gap.min(60.0)).clamp(MIN_WINDOW, fixed_quiet(cfg.wait));
+                closes.push((last, gap));
+            }
+            agent_connects += 1;
+        }
+        if is_agent(s) {
+            last_agent = Some(k);
+        }
+    }
+    let mut out = Vec::with_capacity(steps.len() + closes.len());
+    let mut closes = closes.into_iter().peekable();
+    for (k, step) in steps.into_iter().enumerate() {
+        let cell = step.0;
+        out.push(step);
+        while let Some((_, gap)) = closes.next_if(|(at, _)| *at == k) {
+            out.push((cell, Step::AgentClose(gap)));
+        }
+    }
+    Script {
+        steps: out,
+        recorded,
+        registers,
+        agent_connects,
+    }
+}
+
+/// Sends a recorded HTTP request without waiting for its answer. The answer is given as long
+/// as the recorded one took, and a wait more: a `/message/sync` nobody answers is answered
+/// only at the hub's sync timeout (the spec's 120 s), which a fixed bound cut short on both
+/// legs of a parity.
+fn http_send(
+    http: &reqwest::Client,
+    cfg: &ReplayConfig,
+    req: Value,
+    took: Option<Duration>,
+) -> Answer {
+    let bound = (cfg.wait * 4).max(took.map_or(Duration::ZERO, |t| t + cfg.wait));
+    let what = format!(
+        "{} {}",
+        req["method"].as_str().unwrap_or("GET"),
+        req["path"].as_str().unwrap_or("/")
+    );
+    let rb = http_request(http, &cfg.url, &req, bound);
+    tokio::spawn(async move {
+        match rb.send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let body = r.json::<Value>().await.unwrap_or(Value::Null);
+                (
+                    Some(Instant::now()),
+                    Ok(json!({ "status": status, "body": body })),
+                )
+            }
+            // Said without the URL: its port is the leg's own, so two legs that failed alike
+            // would differ on it.
+            Err(e) if e.is_timeout() => (
+                None,
+                Err(format!(
+                    "the answer to {what}: none within {:.1} s{}",
+                    bound.as_secs_f64(),
+                    took.map_or(String::new(), |t| format!(
+                        " (the recorded one came after {:.1} s)",
+                        t.as_secs_f64()
+                    ))
+                )),
+            ),
+            Err(e) => (
+                None,
+                Ok(json!({ "error": crate::util::error_chain(&e.without_url()) })),
+            ),
+        }
+    })
+}
+
+/// Awaits the cell's next hub→browser event named `want` (one buffered earlier, else the next
+/// to arrive), and records it, or its absence, in the cell's view.
+async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &mut Cadence) {
+    let Party {
+        browser,
+        buffered,
+        arrivals,
+        stalled,
+        first_stall,
+        wrong,
+        view,
+        live,
+        want_client,
+        claims,
+        roles,
+        ..
+    } = p;
+    let Some(b) = browser.as_mut() else { return };
+    let got = match buffered.iter().position(|(n, _)| n == want) {
+        Some(i) => buffered.remove(i).map(Ok),
+        None => {
+            // The fixed quiet window, not the adaptive one: a hub that reacts slower than its
+            // recent cadence would make the count vary from run to run.
+            let wait = if *stalled {
+                fixed_quiet(cfg.wait)
+            } else {
+                cfg.wait
+            };
+            let deadline = tokio::time::Instant::now() + wait;
+            // Events of other names read during this wait: what came in its place.
+            let mut instead: Vec<String> = Vec::new();
+            loop {
+                let got = b.recv_until(deadline).await;
+                if let Ok(e) = &got {
+                    cadence.arrived(b.engine.last_arrival());
+                    arrivals.push(e.name.clone());
+                }
+                match got {
+                    Ok(e) if e.name == want => break Some(Ok((e.name, e.data))),
+                    Ok(e) => {
+                        instead.push(e.name.clone());
+                        buffered.push_back((e.name, e.data));
+                    }
+                    // Something else came in its place: a longer wait would not bring it (the
+                    // replay is lock-step), so the cause names it.
+                    Err(super::transport::RecvError::Timeout) if !instead.is_empty() => {
+                        break Some(Err(format!(
+                            "none within the wait{}{} arrived in its place",
+                            crate::parity::NOT_SLOW,
+                            super::counted_names(instead.iter().map(String::as_str), true)
+                                .join(" → ")
+                        )));
+                    }
+                    Err(e) => break Some(Err(e.to_string())),
+                }
+            }
+        }
+    };
+    if let Some(Ok((n, d))) = &got
+        && n == "welcome"
+        && let Some(c) = d["clientId"].as_str()
+        && c != want_client
+    {
+        let m = format!(
+            "welcome clientId {c:?} is not the one the replayed browser's JWT gives: {want_client:?} (sub {:?}, {}; the spec: \"from JWT sub, or 'admin' for admin users\")",
+            claims.sub,
+            if roles.is_empty() {
+                "no ADMIN role"
+            } else {
+                "role ADMIN"
+            }
+        );
+        wrong.push(m.clone());
+        view.push(json!({ "dir": "hub→browser", "wrong": m }));
+    }
+    let ev = match got {
+        Some(Ok((n, d))) => json!({ "dir": "hub→browser", "event": n, "data": d }),
+        Some(Err(e)) if *stalled => json!({
+            "dir": "hub→browser", "missing": format!("{want}: {e}"), "notAwaited": true
+        }),
+        Some(Err(e)) => {
+            *stalled = true;
+            *first_stall = Some((view.len(), want.to_string()));
+            json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
+        }
+        None => json!({ "dir": "hub→browser", "missing": want }),
+    };
+    live.push(ev.clone());
+    view.push(ev);
+}
+
+/// After the script: what else the hub sends the cell's browser until it is idle (bounded).
+async fn quiesce(p: &mut Party, cfg: &ReplayConfig, cadence: &mut Cadence) {
+    let Party {
+        browser,
+        buffered,
+        arrivals,
+        ..
+    } = p;
+    let Some(b) = browser.as_mut() else { return };
+    let fixed = fixed_quiet(cfg.wait);
+    let end = Instant::now() + cfg.wait;
+    loop {
+        let until = if cfg.fixed_windows {
+            Instant::now() + fixed
+        } else {
+            cadence.mark + cadence.window(fixed)
+        };
+        match b.recv_until(until.min(end)).await {
+            Ok(e) => {
+                cadence.arrived(b.engine.last_arrival());
+                arrivals.push(e.name.clone());
+                buffered.push_back((e.name, e.data));
+            }
+            // Quiet, but bytes arrived that the connection did not read yet (its task was not
+            // scheduled): not idle.
+            Err(super::transport::RecvError::Timeout)
+                if !cfg.fixed_windows && Instant::now() < end && b.engine.has_unread() =>
+            {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Err(_) => break,
+        }
+    }
+}
+
+impl Party {
+    /// The cell's verdict, its view given to `view_out`.
+    fn finish(self, view_out: &mut Vec<Value>) -> Outcome {
+        let Party {
+            mut view,
+            mut live,
+            recorded,
+            buffered,
+            arrivals,
+            first_stall,
+            wrong,
+            ended,
+            ..
+        } = self;
+        if let Some(o) = ended {
+            view_out.extend(view);
+            return o;
+        }
+        // The first stall's cause, when the rest of the cell shows it: the awaited event came
+        // only later, out of its place (a hub that holds a frame back until the next one), or
+        // the events awaited after it came (the hub skipped it). Either way not a slow hub.
+        if let Some((at, want)) = &first_stall
+            && let Some(m) = view[*at]["missing"].as_str()
+            && !m.contains(crate::parity::NOT_SLOW)
+        {
+            let cause = if buffered.iter().any(|(n, _)| n == want) {
+                let last = arrivals.iter().rposition(|n| n == want).unwrap_or(0);
+                let after = last
+                    .checked_sub(1)
+                    .map_or(String::new(), |i| format!(", after {}", arrivals[i]));
+                Some(format!("a {want} came only later, out of its place{after}"))
+            } else {
+                let later = view[*at + 1..]
+                    .iter()
+                    .filter(|e| e["dir"] == "hub→browser" && e.get("event").is_some())
+                    .count();
+                let absent: Vec<&str> = view[*at + 1..]
+                    .iter()
+                    .filter(|e| e["notAwaited"] == true)
+                    .map(|e| {
+                        let m = e["missing"].as_str().unwrap_or("");
+                        m.split_once(':').map_or(m, |(name, _)| name)
+                    })
+                    .collect();
+                if later == 0 {
+                    None
+                } else if absent.is_empty() {
+                    Some(format!(
+                        "the {later} hub→browser event(s) awaited after it came, so it was skipped"
+                    ))
+                } else if absent.iter().all(|n| *n == want) {
+                    // The same event missing each time while the others came: a hub that
+                    // does not send it (drops `typing`), not one too slow for the wait.
+                    Some(format!(
+                        "the {later} hub→browser event(s) awaited after it came, and every \
+                         later {want} ({}) was missing too, so it was skipped",
+                        absent.len()
+                    ))
+                } else {
+                    None
+                }
+            };
+            if let Some(cause) = cause {
+                let m = format!("{m}{}{cause}", crate::parity::NOT_SLOW);
+                view[*at]["missing"] = json!(m);
+                if let Some(l) = live
+                    .iter_mut()
+                    .find(|e| e["missing"].is_string() && e["notAwaited"] != true)
+                {
+                    l["missing"] = json!(m);
+                }
+            }
+        }
+        for (n, d) in buffered {
+            let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
+            live.push(ev.clone());
+            view.push(ev);
+        }
+        view_out.extend(view);
+        let outcome = compare(&recorded, &live);
+        if wrong.is_empty() {
+            return outcome;
+        }
+        // The wrong clientId is the first fault (the welcome comes first); what else differs
+        // follows it.
+        match outcome {
+            Outcome::Fail(m) => Outcome::Fail(format!("{}; {m}", wrong.join("; "))),
+            _ => Outcome::Fail(wrong.join("; ")),
+        }
+    }
 }
 
 /// What the recording itself waited on: how long each recorded HTTP answer took (a
@@ -144,11 +1091,6 @@ pub fn recorded_waits(cell: &Cell) -> Duration {
         }
     }
     Duration::from_secs_f64((total / 1000.0).clamp(0.0, 86_400.0))
-}
-
-/// Replays one cell.
-pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
-    replay_cell_into(cell, cfg, &mut Vec::new()).await
 }
 
 /// The request a recorded `http→hub` line describes: method, path with its query string, and
@@ -178,553 +1120,6 @@ fn http_request(
         rb = rb.json(&req["body"]);
     }
     rb
-}
-
-/// Replays one cell. `view_out` gets the live leg's view for parity, in the recorded leg's
-/// shape (what the model assembles from a recording): every frame the replayed peers sent and
-/// received, in script order, each hub output as it arrived now; pongs included at their
-/// recorded place (awaited by name), events the recording lacks appended after quiescence.
-pub async fn replay_cell_into(
-    cell: &Cell,
-    cfg: &ReplayConfig,
-    view_out: &mut Vec<Value>,
-) -> Outcome {
-    let (_, name) = cell.provider_and_name();
-    let Some((agent_id, client_id)) = name.split_once("__") else {
-        return Outcome::NotReplayable(format!("{name} is not an <agentId>__<clientId> cell"));
-    };
-    let mut steps = Vec::new();
-    let mut recorded = Vec::new();
-    let mut has_agent = false;
-    let mut has_browser = false;
-    let mut has_http = false;
-    let mut registers = false;
-    // The browser's connections in the cell, and those the hub refused (ended before it sent
-    // the browser any event).
-    let mut browser_connects = 0;
-    let mut refused = 0;
-    let mut answered_since_connect = false;
-    // The recorded HTTP requests not answered yet (their step and send time), oldest first:
-    // answers come in that order (`HttpExpect` takes the oldest).
-    let mut unanswered: VecDeque<(usize, f64)> = VecDeque::new();
-    for entry in cell.recorded() {
-        let Ok(Some(ev)) = event_of(&entry) else {
-            continue;
-        };
-        match entry.dir.as_str() {
-            "http→hub" => {
-                has_http = true;
-                // Compared too (the live leg sends it as recorded): it tells the comparison
-                // which answer the next `hub→http` is, and so which of its fields the spec gives.
-                recorded.push(ev.clone());
-                unanswered.push_back((steps.len(), entry.ts));
-                steps.push(Step::HttpSend(ev["http"].clone(), None));
-                continue;
-            }
-            "hub→http" => {
-                if let Some((at, sent)) = unanswered.pop_front()
-                    && let Some(Step::HttpSend(_, took)) = steps.get_mut(at)
-                {
-                    *took = Some(Duration::from_secs_f64(
-                        ((entry.ts - sent) / 1000.0).clamp(0.0, 86_400.0),
-                    ));
-                }
-                recorded.push(ev.clone());
-                steps.push(Step::HttpExpect);
-                continue;
-            }
-            _ => {}
-        }
-        let Some(name) = ev["event"].as_str().map(str::to_string) else {
-            if ev["nsp"] == CLIENT_NSP {
-                match (ev["dir"].as_str(), ev["packet"].as_str()) {
-                    (Some("browser→hub"), Some("connect")) => {
-                        browser_connects += 1;
-                        answered_since_connect = false;
-                    }
-                    (Some("hub→browser"), Some("disconnect" | "connect_error"))
-                        if !answered_since_connect =>
-                    {
-                        refused += 1;
-                    }
-                    _ => {}
-                }
-                steps.push(Step::BrowserPacket(ev));
-            } else {
-                steps.push(Step::Echo(ev));
-            }
-            continue;
-        };
-        let data = ev["data"].clone();
-        match entry.dir.as_str() {
-            "browser→hub" => {
-                has_browser = true;
-                steps.push(Step::BrowserSend(name, data));
-            }
-            "hub→browser" => {
-                answered_since_connect = true;
-                recorded.push(ev.clone());
-                steps.push(Step::BrowserExpect(name));
-            }
-            "hub→agent" => {
-                has_agent = true;
-                steps.push(Step::AgentExpect(name));
-            }
-            "agent→hub" => {
-                has_agent = true;
-                registers |= name == "register";
-                steps.push(Step::AgentSend(name, data))
-            }
-            _ => steps.push(Step::Echo(ev)),
-        }
-    }
-    // The player is one browser per cell, signing a valid token for its clientId: a cell of
-    // several connections (two tabs, a reconnect) or a refused one (its token redacted, so
-    // not one a replay can send again) would only stall or differ on what the replay cannot
-    // reproduce. Said, not replayed.
-    if browser_connects > 1 {
-        return Outcome::NotReplayable(format!(
-            "{browser_connects} browser connections of {client_id:?} in this cell (two tabs, \
-             or a reconnect): the replay plays one browser per cell, so the others' events \
-             could only stall"
-        ));
-    }
-    if refused > 0 {
-        return Outcome::NotReplayable(format!(
-            "the hub refused the recorded browser connection of {client_id:?} before sending \
-             it any event; the token it refused is redacted in the recording, so a replay \
-             cannot send it again"
-        ));
-    }
-    // A browser that only connected (and was welcomed) is replayed too: its welcome is what
-    // the hub owes it.
-    has_browser |= browser_connects == 1;
-    if !has_browser && !has_http && !has_agent {
-        return Outcome::NotReplayable("no browser, agent or HTTP client in this cell".into());
-    }
-    let opts = Options {
-        open_timeout: cfg.wait,
-        ..Options::default()
-    };
-    let mut cadence = Cadence::new();
-    // Events the replayed agent got before a step awaited them: kept for that step, not
-    // dropped (a hub may send an extension such as `config` at connect, before the pong the
-    // player waits for after register; dropped, the recorded `config` stalled every agent cell).
-    let mut agent_early: VecDeque<super::transport::Event> = VecDeque::new();
-    let mut agent = if has_agent {
-        match Socket::connect(
-            &cfg.url,
-            AGENT_NSP,
-            Some(json!({ "apiKey": cfg.api_key, "agentId": agent_id })),
-            &opts,
-        )
-        .await
-        {
-            Ok(mut s) => {
-                // A cell that recorded the agent's own register sends it in its place.
-                if !registers {
-                    s.emit("register", json!({}));
-                }
-                // A pong after register: the hub handled it (events are ordered per socket).
-                // Its round trip is the hub's first reaction time.
-                cadence.wrote();
-                s.emit("ping", json!({}));
-                if agent_recv(&mut s, "pong", cfg.wait, &mut agent_early)
-                    .await
-                    .is_ok()
-                {
-                    cadence.arrived(s.engine.last_arrival());
-                }
-                Some(s)
-            }
-            Err(e) => return Outcome::Fail(format!("the replayed agent could not connect: {e}")),
-        }
-    } else {
-        None
-    };
-    let roles: &[&str] = if client_id == "admin" {
-        &["ADMIN"]
-    } else {
-        &[]
-    };
-    let token = sign_jwt(&cfg.jwt_secret, client_id, roles);
-    // The clientId the spec derives from that token ("from JWT sub, or 'admin' for admin
-    // users"): the player signed it, so it knows. Interned ids cannot show a hub that ignores
-    // the JWT (a random id, or `admin` for everyone), so the welcome is judged against it.
-    let claims = super::Claims {
-        sub: client_id.to_string(),
-        roles: roles.iter().map(|r| r.to_string()).collect(),
-        exp: None,
-    };
-    let want_client = claims.client_id();
-    let mut wrong: Vec<String> = Vec::new();
-    let mut browser = if has_browser {
-        match Socket::connect(
-            &cfg.url,
-            CLIENT_NSP,
-            Some(json!({ "token": token, "agentId": agent_id })),
-            &opts,
-        )
-        .await
-        {
-            Ok(s) => {
-                cadence.wrote();
-                Some(s)
-            }
-            Err(e) => {
-                return Outcome::Fail(format!("the replayed browser could not connect: {e}"));
-            }
-        }
-    } else {
-        None
-    };
-    let http = reqwest::Client::new();
-    let mut pending = std::collections::VecDeque::new();
-    // Hub outputs (compared by the player) and the whole view (for parity).
-    let mut live = Vec::new();
-    let mut view = Vec::new();
-    // Live hub→browser events that arrived before a step awaited them.
-    let mut buffered: std::collections::VecDeque<(String, Value)> = Default::default();
-    let mut live_client = client_id.to_string();
-    // One fault, one verdict: once an awaited hub→browser event did not come within the wait,
-    // the cell has its fault, and later awaited events are looked for only for the fixed quiet
-    // window (`wait / 10`, 100–500 ms), marked `notAwaited` when absent. A hub whose answers reach
-    // no browser otherwise cost one full wait per recorded event (21 × 15 s in one cell).
-    let mut stalled = false;
-    // The agent sent its recorded register and no pong has yet shown the hub handled it.
-    let mut register_unsynced = false;
-    // What ended the first stall's wait, for its verdict: the names of every hub→browser event
-    // in the order they were read, and the first missing event's place in the view.
-    let mut arrivals: Vec<String> = Vec::new();
-    let mut first_stall: Option<(usize, String)> = None;
-    for step in steps {
-        match step {
-            Step::BrowserPacket(ev) => {
-                if ev["dir"] == "browser→hub"
-                    && ev["packet"] == "disconnect"
-                    && let Some(b) = browser.as_ref()
-                {
-                    b.disconnect();
-                    cadence.wrote();
-                }
-                view.push(ev);
-            }
-            Step::Echo(ev) => view.push(ev),
-            Step::BrowserSend(n, d) => {
-                // The recorded register must have been handled before a browser's message can
-                // reach the agent, and the browser's socket is another, unordered with it: a
-                // pong on the agent's socket says so (as at connect). Without it a loaded hub
-                // answered "not connected" when idle detection sent sooner than the fixed
-                // window would. Here, not at the register, so that what the recording awaited
-                // from the hub after the register was already read.
-                if register_unsynced && let Some(a) = agent.as_mut() {
-                    register_unsynced = false;
-                    a.emit("ping", json!({}));
-                    if agent_recv(a, "pong", cfg.wait, &mut agent_early)
-                        .await
-                        .is_ok()
-                    {
-                        cadence.arrived(a.engine.last_arrival());
-                    }
-                }
-                if let Some(b) = browser.as_ref() {
-                    b.emit(&n, d.clone());
-                    cadence.wrote();
-                }
-                view.push(json!({ "dir": "browser→hub", "event": n, "data": d }));
-            }
-            Step::BrowserExpect(want) => {
-                let Some(b) = browser.as_mut() else { continue };
-                let got = match buffered.iter().position(|(n, _)| *n == want) {
-                    Some(i) => buffered.remove(i).map(Ok),
-                    None => {
-                        // The fixed quiet window, not the adaptive one: a hub that reacts slower
-                        // than its recent cadence would make the count vary from run to run.
-                        let wait = if stalled {
-                            fixed_quiet(cfg.wait)
-                        } else {
-                            cfg.wait
-                        };
-                        let deadline = tokio::time::Instant::now() + wait;
-                        // Events of other names read during this wait: what came in its place.
-                        let mut instead: Vec<String> = Vec::new();
-                        loop {
-                            let got = b.recv_until(deadline).await;
-                            if let Ok(e) = &got {
-                                cadence.arrived(b.engine.last_arrival());
-                                arrivals.push(e.name.clone());
-                            }
-                            match got {
-                                Ok(e) if e.name == want => break Some(Ok((e.name, e.data))),
-                                Ok(e) => {
-                                    instead.push(e.name.clone());
-                                    buffered.push_back((e.name, e.data));
-                                }
-                                // Something else came in its place: a longer wait would not
-                                // bring it (the replay is lock-step), so the cause names it.
-                                Err(super::transport::RecvError::Timeout)
-                                    if !instead.is_empty() =>
-                                {
-                                    break Some(Err(format!(
-                                        "none within the wait{}{} arrived in its place",
-                                        crate::parity::NOT_SLOW,
-                                        super::counted_names(
-                                            instead.iter().map(String::as_str),
-                                            true
-                                        )
-                                        .join(" → ")
-                                    )));
-                                }
-                                Err(e) => break Some(Err(e.to_string())),
-                            }
-                        }
-                    }
-                };
-                if let Some(Ok((n, d))) = &got
-                    && n == "welcome"
-                    && let Some(c) = d["clientId"].as_str()
-                    && c != want_client
-                {
-                    let m = format!(
-                        "welcome clientId {c:?} is not the one the replayed browser's JWT gives: {want_client:?} (sub {:?}, {}; the spec: \"from JWT sub, or 'admin' for admin users\")",
-                        claims.sub,
-                        if roles.is_empty() {
-                            "no ADMIN role"
-                        } else {
-                            "role ADMIN"
-                        }
-                    );
-                    wrong.push(m.clone());
-                    view.push(json!({ "dir": "hub→browser", "wrong": m }));
-                }
-                let ev = match got {
-                    Some(Ok((n, d))) => json!({ "dir": "hub→browser", "event": n, "data": d }),
-                    Some(Err(e)) if stalled => json!({
-                        "dir": "hub→browser", "missing": format!("{want}: {e}"), "notAwaited": true
-                    }),
-                    Some(Err(e)) => {
-                        stalled = true;
-                        first_stall = Some((view.len(), want.clone()));
-                        json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
-                    }
-                    None => json!({ "dir": "hub→browser", "missing": want }),
-                };
-                live.push(ev.clone());
-                view.push(ev);
-            }
-            Step::HttpSend(req, took) => {
-                // The answer is given as long as the recorded one took, and a wait more: a
-                // `/message/sync` nobody answers is answered only at the hub's sync timeout
-                // (the spec's 120 s), which a fixed bound cut short on both legs of a parity.
-                let bound = (cfg.wait * 4).max(took.map_or(Duration::ZERO, |t| t + cfg.wait));
-                let what = format!(
-                    "{} {}",
-                    req["method"].as_str().unwrap_or("GET"),
-                    req["path"].as_str().unwrap_or("/")
-                );
-                let rb = http_request(&http, &cfg.url, &req, bound);
-                let sent = json!({ "dir": "http→hub", "http": req });
-                live.push(sent.clone());
-                view.push(sent);
-                cadence.wrote();
-                pending.push_back(tokio::spawn(async move {
-                    match rb.send().await {
-                        Ok(r) => {
-                            let status = r.status().as_u16();
-                            let body = r.json::<Value>().await.unwrap_or(Value::Null);
-                            (
-                                Some(Instant::now()),
-                                Ok(json!({ "status": status, "body": body })),
-                            )
-                        }
-                        // Said without the URL: its port is the leg's own, so two legs that
-                        // failed alike would differ on it.
-                        Err(e) if e.is_timeout() => (
-                            None,
-                            Err(format!(
-                                "the answer to {what}: none within {:.1} s{}",
-                                bound.as_secs_f64(),
-                                took.map_or(String::new(), |t| format!(
-                                    " (the recorded one came after {:.1} s)",
-                                    t.as_secs_f64()
-                                ))
-                            )),
-                        ),
-                        Err(e) => (
-                            None,
-                            Ok(json!({ "error": crate::util::error_chain(&e.without_url()) })),
-                        ),
-                    }
-                }));
-            }
-            Step::HttpExpect => {
-                let got = match pending.pop_front() {
-                    Some(t) => {
-                        let (at, got) = t.await.unwrap_or((None, Ok(Value::Null)));
-                        cadence.arrived(at);
-                        got
-                    }
-                    None => Ok(Value::Null),
-                };
-                // An answer that did not come within its bound is a stall, as a browser event
-                // that did not: not a difference of the answer.
-                let ev = match got {
-                    Ok(got) => json!({ "dir": "hub→http", "http": got }),
-                    Err(m) => json!({ "dir": "hub→http", "missing": m }),
-                };
-                live.push(ev.clone());
-                view.push(ev);
-            }
-            Step::AgentExpect(want) => {
-                if let Some(a) = agent.as_mut() {
-                    // An extension the hub sent the agent (not one of the spec's hub→agent
-                    // events) is not owed: looked for only for the fixed quiet window, and its
-                    // absence is no stall (extensions are listed, not compared).
-                    let spec = super::check_hub::TO_AGENT.contains(&want.as_str());
-                    let wait = if spec {
-                        cfg.wait
-                    } else {
-                        fixed_quiet(cfg.wait)
-                    };
-                    match agent_recv(a, &want, wait, &mut agent_early).await {
-                        Ok(m) => {
-                            cadence.arrived(a.engine.last_arrival());
-                            if want == "message"
-                                && let Some(c) = m.data["clientId"].as_str()
-                            {
-                                live_client = c.to_string();
-                            }
-                            view.push(json!({ "dir": "hub→agent", "event": want, "data": m.data }));
-                        }
-                        Err(e) if want == "message" => {
-                            view_out.extend(view);
-                            return Outcome::Fail(format!(
-                                "the hub did not forward a recorded message to the agent: {e}"
-                            ));
-                        }
-                        Err(_) if !spec => {}
-                        Err(e) => {
-                            let ev =
-                                json!({ "dir": "hub→agent", "missing": format!("{want}: {e}") });
-                            live.push(ev.clone());
-                            view.push(ev);
-                        }
-                    }
-                }
-            }
-            Step::AgentSend(n, mut d) => {
-                if let Some(a) = agent.as_mut() {
-                    if d.get("clientId").is_some() {
-                        d["clientId"] = json!(live_client);
-                    }
-                    a.emit(&n, d.clone());
-                    cadence.wrote();
-                    register_unsynced |= n == "register";
-                }
-                view.push(json!({ "dir": "agent→hub", "event": n, "data": d }));
-            }
-        }
-    }
-    // Quiescence: whatever else the hub sends (bounded), after everything recorded was seen,
-    // is part of what this build does and the recording did not. Idle: quiet for the adaptive
-    // window since its last output or the replay's last write (see the module doc).
-    if let Some(b) = browser.as_mut() {
-        let fixed = fixed_quiet(cfg.wait);
-        let end = Instant::now() + cfg.wait;
-        loop {
-            let until = if cfg.fixed_windows {
-                Instant::now() + fixed
-            } else {
-                cadence.mark + cadence.window(fixed)
-            };
-            match b.recv_until(until.min(end)).await {
-                Ok(e) => {
-                    cadence.arrived(b.engine.last_arrival());
-                    arrivals.push(e.name.clone());
-                    buffered.push_back((e.name, e.data));
-                }
-                // Quiet, but bytes arrived that the connection did not read yet (its task was
-                // not scheduled): not idle.
-                Err(super::transport::RecvError::Timeout)
-                    if !cfg.fixed_windows && Instant::now() < end && b.engine.has_unread() =>
-                {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                Err(_) => break,
-            }
-        }
-    }
-    // The first stall's cause, when the rest of the cell shows it: the awaited event came only
-    // later, out of its place (a hub that holds a frame back until the next one), or the
-    // events awaited after it came (the hub skipped it). Either way not a slow hub.
-    if let Some((at, want)) = &first_stall
-        && let Some(m) = view[*at]["missing"].as_str()
-        && !m.contains(crate::parity::NOT_SLOW)
-    {
-        let cause = if buffered.iter().any(|(n, _)| n == want) {
-            let last = arrivals.iter().rposition(|n| n == want).unwrap_or(0);
-            let after = last
-                .checked_sub(1)
-                .map_or(String::new(), |i| format!(", after {}", arrivals[i]));
-            Some(format!("a {want} came only later, out of its place{after}"))
-        } else {
-            let later = view[*at + 1..]
-                .iter()
-                .filter(|e| e["dir"] == "hub→browser" && e.get("event").is_some())
-                .count();
-            let absent: Vec<&str> = view[*at + 1..]
-                .iter()
-                .filter(|e| e["notAwaited"] == true)
-                .map(|e| {
-                    let m = e["missing"].as_str().unwrap_or("");
-                    m.split_once(':').map_or(m, |(name, _)| name)
-                })
-                .collect();
-            if later == 0 {
-                None
-            } else if absent.is_empty() {
-                Some(format!(
-                    "the {later} hub→browser event(s) awaited after it came, so it was skipped"
-                ))
-            } else if absent.iter().all(|n| *n == want) {
-                // The same event missing each time while the others came: a hub that does not
-                // send it (drops `typing`), not one too slow for the wait.
-                Some(format!(
-                    "the {later} hub→browser event(s) awaited after it came, and every later \
-                     {want} ({}) was missing too, so it was skipped",
-                    absent.len()
-                ))
-            } else {
-                None
-            }
-        };
-        if let Some(cause) = cause {
-            let m = format!("{m}{}{cause}", crate::parity::NOT_SLOW);
-            view[*at]["missing"] = json!(m);
-            if let Some(l) = live
-                .iter_mut()
-                .find(|e| e["missing"].is_string() && e["notAwaited"] != true)
-            {
-                l["missing"] = json!(m);
-            }
-        }
-    }
-    for (n, d) in buffered {
-        let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
-        live.push(ev.clone());
-        view.push(ev);
-    }
-    view_out.extend(view);
-    let outcome = compare(&recorded, &live);
-    if wrong.is_empty() {
-        return outcome;
-    }
-    // The wrong clientId is the first fault (the welcome comes first); what else differs
-    // follows it.
-    match outcome {
-        Outcome::Fail(m) => Outcome::Fail(format!("{}; {m}", wrong.join("; "))),
-        _ => Outcome::Fail(wrong.join("; ")),
-    }
 }
 
 /// Most events a replayed agent keeps for later steps ([`agent_recv`]); older ones go first.

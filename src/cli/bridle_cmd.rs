@@ -538,7 +538,7 @@ pub struct ReplayBridleArgs {
 }
 
 pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
-    use crate::bridle::player::{Outcome, ReplayConfig, replay_cell};
+    use crate::bridle::player::{Outcome, ReplayConfig, replay_group_into};
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     // SIGINT/SIGTERM: the hub's tree is killed, the cells finished so far are summed up, exit
     // 130/143.
@@ -596,63 +596,86 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
     // A hub that exited is named with its status, in the cell it exited in and in every later
     // one (which are not replayed: nobody listens any more).
     let mut gone: Option<std::process::ExitStatus> = None;
-    for cell in &cells {
+    // The cells of one agentId are replayed together, in their recorded order across them
+    // (its connects live in its `__agent` cell): see `player::groups`.
+    let refs: Vec<&crate::cell::Cell> = cells.iter().collect();
+    'groups: for group in crate::bridle::player::groups(&refs) {
+        let members: Vec<&crate::cell::Cell> = group.iter().map(|&i| refs[i]).collect();
         // Every wait is bounded; this bounds their number too, plus what the recording itself
         // waited on (a `/message/sync` answered at the hub's 120 s timeout).
-        let budget = cfg.wait * 40 + crate::bridle::player::recorded_waits(cell);
-        let outcome = match gone {
-            Some(st) => Outcome::Fail(format!(
-                "not replayed: the hub {}{st}) during an earlier cell",
-                crate::parity::EXITED
-            )),
-            None => rt
-                .block_on(async { tokio::time::timeout(budget, replay_cell(cell, &cfg)).await })
-                .unwrap_or_else(|_| Outcome::Fail(format!("timed out after {budget:?}"))),
+        let budget = members.iter().fold(Duration::ZERO, |b, c| {
+            b + cfg.wait * 40 + crate::bridle::player::recorded_waits(c)
+        });
+        let outcomes: Vec<Outcome> = match gone {
+            Some(st) => members
+                .iter()
+                .map(|_| {
+                    Outcome::Fail(format!(
+                        "not replayed: the hub {}{st}) during an earlier cell",
+                        crate::parity::EXITED
+                    ))
+                })
+                .collect(),
+            None => {
+                let mut views = vec![Vec::new(); members.len()];
+                rt.block_on(async {
+                    tokio::time::timeout(budget, replay_group_into(&members, &cfg, &mut views))
+                        .await
+                })
+                .unwrap_or_else(|_| {
+                    members
+                        .iter()
+                        .map(|_| Outcome::Fail(format!("timed out after {budget:?}")))
+                        .collect()
+                })
+            }
         };
-        let outcome = match outcome {
-            Outcome::Fail(why) if gone.is_none() => {
-                // Given a moment to be reaped when a connection closed on the replay.
-                let grace = if why.contains("connection closed") {
-                    crate::bridle::spawn::EXIT_GRACE
-                } else {
-                    Duration::ZERO
-                };
-                match hub.as_mut().and_then(|h| h.exited_within(grace)) {
-                    Some(st) => {
-                        gone = Some(st);
-                        Outcome::Fail(format!(
-                            "the hub {}{st}) during this cell: {why}",
-                            crate::parity::EXITED
-                        ))
+        for (cell, outcome) in members.into_iter().zip(outcomes) {
+            let outcome = match outcome {
+                Outcome::Fail(why) if gone.is_none() => {
+                    // Given a moment to be reaped when a connection closed on the replay.
+                    let grace = if why.contains("connection closed") {
+                        crate::bridle::spawn::EXIT_GRACE
+                    } else {
+                        Duration::ZERO
+                    };
+                    match hub.as_mut().and_then(|h| h.exited_within(grace)) {
+                        Some(st) => {
+                            gone = Some(st);
+                            Outcome::Fail(format!(
+                                "the hub {}{st}) during this cell: {why}",
+                                crate::parity::EXITED
+                            ))
+                        }
+                        None => Outcome::Fail(why),
                     }
-                    None => Outcome::Fail(why),
                 }
+                o => o,
+            };
+            match outcome {
+                _ if crate::signals::interrupted().is_some() => break 'groups,
+                Outcome::Pass {
+                    events,
+                    rows,
+                    extensions,
+                } => {
+                    passed += 1;
+                    tally[0].fetch_add(1, SeqCst);
+                    // Extensions are information: the spec forbids none, so they are not compared.
+                    let ext = if extensions.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; extensions, not compared: {extensions}")
+                    };
+                    println!("PASS {}: events {events}, rows {rows}{ext}", cell.key);
+                }
+                Outcome::Fail(why) => {
+                    failed += 1;
+                    tally[1].fetch_add(1, SeqCst);
+                    println!("FAIL {}: {}", cell.key, crate::redact::printable(&why));
+                }
+                Outcome::NotReplayable(why) => println!("SKIP {}: {why}", cell.key),
             }
-            o => o,
-        };
-        match outcome {
-            _ if crate::signals::interrupted().is_some() => break,
-            Outcome::Pass {
-                events,
-                rows,
-                extensions,
-            } => {
-                passed += 1;
-                tally[0].fetch_add(1, SeqCst);
-                // Extensions are information: the spec forbids none, so they are not compared.
-                let ext = if extensions.is_empty() {
-                    String::new()
-                } else {
-                    format!("; extensions, not compared: {extensions}")
-                };
-                println!("PASS {}: events {events}, rows {rows}{ext}", cell.key);
-            }
-            Outcome::Fail(why) => {
-                failed += 1;
-                tally[1].fetch_add(1, SeqCst);
-                println!("FAIL {}: {}", cell.key, crate::redact::printable(&why));
-            }
-            Outcome::NotReplayable(why) => println!("SKIP {}: {why}", cell.key),
         }
     }
     rt.shutdown_timeout(Duration::from_secs(1));

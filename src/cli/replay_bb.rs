@@ -29,6 +29,10 @@ pub enum ReplayCommand {
     Sidebridge(super::ReplaySidebridgeArgs),
     /// Play recorded Bridle cells (browser and agent) against a hub and compare what the
     /// browser sees (normalized hub→browser events and rows) with the recording.
+    ///
+    /// The cells of one agentId are played together, in the order recorded across them: the
+    /// agent connects where its `__agent` cell recorded it and leaves after its last line when
+    /// it connects again; browsers connect at their recorded connect.
     Bridle(super::bridle_cmd::ReplayBridleArgs),
 }
 
