@@ -771,6 +771,23 @@ fn script(
         Step::Echo(ev) => matches!(ev["dir"].as_str(), Some("hub→agent" | "agent→hub")),
         _ => false,
     };
+    // An HTTP request's answer, by the request's step: a request in flight at an agent's last
+    // line is answered before the agent leaves (a probe sent just before it left was answered
+    // "connected" in the recording; closed while the probe was in flight, the hub answered
+    // either way).
+    let mut answer: Vec<Option<usize>> = vec![None; steps.len()];
+    let mut open: std::collections::HashMap<usize, VecDeque<usize>> = Default::default();
+    for (m, (cell, step)) in steps.iter().enumerate() {
+        match step {
+            Step::HttpSend(..) => open.entry(*cell).or_default().push_back(m),
+            Step::HttpExpect => {
+                if let Some(k) = open.get_mut(cell).and_then(VecDeque::pop_front) {
+                    answer[k] = Some(m);
+                }
+            }
+            _ => {}
+        }
+    }
     let mut closes: Vec<(usize, Duration)> = Vec::new();
     let mut last_agent: Option<usize> = None;
     let mut agent_connects = 0;
@@ -779,6 +796,12 @@ fn script(
             if agent_connects > 0
                 && let Some(last) = last_agent
             {
+                // Not past the next connect: the close is the previous connection's.
+                let last = answer[..=last]
+                    .iter()
+                    .flatten()
+                    .fold(last, |at, &m| at.max(m))
+                    .min(k - 1);
                 let gap = (ts[last + 1] - ts[last]).max(0.0) / 1000.0;
                 let gap =
                     Duration::from_secs_f64(gap.min(60.0)).clamp(MIN_WINDOW, fixed_quiet(cfg.wait));
@@ -790,21 +813,79 @@ fn script(
             last_agent = Some(k);
         }
     }
+    closes.sort_by_key(|(at, _)| *at);
     let mut out = Vec::with_capacity(steps.len() + closes.len());
+    let mut out_ts = Vec::with_capacity(steps.len() + closes.len());
     let mut closes = closes.into_iter().peekable();
     for (k, step) in steps.into_iter().enumerate() {
         let cell = step.0;
         out.push(step);
+        out_ts.push(ts[k]);
         while let Some((_, gap)) = closes.next_if(|(at, _)| *at == k) {
             out.push((cell, Step::AgentClose(gap)));
+            out_ts.push(ts[k]);
         }
     }
+    // After the closes are placed (by the logged order: a probe logged before the agent's
+    // last line is answered before it leaves), so a register moved ahead of a probe does not
+    // take the close with it.
+    let (out, _) = registers_before_probes(out, out_ts);
     Script {
         steps: out,
         recorded,
         registers,
         agent_connects,
     }
+}
+
+/// The agent's connect and register recorded while a GET (a health probe) was in flight, by
+/// the proxy's order, are played before it. The two are on different connections, so the
+/// proxy's order is not the hub's: a probe logged before the register was answered
+/// "agentConnected: true", after it. Played in the logged order, the probe raced the register,
+/// and two legs of one hub differed on it. A GET changes nothing the agent's lines depend on;
+/// played before it (and settled by a pong), the register is seen by the probe on every leg.
+fn registers_before_probes(
+    steps: Vec<(usize, Step)>,
+    ts: Vec<f64>,
+) -> (Vec<(usize, Step)>, Vec<f64>) {
+    let movable = |s: &Step| match s {
+        Step::AgentConnect(_) => true,
+        Step::AgentSend(n, _) => n == "register",
+        Step::Echo(ev) => ev["nsp"] == AGENT_NSP && ev.get("packet").is_some(),
+        _ => false,
+    };
+    // Where each step is played: its own place, or just before the earliest GET it was logged
+    // during.
+    let mut place: Vec<f64> = (0..steps.len()).map(|k| k as f64).collect();
+    let mut open: std::collections::HashMap<usize, VecDeque<usize>> = Default::default();
+    for (m, (cell, step)) in steps.iter().enumerate() {
+        match step {
+            Step::HttpSend(..) => open.entry(*cell).or_default().push_back(m),
+            Step::HttpExpect => {
+                let Some(k) = open.get_mut(cell).and_then(VecDeque::pop_front) else {
+                    continue;
+                };
+                let Step::HttpSend(req, _) = &steps[k].1 else {
+                    continue;
+                };
+                if req["method"].as_str().unwrap_or("GET") != "GET" {
+                    continue;
+                }
+                for j in k + 1..m {
+                    if movable(&steps[j].1) {
+                        place[j] = place[j].min(k as f64 - 0.5);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut order: Vec<usize> = (0..steps.len()).collect();
+    order.sort_by(|a, b| place[*a].total_cmp(&place[*b]).then(a.cmp(b)));
+    let mut slots: Vec<Option<(usize, Step)>> = steps.into_iter().map(Some).collect();
+    let steps = order.iter().filter_map(|&k| slots[k].take()).collect();
+    let ts = order.iter().map(|&k| ts[k]).collect();
+    (steps, ts)
 }
 
 /// Sends a recorded HTTP request without waiting for its answer. The answer is given as long
