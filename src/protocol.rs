@@ -323,6 +323,19 @@ impl LiveReplay {
     }
 }
 
+/// A cell replayed alone, for a protocol whose [`Live::replay`] is its
+/// [`Live::replay_together`] of one cell.
+pub fn replay_alone(
+    live: &dyn Live,
+    cell: &Cell,
+    bridge: &BridgeCommand,
+    limits: LiveLimits,
+) -> LiveReplay {
+    live.replay_together(&[cell], bridge, limits)
+        .and_then(|mut r| r.pop())
+        .unwrap_or_else(|| LiveReplay::failed("no replay"))
+}
+
 /// The live half each protocol implements (in `src/<protocol>/live.rs`, over its player): the
 /// core (parity, recording own cells) calls only this.
 pub trait Live: Sync {

@@ -302,6 +302,30 @@ fn bridgewire_keyed<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)])
     (out.status.code().unwrap_or(-1), text)
 }
 
+/// `parity` of the node hub (base) against the node hub with `head`'s switches, over `cells`,
+/// each wait bounded by `timeout_ms`, with [`bridgewire_keyed`]'s environment and `env`.
+fn node_hub_parity(
+    cells: &std::path::Path,
+    timeout_ms: &str,
+    head: &str,
+    env: &[(&str, &str)],
+) -> (i32, String) {
+    let hub = node_dir().join("hub.js").display().to_string();
+    bridgewire_keyed(
+        &[
+            "parity",
+            "--timeout-ms",
+            timeout_ms,
+            "--base",
+            &format!("cmd:node {hub}"),
+            "--head",
+            &format!("cmd:node {hub} {head}"),
+            &cells.display().to_string(),
+        ],
+        env,
+    )
+}
+
 const HUB: &str = env!("CARGO_BIN_EXE_bridle-ref-hub");
 const AGENT: &str = env!("CARGO_BIN_EXE_bridle-ref-agent");
 
@@ -1988,22 +2012,7 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
         a.extend(extra.iter().map(|s| s.to_string()));
         run(a)
     };
-    let parity = |head: &str| {
-        let a: Vec<String> = [
-            "parity",
-            "--timeout-ms",
-            "5000",
-            "--base",
-            &format!("cmd:node {hub}"),
-            "--head",
-            &format!("cmd:node {hub} {head}"),
-            &c,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        run(a)
-    };
+    let parity = |head: &str| node_hub_parity(&cells, "5000", head, &[]);
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
         Box::new(|| replay(&[])),
         Box::new(|| replay(&["--variant", "no-config"])),
@@ -2080,21 +2089,7 @@ fn an_answer_the_recording_waited_for_is_waited_for() {
             &at(ms),
         )
     };
-    let parity = |head: &str| {
-        bridgewire_keyed(
-            &[
-                "parity",
-                "--timeout-ms",
-                "1000",
-                "--base",
-                &format!("cmd:node {hub}"),
-                "--head",
-                &format!("cmd:node {hub} {head}"),
-                &c,
-            ],
-            &at("6000"),
-        )
-    };
+    let parity = |head: &str| node_hub_parity(&cells, "1000", head, &at("6000"));
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
         Box::new(|| replay("6000")),
         Box::new(|| parity("--variant no-config")),
@@ -2154,21 +2149,7 @@ fn an_agent_that_left_is_gone_when_its_browser_is_replayed() {
     let cells = node_dir().join("agent-lifecycle");
     let c = cells.display().to_string();
     let hub = node_dir().join("hub.js").display().to_string();
-    let parity = |head: &str| {
-        bridgewire_keyed(
-            &[
-                "parity",
-                "--timeout-ms",
-                "3000",
-                "--base",
-                &format!("cmd:node {hub}"),
-                "--head",
-                &format!("cmd:node {hub} {head}"),
-                &c,
-            ],
-            &[],
-        )
-    };
+    let parity = |head: &str| node_hub_parity(&cells, "3000", head, &[]);
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
         Box::new(|| parity("--variant no-config")),
         Box::new(|| parity("--diverge keep-dead-agent")),

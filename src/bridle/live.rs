@@ -72,9 +72,7 @@ impl Live for BridleLive {
     }
 
     fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay {
-        self.replay_together(&[cell], bridge, limits)
-            .and_then(|mut r| r.pop())
-            .unwrap_or_else(|| LiveReplay::failed("no replay"))
+        crate::protocol::replay_alone(self, cell, bridge, limits)
     }
 
     /// The cells of one hub folder and agentId together, on a hub of their own, in the order
@@ -118,20 +116,7 @@ impl Live for BridleLive {
         b: &BridgeCommand,
         _timeout: Duration,
     ) -> Option<String> {
-        let secret = std::env::var("JWT_SECRET").ok();
-        let key = std::env::var("BRIDLE_API_KEY").ok();
-        let start = |bridge: &BridgeCommand| {
-            let command: Vec<std::ffi::OsString> =
-                bridge.spawn_argv().into_iter().map(Into::into).collect();
-            crate::cli::bridle_cmd::start_hub_or_why(
-                None,
-                secret.as_deref(),
-                key.as_deref(),
-                &command,
-                sync_timeout_ms(),
-            )
-            .ok()
-        };
+        let start = |bridge: &BridgeCommand| start_env_hub(bridge).ok();
         // Both alive at once: two hubs cannot listen on one address, so a shared one is one hub.
         let (ha, hb) = std::thread::scope(|s| {
             let ta = s.spawn(|| start(a));
@@ -146,27 +131,13 @@ impl Live for BridleLive {
     }
 
     fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {
-        let command: Vec<std::ffi::OsString> = req
-            .bridge
-            .spawn_argv()
-            .into_iter()
-            .map(Into::into)
-            .collect();
-        let secret = std::env::var("JWT_SECRET").ok();
-        let key = std::env::var("BRIDLE_API_KEY").ok();
-        let Some((jwt_secret, api_key, _hub, url)) = crate::cli::bridle_cmd::start_hub(
-            "record-cells",
-            None,
-            secret.as_deref(),
-            key.as_deref(),
-            &command,
-            sync_timeout_ms(),
-        ) else {
-            return Err(format!(
+        let (jwt_secret, api_key, _hub, url) = start_env_hub(req.bridge).map_err(|e| {
+            eprintln!("bridgewire record-cells: {e}");
+            format!(
                 "the hub `{}` did not start (see stderr)",
                 req.bridge.display()
-            ));
-        };
+            )
+        })?;
         let rt = crate::cli::bridle_cmd::runtime().ok_or("cannot start an async runtime")?;
         let dir = req.raw.join(req.provider);
         let wait = req.timeout;
@@ -269,31 +240,43 @@ impl Live for BridleLive {
     }
 }
 
-/// One group's cells replayed on a hub started for them: one result per cell.
-fn replay_group(cells: &[&Cell], bridge: &BridgeCommand, limits: LiveLimits) -> Vec<LiveReplay> {
-    let timeout = limits.timeout;
+/// A hub started from a leg's command with bridgewire's own JWT_SECRET, BRIDLE_API_KEY and
+/// BRIDLE_SYNC_TIMEOUT_MS (every leg, and a recording, gets the same): its secrets, its process
+/// and its address, or why it did not start.
+fn start_env_hub(
+    bridge: &BridgeCommand,
+) -> Result<(String, String, Option<super::spawn::ChildGuard>, String), String> {
     let command: Vec<std::ffi::OsString> =
         bridge.spawn_argv().into_iter().map(Into::into).collect();
     let secret = std::env::var("JWT_SECRET").ok();
     let key = std::env::var("BRIDLE_API_KEY").ok();
+    crate::cli::bridle_cmd::start_hub_or_why(
+        None,
+        secret.as_deref(),
+        key.as_deref(),
+        &command,
+        sync_timeout_ms(),
+    )
+}
+
+/// One group's cells replayed on a hub started for them: one result per cell.
+fn replay_group(cells: &[&Cell], bridge: &BridgeCommand, limits: LiveLimits) -> Vec<LiveReplay> {
+    let timeout = limits.timeout;
     let failed = |why: String| {
         cells
             .iter()
             .map(|_| LiveReplay::failed(why.clone()))
             .collect()
     };
-    let Some((jwt_secret, api_key, mut hub, url)) = crate::cli::bridle_cmd::start_hub(
-        "parity",
-        None,
-        secret.as_deref(),
-        key.as_deref(),
-        &command,
-        sync_timeout_ms(),
-    ) else {
-        return failed(format!(
-            "the hub `{}` did not start (see stderr)",
-            bridge.display()
-        ));
+    let (jwt_secret, api_key, mut hub, url) = match start_env_hub(bridge) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("bridgewire parity: {e}");
+            return failed(format!(
+                "the hub `{}` did not start (see stderr)",
+                bridge.display()
+            ));
+        }
     };
     let Some(rt) = crate::cli::bridle_cmd::runtime() else {
         return failed("cannot start an async runtime".into());

@@ -246,26 +246,6 @@ pub fn groups(cells: &[&Cell]) -> Vec<Vec<usize>> {
     out.into_iter().map(|(_, g)| g).collect()
 }
 
-/// Replays one cell.
-pub async fn replay_cell(cell: &Cell, cfg: &ReplayConfig) -> Outcome {
-    replay_cell_into(cell, cfg, &mut Vec::new()).await
-}
-
-/// Replays one cell alone ([`replay_group_into`] of one).
-pub async fn replay_cell_into(
-    cell: &Cell,
-    cfg: &ReplayConfig,
-    view_out: &mut Vec<Value>,
-) -> Outcome {
-    let mut views = vec![Vec::new()];
-    let outcome = replay_group_into(&[cell], cfg, &mut views)
-        .await
-        .pop()
-        .unwrap_or_else(|| Outcome::Fail("no replay".into()));
-    view_out.extend(views.pop().unwrap_or_default());
-    outcome
-}
-
 /// An HTTP answer on its way: when it came and what (its status and body, or an error), or
 /// why none came within its bound.
 type Answer = tokio::task::JoinHandle<(Option<Instant>, Result<Value, String>)>;
@@ -433,7 +413,7 @@ pub async fn replay_group_into(
     let mut agent = None;
     if has_agent && agent_connects == 0 {
         match connect_agent(opts.clone()).await {
-            Ok(mut s) => {
+            Ok(s) => {
                 // A cell that recorded the agent's own register sends it in its place.
                 if !registers {
                     s.emit("register", json!({}));
@@ -441,14 +421,16 @@ pub async fn replay_group_into(
                 // A pong after register: the hub handled it (events are ordered per socket).
                 // Its round trip is the hub's first reaction time.
                 cadence.wrote();
-                s.emit("ping", json!({}));
-                if agent_recv(&mut s, "pong", cfg.wait, &mut agent_early)
-                    .await
-                    .is_ok()
-                {
-                    cadence.arrived(s.engine.last_arrival());
-                }
                 agent = Some(s);
+                let mut unsynced = true;
+                settle_register(
+                    &mut agent,
+                    &mut unsynced,
+                    cfg,
+                    &mut agent_early,
+                    &mut cadence,
+                )
+                .await;
             }
             Err(e) => return all_failed(cells, &outcomes, &agent_fail(e)),
         }
@@ -479,6 +461,24 @@ pub async fn replay_group_into(
         let Some(p) = parties[i].as_mut().filter(|p| p.ended.is_none()) else {
             continue;
         };
+        // Another socket is about to act on the hub: the agent's register comes first.
+        let acts = match &step {
+            Step::BrowserSend(..) | Step::HttpSend(..) => true,
+            Step::BrowserPacket(ev) => {
+                ev["dir"] == "browser→hub" && ev["packet"] == "connect" && p.connect_recorded
+            }
+            _ => false,
+        };
+        if acts {
+            settle_register(
+                &mut agent,
+                &mut register_unsynced,
+                cfg,
+                &mut agent_early,
+                &mut cadence,
+            )
+            .await;
+        }
         match step {
             Step::AgentClose(_) => {}
             Step::AgentConnect(ev) => {
@@ -493,14 +493,6 @@ pub async fn replay_group_into(
             }
             Step::BrowserPacket(ev) => {
                 if ev["dir"] == "browser→hub" && ev["packet"] == "connect" && p.connect_recorded {
-                    settle_register(
-                        &mut agent,
-                        &mut register_unsynced,
-                        cfg,
-                        &mut agent_early,
-                        &mut cadence,
-                    )
-                    .await;
                     p.connect_browser(cfg, &agent_id, &opts).await;
                     cadence.wrote();
                 } else if ev["dir"] == "browser→hub"
@@ -518,14 +510,6 @@ pub async fn replay_group_into(
             }
             Step::Echo(ev) => p.view.push(ev),
             Step::BrowserSend(n, d) => {
-                settle_register(
-                    &mut agent,
-                    &mut register_unsynced,
-                    cfg,
-                    &mut agent_early,
-                    &mut cadence,
-                )
-                .await;
                 if let Some(b) = p.browser.as_ref() {
                     b.emit(&n, d.clone());
                     cadence.wrote();
@@ -537,14 +521,6 @@ pub async fn replay_group_into(
                 browser_expect(p, &want, cfg, &mut cadence).await;
             }
             Step::HttpSend(req, took) => {
-                settle_register(
-                    &mut agent,
-                    &mut register_unsynced,
-                    cfg,
-                    &mut agent_early,
-                    &mut cadence,
-                )
-                .await;
                 let sent = json!({ "dir": "http→hub", "http": req });
                 p.live.push(sent.clone());
                 p.view.push(sent);
@@ -771,23 +747,10 @@ fn script(
         Step::Echo(ev) => matches!(ev["dir"].as_str(), Some("hub→agent" | "agent→hub")),
         _ => false,
     };
-    // An HTTP request's answer, by the request's step: a request in flight at an agent's last
-    // line is answered before the agent leaves (a probe sent just before it left was answered
-    // "connected" in the recording; closed while the probe was in flight, the hub answered
-    // either way).
-    let mut answer: Vec<Option<usize>> = vec![None; steps.len()];
-    let mut open: std::collections::HashMap<usize, VecDeque<usize>> = Default::default();
-    for (m, (cell, step)) in steps.iter().enumerate() {
-        match step {
-            Step::HttpSend(..) => open.entry(*cell).or_default().push_back(m),
-            Step::HttpExpect => {
-                if let Some(k) = open.get_mut(cell).and_then(VecDeque::pop_front) {
-                    answer[k] = Some(m);
-                }
-            }
-            _ => {}
-        }
-    }
+    // A request in flight at an agent's last line is answered before the agent leaves (a probe
+    // sent just before it left was answered "connected" in the recording; closed while the
+    // probe was in flight, the hub answered either way).
+    let answer = answers(&steps);
     let mut closes: Vec<(usize, Duration)> = Vec::new();
     let mut last_agent: Option<usize> = None;
     let mut agent_connects = 0;
@@ -838,6 +801,25 @@ fn script(
     }
 }
 
+/// Each HTTP request's answer, by the request's step: a cell's answers come in the order of
+/// its requests.
+fn answers(steps: &[(usize, Step)]) -> Vec<Option<usize>> {
+    let mut answer = vec![None; steps.len()];
+    let mut open: std::collections::HashMap<usize, VecDeque<usize>> = Default::default();
+    for (m, (cell, step)) in steps.iter().enumerate() {
+        match step {
+            Step::HttpSend(..) => open.entry(*cell).or_default().push_back(m),
+            Step::HttpExpect => {
+                if let Some(k) = open.get_mut(cell).and_then(VecDeque::pop_front) {
+                    answer[k] = Some(m);
+                }
+            }
+            _ => {}
+        }
+    }
+    answer
+}
+
 /// The agent's connect and register recorded while a GET (a health probe) was in flight, by
 /// the proxy's order, are played before it. The two are on different connections, so the
 /// proxy's order is not the hub's: a probe logged before the register was answered
@@ -857,27 +839,17 @@ fn registers_before_probes(
     // Where each step is played: its own place, or just before the earliest GET it was logged
     // during.
     let mut place: Vec<f64> = (0..steps.len()).map(|k| k as f64).collect();
-    let mut open: std::collections::HashMap<usize, VecDeque<usize>> = Default::default();
-    for (m, (cell, step)) in steps.iter().enumerate() {
-        match step {
-            Step::HttpSend(..) => open.entry(*cell).or_default().push_back(m),
-            Step::HttpExpect => {
-                let Some(k) = open.get_mut(cell).and_then(VecDeque::pop_front) else {
-                    continue;
-                };
-                let Step::HttpSend(req, _) = &steps[k].1 else {
-                    continue;
-                };
-                if req["method"].as_str().unwrap_or("GET") != "GET" {
-                    continue;
-                }
-                for j in k + 1..m {
-                    if movable(&steps[j].1) {
-                        place[j] = place[j].min(k as f64 - 0.5);
-                    }
-                }
+    for (k, m) in answers(&steps).into_iter().enumerate() {
+        let (Some(m), Step::HttpSend(req, _)) = (m, &steps[k].1) else {
+            continue;
+        };
+        if req["method"].as_str().unwrap_or("GET") != "GET" {
+            continue;
+        }
+        for j in k + 1..m {
+            if movable(&steps[j].1) {
+                place[j] = place[j].min(k as f64 - 0.5);
             }
-            _ => {}
         }
     }
     let mut order: Vec<usize> = (0..steps.len()).collect();

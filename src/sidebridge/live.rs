@@ -19,9 +19,7 @@ impl Live for SideBridgeLive {
     }
 
     fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay {
-        self.replay_together(&[cell], bridge, limits)
-            .and_then(|mut r| r.pop())
-            .unwrap_or_else(|| LiveReplay::failed("no replay"))
+        crate::protocol::replay_alone(self, cell, bridge, limits)
     }
 
     /// Every cell of the selection on one bridge, in the recorded order across cells: chats
