@@ -1088,6 +1088,73 @@ pub fn learn_environment(secrets: &Secrets) {
     }
 }
 
+/// A redacted key that differed from the key the recorder was told, in none of the ways below.
+pub const REDACTED_OTHER: &str = "[redacted:other]";
+/// The key with the case of its letters changed (a peer comparing without case takes it).
+pub const REDACTED_CASE: &str = "[redacted:case]";
+/// A non-empty part the key begins with (a peer comparing only a prefix takes it).
+pub const REDACTED_PREFIX: &str = "[redacted:prefix]";
+/// The key with more after it (a peer comparing only as far as the shorter takes it).
+pub const REDACTED_EXTENDED: &str = "[redacted:extended]";
+/// The value a replay sends for [`REDACTED_OTHER`] (or for a kind it cannot make from its key).
+pub const WRONG_KEY: &str = "bridgewire-replay-wrong-key";
+
+/// How a wrong key `v` differs from the `key` the recorder was told, as its redaction marker
+/// ([`REDACTED_PREFIX`], [`REDACTED_EXTENDED`], [`REDACTED_CASE`], else [`REDACTED_OTHER`]):
+/// a replay then sends a wrong key of the same kind made from its own key ([`unredact`]), so a
+/// build that starts taking the key in any case, or any prefix of it, differs where the
+/// recording's build refused. Side Bridge's `x-sidebridge-key` and Bridle's agent `apiKey`.
+pub fn wrong_key_kind(v: &str, key: &str) -> &'static str {
+    if !v.is_empty() && key.starts_with(v) {
+        REDACTED_PREFIX
+    } else if v.starts_with(key) {
+        REDACTED_EXTENDED
+    } else if v.to_lowercase() == key.to_lowercase() {
+        REDACTED_CASE
+    } else {
+        REDACTED_OTHER
+    }
+}
+
+/// A wrong key of the kind `marker` names, made from `key`: the key less its last character
+/// ([`REDACTED_PREFIX`]), with `-wrong` after it ([`REDACTED_EXTENDED`]), with its letters'
+/// case swapped ([`REDACTED_CASE`]); `None` for another marker or a key without such a variant
+/// (one character, no letters). `check sidebridge` probes SB-A2 and `check bridle hub` its
+/// wrong apiKeys with these same keys, so a replay of a check run sends what check sent.
+pub fn wrong_key(marker: &str, key: &str) -> Option<String> {
+    match marker {
+        REDACTED_PREFIX => {
+            let (cut, _) = key.char_indices().last().filter(|&(i, _)| i > 0)?;
+            Some(key[..cut].to_string())
+        }
+        REDACTED_EXTENDED => Some(format!("{key}-wrong")),
+        REDACTED_CASE => Some(crate::util::swap_case(key)).filter(|s| s != key),
+        _ => None,
+    }
+}
+
+/// A recorded value with its key markers put back: `[redacted]` → `key`, a wrong key's marker
+/// → a wrong key of that kind made from `key` ([`wrong_key`]), or [`WRONG_KEY`] without one.
+/// `None` when it needs the key and none is given.
+pub fn unredact(value: &str, key: Option<&str>) -> Option<String> {
+    let mut v = value.to_string();
+    for marker in [
+        REDACTED_PREFIX,
+        REDACTED_EXTENDED,
+        REDACTED_CASE,
+        REDACTED_OTHER,
+    ] {
+        if v.contains(marker) {
+            let made = key.and_then(|k| wrong_key(marker, k));
+            v = v.replace(marker, made.as_deref().unwrap_or(WRONG_KEY));
+        }
+    }
+    if v.contains(REDACTED) {
+        return key.map(|k| v.replace(REDACTED, k));
+    }
+    Some(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

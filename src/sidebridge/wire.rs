@@ -21,18 +21,11 @@
 
 use serde_json::{Map, Value, json};
 
-pub const REDACTED: &str = "[redacted]";
-/// A redacted value that differed from the key the recorder was told (`record --key`), in none
-/// of the ways below.
-pub const REDACTED_OTHER: &str = "[redacted:other]";
-/// The key with the case of its letters changed (a bridge comparing without case takes it).
-pub const REDACTED_CASE: &str = "[redacted:case]";
-/// A non-empty part the key begins with (a bridge comparing only a prefix takes it).
-pub const REDACTED_PREFIX: &str = "[redacted:prefix]";
-/// The key with more after it (a bridge comparing only as far as the shorter takes it).
-pub const REDACTED_EXTENDED: &str = "[redacted:extended]";
-/// The value a replay sends for [`REDACTED_OTHER`] (or for a kind it cannot make from its key).
-const WRONG_KEY: &str = "bridgewire-replay-wrong-key";
+// The key markers and their inverse are shared with Bridle's agent apiKey.
+pub use crate::redact::{
+    REDACTED, REDACTED_CASE, REDACTED_EXTENDED, REDACTED_OTHER, REDACTED_PREFIX, WRONG_KEY,
+    unredact, wrong_key, wrong_key_kind,
+};
 pub const SECRET_HEADERS: &[&str] = &["x-sidebridge-key", "authorization"];
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -197,59 +190,6 @@ pub fn redact(
             (k, redacted)
         })
         .collect()
-}
-
-/// A wrong key of the kind `marker` names, made from `key`: the key less its last character
-/// ([`REDACTED_PREFIX`]), with `-wrong` after it ([`REDACTED_EXTENDED`]), with its letters'
-/// case swapped ([`REDACTED_CASE`]); `None` for another marker or a key without such a variant
-/// (one character, no letters). `check sidebridge` probes SB-A2 with these same keys, so a
-/// replay of a check run sends what check sent.
-pub fn wrong_key(marker: &str, key: &str) -> Option<String> {
-    match marker {
-        REDACTED_PREFIX => {
-            let (cut, _) = key.char_indices().last().filter(|&(i, _)| i > 0)?;
-            Some(key[..cut].to_string())
-        }
-        REDACTED_EXTENDED => Some(format!("{key}-wrong")),
-        REDACTED_CASE => Some(crate::util::swap_case(key)).filter(|s| s != key),
-        _ => None,
-    }
-}
-
-/// How a wrong key `v` differs from the bridge's `key`, as its redaction marker.
-fn wrong_key_kind(v: &str, key: &str) -> &'static str {
-    if !v.is_empty() && key.starts_with(v) {
-        REDACTED_PREFIX
-    } else if v.starts_with(key) {
-        REDACTED_EXTENDED
-    } else if v.to_lowercase() == key.to_lowercase() {
-        REDACTED_CASE
-    } else {
-        REDACTED_OTHER
-    }
-}
-
-/// A recorded value with its redaction markers put back: `[redacted]` → `key`, a wrong key's
-/// marker → a wrong key of that kind made from `key` (the key less its last character, with
-/// `-wrong` after it, with its letters' case swapped), or a fixed wrong key without one.
-/// `None` when it needs the key and none is given.
-pub fn unredact(value: &str, key: Option<&str>) -> Option<String> {
-    let mut v = value.to_string();
-    for marker in [
-        REDACTED_PREFIX,
-        REDACTED_EXTENDED,
-        REDACTED_CASE,
-        REDACTED_OTHER,
-    ] {
-        if v.contains(marker) {
-            let made = key.and_then(|k| wrong_key(marker, k));
-            v = v.replace(marker, made.as_deref().unwrap_or(WRONG_KEY));
-        }
-    }
-    if v.contains(REDACTED) {
-        return key.map(|k| v.replace(REDACTED, k));
-    }
-    Some(v)
 }
 
 #[cfg(test)]
