@@ -881,7 +881,8 @@ async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
     let root = tmp.path().join("ref-hub");
     let cell = root.join("bot-r__u-rec");
     let up = read(&cell.join("browser→hub.ndjson"));
-    assert!(up.contains("[redacted]"), "{up}");
+    // Recorded without --jwt-secret: whether the token was signed right is not known.
+    assert!(up.contains(".[redacted:unverified]"), "{up}");
     assert!(!up.contains(&token), "the JWT leaked into the lanes");
     let down = read(&cell.join("hub→browser.ndjson"));
     for needle in ["welcome", "typing", "stream_end"] {
@@ -909,10 +910,15 @@ async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
         assert!(polled_up.contains("iVBORw0KGgo="));
         // The CONNECT rode a long-polling POST: redacted all the same.
         assert!(
-            polled_up.contains(r#"40/ws/client,{\"token\":\"[redacted]\""#),
+            polled_up.contains(r#"40/ws/client,{\"token\":\"eyJ"#)
+                && polled_up.contains(r#".[redacted:unverified]\""#),
             "{polled_up}"
         );
-        assert!(!polled_up.contains("eyJ"), "a JWT leaked into the lanes");
+        let none = bridgewire::redact::Secrets::new();
+        assert!(
+            bridgewire::redact::redact_jwt_shapes(polled_up.as_bytes(), &none).is_none(),
+            "a JWT leaked into the lanes: {polled_up}"
+        );
     }
     // Every lane line is a well-formed entry and seqs are unique across lanes.
     let cells = bridgewire::cell::discover(&root).unwrap();
@@ -2880,6 +2886,94 @@ fn raw_browser(url: &str, client: &str, agent: &str, text: &str) -> serde_json::
     out
 }
 
+/// `record bridle --jwt-secret` records what kind of token a refused browser sent, so a replay
+/// can send one like it: an expired token signed by the hub's secret as `[redacted:signed]`,
+/// one signed by another secret as `[redacted:forged]`, each keeping its header and payload;
+/// with the hub's key known (`BRIDLE_API_KEY`), an agent's wrong apiKey says how it differs.
+/// Neither secret, nor any token or key sent, reaches a lane or the proxy's output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_bridle_records_what_kind_of_token_a_refused_handshake_sent() {
+    use bridgewire::bridle::{sign_claims, token};
+    let tmp = tempfile::tempdir().unwrap();
+    let (_hub, hub_url) = spawn_hub(None);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bridgewire"));
+    c.args(["record", "bridle", "--listen", "127.0.0.1:0"])
+        .args(["--upstream", &hub_url, "--jwt-secret", SECRET])
+        .arg("--dir")
+        .arg(tmp.path())
+        .env("BRIDLE_API_KEY", API_KEY);
+    let mut proxy = Proc::spawn_watching_stderr(&mut c);
+    let url = proxy.url(W);
+    let now = bridgewire::util::now_ms() / 1000;
+    let expired = sign_claims(SECRET, &json!({"sub": "u-expired", "exp": now - 3600}));
+    let forged = sign_claims(
+        "another-secret",
+        &json!({"sub": "u-forged", "exp": now + 3600}),
+    );
+    for t in [&expired, &forged] {
+        let auth = json!({"token": t, "agentId": "bot-t"});
+        let r = Socket::connect(&url, "/ws/client", Some(auth), &opts()).await;
+        assert!(r.is_err(), "the hub admitted {t}");
+    }
+    let wrong_key = format!("{API_KEY}-wrong");
+    let auth = json!({"apiKey": wrong_key, "agentId": "bot-t"});
+    let r = Socket::connect(&url, "/ws/agent", Some(auth), &opts()).await;
+    assert!(r.is_err(), "the hub admitted a wrong apiKey");
+    unsafe {
+        libc::kill(proxy.child.id() as i32, libc::SIGTERM);
+    }
+    wait_within(&mut proxy.child, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
+
+    for (client, sent, marker) in [
+        ("u-expired", &expired, "[redacted:signed]"),
+        ("u-forged", &forged, "[redacted:forged]"),
+    ] {
+        let up = lane_lines(
+            &tmp.path()
+                .join(format!("bot-t__{client}/browser→hub.ndjson")),
+        );
+        let kept = &sent[..sent.rfind('.').unwrap() + 1];
+        let recorded = format!("{kept}{marker}");
+        assert_eq!(
+            up[0],
+            format!(r#"40/ws/client,{{"token":"{recorded}","agentId":"bot-t"}}"#)
+        );
+        // What a replay sends for it is a token of the same kind.
+        let replayed = token::replay_token(&recorded, SECRET, 0).unwrap();
+        assert_eq!(token::redact_token(&replayed, Some(SECRET)), recorded);
+    }
+    // Signed right and not moved: the very token sent.
+    let recorded = format!(
+        "{}[redacted:signed]",
+        &expired[..expired.rfind('.').unwrap() + 1]
+    );
+    assert_eq!(token::replay_token(&recorded, SECRET, 0).unwrap(), expired);
+    let agent = lane_lines(&tmp.path().join("bot-t__agent/agent→hub.ndjson"));
+    assert_eq!(
+        agent[0],
+        r#"40/ws/agent,{"apiKey":"[redacted:extended]","agentId":"bot-t"}"#
+    );
+
+    let mut never = vec![SECRET.to_string(), API_KEY.to_string()];
+    for t in [&expired, &forged] {
+        never.push(t.to_string());
+        never.push(t.rsplit('.').next().unwrap().to_string());
+    }
+    for f in walkdir::WalkDir::new(tmp.path()) {
+        let f = f.unwrap();
+        if f.file_type().is_file() {
+            let text = read(f.path());
+            for n in &never {
+                assert!(!text.contains(n), "{n} in {}: {text}", f.path().display());
+            }
+        }
+    }
+    let output: Vec<String> = proxy.lines.try_iter().collect();
+    for n in &never {
+        assert!(!output.iter().any(|l| l.contains(n)), "{n} in {output:?}");
+    }
+}
+
 /// The relay forwards raw bytes and parses frames off the forwarding path (issue 13): between
 /// the canonical socket.io hub and agent (npm, not ours) and a raw-socket browser (Python, not
 /// ours) that offers compression, fragments its CONNECT around a ping and splits frames across
@@ -2929,10 +3023,15 @@ async fn record_bridle_relays_fragmented_and_split_frames_between_canonical_peer
     let sent = strings(&out["sent"]);
     let up = lane_lines(&cell.join("browser→hub.ndjson"));
     assert_eq!(up.len(), sent.len(), "{up:?}");
-    assert_eq!(
-        up[0], r#"40/ws/client,{"token":"[redacted]","agentId":"bot-raw"}"#,
-        "the fragmented CONNECT, joined and redacted"
-    );
+    // The fragmented CONNECT, joined and redacted: the token's signature is a marker (no
+    // --jwt-secret, so not judged), its header and payload kept.
+    let (_, connect) = bridgewire::bridle::wire::decode_frame(&up[0]).unwrap();
+    let auth = connect.and_then(|p| p.data).unwrap_or_default();
+    assert_eq!(auth["agentId"], "bot-raw", "{}", up[0]);
+    let recorded = auth["token"].as_str().unwrap_or_default();
+    assert!(recorded.ends_with(".[redacted:unverified]"), "{}", up[0]);
+    let claims = bridgewire::bridle::token::recorded_claims(recorded).unwrap();
+    assert_eq!(claims["sub"], "u-raw", "{}", up[0]);
     assert_eq!(up[1..], sent[1..]);
 }
 

@@ -43,6 +43,8 @@ fn a_child_spawned_after_the_proxy_started_keeps_the_original_soft_nofile_limit(
             dir: tmp.path().join("lanes"),
             redact: true,
             mode: 0o600,
+            jwt_secret: None,
+            api_key: None,
         };
         bridgewire::bridle::proxy::serve(listener, cfg, async {
             let _ = stopped.await;

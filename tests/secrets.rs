@@ -1053,9 +1053,13 @@ fn sweep_every_command_every_format_finds_no_planted_secret() {
             "127.0.0.1:0",
             "--upstream",
             &hub_url,
+            // Told the hub's secrets, to record what kind of credential a handshake sent.
+            "--jwt-secret",
+            &br_jwt_secret,
         ])
         .arg("--dir")
-        .arg(&br_rec);
+        .arg(&br_rec)
+        .env("BRIDLE_API_KEY", &br_api);
         let (proxy, url) = start(rc);
         let mut agent = Command::new(env!("CARGO_BIN_EXE_bridle-ref-agent"))
             .env("BRIDLE_URL", &url)

@@ -154,6 +154,10 @@ impl Live for BridleLive {
                 upstream: url.trim_end_matches('/').to_string(),
                 dir: dir.clone(),
                 redact: true,
+                // The hub's secrets: a refused handshake is recorded by what kind of
+                // credential it sent.
+                jwt_secret: Some(jwt_secret.clone()),
+                api_key: Some(api_key.clone()),
             };
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let server = tokio::spawn(super::proxy::serve(listener, cfg, async {

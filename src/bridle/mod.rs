@@ -9,6 +9,8 @@
 //! * [`model`]: the offline model (events, grammar, rows) behind pins and parity;
 //! * [`player`]: `replay bridle`;
 //! * [`proxy`]: `record bridle`, the recording proxy ([`wsframe`]: its WebSocket frame parser);
+//! * [`token`]: handshake secrets as recorded (what kind of token or key was sent) and as a
+//!   replay sends them again;
 //! * [`spawn`]: peers under test as child processes.
 
 pub mod check_agent;
@@ -20,6 +22,7 @@ pub mod player;
 pub mod proxy;
 pub mod rules;
 pub mod spawn;
+pub mod token;
 pub mod transport;
 pub mod wire;
 pub mod wsframe;
@@ -204,7 +207,7 @@ pub fn peek_jwt(token: &str) -> Option<Claims> {
     serde_json::from_slice(&bytes).ok()
 }
 
-fn base64url_decode(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn base64url_decode(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
     for c in s.bytes() {

@@ -13,10 +13,19 @@
 //!   (held back until the namespace CONNECT names it);
 //! * a frame is recorded as its WebSocket text (`42/ws/client,["message",{…}]`); a binary frame
 //!   as `binary:` + base64;
-//! * handshake secrets (`auth.apiKey`, `auth.token`) are replaced by `[redacted]` unless
-//!   redaction is turned off; so is every secret the bb §1.9 rules find in a frame's JSON or an
-//!   HTTP API body (`apiKey`, `token`, env/header containers, …), every JWT-shaped token, and
-//!   every secret value seen before, wherever it recurs ([`crate::redact::Secrets`]);
+//! * handshake secrets (`auth.token`, `auth.apiKey`) are replaced unless redaction is turned
+//!   off, by what kind of secret was sent, so a replay can send one of the same kind
+//!   ([`super::token`]): a browser's JWT keeps its header and payload parts and its signature
+//!   becomes `[redacted:signed]` or `[redacted:forged]` (judged with the hub's JWT secret,
+//!   [`ProxyConfig::jwt_secret`]; `exp`/`nbf` are not judged, they stay readable),
+//!   `[redacted:unverified]` (no secret given) or `[redacted:unsigned]` (`alg: none`); any
+//!   other token is `[redacted:not-jwt]`; an apiKey is `[redacted]`, or, when the hub's key is
+//!   known ([`ProxyConfig::api_key`]) and it differs, says how (`[redacted:case]`,
+//!   `[redacted:prefix]`, `[redacted:extended]`, `[redacted:other]`); an empty one is kept.
+//!   The hub's secrets are never written (they are known secrets, redacted wherever a frame
+//!   echoes them). So is every secret the bb §1.9 rules find in a frame's JSON or an HTTP API
+//!   body (`apiKey`, `token`, env/header containers, …), every JWT-shaped token, and every
+//!   secret value seen before, wherever it recurs ([`crate::redact::Secrets`]);
 //! * bounded state (issue 15): frames are kept only for Engine.IO sessions the hub opened
 //!   through this proxy; frames posted to unknown session ids, or to sessions the hub refused
 //!   (a non-2xx answer to a polling request), are dropped and counted, never held; at most
@@ -73,6 +82,12 @@ pub struct ProxyConfig {
     pub redact: bool,
     /// Permission bits of lane files (folders get the matching search bits).
     pub mode: u32,
+    /// The hub's JWT secret, when known: a browser's token is recorded as signed with it or
+    /// not ([`super::token::redact_token`]). Never written.
+    pub jwt_secret: Option<String>,
+    /// The hub's agent API key, when known: an agent's other `apiKey` is recorded by how it
+    /// differs ([`super::token::redact_api_key`]). Never written.
+    pub api_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,6 +271,9 @@ struct Recorder {
     /// The recording's known secrets (handshake values are learned before they are replaced,
     /// so they stay redacted wherever they recur, in any cell).
     secrets: Option<Arc<crate::redact::Secrets>>,
+    /// The hub's JWT secret and API key a handshake's credentials are judged against.
+    jwt_secret: Option<String>,
+    api_key: Option<String>,
     /// Frames recorded, for reports.
     frames: u64,
     /// Lines routed since the last write.
@@ -282,8 +300,15 @@ struct WsConn {
 impl Recorder {
     /// `writer` gets lines already redacted ([`Recorder::flush`] redacts them, with what the
     /// routing scan learned about their keys).
-    fn new(writer: LaneWriter, redact: bool) -> Recorder {
+    fn new(writer: LaneWriter, cfg: &ProxyConfig) -> Recorder {
+        let redact = cfg.redact;
         let secrets = redact.then(crate::redact::Secrets::new);
+        if let Some(s) = &secrets {
+            // A hub that echoes its own secret has it redacted like any credential.
+            for known in [&cfg.jwt_secret, &cfg.api_key].into_iter().flatten() {
+                s.learn(known);
+            }
+        }
         Recorder {
             dropped: 0,
             overflowed: 0,
@@ -292,6 +317,8 @@ impl Recorder {
             browsers: Default::default(),
             redact,
             secrets,
+            jwt_secret: cfg.jwt_secret.clone(),
+            api_key: cfg.api_key.clone(),
             frames: 0,
             out: Vec::new(),
             conns: HashMap::new(),
@@ -609,14 +636,20 @@ impl Recorder {
                 session.nsps.insert(p.nsp.clone(), (role, agent, client));
             }
             if self.redact {
+                let (jwt_secret, api_key) = (self.jwt_secret.as_deref(), self.api_key.as_deref());
                 if let (Some(s), Some(Value::Object(m))) = (&self.secrets, &p.data) {
-                    for k in ["apiKey", "token"] {
+                    for k in CONNECT_SECRETS {
                         if let Some(v) = m.get(k).and_then(Value::as_str) {
-                            s.learn(v);
+                            // A value its recorded form still shows whole holds no secret (an
+                            // unsigned JWT's header and payload): learned, it would be replaced
+                            // in its own line.
+                            if !recorded_credential(k, v, jwt_secret, api_key).contains(v) {
+                                s.learn(v);
+                            }
                         }
                     }
                 }
-                line = Bytes::from(redact_connect(&p));
+                line = Bytes::from(redact_connect(&p, jwt_secret, api_key));
             }
         }
         let Some(session) = self.sessions.get_mut(sid) else {
@@ -731,14 +764,37 @@ fn write_lanes(mut rec: Recorder, mut rx: mpsc::Receiver<Queued>) -> Recorder {
     rec
 }
 
-/// A CONNECT packet with `auth.apiKey` and `auth.token` replaced.
-pub fn redact_connect(p: &SioPacket) -> String {
+/// The CONNECT `auth` keys holding a credential.
+const CONNECT_SECRETS: [&str; 2] = ["apiKey", "token"];
+
+/// What a CONNECT's `auth.<k>` string is recorded as: a token by its kind, judged with the
+/// hub's `jwt_secret`; an apiKey by how it differs from the hub's `api_key`.
+fn recorded_credential(
+    k: &str,
+    v: &str,
+    jwt_secret: Option<&str>,
+    api_key: Option<&str>,
+) -> String {
+    if k == "token" {
+        super::token::redact_token(v, jwt_secret)
+    } else {
+        super::token::redact_api_key(v, api_key)
+    }
+}
+
+/// A CONNECT packet with `auth.apiKey` and `auth.token` replaced by what kind of credential
+/// they are ([`super::token`]), judged with the hub's `jwt_secret` and `api_key` when known;
+/// a credential that is not a string is `[redacted]`.
+pub fn redact_connect(p: &SioPacket, jwt_secret: Option<&str>, api_key: Option<&str>) -> String {
     let mut q = p.clone();
     if let Some(Value::Object(m)) = &mut q.data {
-        for k in ["apiKey", "token"] {
-            if m.contains_key(k) {
-                m.insert(k.into(), json!("[redacted]"));
-            }
+        for k in CONNECT_SECRETS {
+            let recorded = match m.get(k) {
+                None => continue,
+                Some(Value::String(v)) => recorded_credential(k, v, jwt_secret, api_key),
+                Some(_) => crate::redact::REDACTED.to_string(),
+            };
+            m.insert(k.into(), json!(recorded));
         }
     }
     q.to_frame()
@@ -775,7 +831,7 @@ pub async fn serve(
     let writer = LaneWriter::create(&cfg.dir)?
         .with_mode(cfg.mode)?
         .with_max_open_files(lane_file_cap());
-    let rec = Recorder::new(writer, cfg.redact);
+    let rec = Recorder::new(writer, &cfg);
     let (tx, rx) = mpsc::channel(QUEUE_EVENTS);
     let writer = std::thread::Builder::new()
         .name("bridle-lanes".into())

@@ -338,6 +338,16 @@ pub struct RecordBridleArgs {
     /// Permission bits of the lane files, in octal (folders get the matching search bits).
     #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = crate::cli::parse_mode)]
     pub mode: u32,
+    /// The hub's JWT secret, only to say what kind of token a browser's handshake sent: its
+    /// signature is recorded as `[redacted:signed]` or `[redacted:forged]` (without it,
+    /// `[redacted:unverified]`, which a replay cannot send again). Never written.
+    #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    /// The hub's agent API key, only to say how an agent's other apiKey differs from it
+    /// (`[redacted:case]`, `[redacted:prefix]`, `[redacted:extended]`, `[redacted:other]`;
+    /// without it, `[redacted]`). Never written.
+    #[arg(long, env = "BRIDLE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
 }
 
 pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
@@ -359,6 +369,8 @@ pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
         dir,
         redact: !a.no_redact,
         mode: a.mode,
+        jwt_secret: a.jwt_secret.clone().filter(|s| !s.is_empty()),
+        api_key: a.api_key.clone().filter(|k| !k.is_empty()),
     };
     let listen = a.listen.clone();
     let r = rt.block_on(async move {

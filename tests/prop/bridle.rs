@@ -223,7 +223,7 @@ proptest! {
         m.insert("apiKey".into(), json!(api_key));
         m.insert("token".into(), json!(token));
         p.data = Some(Value::Object(m));
-        let line = redact_connect(&p);
+        let line = redact_connect(&p, None, None);
         prop_assert!(!line.contains(&api_key) && !line.contains(&token), "{}", line);
         let (_, back) = decode_frame(&line).unwrap();
         prop_assert_eq!(back.unwrap().nsp, p.nsp);
