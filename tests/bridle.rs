@@ -2934,9 +2934,12 @@ async fn record_bridle_records_what_kind_of_token_a_refused_handshake_sent() {
         );
         let kept = &sent[..sent.rfind('.').unwrap() + 1];
         let recorded = format!("{kept}{marker}");
+        // The CONNECT (an Engine.IO pong may come before it: the hub's pings are frequent).
+        let connect = up.iter().find(|l| l.starts_with("40/"));
         assert_eq!(
-            up[0],
-            format!(r#"40/ws/client,{{"token":"{recorded}","agentId":"bot-t"}}"#)
+            connect.map(String::as_str),
+            Some(format!(r#"40/ws/client,{{"token":"{recorded}","agentId":"bot-t"}}"#).as_str()),
+            "{up:?}"
         );
         // What a replay sends for it is a token of the same kind.
         let replayed = token::replay_token(&recorded, SECRET, 0).unwrap();
@@ -2950,8 +2953,12 @@ async fn record_bridle_records_what_kind_of_token_a_refused_handshake_sent() {
     assert_eq!(token::replay_token(&recorded, SECRET, 0).unwrap(), expired);
     let agent = lane_lines(&tmp.path().join("bot-t__agent/agent→hub.ndjson"));
     assert_eq!(
-        agent[0],
-        r#"40/ws/agent,{"apiKey":"[redacted:extended]","agentId":"bot-t"}"#
+        agent
+            .iter()
+            .find(|l| l.starts_with("40/"))
+            .map(String::as_str),
+        Some(r#"40/ws/agent,{"apiKey":"[redacted:extended]","agentId":"bot-t"}"#),
+        "{agent:?}"
     );
 
     let mut never = vec![SECRET.to_string(), API_KEY.to_string()];
@@ -2979,7 +2986,8 @@ async fn record_bridle_records_what_kind_of_token_a_refused_handshake_sent() {
 /// ours) that offers compression, fragments its CONNECT around a ping and splits frames across
 /// TCP reads. The browser runs against the hub directly first (it is a valid client there),
 /// then through the proxy: it gets its answer, and its cell's lanes hold exactly the text
-/// frames that crossed, in order, with the CONNECT's token redacted.
+/// frames that crossed, in order, with the CONNECT's token redacted, and each side's close frame
+/// as the connection's end (`1`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_bridle_relays_fragmented_and_split_frames_between_canonical_peers() {
     if !node_ready("record_bridle_relays_fragmented_and_split_frames_between_canonical_peers") {
@@ -3017,10 +3025,14 @@ async fn record_bridle_relays_fragmented_and_split_frames_between_canonical_peer
             .map(|s| s.as_str().unwrap().to_string())
             .collect()
     };
-    let received = strings(&out["received"]);
+    // Each side's close frame (the browser's, the hub's answer) is recorded as the
+    // connection's end, Engine.IO's close packet `1`, after the text frames.
+    let mut received = strings(&out["received"]);
     assert!(received.len() >= 4, "{out}");
+    received.push("1".into());
     assert_eq!(lane_lines(&cell.join("hub→browser.ndjson")), received);
-    let sent = strings(&out["sent"]);
+    let mut sent = strings(&out["sent"]);
+    sent.push("1".into());
     let up = lane_lines(&cell.join("browser→hub.ndjson"));
     assert_eq!(up.len(), sent.len(), "{up:?}");
     // The fragmented CONNECT, joined and redacted: the token's signature is a marker (no
@@ -3239,4 +3251,48 @@ fn a_hub_address_another_program_answers_is_refused_naming_it() {
     ]);
     assert_eq!(code, 0, "{out}");
     assert!(not_passed(&out).is_empty(), "{out}");
+}
+
+/// A connection that ends without a close frame (a browser whose TCP connection drops) is
+/// recorded as ended all the same, in the lane of the side whose stream ended first: a replay
+/// plays the browser's close there (without it, a health probe after it counted a browser that
+/// had gone). A browser that leaves politely gets its leave and its close frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_bridle_records_a_dropped_connection_as_its_side_ending_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_hub, hub_url) = proxy_test_hub();
+    let (mut proxy, url) = spawn_proxy(&hub_url, tmp.path(), &[]);
+    let connect = |sub: &str| {
+        let auth =
+            json!({"token": bridgewire::bridle::sign_jwt(SECRET, sub, &[]), "agentId": "bot-end"});
+        let url = url.clone();
+        async move {
+            Socket::connect(&url, "/ws/client", Some(auth), &opts())
+                .await
+                .unwrap()
+        }
+    };
+    let mut dropped = connect("u-dropped").await;
+    dropped.recv_named("welcome", W).await.unwrap();
+    dropped.engine.abort();
+    let mut polite = connect("u-polite").await;
+    polite.recv_named("welcome", W).await.unwrap();
+    polite.disconnect();
+    polite.engine.send_raw(Message::Close(None));
+    let _ = polite.drain(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    unsafe {
+        libc::kill(proxy.child.id() as i32, libc::SIGTERM);
+    }
+    wait_within(&mut proxy.child, Duration::from_secs(20)).expect("the proxy exits on SIGTERM");
+    let lanes = |client: &str, dir: &str| {
+        lane_lines(&tmp.path().join(format!("bot-end__{client}/{dir}.ndjson")))
+    };
+    let up = lanes("u-dropped", "browser→hub");
+    assert_eq!(up.last().map(String::as_str), Some("1"), "{up:?}");
+    assert_eq!(up.iter().filter(|l| *l == "1").count(), 1, "{up:?}");
+    let down = lanes("u-dropped", "hub→browser");
+    assert!(!down.iter().any(|l| l == "1"), "{down:?}");
+    let up = lanes("u-polite", "browser→hub");
+    assert_eq!(up[up.len() - 2..], ["41/ws/client,", "1"], "{up:?}");
 }

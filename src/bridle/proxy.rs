@@ -12,7 +12,9 @@
 //!   recorded browser holds); Engine.IO control frames go to their connection's scope
 //!   (held back until the namespace CONNECT names it);
 //! * a frame is recorded as its WebSocket text (`42/ws/client,["message",{…}]`); a binary frame
-//!   as `binary:` + base64;
+//!   as `binary:` + base64; a WebSocket's end as Engine.IO's close packet `1` ([`CLOSE_LINE`])
+//!   in the lane of the side that ended it: each side's close frame, or, when the connection
+//!   ended without one, the side whose stream ended first;
 //! * handshake secrets (`auth.token`, `auth.apiKey`) are replaced unless redaction is turned
 //!   off, by what kind of secret was sent, so a replay can send one of the same kind
 //!   ([`super::token`]): a browser's JWT keeps its header and payload parts and its signature
@@ -124,6 +126,12 @@ impl Session {
     }
 }
 
+/// The line a connection's end is recorded as: Engine.IO's `close` packet, in the lane of the
+/// side that ended it (its WebSocket close frame, or its stream's end when none came). A
+/// replay needs it: a browser that left without a Socket.IO leave was, replayed, still there
+/// for the health probes after it. It is no event and no row (a pin does not move).
+pub const CLOSE_LINE: &[u8] = b"1";
+
 /// Engine.IO sessions tracked at once.
 pub const MAX_SESSIONS: usize = 65_536;
 /// Frames held back per session before it says who it is.
@@ -164,8 +172,9 @@ enum Event {
     /// Bytes relayed on WebSocket connection `conn`, as read: from the browser or agent
     /// (`true`) or from the hub. Frames are parsed from them on the writer thread.
     WsChunk(u64, bool, Bytes),
-    /// A WebSocket relay ended.
-    WsClose(u64),
+    /// A WebSocket relay ended: which side's stream ended first (`true`: the browser's or
+    /// agent's), `None` when the proxy was stopping (the recorder ended it, not a peer).
+    WsClose(u64, Option<bool>),
     /// A long-polling POST body: packets separated by U+001E, from the client.
     PollPost(Arc<str>, Bytes),
     /// A long-polling GET answer: the request's sid (none on the handshake), whether the hub
@@ -295,6 +304,8 @@ struct WsConn {
     up: FrameParser,
     /// Frames from the hub.
     down: FrameParser,
+    /// A close frame was recorded (either side's): the connection's end is in the lanes.
+    closed: bool,
 }
 
 impl Recorder {
@@ -368,6 +379,12 @@ impl Recorder {
                     self.frame(&sid, from_client, &t);
                 }
                 Message::Binary(b) => self.binary(&sid, from_client, &b),
+                Message::Close => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.closed = true;
+                    }
+                    self.frame(&sid, from_client, &Bytes::from_static(CLOSE_LINE));
+                }
             }
         }
         self.scratch = msgs;
@@ -432,12 +449,18 @@ impl Recorder {
                         sid: sid.clone(),
                         up: FrameParser::new(),
                         down: FrameParser::new(),
+                        closed: false,
                     },
                 );
             }
             Event::WsChunk(conn, from_client, bytes) => self.ws_chunk(*conn, *from_client, bytes),
-            Event::WsClose(conn) => {
+            Event::WsClose(conn, ended_by) => {
                 if let Some(c) = self.conns.remove(conn) {
+                    // Ended without a close frame (a dropped TCP connection, a killed peer):
+                    // the side whose stream ended first ended it.
+                    if let (false, Some(from_client)) = (c.closed, *ended_by) {
+                        self.frame(&c.sid, from_client, &Bytes::from_static(CLOSE_LINE));
+                    }
                     self.close(&c.sid);
                 }
             }
@@ -1084,17 +1107,19 @@ async fn upgrade(p: Arc<Proxy>, mut req: Request, path_q: String) -> Response {
         if *stopping.borrow_and_update() || !p.queue.push(Event::WsOpen(conn, sid)).await {
             return;
         }
+        let mut ended_by = None;
         if let Ok(client) = on_upgrade.await {
             let client = hyper_util::rt::TokioIo::new(client);
-            relay(&p, conn, client, hub, first, stopping).await;
+            ended_by = relay(&p, conn, client, hub, first, stopping).await;
         }
-        p.queue.push(Event::WsClose(conn)).await;
+        p.queue.push(Event::WsClose(conn, ended_by)).await;
     });
     resp
 }
 
 /// Relays one upgraded connection both ways until either side ends (the other then has
-/// [`CLOSE_GRACE`] to finish) or the proxy stops.
+/// [`CLOSE_GRACE`] to finish) or the proxy stops. Which side ended first (`true`: the
+/// client), `None` when the proxy stopped it.
 async fn relay(
     p: &Proxy,
     conn: u64,
@@ -1102,7 +1127,8 @@ async fn relay(
     hub: tokio::net::TcpStream,
     first: Bytes,
     stopping: watch::Receiver<bool>,
-) {
+) -> Option<bool> {
+    let stopped = stopping.clone();
     let (c_rd, c_wr) = tokio::io::split(client);
     let (h_rd, h_wr) = hub.into_split();
     // Close frames for a stop (1001 going away): masked towards the hub, as a client's must be.
@@ -1123,10 +1149,11 @@ async fn relay(
         &p.queue, conn, false, h_rd, c_wr, first, to_client, stopping,
     );
     tokio::pin!(up, down);
-    tokio::select! {
-        _ = &mut up => { let _ = tokio::time::timeout(CLOSE_GRACE, &mut down).await; }
-        _ = &mut down => { let _ = tokio::time::timeout(CLOSE_GRACE, &mut up).await; }
-    }
+    let client_first = tokio::select! {
+        _ = &mut up => { let _ = tokio::time::timeout(CLOSE_GRACE, &mut down).await; true }
+        _ = &mut down => { let _ = tokio::time::timeout(CLOSE_GRACE, &mut up).await; false }
+    };
+    (!*stopped.borrow()).then_some(client_first)
 }
 
 /// One direction of a relay: reads what arrived, queues it for its lane, writes the same bytes

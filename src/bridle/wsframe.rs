@@ -5,8 +5,9 @@
 //!   forwarding path uses it to know when a close frame can be inserted on shutdown);
 //! * [`FrameParser`]: messages out of one direction's byte stream, fed in chunks as they were
 //!   read from the socket (a frame may be split across chunks, a chunk may hold many frames):
-//!   unmasks client frames, joins fragmented messages, skips control frames (ping, pong,
-//!   close, also when they interleave a fragmented message).
+//!   unmasks client frames, joins fragmented messages, skips ping and pong frames (also when
+//!   they interleave a fragmented message) and reports a close frame (its payload dropped:
+//!   the recorder keeps that the side closed, not its code or reason).
 //!
 //! No extension is supported: the proxy strips `Sec-WebSocket-Extensions` from the upgrade
 //! request, so a frame with a reserved bit set is a protocol error.
@@ -17,11 +18,13 @@ use axum::body::Bytes;
 /// tungstenite, the proxy's codec before, applied.
 pub const MAX_MESSAGE: u64 = 64 << 20;
 
-/// A complete data message.
+/// A complete data message, or a close frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     Text(Bytes),
     Binary(Bytes),
+    /// The side sent a close frame (RFC 6455 §5.5.1): it ends the connection.
+    Close,
 }
 
 /// Why a stream stopped being parsed (the bytes are still relayed; the peer judges them).
@@ -213,7 +216,8 @@ impl FrameParser {
                 }
             };
             match h.opcode {
-                0x8..=0xa => {}
+                0x8 => out(Message::Close),
+                0x9 | 0xa => {}
                 0x1 | 0x2 => {
                     if self.fragments.is_some() {
                         return Err(FrameError::Fragmentation);
@@ -342,6 +346,9 @@ mod tests {
             Message::Binary(Bytes::from_static(&[0, 1, 2, 255])),
             text(&long),
             text(&mid),
+            // The close frame: reported (the recorder writes the connection's end), its code
+            // and reason dropped.
+            Message::Close,
         ];
         // Whole, byte by byte, and in every two-way split.
         assert_eq!(feed_in(&[&stream]), (want.clone(), Ok(())));
