@@ -2043,7 +2043,7 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
             out.contains(
                 "SKIP node/same-user-3e6966a4__twin-user: 2 browser connections of \"twin-user\""
             ) && out.contains(
-                "SKIP node/auth-3e6966a4__admin: the hub refused the recorded browser connection"
+                "SKIP node/auth-3e6966a4__admin: the hub refused a recorded browser connection"
             ) && out.contains("PASS node/welcome-3e6966a4__user-42"),
             "{what}: {out}"
         );
@@ -3251,6 +3251,105 @@ fn a_hub_address_another_program_answers_is_refused_naming_it() {
     ]);
     assert_eq!(code, 0, "{out}");
     assert!(not_passed(&out).is_empty(), "{out}");
+}
+
+/// `tests/node/handshakes`: the node hub (npm `socket.io`, not ours) recorded by `record
+/// bridle`, told the hub's secrets, while `check bridle hub` drove it: the handshake cells
+/// (`auth`, a browser without agentId under `t-_none`), health probes around browsers that
+/// leave (`health`), a takeover of one agentId by a second agent, malformed frames the hub
+/// ends connections for (`robust`; the oversized frame's connection cut from robust-bad, 2 MB),
+/// and the hub-wide health (`t-_hub`). The recorder now keeps what kind of token each refused
+/// browser sent (`[redacted:forged]`, an expired `…[redacted:signed]`, `[redacted:not-jwt]`, …)
+/// and each connection's end (`1`), so cells of one browser's successive connections, refused
+/// ones included, are replayed (they were skipped: "4 browser connections", "token redacted"),
+/// the agent of a takeover leaves where it did (a probe between the takeover and the first
+/// agent's leave was answered "not connected" when the player guessed the leave), a malformed
+/// frame is sent as recorded (the hub ended the connection for it), and a browser's close is
+/// played where it was (health counted a browser that had closed).
+///
+/// The hub against itself passes every cell it can play; a hub that admits a JWT whose `nbf` is
+/// ahead, an unsigned one, or one without `sub` stalls where the recorded hub ended the
+/// connection, naming the welcome it sent instead; one whose replaced agent's leave unregisters
+/// the newer agent fails on the takeover probes.
+#[test]
+fn successive_and_refused_browser_connections_are_replayed_with_tokens_of_their_kind() {
+    if !node_ready(
+        "successive_and_refused_browser_connections_are_replayed_with_tokens_of_their_kind",
+    ) {
+        return;
+    }
+    let cells = node_dir().join("handshakes");
+    let c = cells.display().to_string();
+    let hub = node_dir().join("hub.js").display().to_string();
+    let parity = |head: &str| node_hub_parity(&cells, "3000", head, &[]);
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| {
+            bridgewire_keyed(
+                &[
+                    "replay",
+                    "bridle",
+                    "--wait-ms",
+                    "3000",
+                    &c,
+                    "--",
+                    "node",
+                    &hub,
+                ],
+                &[],
+            )
+        }),
+        Box::new(|| parity("--variant no-config")),
+        Box::new(|| parity("--diverge ignore-nbf")),
+        Box::new(|| parity("--diverge accept-alg-none")),
+        Box::new(|| parity("--diverge takeover-offline")),
+    ];
+    let results = parallel(jobs);
+    let n = bridgewire::cell::discover(&cells).unwrap().len();
+    // The one cell left: the refused agents' (no agentId), which holds no browser, agent
+    // event or HTTP request to play.
+    let skip = "SKIP node/t-_none__agent: no browser, agent or HTTP client in this cell";
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{} passed, 0 failed", n - 1)) && out.contains(skip),
+        "{out}"
+    );
+    for cell in [
+        "auth-f498ff0d__auth-user",
+        "auth-f498ff0d___anonymous",
+        "robust-f498ff0d__robust-bad",
+    ] {
+        assert!(out.contains(&format!("PASS node/{cell}")), "{cell}: {out}");
+    }
+    assert!(
+        out.contains("PASS node/t-_hub__http") && out.contains("hub-wide health compared by type"),
+        "{out}"
+    );
+    let (code, out) = &results[1];
+    assert_eq!(*code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{} passed, 0 failed, 1 skipped", n - 1)),
+        "{out}"
+    );
+    for (i, cell) in [(2, "auth-f498ff0d__auth-user"), (3, "auth-f498ff0d__admin")] {
+        let (code, out) = &results[i];
+        assert_eq!(*code, 1, "{out}");
+        assert!(
+            out.contains(&format!("STALL node/{cell}"))
+                && out.contains("the hub's end of the browser's connection: none within")
+                && out.contains("it kept the connection and sent welcome"),
+            "{cell}: {out}"
+        );
+        assert!(out.contains("0 failed, 1 stalled"), "{out}");
+        assert!(!out.contains("stall: base"), "{out}");
+    }
+    let (code, out) = &results[4];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL node/takeover-f498ff0d__http")
+            && out.contains("/http/body/agentConnected: true → false"),
+        "{out}"
+    );
 }
 
 /// A connection that ends without a close frame (a browser whose TCP connection drops) is

@@ -6,13 +6,17 @@
 //! browser's cell, health probes under `__http`, so a browser's cell alone lacks when its agent
 //! came and went. Their merged entries become one script, in `(run, seq)` order across the
 //! cells, each step played by its cell's peer: the agent connects at its recorded connect
-//! (else at the start) and leaves after its last line when it connects again (no close is
-//! recorded); a browser connects at its recorded connect (else at the start). Each cell is
-//! judged on its own lines. A `browser→hub` event is sent by the replayed browser; a `hub→agent` message is awaited by the replayed agent; an
-//! `agent→hub` event is sent by it (clientId rewritten to the live message's); a `hub→browser`
-//! event is awaited (bounded) and collected; an `http→hub` request is sent without waiting and
-//! its answer collected at the recorded `hub→http` line. The browser's JWT is signed afresh for the cell's
-//! clientId (`admin` → the ADMIN role); the recorded handshake secrets were redacted.
+//! (else at the start) and leaves at its recorded end (a leave, or the close `1` the proxy
+//! writes for a connection's end; without ends in the recording, after its last line when it
+//! connects again); a browser connects at its recorded connect (else at the start), with the
+//! recorded handshake and its token made again of the recorded kind ([`browser_auth`]), and its
+//! connections follow one another: each ends where the browser left or closed it, or is
+//! awaited to end where the hub ended it (compared as an event, [`hub_ended`]). Each cell is
+//! judged on its own lines. A `browser→hub` event is sent by the replayed browser (a frame the
+//! player has no event for, as recorded); a `hub→agent` message is awaited by the replayed
+//! agent; an `agent→hub` event is sent by it (clientId rewritten to the live message's); a
+//! `hub→browser` event is awaited (bounded) and collected; an `http→hub` request is sent
+//! without waiting and its answer collected at the recorded `hub→http` line.
 //!
 //! After the script, the browser keeps listening until the hub is idle, so that events a hub
 //! build sends beyond the recording are seen: every recorded output arrived (the script awaited
@@ -43,6 +47,42 @@ pub struct ReplayConfig {
     pub wait: Duration,
     /// Wait the full quiet window after the script instead of ending it when the hub is idle.
     pub fixed_windows: bool,
+}
+
+/// The handshake a replayed browser sends for a recorded one (`None`: none recorded): the
+/// recorded `auth` with its token made again ([`super::token::replay_token`]): of the kind
+/// the recording names, its claims kept and its time claims moved by the time since it was
+/// recorded. A token redacted without its kind is signed afresh for the cell's clientId, and
+/// one the recorder could not verify is signed right: the recording's hub admitted either (a
+/// refused one is not replayed, [`prepare`]).
+fn browser_auth(
+    recorded: Option<Value>,
+    ts: f64,
+    cfg: &ReplayConfig,
+    client_id: &str,
+    roles: &[&str],
+    agent_id: &str,
+) -> Result<Value, String> {
+    use super::token::{SIGNED, UNVERIFIED, replay_token};
+    let fresh = || json!(sign_jwt(&cfg.jwt_secret, client_id, roles));
+    let Some(mut auth) = recorded.filter(Value::is_object) else {
+        return Ok(json!({ "token": fresh(), "agentId": agent_id }));
+    };
+    let Some(t) = auth.get("token").and_then(Value::as_str) else {
+        return Ok(auth);
+    };
+    if t == crate::redact::REDACTED {
+        auth["token"] = fresh();
+        return Ok(auth);
+    }
+    // Not verified when recorded, but the hub admitted it (a refused one is not replayed).
+    let t = match t.strip_suffix(UNVERIFIED) {
+        Some(head) => format!("{head}{SIGNED}"),
+        None => t.to_string(),
+    };
+    let shift = ((crate::util::now_ms() as f64 - ts) / 1000.0).round() as i64;
+    auth["token"] = json!(replay_token(&t, &cfg.jwt_secret, shift.max(0))?);
+    Ok(auth)
 }
 
 /// The adaptive quiet window: `CADENCE_FACTOR` × the longest recent gap, at least `MIN_WINDOW`
@@ -105,6 +145,8 @@ pub enum Outcome {
         /// The live hub's extensions (events the spec does not list, left out of the
         /// comparison), by side and name with counts; empty when there were none.
         extensions: String,
+        /// What was compared otherwise than in full, and why; empty when nothing was.
+        note: String,
     },
     Fail(String),
     /// Nothing a browser did (agent-only or HTTP cells).
@@ -112,9 +154,27 @@ pub enum Outcome {
 }
 
 enum Step {
-    /// A recorded packet (CONNECT, DISCONNECT) on the browser's namespace: enacted (the
-    /// browser's recorded connect opens its connection, its own disconnect closes it) and
-    /// shown in the view as it happened live.
+    /// The browser's recorded CONNECT: a connection of the replayed browser, with the recorded
+    /// handshake `auth` (its token made again by kind, [`browser_auth`]); `refused`: the hub
+    /// ended it before sending it any event (a refusal the live hub may give at the handshake).
+    BrowserConnect {
+        ev: Value,
+        auth: Option<Value>,
+        ts: f64,
+        refused: bool,
+    },
+    /// The browser ended its connection: its namespace leave (the packet, for the view) or its
+    /// close (`None`: Engine.IO's `1`, no event in the view).
+    BrowserLeave(Option<Value>),
+    /// The hub ended the browser's connection (a DISCONNECT or CONNECT_ERROR packet, for the
+    /// view, or its close `1`): awaited on the live connection and compared, as an event is.
+    BrowserEnded(Option<Value>),
+    /// A frame of the browser's the player has no event for (a malformed packet, an unknown
+    /// packet type, a binary frame, an event without a name): sent as recorded, so the hub gets
+    /// what it ended the recorded connection for.
+    BrowserRaw(String),
+    /// Another recorded packet on the browser's namespace (the hub's connect acknowledgement,
+    /// a second end of a connection already ended), shown in the view as recorded.
     BrowserPacket(Value),
     /// Anything else recorded that the replay does not act on, shown in the view as recorded
     /// (inputs such as another namespace's packets), so both legs list the same kinds of lines.
@@ -134,10 +194,85 @@ enum Step {
     BrowserExpect(String),
     /// The agent's recorded connect to its namespace: a connection of the replayed agent.
     AgentConnect(Value),
-    /// The agent connection's last recorded line was the step before and another connection
-    /// follows: closed here, and the hub given the recorded gap to the next line (10 ms to the
-    /// fixed quiet window) to notice before another socket acts.
+    /// An agent connection ends here: its recorded end (its leave or a close, [`agent_end`]),
+    /// or, in a recording without ends, after its last recorded line when another connection
+    /// follows, the hub given the recorded gap to the next line (10 ms to the fixed quiet
+    /// window) to notice before another socket acts. The oldest connection still open ends
+    /// (a takeover: the replaced agent leaves, the newer one stays).
     AgentClose(Duration),
+}
+
+/// A browser line the replay sends as it is: one the player has no event for that is no
+/// Engine.IO transport packet (the transport plays those itself: ping, pong, upgrade, noop).
+fn is_raw(line: &str) -> bool {
+    use super::wire::EioPacket;
+    if line.starts_with("binary:") {
+        return true;
+    }
+    match super::wire::decode_frame(line) {
+        Err(_) => true,
+        Ok((EioPacket::Message(_), _)) => true,
+        Ok(_) => false,
+    }
+}
+
+/// An agent connection's end in the recording: the agent's namespace leave, or either side's
+/// Engine.IO close (`1`, [`super::proxy::CLOSE_LINE`]).
+fn agent_end(entry: &crate::lane::Entry) -> bool {
+    if entry.line.as_bytes() == super::proxy::CLOSE_LINE {
+        return true;
+    }
+    entry.dir == "agent→hub"
+        && matches!(
+            super::wire::decode_frame(&entry.line),
+            Ok((_, Some(p))) if p.nsp == AGENT_NSP && p.kind == super::wire::SioType::Disconnect
+        )
+}
+
+/// What the hub's end of a browser connection is compared as (the recorded packet differs by
+/// hub and is legal either way: refused at the handshake, or admitted and disconnected).
+fn hub_ended() -> Value {
+    json!({ "dir": "hub→browser", "ended": true })
+}
+
+/// The Socket.IO packet of a recorded line on the browser's namespace, and the Engine.IO close
+/// (`1`) as `None`: what ends or opens a browser connection.
+enum BrowserLine {
+    Connect(Option<Value>),
+    Leave,
+    Close,
+    HubEnd,
+    Event,
+    Other,
+}
+
+fn browser_line(entry: &crate::lane::Entry) -> BrowserLine {
+    let from_browser = match entry.dir.as_str() {
+        "browser→hub" => true,
+        "hub→browser" => false,
+        _ => return BrowserLine::Other,
+    };
+    if entry.line.as_bytes() == super::proxy::CLOSE_LINE {
+        return if from_browser {
+            BrowserLine::Close
+        } else {
+            BrowserLine::HubEnd
+        };
+    }
+    let Ok((_, Some(p))) = super::wire::decode_frame(&entry.line) else {
+        return BrowserLine::Other;
+    };
+    if p.nsp != CLIENT_NSP {
+        return BrowserLine::Other;
+    }
+    use super::wire::SioType;
+    match (from_browser, p.kind) {
+        (true, SioType::Connect) => BrowserLine::Connect(p.data),
+        (true, SioType::Disconnect) => BrowserLine::Leave,
+        (false, SioType::Disconnect | SioType::ConnectError) => BrowserLine::HubEnd,
+        (false, SioType::Event) => BrowserLine::Event,
+        _ => BrowserLine::Other,
+    }
 }
 
 /// A cell of a group, read: its lines, and what the replay needs to know before it starts.
@@ -147,80 +282,142 @@ struct Prepared {
     has_browser: bool,
     /// The browser's connect is recorded: its connection opens at that line, not at the start.
     connect_recorded: bool,
+    /// It asks the hub's health, whose answers count browsers.
+    probes_health: bool,
+    /// It asks the hub-wide health (`GET /api/agent/health`: the proxy's `_hub__http`).
+    hub_wide: bool,
 }
 
 /// Reads a cell for a replay: its lines, or why the player cannot replay it.
-fn prepare(cell: &Cell) -> Result<Prepared, String> {
+fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
     let (_, name) = cell.provider_and_name();
     let Some((_, client_id)) = name.split_once("__") else {
-        return Err(format!("{name} is not an <agentId>__<clientId> cell"));
+        return Err(Unplayed::other(format!(
+            "{name} is not an <agentId>__<clientId> cell"
+        )));
     };
     let mut entries = Vec::new();
     let (mut has_browser, mut has_http, mut has_agent) = (false, false, false);
-    // The browser's connections in the cell, and those the hub refused (ended before it sent
-    // the browser any event).
+    let (mut probes_health, mut hub_wide) = (false, false);
+    // The browser's connections in the cell, one after another: each ends (the browser's
+    // leave or close, the hub's disconnect, refusal or close) before the next connects.
     let mut browser_connects = 0;
-    let mut refused = 0;
-    let mut answered_since_connect = false;
+    let mut open = false;
+    let mut overlapping = false;
+    // The open connection's token, when a replay cannot make it again (`[redacted]` without a
+    // kind), and whether the hub sent the connection any event yet.
+    let mut token_why: Option<String> = None;
+    let mut answered = false;
+    let mut refused_why: Option<String> = None;
     for entry in cell.recorded() {
+        match browser_line(&entry) {
+            BrowserLine::Connect(auth) => {
+                overlapping |= open;
+                open = true;
+                answered = false;
+                browser_connects += 1;
+                token_why = replay_token_problem(auth.as_ref());
+            }
+            BrowserLine::Leave | BrowserLine::Close => open = false,
+            BrowserLine::HubEnd => {
+                if open && !answered && refused_why.is_none() {
+                    refused_why = token_why.take();
+                }
+                open = false;
+            }
+            BrowserLine::Event => answered = true,
+            BrowserLine::Other => {}
+        }
         let Ok(Some(ev)) = event_of(&entry) else {
+            entries.push(entry);
             continue;
         };
-        match (
-            entry.dir.as_str(),
-            ev["event"].as_str(),
-            ev["nsp"] == CLIENT_NSP,
-        ) {
-            ("http→hub" | "hub→http", ..) => has_http = true,
-            ("hub→agent" | "agent→hub", Some(_), _) => has_agent = true,
-            ("browser→hub", Some(_), _) => has_browser = true,
-            ("hub→browser", Some(_), _) => answered_since_connect = true,
-            (_, None, true) => match (ev["dir"].as_str(), ev["packet"].as_str()) {
-                (Some("browser→hub"), Some("connect")) => {
-                    browser_connects += 1;
-                    answered_since_connect = false;
-                }
-                (Some("hub→browser"), Some("disconnect" | "connect_error"))
-                    if !answered_since_connect =>
-                {
-                    refused += 1;
-                }
-                _ => {}
-            },
+        match (entry.dir.as_str(), ev["event"].as_str()) {
+            ("http→hub", _) => {
+                has_http = true;
+                let path = ev["http"]["path"].as_str().unwrap_or("");
+                let get = ev["http"]["method"] == "GET";
+                probes_health |= get && path.ends_with("/health");
+                hub_wide |= get && path.trim_end_matches('/') == "/api/agent/health";
+            }
+            ("hub→http", _) => has_http = true,
+            ("hub→agent" | "agent→hub", Some(_)) => has_agent = true,
+            ("browser→hub", Some(_)) => has_browser = true,
             _ => {}
         }
         entries.push(entry);
     }
-    // The player is one browser per cell, signing a valid token for its clientId: a cell of
-    // several connections (two tabs, a reconnect) or a refused one (its token redacted, so
-    // not one a replay can send again) would only stall or differ on what the replay cannot
-    // reproduce. Said, not replayed.
-    if browser_connects > 1 {
-        return Err(format!(
-            "{browser_connects} browser connections of {client_id:?} in this cell (two tabs, \
-             or a reconnect): the replay plays one browser per cell, so the others' events \
-             could only stall"
-        ));
+    // The player plays one browser connection at a time: two open at once (two tabs) cannot
+    // be told apart line by line, so their events could only stall.
+    if overlapping {
+        return Err(Unplayed::browsers(format!(
+            "{browser_connects} browser connections of {client_id:?} in this cell, some open at \
+             once (two tabs): a recording does not say which connection a line is on, so the \
+             replay cannot play them apart"
+        )));
     }
-    if refused > 0 {
-        return Err(format!(
-            "the hub refused the recorded browser connection of {client_id:?} before sending \
-             it any event; the token it refused is redacted in the recording, so a replay \
-             cannot send it again"
-        ));
+    // A refused connection is replayed with a token of the kind the recording names; a token
+    // redacted without its kind cannot be sent again.
+    if let Some(why) = refused_why {
+        return Err(Unplayed::browsers(format!(
+            "the hub refused a recorded browser connection of {client_id:?} before sending it \
+             any event, and {why}"
+        )));
     }
     // A browser that only connected (and was welcomed) is replayed too: its welcome is what
     // the hub owes it.
-    has_browser |= browser_connects == 1;
+    has_browser |= browser_connects > 0;
     if !has_browser && !has_http && !has_agent {
-        return Err("no browser, agent or HTTP client in this cell".into());
+        return Err(Unplayed::other(
+            "no browser, agent or HTTP client in this cell".into(),
+        ));
     }
     Ok(Prepared {
         client_id: client_id.to_string(),
         entries,
         has_browser,
-        connect_recorded: browser_connects == 1,
+        connect_recorded: browser_connects > 0,
+        probes_health,
+        hub_wide,
     })
+}
+
+/// Why the player cannot replay a cell, and whether the cell had browsers the hub counted
+/// (left out, they change what the group's health probes are answered).
+struct Unplayed {
+    why: String,
+    browsers: bool,
+}
+
+impl Unplayed {
+    fn browsers(why: String) -> Unplayed {
+        Unplayed {
+            why,
+            browsers: true,
+        }
+    }
+
+    fn other(why: String) -> Unplayed {
+        Unplayed {
+            why,
+            browsers: false,
+        }
+    }
+}
+
+/// Why a replay cannot send a token like the recorded handshake's again (`None`: it can): one
+/// redacted without its kind, or recorded without the hub's JWT secret (whether its signature
+/// was right is unknown).
+fn replay_token_problem(auth: Option<&Value>) -> Option<String> {
+    let token = auth?.get("token")?.as_str()?;
+    if token == crate::redact::REDACTED {
+        return Some(
+            "its token was redacted without its kind (recorded before bridgewire kept it), so \
+             a replay cannot send a token the hub refuses the same way"
+                .into(),
+        );
+    }
+    super::token::replay_token(token, "-", 0).err()
 }
 
 /// The cells of `cells` a replay plays together, as groups of indices in order: those of one
@@ -268,6 +465,8 @@ struct Party {
     /// Live hub→browser events that arrived before a step awaited them.
     buffered: VecDeque<(String, Value)>,
     pending: VecDeque<Answer>,
+    /// The hub-wide cell (`_hub__http`: `GET /api/agent/health`).
+    hub_wide: bool,
     /// One fault, one verdict: once an awaited hub→browser event did not come within the
     /// wait, the cell has its fault, and later awaited events are looked for only for the
     /// fixed quiet window (`wait / 10`, 100–500 ms), marked `notAwaited` when absent. A hub
@@ -303,6 +502,7 @@ impl Party {
             client_id: p.client_id.clone(),
             has_browser: p.has_browser,
             connect_recorded: p.connect_recorded,
+            hub_wide: p.hub_wide,
             browser: None,
             claims,
             roles,
@@ -319,21 +519,103 @@ impl Party {
         }
     }
 
-    async fn connect_browser(&mut self, cfg: &ReplayConfig, agent_id: &str, opts: &Options) {
-        let token = sign_jwt(&cfg.jwt_secret, &self.client_id, self.roles);
-        match Socket::connect(
-            &cfg.url,
-            CLIENT_NSP,
-            Some(json!({ "token": token, "agentId": agent_id })),
-            opts,
-        )
-        .await
-        {
+    /// Opens a connection of the replayed browser with `auth`. A hub that refuses it at the
+    /// handshake ends the cell's replay, unless the recording shows the hub refused it too
+    /// (`refused`: its end is then awaited and found at once).
+    async fn connect_browser(
+        &mut self,
+        cfg: &ReplayConfig,
+        auth: Result<Value, String>,
+        refused: bool,
+        opts: &Options,
+    ) {
+        let auth = match auth {
+            Ok(a) => a,
+            Err(why) => {
+                self.ended = Some(Outcome::NotReplayable(why));
+                return;
+            }
+        };
+        match Socket::connect(&cfg.url, CLIENT_NSP, Some(auth), opts).await {
             Ok(s) => self.browser = Some(s),
+            Err(_) if refused => self.browser = None,
             Err(e) => {
                 self.ended = Some(Outcome::Fail(format!(
                     "the replayed browser could not connect: {e}"
                 )))
+            }
+        }
+    }
+
+    /// The browser leaves, if it is still connected: what arrived meanwhile is kept for later
+    /// steps.
+    async fn leave_browser(&mut self, cfg: &ReplayConfig, cadence: &mut Cadence) {
+        let Some(mut b) = self.browser.take() else {
+            return;
+        };
+        if b.engine.is_closed() {
+            return;
+        }
+        for e in leave(&mut b, cfg).await {
+            cadence.arrived(b.engine.last_arrival());
+            self.arrivals.push(e.name.clone());
+            self.buffered.push_back((e.name, e.data));
+        }
+        cadence.wrote();
+    }
+
+    /// Waits for the hub to end the browser's connection, as the recording shows it did
+    /// (a disconnect, a refusal, a close), keeping the events that come first for later steps;
+    /// at most the wait (the fixed quiet window once the cell stalled).
+    async fn await_hub_end(
+        &mut self,
+        cfg: &ReplayConfig,
+        cadence: &mut Cadence,
+    ) -> Result<(), String> {
+        use super::transport::RecvError;
+        let Some(b) = self.browser.as_mut() else {
+            return Ok(());
+        };
+        let wait = if self.stalled {
+            fixed_quiet(cfg.wait)
+        } else {
+            cfg.wait
+        };
+        let deadline = Instant::now() + wait;
+        // What the hub sent the connection while it was awaited: events it owed a browser it
+        // admitted (a welcome), where the recorded hub ended it.
+        let mut instead: Vec<String> = Vec::new();
+        loop {
+            match b.recv_until(deadline).await {
+                Ok(e) => {
+                    cadence.arrived(b.engine.last_arrival());
+                    self.arrivals.push(e.name.clone());
+                    instead.push(e.name.clone());
+                    self.buffered.push_back((e.name, e.data));
+                }
+                Err(RecvError::Disconnected | RecvError::Closed(_)) => {
+                    self.browser = None;
+                    return Ok(());
+                }
+                Err(RecvError::Invalid { .. }) => {}
+                Err(RecvError::Timeout) => {
+                    self.stalled = true;
+                    let kept = if instead.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "{}it kept the connection and sent {}",
+                            crate::parity::NOT_SLOW,
+                            super::counted_names(instead.iter().map(String::as_str), true)
+                                .join(" → ")
+                        )
+                    };
+                    return Err(format!(
+                        "the hub's end of the browser's connection: none within {:.1} s (the \
+                         recorded hub ended it){kept}",
+                        wait.as_secs_f64()
+                    ));
+                }
             }
         }
     }
@@ -357,8 +639,29 @@ pub async fn replay_group_into(
     let mut parties: Vec<Option<Party>> = Vec::new();
     let mut merged: Vec<(crate::lane::SeqKey, usize, crate::lane::Entry)> = Vec::new();
     let mut agent_id = String::new();
-    for (i, cell) in cells.iter().enumerate() {
-        match prepare(cell) {
+    let prepared: Vec<Result<Prepared, Unplayed>> = cells.iter().map(|c| prepare(c)).collect();
+    // A browser cell not replayed leaves its browsers out of the hub: health answers that
+    // counted them would differ for that alone, so a cell probing health is not replayed
+    // either, naming the cell it depends on.
+    let unplayed_browsers: Vec<String> = cells
+        .iter()
+        .zip(&prepared)
+        .filter_map(|(c, p)| {
+            let u = p.as_ref().err().filter(|u| u.browsers)?;
+            let (_, name) = c.provider_and_name();
+            let (_, client) = name.split_once("__")?;
+            Some(format!("{client:?} ({})", u.why))
+        })
+        .collect();
+    for (i, (cell, p)) in cells.iter().zip(prepared).enumerate() {
+        let p = p.and_then(|p| match unplayed_browsers.first() {
+            Some(other) if p.probes_health => Err(Unplayed::other(format!(
+                "its health answers count the browsers of the cell of {other}, which is not \
+                 replayed"
+            ))),
+            _ => Ok(p),
+        });
+        match p {
             Ok(p) => {
                 let (_, name) = cell.provider_and_name();
                 if let Some((a, _)) = name.split_once("__") {
@@ -367,8 +670,8 @@ pub async fn replay_group_into(
                 parties.push(Some(Party::new(&p)));
                 merged.extend(p.entries.into_iter().map(|e| (e.key(), i, e)));
             }
-            Err(why) => {
-                outcomes[i] = Some(Outcome::NotReplayable(why));
+            Err(u) => {
+                outcomes[i] = Some(Outcome::NotReplayable(u.why));
                 parties.push(None);
             }
         }
@@ -411,6 +714,8 @@ pub async fn replay_group_into(
     // Without a recorded connect (a cell recorded without its agent's own lane), the agent
     // connects at the start, as one already there when the browser came.
     let mut agent = None;
+    // Agent connections still open that a newer one replaced, oldest first.
+    let mut older_agents: VecDeque<Socket> = VecDeque::new();
     if has_agent && agent_connects == 0 {
         match connect_agent(opts.clone()).await {
             Ok(s) => {
@@ -437,7 +742,8 @@ pub async fn replay_group_into(
     }
     for p in parties.iter_mut().flatten() {
         if p.has_browser && !p.connect_recorded {
-            p.connect_browser(cfg, &agent_id, &opts).await;
+            let auth = browser_auth(None, 0.0, cfg, &p.client_id, p.roles, &agent_id);
+            p.connect_browser(cfg, auth, false, &opts).await;
             cadence.wrote();
         }
     }
@@ -449,7 +755,7 @@ pub async fn replay_group_into(
     let mut register_unsynced = false;
     for (i, step) in steps {
         if let Step::AgentClose(gap) = step {
-            if let Some(mut a) = agent.take() {
+            if let Some(mut a) = older_agents.pop_front().or_else(|| agent.take()) {
                 // What it got meanwhile stays with the agent's later steps (none, or a
                 // hub that sent it something the recording shows after its last line).
                 agent_early.extend(leave(&mut a, cfg).await);
@@ -462,13 +768,10 @@ pub async fn replay_group_into(
             continue;
         };
         // Another socket is about to act on the hub: the agent's register comes first.
-        let acts = match &step {
-            Step::BrowserSend(..) | Step::HttpSend(..) => true,
-            Step::BrowserPacket(ev) => {
-                ev["dir"] == "browser→hub" && ev["packet"] == "connect" && p.connect_recorded
-            }
-            _ => false,
-        };
+        let acts = matches!(
+            step,
+            Step::BrowserSend(..) | Step::HttpSend(..) | Step::BrowserConnect { .. }
+        );
         if acts {
             settle_register(
                 &mut agent,
@@ -485,29 +788,61 @@ pub async fn replay_group_into(
                 match connect_agent(opts.clone()).await {
                     Ok(s) => {
                         cadence.wrote();
-                        agent = Some(s);
+                        // Still open in the recording (a takeover): it ends at its own end.
+                        older_agents.extend(agent.replace(s));
                     }
                     Err(e) => return all_failed(cells, &outcomes, &agent_fail(e)),
                 }
                 p.view.push(ev);
             }
-            Step::BrowserPacket(ev) => {
-                if ev["dir"] == "browser→hub" && ev["packet"] == "connect" && p.connect_recorded {
-                    p.connect_browser(cfg, &agent_id, &opts).await;
-                    cadence.wrote();
-                } else if ev["dir"] == "browser→hub"
-                    && ev["packet"] == "disconnect"
-                    && let Some(b) = p.browser.as_mut()
-                {
-                    for e in leave(b, cfg).await {
-                        cadence.arrived(b.engine.last_arrival());
-                        p.arrivals.push(e.name.clone());
-                        p.buffered.push_back((e.name, e.data));
+            Step::BrowserConnect {
+                ev,
+                auth,
+                ts,
+                refused,
+            } => {
+                // The previous connection ended in the recording; one the live hub kept (it
+                // did not end it as recorded) is left now, so that two never overlap.
+                p.leave_browser(cfg, &mut cadence).await;
+                let auth = browser_auth(auth, ts, cfg, &p.client_id, p.roles, &agent_id);
+                p.connect_browser(cfg, auth, refused, &opts).await;
+                cadence.wrote();
+                p.view.push(ev);
+            }
+            Step::BrowserLeave(ev) => {
+                p.leave_browser(cfg, &mut cadence).await;
+                p.view.extend(ev);
+            }
+            Step::BrowserEnded(ev) => {
+                let end = p.await_hub_end(cfg, &mut cadence).await;
+                match end {
+                    Ok(()) => {
+                        p.live.push(hub_ended());
+                        p.view.extend(ev);
+                    }
+                    Err(m) => {
+                        let missing = json!({ "dir": "hub→browser", "missing": m });
+                        p.live.push(missing.clone());
+                        p.view.push(missing);
+                    }
+                }
+            }
+            Step::BrowserRaw(line) => {
+                if let Some(b) = p.browser.as_ref() {
+                    match line.strip_prefix("binary:") {
+                        Some(b64) => {
+                            let bytes = crate::util::base64_decode(b64).unwrap_or_default();
+                            b.engine
+                                .send_raw(tokio_tungstenite::tungstenite::Message::binary(bytes));
+                        }
+                        None => {
+                            b.engine.send_text(line);
+                        }
                     }
                     cadence.wrote();
                 }
-                p.view.push(ev);
             }
+            Step::BrowserPacket(ev) => p.view.push(ev),
             Step::Echo(ev) => p.view.push(ev),
             Step::BrowserSend(n, d) => {
                 if let Some(b) = p.browser.as_ref() {
@@ -695,46 +1030,109 @@ fn script(
     // Per cell, the recorded HTTP requests not answered yet (their step and send time), oldest
     // first: answers come in that order (`HttpExpect` takes the oldest).
     let mut unanswered: Vec<VecDeque<(usize, f64)>> = vec![VecDeque::new(); cells];
+    // Per cell, the step of the browser connection open now (its end not seen yet), and
+    // whether the hub sent it an event.
+    let mut open: Vec<Option<usize>> = vec![None; cells];
+    let mut answered = vec![false; cells];
+    // Agent connections' ends are recorded (a proxy that records connection ends): they are
+    // played where they were, not guessed. `in_end`: the agent's last line was an end, so a
+    // close that follows it (the close handshake: each side's `1`) is the same connection's.
+    let mut agent_ends = false;
+    let mut in_end = false;
     for (_, i, entry) in merged {
-        let Ok(Some(ev)) = event_of(&entry) else {
-            continue;
-        };
-        let step = match (entry.dir.as_str(), ev["event"].as_str()) {
-            ("http→hub", _) => {
-                // Compared too (the live leg sends it as recorded): it tells the comparison
-                // which answer the next `hub→http` is, and so which of its fields the spec
-                // gives.
-                unanswered[i].push_back((steps.len(), entry.ts));
-                recorded[i].push(ev.clone());
-                Step::HttpSend(ev["http"].clone(), None)
-            }
-            ("hub→http", _) => {
-                if let Some((at, sent)) = unanswered[i].pop_front()
-                    && let Some((_, Step::HttpSend(_, took))) = steps.get_mut(at)
-                {
-                    *took = Some(Duration::from_secs_f64(
-                        ((entry.ts - sent) / 1000.0).clamp(0.0, 86_400.0),
-                    ));
+        if matches!(entry.dir.as_str(), "agent→hub" | "hub→agent") {
+            let end = agent_end(&entry);
+            if end && !in_end {
+                agent_ends = true;
+                if let Ok(Some(ev)) = event_of(&entry) {
+                    ts.push(entry.ts);
+                    steps.push((i, Step::Echo(ev)));
                 }
-                recorded[i].push(ev);
-                Step::HttpExpect
+                ts.push(entry.ts);
+                steps.push((i, Step::AgentClose(Duration::ZERO)));
             }
-            ("browser→hub", Some(n)) => Step::BrowserSend(n.to_string(), ev["data"].clone()),
-            ("hub→browser", Some(n)) => {
-                let n = n.to_string();
-                recorded[i].push(ev);
-                Step::BrowserExpect(n)
+            in_end = end;
+            if end {
+                continue;
             }
-            ("hub→agent", Some(n)) => Step::AgentExpect(n.to_string(), ev["data"].clone()),
-            ("agent→hub", Some(n)) => {
-                registers |= n == "register";
-                Step::AgentSend(n.to_string(), ev["data"].clone())
+        }
+        let line = browser_line(&entry);
+        let ev = event_of(&entry).ok().flatten();
+        let step = match (line, ev) {
+            (BrowserLine::Connect(auth), Some(ev)) => {
+                open[i] = Some(steps.len());
+                answered[i] = false;
+                Step::BrowserConnect {
+                    ev,
+                    auth,
+                    ts: entry.ts,
+                    refused: false,
+                }
             }
-            ("agent→hub", None) if ev["nsp"] == AGENT_NSP && ev["packet"] == "connect" => {
-                Step::AgentConnect(ev)
+            (BrowserLine::Leave | BrowserLine::Close, ev) if open[i].is_some() => {
+                open[i] = None;
+                Step::BrowserLeave(ev)
             }
-            (_, None) if ev["nsp"] == CLIENT_NSP => Step::BrowserPacket(ev),
-            _ => Step::Echo(ev),
+            (BrowserLine::HubEnd, ev) if open[i].is_some() => {
+                if let Some(at) = open[i].take()
+                    && !answered[i]
+                    && let Some((_, Step::BrowserConnect { refused, .. })) = steps.get_mut(at)
+                {
+                    *refused = true;
+                }
+                recorded[i].push(hub_ended());
+                Step::BrowserEnded(ev)
+            }
+            (line, Some(ev)) => {
+                if matches!(line, BrowserLine::Event) {
+                    answered[i] = true;
+                }
+                match (entry.dir.as_str(), ev["event"].as_str()) {
+                    ("http→hub", _) => {
+                        // Compared too (the live leg sends it as recorded): it tells the comparison
+                        // which answer the next `hub→http` is, and so which of its fields the spec
+                        // gives.
+                        unanswered[i].push_back((steps.len(), entry.ts));
+                        recorded[i].push(ev.clone());
+                        Step::HttpSend(ev["http"].clone(), None)
+                    }
+                    ("hub→http", _) => {
+                        if let Some((at, sent)) = unanswered[i].pop_front()
+                            && let Some((_, Step::HttpSend(_, took))) = steps.get_mut(at)
+                        {
+                            *took = Some(Duration::from_secs_f64(
+                                ((entry.ts - sent) / 1000.0).clamp(0.0, 86_400.0),
+                            ));
+                        }
+                        recorded[i].push(ev);
+                        Step::HttpExpect
+                    }
+                    ("browser→hub", Some(n)) => {
+                        Step::BrowserSend(n.to_string(), ev["data"].clone())
+                    }
+                    ("hub→browser", Some(n)) => {
+                        let n = n.to_string();
+                        recorded[i].push(ev);
+                        Step::BrowserExpect(n)
+                    }
+                    ("hub→agent", Some(n)) => {
+                        Step::AgentExpect(n.to_string(), ev["data"].clone())
+                    }
+                    ("agent→hub", Some(n)) => {
+                        registers |= n == "register";
+                        Step::AgentSend(n.to_string(), ev["data"].clone())
+                    }
+                    ("agent→hub", None) if ev["nsp"] == AGENT_NSP && ev["packet"] == "connect" => {
+                        Step::AgentConnect(ev)
+                    }
+                    (_, None) if ev["nsp"] == CLIENT_NSP => Step::BrowserPacket(ev),
+                    _ => Step::Echo(ev),
+                }
+            }
+            (_, None) if entry.dir == "browser→hub" && open[i].is_some() && is_raw(&entry.line) => {
+                Step::BrowserRaw(entry.line.clone())
+            }
+            (_, None) => continue,
         };
         ts.push(entry.ts);
         steps.push((i, step));
@@ -757,6 +1155,7 @@ fn script(
     for (k, (_, s)) in steps.iter().enumerate() {
         if matches!(s, Step::AgentConnect(_)) {
             if agent_connects > 0
+                && !agent_ends
                 && let Some(last) = last_agent
             {
                 // Not past the next connect: the close is the previous connection's.
@@ -826,6 +1225,9 @@ fn answers(steps: &[(usize, Step)]) -> Vec<Option<usize>> {
 /// "agentConnected: true", after it. Played in the logged order, the probe raced the register,
 /// and two legs of one hub differed on it. A GET changes nothing the agent's lines depend on;
 /// played before it (and settled by a pong), the register is seen by the probe on every leg.
+/// A browser's leave or close logged while a GET was in flight is played before it too (a
+/// leave is awaited until the hub closed the connection, so the probe sees it gone on every
+/// leg), unless a line of its own cell lies between them (it would then leave too early).
 fn registers_before_probes(
     steps: Vec<(usize, Step)>,
     ts: Vec<f64>,
@@ -847,7 +1249,9 @@ fn registers_before_probes(
             continue;
         }
         for j in k + 1..m {
-            if movable(&steps[j].1) {
+            let leave = matches!(steps[j].1, Step::BrowserLeave(_))
+                && !steps[k + 1..j].iter().any(|(c, _)| *c == steps[j].0);
+            if movable(&steps[j].1) || leave {
                 place[j] = place[j].min(k as f64 - 0.5);
             }
         }
@@ -1046,6 +1450,7 @@ impl Party {
             first_stall,
             wrong,
             ended,
+            hub_wide,
             ..
         } = self;
         if let Some(o) = ended {
@@ -1113,7 +1518,20 @@ impl Party {
             view.push(ev);
         }
         view_out.extend(view);
-        let outcome = compare(&recorded, &live);
+        let mut outcome = if hub_wide {
+            // The hub-wide health counts every agentId's agents and browsers; a replay plays
+            // one agentId at a time, so its values are the replay's, not the hub's to judge:
+            // compared by type (the shape the spec gives), said so.
+            let (r, l) = (by_type(recorded), by_type(live));
+            compare(&r, &l)
+        } else {
+            compare(&recorded, &live)
+        };
+        if let (true, Outcome::Pass { note, .. }) = (hub_wide, &mut outcome) {
+            *note = "hub-wide health compared by type (agentConnected, browserClients count \
+                     every agentId's peers; the replay plays one agentId at a time)"
+                .into();
+        }
         if wrong.is_empty() {
             return outcome;
         }
@@ -1259,5 +1677,28 @@ fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
         events: a.iter().filter(|e| e["dir"] != "http→hub").count(),
         rows: ra.len(),
         extensions: model.left_out(live).join(", "),
+        note: String::new(),
     }
+}
+
+/// HTTP answers with their `agentConnected` and `browserClients` values replaced by their JSON
+/// type.
+fn by_type(list: Vec<Value>) -> Vec<Value> {
+    list.into_iter()
+        .map(|mut e| {
+            if let Some(body) = e.pointer_mut("/http/body").and_then(Value::as_object_mut) {
+                for k in ["agentConnected", "browserClients"] {
+                    if let Some(v) = body.get_mut(k) {
+                        let t = match v {
+                            Value::Bool(_) => "<boolean>",
+                            Value::Number(_) => "<number>",
+                            _ => continue,
+                        };
+                        *v = json!(t);
+                    }
+                }
+            }
+            e
+        })
+        .collect()
 }

@@ -670,6 +670,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                     events,
                     rows,
                     extensions,
+                    note,
                 } => {
                     passed += 1;
                     tally[0].fetch_add(1, SeqCst);
@@ -679,7 +680,12 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                     } else {
                         format!("; extensions, not compared: {extensions}")
                     };
-                    println!("PASS {}: events {events}, rows {rows}{ext}", cell.key);
+                    let note = if note.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {note}")
+                    };
+                    println!("PASS {}: events {events}, rows {rows}{ext}{note}", cell.key);
                 }
                 Outcome::Fail(why) => {
                     failed += 1;
