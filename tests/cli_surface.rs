@@ -209,3 +209,48 @@ fn durations_take_units_and_bare_milliseconds_everywhere() {
     }
     assert!(flags >= 10, "only {flags} duration flags found");
 }
+
+/// A flag that reads a secret from the environment (`JWT_SECRET`, `BRIDLE_API_KEY`,
+/// `SIDEBRIDGE_KEY`, …) never shows its value: clap prints `[env: NAME=value]` in `--help`
+/// unless told not to, and help goes to the terminal (and to CI logs) past every redaction.
+/// Walked, so a new flag is covered at once; and run, with planted values.
+#[test]
+fn no_help_screen_shows_a_secret_from_the_environment() {
+    let mut shown = Vec::new();
+    let mut secret_flags = Vec::new();
+    for (name, cmd) in commands() {
+        for a in cmd.get_arguments() {
+            let Some(env) = a.get_env().and_then(|e| e.to_str()) else {
+                continue;
+            };
+            if bridgewire::redact::is_secret_env_name(env) {
+                secret_flags.push((name.clone(), env.to_string()));
+                if !a.is_hide_env_values_set() {
+                    shown.push(format!("{name} --{}", a.get_id()));
+                }
+            }
+        }
+    }
+    assert!(secret_flags.len() >= 4, "{secret_flags:?}");
+    assert!(shown.is_empty(), "help would show the value of: {shown:?}");
+    for (name, env) in &secret_flags {
+        let planted = format!("planted-{}-value", env.to_lowercase());
+        let mut args: Vec<&str> = name.split(' ').collect();
+        args.push("--help");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+            .args(&args)
+            .env(env, &planted)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains(env.as_str()), "{name}: {text}");
+        assert!(
+            !text.contains(&planted),
+            "{name} --help shows {env}: {text}"
+        );
+    }
+}

@@ -27,10 +27,10 @@ pub struct HubArgs {
     #[arg(long, conflicts_with = "command")]
     pub url: Option<String>,
     /// The secret browser JWTs are signed with (HS256); passed to a started hub as JWT_SECRET.
-    #[arg(long, env = "JWT_SECRET")]
+    #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
     /// The agents' apiKey; passed to a started hub as BRIDLE_API_KEY.
-    #[arg(long, env = "BRIDLE_API_KEY")]
+    #[arg(long, env = "BRIDLE_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Bound on each expected event, in ms.
     #[arg(long, value_name = "DURATION", default_value_t = 3000, value_parser = super::args::parse_ms)]
@@ -528,9 +528,9 @@ pub struct ReplayBridleArgs {
     /// A running hub; otherwise the command after `--` (default: the bundled reference hub).
     #[arg(long, conflicts_with = "command")]
     pub url: Option<String>,
-    #[arg(long, env = "JWT_SECRET")]
+    #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
-    #[arg(long, env = "BRIDLE_API_KEY")]
+    #[arg(long, env = "BRIDLE_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Bound on each expected frame, in ms.
     #[arg(long, value_name = "DURATION", default_value_t = 3000, value_parser = super::args::parse_ms)]

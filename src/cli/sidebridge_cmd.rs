@@ -25,7 +25,7 @@ pub struct SidebridgeTarget {
     pub url: Option<String>,
     /// The key configured on the bridge (sent as x-sidebridge-key). Without it the bridge is
     /// taken to have no key.
-    #[arg(long, env = "SIDEBRIDGE_KEY")]
+    #[arg(long, env = "SIDEBRIDGE_KEY", hide_env_values = true)]
     pub key: Option<String>,
     /// Seconds to wait for a spawned bridge to print its address.
     #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = super::args::parse_secs)]
@@ -172,7 +172,7 @@ pub struct RecordSidebridgeArgs {
     /// The bridge's key: a value that differs from it is recorded by how it differs
     /// (`[redacted:case]`, `[redacted:prefix]`, `[redacted:extended]`, `[redacted:other]`),
     /// so a replay sends a wrong key of the same kind where the recording had one.
-    #[arg(long, env = "SIDEBRIDGE_KEY")]
+    #[arg(long, env = "SIDEBRIDGE_KEY", hide_env_values = true)]
     pub key: Option<String>,
     /// Seconds to wait for the upstream's whole reply.
     #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = super::args::parse_secs)]

@@ -605,6 +605,9 @@ const SHOW = odd.has('anyaddr') ? '[::]' : odd.has('ipv6') ? '[::1]' : odd.has('
 const announce = (p) => {
   process.stdout.write('sb-node ready (oddities: ' + ([...odd].join(',') || 'none') + '; flaws: ' + ([...flaw].join(',') || 'none') + ') -> POST http://' + SHOW + ':' + p + '/bridge' + (odd.has('query') ? '?token=t0k3n' : '') + '\n');
 };
-if (odd.has('printearly')) { const p0 = port || (20000 + Math.floor(Math.random() * 20000)); announce(p0); setTimeout(() => srv.listen(p0, HOST), 400); }
+// printearly picks its port itself, below Linux's ephemeral range (32768-60999): one from that
+// range can be taken meanwhile by any connection or `:0` bind on the machine (a CI run saw
+// EADDRINUSE, the bridge gone before its first request).
+if (odd.has('printearly')) { const p0 = port || (20000 + Math.floor(Math.random() * 12000)); announce(p0); setTimeout(() => srv.listen(p0, HOST), 400); }
 else srv.listen(port, HOST, () => announce(srv.address().port));
 process.on('SIGTERM', () => process.exit(0));
