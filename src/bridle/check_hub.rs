@@ -927,12 +927,7 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
 /// A JWT with `"alg": "none"` and an empty signature: what a hub that reads the header's
 /// algorithm instead of insisting on its own accepts without any secret.
 fn unsigned_jwt(claims: &Value) -> String {
-    let b64 = |v: &Value| {
-        crate::util::base64_encode(v.to_string().as_bytes())
-            .trim_end_matches('=')
-            .replace('+', "-")
-            .replace('/', "_")
-    };
+    let b64 = |v: &Value| super::base64url_encode(v.to_string().as_bytes());
     format!(
         "{}.{}.",
         b64(&json!({ "alg": "none", "typ": "JWT" })),

@@ -207,6 +207,14 @@ pub fn peek_jwt(token: &str) -> Option<Claims> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// Base64url without padding (RFC 7515 §2): a JWT's parts.
+pub(crate) fn base64url_encode(bytes: &[u8]) -> String {
+    crate::util::base64_encode(bytes)
+        .trim_end_matches('=')
+        .replace('+', "-")
+        .replace('/', "_")
+}
+
 pub(crate) fn base64url_decode(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);

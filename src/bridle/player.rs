@@ -246,6 +246,56 @@ enum BrowserLine {
     Other,
 }
 
+/// A cell's browser connection as its lines go by: one is open (its end not seen yet), and the
+/// hub sent it an event. [`prepare`] and [`script`] read a cell's connections alike through it.
+#[derive(Default, Clone)]
+struct Connection {
+    open: bool,
+    answered: bool,
+}
+
+/// What a browser line did to the cell's connection.
+enum Transition {
+    /// A connection opened; `overlapping`: another was still open (two tabs).
+    Opened { overlapping: bool },
+    /// The browser ended the open connection.
+    Left,
+    /// The hub ended the open connection; `refused`: before sending it any event.
+    Ended { refused: bool },
+    /// Nothing opened or ended.
+    Kept,
+}
+
+impl Connection {
+    fn next(&mut self, line: &BrowserLine) -> Transition {
+        match line {
+            BrowserLine::Connect(_) => {
+                let overlapping = self.open;
+                *self = Connection {
+                    open: true,
+                    answered: false,
+                };
+                Transition::Opened { overlapping }
+            }
+            BrowserLine::Leave | BrowserLine::Close if self.open => {
+                self.open = false;
+                Transition::Left
+            }
+            BrowserLine::HubEnd if self.open => {
+                self.open = false;
+                Transition::Ended {
+                    refused: !self.answered,
+                }
+            }
+            BrowserLine::Event => {
+                self.answered = true;
+                Transition::Kept
+            }
+            _ => Transition::Kept,
+        }
+    }
+}
+
 fn browser_line(entry: &crate::lane::Entry) -> BrowserLine {
     let from_browser = match entry.dir.as_str() {
         "browser→hub" => true,
@@ -302,31 +352,26 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
     // The browser's connections in the cell, one after another: each ends (the browser's
     // leave or close, the hub's disconnect, refusal or close) before the next connects.
     let mut browser_connects = 0;
-    let mut open = false;
+    let mut connection = Connection::default();
     let mut overlapping = false;
     // The open connection's token, when a replay cannot make it again (`[redacted]` without a
-    // kind), and whether the hub sent the connection any event yet.
+    // kind).
     let mut token_why: Option<String> = None;
-    let mut answered = false;
     let mut refused_why: Option<String> = None;
     for entry in cell.recorded() {
-        match browser_line(&entry) {
-            BrowserLine::Connect(auth) => {
-                overlapping |= open;
-                open = true;
-                answered = false;
+        let line = browser_line(&entry);
+        match connection.next(&line) {
+            Transition::Opened { overlapping: o } => {
+                overlapping |= o;
                 browser_connects += 1;
-                token_why = replay_token_problem(auth.as_ref());
-            }
-            BrowserLine::Leave | BrowserLine::Close => open = false,
-            BrowserLine::HubEnd => {
-                if open && !answered && refused_why.is_none() {
-                    refused_why = token_why.take();
+                if let BrowserLine::Connect(auth) = &line {
+                    token_why = replay_token_problem(auth.as_ref());
                 }
-                open = false;
             }
-            BrowserLine::Event => answered = true,
-            BrowserLine::Other => {}
+            Transition::Ended { refused: true } if refused_why.is_none() => {
+                refused_why = token_why.take();
+            }
+            _ => {}
         }
         let Ok(Some(ev)) = event_of(&entry) else {
             entries.push(entry);
@@ -1030,10 +1075,9 @@ fn script(
     // Per cell, the recorded HTTP requests not answered yet (their step and send time), oldest
     // first: answers come in that order (`HttpExpect` takes the oldest).
     let mut unanswered: Vec<VecDeque<(usize, f64)>> = vec![VecDeque::new(); cells];
-    // Per cell, the step of the browser connection open now (its end not seen yet), and
-    // whether the hub sent it an event.
-    let mut open: Vec<Option<usize>> = vec![None; cells];
-    let mut answered = vec![false; cells];
+    // Per cell, its browser connection, and the step of its last connect.
+    let mut connection: Vec<Connection> = vec![Connection::default(); cells];
+    let mut connect_at: Vec<usize> = vec![0; cells];
     // Agent connections' ends are recorded (a proxy that records connection ends): they are
     // played where they were, not guessed. `in_end`: the agent's last line was an end, so a
     // close that follows it (the close handshake: each side's `1`) is the same connection's.
@@ -1057,11 +1101,11 @@ fn script(
             }
         }
         let line = browser_line(&entry);
+        let transition = connection[i].next(&line);
         let ev = event_of(&entry).ok().flatten();
-        let step = match (line, ev) {
-            (BrowserLine::Connect(auth), Some(ev)) => {
-                open[i] = Some(steps.len());
-                answered[i] = false;
+        let step = match (transition, line, ev) {
+            (Transition::Opened { .. }, BrowserLine::Connect(auth), Some(ev)) => {
+                connect_at[i] = steps.len();
                 Step::BrowserConnect {
                     ev,
                     auth,
@@ -1069,24 +1113,17 @@ fn script(
                     refused: false,
                 }
             }
-            (BrowserLine::Leave | BrowserLine::Close, ev) if open[i].is_some() => {
-                open[i] = None;
-                Step::BrowserLeave(ev)
-            }
-            (BrowserLine::HubEnd, ev) if open[i].is_some() => {
-                if let Some(at) = open[i].take()
-                    && !answered[i]
-                    && let Some((_, Step::BrowserConnect { refused, .. })) = steps.get_mut(at)
+            (Transition::Left, _, ev) => Step::BrowserLeave(ev),
+            (Transition::Ended { refused: ended }, _, ev) => {
+                if let Some((_, Step::BrowserConnect { refused, .. })) =
+                    steps.get_mut(connect_at[i])
                 {
-                    *refused = true;
+                    *refused = ended;
                 }
                 recorded[i].push(hub_ended());
                 Step::BrowserEnded(ev)
             }
-            (line, Some(ev)) => {
-                if matches!(line, BrowserLine::Event) {
-                    answered[i] = true;
-                }
+            (_, _, Some(ev)) => {
                 match (entry.dir.as_str(), ev["event"].as_str()) {
                     ("http→hub", _) => {
                         // Compared too (the live leg sends it as recorded): it tells the comparison
@@ -1129,10 +1166,12 @@ fn script(
                     _ => Step::Echo(ev),
                 }
             }
-            (_, None) if entry.dir == "browser→hub" && open[i].is_some() && is_raw(&entry.line) => {
+            (_, _, None)
+                if connection[i].open && entry.dir == "browser→hub" && is_raw(&entry.line) =>
+            {
                 Step::BrowserRaw(entry.line.clone())
             }
-            (_, None) => continue,
+            (_, _, None) => continue,
         };
         ts.push(entry.ts);
         steps.push((i, step));

@@ -198,7 +198,7 @@ fn shifted_payload(t: &Jwt<'_>, shift_secs: i64) -> String {
     if shift_secs == 0 || !moved {
         return t.payload.to_string();
     }
-    base64url_encode(&serde_json::to_vec(&Value::Object(claims)).unwrap_or_default())
+    super::base64url_encode(&serde_json::to_vec(&Value::Object(claims)).unwrap_or_default())
 }
 
 /// A JSON number moved by `by`, an integer kept an integer.
@@ -210,14 +210,6 @@ fn shifted_number(v: &Value, by: i64) -> Option<Value> {
     } else {
         v.as_f64().map(|f| json!(f + by as f64))
     }
-}
-
-/// Base64url without padding (RFC 7515 §2).
-fn base64url_encode(bytes: &[u8]) -> String {
-    crate::util::base64_encode(bytes)
-        .trim_end_matches('=')
-        .replace('+', "-")
-        .replace('/', "_")
 }
 
 /// The recorded form of an agent's `auth.apiKey`: `[redacted]` when it is the hub's `key` (or
@@ -257,7 +249,7 @@ mod tests {
     }
 
     fn unsigned(claims: &Value) -> String {
-        let b64 = |v: &Value| base64url_encode(v.to_string().as_bytes());
+        let b64 = |v: &Value| crate::bridle::base64url_encode(v.to_string().as_bytes());
         format!(
             "{}.{}.",
             b64(&json!({"alg": "none", "typ": "JWT"})),
@@ -369,8 +361,8 @@ mod tests {
         assert!(redact_token(&format!("{h}!!"), Some(SECRET)).ends_with(FORGED));
         let rs = format!(
             "{}.{}.c2lnbmF0dXJl",
-            base64url_encode(br#"{"alg":"RS256"}"#),
-            base64url_encode(br#"{"sub":"u-1"}"#)
+            crate::bridle::base64url_encode(br#"{"alg":"RS256"}"#),
+            crate::bridle::base64url_encode(br#"{"sub":"u-1"}"#)
         );
         let r = redact_token(&rs, Some(SECRET));
         assert!(r.ends_with(FORGED), "{r}");
