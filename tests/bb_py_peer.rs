@@ -1110,11 +1110,7 @@ fn parity_reads_a_held_turn_recording_as_the_live_leg_reads_the_bridge() {
             .current_dir(std::env::temp_dir())
             .output()
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = common::proc::output_text(&out);
         assert_eq!(out.status.code(), Some(want), "{head}:\n{text}");
         for n in needles {
             assert!(text.contains(n), "{head}: no {n:?} in\n{text}");
@@ -1269,11 +1265,7 @@ fn parity_normalizes_legal_spelling_and_names_each_difference() {
             .current_dir(std::env::temp_dir())
             .output()
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = common::proc::output_text(&out);
         let mut p = Vec::new();
         if out.status.code() != Some(*want) {
             p.push(format!(

@@ -297,9 +297,10 @@ fn bridgewire_keyed<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)])
         .stdin(Stdio::null())
         .output()
         .expect("bridgewire runs");
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.code().unwrap_or(-1), text)
+    (
+        out.status.code().unwrap_or(-1),
+        common::proc::output_text(&out),
+    )
 }
 
 /// `parity` of the node hub (base) against the node hub with `head`'s switches, over `cells`,
@@ -324,6 +325,30 @@ fn node_hub_parity(
         ],
         env,
     )
+}
+
+/// `replay bridle` of `cells` against the node hub (`tests/node/hub.js`) with `extra` hub
+/// arguments, its environment set as [`bridgewire_keyed`] does plus `env`.
+fn node_hub_replay(
+    cells: &std::path::Path,
+    wait_ms: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String) {
+    let hub = node_dir().join("hub.js").display().to_string();
+    let c = cells.display().to_string();
+    let mut args = vec![
+        "replay",
+        "bridle",
+        "--wait-ms",
+        wait_ms,
+        &c,
+        "--",
+        "node",
+        &hub,
+    ];
+    args.extend(extra);
+    bridgewire_keyed(&args, env)
 }
 
 const HUB: &str = env!("CARGO_BIN_EXE_bridle-ref-hub");
@@ -1998,26 +2023,7 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
         return;
     }
     let cells = node_dir().join("check-run");
-    let c = cells.display().to_string();
-    let hub = node_dir().join("hub.js").display().to_string();
-    let run = |args: Vec<String>| bridgewire_keyed(&args, &[]);
-    let replay = |extra: &[&str]| {
-        let mut a: Vec<String> = [
-            "replay",
-            "bridle",
-            "--wait-ms",
-            "5000",
-            &c,
-            "--",
-            "node",
-            &hub,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.extend(extra.iter().map(|s| s.to_string()));
-        run(a)
-    };
+    let replay = |extra: &[&str]| node_hub_replay(&cells, "5000", extra, &[]);
     let parity = |head: &str| node_hub_parity(&cells, "5000", head, &[]);
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
         Box::new(|| replay(&[])),
@@ -2077,24 +2083,8 @@ fn an_answer_the_recording_waited_for_is_waited_for() {
         return;
     }
     let cells = node_dir().join("sync-timeout");
-    let c = cells.display().to_string();
-    let hub = node_dir().join("hub.js").display().to_string();
     let at = |ms: &'static str| [("BRIDLE_SYNC_TIMEOUT_MS", ms)];
-    let replay = |ms: &'static str| {
-        bridgewire_keyed(
-            &[
-                "replay",
-                "bridle",
-                "--wait-ms",
-                "1000",
-                &c,
-                "--",
-                "node",
-                &hub,
-            ],
-            &at(ms),
-        )
-    };
+    let replay = |ms: &'static str| node_hub_replay(&cells, "1000", &[], &at(ms));
     let parity = |head: &str| node_hub_parity(&cells, "1000", head, &at("6000"));
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
         Box::new(|| replay("6000")),
@@ -2153,28 +2143,12 @@ fn an_agent_that_left_is_gone_when_its_browser_is_replayed() {
         return;
     }
     let cells = node_dir().join("agent-lifecycle");
-    let c = cells.display().to_string();
-    let hub = node_dir().join("hub.js").display().to_string();
     let parity = |head: &str| node_hub_parity(&cells, "3000", head, &[]);
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
         Box::new(|| parity("--variant no-config")),
         Box::new(|| parity("--diverge keep-dead-agent")),
         Box::new(|| parity("--diverge not-connected-silent")),
-        Box::new(|| {
-            bridgewire_keyed(
-                &[
-                    "replay",
-                    "bridle",
-                    "--wait-ms",
-                    "3000",
-                    &c,
-                    "--",
-                    "node",
-                    &hub,
-                ],
-                &[],
-            )
-        }),
+        Box::new(|| node_hub_replay(&cells, "3000", &[], &[])),
     ];
     let results = parallel(jobs);
     let n = bridgewire::cell::discover(&cells).unwrap().len();
@@ -3200,11 +3174,7 @@ fn a_hub_address_another_program_answers_is_refused_naming_it() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = common::proc::output_text(&out);
         (out.status.code(), text)
     };
     let failing = format!(
@@ -3279,25 +3249,9 @@ fn successive_and_refused_browser_connections_are_replayed_with_tokens_of_their_
         return;
     }
     let cells = node_dir().join("handshakes");
-    let c = cells.display().to_string();
-    let hub = node_dir().join("hub.js").display().to_string();
     let parity = |head: &str| node_hub_parity(&cells, "3000", head, &[]);
     let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
-        Box::new(|| {
-            bridgewire_keyed(
-                &[
-                    "replay",
-                    "bridle",
-                    "--wait-ms",
-                    "3000",
-                    &c,
-                    "--",
-                    "node",
-                    &hub,
-                ],
-                &[],
-            )
-        }),
+        Box::new(|| node_hub_replay(&cells, "3000", &[], &[])),
         Box::new(|| parity("--variant no-config")),
         Box::new(|| parity("--diverge ignore-nbf")),
         Box::new(|| parity("--diverge accept-alg-none")),

@@ -3,6 +3,8 @@
 //! `--partition`, `--config`, `--strict`, `--require-all`) look and parse the same wherever
 //! they appear. The command tree is walked, not listed, so a new command is covered at once.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 /// Every command (not the root), with its words.
@@ -242,11 +244,7 @@ fn no_help_screen_shows_a_secret_from_the_environment() {
             .env(env, &planted)
             .output()
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = common::proc::output_text(&out);
         assert!(text.contains(env.as_str()), "{name}: {text}");
         assert!(
             !text.contains(&planted),

@@ -896,11 +896,7 @@ fn check_command(command: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::proc::output_text(&out);
     (out.status.code(), text)
 }
 

@@ -3,7 +3,7 @@
 //! bounded.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -184,4 +184,11 @@ pub fn sigint_as_default(cmd: &mut std::process::Command) -> &mut std::process::
             Ok(())
         })
     }
+}
+
+/// What a finished command printed: its stdout, then its stderr, as text.
+pub fn output_text(out: &Output) -> String {
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    text
 }
