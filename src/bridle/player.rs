@@ -85,6 +85,41 @@ fn browser_auth(
     Ok(auth)
 }
 
+/// The handshake a replayed agent sends for a recorded one (`None`: none recorded): the
+/// recorded `auth` with its apiKey made again from the replay's key
+/// ([`super::token::replay_api_key`]): the key for `[redacted]`, a wrong key of the recorded
+/// kind for `[redacted:case]` and the like. One the recorder could not judge (it was not told
+/// the key) and a key recorded in clear are the key where the recorded hub admitted the
+/// connection (`refused` false), as recorded where it refused it (a refused one the recorder
+/// could not judge is not played, [`agent_unplayed`]).
+fn agent_auth(recorded: Option<Value>, refused: bool, cfg: &ReplayConfig) -> Option<Value> {
+    let mut auth = recorded?;
+    let Some(key) = auth.get("apiKey").and_then(Value::as_str) else {
+        return Some(auth);
+    };
+    let made = if key.starts_with("[redacted") && key != super::token::UNVERIFIED {
+        super::token::replay_api_key(key, &cfg.api_key)
+    } else if refused {
+        key.to_string()
+    } else {
+        cfg.api_key.clone()
+    };
+    auth["apiKey"] = json!(made);
+    Some(auth)
+}
+
+/// Why an agent connection the recorded hub ended is not played (`None`: it is): one it
+/// refused whose apiKey the recorder could not judge, so whether the hub refused a wrong key
+/// or a right one for another reason is unknown.
+fn agent_unplayed(auth: Option<&Value>, refused: bool) -> Option<String> {
+    let key = auth?.get("apiKey")?.as_str()?;
+    (refused && key == super::token::UNVERIFIED).then(|| {
+        "an agent connection the hub refused is not replayed: its apiKey was recorded without \
+         the hub's key (record bridle --api-key), so whether it was wrong is unknown"
+            .to_string()
+    })
+}
+
 /// The adaptive quiet window: `CADENCE_FACTOR` × the longest recent gap, at least `MIN_WINDOW`
 /// (as bb's player).
 const MIN_WINDOW: Duration = Duration::from_millis(10);
@@ -192,8 +227,26 @@ enum Step {
     AgentSend(String, Value),
     /// The next live hub→browser event with this name (others are buffered for later steps).
     BrowserExpect(String),
-    /// The agent's recorded connect to its namespace: a connection of the replayed agent.
-    AgentConnect(Value),
+    /// The agent's recorded connect to its namespace: a connection of the replayed agent, with
+    /// the recorded handshake `auth` (its apiKey made again by kind, [`agent_auth`]);
+    /// `refused`: the hub ended it before sending it any event. `unplayed`: why the connection
+    /// is not played (a refused one whose apiKey the recorder could not judge): its end is
+    /// then shown as recorded, not compared.
+    AgentConnect {
+        ev: Value,
+        auth: Option<Value>,
+        refused: bool,
+        unplayed: Option<String>,
+    },
+    /// The hub ended the oldest agent connection still open (a DISCONNECT or CONNECT_ERROR
+    /// packet, for the view, or its close `1`): awaited on the live connection and compared as
+    /// an event ([`agent_ended`]), as a browser's is; `refused`: before sending it any event;
+    /// `compared`: false for a connection not played.
+    AgentEnded {
+        ev: Option<Value>,
+        refused: bool,
+        compared: bool,
+    },
     /// An agent connection ends here: its recorded end (its leave or a close, [`agent_end`]),
     /// or, in a recording without ends, after its last recorded line when another connection
     /// follows, the hub given the recorded gap to the next line (10 ms to the fixed quiet
@@ -216,28 +269,21 @@ fn is_raw(line: &str) -> bool {
     }
 }
 
-/// An agent connection's end in the recording: the agent's namespace leave, or either side's
-/// Engine.IO close (`1`, [`super::proxy::CLOSE_LINE`]).
-fn agent_end(entry: &crate::lane::Entry) -> bool {
-    if entry.line.as_bytes() == super::proxy::CLOSE_LINE {
-        return true;
-    }
-    entry.dir == "agent→hub"
-        && matches!(
-            super::wire::decode_frame(&entry.line),
-            Ok((_, Some(p))) if p.nsp == AGENT_NSP && p.kind == super::wire::SioType::Disconnect
-        )
-}
-
 /// What the hub's end of a browser connection is compared as (the recorded packet differs by
 /// hub and is legal either way: refused at the handshake, or admitted and disconnected).
 fn hub_ended() -> Value {
     json!({ "dir": "hub→browser", "ended": true })
 }
 
-/// The Socket.IO packet of a recorded line on the browser's namespace, and the Engine.IO close
-/// (`1`) as `None`: what ends or opens a browser connection.
-enum BrowserLine {
+/// What the hub's end of an agent connection is compared as (a refusal at the handshake, or an
+/// admission and a disconnect: the spec says only that the connection "is rejected").
+fn agent_ended() -> Value {
+    json!({ "dir": "hub→agent", "ended": true })
+}
+
+/// What a recorded line of a peer's (a browser's, or an agent's) does to its connection: a
+/// Socket.IO packet on the peer's namespace, or an Engine.IO close (`1`) from either side.
+enum PeerLine {
     Connect(Option<Value>),
     Leave,
     Close,
@@ -267,9 +313,9 @@ enum Transition {
 }
 
 impl Connection {
-    fn next(&mut self, line: &BrowserLine) -> Transition {
+    fn next(&mut self, line: &PeerLine) -> Transition {
         match line {
-            BrowserLine::Connect(_) => {
+            PeerLine::Connect(_) => {
                 let overlapping = self.open;
                 *self = Connection {
                     open: true,
@@ -277,17 +323,17 @@ impl Connection {
                 };
                 Transition::Opened { overlapping }
             }
-            BrowserLine::Leave | BrowserLine::Close if self.open => {
+            PeerLine::Leave | PeerLine::Close if self.open => {
                 self.open = false;
                 Transition::Left
             }
-            BrowserLine::HubEnd if self.open => {
+            PeerLine::HubEnd if self.open => {
                 self.open = false;
                 Transition::Ended {
                     refused: !self.answered,
                 }
             }
-            BrowserLine::Event => {
+            PeerLine::Event => {
                 self.answered = true;
                 Transition::Kept
             }
@@ -296,32 +342,43 @@ impl Connection {
     }
 }
 
-fn browser_line(entry: &crate::lane::Entry) -> BrowserLine {
-    let from_browser = match entry.dir.as_str() {
-        "browser→hub" => true,
-        "hub→browser" => false,
-        _ => return BrowserLine::Other,
+/// The replayed peers: a browser on the client namespace, an agent on the agent namespace.
+#[derive(Clone, Copy)]
+enum Peer {
+    Browser,
+    Agent,
+}
+
+fn peer_line(entry: &crate::lane::Entry, peer: Peer) -> PeerLine {
+    let (out, nsp) = match peer {
+        Peer::Browser => (["browser→hub", "hub→browser"], CLIENT_NSP),
+        Peer::Agent => (["agent→hub", "hub→agent"], AGENT_NSP),
+    };
+    let from_peer = match entry.dir.as_str() {
+        d if d == out[0] => true,
+        d if d == out[1] => false,
+        _ => return PeerLine::Other,
     };
     if entry.line.as_bytes() == super::proxy::CLOSE_LINE {
-        return if from_browser {
-            BrowserLine::Close
+        return if from_peer {
+            PeerLine::Close
         } else {
-            BrowserLine::HubEnd
+            PeerLine::HubEnd
         };
     }
     let Ok((_, Some(p))) = super::wire::decode_frame(&entry.line) else {
-        return BrowserLine::Other;
+        return PeerLine::Other;
     };
-    if p.nsp != CLIENT_NSP {
-        return BrowserLine::Other;
+    if p.nsp != nsp {
+        return PeerLine::Other;
     }
     use super::wire::SioType;
-    match (from_browser, p.kind) {
-        (true, SioType::Connect) => BrowserLine::Connect(p.data),
-        (true, SioType::Disconnect) => BrowserLine::Leave,
-        (false, SioType::Disconnect | SioType::ConnectError) => BrowserLine::HubEnd,
-        (false, SioType::Event) => BrowserLine::Event,
-        _ => BrowserLine::Other,
+    match (from_peer, p.kind) {
+        (true, SioType::Connect) => PeerLine::Connect(p.data),
+        (true, SioType::Disconnect) => PeerLine::Leave,
+        (false, SioType::Disconnect | SioType::ConnectError) => PeerLine::HubEnd,
+        (false, SioType::Event) => PeerLine::Event,
+        _ => PeerLine::Other,
     }
 }
 
@@ -359,12 +416,12 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
     let mut token_why: Option<String> = None;
     let mut refused_why: Option<String> = None;
     for entry in cell.recorded() {
-        let line = browser_line(&entry);
+        let line = peer_line(&entry, Peer::Browser);
         match connection.next(&line) {
             Transition::Opened { overlapping: o } => {
                 overlapping |= o;
                 browser_connects += 1;
-                if let BrowserLine::Connect(auth) = &line {
+                if let PeerLine::Connect(auth) = &line {
                     token_why = replay_token_problem(auth.as_ref());
                 }
             }
@@ -387,6 +444,11 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
             }
             ("hub→http", _) => has_http = true,
             ("hub→agent" | "agent→hub", Some(_)) => has_agent = true,
+            // An agent that only connected (and was refused) is replayed too: the refusal is
+            // what the hub owes it.
+            ("agent→hub", None) => {
+                has_agent |= ev["nsp"] == AGENT_NSP && ev["packet"] == "connect"
+            }
             ("browser→hub", Some(_)) => has_browser = true,
             _ => {}
         }
@@ -523,6 +585,8 @@ struct Party {
     arrivals: Vec<String>,
     first_stall: Option<(usize, String)>,
     wrong: Vec<String>,
+    /// What was not played or compared, and why: said in a passing verdict.
+    notes: Vec<String>,
     /// The cell's verdict when its replay ended early (its browser could not connect, the hub
     /// did not forward its message to the agent): its later steps are not played.
     ended: Option<Outcome>,
@@ -560,6 +624,7 @@ impl Party {
             arrivals: Vec::new(),
             first_stall: None,
             wrong: Vec::new(),
+            notes: Vec::new(),
             ended: None,
         }
     }
@@ -617,53 +682,100 @@ impl Party {
         cfg: &ReplayConfig,
         cadence: &mut Cadence,
     ) -> Result<(), String> {
-        use super::transport::RecvError;
+        let wait = self.wait(cfg);
         let Some(b) = self.browser.as_mut() else {
             return Ok(());
         };
-        let wait = if self.stalled {
+        let (events, ended) = read_to_end(b, wait, cadence).await;
+        let names: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
+        self.arrivals.extend(names.iter().cloned());
+        self.buffered
+            .extend(events.into_iter().map(|e| (e.name, e.data)));
+        if ended {
+            self.browser = None;
+            return Ok(());
+        }
+        self.stalled = true;
+        Err(end_missing("browser", "", wait, &names))
+    }
+
+    /// Waits for the hub to end the agent connection `a`, as the recording shows it did: at
+    /// most the wait (the fixed quiet window once the cell stalled). What the hub sent it
+    /// first is dropped (named in the stall: events it owed an agent it admitted).
+    async fn await_agent_end(
+        &mut self,
+        a: &mut Socket,
+        refused: bool,
+        cfg: &ReplayConfig,
+        cadence: &mut Cadence,
+    ) -> Result<(), String> {
+        let wait = self.wait(cfg);
+        let (events, ended) = read_to_end(a, wait, cadence).await;
+        if ended {
+            return Ok(());
+        }
+        self.stalled = true;
+        let names: Vec<String> = events.into_iter().map(|e| e.name).collect();
+        let when = if refused {
+            " before sending it any event"
+        } else {
+            ""
+        };
+        Err(end_missing("agent", when, wait, &names))
+    }
+
+    /// How long an awaited output is waited for: the wait, or the fixed quiet window once the
+    /// cell stalled (one fault, one verdict).
+    fn wait(&self, cfg: &ReplayConfig) -> Duration {
+        if self.stalled {
             fixed_quiet(cfg.wait)
         } else {
             cfg.wait
-        };
-        let deadline = Instant::now() + wait;
-        // What the hub sent the connection while it was awaited: events it owed a browser it
-        // admitted (a welcome), where the recorded hub ended it.
-        let mut instead: Vec<String> = Vec::new();
-        loop {
-            match b.recv_until(deadline).await {
-                Ok(e) => {
-                    cadence.arrived(b.engine.last_arrival());
-                    self.arrivals.push(e.name.clone());
-                    instead.push(e.name.clone());
-                    self.buffered.push_back((e.name, e.data));
-                }
-                Err(RecvError::Disconnected | RecvError::Closed(_)) => {
-                    self.browser = None;
-                    return Ok(());
-                }
-                Err(RecvError::Invalid { .. }) => {}
-                Err(RecvError::Timeout) => {
-                    self.stalled = true;
-                    let kept = if instead.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            "{}it kept the connection and sent {}",
-                            crate::parity::NOT_SLOW,
-                            super::counted_names(instead.iter().map(String::as_str), true)
-                                .join(" → ")
-                        )
-                    };
-                    return Err(format!(
-                        "the hub's end of the browser's connection: none within {:.1} s (the \
-                         recorded hub ended it){kept}",
-                        wait.as_secs_f64()
-                    ));
-                }
-            }
         }
     }
+}
+
+/// Reads `s` until the hub ends the connection (`true`) or `wait` passed: the events that
+/// came first.
+async fn read_to_end(
+    s: &mut Socket,
+    wait: Duration,
+    cadence: &mut Cadence,
+) -> (Vec<super::transport::Event>, bool) {
+    use super::transport::RecvError;
+    let deadline = Instant::now() + wait;
+    let mut events = Vec::new();
+    loop {
+        match s.recv_until(deadline).await {
+            Ok(e) => {
+                cadence.arrived(s.engine.last_arrival());
+                events.push(e);
+            }
+            Err(RecvError::Disconnected | RecvError::Closed(_)) => return (events, true),
+            Err(RecvError::Invalid { .. }) => {}
+            Err(RecvError::Timeout) => return (events, false),
+        }
+    }
+}
+
+/// The stall of a hub that kept a `peer`'s connection the recorded hub ended (`when`: how the
+/// recording has it, after "ended it"), naming what it sent instead: events it owed a peer it
+/// admitted, so not a slow hub.
+fn end_missing(peer: &str, when: &str, wait: Duration, sent: &[String]) -> String {
+    let kept = if sent.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{}it kept the connection and sent {}",
+            crate::parity::NOT_SLOW,
+            super::counted_names(sent.iter().map(String::as_str), true).join(" → ")
+        )
+    };
+    format!(
+        "the hub's end of the {peer}'s connection: none within {:.1} s (the recorded hub ended \
+         it{when}){kept}",
+        wait.as_secs_f64()
+    )
 }
 
 /// Replays the cells of one hub folder and agentId together, on one hub, in their recorded
@@ -737,7 +849,10 @@ pub async fn replay_group_into(
     let has_agent = steps.iter().any(|(_, s)| {
         matches!(
             s,
-            Step::AgentSend(..) | Step::AgentExpect(..) | Step::AgentConnect(_)
+            Step::AgentSend(..)
+                | Step::AgentExpect(..)
+                | Step::AgentConnect { .. }
+                | Step::AgentEnded { .. }
         )
     });
     let opts = Options {
@@ -751,18 +866,21 @@ pub async fn replay_group_into(
     let mut agent_early: VecDeque<super::transport::Event> = VecDeque::new();
     let agent_fail =
         |e: super::transport::ConnectError| format!("the replayed agent could not connect: {e}");
-    let connect_agent = |opts: Options| {
+    let connect_agent = |auth: Option<Value>, opts: Options| {
         let url = cfg.url.clone();
-        let auth = json!({ "apiKey": cfg.api_key, "agentId": agent_id });
-        async move { Socket::connect(&url, AGENT_NSP, Some(auth), &opts).await }
+        async move { Socket::connect(&url, AGENT_NSP, auth, &opts).await }
     };
+    // Agent connections the recording shows refused that are not open now (the live hub
+    // refused them at the handshake too, or they were not played): their ends are found at once.
+    let mut agents_refused = 0usize;
     // Without a recorded connect (a cell recorded without its agent's own lane), the agent
     // connects at the start, as one already there when the browser came.
     let mut agent = None;
     // Agent connections still open that a newer one replaced, oldest first.
     let mut older_agents: VecDeque<Socket> = VecDeque::new();
     if has_agent && agent_connects == 0 {
-        match connect_agent(opts.clone()).await {
+        let auth = json!({ "apiKey": cfg.api_key, "agentId": agent_id });
+        match connect_agent(Some(auth), opts.clone()).await {
             Ok(s) => {
                 // A cell that recorded the agent's own register sends it in its place.
                 if !registers {
@@ -829,16 +947,66 @@ pub async fn replay_group_into(
         }
         match step {
             Step::AgentClose(_) => {}
-            Step::AgentConnect(ev) => {
-                match connect_agent(opts.clone()).await {
-                    Ok(s) => {
-                        cadence.wrote();
-                        // Still open in the recording (a takeover): it ends at its own end.
-                        older_agents.extend(agent.replace(s));
+            Step::AgentConnect {
+                ev,
+                auth,
+                refused,
+                unplayed,
+            } => {
+                if let Some(why) = unplayed {
+                    p.notes.push(why);
+                    agents_refused += 1;
+                } else {
+                    let auth = agent_auth(auth, refused, cfg);
+                    match connect_agent(auth, opts.clone()).await {
+                        Ok(s) => {
+                            cadence.wrote();
+                            // Still open in the recording (a takeover): it ends at its own end.
+                            older_agents.extend(agent.replace(s));
+                        }
+                        // Refused at the handshake, as the recorded hub refused it.
+                        Err(_) if refused => {
+                            cadence.wrote();
+                            agents_refused += 1;
+                        }
+                        Err(e) => return all_failed(cells, &outcomes, &agent_fail(e)),
                     }
-                    Err(e) => return all_failed(cells, &outcomes, &agent_fail(e)),
                 }
                 p.view.push(ev);
+            }
+            Step::AgentEnded {
+                ev,
+                refused,
+                compared,
+            } => {
+                if refused && agents_refused > 0 {
+                    agents_refused -= 1;
+                    if compared {
+                        p.live.push(agent_ended());
+                    }
+                    p.view.extend(ev);
+                    continue;
+                }
+                // The oldest connection still open is the one the recorded hub ended.
+                let Some(mut a) = older_agents.pop_front().or_else(|| agent.take()) else {
+                    continue;
+                };
+                // What it got before its end is dropped: the recording shows no more lines of
+                // this connection.
+                match p.await_agent_end(&mut a, refused, cfg, &mut cadence).await {
+                    Ok(()) => {
+                        p.live.push(agent_ended());
+                        p.view.extend(ev);
+                    }
+                    Err(m) => {
+                        // The recording has it ended here: the replay ends it, so that later
+                        // steps play with the connections the recording had.
+                        leave(&mut a, cfg).await;
+                        let missing = json!({ "dir": "hub→agent", "missing": m });
+                        p.live.push(missing.clone());
+                        p.view.push(missing);
+                    }
+                }
             }
             Step::BrowserConnect {
                 ev,
@@ -1079,32 +1247,105 @@ fn script(
     let mut connection: Vec<Connection> = vec![Connection::default(); cells];
     let mut connect_at: Vec<usize> = vec![0; cells];
     // Agent connections' ends are recorded (a proxy that records connection ends): they are
-    // played where they were, not guessed. `in_end`: the agent's last line was an end, so a
-    // close that follows it (the close handshake: each side's `1`) is the same connection's.
+    // played where they were, not guessed.
     let mut agent_ends = false;
-    let mut in_end = false;
+    // The agent connections open in the recording, oldest first: each one's connect step, and
+    // whether the hub sent it an event. An end is the oldest's (a takeover: the replaced
+    // agent's).
+    let mut agent_open: VecDeque<(usize, bool)> = VecDeque::new();
+    // The agent's last line was an end: whether it was a close (`1`), and from which side. A
+    // close after a namespace end, or after the other side's close (the WebSocket close
+    // handshake), ends the same connection.
+    let mut prev_end: Option<(bool, bool)> = None;
     for (_, i, entry) in merged {
         if matches!(entry.dir.as_str(), "agent→hub" | "hub→agent") {
-            let end = agent_end(&entry);
-            if end && !in_end {
-                agent_ends = true;
-                if let Ok(Some(ev)) = event_of(&entry) {
-                    ts.push(entry.ts);
-                    steps.push((i, Step::Echo(ev)));
-                }
-                ts.push(entry.ts);
-                steps.push((i, Step::AgentClose(Duration::ZERO)));
-            }
-            in_end = end;
-            if end {
+            let line = peer_line(&entry, Peer::Agent);
+            let is_close = entry.line.as_bytes() == super::proxy::CLOSE_LINE;
+            let from_agent = entry.dir == "agent→hub";
+            let end = matches!(line, PeerLine::Leave | PeerLine::Close | PeerLine::HubEnd);
+            let same = match prev_end {
+                Some((false, _)) => end && is_close,
+                Some((true, side)) => end && is_close && side != from_agent,
+                None => false,
+            };
+            prev_end = end.then_some((is_close, from_agent));
+            if same {
                 continue;
             }
+            match line {
+                PeerLine::Connect(auth) => {
+                    if let Ok(Some(ev)) = event_of(&entry) {
+                        agent_open.push_back((steps.len(), false));
+                        ts.push(entry.ts);
+                        steps.push((
+                            i,
+                            Step::AgentConnect {
+                                ev,
+                                auth,
+                                refused: false,
+                                unplayed: None,
+                            },
+                        ));
+                    }
+                    continue;
+                }
+                PeerLine::Event => {
+                    if let Some((_, answered)) = agent_open.back_mut() {
+                        *answered = true;
+                    }
+                }
+                PeerLine::HubEnd => {
+                    agent_ends = true;
+                    let (mut refused, mut compared) = (false, true);
+                    if let Some((at, answered)) = agent_open.pop_front()
+                        && let Some((
+                            _,
+                            Step::AgentConnect {
+                                auth,
+                                refused: r,
+                                unplayed,
+                                ..
+                            },
+                        )) = steps.get_mut(at)
+                    {
+                        refused = !answered;
+                        *r = refused;
+                        *unplayed = agent_unplayed(auth.as_ref(), refused);
+                        compared = unplayed.is_none();
+                    }
+                    if compared {
+                        recorded[i].push(agent_ended());
+                    }
+                    ts.push(entry.ts);
+                    steps.push((
+                        i,
+                        Step::AgentEnded {
+                            ev: event_of(&entry).ok().flatten(),
+                            refused,
+                            compared,
+                        },
+                    ));
+                    continue;
+                }
+                PeerLine::Leave | PeerLine::Close => {
+                    agent_ends = true;
+                    agent_open.pop_front();
+                    if let Ok(Some(ev)) = event_of(&entry) {
+                        ts.push(entry.ts);
+                        steps.push((i, Step::Echo(ev)));
+                    }
+                    ts.push(entry.ts);
+                    steps.push((i, Step::AgentClose(Duration::ZERO)));
+                    continue;
+                }
+                PeerLine::Other => {}
+            }
         }
-        let line = browser_line(&entry);
+        let line = peer_line(&entry, Peer::Browser);
         let transition = connection[i].next(&line);
         let ev = event_of(&entry).ok().flatten();
         let step = match (transition, line, ev) {
-            (Transition::Opened { .. }, BrowserLine::Connect(auth), Some(ev)) => {
+            (Transition::Opened { .. }, PeerLine::Connect(auth), Some(ev)) => {
                 connect_at[i] = steps.len();
                 Step::BrowserConnect {
                     ev,
@@ -1159,9 +1400,6 @@ fn script(
                         registers |= n == "register";
                         Step::AgentSend(n.to_string(), ev["data"].clone())
                     }
-                    ("agent→hub", None) if ev["nsp"] == AGENT_NSP && ev["packet"] == "connect" => {
-                        Step::AgentConnect(ev)
-                    }
                     (_, None) if ev["nsp"] == CLIENT_NSP => Step::BrowserPacket(ev),
                     _ => Step::Echo(ev),
                 }
@@ -1180,7 +1418,10 @@ fn script(
     // recorded: the proxy sees a connection end, not a packet), given the recorded gap to the
     // next line for the hub to notice.
     let is_agent = |s: &Step| match s {
-        Step::AgentSend(..) | Step::AgentExpect(..) | Step::AgentConnect(_) => true,
+        Step::AgentSend(..)
+        | Step::AgentExpect(..)
+        | Step::AgentConnect { .. }
+        | Step::AgentEnded { .. } => true,
         Step::Echo(ev) => matches!(ev["dir"].as_str(), Some("hub→agent" | "agent→hub")),
         _ => false,
     };
@@ -1192,7 +1433,7 @@ fn script(
     let mut last_agent: Option<usize> = None;
     let mut agent_connects = 0;
     for (k, (_, s)) in steps.iter().enumerate() {
-        if matches!(s, Step::AgentConnect(_)) {
+        if matches!(s, Step::AgentConnect { .. }) {
             if agent_connects > 0
                 && !agent_ends
                 && let Some(last) = last_agent
@@ -1272,7 +1513,7 @@ fn registers_before_probes(
     ts: Vec<f64>,
 ) -> (Vec<(usize, Step)>, Vec<f64>) {
     let movable = |s: &Step| match s {
-        Step::AgentConnect(_) => true,
+        Step::AgentConnect { .. } => true,
         Step::AgentSend(n, _) => n == "register",
         Step::Echo(ev) => ev["nsp"] == AGENT_NSP && ev.get("packet").is_some(),
         _ => false,
@@ -1488,6 +1729,7 @@ impl Party {
             arrivals,
             first_stall,
             wrong,
+            notes,
             ended,
             hub_wide,
             ..
@@ -1566,10 +1808,17 @@ impl Party {
         } else {
             compare(&recorded, &live)
         };
-        if let (true, Outcome::Pass { note, .. }) = (hub_wide, &mut outcome) {
-            *note = "hub-wide health compared by type (agentConnected, browserClients count \
+        if let Outcome::Pass { note, .. } = &mut outcome {
+            let mut said = notes;
+            if hub_wide {
+                said.push(
+                    "hub-wide health compared by type (agentConnected, browserClients count \
                      every agentId's peers; the replay plays one agentId at a time)"
-                .into();
+                        .into(),
+                );
+            }
+            said.dedup();
+            *note = said.join("; ");
         }
         if wrong.is_empty() {
             return outcome;
@@ -1740,4 +1989,145 @@ fn by_type(list: Vec<Value>) -> Vec<Value> {
             e
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lane::Entry;
+
+    fn cfg() -> ReplayConfig {
+        ReplayConfig {
+            url: "http://127.0.0.1:1".into(),
+            jwt_secret: "s".into(),
+            api_key: "Key-123".into(),
+            wait: Duration::from_secs(1),
+            fixed_windows: false,
+        }
+    }
+
+    /// One cell's lines, merged as the player merges a group's.
+    fn merged(lines: &[(&str, &str)]) -> Vec<(crate::lane::SeqKey, usize, Entry)> {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(k, (dir, line))| {
+                let e = Entry {
+                    ts: k as f64,
+                    run: 1.0,
+                    seq: k as f64,
+                    dir: dir.to_string(),
+                    line: line.to_string(),
+                    extra: Default::default(),
+                };
+                (e.key(), 0, e)
+            })
+            .collect()
+    }
+
+    const UP: &str = "agent→hub";
+    const DOWN: &str = "hub→agent";
+
+    /// The agent steps of a script, by kind: `connect(refused)`, `ended(refused)`, `close`.
+    fn agent_steps(s: &Script) -> Vec<String> {
+        s.steps
+            .iter()
+            .filter_map(|(_, st)| match st {
+                Step::AgentConnect { refused, .. } => Some(format!("connect({refused})")),
+                Step::AgentEnded { refused, .. } => Some(format!("ended({refused})")),
+                Step::AgentClose(_) => Some("close".into()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_agent_connection_the_hub_ended_is_one_compared_end() {
+        let s = script(
+            merged(&[
+                (
+                    UP,
+                    r#"40/ws/agent,{"apiKey":"[redacted:case]","agentId":"a"}"#,
+                ),
+                (DOWN, r#"40/ws/agent,{"sid":"x"}"#),
+                (DOWN, "41/ws/agent,"),
+                (DOWN, "1"),
+                (UP, "1"),
+                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+                (DOWN, r#"42/ws/agent,["config",{}]"#),
+                (UP, r#"42/ws/agent,["register",{}]"#),
+                (UP, "41/ws/agent,"),
+                (UP, "1"),
+            ]),
+            1,
+            &cfg(),
+        );
+        // The hub's disconnect, its close and the agent's answering close are one end; the
+        // agent's leave and its close another.
+        assert_eq!(
+            agent_steps(&s),
+            ["connect(true)", "ended(true)", "connect(false)", "close"]
+        );
+        assert_eq!(s.recorded[0], vec![agent_ended()]);
+    }
+
+    #[test]
+    fn two_closes_of_one_side_end_two_connections_oldest_first() {
+        let s = script(
+            merged(&[
+                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+                (DOWN, r#"42/ws/agent,["config",{}]"#),
+                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+                (UP, "1"),
+                (UP, "1"),
+            ]),
+            1,
+            &cfg(),
+        );
+        assert_eq!(
+            agent_steps(&s),
+            ["connect(false)", "connect(false)", "close", "close"]
+        );
+        // A hub's end of the first after the second connected: the first was answered.
+        let s = script(
+            merged(&[
+                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+                (DOWN, r#"42/ws/agent,["config",{}]"#),
+                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+                (DOWN, "1"),
+            ]),
+            1,
+            &cfg(),
+        );
+        assert_eq!(
+            agent_steps(&s),
+            ["connect(false)", "connect(false)", "ended(false)"]
+        );
+    }
+
+    #[test]
+    fn an_agent_handshake_is_sent_as_recorded_with_a_key_of_its_kind() {
+        let c = cfg();
+        let auth = |key: &str| Some(json!({ "apiKey": key, "agentId": "a" }));
+        let sent =
+            |key: &str, refused| agent_auth(auth(key), refused, &c).unwrap()["apiKey"].clone();
+        assert_eq!(sent("[redacted]", false), "Key-123");
+        assert_eq!(sent("[redacted:case]", true), "kEY-123");
+        assert_ne!(sent("[redacted:other]", true), "Key-123");
+        // Not judged when recorded: the key where the hub admitted it.
+        assert_eq!(sent("[redacted:unverified]", false), "Key-123");
+        // In clear: the recorded hub's key where it admitted it, as recorded where it refused.
+        assert_eq!(sent("old-key", false), "Key-123");
+        assert_eq!(sent("old-key", true), "old-key");
+        // What the handshake lacks stays lacking.
+        assert_eq!(
+            agent_auth(Some(json!({ "apiKey": "[redacted]" })), true, &c),
+            Some(json!({ "apiKey": "Key-123" }))
+        );
+        assert_eq!(agent_auth(None, true, &c), None);
+        // A refusal of a key the recorder could not judge is not played.
+        assert!(agent_unplayed(auth("[redacted:unverified]").as_ref(), true).is_some());
+        assert!(agent_unplayed(auth("[redacted:unverified]").as_ref(), false).is_none());
+        assert!(agent_unplayed(auth("[redacted]").as_ref(), true).is_none());
+    }
 }

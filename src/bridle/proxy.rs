@@ -21,9 +21,10 @@
 //!   becomes `[redacted:signed]` or `[redacted:forged]` (judged with the hub's JWT secret,
 //!   [`ProxyConfig::jwt_secret`]; `exp`/`nbf` are not judged, they stay readable),
 //!   `[redacted:unverified]` (no secret given) or `[redacted:unsigned]` (`alg: none`); any
-//!   other token is `[redacted:not-jwt]`; an apiKey is `[redacted]`, or, when the hub's key is
-//!   known ([`ProxyConfig::api_key`]) and it differs, says how (`[redacted:case]`,
-//!   `[redacted:prefix]`, `[redacted:extended]`, `[redacted:other]`); an empty one is kept.
+//!   other token is `[redacted:not-jwt]`; an apiKey is, when the hub's key is known
+//!   ([`ProxyConfig::api_key`]), `[redacted]` if it is the key, else how it differs
+//!   (`[redacted:case]`, `[redacted:prefix]`, `[redacted:extended]`, `[redacted:other]`), and
+//!   `[redacted:unverified]` when the key is not known; an empty one is kept.
 //!   The hub's secrets are never written (they are known secrets, redacted wherever a frame
 //!   echoes them). So is every secret the bb §1.9 rules find in a frame's JSON or an HTTP API
 //!   body (`apiKey`, `token`, env/header containers, …), every JWT-shaped token, and every

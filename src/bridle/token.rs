@@ -212,12 +212,14 @@ fn shifted_number(v: &Value, by: i64) -> Option<Value> {
     }
 }
 
-/// The recorded form of an agent's `auth.apiKey`: `[redacted]` when it is the hub's `key` (or
-/// the key is not known), else the marker of how it differs
-/// ([`crate::redact::wrong_key_kind`]); an empty key is kept (it holds no secret).
+/// The recorded form of an agent's `auth.apiKey`: `[redacted]` when it is the hub's `key`,
+/// [`UNVERIFIED`] when the key is not known (right or wrong, a replay cannot tell: recordings
+/// made before bridgewire kept key kinds say `[redacted]` for either), else the marker of how
+/// it differs ([`crate::redact::wrong_key_kind`]); an empty key is kept (it holds no secret).
 pub fn redact_api_key(v: &str, key: Option<&str>) -> String {
     match key {
         _ if v.is_empty() => String::new(),
+        None => UNVERIFIED.into(),
         Some(key) if v != key => crate::redact::wrong_key_kind(v, key).into(),
         _ => REDACTED.into(),
     }
@@ -453,7 +455,7 @@ mod tests {
     fn api_keys_record_their_kind() {
         let key = "Hub-Key-1234";
         assert_eq!(redact_api_key(key, Some(key)), REDACTED);
-        assert_eq!(redact_api_key("anything", None), REDACTED);
+        assert_eq!(redact_api_key("anything", None), UNVERIFIED);
         assert_eq!(redact_api_key("", Some(key)), "");
         let replay_key = "Other-Key-99";
         for (sent, marker) in [
