@@ -85,6 +85,51 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// A server's URL in one line of its start-up output: the first `http(s)://…` in it that names a port or a
+/// local host, else a `host:port` (IPv4, `localhost`, `[v6]`) standing alone or inside text. A
+/// wildcard listen address (`0.0.0.0`, `[::]`) becomes the loopback address, which is where a
+/// client reaches it. A URL with neither a port nor a local host (`https://github.com/…` in a
+/// banner line naming the project's docs) is not a listening address: passed over.
+pub fn find_url(line: &str) -> Option<String> {
+    static URL: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static HOST_PORT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let url = URL.get_or_init(|| {
+        // The host: a bracketed IPv6 literal (Node prints `http://[::]:PORT`), or a name.
+        regex::Regex::new(r#"https?://(?:\[[0-9A-Fa-f:.]+\]|[^\s"'<>()\]\[,]+)[^\s"'<>(),]*"#)
+            .expect("valid")
+    });
+    let hp = HOST_PORT.get_or_init(|| {
+        regex::Regex::new(r"(?:^|[\s(=@])((?:\d{1,3}(?:\.\d{1,3}){3}|localhost|\[[0-9A-Fa-f:]+\]):\d{1,5})(?:$|[\s),/.;])")
+            .expect("valid")
+    });
+    let listening = |u: &str| {
+        reqwest::Url::parse(u).is_ok_and(|p| {
+            p.port().is_some()
+                || matches!(
+                    p.host_str(),
+                    Some("localhost" | "127.0.0.1" | "0.0.0.0" | "[::1]" | "[::]")
+                )
+        })
+    };
+    let found = if let Some(u) = url
+        .find_iter(line)
+        .map(|m| m.as_str().trim_end_matches(['.', ';', ':']).to_string())
+        .find(|u| listening(u))
+    {
+        u
+    } else {
+        let c = hp.captures(line)?;
+        format!("http://{}/", &c[1])
+    };
+    Some(loopback(&found))
+}
+
+/// A wildcard listen address (`0.0.0.0`, `[::]`) as the loopback address a client reaches.
+pub fn loopback(url: &str) -> String {
+    url.replacen("//0.0.0.0:", "//127.0.0.1:", 1)
+        .replacen("//[::]:", "//[::1]:", 1)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1878,6 +1878,43 @@ fn check_node_hub_with(switch: Option<(&str, &str)>) -> (i32, String) {
     bridgewire(&refs)
 }
 
+/// A hub that logs before its address and prints it inside a sentence on a wildcard host (the
+/// node hub's `--banner`: a docs link first, then `[hub] listening on http://0.0.0.0:PORT (Ctrl-C
+/// to stop)`) is found there, as Side Bridge servers are (the first stdout line had to be the
+/// address); one that prints no address says what it printed.
+#[test]
+fn a_hub_address_is_found_past_start_up_logs() {
+    if !node_ready("a_hub_address_is_found_past_start_up_logs") {
+        return;
+    }
+    let script = node_dir().join("hub.js");
+    let (code, out) = bridgewire(&[
+        "check",
+        "bridle",
+        "hub",
+        "--rule",
+        "http-health",
+        "--",
+        "node",
+        script.to_str().unwrap(),
+        "--banner",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("pass    http-health"), "{out}");
+    let run = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
+        .args(["check", "bridle", "hub", "--", "bash", "-c"])
+        .arg("echo 'hub 1.2 starting (docs: https://example.org/hub)'; echo 'config ok'; exit 3")
+        .stdin(Stdio::null())
+        .output()
+        .expect("bridgewire runs");
+    let out = common::proc::output_text(&run);
+    assert_eq!(run.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("the hub exited (exit status: 3) before printing its address; it printed 2 stdout line(s), none an address, the last \"config ok\""),
+        "{out}"
+    );
+}
+
 /// The verdict lines (not sub-checks, not the summary) that did not pass.
 fn not_passed(out: &str) -> Vec<&str> {
     common::verdicts::not_passed(out)
@@ -3244,7 +3281,8 @@ fn a_hub_address_another_program_answers_is_refused_naming_it() {
 /// unsigned one, or one without `sub` stalls where the recorded hub ended the connection,
 /// naming the welcome it sent instead; one that admits an apiKey of the wrong case stalls
 /// alike in the agent's cell; one whose replaced agent's leave unregisters the newer agent
-/// fails on the takeover probes.
+/// fails on the takeover probes; one that says an agentId nobody serves is connected when any
+/// agent is fails on the probe the recording asked while another agentId's agent was there.
 #[test]
 fn successive_and_refused_browser_connections_are_replayed_with_tokens_of_their_kind() {
     if !node_ready(
@@ -3261,6 +3299,7 @@ fn successive_and_refused_browser_connections_are_replayed_with_tokens_of_their_
         Box::new(|| parity("--diverge accept-alg-none")),
         Box::new(|| parity("--diverge takeover-offline")),
         Box::new(|| parity("--diverge api-key-any-case")),
+        Box::new(|| parity("--diverge health-any-agent")),
     ];
     let results = parallel(jobs);
     let n = bridgewire::cell::discover(&cells).unwrap().len();
@@ -3329,6 +3368,20 @@ fn successive_and_refused_browser_connections_are_replayed_with_tokens_of_their_
         "{out}"
     );
     assert!(out.contains("0 failed, 1 stalled"), "{out}");
+    // The probe of an agentId nobody serves was answered while another check's agent was
+    // connected: replayed with another agentId's agent there, a hub that answers for any
+    // agent says connected.
+    let (code, out) = &results[6];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL node/health-none-f498ff0d__http")
+            && out.contains("/http/body/agentConnected: false → true"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{} passed, 1 failed, 0 skipped", n - 1)),
+        "{out}"
+    );
 }
 
 /// A connection that ends without a close frame (a browser whose TCP connection drops) is

@@ -88,11 +88,12 @@ impl Live for BridleLive {
         use rayon::prelude::*;
         let mut out: Vec<Option<LiveReplay>> = cells.iter().map(|_| None).collect();
         // Groups are independent (a hub each), so they run side by side as cells did.
+        let bystanders = super::player::bystanders(cells);
         let replayed: Vec<(Vec<usize>, Vec<LiveReplay>)> = super::player::groups(cells)
             .into_par_iter()
             .map(|group| {
                 let members: Vec<&Cell> = group.iter().map(|&i| cells[i]).collect();
-                let r = replay_group(&members, bridge, limits);
+                let r = replay_group(&members, &bystanders, bridge, limits);
                 (group, r)
             })
             .collect();
@@ -264,7 +265,12 @@ fn start_env_hub(
 }
 
 /// One group's cells replayed on a hub started for them: one result per cell.
-fn replay_group(cells: &[&Cell], bridge: &BridgeCommand, limits: LiveLimits) -> Vec<LiveReplay> {
+fn replay_group(
+    cells: &[&Cell],
+    bystanders: &super::player::Bystanders,
+    bridge: &BridgeCommand,
+    limits: LiveLimits,
+) -> Vec<LiveReplay> {
     let timeout = limits.timeout;
     let failed = |why: String| {
         cells
@@ -294,7 +300,7 @@ fn replay_group(cells: &[&Cell], bridge: &BridgeCommand, limits: LiveLimits) -> 
     };
     let mut views: Vec<Vec<serde_json::Value>> = cells.iter().map(|_| Vec::new()).collect();
     // A live difference is what parity reports; only a replay that could not run is an error.
-    let outcomes = rt.block_on(replay_group_into(cells, &cfg, &mut views));
+    let outcomes = rt.block_on(replay_group_into(cells, &cfg, bystanders, &mut views));
     // A hub that exited is named as such with its status, not as the wait it ended (given a
     // moment to be reaped when a connection closed on the replay).
     let failed_on = |m: &String| m.contains("connection closed");
@@ -332,17 +338,20 @@ fn live_replay_of(
     // player marks an awaited browser event that never came with `missing`. Those it only
     // looked for briefly after the first (`notAwaited`) are counted on that stall's line:
     // one fault, one verdict.
-    let mut stalls: Vec<String> = events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e["notAwaited"] != true)
-        .filter_map(|(i, e)| {
+    // Numbered by the place in the event list compared (without the entries that are no
+    // events: other missing ones, the player's `wrong` notes).
+    let mut place = 0;
+    let mut stalls: Vec<String> = Vec::new();
+    for e in &events {
+        let Some(m) = e["missing"].as_str() else {
+            place += usize::from(e.get("wrong").is_none());
+            continue;
+        };
+        if e["notAwaited"] != true {
             let dir = e["dir"].as_str().unwrap_or("hub→browser");
-            e["missing"]
-                .as_str()
-                .map(|m| format!("timed out waiting for {dir} event #{i} ({m})"))
-        })
-        .collect();
+            stalls.push(format!("timed out waiting for {dir} event #{place} ({m})"));
+        }
+    }
     let later = events.iter().filter(|e| e["notAwaited"] == true).count();
     if let Some(first) = stalls.first_mut().filter(|_| later > 0) {
         first.push_str(&format!(
@@ -404,6 +413,32 @@ fn live_replay_of(
 #[cfg(test)]
 mod tests {
     use super::same_hub;
+
+    /// A stall is numbered by its place among the events compared: the player's note of a
+    /// wrong welcome clientId before it is no event (it was counted, one too many).
+    #[test]
+    fn a_stall_is_numbered_among_the_events_compared() {
+        use serde_json::json;
+        let view = vec![
+            json!({"dir": "browser→hub", "packet": "connect", "nsp": "/ws/client"}),
+            json!({"dir": "hub→browser", "event": "welcome", "data": {"clientId": "x"}}),
+            json!({"dir": "hub→browser", "wrong": "welcome clientId \"x\" is not …"}),
+            json!({"dir": "browser→hub", "event": "message", "data": {"text": "hi"}}),
+            json!({"dir": "hub→browser", "missing": "message: none within the wait"}),
+            json!({"dir": "hub→browser", "missing": "stream_end: none", "notAwaited": true}),
+        ];
+        let outcome = super::Outcome::Fail("differs".into());
+        let r = super::live_replay_of(outcome, view, None);
+        assert_eq!(
+            r.stalls,
+            [
+                "timed out waiting for hub→browser event #3 (message: none within the wait); 1 \
+              later hub→browser event(s) not there either, not awaited after it"
+            ]
+        );
+        assert_eq!(r.events.len(), 3);
+        assert_eq!(r.problems.len(), 1);
+    }
 
     #[test]
     fn one_hub_by_host_and_port() {

@@ -247,6 +247,10 @@ enum Step {
         refused: bool,
         compared: bool,
     },
+    /// Another agentId's agent is connected (`Some`: connects, registers and is settled by a
+    /// pong, unless one is) or not (`None`: leaves) from here: the recording had one connected
+    /// at the health probe that follows ([`Bystanders`]). Not in any cell's view.
+    Bystander(Option<String>),
     /// An agent connection ends here: its recorded end (its leave or a close, [`agent_end`]),
     /// or, in a recording without ends, after its last recorded line when another connection
     /// follows, the hub given the recorded gap to the next line (10 ms to the fixed quiet
@@ -380,6 +384,172 @@ fn peer_line(entry: &crate::lane::Entry, peer: Peer) -> PeerLine {
         (false, SioType::Event) => PeerLine::Event,
         _ => PeerLine::Other,
     }
+}
+
+/// What a recorded agent line does to the agent's connections ([`AgentReader::next`]).
+enum AgentLine<T> {
+    /// Not an agent line.
+    NotAgent,
+    /// A connection opened, with its handshake's `auth`.
+    Connect(Option<Value>),
+    /// The oldest open connection ended (a takeover: the replaced agent's), by the hub or by
+    /// the agent: the connection's tag, and whether the hub sent it an event.
+    End {
+        by_hub: bool,
+        conn: Option<(T, bool)>,
+    },
+    /// A close that ends the connection an end just ended (the close after a namespace end,
+    /// or the other side's answering close).
+    SameEnd,
+    /// Anything else (events, acknowledgements, Engine.IO packets).
+    Other,
+}
+
+/// A cell's agent lines read as connections, oldest first: the player's script and
+/// [`bystanders`] read them alike. Each connection carries a tag (`T`: its connect step, or its
+/// connect's place) and whether the hub sent it an event.
+struct AgentReader<T> {
+    open: VecDeque<(T, bool)>,
+    /// The last agent line was an end: whether it was a close (`1`), and from which side.
+    prev_end: Option<(bool, bool)>,
+}
+
+impl<T> Default for AgentReader<T> {
+    fn default() -> Self {
+        AgentReader {
+            open: VecDeque::new(),
+            prev_end: None,
+        }
+    }
+}
+
+impl<T> AgentReader<T> {
+    /// Reads `entry`; a connect is tagged `tag`.
+    fn next(&mut self, entry: &crate::lane::Entry, tag: T) -> AgentLine<T> {
+        if !matches!(entry.dir.as_str(), "agent→hub" | "hub→agent") {
+            return AgentLine::NotAgent;
+        }
+        let line = peer_line(entry, Peer::Agent);
+        let is_close = entry.line.as_bytes() == super::proxy::CLOSE_LINE;
+        let from_agent = entry.dir == "agent→hub";
+        let end = matches!(line, PeerLine::Leave | PeerLine::Close | PeerLine::HubEnd);
+        // A close after a namespace end, or after the other side's close (the WebSocket close
+        // handshake), ends the same connection; two closes of one side end two.
+        let same = match self.prev_end {
+            Some((false, _)) => end && is_close,
+            Some((true, side)) => end && is_close && side != from_agent,
+            None => false,
+        };
+        self.prev_end = end.then_some((is_close, from_agent));
+        if same {
+            return AgentLine::SameEnd;
+        }
+        match line {
+            PeerLine::Connect(auth) => {
+                self.open.push_back((tag, false));
+                AgentLine::Connect(auth)
+            }
+            PeerLine::Event => {
+                if let Some((_, answered)) = self.open.back_mut() {
+                    *answered = true;
+                }
+                AgentLine::Other
+            }
+            PeerLine::HubEnd | PeerLine::Leave | PeerLine::Close => AgentLine::End {
+                by_hub: matches!(line, PeerLine::HubEnd),
+                conn: self.open.pop_front(),
+            },
+            PeerLine::Other => AgentLine::Other,
+        }
+    }
+}
+
+/// When each agentId had an agent connected in the recording, from the `__agent` cells of all
+/// the cells replayed (by hub folder): a connection from its connect to its end, one the hub
+/// refused (ended before sending it any event) left out. A group's health probe is asked with
+/// another agentId's agent connected where the recording had one ([`Bystanders::present_at`]):
+/// the groups are replayed apart, and a hub that answers `agentConnected` for any agent was
+/// seen only with one there.
+#[derive(Default)]
+pub struct Bystanders {
+    /// Hub folder, agentId, connected from, until (`None`: to the recording's end).
+    spans: Vec<(
+        String,
+        String,
+        crate::lane::SeqKey,
+        Option<crate::lane::SeqKey>,
+    )>,
+    /// The hub folder of the group being scripted.
+    folder: String,
+}
+
+/// Reads the agent connections of every `<agentId>__agent` cell of `cells`.
+pub fn bystanders(cells: &[&Cell]) -> Bystanders {
+    let mut spans = Vec::new();
+    for cell in cells {
+        let (folder, name) = cell.provider_and_name();
+        let Some(agent_id) = name.strip_suffix("__agent") else {
+            continue;
+        };
+        let mut reader: AgentReader<crate::lane::SeqKey> = AgentReader::default();
+        for entry in cell.recorded() {
+            if let AgentLine::End {
+                by_hub,
+                conn: Some((from, answered)),
+            } = reader.next(&entry, entry.key())
+                && (answered || !by_hub)
+            {
+                spans.push((
+                    folder.to_string(),
+                    agent_id.to_string(),
+                    from,
+                    Some(entry.key()),
+                ));
+            }
+        }
+        for (from, _) in reader.open {
+            spans.push((folder.to_string(), agent_id.to_string(), from, None));
+        }
+    }
+    Bystanders {
+        spans,
+        folder: String::new(),
+    }
+}
+
+impl Bystanders {
+    /// The same spans, for a group of `folder`.
+    fn for_folder(&self, folder: &str) -> Bystanders {
+        Bystanders {
+            spans: self
+                .spans
+                .iter()
+                .filter(|s| s.0 == folder)
+                .cloned()
+                .collect(),
+            folder: folder.to_string(),
+        }
+    }
+
+    /// An agentId other than `probed` whose agent was connected at `key` (the first such).
+    fn present_at(&self, key: crate::lane::SeqKey, probed: &str) -> Option<String> {
+        self.spans
+            .iter()
+            .filter(|s| s.0 == self.folder && s.1 != probed)
+            .find(|(_, _, from, to)| *from <= key && to.is_none_or(|t| key < t))
+            .map(|s| s.1.clone())
+    }
+}
+
+/// The agentId a recorded `http→hub` line asks the health of (`GET /api/agent/<id>/health`).
+fn health_probe(entry: &crate::lane::Entry) -> Option<String> {
+    let req: Value = serde_json::from_str(&entry.line).ok()?;
+    if req["method"].as_str().unwrap_or("GET") != "GET" {
+        return None;
+    }
+    let path = req["path"].as_str()?.trim_end_matches('/');
+    let id = path.strip_prefix("/api/agent/")?.strip_suffix("/health")?;
+    (!id.is_empty() && !id.contains('/')).then(|| id.to_string())
 }
 
 /// A cell of a group, read: its lines, and what the replay needs to know before it starts.
@@ -790,6 +960,7 @@ fn end_missing(peer: &str, when: &str, wait: Duration, sent: &[String]) -> Strin
 pub async fn replay_group_into(
     cells: &[&Cell],
     cfg: &ReplayConfig,
+    bystanders: &Bystanders,
     views: &mut [Vec<Value>],
 ) -> Vec<Outcome> {
     let mut outcomes: Vec<Option<Outcome>> = cells.iter().map(|_| None).collect();
@@ -835,12 +1006,13 @@ pub async fn replay_group_into(
     }
     // A stable sort: lines of one key keep their cell's order.
     merged.sort_by_key(|a| a.0);
+    let folder = cells.first().map_or("", |c| c.provider_and_name().0);
     let Script {
         steps,
         recorded,
         registers,
         agent_connects,
-    } = script(merged, cells.len(), cfg);
+    } = script(merged, cells.len(), cfg, &bystanders.for_folder(folder));
     for (p, r) in parties.iter_mut().zip(recorded) {
         if let Some(p) = p {
             p.recorded = r;
@@ -916,7 +1088,19 @@ pub async fn replay_group_into(
     let mut live_clients: std::collections::HashMap<String, String> = Default::default();
     // The agent sent its recorded register and no pong has yet shown the hub handled it.
     let mut register_unsynced = false;
+    // The other agentId's agent the recording had connected at a health probe.
+    let mut bystander: Option<Socket> = None;
     for (i, step) in steps {
+        if let Step::Bystander(other) = step {
+            if let Some(mut b) = bystander.take() {
+                leave(&mut b, cfg).await;
+            }
+            if let Some(id) = other {
+                bystander = connect_bystander(cfg, &id, &opts).await;
+                cadence.wrote();
+            }
+            continue;
+        }
         if let Step::AgentClose(gap) = step {
             if let Some(mut a) = older_agents.pop_front().or_else(|| agent.take()) {
                 // What it got meanwhile stays with the agent's later steps (none, or a
@@ -946,7 +1130,7 @@ pub async fn replay_group_into(
             .await;
         }
         match step {
-            Step::AgentClose(_) => {}
+            Step::AgentClose(_) | Step::Bystander(_) => {}
             Step::AgentConnect {
                 ev,
                 auth,
@@ -1162,6 +1346,23 @@ pub async fn replay_group_into(
         .collect()
 }
 
+/// Another agentId's agent, connected and registered (a pong says the hub handled the
+/// register), for a health probe the recording asked with it there ([`Bystanders`]); `None`
+/// when the hub did not admit it within the wait (the probe is asked without it).
+async fn connect_bystander(cfg: &ReplayConfig, agent_id: &str, opts: &Options) -> Option<Socket> {
+    let auth = json!({ "apiKey": cfg.api_key, "agentId": agent_id });
+    let mut s = Socket::connect(&cfg.url, AGENT_NSP, Some(auth), opts)
+        .await
+        .ok()?;
+    s.emit("register", json!({}));
+    s.emit("ping", json!({}));
+    let mut early = VecDeque::new();
+    agent_recv(&mut s, "pong", cfg.wait, &mut early)
+        .await
+        .ok()?;
+    Some(s)
+}
+
 /// The agent's recorded register must have been handled before another socket acts on the
 /// hub (a browser's message that should reach the agent, a health probe that should see it, a
 /// browser told whether it is connected), and that socket is unordered with the agent's: a
@@ -1235,6 +1436,7 @@ fn script(
     merged: Vec<(crate::lane::SeqKey, usize, crate::lane::Entry)>,
     cells: usize,
     cfg: &ReplayConfig,
+    bystanders: &Bystanders,
 ) -> Script {
     let mut steps: Vec<(usize, Step)> = Vec::new();
     let mut ts: Vec<f64> = Vec::new();
@@ -1249,96 +1451,83 @@ fn script(
     // Agent connections' ends are recorded (a proxy that records connection ends): they are
     // played where they were, not guessed.
     let mut agent_ends = false;
-    // The agent connections open in the recording, oldest first: each one's connect step, and
-    // whether the hub sent it an event. An end is the oldest's (a takeover: the replaced
-    // agent's).
-    let mut agent_open: VecDeque<(usize, bool)> = VecDeque::new();
-    // The agent's last line was an end: whether it was a close (`1`), and from which side. A
-    // close after a namespace end, or after the other side's close (the WebSocket close
-    // handshake), ends the same connection.
-    let mut prev_end: Option<(bool, bool)> = None;
-    for (_, i, entry) in merged {
-        if matches!(entry.dir.as_str(), "agent→hub" | "hub→agent") {
-            let line = peer_line(&entry, Peer::Agent);
-            let is_close = entry.line.as_bytes() == super::proxy::CLOSE_LINE;
-            let from_agent = entry.dir == "agent→hub";
-            let end = matches!(line, PeerLine::Leave | PeerLine::Close | PeerLine::HubEnd);
-            let same = match prev_end {
-                Some((false, _)) => end && is_close,
-                Some((true, side)) => end && is_close && side != from_agent,
-                None => false,
-            };
-            prev_end = end.then_some((is_close, from_agent));
-            if same {
-                continue;
-            }
-            match line {
-                PeerLine::Connect(auth) => {
-                    if let Ok(Some(ev)) = event_of(&entry) {
-                        agent_open.push_back((steps.len(), false));
-                        ts.push(entry.ts);
-                        steps.push((
-                            i,
-                            Step::AgentConnect {
-                                ev,
-                                auth,
-                                refused: false,
-                                unplayed: None,
-                            },
-                        ));
-                    }
-                    continue;
-                }
-                PeerLine::Event => {
-                    if let Some((_, answered)) = agent_open.back_mut() {
-                        *answered = true;
-                    }
-                }
-                PeerLine::HubEnd => {
-                    agent_ends = true;
-                    let (mut refused, mut compared) = (false, true);
-                    if let Some((at, answered)) = agent_open.pop_front()
-                        && let Some((
-                            _,
-                            Step::AgentConnect {
-                                auth,
-                                refused: r,
-                                unplayed,
-                                ..
-                            },
-                        )) = steps.get_mut(at)
-                    {
-                        refused = !answered;
-                        *r = refused;
-                        *unplayed = agent_unplayed(auth.as_ref(), refused);
-                        compared = unplayed.is_none();
-                    }
-                    if compared {
-                        recorded[i].push(agent_ended());
-                    }
+    // The agent's connections, each tagged with its connect step.
+    let mut agent_lines: AgentReader<usize> = AgentReader::default();
+    // The other agentId whose agent is connected for the group's health probes.
+    let mut bystander: Option<String> = None;
+    for (key, i, entry) in merged {
+        match agent_lines.next(&entry, steps.len()) {
+            AgentLine::NotAgent => {}
+            AgentLine::SameEnd => continue,
+            AgentLine::Other => {}
+            AgentLine::Connect(auth) => {
+                if let Ok(Some(ev)) = event_of(&entry) {
                     ts.push(entry.ts);
                     steps.push((
                         i,
-                        Step::AgentEnded {
-                            ev: event_of(&entry).ok().flatten(),
-                            refused,
-                            compared,
+                        Step::AgentConnect {
+                            ev,
+                            auth,
+                            refused: false,
+                            unplayed: None,
                         },
                     ));
-                    continue;
                 }
-                PeerLine::Leave | PeerLine::Close => {
-                    agent_ends = true;
-                    agent_open.pop_front();
-                    if let Ok(Some(ev)) = event_of(&entry) {
-                        ts.push(entry.ts);
-                        steps.push((i, Step::Echo(ev)));
-                    }
+                continue;
+            }
+            AgentLine::End { by_hub: true, conn } => {
+                agent_ends = true;
+                let (mut refused, mut compared) = (false, true);
+                if let Some((at, answered)) = conn
+                    && let Some((
+                        _,
+                        Step::AgentConnect {
+                            auth,
+                            refused: r,
+                            unplayed,
+                            ..
+                        },
+                    )) = steps.get_mut(at)
+                {
+                    refused = !answered;
+                    *r = refused;
+                    *unplayed = agent_unplayed(auth.as_ref(), refused);
+                    compared = unplayed.is_none();
+                }
+                if compared {
+                    recorded[i].push(agent_ended());
+                }
+                ts.push(entry.ts);
+                steps.push((
+                    i,
+                    Step::AgentEnded {
+                        ev: event_of(&entry).ok().flatten(),
+                        refused,
+                        compared,
+                    },
+                ));
+                continue;
+            }
+            AgentLine::End { by_hub: false, .. } => {
+                agent_ends = true;
+                if let Ok(Some(ev)) = event_of(&entry) {
                     ts.push(entry.ts);
-                    steps.push((i, Step::AgentClose(Duration::ZERO)));
-                    continue;
+                    steps.push((i, Step::Echo(ev)));
                 }
-                PeerLine::Other => {}
+                ts.push(entry.ts);
+                steps.push((i, Step::AgentClose(Duration::ZERO)));
+                continue;
+            }
+        }
+        // Another agentId's agent connected as the recording had it when a health probe asks.
+        if entry.dir == "http→hub"
+            && let Some(probed) = health_probe(&entry)
+        {
+            let want = bystanders.present_at(key, &probed);
+            if want != bystander {
+                ts.push(entry.ts);
+                steps.push((i, Step::Bystander(want.clone())));
+                bystander = want;
             }
         }
         let line = peer_line(&entry, Peer::Browser);
@@ -2061,6 +2250,7 @@ mod tests {
             ]),
             1,
             &cfg(),
+            &Bystanders::default(),
         );
         // The hub's disconnect, its close and the agent's answering close are one end; the
         // agent's leave and its close another.
@@ -2083,6 +2273,7 @@ mod tests {
             ]),
             1,
             &cfg(),
+            &Bystanders::default(),
         );
         assert_eq!(
             agent_steps(&s),
@@ -2098,10 +2289,100 @@ mod tests {
             ]),
             1,
             &cfg(),
+            &Bystanders::default(),
         );
         assert_eq!(
             agent_steps(&s),
             ["connect(false)", "connect(false)", "ended(false)"]
+        );
+    }
+
+    fn key(seq: f64) -> crate::lane::SeqKey {
+        crate::lane::SeqKey { run: 1.0, seq }
+    }
+
+    #[test]
+    fn a_health_probe_is_asked_with_another_agent_where_the_recording_had_one() {
+        let others = Bystanders {
+            spans: vec![
+                ("hub".into(), "other".into(), key(1.0), Some(key(3.0))),
+                ("hub".into(), "probed".into(), key(0.0), None),
+                ("elsewhere".into(), "far".into(), key(0.0), None),
+            ],
+            folder: String::new(),
+        }
+        .for_folder("hub");
+        assert_eq!(others.present_at(key(0.5), "probed"), None);
+        assert_eq!(
+            others.present_at(key(2.0), "probed").as_deref(),
+            Some("other")
+        );
+        // Its end ends it; the probed agentId's own agent is none; another folder's neither.
+        assert_eq!(others.present_at(key(3.0), "probed"), None);
+        assert_eq!(
+            others.present_at(key(2.0), "other").as_deref(),
+            Some("probed")
+        );
+        let probe = |line: &str| {
+            health_probe(&Entry {
+                ts: 0.0,
+                run: 1.0,
+                seq: 0.0,
+                dir: "http→hub".into(),
+                line: line.into(),
+                extra: Default::default(),
+            })
+        };
+        assert_eq!(
+            probe(r#"{"method":"GET","path":"/api/agent/a-1/health/","body":null}"#).as_deref(),
+            Some("a-1")
+        );
+        assert_eq!(
+            probe(r#"{"method":"GET","path":"/api/agent/health"}"#),
+            None
+        );
+        assert_eq!(
+            probe(r#"{"method":"POST","path":"/api/agent/a/health"}"#),
+            None
+        );
+        // Scripted: the other agent connects before the probe inside its span, leaves before
+        // the one after it.
+        let mut lines = vec![(
+            "http→hub",
+            r#"{"method":"GET","path":"/api/agent/probed/health"}"#,
+        )];
+        lines.push(("hub→http", r#"{"status":200,"body":{}}"#));
+        lines.push(lines[0]);
+        lines.push(lines[1]);
+        lines.push(lines[0]);
+        lines.push(lines[1]);
+        let others = Bystanders {
+            spans: vec![("hub".into(), "other".into(), key(1.0), Some(key(3.0)))],
+            folder: "hub".into(),
+        };
+        let s = script(merged(&lines), 1, &cfg(), &others);
+        let kinds: Vec<String> = s
+            .steps
+            .iter()
+            .map(|(_, st)| match st {
+                Step::Bystander(b) => format!("bystander {b:?}"),
+                Step::HttpSend(..) => "send".into(),
+                Step::HttpExpect => "answer".into(),
+                _ => "other".into(),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "send",
+                "answer",
+                "bystander Some(\"other\")",
+                "send",
+                "answer",
+                "bystander None",
+                "send",
+                "answer"
+            ]
         );
     }
 

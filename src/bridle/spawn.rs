@@ -1,5 +1,5 @@
 //! Peers under test as child processes: spawned as a [`ChildTree`], killed with it on drop,
-//! their first stdout line (a hub's bound address) read within a bound.
+//! their stdout read line by line (a hub's bound address) within a bound.
 
 use crate::proc::ChildTree;
 use std::ffi::OsString;
@@ -10,6 +10,9 @@ use std::time::Duration;
 
 /// How long a peer whose connection closed is given to be seen exiting.
 pub const EXIT_GRACE: Duration = Duration::from_millis(500);
+
+/// Stdout lines of a child kept until read.
+const STDOUT_LINES: usize = 1024;
 
 /// A child killed (with its whole tree, [`ChildTree`]) and reaped on drop.
 pub struct ChildGuard {
@@ -34,12 +37,14 @@ impl ChildGuard {
         }
         let mut child = ChildTree::spawn(&mut cmd)?;
         let out = child.stdout.take().expect("piped stdout");
-        let (tx, lines) = mpsc::channel();
+        // Bounded: a hub that logs on stdout long after its address is not kept in memory
+        // (lines past the bound are dropped; the pipe keeps being drained).
+        let (tx, lines) = mpsc::sync_channel(STDOUT_LINES);
         std::thread::Builder::new()
             .name("child-stdout".into())
             .spawn(move || {
                 for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let _ = tx.send(line); // keep draining after the reader stops listening
+                    let _ = tx.try_send(line); // keep draining after the reader stops listening
                 }
             })?;
         Ok(ChildGuard { child, lines })
@@ -80,8 +85,15 @@ impl ChildGuard {
     }
 }
 
-/// A hub's first stdout line → its base URL (`http://h:p`, `h:p` or a bare port).
+/// A hub's address in one stdout line, as its base URL: the line as a whole (`http://h:p`,
+/// `h:p` or a bare port), else a listening URL inside text (`Bridle hub listening on
+/// http://0.0.0.0:3333`: [`crate::util::find_url`], as Side Bridge servers are read).
 pub fn parse_address(line: &str) -> Option<String> {
+    exact_address(line)
+        .or_else(|| crate::util::find_url(line).map(|u| u.trim_end_matches('/').to_string()))
+}
+
+fn exact_address(line: &str) -> Option<String> {
     let t = line.trim();
     if t.starts_with("http://") || t.starts_with("https://") {
         return Some(t.trim_end_matches('/').to_string());

@@ -23,7 +23,8 @@ pub struct HubArgs {
     #[command(flatten)]
     pub reports: crate::report::ReportFiles,
     /// A running hub (`http://host:port`); otherwise the command after `--` (or the bundled
-    /// `bridle-ref-hub`) is started, and its first stdout line must be its address.
+    /// `bridle-ref-hub`) is started, and must print its address on stdout within 20 s: a line
+    /// that is one (`http://h:p`, `h:p`, a port) or names one (`listening on http://0.0.0.0:3333`)
     #[arg(long, conflicts_with = "command")]
     pub url: Option<String>,
     /// The secret browser JWTs are signed with (HS256); passed to a started hub as JWT_SECRET.
@@ -401,8 +402,12 @@ pub fn record_cmd(a: &RecordBridleArgs) -> u8 {
     code
 }
 
+/// How long a started hub is given to print its address.
+const ADDRESS_WAIT: Duration = Duration::from_secs(20);
+
 /// The hub under test: `--url` (with its secrets), or a started command (default: the bundled
-/// reference hub) given the secrets as env, its address read from its first stdout line.
+/// reference hub) given the secrets as env, its address read from its stdout: the first line
+/// that is an address or names one ([`parse_address`]).
 pub(crate) fn start_hub_or_why(
     url: Option<&str>,
     jwt_secret: Option<&str>,
@@ -445,25 +450,43 @@ pub(crate) fn start_hub_or_why(
         Ok(h) => h,
         Err(e) => return Err(format!("cannot start the hub: {e}")),
     };
+    // Its address is the first stdout line that is one or names one (a banner or log lines
+    // may come first), within 20 s.
     let started = std::time::Instant::now();
-    let first = hub.line(Duration::from_secs(20));
-    let Some(url) = first.as_deref().and_then(parse_address) else {
+    let deadline = started + ADDRESS_WAIT;
+    let (mut seen, mut last) = (0usize, None::<String>);
+    let mut url = None;
+    while let Some(line) = hub.line(deadline.saturating_duration_since(std::time::Instant::now())) {
+        if let Some(u) = parse_address(&line) {
+            url = Some(u);
+            break;
+        }
+        seen += 1;
+        last = Some(line);
+    }
+    let Some(url) = url else {
         // Its stdout closed early: it is exiting, which is said rather than a wait it never had.
         let mut exited = hub.exited();
-        let closed = first.is_none() && started.elapsed() < Duration::from_secs(19);
+        let closed = started.elapsed() < ADDRESS_WAIT - Duration::from_secs(1);
         let until = std::time::Instant::now() + Duration::from_secs(2);
         while exited.is_none() && closed && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
             exited = hub.exited();
         }
-        let why = match (exited, &first) {
-            (Some(st), _) => format!("the hub exited ({st}) before printing its address"),
-            (None, Some(line)) => format!(
-                "its first stdout line {:?} is not an address",
-                crate::redact::printable(line)
+        let printed = match &last {
+            Some(l) => format!(
+                "; it printed {seen} stdout line(s), none an address, the last {:?}",
+                crate::redact::printable(l)
             ),
-            (None, None) if closed => "its stdout closed before it printed an address".into(),
-            (None, None) => "no address on its first stdout line within 20 s".into(),
+            None => String::new(),
+        };
+        let why = match exited {
+            Some(st) => format!("the hub exited ({st}) before printing its address{printed}"),
+            None if closed => format!("its stdout closed before it printed an address{printed}"),
+            None => format!(
+                "no address on its stdout within {} s{printed}",
+                ADDRESS_WAIT.as_secs()
+            ),
         };
         return Err(why);
     };
@@ -611,6 +634,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
     // The cells of one agentId are replayed together, in their recorded order across them
     // (its connects live in its `__agent` cell): see `player::groups`.
     let refs: Vec<&crate::cell::Cell> = cells.iter().collect();
+    let bystanders = crate::bridle::player::bystanders(&refs);
     'groups: for group in crate::bridle::player::groups(&refs) {
         let members: Vec<&crate::cell::Cell> = group.iter().map(|&i| refs[i]).collect();
         // Every wait is bounded; this bounds their number too, plus what the recording itself
@@ -631,8 +655,11 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
             None => {
                 let mut views = vec![Vec::new(); members.len()];
                 rt.block_on(async {
-                    tokio::time::timeout(budget, replay_group_into(&members, &cfg, &mut views))
-                        .await
+                    tokio::time::timeout(
+                        budget,
+                        replay_group_into(&members, &cfg, &bystanders, &mut views),
+                    )
+                    .await
                 })
                 .unwrap_or_else(|_| {
                     members

@@ -76,10 +76,14 @@ const VARIANTS = {
 };
 let diverge = process.env.HUB_DIVERGE || "";
 let variant = process.env.HUB_VARIANT || "";
+let banner = false;
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   if (argv[i] === "--diverge") diverge = argv[++i] || "";
   else if (argv[i] === "--variant") variant = argv[++i] || "";
+  // Start-up logs before the address, and the address inside a sentence on a wildcard host,
+  // as many servers print it.
+  else if (argv[i] === "--banner") banner = true;
   else if (argv[i] === "--list" || argv[i] === "--list-variants") {
     const list = argv[i] === "--list" ? DIVERGENCES : VARIANTS;
     for (const [k, v] of Object.entries(list)) console.log(`${k}\t${v}`);
@@ -423,6 +427,9 @@ io.of("/ws/agent").on("connection", (socket) => {
   });
 });
 
+if (banner) console.log(`[hub] node ${process.version}, socket.io hub starting (docs: https://socket.io/docs/v4/)`);
 server.listen(Number(process.env.PORT || 0), "127.0.0.1", () => {
-  console.log(`http://127.0.0.1:${server.address().port}`);
+  const port = server.address().port;
+  if (banner) console.log(`[hub] listening on http://0.0.0.0:${port} (Ctrl-C to stop)`);
+  else console.log(`http://127.0.0.1:${port}`);
 });
