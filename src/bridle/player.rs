@@ -2214,6 +2214,11 @@ mod tests {
             .collect()
     }
 
+    /// One cell's lines as the player scripts them, no other agentId's agent anywhere.
+    fn scripted(lines: &[(&str, &str)]) -> Script {
+        script(merged(lines), 1, &cfg(), &Bystanders::default())
+    }
+
     const UP: &str = "agent→hub";
     const DOWN: &str = "hub→agent";
 
@@ -2232,26 +2237,21 @@ mod tests {
 
     #[test]
     fn an_agent_connection_the_hub_ended_is_one_compared_end() {
-        let s = script(
-            merged(&[
-                (
-                    UP,
-                    r#"40/ws/agent,{"apiKey":"[redacted:case]","agentId":"a"}"#,
-                ),
-                (DOWN, r#"40/ws/agent,{"sid":"x"}"#),
-                (DOWN, "41/ws/agent,"),
-                (DOWN, "1"),
-                (UP, "1"),
-                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
-                (DOWN, r#"42/ws/agent,["config",{}]"#),
-                (UP, r#"42/ws/agent,["register",{}]"#),
-                (UP, "41/ws/agent,"),
-                (UP, "1"),
-            ]),
-            1,
-            &cfg(),
-            &Bystanders::default(),
-        );
+        let s = scripted(&[
+            (
+                UP,
+                r#"40/ws/agent,{"apiKey":"[redacted:case]","agentId":"a"}"#,
+            ),
+            (DOWN, r#"40/ws/agent,{"sid":"x"}"#),
+            (DOWN, "41/ws/agent,"),
+            (DOWN, "1"),
+            (UP, "1"),
+            (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+            (DOWN, r#"42/ws/agent,["config",{}]"#),
+            (UP, r#"42/ws/agent,["register",{}]"#),
+            (UP, "41/ws/agent,"),
+            (UP, "1"),
+        ]);
         // The hub's disconnect, its close and the agent's answering close are one end; the
         // agent's leave and its close another.
         assert_eq!(
@@ -2263,34 +2263,24 @@ mod tests {
 
     #[test]
     fn two_closes_of_one_side_end_two_connections_oldest_first() {
-        let s = script(
-            merged(&[
-                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
-                (DOWN, r#"42/ws/agent,["config",{}]"#),
-                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
-                (UP, "1"),
-                (UP, "1"),
-            ]),
-            1,
-            &cfg(),
-            &Bystanders::default(),
-        );
+        let s = scripted(&[
+            (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+            (DOWN, r#"42/ws/agent,["config",{}]"#),
+            (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+            (UP, "1"),
+            (UP, "1"),
+        ]);
         assert_eq!(
             agent_steps(&s),
             ["connect(false)", "connect(false)", "close", "close"]
         );
         // A hub's end of the first after the second connected: the first was answered.
-        let s = script(
-            merged(&[
-                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
-                (DOWN, r#"42/ws/agent,["config",{}]"#),
-                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
-                (DOWN, "1"),
-            ]),
-            1,
-            &cfg(),
-            &Bystanders::default(),
-        );
+        let s = scripted(&[
+            (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+            (DOWN, r#"42/ws/agent,["config",{}]"#),
+            (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+            (DOWN, "1"),
+        ]);
         assert_eq!(
             agent_steps(&s),
             ["connect(false)", "connect(false)", "ended(false)"]
