@@ -3384,6 +3384,76 @@ fn successive_and_refused_browser_connections_are_replayed_with_tokens_of_their_
     );
 }
 
+/// Messages a hub sends agents beyond what the recording shows, on two corpora of the node
+/// hub's check run:
+/// - `tests/node/malformed`: the malformed-payload cells (a browser sends `null`, a non-array
+///   `parts`, a number for `text`…; the hub drops each). A hub that forwards them to the agent
+///   showed nothing: the agent's events were awaited where the recording has them, and what it
+///   got beyond them was never looked at. Now the messages the agent got that no recorded step
+///   awaited are added to the cell of the browser they name, as events the recording lacks.
+/// - `tests/node/isolation`: one user's browsers on two agentIds, each agent connected while the
+///   other's browser sends. Groups replay apart, so a hub that routes a message to every agent
+///   showed nothing. Now another agentId's agent is connected at a message where the recording
+///   had one, and a message it gets is added the same way (`"to": "another agentId's agent"`).
+///
+/// The hub against itself passes both; the flawed hubs fail the cell in replay and in parity.
+#[test]
+fn messages_the_agents_got_beyond_the_recording_are_differences() {
+    if !node_ready("messages_the_agents_got_beyond_the_recording_are_differences") {
+        return;
+    }
+    let malformed = node_dir().join("malformed");
+    let isolation = node_dir().join("isolation");
+    let cases = [
+        (
+            &malformed,
+            "forward-malformed",
+            "node/malformed-f498ff0d__malformed-user",
+            "",
+        ),
+        (
+            &isolation,
+            "any-agent",
+            "node/iso-a-f498ff0d__same-user",
+            r#","to":"another agentId's agent""#,
+        ),
+    ];
+    let mut jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = Vec::new();
+    for &(cells, flaw, _, _) in &cases {
+        jobs.push(Box::new(move || node_hub_replay(cells, "3000", &[], &[])));
+        jobs.push(Box::new(move || {
+            node_hub_replay(cells, "3000", &["--diverge", flaw], &[])
+        }));
+        jobs.push(Box::new(move || {
+            node_hub_parity(cells, "3000", &format!("--diverge {flaw}"), &[])
+        }));
+    }
+    let results = parallel(jobs);
+    for (k, &(cells, flaw, cell, to)) in cases.iter().enumerate() {
+        let n = bridgewire::cell::discover(cells).unwrap().len();
+        let (code, out) = &results[3 * k];
+        assert_eq!(*code, 0, "{out}");
+        assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");
+        let (code, out) = &results[3 * k + 1];
+        assert_eq!(*code, 1, "{flaw}: {out}");
+        assert!(
+            out.contains(&format!("FAIL {cell}: hub→agent event #"))
+                && out.contains(r#"recorded (none) vs live {"dir":"hub→agent","event":"message""#)
+                && out.contains(to)
+                && out.contains(&format!("{} passed, 1 failed", n - 1)),
+            "{flaw}: {out}"
+        );
+        let (code, out) = &results[3 * k + 2];
+        assert_eq!(*code, 1, "{flaw}: {out}");
+        assert!(
+            out.contains(&format!("FAIL {cell}"))
+                && out.contains(r#"events only in head: ? {"dir":"hub→agent","event":"message""#)
+                && out.contains(&format!("{} passed, 1 failed, 0 skipped", n - 1)),
+            "{flaw}: {out}"
+        );
+    }
+}
+
 /// A connection that ends without a close frame (a browser whose TCP connection drops) is
 /// recorded as ended all the same, in the lane of the side whose stream ended first: a replay
 /// plays the browser's close there (without it, a health probe after it counted a browser that

@@ -19,7 +19,8 @@
 //! without waiting and its answer collected at the recorded `hub→http` line.
 //!
 //! After the script, the browser keeps listening until the hub is idle, so that events a hub
-//! build sends beyond the recording are seen: every recorded output arrived (the script awaited
+//! build sends beyond the recording are seen (and messages the agent got that no recorded
+//! step awaited go to the cell of the browser they name): every recorded output arrived (the script awaited
 //! each one), and the hub was quiet for an adaptive window measured from its own cadence as in
 //! bb's player (`src/bb/player.rs`): 4× the longest of the last 16 gaps before its outputs, at
 //! least 10 ms, at most the fixed window (`wait / 10`, 100–500 ms), counted from its last
@@ -479,8 +480,9 @@ pub struct Bystanders {
         crate::lane::SeqKey,
         Option<crate::lane::SeqKey>,
     )>,
-    /// The hub folder of the group being scripted.
+    /// The hub folder and agentId of the group being scripted.
     folder: String,
+    group: String,
 }
 
 /// Reads the agent connections of every `<agentId>__agent` cell of `cells`.
@@ -514,12 +516,13 @@ pub fn bystanders(cells: &[&Cell]) -> Bystanders {
     Bystanders {
         spans,
         folder: String::new(),
+        group: String::new(),
     }
 }
 
 impl Bystanders {
-    /// The same spans, for a group of `folder`.
-    fn for_folder(&self, folder: &str) -> Bystanders {
+    /// The same spans, for the group of `agent_id` in `folder`.
+    fn for_group(&self, folder: &str, agent_id: &str) -> Bystanders {
         Bystanders {
             spans: self
                 .spans
@@ -528,6 +531,7 @@ impl Bystanders {
                 .cloned()
                 .collect(),
             folder: folder.to_string(),
+            group: agent_id.to_string(),
         }
     }
 
@@ -541,15 +545,32 @@ impl Bystanders {
     }
 }
 
-/// The agentId a recorded `http→hub` line asks the health of (`GET /api/agent/<id>/health`).
-fn health_probe(entry: &crate::lane::Entry) -> Option<String> {
-    let req: Value = serde_json::from_str(&entry.line).ok()?;
+/// The agentId a recorded `http→hub` request asks the health of (`GET /api/agent/<id>/health`).
+fn health_probe(req: &Value) -> Option<String> {
     if req["method"].as_str().unwrap_or("GET") != "GET" {
         return None;
     }
     let path = req["path"].as_str()?.trim_end_matches('/');
     let id = path.strip_prefix("/api/agent/")?.strip_suffix("/health")?;
     (!id.is_empty() && !id.contains('/')).then(|| id.to_string())
+}
+
+/// Whether another agentId's agent matters at this recorded event, and which agentId is not
+/// another's: a health probe (the probed agentId), a browser's message or an HTTP API message
+/// (the group's agentId: the spec's "agentId … scopes all routing").
+fn bystander_moment(ev: &Value, bystanders: &Bystanders) -> Option<String> {
+    match (ev["dir"].as_str()?, ev["event"].as_str()) {
+        ("http→hub", _) => {
+            let req = &ev["http"];
+            health_probe(req).or_else(|| {
+                let post = req["method"].as_str() == Some("POST");
+                let path = req["path"].as_str().unwrap_or("");
+                (post && path.contains("/message")).then(|| bystanders.group.clone())
+            })
+        }
+        ("browser→hub", Some("message")) => Some(bystanders.group.clone()),
+        _ => None,
+    }
 }
 
 /// A cell of a group, read: its lines, and what the replay needs to know before it starts.
@@ -1012,7 +1033,12 @@ pub async fn replay_group_into(
         recorded,
         registers,
         agent_connects,
-    } = script(merged, cells.len(), cfg, &bystanders.for_folder(folder));
+    } = script(
+        merged,
+        cells.len(),
+        cfg,
+        &bystanders.for_group(folder, &agent_id),
+    );
     for (p, r) in parties.iter_mut().zip(recorded) {
         if let Some(p) = p {
             p.recorded = r;
@@ -1088,12 +1114,15 @@ pub async fn replay_group_into(
     let mut live_clients: std::collections::HashMap<String, String> = Default::default();
     // The agent sent its recorded register and no pong has yet shown the hub handled it.
     let mut register_unsynced = false;
-    // The other agentId's agent the recording had connected at a health probe.
+    // The other agentId's agent the recording had connected at a health probe or a message,
+    // and the messages it got (routed to an agentId that was not theirs).
     let mut bystander: Option<Socket> = None;
+    let mut strays: Vec<super::transport::Event> = Vec::new();
     for (i, step) in steps {
         if let Step::Bystander(other) = step {
             if let Some(mut b) = bystander.take() {
-                leave(&mut b, cfg).await;
+                let got = leave(&mut b, cfg).await;
+                strays.extend(got.into_iter().filter(|e| e.name == "message"));
             }
             if let Some(id) = other {
                 bystander = connect_bystander(cfg, &id, &opts).await;
@@ -1335,6 +1364,61 @@ pub async fn replay_group_into(
     for p in parties.iter_mut().flatten().filter(|p| p.ended.is_none()) {
         quiesce(p, cfg, &mut cadence).await;
     }
+    // Messages the hub sent the agent that no recorded step awaited: the recording's agent got
+    // none of them (a hub that forwards what it should drop, or sends one twice). Read until
+    // the agent is quiet too; each goes to the cell of the browser it names (else the agent's
+    // own cell), an event the recording lacks.
+    let mut extra: Vec<super::transport::Event> = agent_early
+        .drain(..)
+        .filter(|e| e.name == "message")
+        .collect();
+    if let Some(a) = agent.as_mut() {
+        let until = Instant::now() + cadence.window(fixed_quiet(cfg.wait));
+        while let Ok(e) = a.recv_until(until).await {
+            if e.name == "message" {
+                extra.push(e);
+            }
+        }
+    }
+    if let Some(mut b) = bystander.take() {
+        let got = leave(&mut b, cfg).await;
+        strays.extend(got.into_iter().filter(|e| e.name == "message"));
+    }
+    let extra = extra
+        .into_iter()
+        .map(|e| (e, false))
+        .chain(strays.into_iter().map(|e| (e, true)));
+    for (e, stray) in extra {
+        let named = e.data["clientId"].as_str().map(|live| {
+            live_clients
+                .iter()
+                .find(|(_, l)| *l == live)
+                .map_or(live, |(recorded, _)| recorded.as_str())
+                .to_string()
+        });
+        let open = |p: &&mut Party| p.ended.is_none();
+        let cell = parties
+            .iter_mut()
+            .flatten()
+            .filter(open)
+            .find(|p| named.as_deref() == Some(p.client_id.as_str()));
+        let cell = match cell {
+            Some(p) => Some(p),
+            None => parties
+                .iter_mut()
+                .flatten()
+                .filter(open)
+                .find(|p| p.client_id == "agent"),
+        };
+        if let Some(p) = cell {
+            let mut ev = json!({ "dir": "hub→agent", "event": "message", "data": e.data });
+            if stray {
+                ev["to"] = json!("another agentId's agent");
+            }
+            p.live.push(ev.clone());
+            p.view.push(ev);
+        }
+    }
     drop(agent);
     for (i, party) in parties.into_iter().enumerate() {
         let Some(p) = party else { continue };
@@ -1519,20 +1603,22 @@ fn script(
                 continue;
             }
         }
-        // Another agentId's agent connected as the recording had it when a health probe asks.
-        if entry.dir == "http→hub"
-            && let Some(probed) = health_probe(&entry)
+        let line = peer_line(&entry, Peer::Browser);
+        let transition = connection[i].next(&line);
+        let ev = event_of(&entry).ok().flatten();
+        // Another agentId's agent connected as the recording had it when a health probe asks
+        // or a message goes out: a hub that answers for any agent, or routes a message to
+        // any, shows it.
+        if let Some(ev) = &ev
+            && let Some(except) = bystander_moment(ev, bystanders)
         {
-            let want = bystanders.present_at(key, &probed);
+            let want = bystanders.present_at(key, &except);
             if want != bystander {
                 ts.push(entry.ts);
                 steps.push((i, Step::Bystander(want.clone())));
                 bystander = want;
             }
         }
-        let line = peer_line(&entry, Peer::Browser);
-        let transition = connection[i].next(&line);
-        let ev = event_of(&entry).ok().flatten();
         let step = match (transition, line, ev) {
             (Transition::Opened { .. }, PeerLine::Connect(auth), Some(ev)) => {
                 connect_at[i] = steps.len();
@@ -2300,8 +2386,9 @@ mod tests {
                 ("elsewhere".into(), "far".into(), key(0.0), None),
             ],
             folder: String::new(),
+            group: String::new(),
         }
-        .for_folder("hub");
+        .for_group("hub", "probed");
         assert_eq!(others.present_at(key(0.5), "probed"), None);
         assert_eq!(
             others.present_at(key(2.0), "probed").as_deref(),
@@ -2313,16 +2400,7 @@ mod tests {
             others.present_at(key(2.0), "other").as_deref(),
             Some("probed")
         );
-        let probe = |line: &str| {
-            health_probe(&Entry {
-                ts: 0.0,
-                run: 1.0,
-                seq: 0.0,
-                dir: "http→hub".into(),
-                line: line.into(),
-                extra: Default::default(),
-            })
-        };
+        let probe = |line: &str| health_probe(&serde_json::from_str(line).unwrap());
         assert_eq!(
             probe(r#"{"method":"GET","path":"/api/agent/a-1/health/","body":null}"#).as_deref(),
             Some("a-1")
@@ -2349,6 +2427,7 @@ mod tests {
         let others = Bystanders {
             spans: vec![("hub".into(), "other".into(), key(1.0), Some(key(3.0)))],
             folder: "hub".into(),
+            group: "probed".into(),
         };
         let s = script(merged(&lines), 1, &cfg(), &others);
         let kinds: Vec<String> = s
