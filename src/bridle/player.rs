@@ -250,7 +250,8 @@ enum Step {
     },
     /// Another agentId's agent is connected (`Some`: connects, registers and is settled by a
     /// pong, unless one is) or not (`None`: leaves) from here: the recording had one connected
-    /// at the health probe that follows ([`Bystanders`]). Not in any cell's view.
+    /// at the health probe or message that follows ([`Bystanders`]). Not in any cell's view; a
+    /// message it gets is compared as one the recording lacks.
     Bystander(Option<String>),
     /// An agent connection ends here: its recorded end (its leave or a close, [`agent_end`]),
     /// or, in a recording without ends, after its last recorded line when another connection
@@ -1077,8 +1078,7 @@ pub async fn replay_group_into(
     // Agent connections still open that a newer one replaced, oldest first.
     let mut older_agents: VecDeque<Socket> = VecDeque::new();
     if has_agent && agent_connects == 0 {
-        let auth = json!({ "apiKey": cfg.api_key, "agentId": agent_id });
-        match connect_agent(Some(auth), opts.clone()).await {
+        match connect_agent(Some(agent_handshake(cfg, &agent_id)), opts.clone()).await {
             Ok(s) => {
                 // A cell that recorded the agent's own register sends it in its place.
                 if !registers {
@@ -1120,10 +1120,7 @@ pub async fn replay_group_into(
     let mut strays: Vec<super::transport::Event> = Vec::new();
     for (i, step) in steps {
         if let Step::Bystander(other) = step {
-            if let Some(mut b) = bystander.take() {
-                let got = leave(&mut b, cfg).await;
-                strays.extend(got.into_iter().filter(|e| e.name == "message"));
-            }
+            leave_bystander(&mut bystander, cfg, &mut strays).await;
             if let Some(id) = other {
                 bystander = connect_bystander(cfg, &id, &opts).await;
                 cadence.wrote();
@@ -1380,10 +1377,7 @@ pub async fn replay_group_into(
             }
         }
     }
-    if let Some(mut b) = bystander.take() {
-        let got = leave(&mut b, cfg).await;
-        strays.extend(got.into_iter().filter(|e| e.name == "message"));
-    }
+    leave_bystander(&mut bystander, cfg, &mut strays).await;
     let extra = extra
         .into_iter()
         .map(|e| (e, false))
@@ -1430,11 +1424,17 @@ pub async fn replay_group_into(
         .collect()
 }
 
+/// The handshake of an agent the recording has none for: the replay's key and `agent_id`.
+fn agent_handshake(cfg: &ReplayConfig, agent_id: &str) -> Value {
+    json!({ "apiKey": cfg.api_key, "agentId": agent_id })
+}
+
 /// Another agentId's agent, connected and registered (a pong says the hub handled the
-/// register), for a health probe the recording asked with it there ([`Bystanders`]); `None`
-/// when the hub did not admit it within the wait (the probe is asked without it).
+/// register), for a health probe or a message the recording had it there for
+/// ([`Bystanders`]); `None` when the hub did not admit it within the wait (the step is played
+/// without it).
 async fn connect_bystander(cfg: &ReplayConfig, agent_id: &str, opts: &Options) -> Option<Socket> {
-    let auth = json!({ "apiKey": cfg.api_key, "agentId": agent_id });
+    let auth = agent_handshake(cfg, agent_id);
     let mut s = Socket::connect(&cfg.url, AGENT_NSP, Some(auth), opts)
         .await
         .ok()?;
@@ -1445,6 +1445,19 @@ async fn connect_bystander(cfg: &ReplayConfig, agent_id: &str, opts: &Options) -
         .await
         .ok()?;
     Some(s)
+}
+
+/// The other agentId's agent leaves, if one is connected: the messages it got (routed to an
+/// agentId not theirs) go to `strays`.
+async fn leave_bystander(
+    bystander: &mut Option<Socket>,
+    cfg: &ReplayConfig,
+    strays: &mut Vec<super::transport::Event>,
+) {
+    if let Some(mut b) = bystander.take() {
+        let got = leave(&mut b, cfg).await;
+        strays.extend(got.into_iter().filter(|e| e.name == "message"));
+    }
 }
 
 /// The agent's recorded register must have been handled before another socket acts on the
