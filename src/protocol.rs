@@ -102,6 +102,24 @@ impl GrammarDrop {
 }
 
 /// Where assembly delivers its results, one at a time (cells can be gigabytes).
+/// A sink that keeps everything, in three lists: what a model's unit tests assert on.
+#[cfg(test)]
+#[derive(Default)]
+pub struct Collected(pub Vec<Value>, pub Vec<GrammarDrop>, pub Vec<String>);
+
+#[cfg(test)]
+impl EventSink for Collected {
+    fn event(&mut self, e: Value) {
+        self.0.push(e);
+    }
+    fn grammar_drop(&mut self, d: GrammarDrop) {
+        self.1.push(d);
+    }
+    fn invalid(&mut self, m: String) {
+        self.2.push(m);
+    }
+}
+
 pub trait EventSink {
     /// An event that passed the grammar.
     fn event(&mut self, event: Value);

@@ -2628,7 +2628,7 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
         ),
         (
             12,
-            "(stream: no event within the wait; not a slow bridge: a stream came only later, out of its place, after stream_end)",
+            "(stream: no event within the wait; not a slow bridge: a stream came only after its message's stream_end, where a client drops it (grammar: stream-after-end))",
         ),
         (
             13,
@@ -3496,4 +3496,106 @@ async fn record_bridle_records_a_dropped_connection_as_its_side_ending_it() {
     assert!(!down.iter().any(|l| l == "1"), "{down:?}");
     let up = lanes("u-polite", "browser→hub");
     assert_eq!(up[up.len() - 2..], ["41/ws/client,", "1"], "{up:?}");
+}
+
+/// A hub that holds each stream back until the agent's next frame sends the last one after
+/// `stream_end`, where a client drops it (`stream-after-end`). `tests/node/late-stream` is the
+/// node hub's check run with that flaw, recorded: the recording's own assembly drops those
+/// late streams, and the player awaits them as late ones.
+/// - The flawed hub against its own recording passes, in replay and in parity with the
+///   recording as the other leg: its late streams come late again.
+/// - The correct hub fails both stream cells: it sends the stream in its place, an event the
+///   recording lacks (`recorded (none) vs live …"stream"`; parity: `grammar drop only in base`).
+///   Before, the player's view put the late stream in its place on either side, and the two
+///   looked alike.
+///
+/// The same corpus keeps two false alarms of a recording against a live leg away:
+/// `reconnect-…__http` (its probe's recorded answer saw the agent's close, which the proxy
+/// logged after the probe: played in the proxy's order the live hub answered `true`), and
+/// `t-_hub__http` (the hub-wide health counts every group's peers: by type on both legs when
+/// one is a recording).
+#[test]
+fn a_stream_after_its_end_is_dropped_as_it_arrives_on_every_leg() {
+    if !node_ready("a_stream_after_its_end_is_dropped_as_it_arrives_on_every_leg") {
+        return;
+    }
+    let cells = node_dir().join("late-stream");
+    let n = bridgewire::cell::discover(&cells).unwrap().len();
+    let c = cells.display().to_string();
+    let hub = node_dir().join("hub.js").display().to_string();
+    let rec_parity = move |head: String| {
+        bridgewire_keyed(
+            &[
+                "parity",
+                "--timeout-ms",
+                "3000",
+                "--base",
+                &format!("rec:{c}"),
+                "--head",
+                &format!("cmd:node {hub} {head}"),
+                &c,
+            ],
+            &[],
+        )
+    };
+    let (cells_a, cells_b) = (cells.clone(), cells.clone());
+    let (rp_a, rp_b) = (rec_parity.clone(), rec_parity);
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(move || {
+            node_hub_replay(&cells_a, "3000", &["--diverge", "stream-after-end"], &[])
+        }),
+        Box::new(move || node_hub_replay(&cells_b, "3000", &[], &[])),
+        Box::new(move || rp_a("--diverge stream-after-end".into())),
+        Box::new(move || rp_b(String::new())),
+    ];
+    let results = parallel(jobs);
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");
+    let (code, out) = &results[2];
+    assert_eq!(*code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{n} passed, 0 failed, 0 skipped")),
+        "{out}"
+    );
+    let stream_cells = [
+        "node/relay-b913dd10__relay-user",
+        "node/spec-events-b913dd10__spec-events-user",
+    ];
+    let (code, out) = &results[1];
+    assert_eq!(*code, 1, "{out}");
+    for cell in stream_cells {
+        assert!(
+            out.contains(&format!("FAIL {cell}: hub→browser event #"))
+                && out.contains(r#"recorded (none) vs live {"dir":"hub→browser","event":"stream""#),
+            "{cell}: {out}"
+        );
+    }
+    assert!(
+        out.contains(&format!("{} passed, 2 failed", n - 2)),
+        "{out}"
+    );
+    let (code, out) = &results[3];
+    assert_eq!(*code, 1, "{out}");
+    for cell in stream_cells {
+        let at = out
+            .find(&format!("FAIL {cell}: "))
+            .unwrap_or_else(|| panic!("{cell}: {out}"));
+        let block: String = out[at..]
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            block.contains("grammar drop only in base: stream-after-end:stream")
+                && block
+                    .contains(r#"events only in head: ? {"dir":"hub→browser","event":"stream""#),
+            "{cell}: {block}"
+        );
+    }
+    assert!(
+        out.contains(&format!("{} passed, 2 failed, 0 skipped", n - 2)),
+        "{out}"
+    );
 }

@@ -71,6 +71,11 @@ impl Live for BridleLive {
         Protocol::Bridle
     }
 
+    /// A replay plays each agentId apart, so the hub-wide health's counts are its own.
+    fn live_view(&self, events: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+        super::model::hub_wide_counts_by_type(events)
+    }
+
     fn replay(&self, cell: &Cell, bridge: &BridgeCommand, limits: LiveLimits) -> LiveReplay {
         crate::protocol::replay_alone(self, cell, bridge, limits)
     }
@@ -364,10 +369,19 @@ fn live_replay_of(
         .iter()
         .filter_map(|e| e["wrong"].as_str().map(str::to_string))
         .collect();
-    events.retain(|e| e.get("missing").is_none() && e.get("wrong").is_none());
+    // What the player's grammar dropped as it came (a stream after its message's end): the
+    // leg's grammar drops, before those of the view.
+    let mut grammar: Vec<String> = events
+        .iter()
+        .filter_map(|e| e["dropped"].as_str().map(str::to_string))
+        .collect();
+    events.retain(|e| {
+        e.get("missing").is_none() && e.get("wrong").is_none() && e.get("dropped").is_none()
+    });
     // The recorded leg's assembly runs its events through the model's grammar; so does this
     // leg, so both compare the same view.
-    let (events, grammar) = super::model::grammar_pass(events);
+    let (events, view_drops) = super::model::grammar_pass(events);
+    grammar.extend(view_drops);
     let mut r = match outcome {
         Outcome::NotReplayable(reason) => LiveReplay::skipped(reason),
         Outcome::Fail(m) if m.contains("could not connect") => LiveReplay::failed(m),

@@ -11,8 +11,11 @@
 //! Engine.IO control frames (open, ping, pong, upgrade, noop) are transport, not events. The
 //! grammar drops, per direction and messageId, a `stream`/`stream_end` after that message's
 //! `stream_end` (`stream-after-end`) and a `stream` whose text does not extend the previous one
-//! (`streaming-replace`); a binary frame is dropped as `binary-frame`. A text frame that does not
-//! decode is reported as invalid, with its lane position.
+//! (`streaming-replace`); a binary frame from the hub is dropped as `binary-frame`. A text frame
+//! from the hub that does not decode is reported as invalid, with its lane position. A frame a
+//! browser or an agent sent that is no event (the malformed packets of a robustness check) is the
+//! hub's input, not its output: no event, no drop, not invalid (a live replay sends it as
+//! recorded and sees nothing of it either).
 
 use super::rules::parts_text;
 use super::wire::{SioType, decode_frame};
@@ -35,15 +38,17 @@ pub const BRIDLE_RULES: crate::normalize::Rules<'static> = crate::normalize::Rul
 
 pub struct BridleModel;
 
-/// Per (direction, messageId) stream state.
+/// Per (direction, messageId) stream state. The player also runs one over each browser's
+/// events in the order they arrive, where a stream after its `stream_end` shows (its view
+/// is in the order the recording awaited them).
 #[derive(Default)]
-struct Grammar {
+pub struct Grammar {
     last: HashMap<(String, String), String>,
     ended: HashMap<(String, String), bool>,
 }
 
 impl Grammar {
-    fn accept(&mut self, dir: &str, name: &str, data: &Value) -> Result<(), GrammarDrop> {
+    pub fn accept(&mut self, dir: &str, name: &str, data: &Value) -> Result<(), GrammarDrop> {
         if name != "stream" && name != "stream_end" {
             return Ok(());
         }
@@ -108,12 +113,21 @@ pub fn event_of(entry: &Entry) -> Result<Option<Value>, String> {
 }
 
 /// Runs events in the model's shape (a live leg's view) through the same grammar the recorded
-/// leg's assembly applies: the kept events and each drop's `<rule>:<eventType>`.
+/// leg's assembly applies: the kept events and each drop's `<rule>:<eventType>`. An event
+/// marked `"judged": true` was judged as it arrived (the player's view is in the recording's
+/// order, not the hub's): kept as it is, without the mark.
 pub fn grammar_pass(events: Vec<Value>) -> (Vec<Value>, Vec<String>) {
     let mut grammar = Grammar::default();
     let mut kept = Vec::with_capacity(events.len());
     let mut drops = Vec::new();
-    for ev in events {
+    for mut ev in events {
+        if ev["judged"] == true {
+            if let Some(m) = ev.as_object_mut() {
+                m.remove("judged");
+            }
+            kept.push(ev);
+            continue;
+        }
         let verdict = match (ev["dir"].as_str(), ev.get("event").and_then(Value::as_str)) {
             (Some(dir), Some(name)) => grammar.accept(dir, name, &ev["data"]),
             _ => Ok(()),
@@ -151,6 +165,10 @@ impl Model for BridleModel {
                         Err(d) => sink.grammar_drop(d),
                     }
                 }
+                // A frame a browser or an agent sent that is no event (a malformed packet, a
+                // binary frame): the harness's input to the hub, recorded as sent, not the
+                // hub's output to judge. A live replay sends it as recorded and sees no event.
+                Err(_) if INPUT_DIRS.contains(&entry.dir.as_str()) => {}
                 Err(e) if e == "binary" => sink.grammar_drop(GrammarDrop {
                     rule: "binary-frame".into(),
                     reason: "a binary frame in a JSON protocol".into(),
@@ -256,6 +274,9 @@ impl Model for BridleModel {
     }
 }
 
+/// What the browsers and the agent send the hub: its inputs.
+const INPUT_DIRS: &[&str] = &["browser→hub", "agent→hub"];
+
 /// Agent→hub events that answer no browser (registration and keep-alive).
 const AGENT_HOUSEKEEPING: &[&str] = &["register", "ping", "pong"];
 
@@ -290,6 +311,50 @@ fn http_answer_fields(request: &Value) -> Option<&'static [&'static str]> {
         ("POST", [_, "message", "sync"]) => Some(&["text", "messageId", "ts"]),
         _ => None,
     }
+}
+
+/// A health answer's `agentConnected` and `browserClients` replaced by their JSON type
+/// (`"<boolean>"`, `"<number>"`): the shape the spec gives, without the values.
+pub fn counts_by_type(body: &mut Value) {
+    let Some(body) = body.as_object_mut() else {
+        return;
+    };
+    for k in ["agentConnected", "browserClients"] {
+        if let Some(v) = body.get_mut(k) {
+            let t = match v {
+                Value::Bool(_) => "<boolean>",
+                Value::Number(_) => "<number>",
+                _ => continue,
+            };
+            *v = json!(t);
+        }
+    }
+}
+
+/// The hub-wide health answers (`GET /api/agent/health`) with their counts by type
+/// ([`counts_by_type`]): they count every agentId's agents and browsers, and a replay plays one
+/// agentId at a time, so a recording's values are not a replay's to reproduce. What a recorded
+/// leg and a live one are both compared on ([`crate::protocol::Live::live_view`]); two live
+/// legs, played alike, compare them whole.
+pub fn hub_wide_counts_by_type(mut events: Vec<Value>) -> Vec<Value> {
+    let mut hub_wide = std::collections::VecDeque::new();
+    for e in events.iter_mut() {
+        match e["dir"].as_str() {
+            Some("http→hub") => {
+                let path = e["http"]["path"].as_str().unwrap_or("");
+                let path = path.split(['?', '#']).next().unwrap_or(path);
+                hub_wide.push_back(
+                    e["http"]["method"] == "GET"
+                        && path.trim_end_matches('/') == "/api/agent/health",
+                );
+            }
+            Some("hub→http") if hub_wide.pop_front().unwrap_or(false) => {
+                counts_by_type(&mut e["http"]["body"]);
+            }
+            _ => {}
+        }
+    }
+    events
 }
 
 /// Each 2xx HTTP answer (`hub→http`) whose body is an object: its index in `events` and the
@@ -942,5 +1007,69 @@ mod tests {
                 .rule,
             "stream-after-end"
         );
+    }
+
+    /// What a browser or the agent sent that is no event is the hub's input: no event, no
+    /// drop, not invalid. The same frames from the hub are its output, judged.
+    #[test]
+    fn frames_that_are_no_event_are_judged_only_from_the_hub() {
+        let cell = Cell {
+            protocol: Protocol::Bridle,
+            key: "p/c".into(),
+            path: "/nonexistent".into(),
+            lanes: vec![],
+            current: vec![],
+        };
+        let lines = [
+            ("browser→hub", r#"42/ws/client,["message",{"text":"#),
+            ("browser→hub", "9"),
+            ("browser→hub", "binary:QUJD"),
+            ("agent→hub", r#"42/ws/agent,[{"not":"a name"}]"#),
+            ("browser→hub", r#"42/ws/client,["message",{"text":"ok"}]"#),
+            ("hub→browser", r#"42/ws/client,["stream",{"text":"#),
+            ("hub→browser", "binary:QUJD"),
+        ];
+        let mut entries = crate::lane::test_entries(&lines).into_iter();
+        let mut sink = crate::protocol::Collected::default();
+        BridleModel.assemble(&cell, &mut entries, &mut sink);
+        assert_eq!(sink.0.len(), 1, "{:?}", sink.0);
+        assert_eq!(sink.0[0]["data"]["text"], "ok");
+        let drops: Vec<String> = sink.1.iter().map(GrammarDrop::layer_key).collect();
+        assert_eq!(drops, ["binary-frame:binary"]);
+        assert_eq!(sink.2.len(), 1, "{:?}", sink.2);
+        assert!(
+            sink.2[0].starts_with("hub→browser run 1 seq 5: invalid frame"),
+            "{:?}",
+            sink.2
+        );
+    }
+
+    /// Only the hub-wide health answers lose their counts' values, each paired with its
+    /// request in order.
+    #[test]
+    fn hub_wide_health_answers_are_seen_by_type() {
+        let get = |path: &str| json!({"dir": "http→hub", "http": {"method": "GET", "path": path}});
+        let answer = |connected: bool| {
+            json!({"dir": "hub→http", "http": {"status": 200,
+                "body": {"ok": true, "agentConnected": connected, "browserClients": 2}}})
+        };
+        let seen = hub_wide_counts_by_type(vec![
+            get("/api/agent/health"),
+            get("/api/agent/a1/health"),
+            answer(true),
+            answer(false),
+            get("/api/agent/health/?x=1"),
+            answer(false),
+        ]);
+        let body = |i: usize| seen[i]["http"]["body"].clone();
+        assert_eq!(
+            body(2),
+            json!({"ok": true, "agentConnected": "<boolean>", "browserClients": "<number>"})
+        );
+        assert_eq!(
+            body(3),
+            json!({"ok": true, "agentConnected": false, "browserClients": 2})
+        );
+        assert_eq!(body(5)["agentConnected"], "<boolean>");
     }
 }

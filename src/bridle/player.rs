@@ -218,8 +218,9 @@ enum Step {
     BrowserSend(String, Value),
     /// An HTTP API request, sent without waiting (a `/message/sync` answers only after the
     /// agent steps that follow it), and how long the recorded answer took (`None`: no answer
-    /// recorded).
-    HttpSend(Value, Option<Duration>),
+    /// recorded), and whether the recorded answer said the agent was not connected
+    /// (`agentConnected: false`: [`registers_before_probes`]).
+    HttpSend(Value, Option<Duration>, bool),
     /// The oldest outstanding HTTP answer.
     HttpExpect,
     /// The next live hub→agent event with this name, and its recorded data (a `message` maps
@@ -228,6 +229,11 @@ enum Step {
     AgentSend(String, Value),
     /// The next live hub→browser event with this name (others are buffered for later steps).
     BrowserExpect(String),
+    /// A hub→browser event the recorded hub sent after its message's `stream_end`, which the
+    /// grammar drops as a client does (so it is in no recorded view): the live hub's is awaited
+    /// briefly, and compared as a drop where it too came late, as an event where it came in
+    /// its place.
+    BrowserLate(String),
     /// The agent's recorded connect to its namespace: a connection of the replayed agent, with
     /// the recorded handshake `auth` (its apiKey made again by kind, [`agent_auth`]);
     /// `refused`: the hub ended it before sending it any event. `unplayed`: why the connection
@@ -772,9 +778,10 @@ struct Party {
     /// whose answers reach no browser otherwise cost one full wait per recorded event (21 × 15 s
     /// in one cell).
     stalled: bool,
-    /// What ended the first stall's wait, for its verdict: the names of every hub→browser
-    /// event in the order they were read, and the first missing event's place in the view.
-    arrivals: Vec<String>,
+    /// What ended the first stall's wait, for its verdict: every hub→browser event in the
+    /// order it was read (and what the grammar dropped in that order), and the first missing
+    /// event's place in the view.
+    arrivals: Arrivals,
     first_stall: Option<(usize, String)>,
     wrong: Vec<String>,
     /// What was not played or compared, and why: said in a passing verdict.
@@ -813,7 +820,7 @@ impl Party {
             buffered: VecDeque::new(),
             pending: VecDeque::new(),
             stalled: false,
-            arrivals: Vec::new(),
+            arrivals: Arrivals::default(),
             first_stall: None,
             wrong: Vec::new(),
             notes: Vec::new(),
@@ -860,8 +867,7 @@ impl Party {
         }
         for e in leave(&mut b, cfg).await {
             cadence.arrived(b.engine.last_arrival());
-            self.arrivals.push(e.name.clone());
-            self.buffered.push_back((e.name, e.data));
+            self.buffered.extend(self.arrivals.admit(e));
         }
         cadence.wrote();
     }
@@ -880,9 +886,9 @@ impl Party {
         };
         let (events, ended) = read_to_end(b, wait, cadence).await;
         let names: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
-        self.arrivals.extend(names.iter().cloned());
-        self.buffered
-            .extend(events.into_iter().map(|e| (e.name, e.data)));
+        for e in events {
+            self.buffered.extend(self.arrivals.admit(e));
+        }
         if ended {
             self.browser = None;
             return Ok(());
@@ -1278,7 +1284,10 @@ pub async fn replay_group_into(
             Step::BrowserExpect(want) => {
                 browser_expect(p, &want, cfg, &mut cadence).await;
             }
-            Step::HttpSend(req, took) => {
+            Step::BrowserLate(want) => {
+                browser_late(p, &want, cfg, &mut cadence).await;
+            }
+            Step::HttpSend(req, took, _) => {
                 let sent = json!({ "dir": "http→hub", "http": req });
                 p.live.push(sent.clone());
                 p.view.push(sent);
@@ -1538,6 +1547,8 @@ fn script(
     let mut steps: Vec<(usize, Step)> = Vec::new();
     let mut ts: Vec<f64> = Vec::new();
     let mut recorded: Vec<Vec<Value>> = vec![Vec::new(); cells];
+    // Per cell, the grammar over its browser's recorded events ([`Step::BrowserLate`]).
+    let mut order: Vec<super::model::Grammar> = (0..cells).map(|_| Default::default()).collect();
     let mut registers = false;
     // Per cell, the recorded HTTP requests not answered yet (their step and send time), oldest
     // first: answers come in that order (`HttpExpect` takes the oldest).
@@ -1660,12 +1671,13 @@ fn script(
                         // gives.
                         unanswered[i].push_back((steps.len(), entry.ts));
                         recorded[i].push(ev.clone());
-                        Step::HttpSend(ev["http"].clone(), None)
+                        Step::HttpSend(ev["http"].clone(), None, false)
                     }
                     ("hub→http", _) => {
                         if let Some((at, sent)) = unanswered[i].pop_front()
-                            && let Some((_, Step::HttpSend(_, took))) = steps.get_mut(at)
+                            && let Some((_, Step::HttpSend(_, took, gone))) = steps.get_mut(at)
                         {
+                            *gone = ev["http"]["body"]["agentConnected"] == false;
                             *took = Some(Duration::from_secs_f64(
                                 ((entry.ts - sent) / 1000.0).clamp(0.0, 86_400.0),
                             ));
@@ -1678,8 +1690,14 @@ fn script(
                     }
                     ("hub→browser", Some(n)) => {
                         let n = n.to_string();
-                        recorded[i].push(ev);
-                        Step::BrowserExpect(n)
+                        // The recording's own late events, as its assembly drops them.
+                        match order[i].accept("hub→browser", &n, &ev["data"]) {
+                            Err(d) if d.rule == "stream-after-end" => Step::BrowserLate(n),
+                            _ => {
+                                recorded[i].push(ev);
+                                Step::BrowserExpect(n)
+                            }
+                        }
                     }
                     ("hub→agent", Some(n)) => {
                         Step::AgentExpect(n.to_string(), ev["data"].clone())
@@ -1796,6 +1814,10 @@ fn answers(steps: &[(usize, Step)]) -> Vec<Option<usize>> {
 /// A browser's leave or close logged while a GET was in flight is played before it too (a
 /// leave is awaited until the hub closed the connection, so the probe sees it gone on every
 /// leg), unless a line of its own cell lies between them (it would then leave too early).
+/// So is the agent's close logged while a GET was in flight whose recorded answer says
+/// `agentConnected: false`: the answer shows the hub saw the close first (the proxy logged the
+/// GET first, and a replay in that order was answered `true`, a self-replay's false alarm);
+/// a close the answer did not see stays after it.
 fn registers_before_probes(
     steps: Vec<(usize, Step)>,
     ts: Vec<f64>,
@@ -1810,7 +1832,7 @@ fn registers_before_probes(
     // during.
     let mut place: Vec<f64> = (0..steps.len()).map(|k| k as f64).collect();
     for (k, m) in answers(&steps).into_iter().enumerate() {
-        let (Some(m), Step::HttpSend(req, _)) = (m, &steps[k].1) else {
+        let (Some(m), Step::HttpSend(req, _, gone)) = (m, &steps[k].1) else {
             continue;
         };
         if req["method"].as_str().unwrap_or("GET") != "GET" {
@@ -1819,7 +1841,10 @@ fn registers_before_probes(
         for j in k + 1..m {
             let leave = matches!(steps[j].1, Step::BrowserLeave(_))
                 && !steps[k + 1..j].iter().any(|(c, _)| *c == steps[j].0);
-            if movable(&steps[j].1) || leave {
+            // The agent's own close, where the probe's recorded answer says it was gone: the
+            // hub saw the close first, whatever order the proxy logged them in.
+            let gone_first = *gone && matches!(steps[j].1, Step::AgentClose(_));
+            if movable(&steps[j].1) || leave || gone_first {
                 place[j] = place[j].min(k as f64 - 0.5);
             }
         }
@@ -1911,17 +1936,32 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
             let deadline = tokio::time::Instant::now() + wait;
             // Events of other names read during this wait: what came in its place.
             let mut instead: Vec<String> = Vec::new();
+            // One with its name came after its message's stream_end and was dropped.
+            let mut late = false;
             loop {
                 let got = b.recv_until(deadline).await;
-                if let Ok(e) = &got {
+                if got.is_ok() {
                     cadence.arrived(b.engine.last_arrival());
-                    arrivals.push(e.name.clone());
                 }
                 match got {
-                    Ok(e) if e.name == want => break Some(Ok((e.name, e.data))),
-                    Ok(e) => {
-                        instead.push(e.name.clone());
-                        buffered.push_back((e.name, e.data));
+                    Ok(e) => match arrivals.admit(e) {
+                        Some((n, d)) if n == want => break Some(Ok((n, d))),
+                        Some((n, d)) => {
+                            instead.push(n.clone());
+                            buffered.push_back((n, d));
+                        }
+                        // Dropped as it came (after its message's stream_end): not what was
+                        // awaited, though it has its name.
+                        None => late |= arrivals.names.last().is_some_and(|n| n == want),
+                    },
+                    // It came, but late: that is the cause, whatever else came meanwhile.
+                    Err(super::transport::RecvError::Timeout) if late => {
+                        arrivals.match_late(want);
+                        break Some(Err(format!(
+                            "none in its place{}{}",
+                            crate::parity::NOT_SLOW,
+                            late_cause(want)
+                        )));
                     }
                     // Something else came in its place: a longer wait would not bring it (the
                     // replay is lock-step), so the cause names it.
@@ -1971,6 +2011,106 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
     view.push(ev);
 }
 
+/// Why an awaited event that came after its message's `stream_end` is missing.
+fn late_cause(want: &str) -> String {
+    format!(
+        "a {want} came only after its message's stream_end, where a client drops it \
+         (grammar: stream-after-end)"
+    )
+}
+
+/// Awaits the live hub's counterpart of a recorded late event (one the recorded hub sent
+/// after its message's `stream_end`, [`Step::BrowserLate`]): one that came late too is the same
+/// grammar drop on both sides; one that came in its place (before the end) is an event this
+/// hub sent and the recorded one did not, in the view; none is no fault (a client drops it
+/// anyway), so it is looked for only for the fixed quiet window.
+async fn browser_late(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &mut Cadence) {
+    if p.arrivals.match_late(want) {
+        return;
+    }
+    let in_place = match p.buffered.iter().position(|(n, _)| n == want) {
+        Some(i) => p.buffered.remove(i),
+        None => {
+            let Some(b) = p.browser.as_mut() else { return };
+            let deadline = Instant::now() + fixed_quiet(cfg.wait);
+            loop {
+                let Ok(e) = b.recv_until(deadline).await else {
+                    break None;
+                };
+                cadence.arrived(b.engine.last_arrival());
+                match p.arrivals.admit(e) {
+                    Some((n, d)) if n == want => break Some((n, d)),
+                    Some(other) => p.buffered.push_back(other),
+                    None if p.arrivals.match_late(want) => break None,
+                    None => {}
+                }
+            }
+        }
+    };
+    if let Some((n, d)) = in_place {
+        // Judged already, as it came: the view's grammar would take it for late (the view is
+        // in the recording's order, where it follows the end).
+        let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
+        p.live.push(ev.clone());
+        let mut judged = ev;
+        judged["judged"] = json!(true);
+        p.view.push(judged);
+    }
+}
+
+/// The hub→browser events of a cell's browser in the order they were read, through the model's
+/// grammar in that order. A `stream` or `stream_end` that comes after its message's
+/// `stream_end` is dropped there, as a client drops it: the player's view is in the order the
+/// recording awaited events, so a hub that holds a stream back until after the end would
+/// otherwise show it in its place. (Only that rule: a stream that does not extend the previous
+/// one is kept, and shows as a difference of text.)
+#[derive(Default)]
+struct Arrivals {
+    names: Vec<String>,
+    order: super::model::Grammar,
+    late: Vec<Late>,
+}
+
+struct Late {
+    drop: crate::protocol::GrammarDrop,
+    /// A recorded late event ([`Step::BrowserLate`]) accounts for it, or a stall's cause names
+    /// it (one fault, one verdict).
+    accounted: bool,
+}
+
+impl Arrivals {
+    /// Notes an event read from the browser's connection: the event, unless the grammar drops
+    /// it as late.
+    fn admit(&mut self, e: super::transport::Event) -> Option<(String, Value)> {
+        self.names.push(e.name.clone());
+        match self.order.accept("hub→browser", &e.name, &e.data) {
+            Err(drop) if drop.rule == "stream-after-end" => {
+                self.late.push(Late {
+                    drop,
+                    accounted: false,
+                });
+                None
+            }
+            _ => Some((e.name, e.data)),
+        }
+    }
+
+    /// Marks the oldest late `want` nothing accounts for yet as accounted for.
+    fn match_late(&mut self, want: &str) -> bool {
+        match self
+            .late
+            .iter_mut()
+            .find(|l| !l.accounted && l.drop.event_type == want)
+        {
+            Some(l) => {
+                l.accounted = true;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// After the script: what else the hub sends the cell's browser until it is idle (bounded).
 async fn quiesce(p: &mut Party, cfg: &ReplayConfig, cadence: &mut Cadence) {
     let Party {
@@ -1991,8 +2131,7 @@ async fn quiesce(p: &mut Party, cfg: &ReplayConfig, cadence: &mut Cadence) {
         match b.recv_until(until.min(end)).await {
             Ok(e) => {
                 cadence.arrived(b.engine.last_arrival());
-                arrivals.push(e.name.clone());
-                buffered.push_back((e.name, e.data));
+                buffered.extend(arrivals.admit(e));
             }
             // Quiet, but bytes arrived that the connection did not read yet (its task was not
             // scheduled): not idle.
@@ -2014,7 +2153,7 @@ impl Party {
             mut live,
             recorded,
             buffered,
-            arrivals,
+            mut arrivals,
             first_stall,
             wrong,
             notes,
@@ -2033,11 +2172,15 @@ impl Party {
             && let Some(m) = view[*at]["missing"].as_str()
             && !m.contains(crate::parity::NOT_SLOW)
         {
-            let cause = if buffered.iter().any(|(n, _)| n == want) {
-                let last = arrivals.iter().rposition(|n| n == want).unwrap_or(0);
+            let cause = if arrivals.match_late(want) {
+                // It came, but only after its message's end, where a client drops it.
+                Some(late_cause(want))
+            } else if buffered.iter().any(|(n, _)| n == want) {
+                let names = &arrivals.names;
+                let last = names.iter().rposition(|n| n == want).unwrap_or(0);
                 let after = last
                     .checked_sub(1)
-                    .map_or(String::new(), |i| format!(", after {}", arrivals[i]));
+                    .map_or(String::new(), |i| format!(", after {}", names[i]));
                 Some(format!("a {want} came only later, out of its place{after}"))
             } else {
                 let later = view[*at + 1..]
@@ -2086,6 +2229,21 @@ impl Party {
             live.push(ev.clone());
             view.push(ev);
         }
+        // What the grammar dropped as it came: the leg's grammar drops. Those neither a
+        // recorded late event nor a stall's cause accounts for are the hub's own extras (the
+        // recording has no such event to await), a difference of their own.
+        let unaccounted: Vec<String> = arrivals
+            .late
+            .iter()
+            .filter(|l| !l.accounted)
+            .map(|l| l.drop.describe())
+            .collect();
+        view.extend(
+            arrivals
+                .late
+                .iter()
+                .map(|l| json!({ "dir": "hub→browser", "dropped": l.drop.layer_key() })),
+        );
         view_out.extend(view);
         let mut outcome = if hub_wide {
             // The hub-wide health counts every agentId's agents and browsers; a replay plays
@@ -2107,6 +2265,18 @@ impl Party {
             }
             said.dedup();
             *note = said.join("; ");
+        }
+        if !unaccounted.is_empty() {
+            // The hub's own late events: a difference, whatever else the cell showed.
+            let m = format!(
+                "the hub sent what a client drops: {}",
+                unaccounted.join("; ")
+            );
+            outcome = match outcome {
+                Outcome::Fail(f) => Outcome::Fail(format!("{f}; {m}")),
+                Outcome::Pass { .. } => Outcome::Fail(m),
+                o => o,
+            };
         }
         if wrong.is_empty() {
             return outcome;
@@ -2258,21 +2428,12 @@ fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
 }
 
 /// HTTP answers with their `agentConnected` and `browserClients` values replaced by their JSON
-/// type.
+/// type ([`super::model::counts_by_type`]).
 fn by_type(list: Vec<Value>) -> Vec<Value> {
     list.into_iter()
         .map(|mut e| {
-            if let Some(body) = e.pointer_mut("/http/body").and_then(Value::as_object_mut) {
-                for k in ["agentConnected", "browserClients"] {
-                    if let Some(v) = body.get_mut(k) {
-                        let t = match v {
-                            Value::Bool(_) => "<boolean>",
-                            Value::Number(_) => "<number>",
-                            _ => continue,
-                        };
-                        *v = json!(t);
-                    }
-                }
+            if let Some(body) = e.pointer_mut("/http/body") {
+                super::model::counts_by_type(body);
             }
             e
         })
@@ -2296,20 +2457,9 @@ mod tests {
 
     /// One cell's lines, merged as the player merges a group's.
     fn merged(lines: &[(&str, &str)]) -> Vec<(crate::lane::SeqKey, usize, Entry)> {
-        lines
-            .iter()
-            .enumerate()
-            .map(|(k, (dir, line))| {
-                let e = Entry {
-                    ts: k as f64,
-                    run: 1.0,
-                    seq: k as f64,
-                    dir: dir.to_string(),
-                    line: line.to_string(),
-                    extra: Default::default(),
-                };
-                (e.key(), 0, e)
-            })
+        crate::lane::test_entries(lines)
+            .into_iter()
+            .map(|e| (e.key(), 0, e))
             .collect()
     }
 
@@ -2358,6 +2508,69 @@ mod tests {
             ["connect(true)", "ended(true)", "connect(false)", "close"]
         );
         assert_eq!(s.recorded[0], vec![agent_ended()]);
+    }
+
+    /// The agent's close logged while a probe was in flight goes before it where the probe's
+    /// recorded answer saw it gone, and stays after it where the answer did not.
+    #[test]
+    fn an_agent_close_the_probe_saw_is_played_before_it() {
+        let order = |connected: bool| {
+            let answer = format!(
+                r#"{{"status":200,"body":{{"ok":true,"agentConnected":{connected},"browserClients":0}}}}"#
+            );
+            let s = scripted(&[
+                (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+                (DOWN, r#"40/ws/agent,{"sid":"x"}"#),
+                (UP, r#"42/ws/agent,["register",{}]"#),
+                (
+                    "http→hub",
+                    r#"{"method":"GET","path":"/api/agent/a/health"}"#,
+                ),
+                (UP, "1"),
+                ("hub→http", &answer),
+            ]);
+            s.steps
+                .iter()
+                .filter_map(|(_, st)| match st {
+                    Step::HttpSend(..) => Some("get"),
+                    Step::HttpExpect => Some("answer"),
+                    Step::AgentClose(_) => Some("close"),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(order(false), ["close", "get", "answer"]);
+        assert_eq!(order(true), ["get", "close", "answer"]);
+    }
+
+    /// A stream or stream_end after its message's stream_end is dropped as it arrives, and a
+    /// recorded late one accounts for one of its name.
+    #[test]
+    fn events_after_their_message_end_are_dropped_as_they_arrive() {
+        let e = |name: &str, text: &str, id: &str| super::super::transport::Event {
+            name: name.into(),
+            data: json!({"text": text, "messageId": id}),
+        };
+        let mut a = Arrivals::default();
+        assert!(a.admit(e("stream", "He", "m1")).is_some());
+        assert!(a.admit(e("stream_end", "Hello", "m1")).is_some());
+        // Another message's stream, and a typing, are not late.
+        assert!(a.admit(e("stream", "Hi", "m2")).is_some());
+        assert!(a.admit(e("typing", "", "m1")).is_some());
+        assert!(a.admit(e("stream", "Hell", "m1")).is_none());
+        assert!(a.admit(e("stream_end", "Hello", "m1")).is_none());
+        // A stream that does not extend the last is kept (its text shows the difference).
+        assert!(a.admit(e("stream", "Xyz", "m2")).is_some());
+        assert_eq!(a.names.len(), 7);
+        assert!(a.match_late("stream"));
+        assert!(!a.match_late("stream"));
+        let open: Vec<String> = a
+            .late
+            .iter()
+            .filter(|l| !l.accounted)
+            .map(|l| l.drop.layer_key())
+            .collect();
+        assert_eq!(open, ["stream-after-end:stream_end"]);
     }
 
     #[test]

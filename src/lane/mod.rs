@@ -53,6 +53,24 @@ pub struct Entry {
     pub extra: Map<String, Value>,
 }
 
+/// Entries of `(dir, line)`s, in order, in one run (seq and ts their index): what unit tests
+/// feed a model or a player.
+#[cfg(test)]
+pub fn test_entries(lines: &[(&str, &str)]) -> Vec<Entry> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(k, (dir, line))| Entry {
+            ts: k as f64,
+            run: 1.0,
+            seq: k as f64,
+            dir: dir.to_string(),
+            line: line.to_string(),
+            extra: Default::default(),
+        })
+        .collect()
+}
+
 impl Entry {
     /// The total order of a scope's lines.
     pub fn key(&self) -> SeqKey {

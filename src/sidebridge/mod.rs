@@ -159,18 +159,7 @@ mod tests {
     use super::wire::Envelope;
     use super::*;
 
-    struct Collect(Vec<Value>, Vec<GrammarDrop>, Vec<String>);
-    impl EventSink for Collect {
-        fn event(&mut self, e: Value) {
-            self.0.push(e);
-        }
-        fn grammar_drop(&mut self, d: GrammarDrop) {
-            self.1.push(d);
-        }
-        fn invalid(&mut self, m: String) {
-            self.2.push(m);
-        }
-    }
+    use crate::protocol::Collected as Collect;
 
     fn entry(seq: u64, dir: &str, e: Envelope) -> Entry {
         Entry {
@@ -214,7 +203,7 @@ mod tests {
             lanes: vec![],
             current: vec![],
         };
-        let mut sink = Collect(vec![], vec![], vec![]);
+        let mut sink = Collect::default();
         SideBridgeModel.assemble(&cell, &mut entries.into_iter(), &mut sink);
         let mut rows = SideBridgeModel.row_projector();
         for e in &sink.0 {
