@@ -44,6 +44,16 @@ pub const TIME_FIELDS: &[&str] = &[
     "expiresAt",
 ];
 
+/// What a time in epoch seconds becomes where times keep their unit ([`Rules::keep_time_type`]);
+/// it stays itself when normalized again.
+pub const EPOCH_SECONDS: &str = "<epoch seconds>";
+
+/// Whether a number read as a time is seconds since 1970, not milliseconds: from 1e8 (1973 in
+/// seconds) up to 1e11 (5138 in seconds, 1973 in milliseconds).
+pub fn reads_as_epoch_seconds(t: f64) -> bool {
+    (1e8..1e11).contains(&t)
+}
+
 /// What to normalize: the id fields to intern, plus fields blanked to `""`.
 #[derive(Clone, Copy)]
 pub struct Rules<'a> {
@@ -51,9 +61,12 @@ pub struct Rules<'a> {
     pub blank_fields: &'a [&'a str],
     pub removed_fields: &'a [&'a str],
     pub time_fields: &'a [&'a str],
-    /// A time keeps its JSON type: a number becomes `0` and a string `""`, so two builds that
-    /// write the same field as a number and as a text differ. bb's §7 zeroes either (off for
-    /// bb, whose reference example turns `"createdAt": "2026"` into `0`).
+    /// A time keeps its JSON type and its unit: a number becomes `0`, or [`EPOCH_SECONDS`]
+    /// when it reads as seconds since 1970 (between 1e8 and 1e11: 1973 to 5138 in seconds, 1970
+    /// to 1973 in milliseconds), and a string `""`. So two builds that write the same field as a
+    /// number and as a text differ, and so do two that write milliseconds and seconds (a
+    /// client reading milliseconds shows 1970). bb's §7 zeroes either (off for bb, whose
+    /// reference example turns `"createdAt": "2026"` into `0`).
     pub keep_time_type: bool,
     /// Fields whose value is the provider's own JSON (a tool's `arguments` and `result`, an
     /// extension's `payload`): an `id` or a `threadId` inside it is the tool's data, not an id
@@ -139,10 +152,15 @@ fn walk(v: Value, rules: Rules<'_>, table: &mut HashMap<String, usize>) -> Value
                     let n = *table.entry(s).or_insert(next);
                     Value::String(format!("#{n}"))
                 } else if rules.time_fields.contains(&key) && (v.is_number() || v.is_string()) {
-                    if rules.keep_time_type && v.is_string() {
-                        Value::String(String::new())
-                    } else {
-                        Value::from(0)
+                    match (&v, rules.keep_time_type) {
+                        (Value::String(s), true) if s == EPOCH_SECONDS => v,
+                        (Value::String(_), true) => Value::String(String::new()),
+                        (Value::Number(n), true)
+                            if n.as_f64().is_some_and(reads_as_epoch_seconds) =>
+                        {
+                            Value::String(EPOCH_SECONDS.into())
+                        }
+                        _ => Value::from(0),
                     }
                 } else {
                     walk(v, rules, table)
@@ -184,17 +202,34 @@ mod tests {
 
     #[test]
     fn a_time_keeps_its_type_only_where_the_rules_say() {
-        let list = || vec![json!({"ts": 5}), json!({"ts": "2026-12-04T10:00:00Z"})];
+        let list = || {
+            vec![
+                json!({"ts": 5}),
+                json!({"ts": "2026-12-04T10:00:00Z"}),
+                json!({"ts": 1_796_400_000_000_i64}),
+                json!({"ts": 1_796_400_000_i64}),
+                json!({"ts": 1_796_400_000.25}),
+            ]
+        };
         let typed = Rules {
             keep_time_type: true,
             time_fields: &["ts"],
             ..BB_EVENTS
         };
         let t = normalize_list(list(), typed);
+        let ts: Vec<Value> = t.iter().map(|e| e["ts"].clone()).collect();
         assert_eq!(
-            (t[0]["ts"].clone(), t[1]["ts"].clone()),
-            (json!(0), json!(""))
+            ts,
+            [
+                json!(0),
+                json!(""),
+                json!(0),
+                json!(EPOCH_SECONDS),
+                json!(EPOCH_SECONDS)
+            ]
         );
+        // Normalized again, each stays what it became.
+        assert_eq!(normalize_list(t.clone(), typed), t);
         let b = normalize_list(
             list(),
             Rules {

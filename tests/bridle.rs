@@ -2107,6 +2107,69 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
     );
 }
 
+/// What parity and replay leave out as an extension is only what the spec leaves free:
+/// - a `clientId` beside a relayed event that is the receiving browser's own (its welcome's:
+///   `--variant own-ids`) is an extension, left out and listed; one naming another browser
+///   (`--diverge foreign-client-id`) claims a different recipient and is compared, as
+///   `check bridle hub`'s event-fields judges it (both were left out, and the flaw passed);
+/// - a `ts` keeps its unit: epoch seconds (`--diverge ts-seconds`) differ from the spec's
+///   milliseconds (every `ts` was zeroed, and the flaw passed).
+///
+/// The node hub's check-run cells, its relay cell carrying `typing`, stream and stream_end.
+#[test]
+fn a_foreign_recipient_and_a_time_in_seconds_are_differences() {
+    if !node_ready("a_foreign_recipient_and_a_time_in_seconds_are_differences") {
+        return;
+    }
+    let cells = node_dir().join("check-run");
+    let parity = |head: &str| node_hub_parity(&cells, "3000", head, &[]);
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| parity("--variant own-ids")),
+        Box::new(|| parity("--diverge foreign-client-id")),
+        Box::new(|| parity("--diverge ts-seconds")),
+        Box::new(|| node_hub_replay(&cells, "3000", &["--diverge", "foreign-client-id"], &[])),
+        Box::new(|| node_hub_replay(&cells, "3000", &["--diverge", "ts-seconds"], &[])),
+    ];
+    let results = parallel(jobs);
+    // Two cells the player cannot replay (two tabs, a refused token without its kind).
+    let n = bridgewire::cell::discover(&cells).unwrap().len() - 2;
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{n} passed, 0 failed"))
+            && out.contains(r#"hub→browser field "typing.clientId" ×1"#),
+        "{out}"
+    );
+    let cell = "node/relay-3e6966a4__relay-user";
+    for (k, shown) in [
+        (1, r##"/data/clientId: (absent) → "#"##),
+        (2, r#"/data/ts: 0 → "<epoch seconds>""#),
+    ] {
+        let (code, out) = &results[k];
+        assert_eq!(*code, 1, "{out}");
+        assert!(
+            out.contains(&format!("FAIL {cell}: "))
+                && out.contains(shown)
+                && out.contains(&format!("{} passed, 1 failed", n - 1)),
+            "{shown}: {out}"
+        );
+    }
+    for (k, shown) in [
+        (
+            3,
+            r##""event":"typing","data":{"type":"typing","ts":0,"clientId":"#"##,
+        ),
+        (4, r#""ts":"<epoch seconds>""#),
+    ] {
+        let (code, out) = &results[k];
+        assert_eq!(*code, 1, "{out}");
+        assert!(
+            out.contains(&format!("FAIL {cell}: hub→browser event #")) && out.contains(shown),
+            "{shown}: {out}"
+        );
+    }
+}
+
 /// A `/message/sync` nobody answers is answered at the hub's sync timeout (the spec's 120 s).
 /// Cells the node hub recorded under `check bridle hub --rule http-sync-timeout`, its timeout
 /// at 6 s (`tests/node/sync-timeout`), replayed with a 1 s wait: the player bounded every HTTP

@@ -25,13 +25,14 @@ use crate::protocol::{EventSink, GrammarDrop, Model, Protocol, RowProjector};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
-/// How Bridle events and rows are normalized: ids interned, `ts` zeroed.
+/// How Bridle events and rows are normalized: ids interned, `ts` zeroed by its type and unit.
 pub const BRIDLE_RULES: crate::normalize::Rules<'static> = crate::normalize::Rules {
     id_fields: &["messageId", "clientId", "agentId", "sid", "id"],
     blank_fields: &[],
     removed_fields: &[],
     time_fields: &["ts"],
-    // The spec types every `ts` as a number: a hub that writes an ISO string differs.
+    // The spec types every `ts` as a number, in milliseconds (its examples): a hub that writes
+    // an ISO string differs, and so does one that writes seconds.
     keep_time_type: true,
     opaque_fields: &[],
 };
@@ -236,7 +237,8 @@ impl Model for BridleModel {
         use std::collections::BTreeMap;
         let mut names: BTreeMap<(&str, &str), usize> = BTreeMap::new();
         let mut fields: BTreeMap<(&str, String), usize> = BTreeMap::new();
-        for e in events {
+        let another = names_another_browser(events);
+        for (e, another) in events.iter().zip(another) {
             let dir = e["dir"].as_str().unwrap_or("");
             if is_extension(e) {
                 *names
@@ -244,6 +246,10 @@ impl Model for BridleModel {
                     .or_default() += 1;
             } else {
                 for f in event_extensions(std::slice::from_ref(e)) {
+                    // Compared, not left out.
+                    if another && f.ends_with(".clientId") && !f.contains("parts[]") {
+                        continue;
+                    }
                     *fields.entry((dir, f)).or_default() += 1;
                 }
             }
@@ -509,15 +515,43 @@ pub fn event_extensions(events: &[Value]) -> Vec<String> {
     found
 }
 
+/// Per event, whether it is a hub→browser event whose `clientId`, a field the spec does not
+/// give it, names another browser than the one it reached (the clientId of the last `welcome`
+/// before it, or none yet). The spec forbids no extension, and a browser's own clientId beside
+/// an event is one; another's claims a different recipient (`check bridle hub`'s event-fields
+/// fails it, and a comparison that leaves it out as an extension did not see it).
+pub fn names_another_browser(events: &[Value]) -> Vec<bool> {
+    let mut own: Option<&str> = None;
+    events
+        .iter()
+        .map(|e| {
+            if e["dir"] != "hub→browser" {
+                return false;
+            }
+            if e["event"] == "welcome" {
+                own = e["data"]["clientId"].as_str();
+                return false;
+            }
+            let Some(c) = e["data"].get("clientId") else {
+                return false;
+            };
+            event_fields(e).is_some_and(|f| !f.contains(&"clientId"))
+                && own.is_none_or(|own| c.as_str() != Some(own))
+        })
+        .collect()
+}
+
 /// Leaves out of each hub event, and of its parts, the fields the spec does not give them
-/// ([`event_extensions`]).
+/// ([`event_extensions`]), but a `clientId` that names another browser
+/// ([`names_another_browser`]): compared.
 fn drop_event_extensions(events: &mut [Value]) {
-    for e in events.iter_mut() {
+    let another = names_another_browser(events);
+    for (e, another) in events.iter_mut().zip(another) {
         let Some(fields) = event_fields(e) else {
             continue;
         };
         if let Some(m) = e["data"].as_object_mut() {
-            m.retain(|k, _| fields.contains(&k.as_str()));
+            m.retain(|k, _| fields.contains(&k.as_str()) || (another && k == "clientId"));
         }
         if !fields.contains(&"parts") {
             continue;
