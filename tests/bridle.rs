@@ -1644,6 +1644,13 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
 /// `tests/node/hub.js --variant NAME`: legal but unusual shapes that pass every rule.
 /// (variant, the rule it exercises, what that rule shows for it on a verdict or sub-check line.)
 const NODE_HUB_VARIANTS: &[(&str, &str, &str)] = &[
+    // Extensions in step with the traffic: many a second while streaming, none to a quiet
+    // browser (robustness's flood is of a quiet browser).
+    (
+        "status-per-frame",
+        "spec-events-only",
+        "ok   hub→browser — spec events as listed [\"welcome\", \"message\", \"typing\", \"stream\", \"stream_end\", \"pong\"]; extensions, which the spec does not forbid (not judged): \"status\" ×",
+    ),
     (
         "own-ids",
         "event-fields",
@@ -2165,6 +2172,60 @@ fn a_foreign_recipient_and_a_time_in_seconds_are_differences() {
         assert_eq!(*code, 1, "{out}");
         assert!(
             out.contains(&format!("FAIL {cell}: hub→browser event #")) && out.contains(shown),
+            "{shown}: {out}"
+        );
+    }
+}
+
+/// A hub that floods browsers with an event the spec does not list (`status` every 2 ms:
+/// `--diverge status-flood`) passed replay and parity, which leave extension events out of the
+/// comparison and only listed the count. The player now judges a flood as it comes: more than 50
+/// of one extension within a second in which the browser got no event the spec lists (check
+/// bridle hub's robustness threshold for a quiet browser) fails the cell, naming the event. A hub
+/// that sends three `status` beside every relayed frame (`--variant status-per-frame`: 76 of them
+/// within a second while the relay cell streams) is not flooding and passes.
+#[test]
+fn a_flood_of_extension_events_is_judged_as_it_comes() {
+    if !node_ready("a_flood_of_extension_events_is_judged_as_it_comes") {
+        return;
+    }
+    let cells = node_dir().join("check-run");
+    let parity = |head: &str| node_hub_parity(&cells, "3000", head, &[]);
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| parity("--variant status-per-frame")),
+        Box::new(|| parity("--diverge status-flood")),
+        Box::new(|| node_hub_replay(&cells, "3000", &["--variant", "status-per-frame"], &[])),
+        Box::new(|| node_hub_replay(&cells, "3000", &["--diverge", "status-flood"], &[])),
+    ];
+    let results = parallel(jobs);
+    // Two cells the player cannot replay (two tabs, a refused token without its kind); the
+    // agent's own cell has no browser to flood.
+    let n = bridgewire::cell::discover(&cells).unwrap().len() - 2;
+    for k in [0, 2] {
+        let (code, out) = &results[k];
+        assert_eq!(*code, 0, "{out}");
+        assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");
+    }
+    let (code, out) = &results[0];
+    assert!(
+        out.contains(r#"PASS node/relay-3e6966a4__relay-user"#)
+            && out.contains(r#"head hub→browser "status" ×"#),
+        "{code}: {out}"
+    );
+    let flooded = r#"the hub flooded the browser with "status": "#;
+    for (k, shown) in [
+        (1, format!("  head: {flooded}")),
+        (
+            3,
+            format!("FAIL node/relay-3e6966a4__relay-user: {flooded}"),
+        ),
+    ] {
+        let (code, out) = &results[k];
+        assert_eq!(*code, 1, "{out}");
+        assert!(
+            out.contains(&shown)
+                && out.contains("within one second in which it sent no event the spec lists")
+                && out.contains(&format!("{} passed, 2 failed", n - 2)),
             "{shown}: {out}"
         );
     }

@@ -2861,7 +2861,7 @@ async fn http_sync_timeout(ctx: &Ctx<'_>, subs: &Subs) {
 }
 
 /// Events a quiet browser may get unasked within a second before it is a flood.
-const FLOOD: usize = 50;
+pub(crate) const FLOOD: usize = 50;
 
 /// The rules whose verdicts rest on harness browsers past welcome (what they receive, what
 /// they send reaching the agent): a hub that floods every browser hides that evidence, so a

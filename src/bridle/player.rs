@@ -2069,6 +2069,9 @@ struct Arrivals {
     names: Vec<String>,
     order: super::model::Grammar,
     late: Vec<Late>,
+    /// When each event arrived, with its name where the spec does not list it for browsers:
+    /// a flood of those is a fault the comparison (which leaves them out) does not see.
+    timeline: Vec<(Instant, Option<String>)>,
 }
 
 struct Late {
@@ -2083,6 +2086,10 @@ impl Arrivals {
     /// it as late.
     fn admit(&mut self, e: super::transport::Event) -> Option<(String, Value)> {
         self.names.push(e.name.clone());
+        let extension =
+            super::model::is_extension(&json!({ "dir": "hub→browser", "event": e.name }));
+        self.timeline
+            .push((Instant::now(), extension.then(|| e.name.clone())));
         match self.order.accept("hub→browser", &e.name, &e.data) {
             Err(drop) if drop.rule == "stream-after-end" => {
                 self.late.push(Late {
@@ -2093,6 +2100,44 @@ impl Arrivals {
             }
             _ => Some((e.name, e.data)),
         }
+    }
+
+    /// The extension events that flooded the browser, each named with its count: more than
+    /// [`FLOOD`](super::check_hub::FLOOD) of one name within a second in which the browser got
+    /// no event the spec lists (`check bridle hub`'s robustness threshold for a quiet browser).
+    /// A hub that sends a status beside every frame sends them amid the frames it relays, however
+    /// fast a replay plays them; a flood keeps coming when nothing else does.
+    fn floods(&self) -> Vec<String> {
+        use super::check_hub::FLOOD;
+        use std::collections::{BTreeMap, VecDeque};
+        // Per name: its arrivals since the last spec event, within the last second; the most
+        // such, and how many in all.
+        let mut recent: BTreeMap<&str, VecDeque<Instant>> = BTreeMap::new();
+        let mut seen: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for (t, name) in &self.timeline {
+            let Some(name) = name else {
+                recent.clear();
+                continue;
+            };
+            let q = recent.entry(name).or_default();
+            q.push_back(*t);
+            while q.front().is_some_and(|f| *t - *f > Duration::from_secs(1)) {
+                q.pop_front();
+            }
+            let (peak, all) = seen.entry(name).or_default();
+            *peak = (*peak).max(q.len());
+            *all += 1;
+        }
+        seen.into_iter()
+            .filter(|(_, (peak, _))| *peak > FLOOD)
+            .map(|(name, (peak, all))| {
+                format!(
+                    "the hub flooded the browser with {name:?}: {all} in this cell, up to {peak} \
+                     within one second in which it sent no event the spec lists (more than \
+                     {FLOOD} is a flood, as check bridle hub's robustness judges a quiet browser's)"
+                )
+            })
+            .collect()
     }
 
     /// Marks the oldest late `want` nothing accounts for yet as accounted for.
@@ -2155,7 +2200,7 @@ impl Party {
             buffered,
             mut arrivals,
             first_stall,
-            wrong,
+            mut wrong,
             notes,
             ended,
             hub_wide,
@@ -2232,6 +2277,11 @@ impl Party {
         // What the grammar dropped as it came: the leg's grammar drops. Those neither a
         // recorded late event nor a stall's cause accounts for are the hub's own extras (the
         // recording has no such event to await), a difference of their own.
+        // A flood of extension events: left out of the comparison, so judged here.
+        for m in arrivals.floods() {
+            wrong.push(m.clone());
+            view.push(json!({ "dir": "hub→browser", "wrong": m }));
+        }
         let unaccounted: Vec<String> = arrivals
             .late
             .iter()
@@ -2541,6 +2591,35 @@ mod tests {
         };
         assert_eq!(order(false), ["close", "get", "answer"]);
         assert_eq!(order(true), ["get", "close", "answer"]);
+    }
+
+    /// Extension events come in a flood only when nothing the spec lists comes between them.
+    #[test]
+    fn a_flood_is_many_extension_events_to_a_quiet_browser() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let status = || Some("status".to_string());
+        let quiet = Arrivals {
+            timeline: (0..60).map(|k| (at(k * 2), status())).collect(),
+            ..Default::default()
+        };
+        let floods = quiet.floods();
+        assert_eq!(floods.len(), 1, "{floods:?}");
+        assert!(floods[0].contains(r#""status": 60 in this cell, up to 60 within one second"#));
+        // Three beside each of 60 relayed frames: 180 in 120 ms, none in a quiet second.
+        let mut busy = Arrivals::default();
+        for k in 0..60 {
+            busy.timeline.push((at(k * 2), None));
+            busy.timeline
+                .extend((0..3).map(|_| (at(k * 2 + 1), status())));
+        }
+        assert!(busy.floods().is_empty());
+        // Spread over more than a second, the same 60 are no flood either.
+        let slow = Arrivals {
+            timeline: (0..60).map(|k| (at(k * 25), status())).collect(),
+            ..Default::default()
+        };
+        assert!(slow.floods().is_empty());
     }
 
     /// A stream or stream_end after its message's stream_end is dropped as it arrives, and a

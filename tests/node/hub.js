@@ -73,6 +73,7 @@ const VARIANTS = {
   "own-ids": "events relayed to browsers also carry the receiving browser's own clientId and agentId (extensions: they name the recipient itself)",
   "part-fields": "each part relayed to browsers carries a field the spec does not list (`hubSeen: true`: an extension inside the part, where own-ids puts them beside it)",
   "no-config": "agents get no `config` at connect (an extension: the spec owes them none)",
+  "status-per-frame": "browsers get three `status` events beside every frame relayed to them (extensions in step with the traffic: over 50 a second while a stream is relayed fast, none to a quiet browser)",
 };
 let diverge = process.env.HUB_DIVERGE || "";
 let variant = process.env.HUB_VARIANT || "";
@@ -397,6 +398,7 @@ function toBrowsers(agentId, clientId, event, out) {
     const addressed = b.data.clientId === clientId;
     if (is("misroute") ? !addressed : addressed || is("all-browsers")) {
       b.emit(event, variant === "own-ids" ? { ...out, clientId: b.data.clientId, agentId: b.data.agentId } : out);
+      if (variant === "status-per-frame") for (let k = 0; k < 3; k++) b.emit("status", { relayed: event, k });
       if (event === "stream_end" && is("stream-end-alias")) b.emit("streamEnd", out);
     }
   }
