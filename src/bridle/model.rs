@@ -291,24 +291,28 @@ const AGENT_HOUSEKEEPING: &[&str] = &["register", "ping", "pong"];
 /// so two hubs that differ only in extensions are at parity. A misused spec name (a look-alike
 /// such as `streamEnd`, or `typing` to an agent) stays in the view.
 pub fn is_extension(e: &Value) -> bool {
+    match (e["dir"].as_str(), e["event"].as_str()) {
+        (Some(dir), Some(name)) => is_extension_name(dir, name),
+        _ => false,
+    }
+}
+
+/// [`is_extension`] of an event named `name` the hub sends in direction `dir`.
+pub fn is_extension_name(dir: &str, name: &str) -> bool {
     use super::check_hub::{TO_AGENT, TO_BROWSER, spec_name_misuse};
-    let listed = match e["dir"].as_str() {
-        Some("hub→browser") => TO_BROWSER,
-        Some("hub→agent") => TO_AGENT,
+    let listed = match dir {
+        "hub→browser" => TO_BROWSER,
+        "hub→agent" => TO_AGENT,
         _ => return false,
     };
-    e["event"]
-        .as_str()
-        .is_some_and(|n| !listed.contains(&n) && spec_name_misuse(n).is_none())
+    !listed.contains(&name) && spec_name_misuse(name).is_none()
 }
 
 /// The fields the spec gives the 2xx answer to an HTTP API request (`None`: no shape given,
 /// the answer is compared whole). The spec writes each as an object literal and a TypeScript
 /// interface (`IBridleHealthData`, …), which an object with more fields still satisfies.
 fn http_answer_fields(request: &Value) -> Option<&'static [&'static str]> {
-    let path = request["path"].as_str()?;
-    let path = path.split(['?', '#']).next().unwrap_or(path);
-    let rest = path.strip_prefix("/api/agent/")?;
+    let rest = request_path(request)?.strip_prefix("/api/agent/")?;
     let segments: Vec<&str> = rest.split('/').collect();
     match (request["method"].as_str()?, segments.as_slice()) {
         ("GET", ["health"]) => Some(&["ok", "agentConnected", "browserClients"]),
@@ -343,50 +347,52 @@ pub fn counts_by_type(body: &mut Value) {
 /// leg and a live one are both compared on ([`crate::protocol::Live::live_view`]); two live
 /// legs, played alike, compare them whole.
 pub fn hub_wide_counts_by_type(mut events: Vec<Value>) -> Vec<Value> {
-    let mut hub_wide = std::collections::VecDeque::new();
-    for e in events.iter_mut() {
-        match e["dir"].as_str() {
-            Some("http→hub") => {
-                let path = e["http"]["path"].as_str().unwrap_or("");
-                let path = path.split(['?', '#']).next().unwrap_or(path);
-                hub_wide.push_back(
-                    e["http"]["method"] == "GET"
-                        && path.trim_end_matches('/') == "/api/agent/health",
-                );
-            }
-            Some("hub→http") if hub_wide.pop_front().unwrap_or(false) => {
-                counts_by_type(&mut e["http"]["body"]);
-            }
-            _ => {}
+    for (request, answer) in http_exchanges(&events) {
+        let req = &events[request]["http"];
+        let hub_wide = req["method"] == "GET"
+            && request_path(req).is_some_and(|p| p.trim_end_matches('/') == "/api/agent/health");
+        if hub_wide {
+            counts_by_type(&mut events[answer]["http"]["body"]);
         }
     }
     events
 }
 
-/// Each 2xx HTTP answer (`hub→http`) whose body is an object: its index in `events` and the
-/// fields the spec gives it. Answers are paired with requests (`http→hub`) in order, as the
-/// player sends and awaits them.
-fn http_answers(events: &[Value]) -> Vec<(usize, &'static [&'static str])> {
+/// An HTTP request's path without its query string or fragment.
+fn request_path(request: &Value) -> Option<&str> {
+    let path = request["path"].as_str()?;
+    Some(path.split(['?', '#']).next().unwrap_or(path))
+}
+
+/// Each HTTP answer (`hub→http`) with the request (`http→hub`) it answers, by index in
+/// `events`: paired in order, as the player sends and awaits them.
+fn http_exchanges(events: &[Value]) -> Vec<(usize, usize)> {
     let mut requests = std::collections::VecDeque::new();
-    let mut answers = Vec::new();
+    let mut pairs = Vec::new();
     for (i, e) in events.iter().enumerate() {
         match e["dir"].as_str() {
-            Some("http→hub") => requests.push_back(http_answer_fields(&e["http"])),
-            Some("hub→http") => {
-                let fields = requests.pop_front().flatten();
-                let ok = e["http"]["status"]
-                    .as_u64()
-                    .is_some_and(|s| (200..300).contains(&s));
-                if let (Some(fields), true) = (fields, ok)
-                    && e["http"]["body"].is_object()
-                {
-                    answers.push((i, fields));
-                }
-            }
+            Some("http→hub") => requests.push_back(i),
+            Some("hub→http") => pairs.extend(requests.pop_front().map(|r| (r, i))),
             _ => {}
         }
     }
-    answers
+    pairs
+}
+
+/// Each 2xx HTTP answer (`hub→http`) whose body is an object: its index in `events` and the
+/// fields the spec gives it ([`http_exchanges`]).
+fn http_answers(events: &[Value]) -> Vec<(usize, &'static [&'static str])> {
+    http_exchanges(events)
+        .into_iter()
+        .filter_map(|(request, i)| {
+            let e = &events[i];
+            let ok = e["http"]["status"]
+                .as_u64()
+                .is_some_and(|s| (200..300).contains(&s));
+            let fields = http_answer_fields(&events[request]["http"])?;
+            (ok && e["http"]["body"].is_object()).then_some((i, fields))
+        })
+        .collect()
 }
 
 /// The fields of HTTP answers that the spec does not give them (in order of appearance, once

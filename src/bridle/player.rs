@@ -1952,7 +1952,12 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                         }
                         // Dropped as it came (after its message's stream_end): not what was
                         // awaited, though it has its name.
-                        None => late |= arrivals.names.last().is_some_and(|n| n == want),
+                        None => {
+                            late |= arrivals
+                                .late
+                                .last()
+                                .is_some_and(|l| l.drop.event_type == want)
+                        }
                     },
                     // It came, but late: that is the cause, whatever else came meanwhile.
                     Err(super::transport::RecvError::Timeout) if late => {
@@ -2066,12 +2071,11 @@ async fn browser_late(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &m
 /// one is kept, and shows as a difference of text.)
 #[derive(Default)]
 struct Arrivals {
-    names: Vec<String>,
+    /// Each event's name and when it came: what came instead of an awaited one, and whether a
+    /// flood of an extension came (the comparison leaves those out, so does not see it).
+    arrived: Vec<(Instant, String)>,
     order: super::model::Grammar,
     late: Vec<Late>,
-    /// When each event arrived, with its name where the spec does not list it for browsers:
-    /// a flood of those is a fault the comparison (which leaves them out) does not see.
-    timeline: Vec<(Instant, Option<String>)>,
 }
 
 struct Late {
@@ -2085,11 +2089,7 @@ impl Arrivals {
     /// Notes an event read from the browser's connection: the event, unless the grammar drops
     /// it as late.
     fn admit(&mut self, e: super::transport::Event) -> Option<(String, Value)> {
-        self.names.push(e.name.clone());
-        let extension =
-            super::model::is_extension(&json!({ "dir": "hub→browser", "event": e.name }));
-        self.timeline
-            .push((Instant::now(), extension.then(|| e.name.clone())));
+        self.arrived.push((Instant::now(), e.name.clone()));
         match self.order.accept("hub→browser", &e.name, &e.data) {
             Err(drop) if drop.rule == "stream-after-end" => {
                 self.late.push(Late {
@@ -2114,11 +2114,11 @@ impl Arrivals {
         // such, and how many in all.
         let mut recent: BTreeMap<&str, VecDeque<Instant>> = BTreeMap::new();
         let mut seen: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-        for (t, name) in &self.timeline {
-            let Some(name) = name else {
+        for (t, name) in &self.arrived {
+            if !super::model::is_extension_name("hub→browser", name) {
                 recent.clear();
                 continue;
-            };
+            }
             let q = recent.entry(name).or_default();
             q.push_back(*t);
             while q.front().is_some_and(|f| *t - *f > Duration::from_secs(1)) {
@@ -2138,6 +2138,11 @@ impl Arrivals {
                 )
             })
             .collect()
+    }
+
+    /// The late events nothing accounts for: the hub's own extras.
+    fn unaccounted(&self) -> impl Iterator<Item = &crate::protocol::GrammarDrop> {
+        self.late.iter().filter(|l| !l.accounted).map(|l| &l.drop)
     }
 
     /// Marks the oldest late `want` nothing accounts for yet as accounted for.
@@ -2221,11 +2226,11 @@ impl Party {
                 // It came, but only after its message's end, where a client drops it.
                 Some(late_cause(want))
             } else if buffered.iter().any(|(n, _)| n == want) {
-                let names = &arrivals.names;
-                let last = names.iter().rposition(|n| n == want).unwrap_or(0);
+                let names = &arrivals.arrived;
+                let last = names.iter().rposition(|(_, n)| n == want).unwrap_or(0);
                 let after = last
                     .checked_sub(1)
-                    .map_or(String::new(), |i| format!(", after {}", names[i]));
+                    .map_or(String::new(), |i| format!(", after {}", names[i].1));
                 Some(format!("a {want} came only later, out of its place{after}"))
             } else {
                 let later = view[*at + 1..]
@@ -2274,20 +2279,15 @@ impl Party {
             live.push(ev.clone());
             view.push(ev);
         }
-        // What the grammar dropped as it came: the leg's grammar drops. Those neither a
-        // recorded late event nor a stall's cause accounts for are the hub's own extras (the
-        // recording has no such event to await), a difference of their own.
         // A flood of extension events: left out of the comparison, so judged here.
         for m in arrivals.floods() {
             wrong.push(m.clone());
             view.push(json!({ "dir": "hub→browser", "wrong": m }));
         }
-        let unaccounted: Vec<String> = arrivals
-            .late
-            .iter()
-            .filter(|l| !l.accounted)
-            .map(|l| l.drop.describe())
-            .collect();
+        // What the grammar dropped as it came: the leg's grammar drops. Those neither a
+        // recorded late event nor a stall's cause accounts for are the hub's own extras (the
+        // recording has no such event to await), a difference of their own.
+        let unaccounted: Vec<String> = arrivals.unaccounted().map(|d| d.describe()).collect();
         view.extend(
             arrivals
                 .late
@@ -2598,9 +2598,9 @@ mod tests {
     fn a_flood_is_many_extension_events_to_a_quiet_browser() {
         let start = Instant::now();
         let at = |ms: u64| start + Duration::from_millis(ms);
-        let status = || Some("status".to_string());
+        let status = || "status".to_string();
         let quiet = Arrivals {
-            timeline: (0..60).map(|k| (at(k * 2), status())).collect(),
+            arrived: (0..60).map(|k| (at(k * 2), status())).collect(),
             ..Default::default()
         };
         let floods = quiet.floods();
@@ -2609,14 +2609,14 @@ mod tests {
         // Three beside each of 60 relayed frames: 180 in 120 ms, none in a quiet second.
         let mut busy = Arrivals::default();
         for k in 0..60 {
-            busy.timeline.push((at(k * 2), None));
-            busy.timeline
+            busy.arrived.push((at(k * 2), "stream".to_string()));
+            busy.arrived
                 .extend((0..3).map(|_| (at(k * 2 + 1), status())));
         }
         assert!(busy.floods().is_empty());
         // Spread over more than a second, the same 60 are no flood either.
         let slow = Arrivals {
-            timeline: (0..60).map(|k| (at(k * 25), status())).collect(),
+            arrived: (0..60).map(|k| (at(k * 25), status())).collect(),
             ..Default::default()
         };
         assert!(slow.floods().is_empty());
@@ -2640,15 +2640,10 @@ mod tests {
         assert!(a.admit(e("stream_end", "Hello", "m1")).is_none());
         // A stream that does not extend the last is kept (its text shows the difference).
         assert!(a.admit(e("stream", "Xyz", "m2")).is_some());
-        assert_eq!(a.names.len(), 7);
+        assert_eq!(a.arrived.len(), 7);
         assert!(a.match_late("stream"));
         assert!(!a.match_late("stream"));
-        let open: Vec<String> = a
-            .late
-            .iter()
-            .filter(|l| !l.accounted)
-            .map(|l| l.drop.layer_key())
-            .collect();
+        let open: Vec<String> = a.unaccounted().map(|d| d.layer_key()).collect();
         assert_eq!(open, ["stream-after-end:stream_end"]);
     }
 
