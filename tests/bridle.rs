@@ -925,6 +925,20 @@ async fn record_bridle_tees_every_frame_into_scoped_redacted_lanes() {
     assert!(!own.contains(API_KEY), "the apiKey leaked into the lanes");
     let http = read(&root.join("bot-r__http/http→hub.ndjson"));
     assert!(http.contains("plain sync"), "{http}");
+    // Each socket line names its connection (two tabs of one user share a cell): the browser's
+    // one connection throughout, the agent's another; HTTP lines none.
+    let conns = |text: &str| -> std::collections::BTreeSet<Option<u64>> {
+        text.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["conn"].as_u64())
+            .collect()
+    };
+    let (browser, agent) = (conns(&format!("{up}{down}")), conns(&agent_up));
+    assert!(
+        browser.len() == 1 && !browser.contains(&None),
+        "{browser:?}"
+    );
+    assert!(agent.len() == 1 && browser != agent, "{agent:?}");
+    assert_eq!(conns(&http), [None].into());
     assert!(read(&root.join("bot-r__http/hub→http.ndjson")).contains("Plain answer"));
     if canonical {
         let polled = read(&root.join("bot-r__u-node/hub→browser.ndjson"));
@@ -2229,6 +2243,98 @@ fn a_flood_of_extension_events_is_judged_as_it_comes() {
             "{shown}: {out}"
         );
     }
+}
+
+/// Two tabs of one user (two browser connections with one JWT sub, open at once) share a cell:
+/// `record bridle` now writes which connection each line is on (`conn`), and replay and parity
+/// play each tab on its own socket. Such a cell was skipped ("a recording does not say which
+/// connection a line is on"), so a hub that keeps one connection per user
+/// (`--diverge clobber-same-user`: the second tab replaces the first) passed both. The cells
+/// (`tests/node/two-tabs`, scripts/record-bridle-two-tabs.sh) hold the canonical
+/// socket.io-client's two tabs through the node hub and agent: both get every answer streamed,
+/// then the first leaves and the second asks alone.
+/// - The correct hub passes replay and parity, and a recording-against-live parity: each tab's
+///   streams are judged apart (on one grammar the second tab's stream_end of a message followed
+///   the first tab's, a stream after its end).
+/// - The clobbering hub fails both, the stall naming the cause: the other tab got it.
+/// - A recording without `conn` still skips such a cell, naming why (tests/node/check-run).
+#[test]
+fn two_tabs_of_one_user_are_played_each_on_its_own_socket() {
+    if !node_ready("two_tabs_of_one_user_are_played_each_on_its_own_socket") {
+        return;
+    }
+    let cells = node_dir().join("two-tabs");
+    let lanes = std::fs::read_to_string(cells.join("node/tabs__twin/hub→browser.ndjson")).unwrap();
+    let conns: std::collections::BTreeSet<u64> = lanes
+        .lines()
+        .map(|l| {
+            let e: serde_json::Value = serde_json::from_str(l).unwrap();
+            e["conn"].as_u64().expect(l)
+        })
+        .collect();
+    assert_eq!(conns.len(), 2, "two tabs, each line marked: {conns:?}");
+    let hub = node_dir().join("hub.js").display().to_string();
+    let rec = cells.display().to_string();
+    let recorded_vs_live = move || {
+        bridgewire_keyed(
+            &[
+                "parity",
+                "--timeout-ms",
+                "3000",
+                "--base",
+                &format!("rec:{rec}"),
+                "--head",
+                &format!("cmd:node {hub}"),
+                &rec,
+            ],
+            &[],
+        )
+    };
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| node_hub_replay(&cells, "3000", &[], &[])),
+        Box::new(|| node_hub_parity(&cells, "3000", "--variant own-ids", &[])),
+        Box::new(recorded_vs_live),
+        Box::new(|| node_hub_replay(&cells, "3000", &["--diverge", "clobber-same-user"], &[])),
+        Box::new(|| node_hub_parity(&cells, "3000", "--diverge clobber-same-user", &[])),
+    ];
+    let results = parallel(jobs);
+    for (what, (code, out)) in ["replay", "parity", "recorded against live"]
+        .iter()
+        .zip(&results)
+    {
+        assert_eq!(*code, 0, "{what}: {out}");
+        assert!(
+            out.contains("PASS node/tabs__twin") && !out.contains("SKIP"),
+            "{what}: {out}"
+        );
+    }
+    for (what, (_, out)) in ["parity", "recorded against live"]
+        .iter()
+        .zip(&results[1..3])
+    {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("PASS node/tabs__twin"))
+            .unwrap();
+        assert!(line.contains("grammar drops 0→0"), "{what}: {out}");
+    }
+    let cause = "this connection of \"twin\" got no typing at all, and the cell's other \
+                 connection(s) of \"twin\" (tabs of one user) got 2: the hub sends to one \
+                 connection of a user";
+    let (code, out) = &results[3];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        // Inside the live event's JSON there.
+        out.contains("FAIL node/tabs__twin: hub→browser event #")
+            && out.contains(&cause.replace('"', "\\\"")),
+        "{out}"
+    );
+    let (code, out) = &results[4];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("STALL node/tabs__twin") && out.contains(cause),
+        "{out}"
+    );
 }
 
 /// A `/message/sync` nobody answers is answered at the hub's sync timeout (the spec's 120 s).

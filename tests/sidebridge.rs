@@ -679,6 +679,7 @@ fn a_recorder_with_many_chats_keeps_a_bounded_number_of_files_open() {
                     scope: Some(c),
                     dir,
                     bytes: format!("{{\"round\":{round}}}").as_bytes(),
+                    conn: None,
                 });
             }
         }

@@ -1022,6 +1022,7 @@ fn record_direction(
             scope: s.as_deref(),
             dir,
             bytes: l,
+            conn: None,
         }));
         writer.append_batch_scanned(&batch, &key_hits);
         batch_kept = recycle(batch);
@@ -1214,6 +1215,7 @@ fn serve_child(mut conn: UnixStream, mut writer: LaneWriter) -> io::Result<()> {
                 scope: scope.as_deref(),
                 dir,
                 bytes: l,
+                conn: None,
             })
             .collect();
         writer.append_batch(&batch);

@@ -39,22 +39,52 @@ pub const BRIDLE_RULES: crate::normalize::Rules<'static> = crate::normalize::Rul
 
 pub struct BridleModel;
 
-/// Per (direction, messageId) stream state. The player also runs one over each browser's
-/// events in the order they arrive, where a stream after its `stream_end` shows (its view
-/// is in the order the recording awaited them).
+/// Per (direction, browser connection, messageId) stream state: two tabs of one user share a
+/// cell and each gets the whole stream. The player also runs one over each browser's events in
+/// the order they arrive, where a stream after its `stream_end` shows (its view is in the order
+/// the recording awaited them).
 #[derive(Default)]
 pub struct Grammar {
-    last: HashMap<(String, String), String>,
-    ended: HashMap<(String, String), bool>,
+    last: HashMap<StreamKey, String>,
+    ended: HashMap<StreamKey, bool>,
 }
+
+/// A stream's direction, the browser connection it went to (`None`: one connection, or not a
+/// browser's), and its messageId.
+type StreamKey = (String, Option<u64>, String);
+
+/// The connection of a browser's line, when the recorder wrote it ([`Entry::conn`]): the key a
+/// cell's grammar keeps each tab's streams apart by. `None` for other lines (an agent's
+/// reconnect does not start its streams afresh).
+pub fn browser_conn(entry: &Entry) -> Option<u64> {
+    BROWSER_DIRS
+        .contains(&entry.dir.as_str())
+        .then(|| entry.conn())
+        .flatten()
+}
+
+/// A browser's two directions.
+const BROWSER_DIRS: [&str; 2] = ["hub→browser", "browser→hub"];
 
 impl Grammar {
     pub fn accept(&mut self, dir: &str, name: &str, data: &Value) -> Result<(), GrammarDrop> {
+        self.accept_on(None, dir, name, data)
+    }
+
+    /// [`Grammar::accept`] for an event of browser connection `conn` ([`browser_conn`]).
+    pub fn accept_on(
+        &mut self,
+        conn: Option<u64>,
+        dir: &str,
+        name: &str,
+        data: &Value,
+    ) -> Result<(), GrammarDrop> {
         if name != "stream" && name != "stream_end" {
             return Ok(());
         }
         let key = (
             dir.to_string(),
+            conn,
             data["messageId"].as_str().unwrap_or("").to_string(),
         );
         let drop = |rule: &str, reason: String| GrammarDrop {
@@ -65,7 +95,7 @@ impl Grammar {
         if self.ended.get(&key).copied().unwrap_or(false) {
             return Err(drop(
                 "stream-after-end",
-                format!("{name} after stream_end of messageId {:?}", key.1),
+                format!("{name} after stream_end of messageId {:?}", key.2),
             ));
         }
         let text = data["text"].as_str().unwrap_or("").to_string();
@@ -116,12 +146,18 @@ pub fn event_of(entry: &Entry) -> Result<Option<Value>, String> {
 /// Runs events in the model's shape (a live leg's view) through the same grammar the recorded
 /// leg's assembly applies: the kept events and each drop's `<rule>:<eventType>`. An event
 /// marked `"judged": true` was judged as it arrived (the player's view is in the recording's
-/// order, not the hub's): kept as it is, without the mark.
+/// order, not the hub's): kept as it is, without the mark. One marked `"conn": N` came on
+/// the recorded browser connection N ([`browser_conn`]): judged with that connection's
+/// streams, kept without the mark.
 pub fn grammar_pass(events: Vec<Value>) -> (Vec<Value>, Vec<String>) {
     let mut grammar = Grammar::default();
     let mut kept = Vec::with_capacity(events.len());
     let mut drops = Vec::new();
     for mut ev in events {
+        let conn = ev
+            .as_object_mut()
+            .and_then(|m| m.remove("conn"))
+            .and_then(|c| c.as_u64());
         if ev["judged"] == true {
             if let Some(m) = ev.as_object_mut() {
                 m.remove("judged");
@@ -130,7 +166,7 @@ pub fn grammar_pass(events: Vec<Value>) -> (Vec<Value>, Vec<String>) {
             continue;
         }
         let verdict = match (ev["dir"].as_str(), ev.get("event").and_then(Value::as_str)) {
-            (Some(dir), Some(name)) => grammar.accept(dir, name, &ev["data"]),
+            (Some(dir), Some(name)) => grammar.accept_on(conn, dir, name, &ev["data"]),
             _ => Ok(()),
         };
         match verdict {
@@ -158,7 +194,9 @@ impl Model for BridleModel {
                 Ok(None) => {}
                 Ok(Some(ev)) => {
                     let verdict = match ev.get("event").and_then(Value::as_str) {
-                        Some(name) => grammar.accept(&entry.dir, name, &ev["data"]),
+                        Some(name) => {
+                            grammar.accept_on(browser_conn(&entry), &entry.dir, name, &ev["data"])
+                        }
                         None => Ok(()),
                     };
                     match verdict {
@@ -1047,6 +1085,68 @@ mod tests {
                 .rule,
             "stream-after-end"
         );
+    }
+
+    /// Two tabs of one user each get a message's whole stream: the recorded cell interleaves
+    /// them, and only the connection each line was on (`conn`) keeps the second tab's
+    /// stream_end from reading as a stream after the first tab's end. The live view's marks do
+    /// the same in the view's grammar, and are not compared.
+    #[test]
+    fn each_tab_has_its_own_streams() {
+        let cell = Cell {
+            protocol: Protocol::Bridle,
+            key: "p/c".into(),
+            path: "/nonexistent".into(),
+            lanes: vec![],
+            current: vec![],
+        };
+        let frame = |name: &str, text: &str| {
+            format!(r#"42/ws/client,["{name}",{{"text":"{text}","messageId":"m"}}]"#)
+        };
+        let lines = [
+            ("hub→browser", frame("stream", "Hel")),
+            ("hub→browser", frame("stream", "Hel")),
+            ("hub→browser", frame("stream_end", "Hello")),
+            ("hub→browser", frame("stream_end", "Hello")),
+        ];
+        let lines: Vec<(&str, &str)> = lines.iter().map(|(d, l)| (*d, l.as_str())).collect();
+        let assembled = |conns: &[Option<u64>]| {
+            let mut entries = crate::lane::test_entries(&lines);
+            for (e, c) in entries.iter_mut().zip(conns) {
+                if let Some(c) = c {
+                    e.extra.insert("conn".into(), json!(c));
+                }
+            }
+            let mut sink = crate::protocol::Collected::default();
+            BridleModel.assemble(&cell, &mut entries.into_iter(), &mut sink);
+            let drops: Vec<String> = sink.1.iter().map(GrammarDrop::layer_key).collect();
+            (sink.0, drops)
+        };
+        let (kept, drops) = assembled(&[Some(1), Some(2), Some(1), Some(2)]);
+        assert_eq!((kept.len(), drops.len()), (4, 0), "{drops:?}");
+        // Not told apart: the second end follows the first.
+        let (kept, drops) = assembled(&[None; 4]);
+        assert_eq!(kept.len(), 3);
+        assert_eq!(drops, ["stream-after-end:stream_end"]);
+        // The live view, marked by connection: the same, without the marks.
+        let view: Vec<Value> = kept_with_conns(&lines, &[1, 2, 1, 2]);
+        let (kept, drops) = grammar_pass(view);
+        assert!(drops.is_empty(), "{drops:?}");
+        assert_eq!(kept.len(), 4);
+        assert!(kept.iter().all(|e| e.get("conn").is_none()), "{kept:?}");
+    }
+
+    /// The events of `lines` as a live view holds them, each marked with its connection.
+    fn kept_with_conns(lines: &[(&str, &str)], conns: &[u64]) -> Vec<Value> {
+        crate::lane::test_entries(lines)
+            .iter()
+            .zip(conns)
+            .map(|(e, c)| {
+                let mut ev = event_of(e).unwrap().unwrap();
+                ev["conn"] = json!(c);
+                ev
+            })
+            .collect()
     }
 
     /// What a browser or the agent sent that is no event is the hub's input: no event, no

@@ -36,7 +36,7 @@ use super::{AGENT_NSP, CLIENT_NSP, sign_jwt};
 use crate::cell::Cell;
 use crate::protocol::Model;
 use serde_json::{Value, json};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -259,6 +259,10 @@ enum Step {
     /// at the health probe or message that follows ([`Bystanders`]). Not in any cell's view; a
     /// message it gets is compared as one the recording lacks.
     Bystander(Option<String>),
+    /// The browser steps that follow act on the cell's recorded browser connection `conn`
+    /// (`None`: the recording does not say which, so one connection at a time): two tabs of one
+    /// user share a cell, each played on its own socket ([`Party::select`]).
+    Tab(Option<u64>),
     /// An agent connection ends here: its recorded end (its leave or a close, [`agent_end`]),
     /// or, in a recording without ends, after its last recorded line when another connection
     /// follows, the hub given the recorded gap to the next line (10 ms to the fixed quiet
@@ -607,7 +611,7 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
     // The browser's connections in the cell, one after another: each ends (the browser's
     // leave or close, the hub's disconnect, refusal or close) before the next connects.
     let mut browser_connects = 0;
-    let mut connection = Connection::default();
+    let mut connections: HashMap<Option<u64>, Connection> = HashMap::new();
     let mut overlapping = false;
     // The open connection's token, when a replay cannot make it again (`[redacted]` without a
     // kind).
@@ -615,6 +619,9 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
     let mut refused_why: Option<String> = None;
     for entry in cell.recorded() {
         let line = peer_line(&entry, Peer::Browser);
+        let connection = connections
+            .entry(super::model::browser_conn(&entry))
+            .or_default();
         match connection.next(&line) {
             Transition::Opened { overlapping: o } => {
                 overlapping |= o;
@@ -652,13 +659,14 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
         }
         entries.push(entry);
     }
-    // The player plays one browser connection at a time: two open at once (two tabs) cannot
-    // be told apart line by line, so their events could only stall.
+    // Two connections open at once (two tabs) are played each on its own socket when the
+    // recording says which connection each line is on (`conn`); without it they cannot be
+    // told apart line by line, so their events could only stall.
     if overlapping {
         return Err(Unplayed::browsers(format!(
             "{browser_connects} browser connections of {client_id:?} in this cell, some open at \
-             once (two tabs): a recording does not say which connection a line is on, so the \
-             replay cannot play them apart"
+             once (two tabs): the recording does not say which connection a line is on \
+             (recorded before bridgewire wrote `conn`), so the replay cannot play them apart"
         )));
     }
     // A refused connection is replayed with a token of the kind the recording names; a token
@@ -757,7 +765,12 @@ struct Party {
     client_id: String,
     has_browser: bool,
     connect_recorded: bool,
-    browser: Option<Socket>,
+    /// The browser connection browser steps act on ([`Step::Tab`]), the recorded connection it
+    /// plays (`None`: a recording that does not say, one connection at a time), and the cell's
+    /// other connections (two tabs of one user).
+    tab: Tab,
+    tab_conn: Option<u64>,
+    parked: Vec<(Option<u64>, Tab)>,
     /// The clientId the spec derives from the token the player signs ("from JWT sub, or
     /// 'admin' for admin users"), and the claims and roles it signed.
     want_client: String,
@@ -767,8 +780,6 @@ struct Party {
     recorded: Vec<Value>,
     live: Vec<Value>,
     view: Vec<Value>,
-    /// Live hub→browser events that arrived before a step awaited them.
-    buffered: VecDeque<(String, Value)>,
     pending: VecDeque<Answer>,
     /// The hub-wide cell (`_hub__http`: `GET /api/agent/health`).
     hub_wide: bool,
@@ -778,11 +789,9 @@ struct Party {
     /// whose answers reach no browser otherwise cost one full wait per recorded event (21 × 15 s
     /// in one cell).
     stalled: bool,
-    /// What ended the first stall's wait, for its verdict: every hub→browser event in the
-    /// order it was read (and what the grammar dropped in that order), and the first missing
-    /// event's place in the view.
-    arrivals: Arrivals,
-    first_stall: Option<(usize, String)>,
+    /// The first missing event's place in the view, its name and its connection: that
+    /// connection's arrivals tell what ended the wait, for the verdict.
+    first_stall: Option<(usize, String, Option<u64>)>,
     wrong: Vec<String>,
     /// What was not played or compared, and why: said in a passing verdict.
     notes: Vec<String>,
@@ -811,21 +820,41 @@ impl Party {
             has_browser: p.has_browser,
             connect_recorded: p.connect_recorded,
             hub_wide: p.hub_wide,
-            browser: None,
+            tab: Tab::default(),
+            tab_conn: None,
+            parked: Vec::new(),
             claims,
             roles,
             recorded: Vec::new(),
             live: Vec::new(),
             view: Vec::new(),
-            buffered: VecDeque::new(),
             pending: VecDeque::new(),
             stalled: false,
-            arrivals: Arrivals::default(),
             first_stall: None,
             wrong: Vec::new(),
             notes: Vec::new(),
             ended: None,
         }
+    }
+
+    /// Makes the recorded browser connection `conn` the one browser steps act on (a new one
+    /// starts with no socket).
+    fn select(&mut self, conn: Option<u64>) {
+        if conn == self.tab_conn {
+            return;
+        }
+        let tab = match self.parked.iter().position(|(c, _)| *c == conn) {
+            Some(k) => self.parked.swap_remove(k).1,
+            None => Tab::default(),
+        };
+        let old = std::mem::replace(&mut self.tab, tab);
+        self.parked.push((self.tab_conn, old));
+        self.tab_conn = conn;
+    }
+
+    /// Every browser connection of the cell's, the one steps act on first.
+    fn tabs_mut(&mut self) -> impl Iterator<Item = &mut Tab> {
+        std::iter::once(&mut self.tab).chain(self.parked.iter_mut().map(|(_, t)| t))
     }
 
     /// Opens a connection of the replayed browser with `auth`. A hub that refuses it at the
@@ -846,8 +875,8 @@ impl Party {
             }
         };
         match Socket::connect(&cfg.url, CLIENT_NSP, Some(auth), opts).await {
-            Ok(s) => self.browser = Some(s),
-            Err(_) if refused => self.browser = None,
+            Ok(s) => self.tab.browser = Some(s),
+            Err(_) if refused => self.tab.browser = None,
             Err(e) => {
                 self.ended = Some(Outcome::Fail(format!(
                     "the replayed browser could not connect: {e}"
@@ -859,7 +888,7 @@ impl Party {
     /// The browser leaves, if it is still connected: what arrived meanwhile is kept for later
     /// steps.
     async fn leave_browser(&mut self, cfg: &ReplayConfig, cadence: &mut Cadence) {
-        let Some(mut b) = self.browser.take() else {
+        let Some(mut b) = self.tab.browser.take() else {
             return;
         };
         if b.engine.is_closed() {
@@ -867,7 +896,7 @@ impl Party {
         }
         for e in leave(&mut b, cfg).await {
             cadence.arrived(b.engine.last_arrival());
-            self.buffered.extend(self.arrivals.admit(e));
+            self.tab.admit(e);
         }
         cadence.wrote();
     }
@@ -881,16 +910,16 @@ impl Party {
         cadence: &mut Cadence,
     ) -> Result<(), String> {
         let wait = self.wait(cfg);
-        let Some(b) = self.browser.as_mut() else {
+        let Some(b) = self.tab.browser.as_mut() else {
             return Ok(());
         };
         let (events, ended) = read_to_end(b, wait, cadence).await;
         let names: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
         for e in events {
-            self.buffered.extend(self.arrivals.admit(e));
+            self.tab.admit(e);
         }
         if ended {
-            self.browser = None;
+            self.tab.browser = None;
             return Ok(());
         }
         self.stalled = true;
@@ -1163,6 +1192,7 @@ pub async fn replay_group_into(
         }
         match step {
             Step::AgentClose(_) | Step::Bystander(_) => {}
+            Step::Tab(conn) => p.select(conn),
             Step::AgentConnect {
                 ev,
                 auth,
@@ -1250,6 +1280,10 @@ pub async fn replay_group_into(
                         p.view.extend(ev);
                     }
                     Err(m) => {
+                        // The recording has it ended here: the replay ends it, so that later
+                        // steps play with the connections the recording had (a second tab's
+                        // connect does not replace this one).
+                        p.leave_browser(cfg, &mut cadence).await;
                         let missing = json!({ "dir": "hub→browser", "missing": m });
                         p.live.push(missing.clone());
                         p.view.push(missing);
@@ -1257,7 +1291,7 @@ pub async fn replay_group_into(
                 }
             }
             Step::BrowserRaw(line) => {
-                if let Some(b) = p.browser.as_ref() {
+                if let Some(b) = p.tab.browser.as_ref() {
                     match line.strip_prefix("binary:") {
                         Some(b64) => {
                             let bytes = crate::util::base64_decode(b64).unwrap_or_default();
@@ -1274,7 +1308,7 @@ pub async fn replay_group_into(
             Step::BrowserPacket(ev) => p.view.push(ev),
             Step::Echo(ev) => p.view.push(ev),
             Step::BrowserSend(n, d) => {
-                if let Some(b) = p.browser.as_ref() {
+                if let Some(b) = p.tab.browser.as_ref() {
                     b.emit(&n, d.clone());
                     cadence.wrote();
                 }
@@ -1368,7 +1402,9 @@ pub async fn replay_group_into(
     // is part of what this build does and the recording did not. Idle: quiet for the adaptive
     // window since its last output or the replay's last write (see the module doc).
     for p in parties.iter_mut().flatten().filter(|p| p.ended.is_none()) {
-        quiesce(p, cfg, &mut cadence).await;
+        for tab in p.tabs_mut() {
+            quiesce(tab, cfg, &mut cadence).await;
+        }
     }
     // Messages the hub sent the agent that no recorded step awaited: the recording's agent got
     // none of them (a hub that forwards what it should drop, or sends one twice). Read until
@@ -1547,15 +1583,17 @@ fn script(
     let mut steps: Vec<(usize, Step)> = Vec::new();
     let mut ts: Vec<f64> = Vec::new();
     let mut recorded: Vec<Vec<Value>> = vec![Vec::new(); cells];
-    // Per cell, the grammar over its browser's recorded events ([`Step::BrowserLate`]).
+    // Per cell, the grammar over its browsers' recorded events ([`Step::BrowserLate`]).
     let mut order: Vec<super::model::Grammar> = (0..cells).map(|_| Default::default()).collect();
+    // Per cell, the recorded browser connection its last browser step acted on ([`Step::Tab`]).
+    let mut tab: Vec<Option<u64>> = vec![None; cells];
     let mut registers = false;
     // Per cell, the recorded HTTP requests not answered yet (their step and send time), oldest
     // first: answers come in that order (`HttpExpect` takes the oldest).
     let mut unanswered: Vec<VecDeque<(usize, f64)>> = vec![VecDeque::new(); cells];
-    // Per cell, its browser connection, and the step of its last connect.
-    let mut connection: Vec<Connection> = vec![Connection::default(); cells];
-    let mut connect_at: Vec<usize> = vec![0; cells];
+    // Per cell and recorded browser connection, its state, and the step of its last connect.
+    let mut connection: HashMap<(usize, Option<u64>), Connection> = HashMap::new();
+    let mut connect_at: HashMap<(usize, Option<u64>), usize> = HashMap::new();
     // Agent connections' ends are recorded (a proxy that records connection ends): they are
     // played where they were, not guessed.
     let mut agent_ends = false;
@@ -1628,7 +1666,10 @@ fn script(
             }
         }
         let line = peer_line(&entry, Peer::Browser);
-        let transition = connection[i].next(&line);
+        let conn = super::model::browser_conn(&entry);
+        let this = connection.entry((i, conn)).or_default();
+        let transition = this.next(&line);
+        let open = this.open;
         let ev = event_of(&entry).ok().flatten();
         // Another agentId's agent connected as the recording had it when a health probe asks
         // or a message goes out: a hub that answers for any agent, or routes a message to
@@ -1643,9 +1684,16 @@ fn script(
                 bystander = want;
             }
         }
+        // A browser line of another recorded connection than the cell's last one: its steps
+        // act on that connection's socket.
+        if conn != tab[i] && matches!(entry.dir.as_str(), "browser→hub" | "hub→browser") {
+            tab[i] = conn;
+            ts.push(entry.ts);
+            steps.push((i, Step::Tab(conn)));
+        }
         let step = match (transition, line, ev) {
             (Transition::Opened { .. }, PeerLine::Connect(auth), Some(ev)) => {
-                connect_at[i] = steps.len();
+                connect_at.insert((i, conn), steps.len());
                 Step::BrowserConnect {
                     ev,
                     auth,
@@ -1655,8 +1703,8 @@ fn script(
             }
             (Transition::Left, _, ev) => Step::BrowserLeave(ev),
             (Transition::Ended { refused: ended }, _, ev) => {
-                if let Some((_, Step::BrowserConnect { refused, .. })) =
-                    steps.get_mut(connect_at[i])
+                if let Some(&at) = connect_at.get(&(i, conn))
+                    && let Some((_, Step::BrowserConnect { refused, .. })) = steps.get_mut(at)
                 {
                     *refused = ended;
                 }
@@ -1691,7 +1739,7 @@ fn script(
                     ("hub→browser", Some(n)) => {
                         let n = n.to_string();
                         // The recording's own late events, as its assembly drops them.
-                        match order[i].accept("hub→browser", &n, &ev["data"]) {
+                        match order[i].accept_on(conn, "hub→browser", &n, &ev["data"]) {
                             Err(d) if d.rule == "stream-after-end" => Step::BrowserLate(n),
                             _ => {
                                 recorded[i].push(ev);
@@ -1710,9 +1758,7 @@ fn script(
                     _ => Step::Echo(ev),
                 }
             }
-            (_, _, None)
-                if connection[i].open && entry.dir == "browser→hub" && is_raw(&entry.line) =>
-            {
+            (_, _, None) if open && entry.dir == "browser→hub" && is_raw(&entry.line) => {
                 Step::BrowserRaw(entry.line.clone())
             }
             (_, _, None) => continue,
@@ -1909,9 +1955,12 @@ fn http_send(
 /// to arrive), and records it, or its absence, in the cell's view.
 async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &mut Cadence) {
     let Party {
-        browser,
-        buffered,
-        arrivals,
+        tab: Tab {
+            browser,
+            buffered,
+            arrivals,
+        },
+        tab_conn,
         stalled,
         first_stall,
         wrong,
@@ -2007,13 +2056,23 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         }),
         Some(Err(e)) => {
             *stalled = true;
-            *first_stall = Some((view.len(), want.to_string()));
+            *first_stall = Some((view.len(), want.to_string(), *tab_conn));
             json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
         }
         None => json!({ "dir": "hub→browser", "missing": want }),
     };
     live.push(ev.clone());
-    view.push(ev);
+    view.push(tab_event(*tab_conn, ev));
+}
+
+/// A hub→browser event as the view holds it: marked with the recorded connection it came on
+/// (`conn`), when the recording names one, so that the view's grammar keeps each tab's streams
+/// apart ([`super::model::grammar_pass`]).
+fn tab_event(conn: Option<u64>, mut ev: Value) -> Value {
+    if let Some(c) = conn {
+        ev["conn"] = json!(c);
+    }
+    ev
 }
 
 /// Why an awaited event that came after its message's `stream_end` is missing.
@@ -2030,23 +2089,26 @@ fn late_cause(want: &str) -> String {
 /// hub sent and the recorded one did not, in the view; none is no fault (a client drops it
 /// anyway), so it is looked for only for the fixed quiet window.
 async fn browser_late(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &mut Cadence) {
-    if p.arrivals.match_late(want) {
+    let tab = &mut p.tab;
+    if tab.arrivals.match_late(want) {
         return;
     }
-    let in_place = match p.buffered.iter().position(|(n, _)| n == want) {
-        Some(i) => p.buffered.remove(i),
+    let in_place = match tab.buffered.iter().position(|(n, _)| n == want) {
+        Some(i) => tab.buffered.remove(i),
         None => {
-            let Some(b) = p.browser.as_mut() else { return };
+            let Some(b) = tab.browser.as_mut() else {
+                return;
+            };
             let deadline = Instant::now() + fixed_quiet(cfg.wait);
             loop {
                 let Ok(e) = b.recv_until(deadline).await else {
                     break None;
                 };
                 cadence.arrived(b.engine.last_arrival());
-                match p.arrivals.admit(e) {
+                match tab.arrivals.admit(e) {
                     Some((n, d)) if n == want => break Some((n, d)),
-                    Some(other) => p.buffered.push_back(other),
-                    None if p.arrivals.match_late(want) => break None,
+                    Some(other) => tab.buffered.push_back(other),
+                    None if tab.arrivals.match_late(want) => break None,
                     None => {}
                 }
             }
@@ -2057,9 +2119,28 @@ async fn browser_late(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &m
         // in the recording's order, where it follows the end).
         let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
         p.live.push(ev.clone());
-        let mut judged = ev;
+        let mut judged = tab_event(p.tab_conn, ev);
         judged["judged"] = json!(true);
         p.view.push(judged);
+    }
+}
+
+/// One browser connection of a cell's, as the replay plays it (two tabs of one user are two).
+#[derive(Default)]
+struct Tab {
+    browser: Option<Socket>,
+    /// Live hub→browser events that arrived before a step awaited them.
+    buffered: VecDeque<(String, Value)>,
+    /// Every hub→browser event in the order it was read (and what the grammar dropped in that
+    /// order): what ended a stall's wait, for its verdict.
+    arrivals: Arrivals,
+}
+
+impl Tab {
+    /// Keeps an event read from the connection for later steps, unless the grammar drops it
+    /// as late.
+    fn admit(&mut self, e: super::transport::Event) {
+        self.buffered.extend(self.arrivals.admit(e));
     }
 }
 
@@ -2162,14 +2243,10 @@ impl Arrivals {
 }
 
 /// After the script: what else the hub sends the cell's browser until it is idle (bounded).
-async fn quiesce(p: &mut Party, cfg: &ReplayConfig, cadence: &mut Cadence) {
-    let Party {
-        browser,
-        buffered,
-        arrivals,
-        ..
-    } = p;
-    let Some(b) = browser.as_mut() else { return };
+async fn quiesce(tab: &mut Tab, cfg: &ReplayConfig, cadence: &mut Cadence) {
+    let Some(b) = tab.browser.as_mut() else {
+        return;
+    };
     let fixed = fixed_quiet(cfg.wait);
     let end = Instant::now() + cfg.wait;
     loop {
@@ -2181,7 +2258,7 @@ async fn quiesce(p: &mut Party, cfg: &ReplayConfig, cadence: &mut Cadence) {
         match b.recv_until(until.min(end)).await {
             Ok(e) => {
                 cadence.arrived(b.engine.last_arrival());
-                buffered.extend(arrivals.admit(e));
+                tab.buffered.extend(tab.arrivals.admit(e));
             }
             // Quiet, but bytes arrived that the connection did not read yet (its task was not
             // scheduled): not idle.
@@ -2197,18 +2274,24 @@ async fn quiesce(p: &mut Party, cfg: &ReplayConfig, cadence: &mut Cadence) {
 
 impl Party {
     /// The cell's verdict, its view given to `view_out`.
-    fn finish(self, view_out: &mut Vec<Value>) -> Outcome {
+    fn finish(mut self, view_out: &mut Vec<Value>) -> Outcome {
+        // The stalled connection's arrivals tell the first stall's cause.
+        if let Some((_, _, conn)) = self.first_stall {
+            self.select(conn);
+        }
         let Party {
             mut view,
             mut live,
             recorded,
-            buffered,
-            mut arrivals,
+            mut tab,
+            tab_conn,
+            parked,
             first_stall,
             mut wrong,
             notes,
             ended,
             hub_wide,
+            client_id,
             ..
         } = self;
         if let Some(o) = ended {
@@ -2217,28 +2300,44 @@ impl Party {
         }
         // The first stall's cause, when the rest of the cell shows it: the awaited event came
         // only later, out of its place (a hub that holds a frame back until the next one), or
-        // the events awaited after it came (the hub skipped it). Either way not a slow hub.
-        if let Some((at, want)) = &first_stall
+        // the events awaited after it came (the hub skipped it), or it came only on the cell's
+        // other browser connection (a hub that keeps one connection per user). Not a slow hub.
+        if let Some((at, want, _)) = &first_stall
             && let Some(m) = view[*at]["missing"].as_str()
             && !m.contains(crate::parity::NOT_SLOW)
         {
-            let cause = if arrivals.match_late(want) {
+            // The stalled connection's view entries after the stall.
+            let on_tab = |e: &&Value| e.get("conn").and_then(Value::as_u64) == tab_conn;
+            let elsewhere = parked
+                .iter()
+                .flat_map(|(_, t)| &t.arrivals.arrived)
+                .filter(|(_, n)| n == want)
+                .count();
+            let cause = if tab.arrivals.match_late(want) {
                 // It came, but only after its message's end, where a client drops it.
                 Some(late_cause(want))
-            } else if buffered.iter().any(|(n, _)| n == want) {
-                let names = &arrivals.arrived;
+            } else if tab.buffered.iter().any(|(n, _)| n == want) {
+                let names = &tab.arrivals.arrived;
                 let last = names.iter().rposition(|(_, n)| n == want).unwrap_or(0);
                 let after = last
                     .checked_sub(1)
                     .map_or(String::new(), |i| format!(", after {}", names[i].1));
                 Some(format!("a {want} came only later, out of its place{after}"))
+            } else if elsewhere > 0 && !tab.arrivals.arrived.iter().any(|(_, n)| n == want) {
+                Some(format!(
+                    "this connection of {client_id:?} got no {want} at all, and the cell's \
+                     other connection(s) of {client_id:?} (tabs of one user) got {elsewhere}: \
+                     the hub sends to one connection of a user"
+                ))
             } else {
                 let later = view[*at + 1..]
                     .iter()
+                    .filter(on_tab)
                     .filter(|e| e["dir"] == "hub→browser" && e.get("event").is_some())
                     .count();
                 let absent: Vec<&str> = view[*at + 1..]
                     .iter()
+                    .filter(on_tab)
                     .filter(|e| e["notAwaited"] == true)
                     .map(|e| {
                         let m = e["missing"].as_str().unwrap_or("");
@@ -2274,26 +2373,29 @@ impl Party {
                 }
             }
         }
-        for (n, d) in buffered {
-            let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
-            live.push(ev.clone());
-            view.push(ev);
+        let mut unaccounted: Vec<String> = Vec::new();
+        for (conn, tab) in std::iter::once((tab_conn, tab)).chain(parked) {
+            for (n, d) in tab.buffered {
+                let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
+                live.push(ev.clone());
+                view.push(tab_event(conn, ev));
+            }
+            // A flood of extension events: left out of the comparison, so judged here.
+            for m in tab.arrivals.floods() {
+                wrong.push(m.clone());
+                view.push(json!({ "dir": "hub→browser", "wrong": m }));
+            }
+            // What the grammar dropped as it came: the leg's grammar drops. Those neither a
+            // recorded late event nor a stall's cause accounts for are the hub's own extras
+            // (the recording has no such event to await), a difference of their own.
+            unaccounted.extend(tab.arrivals.unaccounted().map(|d| d.describe()));
+            view.extend(
+                tab.arrivals
+                    .late
+                    .iter()
+                    .map(|l| json!({ "dir": "hub→browser", "dropped": l.drop.layer_key() })),
+            );
         }
-        // A flood of extension events: left out of the comparison, so judged here.
-        for m in arrivals.floods() {
-            wrong.push(m.clone());
-            view.push(json!({ "dir": "hub→browser", "wrong": m }));
-        }
-        // What the grammar dropped as it came: the leg's grammar drops. Those neither a
-        // recorded late event nor a stall's cause accounts for are the hub's own extras (the
-        // recording has no such event to await), a difference of their own.
-        let unaccounted: Vec<String> = arrivals.unaccounted().map(|d| d.describe()).collect();
-        view.extend(
-            arrivals
-                .late
-                .iter()
-                .map(|l| json!({ "dir": "hub→browser", "dropped": l.drop.layer_key() })),
-        );
         view_out.extend(view);
         let mut outcome = if hub_wide {
             // The hub-wide health counts every agentId's agents and browsers; a replay plays

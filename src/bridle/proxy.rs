@@ -111,6 +111,10 @@ impl Role {
 /// One Engine.IO session's routing state.
 #[derive(Default)]
 struct Session {
+    /// The session's number in the recording (1, 2, … in the order sessions opened), written
+    /// beside each of its lines as `conn`: two tabs of one user share a cell, and a replay
+    /// plays each on its own socket.
+    conn: u64,
     /// Namespace → (role, agentId, clientId for browsers).
     nsps: HashMap<String, (Role, String, String)>,
     /// Control frames seen before any namespace said who this is: (from_client, line).
@@ -262,6 +266,8 @@ struct Record {
     scope: String,
     dir: &'static str,
     line: Bytes,
+    /// The session that carried it ([`Session::conn`]); `None` for HTTP API lines.
+    conn: Option<u64>,
     /// Whether some key of the line's JSON could lead to a redaction, when a scan of the frame
     /// already told ([`super::event_scan`]); `None`: the redaction pass looks itself.
     keys: Option<bool>,
@@ -288,6 +294,8 @@ struct Recorder {
     frames: u64,
     /// Lines routed since the last write.
     out: Vec<Record>,
+    /// Sessions opened so far: the last one's number ([`Session::conn`]).
+    sessions_opened: u64,
     /// WebSocket relays by connection number: their session and frame parsers.
     conns: HashMap<u64, WsConn>,
     /// Directions of WebSocket relays whose bytes stopped parsing (a protocol error): their
@@ -333,6 +341,7 @@ impl Recorder {
             api_key: cfg.api_key.clone(),
             frames: 0,
             out: Vec::new(),
+            sessions_opened: 0,
             conns: HashMap::new(),
             unparsed: 0,
             scratch: Vec::new(),
@@ -391,17 +400,25 @@ impl Recorder {
         self.scratch = msgs;
     }
 
-    fn write(&mut self, scope: &str, dir: &'static str, line: Bytes) {
-        self.write_scanned(scope.to_string(), dir, line, None);
+    fn write(&mut self, scope: &str, dir: &'static str, line: Bytes, conn: Option<u64>) {
+        self.write_scanned(scope.to_string(), dir, line, conn, None);
     }
 
     /// [`Recorder::write`] with what a scan of the frame said about its keys.
-    fn write_scanned(&mut self, scope: String, dir: &'static str, line: Bytes, keys: Option<bool>) {
+    fn write_scanned(
+        &mut self,
+        scope: String,
+        dir: &'static str,
+        line: Bytes,
+        conn: Option<u64>,
+        keys: Option<bool>,
+    ) {
         self.frames += 1;
         self.out.push(Record {
             scope,
             dir,
             line,
+            conn,
             keys,
         });
     }
@@ -432,6 +449,7 @@ impl Recorder {
                     .get(i)
                     .and_then(|b| b.as_deref())
                     .unwrap_or(&r.line),
+                conn: r.conn,
             })
             .collect();
         self.writer.append_batch(&lines);
@@ -543,7 +561,14 @@ impl Recorder {
                 self.close(&victim);
             }
         }
-        self.sessions.entry(sid.to_string()).or_default();
+        if !self.sessions.contains_key(sid) {
+            self.sessions_opened += 1;
+            let session = Session {
+                conn: self.sessions_opened,
+                ..Session::default()
+            };
+            self.sessions.insert(sid.to_string(), session);
+        }
     }
 
     /// Holds a frame back until the session says who it is (bounded by [`MAX_PENDING`]).
@@ -554,12 +579,14 @@ impl Recorder {
         };
         if session.pending.len() >= MAX_PENDING {
             let pending = std::mem::take(&mut session.pending);
+            let conn = Some(session.conn);
             self.overflowed += pending.len() as u64;
             for (fc, l) in pending {
                 self.write(
                     "_unscoped",
                     if fc { "browser→hub" } else { "hub→browser" },
                     l,
+                    conn,
                 );
             }
         }
@@ -578,6 +605,7 @@ impl Recorder {
             self.dropped += 1;
             return;
         };
+        let conn = Some(session.conn);
         // Fast path: an event on a known namespace of a session that said who it is. A
         // browser's goes to the session's scope, an agent's to its clientId's; one borrowed
         // scan ([`super::event_scan`]) finds the clientId and whether any key could need
@@ -599,7 +627,7 @@ impl Recorder {
             match role {
                 Role::Browser => {
                     let scope = format!("{agent}__{client}");
-                    self.write_scanned(scope, dir, bytes.clone(), keys);
+                    self.write_scanned(scope, dir, bytes.clone(), conn, keys);
                     return;
                 }
                 Role::Agent => {
@@ -612,7 +640,7 @@ impl Recorder {
                             Some(c) if !c.is_empty() => format!("{agent}__http"),
                             _ => format!("{agent}__agent"),
                         };
-                        self.write_scanned(scope, dir, bytes.clone(), keys);
+                        self.write_scanned(scope, dir, bytes.clone(), conn, keys);
                         return;
                     }
                 }
@@ -628,7 +656,7 @@ impl Recorder {
                 Some((role, scope)) => {
                     let (up, down) = role.dirs();
                     let dir = if from_client { up } else { down };
-                    self.write(&scope, dir, bytes.clone());
+                    self.write(&scope, dir, bytes.clone(), conn);
                 }
                 None => self.hold(sid, from_client, bytes.clone()),
             }
@@ -691,7 +719,7 @@ impl Recorder {
             Role::Agent => format!("{agent}__agent"),
         };
         for (fc, l) in pending {
-            self.write(&home, if fc { up } else { down }, l);
+            self.write(&home, if fc { up } else { down }, l, conn);
         }
         let scope = match role {
             Role::Browser => home,
@@ -704,7 +732,7 @@ impl Recorder {
                 _ => home,
             },
         };
-        self.write(&scope, if from_client { up } else { down }, line);
+        self.write(&scope, if from_client { up } else { down }, line, conn);
     }
 
     fn binary(&mut self, sid: &str, from_client: bool, bytes: &[u8]) {
@@ -713,10 +741,11 @@ impl Recorder {
             self.dropped += 1;
             return;
         };
+        let conn = Some(session.conn);
         match session.home() {
             Some((role, scope)) => {
                 let (up, down) = role.dirs();
-                self.write(&scope, if from_client { up } else { down }, line);
+                self.write(&scope, if from_client { up } else { down }, line, conn);
             }
             None => self.hold(sid, from_client, line),
         }
@@ -730,6 +759,7 @@ impl Recorder {
                     "_unscoped",
                     if fc { "browser→hub" } else { "hub→browser" },
                     l,
+                    Some(s.conn),
                 );
             }
         }
@@ -743,7 +773,7 @@ impl Recorder {
             _ => "_hub",
         };
         let scope = format!("{agent}__http");
-        self.write(&scope, dir, Bytes::from(line.to_string()));
+        self.write(&scope, dir, Bytes::from(line.to_string()), None);
     }
 }
 

@@ -80,6 +80,12 @@ impl Entry {
         }
     }
 
+    /// Which of its scope's connections carried the line, when the recorder said
+    /// ([`write::Line::conn`]).
+    pub fn conn(&self) -> Option<u64> {
+        self.extra.get("conn").and_then(Value::as_u64)
+    }
+
     /// Serializes the entry as one lane line (without the trailing newline).
     pub fn to_line(&self) -> String {
         let mut out = String::with_capacity(self.line.len() + 96);

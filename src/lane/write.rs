@@ -23,6 +23,10 @@ pub struct Line<'a> {
     pub scope: Option<&'a str>,
     pub dir: &'a str,
     pub bytes: &'a [u8],
+    /// Which of the scope's connections carried the line, when a recorder files several at
+    /// once into one lane (two browser tabs of one user in one cell): written as `"conn"` after
+    /// `line`, so a replay can play each connection on its own socket. `None`: not written.
+    pub conn: Option<u64>,
 }
 
 /// Up to this many lanes in a batch, a line's group is found by comparing (scope, dir) with
@@ -455,6 +459,10 @@ impl LaneWriter {
                 out.extend_from_slice(b",\"lineBase64\":\"");
                 out.extend_from_slice(crate::util::base64_encode(bytes).as_bytes());
                 out.push(b'"');
+            }
+            if let Some(conn) = line.conn {
+                out.extend_from_slice(b",\"conn\":");
+                push_u64(out, conn);
             }
             out.extend_from_slice(b"}\n");
         }
@@ -1053,6 +1061,7 @@ mod tests {
                 scope: scopes[(i * 7) % scopes.len()].as_deref(),
                 dir: dirs[i % dirs.len()],
                 bytes: texts[i].as_bytes(),
+                conn: None,
             })
             .collect();
         w.append_batch(&lines);
@@ -1109,6 +1118,7 @@ mod tests {
                 scope: Some(s),
                 dir: "up",
                 bytes: b"x",
+                conn: None,
             });
         }
         std::fs::remove_dir_all(t.path().join("s0")).unwrap();
@@ -1116,6 +1126,7 @@ mod tests {
             scope: Some("s0"),
             dir: "up",
             bytes: b"y",
+            conn: None,
         });
         assert_eq!(w.failures, 0);
         let text = std::fs::read_to_string(t.path().join("s0/up.ndjson")).unwrap();
@@ -1126,6 +1137,7 @@ mod tests {
             scope: Some("s1"),
             dir: "up",
             bytes: b"z",
+            conn: None,
         });
         let text = std::fs::read_to_string(t.path().join("s1/up.ndjson")).unwrap();
         assert_eq!(text.lines().count(), 2, "{text}");
@@ -1139,22 +1151,26 @@ mod tests {
             scope: None,
             dir: "runtime→bridge",
             bytes: b"{\"id\":1}",
+            conn: None,
         });
         w.append_batch(&[
             Line {
                 scope: Some("thr/1"),
                 dir: "bridge→runtime",
                 bytes: b"a",
+                conn: None,
             },
             Line {
                 scope: Some("thr/1"),
                 dir: "bridge→runtime",
                 bytes: b"b\xff",
+                conn: Some(7),
             },
             Line {
                 scope: Some("_process"),
                 dir: "bridge→runtime",
                 bytes: b"c",
+                conn: None,
             },
         ]);
         let read = |p: PathBuf, d: &str| -> Vec<crate::lane::Entry> {
@@ -1178,6 +1194,8 @@ mod tests {
         assert_eq!(thr.iter().map(|e| e.seq).collect::<Vec<_>>(), [2.0, 3.0]);
         assert_eq!(thr[1].line, "b\u{fffd}");
         assert_eq!(thr[1].raw_bytes(), b"b\xff");
+        // The connection a line was on follows it, after the exact bytes of a non-UTF-8 line.
+        assert_eq!((thr[0].conn(), thr[1].conn()), (None, Some(7)));
         let odd = read(
             t.path().join("t-_process/bridge→runtime.ndjson"),
             "bridge→runtime",

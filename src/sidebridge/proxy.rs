@@ -189,6 +189,7 @@ fn record(shared: &Shared, scope: Option<&str>, dir: &str, e: &Envelope) {
         scope,
         dir,
         bytes: &line,
+        conn: None,
     });
 }
 

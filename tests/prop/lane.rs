@@ -336,7 +336,7 @@ proptest! {
         let mut w = LaneWriter::with_run(dir.path(), 7).unwrap();
         let batch: Vec<Line> = lines
             .iter()
-            .map(|(s, d, b)| Line { scope: *s, dir: d, bytes: b })
+            .map(|(s, d, b)| Line { scope: *s, dir: d, bytes: b, conn: None })
             .collect();
         w.append_batch(&batch);
         prop_assert_eq!(w.failures(), 0);
