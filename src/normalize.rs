@@ -45,14 +45,39 @@ pub const TIME_FIELDS: &[&str] = &[
 ];
 
 /// What a time in epoch seconds becomes where times keep their unit ([`Rules::keep_time_type`]);
-/// it stays itself when normalized again.
+/// it stays itself when normalized again, as the other units' labels do ([`time_unit`]).
 pub const EPOCH_SECONDS: &str = "<epoch seconds>";
+/// A time in epoch microseconds, where times keep their unit.
+pub const EPOCH_MICROSECONDS: &str = "<epoch microseconds>";
+/// A time in epoch nanoseconds, where times keep their unit.
+pub const EPOCH_NANOSECONDS: &str = "<epoch nanoseconds>";
+/// A number that reads as no time since 1970 in any unit (below 1e8 but not 0, or negative: a
+/// clock since start, a counter), where times keep their unit.
+pub const NOT_EPOCH_TIME: &str = "<not an epoch time>";
 
-/// Whether a number read as a time is seconds since 1970, not milliseconds: from 1e8 (1973 in
-/// seconds) up to 1e11 (5138 in seconds, 1973 in milliseconds).
-pub fn reads_as_epoch_seconds(t: f64) -> bool {
-    (1e8..1e11).contains(&t)
+/// The label of a number read as a time that is not in epoch milliseconds (`None`: it is, from
+/// 1e11 to 1e14, 1973 to 5138, or it is 0, what a time in milliseconds becomes): seconds from
+/// 1e8 (1973 in seconds) to 1e11 (5138 in seconds), microseconds from 1e14 to 1e17,
+/// nanoseconds beyond; below 1e8 (other than 0) or negative, no epoch time. The ranges follow
+/// from one another by factors of 1000, so each label names the one unit that reads as a date
+/// between 1973 and 5138.
+pub fn time_unit(t: f64) -> Option<&'static str> {
+    match t {
+        t if t == 0.0 || (1e11..1e14).contains(&t) => None,
+        t if (1e8..1e11).contains(&t) => Some(EPOCH_SECONDS),
+        t if (1e14..1e17).contains(&t) => Some(EPOCH_MICROSECONDS),
+        t if t >= 1e17 => Some(EPOCH_NANOSECONDS),
+        _ => Some(NOT_EPOCH_TIME),
+    }
 }
+
+/// The labels [`time_unit`] gives: each stays itself when normalized again.
+const TIME_UNIT_LABELS: [&str; 4] = [
+    EPOCH_SECONDS,
+    EPOCH_MICROSECONDS,
+    EPOCH_NANOSECONDS,
+    NOT_EPOCH_TIME,
+];
 
 /// What to normalize: the id fields to intern, plus fields blanked to `""`.
 #[derive(Clone, Copy)]
@@ -61,11 +86,12 @@ pub struct Rules<'a> {
     pub blank_fields: &'a [&'a str],
     pub removed_fields: &'a [&'a str],
     pub time_fields: &'a [&'a str],
-    /// A time keeps its JSON type and its unit: a number becomes `0`, or [`EPOCH_SECONDS`]
-    /// when it reads as seconds since 1970 (between 1e8 and 1e11: 1973 to 5138 in seconds, 1970
-    /// to 1973 in milliseconds), and a string `""`. So two builds that write the same field as a
-    /// number and as a text differ, and so do two that write milliseconds and seconds (a
-    /// client reading milliseconds shows 1970). bb's §7 zeroes either (off for bb, whose
+    /// A time keeps its JSON type and its unit: a number in epoch milliseconds becomes `0`,
+    /// one in another unit its label ([`time_unit`]: [`EPOCH_SECONDS`], microseconds,
+    /// nanoseconds, or no epoch time), and a string `""`. So two builds that write the same
+    /// field as a number and as a text differ, and so do two that write milliseconds and
+    /// seconds (a client reading milliseconds shows 1970) or microseconds (a date in the
+    /// 58 000s). bb's §7 zeroes either (off for bb, whose
     /// reference example turns `"createdAt": "2026"` into `0`).
     pub keep_time_type: bool,
     /// Fields whose value is the provider's own JSON (a tool's `arguments` and `result`, an
@@ -153,13 +179,12 @@ fn walk(v: Value, rules: Rules<'_>, table: &mut HashMap<String, usize>) -> Value
                     Value::String(format!("#{n}"))
                 } else if rules.time_fields.contains(&key) && (v.is_number() || v.is_string()) {
                     match (&v, rules.keep_time_type) {
-                        (Value::String(s), true) if s == EPOCH_SECONDS => v,
+                        (Value::String(s), true) if TIME_UNIT_LABELS.contains(&s.as_str()) => v,
                         (Value::String(_), true) => Value::String(String::new()),
-                        (Value::Number(n), true)
-                            if n.as_f64().is_some_and(reads_as_epoch_seconds) =>
-                        {
-                            Value::String(EPOCH_SECONDS.into())
-                        }
+                        (Value::Number(n), true) => match n.as_f64().and_then(time_unit) {
+                            Some(label) => Value::String(label.into()),
+                            None => Value::from(0),
+                        },
                         _ => Value::from(0),
                     }
                 } else {
@@ -209,6 +234,11 @@ mod tests {
                 json!({"ts": 1_796_400_000_000_i64}),
                 json!({"ts": 1_796_400_000_i64}),
                 json!({"ts": 1_796_400_000.25}),
+                json!({"ts": 1_796_400_000_000.5}),
+                json!({"ts": 1_796_400_000_000_000_i64}),
+                json!({"ts": 1_796_400_000_000_000_000_i64}),
+                json!({"ts": 0}),
+                json!({"ts": -3}),
             ]
         };
         let typed = Rules {
@@ -221,11 +251,16 @@ mod tests {
         assert_eq!(
             ts,
             [
-                json!(0),
+                json!(NOT_EPOCH_TIME),
                 json!(""),
                 json!(0),
                 json!(EPOCH_SECONDS),
-                json!(EPOCH_SECONDS)
+                json!(EPOCH_SECONDS),
+                json!(0),
+                json!(EPOCH_MICROSECONDS),
+                json!(EPOCH_NANOSECONDS),
+                json!(0),
+                json!(NOT_EPOCH_TIME),
             ]
         );
         // Normalized again, each stays what it became.

@@ -1318,6 +1318,12 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     (
+        "ts-micros",
+        "event-fields",
+        "the spec's ts is epoch milliseconds",
+        &[],
+    ),
+    (
         "api-key-any-case",
         "handshake-auth",
         "agent with the apiKey's case flipped: admitted",
@@ -1676,6 +1682,13 @@ const NODE_HUB_VARIANTS: &[(&str, &str, &str)] = &[
         "part-fields",
         "client-routing",
         "ok   a reply for route-u1 keeps its parts — text and image parts as the agent sent them; extensions inside the parts, which the spec does not forbid (not judged): hubSeen",
+    ),
+    // The hub's own clock in place of the agent's ts, milliseconds with a fraction: a number in
+    // epoch milliseconds, as the spec types it.
+    (
+        "ts-fraction",
+        "event-fields",
+        "ok   hub→browser typing — type, ts",
     ),
     // No `config` for agents: the extension the node hub sends at connect is not owed.
     (
@@ -2133,13 +2146,15 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
 ///   `--variant own-ids`) is an extension, left out and listed; one naming another browser
 ///   (`--diverge foreign-client-id`) claims a different recipient and is compared, as
 ///   `check bridle hub`'s event-fields judges it (both were left out, and the flaw passed);
-/// - a `ts` keeps its unit: epoch seconds (`--diverge ts-seconds`) differ from the spec's
-///   milliseconds (every `ts` was zeroed, and the flaw passed).
+/// - a `ts` keeps its unit: epoch seconds (`--diverge ts-seconds`) and microseconds
+///   (`--diverge ts-micros`) differ from the spec's milliseconds (every `ts` was zeroed, and
+///   both flaws passed); the hub's own clock in milliseconds with a fraction, in place of the
+///   agent's ts (`--variant ts-fraction`), is milliseconds too and passes.
 ///
 /// The node hub's check-run cells, its relay cell carrying `typing`, stream and stream_end.
 #[test]
-fn a_foreign_recipient_and_a_time_in_seconds_are_differences() {
-    if !node_ready("a_foreign_recipient_and_a_time_in_seconds_are_differences") {
+fn a_foreign_recipient_and_a_time_in_another_unit_are_differences() {
+    if !node_ready("a_foreign_recipient_and_a_time_in_another_unit_are_differences") {
         return;
     }
     let cells = node_dir().join("check-run");
@@ -2150,6 +2165,8 @@ fn a_foreign_recipient_and_a_time_in_seconds_are_differences() {
         Box::new(|| parity("--diverge ts-seconds")),
         Box::new(|| node_hub_replay(&cells, "3000", &["--diverge", "foreign-client-id"], &[])),
         Box::new(|| node_hub_replay(&cells, "3000", &["--diverge", "ts-seconds"], &[])),
+        Box::new(|| parity("--diverge ts-micros")),
+        Box::new(|| parity("--variant ts-fraction")),
     ];
     let results = parallel(jobs);
     // Two cells the player cannot replay (two tabs, a refused token without its kind).
@@ -2165,6 +2182,7 @@ fn a_foreign_recipient_and_a_time_in_seconds_are_differences() {
     for (k, shown) in [
         (1, r##"/data/clientId: (absent) → "#"##),
         (2, r#"/data/ts: 0 → "<epoch seconds>""#),
+        (5, r#"/data/ts: 0 → "<epoch microseconds>""#),
     ] {
         let (code, out) = &results[k];
         assert_eq!(*code, 1, "{out}");
@@ -2189,6 +2207,9 @@ fn a_foreign_recipient_and_a_time_in_seconds_are_differences() {
             "{shown}: {out}"
         );
     }
+    let (code, out) = &results[6];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");
 }
 
 /// A hub that floods browsers with an event the spec does not list (`status` every 2 ms:

@@ -61,6 +61,7 @@ const DIVERGENCES = {
   "drop-typing": "typing is not relayed to browsers (stream and stream_end are)",
   "crash-on-null": "the process exits when a browser's message is null",
   "ts-string": "events relayed to browsers carry ts as a string of digits, not a number",
+  "ts-micros": "events relayed to browsers carry ts in epoch microseconds, not milliseconds",
   "end-as-last-stream": "stream_end reaches browsers with the last stream's text and parts, losing what the agent's final text added",
   "end-as-message": "stream_end reaches browsers as a `message` event (its payload unchanged but for type)",
   "stream-after-end": "each stream is held back until the agent's next frame, so the last reaches browsers after stream_end",
@@ -73,6 +74,7 @@ const VARIANTS = {
   "own-ids": "events relayed to browsers also carry the receiving browser's own clientId and agentId (extensions: they name the recipient itself)",
   "part-fields": "each part relayed to browsers carries a field the spec does not list (`hubSeen: true`: an extension inside the part, where own-ids puts them beside it)",
   "no-config": "agents get no `config` at connect (an extension: the spec owes them none)",
+  "ts-fraction": "events relayed to browsers carry the hub's own clock, epoch milliseconds with a fraction (performance.timeOrigin + performance.now()), in place of the agent's ts (a number in milliseconds, as the spec types it)",
   "status-per-frame": "browsers get three `status` events beside every frame relayed to them (extensions in step with the traffic: over 50 a second while a stream is relayed fast, none to a quiet browser)",
 };
 let diverge = process.env.HUB_DIVERGE || "";
@@ -381,6 +383,8 @@ function relay(agentId, event, data) {
     if (event === "message" && data.kind && !is("notes-no-kind")) out.kind = data.kind;
   }
   if (is("ts-seconds")) out.ts = Math.floor(out.ts / 1000);
+  if (is("ts-micros")) out.ts = out.ts * 1000;
+  if (variant === "ts-fraction") out.ts = performance.timeOrigin + performance.now();
   if (is("stream-after-end") && (event === "stream" || event === "stream_end")) {
     const held = heldStream.get(clientId);
     heldStream.delete(clientId);
