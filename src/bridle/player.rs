@@ -271,6 +271,22 @@ enum Step {
     AgentClose(Duration),
 }
 
+impl Step {
+    /// It acts on the browser connection [`Step::Tab`] selected.
+    fn on_tab(&self) -> bool {
+        matches!(
+            self,
+            Step::BrowserConnect { .. }
+                | Step::BrowserLeave(_)
+                | Step::BrowserEnded(_)
+                | Step::BrowserRaw(_)
+                | Step::BrowserSend(..)
+                | Step::BrowserExpect(_)
+                | Step::BrowserLate(_)
+        )
+    }
+}
+
 /// A browser line the replay sends as it is: one the player has no event for that is no
 /// Engine.IO transport packet (the transport plays those itself: ping, pong, upgrade, noop).
 fn is_raw(line: &str) -> bool {
@@ -1684,13 +1700,6 @@ fn script(
                 bystander = want;
             }
         }
-        // A browser line of another recorded connection than the cell's last one: its steps
-        // act on that connection's socket.
-        if conn != tab[i] && matches!(entry.dir.as_str(), "browser→hub" | "hub→browser") {
-            tab[i] = conn;
-            ts.push(entry.ts);
-            steps.push((i, Step::Tab(conn)));
-        }
         let step = match (transition, line, ev) {
             (Transition::Opened { .. }, PeerLine::Connect(auth), Some(ev)) => {
                 connect_at.insert((i, conn), steps.len());
@@ -1763,6 +1772,13 @@ fn script(
             }
             (_, _, None) => continue,
         };
+        // A browser step of another recorded connection than the cell's last one: it acts on
+        // that connection's socket.
+        if conn != tab[i] && step.on_tab() {
+            tab[i] = conn;
+            ts.push(entry.ts);
+            steps.push((i, Step::Tab(conn)));
+        }
         ts.push(entry.ts);
         steps.push((i, step));
     }
@@ -1859,7 +1875,8 @@ fn answers(steps: &[(usize, Step)]) -> Vec<Option<usize>> {
 /// played before it (and settled by a pong), the register is seen by the probe on every leg.
 /// A browser's leave or close logged while a GET was in flight is played before it too (a
 /// leave is awaited until the hub closed the connection, so the probe sees it gone on every
-/// leg), unless a line of its own cell lies between them (it would then leave too early).
+/// leg), unless a line of its own cell lies between them (it would then leave too early), with
+/// the [`Step::Tab`] that selects its connection.
 /// So is the agent's close logged while a GET was in flight whose recorded answer says
 /// `agentConnected: false`: the answer shows the hub saw the close first (the proxy logged the
 /// GET first, and a replay in that order was answered `true`, a self-replay's false alarm);
@@ -1886,7 +1903,12 @@ fn registers_before_probes(
         }
         for j in k + 1..m {
             let leave = matches!(steps[j].1, Step::BrowserLeave(_))
-                && !steps[k + 1..j].iter().any(|(c, _)| *c == steps[j].0);
+                && !steps[k + 1..j]
+                    .iter()
+                    .any(|(c, s)| *c == steps[j].0 && !matches!(s, Step::Tab(_)));
+            if leave && matches!(steps[j - 1], (c, Step::Tab(_)) if c == steps[j].0) {
+                place[j - 1] = place[j - 1].min(k as f64 - 0.5);
+            }
             // The agent's own close, where the probe's recorded answer says it was gone: the
             // hub saw the close first, whatever order the proxy logged them in.
             let gone_first = *gone && matches!(steps[j].1, Step::AgentClose(_));
@@ -2693,6 +2715,79 @@ mod tests {
         };
         assert_eq!(order(false), ["close", "get", "answer"]);
         assert_eq!(order(true), ["get", "close", "answer"]);
+    }
+
+    /// Two tabs of one user: each browser step follows the selection of its connection, and a
+    /// tab's close logged while a health probe was in flight is played before the probe with
+    /// its selection (the selection is no line of the cell that keeps it in place: kept, the
+    /// probe counted the closed tab on a replay of the very hub recorded).
+    #[test]
+    fn a_tabs_steps_act_on_its_connection_and_its_close_moves_with_it() {
+        let lines = [
+            (
+                "browser→hub",
+                r#"40/ws/client,{"token":"[redacted:signed]"}"#,
+                Some(1),
+            ),
+            (
+                "hub→browser",
+                r#"42/ws/client,["welcome",{"clientId":"u"}]"#,
+                Some(1),
+            ),
+            (
+                "browser→hub",
+                r#"40/ws/client,{"token":"[redacted:signed]"}"#,
+                Some(2),
+            ),
+            (
+                "hub→browser",
+                r#"42/ws/client,["welcome",{"clientId":"u"}]"#,
+                Some(2),
+            ),
+            (
+                "http→hub",
+                r#"{"method":"GET","path":"/api/agent/a/health"}"#,
+                None,
+            ),
+            ("browser→hub", "1", Some(1)),
+            (
+                "hub→http",
+                r#"{"status":200,"body":{"ok":true,"agentConnected":true,"browserClients":1}}"#,
+                None,
+            ),
+        ];
+        let pairs: Vec<(&str, &str)> = lines.iter().map(|(d, l, _)| (*d, *l)).collect();
+        let merged = crate::lane::test_entries(&pairs)
+            .into_iter()
+            .zip(&lines)
+            .map(|(mut e, (_, _, conn))| {
+                if let Some(c) = conn {
+                    e.extra.insert("conn".into(), json!(c));
+                }
+                (e.key(), 0, e)
+            })
+            .collect();
+        let s = script(merged, 1, &cfg(), &Bystanders::default());
+        let names: Vec<String> = s
+            .steps
+            .iter()
+            .filter_map(|(_, st)| match st {
+                Step::Tab(c) => Some(format!("tab {}", c.unwrap_or(0))),
+                Step::BrowserConnect { .. } => Some("connect".into()),
+                Step::BrowserExpect(n) => Some(n.clone()),
+                Step::BrowserLeave(_) => Some("leave".into()),
+                Step::HttpSend(..) => Some("get".into()),
+                Step::HttpExpect => Some("answer".into()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "tab 1", "connect", "welcome", "tab 2", "connect", "welcome", "tab 1", "leave",
+                "get", "answer"
+            ]
+        );
     }
 
     /// Extension events come in a flood only when nothing the spec lists comes between them.

@@ -315,6 +315,11 @@ struct WsConn {
     down: FrameParser,
     /// A close frame was recorded (either side's): the connection's end is in the lanes.
     closed: bool,
+    /// The hub's close came while a message from the browser or agent was still arriving: it
+    /// is written once that message is, which is its cause (a hub that refuses a frame over its
+    /// size closes on the frame's first bytes, while the proxy still relays the rest), or when
+    /// the relay ends.
+    held_close: bool,
 }
 
 impl Recorder {
@@ -392,12 +397,24 @@ impl Recorder {
                 Message::Close => {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.closed = true;
+                        if !from_client && c.up.mid_message() {
+                            c.held_close = true;
+                            continue;
+                        }
                     }
                     self.frame(&sid, from_client, &Bytes::from_static(CLOSE_LINE));
                 }
             }
         }
         self.scratch = msgs;
+        if from_client
+            && let Some(c) = self.conns.get_mut(&conn)
+            && c.held_close
+            && !c.up.mid_message()
+        {
+            c.held_close = false;
+            self.frame(&sid, false, &Bytes::from_static(CLOSE_LINE));
+        }
     }
 
     fn write(&mut self, scope: &str, dir: &'static str, line: Bytes, conn: Option<u64>) {
@@ -469,12 +486,16 @@ impl Recorder {
                         up: FrameParser::new(),
                         down: FrameParser::new(),
                         closed: false,
+                        held_close: false,
                     },
                 );
             }
             Event::WsChunk(conn, from_client, bytes) => self.ws_chunk(*conn, *from_client, bytes),
             Event::WsClose(conn, ended_by) => {
                 if let Some(c) = self.conns.remove(conn) {
+                    if c.held_close {
+                        self.frame(&c.sid, false, &Bytes::from_static(CLOSE_LINE));
+                    }
                     // Ended without a close frame (a dropped TCP connection, a killed peer):
                     // the side whose stream ended first ended it.
                     if let (false, Some(from_client)) = (c.closed, *ended_by) {
@@ -1358,4 +1379,81 @@ async fn forward_http(p: Arc<Proxy>, req: Request, path_q: String) -> Response {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wsframe::encode;
+    use super::*;
+
+    /// The lines of `dir` in the cell `cell` of `root`, in seq order: (seq, line, conn).
+    fn lane(root: &std::path::Path, cell: &str, dir: &str) -> Vec<(f64, String, Option<u64>)> {
+        let path = root.join(cell).join(format!("{dir}.ndjson"));
+        crate::lane::read::LaneReader::open(&path, Some(dir))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.seq, e.line.clone(), e.conn())
+            })
+            .collect()
+    }
+
+    /// A hub that refuses a frame over its size closes on the frame's first bytes, while the
+    /// proxy still relays the rest: the frame, which caused the close, is recorded before it
+    /// (a replay that met the close first awaited it before sending the frame, and stalled).
+    /// Every line names the connection it was on.
+    #[test]
+    fn a_close_during_a_message_is_recorded_after_the_message() {
+        let t = tempfile::tempdir().unwrap();
+        let cfg = ProxyConfig {
+            upstream: "http://127.0.0.1:9".into(),
+            dir: t.path().to_path_buf(),
+            redact: true,
+            mode: 0o600,
+            jwt_secret: None,
+            api_key: None,
+        };
+        let mut rec = Recorder::new(LaneWriter::create(t.path()).unwrap(), &cfg);
+        let key = Some([1, 2, 3, 4]);
+        let hub = |text: &str| Bytes::from(encode(true, 1, text.as_bytes(), None));
+        let big = format!(
+            r#"42/ws/client,["message",{{"text":"{}"}}]"#,
+            "x".repeat(5000)
+        );
+        let big = encode(true, 1, big.as_bytes(), key);
+        let (head, tail) = big.split_at(100);
+        for event in [
+            Event::WsOpen(1, "provisional".into()),
+            Event::WsChunk(1, false, hub(r#"0{"sid":"S1","upgrades":[]}"#)),
+            Event::WsChunk(
+                1,
+                true,
+                Bytes::from(encode(
+                    true,
+                    1,
+                    br#"40/ws/client,{"token":"t","agentId":"a"}"#,
+                    key,
+                )),
+            ),
+            Event::WsChunk(1, false, hub(r#"40/ws/client,{"sid":"N1"}"#)),
+            Event::WsChunk(1, true, Bytes::copy_from_slice(head)),
+            Event::WsChunk(1, false, Bytes::from(encode(true, 8, &[3, 241], None))),
+            Event::WsChunk(1, true, Bytes::copy_from_slice(tail)),
+            Event::WsClose(1, Some(false)),
+        ] {
+            rec.apply(&event);
+        }
+        rec.flush();
+        let up = lane(t.path(), "a___anonymous", "browser→hub");
+        let down = lane(t.path(), "a___anonymous", "hub→browser");
+        let message = up.iter().find(|l| l.1.contains("message")).unwrap();
+        let close = down.last().unwrap();
+        assert_eq!(close.1, "1", "{down:?}");
+        assert!(message.0 < close.0, "{up:?} {down:?}");
+        assert_eq!(down.iter().filter(|l| l.1 == "1").count(), 1, "{down:?}");
+        assert!(
+            up.iter().chain(&down).all(|l| l.2 == Some(1)),
+            "{up:?} {down:?}"
+        );
+    }
 }

@@ -145,6 +145,12 @@ impl FrameParser {
         FrameParser::default()
     }
 
+    /// Part of a message has come and the rest has not (a frame cut by the chunking, or a
+    /// message's first fragments).
+    pub fn mid_message(&self) -> bool {
+        !self.carry.is_empty() || self.fragments.is_some()
+    }
+
     /// The error that stopped parsing, if any.
     pub fn failed(&self) -> Option<&FrameError> {
         self.failed.as_ref()
