@@ -1306,6 +1306,12 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         &[],
     ),
     (
+        "foreign-agent-id",
+        "event-fields",
+        "carries agentId=\"fields-",
+        &[],
+    ),
+    (
         "foreign-client-id",
         "event-fields",
         "carries clientId=\"fields-user-other\", which names another recipient",
@@ -2146,6 +2152,8 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
 ///   `--variant own-ids`) is an extension, left out and listed; one naming another browser
 ///   (`--diverge foreign-client-id`) claims a different recipient and is compared, as
 ///   `check bridle hub`'s event-fields judges it (both were left out, and the flaw passed);
+///   so is an `agentId` naming another agent than the one the browser connected for
+///   (`--diverge foreign-agent-id`), while its own is an extension (own-ids);
 /// - a `ts` keeps its unit: epoch seconds (`--diverge ts-seconds`) and microseconds
 ///   (`--diverge ts-micros`) differ from the spec's milliseconds (every `ts` was zeroed, and
 ///   both flaws passed); the hub's own clock in milliseconds with a fraction, in place of the
@@ -2167,6 +2175,7 @@ fn a_foreign_recipient_and_a_time_in_another_unit_are_differences() {
         Box::new(|| node_hub_replay(&cells, "3000", &["--diverge", "ts-seconds"], &[])),
         Box::new(|| parity("--diverge ts-micros")),
         Box::new(|| parity("--variant ts-fraction")),
+        Box::new(|| parity("--diverge foreign-agent-id")),
     ];
     let results = parallel(jobs);
     // Two cells the player cannot replay (two tabs, a refused token without its kind).
@@ -2183,6 +2192,7 @@ fn a_foreign_recipient_and_a_time_in_another_unit_are_differences() {
         (1, r##"/data/clientId: (absent) → "#"##),
         (2, r#"/data/ts: 0 → "<epoch seconds>""#),
         (5, r#"/data/ts: 0 → "<epoch microseconds>""#),
+        (7, r##"/data/agentId: (absent) → "#"##),
     ] {
         let (code, out) = &results[k];
         assert_eq!(*code, 1, "{out}");

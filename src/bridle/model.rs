@@ -5,6 +5,7 @@
 //! ```text
 //! {"dir": "hub→browser", "event": "stream", "data": {…}}          an EVENT packet
 //! {"dir": "browser→hub", "packet": "connect", "nsp": "/ws/client"}  CONNECT/DISCONNECT/CONNECT_ERROR
+//!   (a CONNECT with the handshake's `agentId`, when it names one)
 //! {"dir": "http→hub", "http": {"method": …, "path": …, "body": …}}  the HTTP API
 //! ```
 //!
@@ -140,7 +141,15 @@ pub fn event_of(entry: &Entry) -> Result<Option<Value>, String> {
         SioType::ConnectError => "connect_error",
         _ => return Ok(None),
     };
-    Ok(Some(json!({ "dir": dir, "packet": packet, "nsp": p.nsp })))
+    let mut ev = json!({ "dir": dir, "packet": packet, "nsp": p.nsp });
+    // The agentId a browser or agent connects for (its handshake's; the token and key stay out):
+    // the recipient a hub's routing fields are judged against ([`names_another_recipient`]).
+    if p.kind == SioType::Connect
+        && let Some(a) = p.data.as_ref().and_then(|d| d["agentId"].as_str())
+    {
+        ev["agentId"] = json!(a);
+    }
+    Ok(Some(ev))
 }
 
 /// Runs events in the model's shape (a live leg's view) through the same grammar the recorded
@@ -275,8 +284,8 @@ impl Model for BridleModel {
         use std::collections::BTreeMap;
         let mut names: BTreeMap<(&str, &str), usize> = BTreeMap::new();
         let mut fields: BTreeMap<(&str, String), usize> = BTreeMap::new();
-        let another = names_another_browser(events);
-        for (e, another) in events.iter().zip(another) {
+        let foreign = names_another_recipient(events);
+        for (e, foreign) in events.iter().zip(foreign) {
             let dir = e["dir"].as_str().unwrap_or("");
             if is_extension(e) {
                 *names
@@ -285,7 +294,9 @@ impl Model for BridleModel {
             } else {
                 for f in event_extensions(std::slice::from_ref(e)) {
                     // Compared, not left out.
-                    if another && f.ends_with(".clientId") && !f.contains("parts[]") {
+                    if !f.contains("parts[]")
+                        && f.rsplit_once('.').is_some_and(|(_, k)| foreign.keeps(k))
+                    {
                         continue;
                     }
                     *fields.entry((dir, f)).or_default() += 1;
@@ -559,43 +570,70 @@ pub fn event_extensions(events: &[Value]) -> Vec<String> {
     found
 }
 
-/// Per event, whether it is a hub→browser event whose `clientId`, a field the spec does not
-/// give it, names another browser than the one it reached (the clientId of the last `welcome`
-/// before it, or none yet). The spec forbids no extension, and a browser's own clientId beside
-/// an event is one; another's claims a different recipient (`check bridle hub`'s event-fields
-/// fails it, and a comparison that leaves it out as an extension did not see it).
-pub fn names_another_browser(events: &[Value]) -> Vec<bool> {
-    let mut own: Option<&str> = None;
+/// The routing fields beside a hub→browser event, where the spec does not give them, that name
+/// another recipient than the browser it reached ([`names_another_recipient`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Foreign {
+    pub client_id: bool,
+    pub agent_id: bool,
+}
+
+impl Foreign {
+    /// Whether `field` of the event is compared rather than left out as an extension.
+    pub fn keeps(self, field: &str) -> bool {
+        (self.client_id && field == "clientId") || (self.agent_id && field == "agentId")
+    }
+}
+
+/// Per event, which of its routing fields name another recipient: a hub→browser event's
+/// `clientId` or `agentId`, fields the spec does not give it, that differ from the browser's
+/// own (the clientId of the last `welcome` before it, or none yet; the agentId of the last
+/// browser connect before it). The spec forbids no extension, and a browser's own ids beside an
+/// event are one; another's claim a different recipient (`check bridle hub`'s event-fields
+/// fails them, and a comparison that leaves them out as extensions did not see them). An
+/// agentId with no connect before it to judge it by is left out.
+pub fn names_another_recipient(events: &[Value]) -> Vec<Foreign> {
+    let (mut own_client, mut own_agent): (Option<&str>, Option<&str>) = (None, None);
     events
         .iter()
         .map(|e| {
+            if e["dir"] == "browser→hub" && e["packet"] == "connect" {
+                own_agent = e["agentId"].as_str();
+            }
             if e["dir"] != "hub→browser" {
-                return false;
+                return Foreign::default();
             }
             if e["event"] == "welcome" {
-                own = e["data"]["clientId"].as_str();
-                return false;
+                own_client = e["data"]["clientId"].as_str();
+                return Foreign::default();
             }
-            let Some(c) = e["data"].get("clientId") else {
-                return false;
+            let Some(fields) = event_fields(e) else {
+                return Foreign::default();
             };
-            event_fields(e).is_some_and(|f| !f.contains(&"clientId"))
-                && own.is_none_or(|own| c.as_str() != Some(own))
+            let other = |f: &str, own: Option<&str>, unjudged: bool| match e["data"].get(f) {
+                Some(_) if fields.contains(&f) => false,
+                Some(v) => own.map_or(unjudged, |own| v.as_str() != Some(own)),
+                None => false,
+            };
+            Foreign {
+                client_id: other("clientId", own_client, true),
+                agent_id: other("agentId", own_agent, false),
+            }
         })
         .collect()
 }
 
 /// Leaves out of each hub event, and of its parts, the fields the spec does not give them
-/// ([`event_extensions`]), but a `clientId` that names another browser
-/// ([`names_another_browser`]): compared.
+/// ([`event_extensions`]), but a `clientId` or an `agentId` that names another recipient
+/// ([`names_another_recipient`]): compared.
 fn drop_event_extensions(events: &mut [Value]) {
-    let another = names_another_browser(events);
-    for (e, another) in events.iter_mut().zip(another) {
+    let foreign = names_another_recipient(events);
+    for (e, foreign) in events.iter_mut().zip(foreign) {
         let Some(fields) = event_fields(e) else {
             continue;
         };
         if let Some(m) = e["data"].as_object_mut() {
-            m.retain(|k, _| fields.contains(&k.as_str()) || (another && k == "clientId"));
+            m.retain(|k, _| fields.contains(&k.as_str()) || foreign.keeps(k));
         }
         if !fields.contains(&"parts") {
             continue;
@@ -1084,6 +1122,74 @@ mod tests {
                 .unwrap_err()
                 .rule,
             "stream-after-end"
+        );
+    }
+
+    /// A routing field beside a relayed event is an extension where it names the browser it
+    /// reached (its welcome's clientId, the agentId its connect named) and compared where it
+    /// names another; an agentId with no connect before it to judge it by is left out.
+    #[test]
+    fn routing_fields_naming_another_recipient_are_compared() {
+        let typing = |extra: Value| {
+            let mut data = json!({"type": "typing", "ts": 1});
+            data.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            json!({"dir": "hub→browser", "event": "typing", "data": data})
+        };
+        let events = vec![
+            typing(json!({"agentId": "b"})),
+            json!({"dir": "browser→hub", "packet": "connect", "nsp": "/ws/client", "agentId": "a"}),
+            json!({"dir": "hub→browser", "event": "welcome", "data": {"clientId": "u"}}),
+            typing(json!({"agentId": "a", "clientId": "u"})),
+            typing(json!({"agentId": "b"})),
+            typing(json!({"clientId": "v"})),
+        ];
+        let foreign = names_another_recipient(&events);
+        let f = |client_id, agent_id| Foreign {
+            client_id,
+            agent_id,
+        };
+        assert_eq!(
+            foreign,
+            [
+                f(false, false),
+                f(false, false),
+                f(false, false),
+                f(false, false),
+                f(false, true),
+                f(true, false)
+            ]
+        );
+        let kept: Vec<Vec<String>> = BridleModel
+            .normalize_events(events)
+            .iter()
+            .filter(|e| e["event"] == "typing")
+            .map(|e| {
+                let mut keys: Vec<String> =
+                    e["data"].as_object().unwrap().keys().cloned().collect();
+                keys.sort();
+                keys
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                vec!["ts", "type"],
+                vec!["ts", "type"],
+                vec!["agentId", "ts", "type"],
+                vec!["clientId", "ts", "type"]
+            ]
+        );
+        // The connect event names the agentId of its handshake, not its credentials.
+        let connect = crate::lane::test_entries(&[(
+            "browser→hub",
+            r#"40/ws/client,{"token":"t","agentId":"a"}"#,
+        )]);
+        let ev = event_of(&connect[0]).unwrap().unwrap();
+        assert_eq!(
+            ev,
+            json!({"dir": "browser→hub", "packet": "connect", "nsp": "/ws/client", "agentId": "a"})
         );
     }
 

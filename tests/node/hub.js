@@ -30,6 +30,7 @@ const DIVERGENCES = {
   "accept-alg-none": "a JWT whose header says alg none is admitted unsigned (the header's algorithm trusted)",
   "no-agent-id": "hub→agent message lacks agentId",
   "foreign-client-id": "typing reaches browsers with a clientId that is not theirs (another browser's)",
+  "foreign-agent-id": "typing reaches browsers with an agentId that is not theirs (another agent's)",
   "api-key-any-case": "the apiKey is compared case-insensitively (an agent with the key's case flipped is admitted)",
   "admin-any-case": "a JWT whose roles include 'admin' in lower case is welcomed as 'admin'",
   "ts-seconds": "events relayed to browsers carry ts in epoch seconds, not milliseconds",
@@ -355,6 +356,7 @@ function relay(agentId, event, data) {
     out.ts = data.ts || Date.now();
     if (is("ts-string")) out.ts = String(out.ts);
     if (is("foreign-client-id")) out.clientId = `${clientId}-other`;
+    if (is("foreign-agent-id")) out.agentId = `${agentId}-other`;
   } else {
     const text = typeof data.text === "string" ? data.text : "";
     out.text = text;
