@@ -1125,6 +1125,17 @@ mod tests {
         );
     }
 
+    /// A cell the model assembles from entries given to it: it reads no lanes of its own.
+    fn no_lanes() -> Cell {
+        Cell {
+            protocol: Protocol::Bridle,
+            key: "p/c".into(),
+            path: "/nonexistent".into(),
+            lanes: vec![],
+            current: vec![],
+        }
+    }
+
     /// A routing field beside a relayed event is an extension where it names the browser it
     /// reached (its welcome's clientId, the agentId its connect named) and compared where it
     /// names another; an agentId with no connect before it to judge it by is left out.
@@ -1199,13 +1210,7 @@ mod tests {
     /// the same in the view's grammar, and are not compared.
     #[test]
     fn each_tab_has_its_own_streams() {
-        let cell = Cell {
-            protocol: Protocol::Bridle,
-            key: "p/c".into(),
-            path: "/nonexistent".into(),
-            lanes: vec![],
-            current: vec![],
-        };
+        let cell = no_lanes();
         let frame = |name: &str, text: &str| {
             format!(r#"42/ws/client,["{name}",{{"text":"{text}","messageId":"m"}}]"#)
         };
@@ -1259,13 +1264,7 @@ mod tests {
     /// drop, not invalid. The same frames from the hub are its output, judged.
     #[test]
     fn frames_that_are_no_event_are_judged_only_from_the_hub() {
-        let cell = Cell {
-            protocol: Protocol::Bridle,
-            key: "p/c".into(),
-            path: "/nonexistent".into(),
-            lanes: vec![],
-            current: vec![],
-        };
+        let cell = no_lanes();
         let lines = [
             ("browser→hub", r#"42/ws/client,["message",{"text":"#),
             ("browser→hub", "9"),
