@@ -1222,12 +1222,7 @@ mod tests {
         ];
         let lines: Vec<(&str, &str)> = lines.iter().map(|(d, l)| (*d, l.as_str())).collect();
         let assembled = |conns: &[Option<u64>]| {
-            let mut entries = crate::lane::test_entries(&lines);
-            for (e, c) in entries.iter_mut().zip(conns) {
-                if let Some(c) = c {
-                    e.extra.insert("conn".into(), json!(c));
-                }
-            }
+            let entries = crate::lane::test_entries_on(&lines, conns);
             let mut sink = crate::protocol::Collected::default();
             BridleModel.assemble(&cell, &mut entries.into_iter(), &mut sink);
             let drops: Vec<String> = sink.1.iter().map(GrammarDrop::layer_key).collect();
@@ -1240,24 +1235,19 @@ mod tests {
         assert_eq!(kept.len(), 3);
         assert_eq!(drops, ["stream-after-end:stream_end"]);
         // The live view, marked by connection: the same, without the marks.
-        let view: Vec<Value> = kept_with_conns(&lines, &[1, 2, 1, 2]);
+        let view: Vec<Value> =
+            crate::lane::test_entries_on(&lines, &[Some(1), Some(2), Some(1), Some(2)])
+                .iter()
+                .map(|e| {
+                    let mut ev = event_of(e).unwrap().unwrap();
+                    ev["conn"] = json!(e.conn());
+                    ev
+                })
+                .collect();
         let (kept, drops) = grammar_pass(view);
         assert!(drops.is_empty(), "{drops:?}");
         assert_eq!(kept.len(), 4);
         assert!(kept.iter().all(|e| e.get("conn").is_none()), "{kept:?}");
-    }
-
-    /// The events of `lines` as a live view holds them, each marked with its connection.
-    fn kept_with_conns(lines: &[(&str, &str)], conns: &[u64]) -> Vec<Value> {
-        crate::lane::test_entries(lines)
-            .iter()
-            .zip(conns)
-            .map(|(e, c)| {
-                let mut ev = event_of(e).unwrap().unwrap();
-                ev["conn"] = json!(c);
-                ev
-            })
-            .collect()
     }
 
     /// What a browser or the agent sent that is no event is the hub's input: no event, no

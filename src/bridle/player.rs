@@ -781,12 +781,10 @@ struct Party {
     client_id: String,
     has_browser: bool,
     connect_recorded: bool,
-    /// The browser connection browser steps act on ([`Step::Tab`]), the recorded connection it
-    /// plays (`None`: a recording that does not say, one connection at a time), and the cell's
-    /// other connections (two tabs of one user).
+    /// The browser connection browser steps act on ([`Step::Tab`]), and the cell's other
+    /// connections (two tabs of one user).
     tab: Tab,
-    tab_conn: Option<u64>,
-    parked: Vec<(Option<u64>, Tab)>,
+    parked: Vec<Tab>,
     /// The clientId the spec derives from the token the player signs ("from JWT sub, or
     /// 'admin' for admin users"), and the claims and roles it signed.
     want_client: String,
@@ -837,7 +835,6 @@ impl Party {
             connect_recorded: p.connect_recorded,
             hub_wide: p.hub_wide,
             tab: Tab::default(),
-            tab_conn: None,
             parked: Vec::new(),
             claims,
             roles,
@@ -856,21 +853,23 @@ impl Party {
     /// Makes the recorded browser connection `conn` the one browser steps act on (a new one
     /// starts with no socket).
     fn select(&mut self, conn: Option<u64>) {
-        if conn == self.tab_conn {
+        if conn == self.tab.conn {
             return;
         }
-        let tab = match self.parked.iter().position(|(c, _)| *c == conn) {
-            Some(k) => self.parked.swap_remove(k).1,
-            None => Tab::default(),
+        let tab = match self.parked.iter().position(|t| t.conn == conn) {
+            Some(k) => self.parked.swap_remove(k),
+            None => Tab {
+                conn,
+                ..Tab::default()
+            },
         };
         let old = std::mem::replace(&mut self.tab, tab);
-        self.parked.push((self.tab_conn, old));
-        self.tab_conn = conn;
+        self.parked.push(old);
     }
 
     /// Every browser connection of the cell's, the one steps act on first.
     fn tabs_mut(&mut self) -> impl Iterator<Item = &mut Tab> {
-        std::iter::once(&mut self.tab).chain(self.parked.iter_mut().map(|(_, t)| t))
+        std::iter::once(&mut self.tab).chain(self.parked.iter_mut())
     }
 
     /// Opens a connection of the replayed browser with `auth`. A hub that refuses it at the
@@ -1977,12 +1976,13 @@ fn http_send(
 /// to arrive), and records it, or its absence, in the cell's view.
 async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &mut Cadence) {
     let Party {
-        tab: Tab {
-            browser,
-            buffered,
-            arrivals,
-        },
-        tab_conn,
+        tab:
+            Tab {
+                conn,
+                browser,
+                buffered,
+                arrivals,
+            },
         stalled,
         first_stall,
         wrong,
@@ -2078,13 +2078,13 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         }),
         Some(Err(e)) => {
             *stalled = true;
-            *first_stall = Some((view.len(), want.to_string(), *tab_conn));
+            *first_stall = Some((view.len(), want.to_string(), *conn));
             json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
         }
         None => json!({ "dir": "hub→browser", "missing": want }),
     };
     live.push(ev.clone());
-    view.push(tab_event(*tab_conn, ev));
+    view.push(tab_event(*conn, ev));
 }
 
 /// A hub→browser event as the view holds it: marked with the recorded connection it came on
@@ -2141,7 +2141,7 @@ async fn browser_late(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &m
         // in the recording's order, where it follows the end).
         let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
         p.live.push(ev.clone());
-        let mut judged = tab_event(p.tab_conn, ev);
+        let mut judged = tab_event(p.tab.conn, ev);
         judged["judged"] = json!(true);
         p.view.push(judged);
     }
@@ -2150,6 +2150,9 @@ async fn browser_late(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &m
 /// One browser connection of a cell's, as the replay plays it (two tabs of one user are two).
 #[derive(Default)]
 struct Tab {
+    /// The recorded connection it plays (`None`: a recording that does not say which, so one
+    /// connection at a time).
+    conn: Option<u64>,
     browser: Option<Socket>,
     /// Live hub→browser events that arrived before a step awaited them.
     buffered: VecDeque<(String, Value)>,
@@ -2306,7 +2309,6 @@ impl Party {
             mut live,
             recorded,
             mut tab,
-            tab_conn,
             parked,
             first_stall,
             mut wrong,
@@ -2329,10 +2331,11 @@ impl Party {
             && !m.contains(crate::parity::NOT_SLOW)
         {
             // The stalled connection's view entries after the stall.
-            let on_tab = |e: &&Value| e.get("conn").and_then(Value::as_u64) == tab_conn;
+            let stalled_on = tab.conn;
+            let on_tab = |e: &&Value| e.get("conn").and_then(Value::as_u64) == stalled_on;
             let elsewhere = parked
                 .iter()
-                .flat_map(|(_, t)| &t.arrivals.arrived)
+                .flat_map(|t| &t.arrivals.arrived)
                 .filter(|(_, n)| n == want)
                 .count();
             let cause = if tab.arrivals.match_late(want) {
@@ -2396,11 +2399,11 @@ impl Party {
             }
         }
         let mut unaccounted: Vec<String> = Vec::new();
-        for (conn, tab) in std::iter::once((tab_conn, tab)).chain(parked) {
+        for tab in std::iter::once(tab).chain(parked) {
             for (n, d) in tab.buffered {
                 let ev = json!({ "dir": "hub→browser", "event": n, "data": d });
                 live.push(ev.clone());
-                view.push(tab_event(conn, ev));
+                view.push(tab_event(tab.conn, ev));
             }
             // A flood of extension events: left out of the comparison, so judged here.
             for m in tab.arrivals.floods() {
@@ -2723,49 +2726,33 @@ mod tests {
     /// probe counted the closed tab on a replay of the very hub recorded).
     #[test]
     fn a_tabs_steps_act_on_its_connection_and_its_close_moves_with_it() {
+        let connect = (
+            "browser→hub",
+            r#"40/ws/client,{"token":"[redacted:signed]"}"#,
+        );
+        let welcome = (
+            "hub→browser",
+            r#"42/ws/client,["welcome",{"clientId":"u"}]"#,
+        );
         let lines = [
-            (
-                "browser→hub",
-                r#"40/ws/client,{"token":"[redacted:signed]"}"#,
-                Some(1),
-            ),
-            (
-                "hub→browser",
-                r#"42/ws/client,["welcome",{"clientId":"u"}]"#,
-                Some(1),
-            ),
-            (
-                "browser→hub",
-                r#"40/ws/client,{"token":"[redacted:signed]"}"#,
-                Some(2),
-            ),
-            (
-                "hub→browser",
-                r#"42/ws/client,["welcome",{"clientId":"u"}]"#,
-                Some(2),
-            ),
+            connect,
+            welcome,
+            connect,
+            welcome,
             (
                 "http→hub",
                 r#"{"method":"GET","path":"/api/agent/a/health"}"#,
-                None,
             ),
-            ("browser→hub", "1", Some(1)),
+            ("browser→hub", "1"),
             (
                 "hub→http",
                 r#"{"status":200,"body":{"ok":true,"agentConnected":true,"browserClients":1}}"#,
-                None,
             ),
         ];
-        let pairs: Vec<(&str, &str)> = lines.iter().map(|(d, l, _)| (*d, *l)).collect();
-        let merged = crate::lane::test_entries(&pairs)
+        let conns = [Some(1), Some(1), Some(2), Some(2), None, Some(1), None];
+        let merged = crate::lane::test_entries_on(&lines, &conns)
             .into_iter()
-            .zip(&lines)
-            .map(|(mut e, (_, _, conn))| {
-                if let Some(c) = conn {
-                    e.extra.insert("conn".into(), json!(c));
-                }
-                (e.key(), 0, e)
-            })
+            .map(|e| (e.key(), 0, e))
             .collect();
         let s = script(merged, 1, &cfg(), &Bystanders::default());
         let names: Vec<String> = s

@@ -402,7 +402,7 @@ impl Recorder {
                             continue;
                         }
                     }
-                    self.frame(&sid, from_client, &Bytes::from_static(CLOSE_LINE));
+                    self.end(&sid, from_client);
                 }
             }
         }
@@ -413,7 +413,7 @@ impl Recorder {
             && !c.up.mid_message()
         {
             c.held_close = false;
-            self.frame(&sid, false, &Bytes::from_static(CLOSE_LINE));
+            self.end(&sid, false);
         }
     }
 
@@ -494,12 +494,12 @@ impl Recorder {
             Event::WsClose(conn, ended_by) => {
                 if let Some(c) = self.conns.remove(conn) {
                     if c.held_close {
-                        self.frame(&c.sid, false, &Bytes::from_static(CLOSE_LINE));
+                        self.end(&c.sid, false);
                     }
                     // Ended without a close frame (a dropped TCP connection, a killed peer):
                     // the side whose stream ended first ended it.
                     if let (false, Some(from_client)) = (c.closed, *ended_by) {
-                        self.frame(&c.sid, from_client, &Bytes::from_static(CLOSE_LINE));
+                        self.end(&c.sid, from_client);
                     }
                     self.close(&c.sid);
                 }
@@ -600,16 +600,9 @@ impl Recorder {
         };
         if session.pending.len() >= MAX_PENDING {
             let pending = std::mem::take(&mut session.pending);
-            let conn = Some(session.conn);
+            let conn = session.conn;
             self.overflowed += pending.len() as u64;
-            for (fc, l) in pending {
-                self.write(
-                    "_unscoped",
-                    if fc { "browser→hub" } else { "hub→browser" },
-                    l,
-                    conn,
-                );
-            }
+            self.unscoped(pending, conn);
         }
         if let Some(session) = self.sessions.get_mut(sid) {
             session.pending.push((from_client, line));
@@ -775,15 +768,21 @@ impl Recorder {
     /// A session ended: frames still held back go to `_unscoped`.
     fn close(&mut self, sid: &str) {
         if let Some(s) = self.sessions.remove(sid) {
-            for (fc, l) in s.pending {
-                self.write(
-                    "_unscoped",
-                    if fc { "browser→hub" } else { "hub→browser" },
-                    l,
-                    Some(s.conn),
-                );
-            }
+            self.unscoped(s.pending, s.conn);
         }
+    }
+
+    /// Writes frames held back for session `conn` to `_unscoped`: it never said who it is.
+    fn unscoped(&mut self, pending: Vec<(bool, Bytes)>, conn: u64) {
+        for (fc, l) in pending {
+            let dir = if fc { "browser→hub" } else { "hub→browser" };
+            self.write("_unscoped", dir, l, Some(conn));
+        }
+    }
+
+    /// Records the end of session `sid`'s connection, in the lane of the side that ended it.
+    fn end(&mut self, sid: &str, from_client: bool) {
+        self.frame(sid, from_client, &Bytes::from_static(CLOSE_LINE));
     }
 
     /// Records one HTTP API line: the request (`http→hub`) or the answer (`hub→http`).

@@ -71,6 +71,22 @@ pub fn test_entries(lines: &[(&str, &str)]) -> Vec<Entry> {
         .collect()
 }
 
+/// [`test_entries`], each line on the connection beside it in `conns` ([`Entry::conn`];
+/// `None`: not said).
+#[cfg(test)]
+pub fn test_entries_on(lines: &[(&str, &str)], conns: &[Option<u64>]) -> Vec<Entry> {
+    test_entries(lines)
+        .into_iter()
+        .zip(conns)
+        .map(|(mut e, conn)| {
+            if let Some(c) = conn {
+                e.extra.insert("conn".into(), Value::from(*c));
+            }
+            e
+        })
+        .collect()
+}
+
 impl Entry {
     /// The total order of a scope's lines.
     pub fn key(&self) -> SeqKey {
