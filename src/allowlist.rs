@@ -10,7 +10,9 @@
 //! ```
 //!
 //! * `provider`, `cell`: exact names or `*`;
-//! * `layer`: `events` or `rows`;
+//! * `layer`: `events` or `rows`; beyond bb, `wire` (a cell's answers and notifications, a list
+//!   of texts: a path selects positions, `/` the whole layer) and `handshake` (what each leg's
+//!   handshake states, an object: `/capabilities/commands`; its `cell` must be `*`);
 //! * `path`: `/`-separated segments into the normalized list; `*` selects every key or
 //!   position of a level, `**` zero or more levels; `/` alone masks the whole layer. On the last
 //!   segment an object key is deleted and an array slot set to `null` (the array keeps its
@@ -42,6 +44,8 @@ pub struct Entry {
 pub enum Layer {
     Events,
     Rows,
+    Wire,
+    Handshake,
 }
 
 impl Layer {
@@ -49,6 +53,8 @@ impl Layer {
         match self {
             Layer::Events => "events",
             Layer::Rows => "rows",
+            Layer::Wire => "wire",
+            Layer::Handshake => "handshake",
         }
     }
 }
@@ -85,6 +91,15 @@ impl Entry {
             self.path,
             self.reason
         )
+    }
+
+    /// Masks one value (a leg's handshake) at the entry's path; returns how many slots it
+    /// removed. `/` empties it.
+    pub fn mask_value(&self, v: &mut Value) -> usize {
+        if self.segments.is_empty() {
+            return usize::from(!matches!(std::mem::take(v), Value::Null));
+        }
+        mask_at(v, &self.segments)
     }
 
     /// Masks `list`; returns how many slots it removed.
@@ -230,12 +245,20 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<Entry>, AllowlistError> {
         let layer = match field("layer")?.as_str() {
             "events" => Layer::Events,
             "rows" => Layer::Rows,
+            "wire" => Layer::Wire,
+            "handshake" => Layer::Handshake,
             other => {
                 return Err(e(format!(
-                    "unknown layer {other:?} (expected events or rows)"
+                    "unknown layer {other:?} (expected events, rows, wire or handshake)"
                 )));
             }
         };
+        if layer == Layer::Handshake && field("cell")? != "*" {
+            return Err(e(
+                "a handshake entry's `cell` must be \"*\": a leg's handshake is one for every cell"
+                    .into(),
+            ));
+        }
         let path = field("path")?;
         let segments = parse_path(&path).map_err(e)?;
         let pr = field("pr")?;
@@ -277,21 +300,33 @@ pub struct MaskOutcome {
     pub removals: Vec<(Entry, usize, usize)>,
 }
 
-/// Applies every applicable entry, in order, to both legs' layers.
+/// One leg's lists of a cell, as the allowlist masks them.
+pub struct Layers<'a> {
+    pub events: &'a mut Vec<Value>,
+    pub rows: &'a mut Vec<Value>,
+    /// `None` where the leg does not hold the wire layer (a dump).
+    pub wire: Option<&'a mut Vec<Value>>,
+}
+
+/// Applies every applicable entry, in order, to both legs' layers of one cell (handshake
+/// entries are applied once per run, by [`Entry::mask_value`]).
 pub fn apply(
     entries: &[Entry],
     provider: &str,
     cell: &str,
-    base: (&mut Vec<Value>, &mut Vec<Value>),
-    head: (&mut Vec<Value>, &mut Vec<Value>),
+    mut base: Layers,
+    mut head: Layers,
 ) -> MaskOutcome {
-    let (base_events, base_rows) = base;
-    let (head_events, head_rows) = head;
     let mut out = MaskOutcome::default();
     for e in entries.iter().filter(|e| e.applies(provider, cell)) {
         let (b, h) = match e.layer {
-            Layer::Events => (e.mask(base_events), e.mask(head_events)),
-            Layer::Rows => (e.mask(base_rows), e.mask(head_rows)),
+            Layer::Events => (e.mask(base.events), e.mask(head.events)),
+            Layer::Rows => (e.mask(base.rows), e.mask(head.rows)),
+            Layer::Wire => (
+                base.wire.as_deref_mut().map_or(0, |l| e.mask(l)),
+                head.wire.as_deref_mut().map_or(0, |l| e.mask(l)),
+            ),
+            Layer::Handshake => continue,
         };
         if b + h == 0 {
             out.stale.push(e.clone());
@@ -384,9 +419,71 @@ mod tests {
             vec![json!({"type":"b"})],
             vec![],
         );
-        let out = apply(&entries, "p", "c", (&mut be, &mut br), (&mut he, &mut hr));
+        let out = apply(
+            &entries,
+            "p",
+            "c",
+            Layers {
+                events: &mut be,
+                rows: &mut br,
+                wire: None,
+            },
+            Layers {
+                events: &mut he,
+                rows: &mut hr,
+                wire: None,
+            },
+        );
         assert_eq!(out.stale.len(), 1);
         assert_eq!(out.stale[0].path, "/*/nope");
         assert_eq!(be, vec![json!({})]);
+    }
+
+    /// A wire entry masks a cell's answers; a handshake entry is applied to a leg's handshake
+    /// object (not per cell), must name every cell, and `/` empties the handshake.
+    #[test]
+    fn wire_and_handshake_entries_mask_their_layer() {
+        let parsed = |layer: &str, cell: &str, path: &str| {
+            parse(
+                &format!(
+                    r##"[{{"provider":"*","cell":"{cell}","layer":"{layer}","path":"{path}","pr":"#1","reason":"r"}}]"##
+                ),
+                "al.json",
+            )
+        };
+        let wire = parsed("wire", "c", "/0").unwrap();
+        let (mut bw, mut hw) = (
+            vec![json!("answer a → result")],
+            vec![json!("answer a → error -1")],
+        );
+        let out = apply(
+            &wire,
+            "p",
+            "c",
+            Layers {
+                events: &mut vec![],
+                rows: &mut vec![],
+                wire: Some(&mut bw),
+            },
+            Layers {
+                events: &mut vec![],
+                rows: &mut vec![],
+                wire: Some(&mut hw),
+            },
+        );
+        assert!(out.stale.is_empty());
+        assert_eq!((bw, hw), (vec![Value::Null], vec![Value::Null]));
+        let err = parsed("handshake", "c", "/capabilities").unwrap_err();
+        assert!(err.to_string().contains("must be \"*\""), "{err}");
+        let hs = parsed("handshake", "*", "/capabilities/fork")
+            .unwrap()
+            .remove(0);
+        let mut v = json!({"protocolVersion": 2, "capabilities": {"fork": "tip"}});
+        assert_eq!(hs.mask_value(&mut v), 1);
+        assert_eq!(v, json!({"protocolVersion": 2, "capabilities": {}}));
+        assert_eq!(hs.mask_value(&mut v), 0);
+        let all = parsed("handshake", "*", "/").unwrap().remove(0);
+        assert_eq!(all.mask_value(&mut v), 1);
+        assert_eq!(v, Value::Null);
     }
 }

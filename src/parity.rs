@@ -893,18 +893,28 @@ pub fn compare_cell(
     }
     let (mut be, mut br) = (base.events, base.rows);
     let (mut he, mut hr) = (head.events, head.rows);
-    let masked = allowlist::apply(
-        allow,
-        provider,
-        cell,
-        (&mut be, &mut br),
-        (&mut he, &mut hr),
-    );
     let grammar_list = |g: &[String]| {
         g.iter()
             .map(|s| Value::String(s.clone()))
             .collect::<Vec<_>>()
     };
+    let mut bw = base.wire.as_deref().map(grammar_list);
+    let mut hw = head.wire.as_deref().map(grammar_list);
+    let masked = allowlist::apply(
+        allow,
+        provider,
+        cell,
+        allowlist::Layers {
+            events: &mut be,
+            rows: &mut br,
+            wire: bw.as_mut(),
+        },
+        allowlist::Layers {
+            events: &mut he,
+            rows: &mut hr,
+            wire: hw.as_mut(),
+        },
+    );
     result.events = diff::diff_lists_ids(&be, &he, 2, model.event_rules().id_fields);
     result.rows = diff::diff_lists_ids(&br, &hr, 2, model.row_rules().id_fields);
     result.grammar = diff::diff_lists(
@@ -912,12 +922,12 @@ pub fn compare_cell(
         &grammar_list(&head.grammar),
         2,
     );
-    match (&base.wire, &head.wire) {
+    match (&bw, &hw) {
         (Some(b), Some(h)) => {
-            result.wire = diff::diff_lists(&grammar_list(b), &grammar_list(h), 2);
+            result.wire = diff::diff_lists(b, h, 2);
         }
         (Some(w), None) | (None, Some(w)) if !w.is_empty() => {
-            let side = if base.wire.is_none() { "base" } else { "head" };
+            let side = if bw.is_none() { "base" } else { "head" };
             result.wire_unseen = Some(format!(
                 "the {side} leg does not hold them (a dump holds events, rows and drops only)"
             ));
@@ -1296,4 +1306,109 @@ pub fn cell_json(c: &CellParity) -> Value {
         "problems": c.problems,
         "invalidInput": c.invalid_input,
     })
+}
+
+/// Both live legs' handshakes of one protocol, compared: what each states that the runtime acts
+/// on ([`crate::protocol::Identity::facts`]), after the allowlist's `handshake` entries.
+#[derive(Debug, Clone)]
+pub struct HandshakeParity {
+    pub protocol: String,
+    /// `/path: base → head`, one per differing fact, then why the runtime would refuse a leg.
+    pub differences: Vec<String>,
+    pub stale: Vec<AllowEntry>,
+}
+
+impl HandshakeParity {
+    pub fn failed(&self) -> bool {
+        !self.differences.is_empty() || !self.stale.is_empty()
+    }
+
+    /// `PASS|FAIL handshake <protocol>` and what differs.
+    pub fn render(&self) -> Vec<String> {
+        let mut out = vec![if self.differences.is_empty() {
+            format!(
+                "PASS handshake {}: both legs state the same handshake",
+                self.protocol
+            )
+        } else {
+            format!(
+                "FAIL handshake {}: the legs' handshakes differ, so the runtime treats them otherwise whatever the cells show",
+                self.protocol
+            )
+        }];
+        out.extend(self.differences.iter().map(|d| format!("  {d}")));
+        out.extend(
+            self.stale
+                .iter()
+                .map(|e| format!("  stale allowlist entry {}", e.describe())),
+        );
+        out.into_iter().map(|l| diff::visible(&l)).collect()
+    }
+
+    pub fn verdict(&self) -> crate::rule::Verdict {
+        use crate::rule::{SubCheck, Verdict};
+        let stale: Vec<String> = self
+            .stale
+            .iter()
+            .map(|e| format!("stale entry {}", e.describe()))
+            .collect();
+        Verdict::from_subchecks(
+            &format!("handshake/{}", self.protocol),
+            vec![
+                if self.differences.is_empty() {
+                    SubCheck::pass("handshake", "no difference")
+                } else {
+                    SubCheck::fail("handshake", diff::visible(&self.differences.join("\n")))
+                },
+                if stale.is_empty() {
+                    SubCheck::pass("allowlist-current", "none")
+                } else {
+                    SubCheck::fail("allowlist-current", stale.join("\n"))
+                },
+            ],
+        )
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::json!({
+            "protocol": self.protocol,
+            "outcome": if self.failed() { "fail" } else { "pass" },
+            "differences": self.differences,
+            "stale": self.stale.iter().map(|e| e.describe()).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Compares two legs' handshakes of `protocol`. `providers` are the providers of its cells: a
+/// `handshake` entry applies when its provider is `*` or one of them.
+pub fn compare_handshakes(
+    protocol: &str,
+    providers: &[&str],
+    base: &crate::protocol::Identity,
+    head: &crate::protocol::Identity,
+    allow: &[AllowEntry],
+) -> HandshakeParity {
+    let (mut b, mut h) = (base.facts.clone(), head.facts.clone());
+    let mut stale = Vec::new();
+    for e in allow.iter().filter(|e| {
+        e.layer == allowlist::Layer::Handshake
+            && (e.provider == "*" || providers.contains(&e.provider.as_str()))
+    }) {
+        if e.mask_value(&mut b) + e.mask_value(&mut h) == 0 {
+            stale.push(e.clone());
+        }
+    }
+    let mut differences = diff::json_diff(&b, &h);
+    if !differences.is_empty() && base.refused != head.refused {
+        for (side, why) in [("base", &base.refused), ("head", &head.refused)] {
+            if let Some(why) = why {
+                differences.push(format!("{side}: {why}"));
+            }
+        }
+    }
+    HandshakeParity {
+        protocol: protocol.to_string(),
+        differences,
+        stale,
+    }
 }

@@ -354,6 +354,21 @@ pub fn replay_alone(
         .unwrap_or_else(|| LiveReplay::failed("no replay"))
 }
 
+/// What a bridge's handshake says about it ([`Live::identify`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Identity {
+    /// A short comparable text: the same for two builds the runtime cannot tell apart, which is
+    /// how a recording made from another bridge is noticed.
+    pub text: String,
+    /// What of the handshake the runtime acts on (a version, the capabilities that gate
+    /// methods), compared between parity's two legs: a build that stops declaring a capability
+    /// is sent other requests by the runtime although every replayed cell looks the same.
+    pub facts: serde_json::Value,
+    /// Why the runtime would refuse this bridge at start (a protocol version it does not
+    /// speak), said beside a difference in `facts`.
+    pub refused: Option<String>,
+}
+
 /// The live half each protocol implements (in `src/<protocol>/live.rs`, over its player): the
 /// core (parity, recording own cells) calls only this.
 pub trait Live: Sync {
@@ -376,13 +391,13 @@ pub trait Live: Sync {
         None
     }
 
-    /// Who the bridge says it is in its handshake, as a short comparable text; `Ok(None)` when
-    /// the protocol's handshake carries nothing to tell bridges apart.
+    /// Who the bridge says it is in its handshake; `Ok(None)` when the protocol's handshake
+    /// carries nothing to tell bridges apart.
     fn identify(
         &self,
         _bridge: &BridgeCommand,
         _timeout: std::time::Duration,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<Identity>, String> {
         Ok(None)
     }
 

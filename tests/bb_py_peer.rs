@@ -335,6 +335,12 @@ fn rows() -> Vec<Row> {
                     "not-run",
                     "no thread/stop {intent: \"interrupt\"} reached an open turn",
                 ),
+                // The identity names a handle no result returned: nothing to compare it with.
+                (
+                    "session/identity-echoes-handle",
+                    "not-run",
+                    "no thread/identity notification could be paired",
+                ),
                 (
                     "stop/nothing-after-stop",
                     "not-run",
@@ -516,6 +522,14 @@ fn rows() -> Vec<Row> {
                 "session/identity-before-deltas",
                 "fail",
                 "thread/identity for thread \"thr_conformance_1\" at message ",
+            )],
+        ),
+        f(
+            "identity-mismatch",
+            &[(
+                "session/identity-echoes-handle",
+                "fail",
+                "-announced\", but the result at message ",
             )],
         ),
         f(
@@ -926,6 +940,14 @@ fn rec_rows() -> Vec<RecRow> {
                 "thread/identity for thread \"thr_conformance_1\" at bridge→runtime run ",
             )],
         ),
+        same(
+            "identity-mismatch",
+            &[(
+                "session/identity-echoes-handle",
+                "fail",
+                "-announced\", but the result at bridge→runtime run ",
+            )],
+        ),
         // The turn/start hint names a thread never started, so it lands in that thread's
         // scope (no runtime lane there); the main thread's cell holds the hint after release.
         same(
@@ -960,6 +982,7 @@ const RECORDED: &[&str] = &[
     "stop/nothing-after-stop",
     "turn/vouched-key-opened",
     "session/identity-before-deltas",
+    "session/identity-echoes-handle",
     "recovery/hint-names-hosted-thread",
 ];
 
@@ -1094,24 +1117,16 @@ fn parity_reads_a_held_turn_recording_as_the_live_leg_reads_the_bridge() {
         ),
     ];
     for (head, want, needles) in rows {
-        let out = Command::new(BRIDGEWIRE)
-            .args([
-                "parity",
-                "--timeout-ms",
-                "3000",
-                "--base",
-                &base,
-                "--head",
-                &head,
-                cells,
-            ])
-            .env_remove("PY_BB_FLAW")
-            .env_remove("PY_BB_ODDITY")
-            .current_dir(std::env::temp_dir())
-            .output()
-            .unwrap();
-        let text = common::proc::output_text(&out);
-        assert_eq!(out.status.code(), Some(want), "{head}:\n{text}");
+        let (code, text) = parity(&[
+            "--timeout-ms",
+            "3000",
+            "--base",
+            &base,
+            "--head",
+            &head,
+            cells,
+        ]);
+        assert_eq!(code, Some(want), "{head}:\n{text}");
         for n in needles {
             assert!(text.contains(n), "{head}: no {n:?} in\n{text}");
         }
@@ -1249,29 +1264,18 @@ fn parity_normalizes_legal_spelling_and_names_each_difference() {
         .collect();
     let problems = in_parallel(rows.len(), |i| {
         let (base, head, want, needles) = &rows[i];
-        let out = Command::new(BRIDGEWIRE)
-            .args([
-                "parity",
-                "--timeout-ms",
-                "3000",
-                "--base",
-                base,
-                "--head",
-                head,
-                cells,
-            ])
-            .env_remove("PY_BB_FLAW")
-            .env_remove("PY_BB_ODDITY")
-            .current_dir(std::env::temp_dir())
-            .output()
-            .unwrap();
-        let text = common::proc::output_text(&out);
+        let (code, text) = parity(&[
+            "--timeout-ms",
+            "3000",
+            "--base",
+            base,
+            "--head",
+            head,
+            cells,
+        ]);
         let mut p = Vec::new();
-        if out.status.code() != Some(*want) {
-            p.push(format!(
-                "{head}: exit {:?}, want {want}:\n{text}",
-                out.status.code()
-            ));
+        if code != Some(*want) {
+            p.push(format!("{head}: exit {code:?}, want {want}:\n{text}"));
         }
         for n in needles {
             if !text.contains(n) {
@@ -1281,6 +1285,242 @@ fn parity_normalizes_legal_spelling_and_names_each_difference() {
         p
     });
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// One `bridgewire parity` run (the peer's switches kept out of its environment): exit code and
+/// output.
+fn parity(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(BRIDGEWIRE)
+        .arg("parity")
+        .args(args)
+        .env_remove("PY_BB_FLAW")
+        .env_remove("PY_BB_ODDITY")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    (out.status.code(), common::proc::output_text(&out))
+}
+
+/// Flaws of the peer a parity of `check-run` cannot see, each with why: what the runtime never
+/// sends or never shows.
+const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
+    (
+        "early-text",
+        "a text delta outside a turn without noTurnFallback is dropped by the runtime: the same timeline",
+    ),
+    (
+        "unknown-wrong-code",
+        "the runtime sends no unknown method (check's probe, in `_process`, skipped)",
+    ),
+    (
+        "stop-empty-ok",
+        "the runtime names the thread it stops (check's probe, in `_process`, skipped)",
+    ),
+    (
+        "non-json-eats-next",
+        "the runtime writes no non-JSON line (check's probe, in `_process`, skipped)",
+    ),
+    (
+        "answers-responses",
+        "the runtime answers no request it was not sent (check's probe, in `_process`, skipped)",
+    ),
+    (
+        "skills-undeclared-ok",
+        "the runtime sends no skills/configure to a bridge that declares no skills",
+    ),
+    (
+        "threads-serialized",
+        "each cell replays on a bridge of its own: no turn is held on another thread",
+    ),
+    (
+        "stray-stdout",
+        "the runtime ignores stdout lines that are not protocol traffic",
+    ),
+];
+
+/// Oddities of the peer a parity of `check-run` shows: legal, and another timeline or another
+/// handshake (`1`: other content; `keys`: a provider turn and recovery hints of its own;
+/// `no-restore`: no sessionRestore, so resumes are refused).
+const PARITY_VISIBLE_ODDITIES: &[&str] = &["1", "keys", "no-restore"];
+
+/// The flaws and oddities the peer's header documents, in order.
+fn documented(kind: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(PEER).unwrap();
+    match kind {
+        "flaw" => text
+            .lines()
+            .skip_while(|l| !l.starts_with("$PY_BB_FLAW names"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect(),
+        _ => text
+            .lines()
+            .filter_map(|l| l.strip_prefix("$PY_BB_ODDITY="))
+            .filter_map(|l| l.split_whitespace().next())
+            .map(|w| w.trim_end_matches(':').to_string())
+            .collect(),
+    }
+}
+
+/// `parity` over `check-run` (every request `check bb` makes of the peer, recorded through
+/// `record bb` by scripts/record-bb-check-run.sh) against each flaw and oddity the peer
+/// documents, as `sidebridge_node_peer.rs` does for its server: every flaw fails (a cell, a
+/// stall, or the handshake) but those named blind, with why; every oddity passes but those
+/// named visible. A thread/start answered without providerThreadId, a refusal without its
+/// recovery hint, deltas before the identity and another protocol version all passed before.
+#[test]
+fn parity_over_a_recorded_check_run_fails_each_flaw_the_runtime_would_see() {
+    let Some(py) = python("parity_over_a_recorded_check_run_fails_each_flaw_the_runtime_would_see")
+    else {
+        return;
+    };
+    let cells = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/check-run");
+    let thread_cells = std::fs::read_dir(format!("{cells}/py"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name() != "_process")
+        .count();
+    let (flaws, oddities) = (documented("flaw"), documented("oddity"));
+    let mut problems: Vec<String> = Vec::new();
+    for (name, _) in PARITY_BLIND_FLAWS {
+        if !flaws.iter().any(|f| f == name) {
+            problems.push(format!("{name}: no such flaw"));
+        }
+    }
+    for name in PARITY_VISIBLE_ODDITIES {
+        if !oddities.iter().any(|o| o == name) {
+            problems.push(format!("{name}: no such oddity"));
+        }
+    }
+    // (environment of the head leg, whether parity must pass)
+    let mut jobs: Vec<(String, bool)> = flaws
+        .iter()
+        .map(|f| {
+            let env = if f == "held-bad-state" {
+                format!("PY_BB_FLAW={f} PY_BB_ODDITY=held")
+            } else {
+                format!("PY_BB_FLAW={f}")
+            };
+            (env, PARITY_BLIND_FLAWS.iter().any(|(n, _)| n == f))
+        })
+        .collect();
+    jobs.extend(oddities.iter().map(|o| {
+        (
+            format!("PY_BB_ODDITY={o}"),
+            !PARITY_VISIBLE_ODDITIES.contains(&o.as_str()),
+        )
+    }));
+    problems.extend(in_parallel(jobs.len(), |i| {
+        let (env, expect_pass) = &jobs[i];
+        let (base, head) = (
+            format!("cmd:{py} {PEER}"),
+            format!("cmd:env {env} {py} {PEER}"),
+        );
+        let (code, text) = parity(&[
+            "--timeout-ms",
+            "2000",
+            "--base",
+            &base,
+            "--head",
+            &head,
+            cells,
+        ]);
+        let ok = if *expect_pass {
+            code == Some(0)
+                && text.contains(&format!("{thread_cells} passed, 0 failed, 1 skipped"))
+                && text.contains("PASS handshake bb")
+        } else {
+            code == Some(1)
+                && ["\nFAIL ", "\nSTALL ", "FAIL handshake bb"]
+                    .iter()
+                    .any(|w| text.contains(w))
+        };
+        if ok {
+            Vec::new()
+        } else {
+            vec![format!(
+                "head {env}: expected {}, exit {code:?}:\n{text}",
+                if *expect_pass { "a pass" } else { "a failure" }
+            )]
+        }
+    }));
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// An intended change is allowlisted beyond bb's two layers: what a bridge declares
+/// (`handshake`, for every cell) and what it answers (`wire`, per cell). A handshake entry
+/// against a build that declares the same masks nothing: stale, and the run fails naming it.
+#[test]
+fn handshake_and_wire_differences_are_allowlisted_and_stale_entries_fail() {
+    let Some(py) = python("handshake_and_wire_differences_are_allowlisted_and_stale_entries_fail")
+    else {
+        return;
+    };
+    let cells = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/check-run");
+    let dir = tempfile::tempdir().unwrap();
+    let allow = dir.path().join("allow.json");
+    std::fs::write(
+        &allow,
+        r##"[{"provider":"*","cell":"*","layer":"handshake","path":"/capabilities/commands","pr":"#1","reason":"declares commands"},
+{"provider":"py","cell":"thr_conformance_1","layer":"wire","path":"/","pr":"#2","reason":"refusals carry no hint"}]"##,
+    )
+    .unwrap();
+    let allow = allow.to_str().unwrap();
+    let run = |head_env: &str, allowlist: bool| {
+        let (base, head) = (
+            format!("cmd:{py} {PEER}"),
+            format!("cmd:env {head_env} {py} {PEER}"),
+        );
+        let mut args = vec![
+            "--timeout-ms",
+            "3000",
+            "--base",
+            &base,
+            "--head",
+            &head,
+            cells,
+        ];
+        if allowlist {
+            args.extend(["--allowlist", allow]);
+        }
+        parity(&args)
+    };
+    // Declares `commands` and answers the archived resume without its hint: two differences.
+    let both = "PY_BB_FLAW=commands-declared-refused";
+    let (code, text) = run(both, false);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("FAIL handshake bb") && text.contains("/capabilities/commands: (absent) → "),
+        "{text}"
+    );
+    let (code, text) = run(both, true);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("PASS handshake bb"), "{text}");
+    let (code, text) = run("PY_BB_FLAW=archived-no-hint", false);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("wire only in head: answer thread/resume → error -32000\n"),
+        "{text}"
+    );
+    // The wire entry hides it; the handshake entry, with no handshake difference, is stale.
+    let (code, text) = run("PY_BB_FLAW=archived-no-hint", true);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        !text.contains("wire only in")
+            && text.contains("stale allowlist entry (#1) handshake")
+            && !text.contains("stale allowlist entry (#2)"),
+        "{text}"
+    );
+    // A build that declares the same: the handshake entry is stale. (A wire entry `/` masks
+    // a cell's answers whatever they are, as bb's `/` does a layer: stale only where the cell
+    // has none.)
+    let (code, text) = run("PY_BB_ODDITY=wire", true);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("PASS handshake bb")
+            && text.contains("stale allowlist entry (#1) handshake /capabilities/commands"),
+        "{text}"
+    );
 }
 
 /// Every flaw the peer's header documents has a row, and every flaw row names a documented
@@ -1309,6 +1549,10 @@ fn every_documented_flaw_has_a_row() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb");
     for e in std::fs::read_dir(dir).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();
+        // The whole check run, which parity replays against every flaw.
+        if name == "check-run" {
+            continue;
+        }
         assert!(
             rec_rows().iter().any(|r| r.cells == name),
             "tests/peers/bb/{name} is no recorded row's recording"

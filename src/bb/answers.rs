@@ -9,6 +9,11 @@
 use serde_json::Value;
 use std::collections::HashMap;
 
+/// The requests that construct a provider session: their result must carry the session's
+/// `providerThreadId` ("required"), and their `thread/identity` must precede the session's
+/// deltas ("Ordering guarantees").
+const SESSION_REQUESTS: &[&str] = &["thread/start", "thread/resume", "thread/fork"];
+
 /// Bridge → runtime notifications the protocol gives the runtime, compared by kind. Unknown
 /// notifications are ignored by the runtime (and `provider/raw` is diagnostics), so they are
 /// not compared; `thread/identity` carries only ids, which are blanked.
@@ -19,23 +24,42 @@ const COMPARED_NOTIFICATIONS: &[&str] = &["provider/recovery", "session/replaced
 /// the order the runtime sent them, then the compared notifications in the order they came
 /// (`notify provider/recovery rateLimited`). `lines` are `(runtime→bridge?, line)` in wire order.
 /// A request never answered is left out (a cut recording or a stalled leg says so elsewhere).
+///
+/// An answer names what the runtime acts on beyond result-or-error ([`answer_outcome`]): a
+/// session request's `providerThreadId` (absent: the runtime has no handle to persist) and
+/// `sessionRestorable`, an error's recovery kind, and a session whose deltas came before its
+/// `thread/identity`. Ids themselves are blanked, like everywhere in parity.
 pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Vec<String> {
     let mut pending: HashMap<String, (usize, String)> = HashMap::new();
     let mut answers: Vec<(usize, String)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut sent = 0usize;
+    // Per thread, the position of the session request whose identity has not come yet, and
+    // whether a delta for the thread came meanwhile.
+    let mut awaiting_identity: HashMap<String, (usize, bool)> = HashMap::new();
+    let mut early_deltas: Vec<usize> = Vec::new();
+    // Per thread, its current session's request; per session request, the handle its
+    // identity named (the first identity after it).
+    let mut session_of: HashMap<String, usize> = HashMap::new();
+    let mut announced: HashMap<usize, Option<String>> = HashMap::new();
+    // Per session request, the handle its result returned.
+    let mut returned: HashMap<usize, String> = HashMap::new();
     for (to_bridge, line) in lines {
         let Ok(Value::Object(m)) = serde_json::from_str::<Value>(line) else {
             continue;
         };
         let method = m.get("method").and_then(Value::as_str);
         let id = m.get("id").filter(|i| i.is_string() || i.is_number());
+        let thread = m
+            .get("params")
+            .and_then(|p| p.get("threadId"))
+            .and_then(Value::as_str);
         if to_bridge {
-            let threaded = m
-                .get("params")
-                .and_then(|p| p.get("threadId"))
-                .is_some_and(Value::is_string);
-            if let (Some(method), Some(id), true) = (method, id, threaded) {
+            if let (Some(method), Some(id), Some(thread)) = (method, id, thread) {
+                if SESSION_REQUESTS.contains(&method) {
+                    awaiting_identity.insert(thread.to_string(), (sent, false));
+                    session_of.insert(thread.to_string(), sent);
+                }
                 pending.insert(id.to_string(), (sent, method.to_string()));
                 sent += 1;
             }
@@ -44,30 +68,108 @@ pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Ve
         match (method, id) {
             (None, Some(id)) => {
                 if let Some((at, method)) = pending.remove(&id.to_string()) {
-                    let outcome = match m.get("error") {
-                        Some(e) => format!(
-                            "error {}",
-                            e.get("code").map_or("?".into(), Value::to_string)
-                        ),
-                        None => "result".to_string(),
-                    };
-                    answers.push((at, format!("answer {method} → {outcome}")));
+                    if let Some(handle) = m
+                        .get("result")
+                        .and_then(|r| r.get("providerThreadId"))
+                        .and_then(Value::as_str)
+                    {
+                        returned.insert(at, handle.to_string());
+                    }
+                    answers.push((
+                        at,
+                        format!("answer {method} → {}", answer_outcome(&method, &m)),
+                    ));
+                }
+            }
+            (Some("thread/identity"), None) => {
+                if let Some((at, true)) = thread.and_then(|t| awaiting_identity.remove(t)) {
+                    early_deltas.push(at);
+                }
+                if let Some(&at) = thread.and_then(|t| session_of.get(t)) {
+                    announced.entry(at).or_insert_with(|| {
+                        m.get("params")
+                            .and_then(|p| p.get("providerThreadId"))
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    });
+                }
+            }
+            (Some("thread/delta"), None) => {
+                if let Some((_, early)) = thread.and_then(|t| awaiting_identity.get_mut(t)) {
+                    *early = true;
                 }
             }
             (Some(method), None) if COMPARED_NOTIFICATIONS.contains(&method) => {
-                let kind = m
+                let hint = m
                     .get("params")
-                    .and_then(|p| p.get("kind"))
-                    .and_then(Value::as_str)
-                    .map(|k| format!(" {k}"))
+                    .map(recovery_hint)
+                    .filter(|h| !h.is_empty())
+                    .map(|h| format!(" {h}"))
                     .unwrap_or_default();
-                notes.push(format!("notify {method}{kind}"));
+                notes.push(format!("notify {method}{hint}"));
             }
             _ => {}
         }
     }
+    // A session whose identity never came is not judged here: its deltas reach no session the
+    // runtime knows either way, and its answer (or the stall) says more.
+    for (at, answer) in &mut answers {
+        if early_deltas.contains(at) {
+            answer.push_str("; thread/delta before thread/identity");
+        }
+        // The identity must echo the result's handle; which handle is an id, blanked.
+        if let (Some(result), Some(identity)) = (returned.get(at), announced.get(at))
+            && identity.as_ref() != Some(result)
+        {
+            answer.push_str("; thread/identity names another providerThreadId");
+        }
+    }
     answers.sort_by_key(|(at, _)| *at);
     answers.into_iter().map(|(_, a)| a).chain(notes).collect()
+}
+
+/// What the runtime acts on in a recovery hint: its kind and whether it is retryable
+/// (`sessionArchived retryable`); the message is prose and the thread an id.
+fn recovery_hint(r: &Value) -> String {
+    let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
+    match r.get("retryable").and_then(Value::as_bool) {
+        Some(true) => format!("{kind} retryable").trim().to_string(),
+        Some(false) => format!("{kind} not retryable").trim().to_string(),
+        None => kind.to_string(),
+    }
+}
+
+/// What the runtime takes from one answer: `result`, or `error <code>` and the recovery kind
+/// its `data` hints (`error -32000, recovery sessionArchived`); for a session request, whether
+/// the result carries a `providerThreadId` and the `sessionRestorable` it states.
+fn answer_outcome(method: &str, m: &serde_json::Map<String, Value>) -> String {
+    if let Some(e) = m.get("error") {
+        let mut out = format!(
+            "error {}",
+            e.get("code").map_or("?".into(), Value::to_string)
+        );
+        if let Some(r) = e.pointer("/data/recovery") {
+            out.push_str(&format!(", recovery {}", recovery_hint(r)));
+        }
+        return out;
+    }
+    let mut out = "result".to_string();
+    if SESSION_REQUESTS.contains(&method) {
+        let result = m.get("result");
+        if result
+            .and_then(|r| r.get("providerThreadId"))
+            .is_none_or(|p| p.as_str().is_none_or(str::is_empty))
+        {
+            out.push_str(" without providerThreadId");
+        }
+        if let Some(r) = result
+            .and_then(|r| r.get("sessionRestorable"))
+            .filter(|r| !r.is_null())
+        {
+            out.push_str(&format!(", sessionRestorable {r}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -99,7 +201,7 @@ mod tests {
             ),
             (
                 false,
-                r#"{"jsonrpc":"2.0","method":"provider/recovery","params":{"kind":"rateLimited"}}"#,
+                r#"{"jsonrpc":"2.0","method":"provider/recovery","params":{"kind":"rateLimited","retryable":false}}"#,
             ),
             (
                 false,
@@ -119,7 +221,67 @@ mod tests {
             vec![
                 "answer thread/start → result",
                 "answer turn/start → error -32000",
-                "notify provider/recovery rateLimited",
+                "notify provider/recovery rateLimited not retryable",
+            ]
+        );
+    }
+
+    /// A session request's answer names a missing `providerThreadId`, the `sessionRestorable` it
+    /// states, deltas that came before its identity and an identity naming another handle; an
+    /// error its recovery hint. Extra result
+    /// fields, the ids themselves and a result sent before the identity (legal) are not named.
+    #[test]
+    fn session_answers_name_the_handle_the_hint_and_an_identity_after_deltas() {
+        let start = |id: u32, m: &str, t: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{m}","params":{{"threadId":"{t}"}}}}"#)
+        };
+        let identity = |t: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"thread/identity","params":{{"threadId":"{t}","providerThreadId":"p-{t}"}}}}"#
+            )
+        };
+        let delta = |t: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"thread/delta","params":{{"threadId":"{t}","deltas":[{{"kind":"session.reset"}}]}}}}"#
+            )
+        };
+        let lines: Vec<(bool, String)> = vec![
+            (true, start(1, "thread/start", "a")),
+            (false, identity("a")),
+            (false, delta("a")),
+            (
+                false,
+                r#"{"jsonrpc":"2.0","id":1,"result":{"providerThreadId":"p-a","sessionRestorable":true,"x":1}}"#.into(),
+            ),
+            (true, start(2, "thread/start", "b")),
+            (false, r#"{"jsonrpc":"2.0","id":2,"result":{"providerThreadId":"p-b"}}"#.into()),
+            (false, delta("b")),
+            (false, identity("b")),
+            (true, start(3, "thread/fork", "c")),
+            (false, r#"{"jsonrpc":"2.0","id":3,"result":{}}"#.into()),
+            (true, start(4, "thread/resume", "d")),
+            (
+                false,
+                r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32000,"message":"archived","data":{"recovery":{"kind":"sessionArchived","message":"m","retryable":true}}}}"#.into(),
+            ),
+            (true, start(5, "thread/resume", "e")),
+            (false, r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32000,"message":"archived"}}"#.into()),
+            (true, start(6, "thread/start", "g")),
+            (false, r#"{"jsonrpc":"2.0","id":6,"result":{"providerThreadId":"p-g"}}"#.into()),
+            (
+                false,
+                r#"{"jsonrpc":"2.0","method":"thread/identity","params":{"threadId":"g","providerThreadId":"p-other"}}"#.into(),
+            ),
+        ];
+        assert_eq!(
+            wire_outcomes(lines.iter().map(|(t, l)| (*t, l.as_str()))),
+            vec![
+                "answer thread/start → result, sessionRestorable true",
+                "answer thread/start → result; thread/delta before thread/identity",
+                "answer thread/fork → result without providerThreadId",
+                "answer thread/resume → error -32000, recovery sessionArchived retryable",
+                "answer thread/resume → error -32000",
+                "answer thread/start → result; thread/identity names another providerThreadId",
             ]
         );
     }

@@ -62,6 +62,7 @@ pub const LIVE_RULES: &[&str] = &[
     "stop/nothing-after-stop",
     "turn/vouched-key-opened",
     "session/identity-before-deltas",
+    "session/identity-echoes-handle",
     "recovery/hint-names-hosted-thread",
     super::wire::THREAD_ID_ECHOED,
     // Beyond the kit, SHOULD: nothing but protocol traffic on stdout.
@@ -784,8 +785,9 @@ impl Client {
             }
             Some(m) if m == "thread/identity" && v.get("id").is_none() => {
                 if let Some(thread) = v.f("params").f("threadId").as_str() {
+                    let handle = v.f("params").f("providerThreadId").as_str();
                     self.judge
-                        .bridge_identity_at(thread, &|| format!("message {pos}"));
+                        .bridge_identity_at(thread, handle, &|| format!("message {pos}"));
                 }
             }
             Some(m) if m == "provider/recovery" && v.get("id").is_none() => {

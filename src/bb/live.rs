@@ -18,6 +18,61 @@ use std::time::{Duration, Instant};
 
 pub struct BbLive;
 
+/// The identity of an `initialize` result: its text ([`identity_of`]), the handshake facts
+/// and whether bb's runtime would refuse the bridge at spawn.
+pub fn identity(result: &Value) -> crate::protocol::Identity {
+    crate::protocol::Identity {
+        text: identity_of(result),
+        facts: handshake_facts(result),
+        refused: refusal(result),
+    }
+}
+
+/// Why bb's runtime refuses a bridge whose handshake says this: "the runtime rejects a bridge
+/// answering another version", and a `grammarVersions` range that misses 3 (its assembler
+/// speaks v3 only), the `[2, 2]` default of a bridge that omits the field included.
+pub fn refusal(result: &Value) -> Option<String> {
+    let version = result.get("protocolVersion");
+    if version.and_then(Value::as_f64) != Some(2.0) {
+        return Some(format!(
+            "the runtime refuses a bridge answering protocolVersion {} (it speaks 2)",
+            version.map_or("(absent)".into(), crate::jsjson::to_string)
+        ));
+    }
+    let range = result.pointer("/capabilities/grammarVersions");
+    let (lo, hi) = match range.and_then(Value::as_array).map(Vec::as_slice) {
+        Some([lo, hi]) => (lo.as_f64(), hi.as_f64()),
+        None => (Some(2.0), Some(2.0)),
+        Some(_) => (None, None),
+    };
+    match (lo, hi) {
+        (Some(lo), Some(hi)) if lo <= 3.0 && 3.0 <= hi => None,
+        _ => Some(format!(
+            "the runtime refuses a bridge whose grammarVersions {} misses 3 (its assembler speaks v3 only)",
+            range.map_or("(absent, so [2,2])".into(), crate::jsjson::to_string)
+        )),
+    }
+}
+
+/// The handshake as the runtime acts on it: the protocol version and the capabilities the
+/// protocol names, each as stated. A number is compared as a number (`2` and `2.0` are one
+/// version); unknown capability fields "pass through" and are left out.
+fn handshake_facts(result: &Value) -> Value {
+    let caps = result.get("capabilities").and_then(Value::as_object);
+    let facts: serde_json::Map<String, Value> = HANDSHAKE_FACTS
+        .iter()
+        .filter_map(|k| Some((k.to_string(), caps?.get(*k)?.clone())))
+        .collect();
+    let version = result.get("protocolVersion").map(|v| match v.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => Value::from(f as i64),
+        _ => v.clone(),
+    });
+    serde_json::json!({
+        "protocolVersion": version,
+        "capabilities": facts,
+    })
+}
+
 /// The identity text of an `initialize` result.
 pub fn identity_of(result: &Value) -> String {
     let named = ["serverInfo", "bridgeInfo", "bridge"]
@@ -32,15 +87,7 @@ pub fn identity_of(result: &Value) -> String {
     // Only what the protocol makes of a handshake: its version and the session-behavior facts
     // it names. "Unknown capability fields pass through", so a build that adds one is the same
     // bridge to a replay (it was named "another bridge" before).
-    let caps = result.get("capabilities").and_then(Value::as_object);
-    let facts: serde_json::Map<String, Value> = HANDSHAKE_FACTS
-        .iter()
-        .filter_map(|k| Some((k.to_string(), caps?.get(*k)?.clone())))
-        .collect();
-    let spec = serde_json::json!({
-        "protocolVersion": result.get("protocolVersion"),
-        "capabilities": facts,
-    });
+    let spec = handshake_facts(result);
     format!("{named}handshake {}", crate::protocol::fingerprint(&spec))
 }
 
@@ -99,7 +146,7 @@ impl Live for BbLive {
         &self,
         bridge: &BridgeCommand,
         timeout: Duration,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<crate::protocol::Identity>, String> {
         let argv: Vec<std::ffi::OsString> =
             bridge.spawn_argv().into_iter().map(Into::into).collect();
         let mut b = super::transport::Bridge::spawn(&argv, Default::default())
@@ -115,7 +162,7 @@ impl Live for BbLive {
                         && v["id"] == "bridgewire-identify"
                     {
                         break match v.get("result") {
-                            Some(r) => Ok(Some(identity_of(r))),
+                            Some(r) => Ok(Some(identity(r))),
                             None => Err(format!(
                                 "`{}` refused initialize: {}",
                                 bridge.display(),

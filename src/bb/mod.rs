@@ -328,7 +328,9 @@ fn assemble_judged_with<const BORROWED: bool>(
                         match m.get("method").and_then(Value::as_str) {
                             Some("thread/identity") if m.get("id").is_none() => {
                                 if let Some(t) = params.get("threadId").and_then(Value::as_str) {
-                                    judge.bridge_identity_at(t, &|| at(&entry));
+                                    let handle =
+                                        params.get("providerThreadId").and_then(Value::as_str);
+                                    judge.bridge_identity_at(t, handle, &|| at(&entry));
                                 }
                                 continue;
                             }

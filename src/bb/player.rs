@@ -345,6 +345,31 @@ fn build_plan(cell: &Cell, opts: &ReplayOptions) -> Result<Plan, ReplayError> {
     })
 }
 
+/// The runtime lines `sent` and the bridge lines `lines` in the order they crossed:
+/// `sent_before[i]` runtime lines went out before bridge line `i` came (`(runtime→bridge?,
+/// line)`, as [`super::answers::wire_outcomes`] reads them).
+fn interleaved<'a>(
+    sent: &'a [String],
+    lines: &'a [String],
+    sent_before: &'a [usize],
+) -> impl Iterator<Item = (bool, &'a str)> + 'a {
+    let mut written = 0usize;
+    lines
+        .iter()
+        .zip(sent_before)
+        .flat_map(move |(line, &before)| {
+            let upto = before.min(sent.len()).max(written);
+            let out = sent[written..upto].iter().map(|s| (true, s.as_str()));
+            written = upto;
+            out.chain(std::iter::once((false, line.as_str())))
+        })
+        .chain(
+            sent[sent_before.last().copied().unwrap_or(0).min(sent.len())..]
+                .iter()
+                .map(|s| (true, s.as_str())),
+        )
+}
+
 /// Live state shared by the main loop and the stdout reader.
 struct Live {
     started_at: Instant,
@@ -365,6 +390,9 @@ struct Live {
     foreign_deltas: usize,
     /// The runtime lines written, for [`ReplayResult::wire`].
     sent: Vec<String>,
+    /// Per kept bridge line, how many runtime lines had been written when it came: the wire
+    /// outcomes read both directions in the order they crossed.
+    sent_before: Vec<usize>,
     answered: HashSet<String>,
     started: usize,
     completed: usize,
@@ -457,6 +485,7 @@ impl Live {
                 self.line_times
                     .push(self.started_at.elapsed().as_secs_f64() * 1000.0);
                 self.line_after.push(self.anchor);
+                self.sent_before.push(self.sent.len());
             }
         }
         let Some(m) = super::msg::object(&line) else {
@@ -840,6 +869,7 @@ pub fn replay_cell(
         runtime_threads: HashSet::new(),
         foreign_deltas: 0,
         sent: Vec::new(),
+        sent_before: Vec::new(),
         answered: HashSet::new(),
         started: 0,
         completed: 0,
@@ -1077,12 +1107,7 @@ pub fn replay_cell(
     }
     use std::os::unix::process::ExitStatusExt;
     let stderr = String::from_utf8_lossy(&stderr_text.lock().expect("stderr")).into_owned();
-    let wire = super::answers::wire_outcomes(
-        l.sent
-            .iter()
-            .map(|s| (true, s.as_str()))
-            .chain(l.lines.iter().map(|s| (false, s.as_str()))),
-    );
+    let wire = super::answers::wire_outcomes(interleaved(&l.sent, &l.lines, &l.sent_before));
     Ok(ReplayResult {
         lines: std::mem::take(&mut l.lines),
         line_times: std::mem::take(&mut l.line_times),
@@ -1262,6 +1287,24 @@ mod tests {
             line: line.into(),
             extra: Map::new(),
         }
+    }
+
+    #[test]
+    fn both_directions_are_read_in_the_order_they_crossed() {
+        let sent: Vec<String> = ["r1", "r2", "r3"].map(String::from).to_vec();
+        let lines: Vec<String> = ["b1", "b2", "b3"].map(String::from).to_vec();
+        let got: Vec<(bool, &str)> = super::interleaved(&sent, &lines, &[0, 2, 2]).collect();
+        assert_eq!(
+            got,
+            vec![
+                (false, "b1"),
+                (true, "r1"),
+                (true, "r2"),
+                (false, "b2"),
+                (false, "b3"),
+                (true, "r3"),
+            ]
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! | `turn/vouched-key-opened` | Turn lifecycle 3 | a delta is scoped by a `providerTurnId` the bridge never opened with `turn.open` on that thread (a provider's own turn label forwarded as scoping); a `turn.boundary` for such a key is the grammar's `turn/known` |
 //! | `recovery/hint-names-hosted-thread` | Recovery hints | a `provider/recovery` notification names a `threadId` the process does not host (never constructed by `thread/start`/`resume`/`fork`, or released by a stop it answered): the runtime drops it |
 //! | `session/identity-before-deltas` | Ordering guarantees | a session's `thread/identity` notification arrives after a `thread/delta` for it (both after the `thread/start`/`resume`/`fork` that constructed it) |
+//! | `session/identity-echoes-handle` | Identifiers | a session's `thread/identity` notification names another `providerThreadId` than the result of the `thread/start`/`resume`/`fork` that constructed it ("returned on the result … and echoed by `thread/identity`"), in whichever order the two came |
 //! | `thread/delta-echoes-thread-id` (live only) | Identity | a `thread/delta` names a `threadId` no runtime request named ("echoed verbatim"): bb's runtime routes by it, so the delta reaches no thread |
 //!
 //! The judge is fed the same way live (the conformance client) and offline (a recording's
@@ -32,6 +33,7 @@ pub const NOTHING_AFTER_STOP: &str = "stop/nothing-after-stop";
 pub const INTERRUPT_CLOSES_ITEMS: &str = "stop/interrupt-closes-items";
 pub const VOUCHED_KEY_OPENED: &str = "turn/vouched-key-opened";
 pub const IDENTITY_BEFORE_DELTAS: &str = "session/identity-before-deltas";
+pub const IDENTITY_ECHOES_HANDLE: &str = "session/identity-echoes-handle";
 pub const HINT_NAMES_HOSTED_THREAD: &str = "recovery/hint-names-hosted-thread";
 /// Live only (not in [`RULES`]): offline, a delta under a threadId the runtime never named
 /// lands in that id's own scope, a cell with no runtime lane, so it could never be seen there.
@@ -45,6 +47,7 @@ pub const RULES: &[&str] = &[
     NOTHING_AFTER_STOP,
     VOUCHED_KEY_OPENED,
     IDENTITY_BEFORE_DELTAS,
+    IDENTITY_ECHOES_HANDLE,
     HINT_NAMES_HOSTED_THREAD,
 ];
 
@@ -109,6 +112,13 @@ pub struct WireJudge {
     awaiting_identity: HashMap<String, (String, Option<String>)>,
     /// `thread/identity` notifications seen.
     pub identities_seen: usize,
+    /// Construction requests (`thread/start`/`resume`/`fork`) awaiting their answer: id → thread.
+    constructions: HashMap<String, String>,
+    /// Thread → the handle its current session's result returned and the one its identity
+    /// named, each with where, until both came and were compared.
+    handles: HashMap<String, SessionHandles>,
+    /// Identity notifications compared with their session's result.
+    pub identities_paired: usize,
     /// Threads the process hosts: constructed (`thread/start`/`resume`/`fork` sent) and not
     /// released by an answered `thread/stop {intent: "release"}`.
     hosted: std::collections::HashSet<String>,
@@ -127,6 +137,14 @@ pub struct WireJudge {
     /// (where, threadId), and how many.
     pub foreign_thread_first: Option<(String, String)>,
     pub foreign_thread_deltas: usize,
+}
+
+/// What one session's construction result and its `thread/identity` said its handle is
+/// (`None` inside: the result carried no string `providerThreadId`).
+#[derive(Debug, Default)]
+struct SessionHandles {
+    result: Option<(Option<String>, String)>,
+    identity: Option<(Option<String>, String)>,
 }
 
 /// A position formatted on first use.
@@ -248,6 +266,12 @@ impl WireJudge {
                     self.awaiting_identity
                         .insert(thread.to_string(), (at.to_string(), None));
                 }
+                // A new session: its handle is the one this request's result returns.
+                self.handles.remove(thread);
+                if self.constructions.len() < MAX_TRACKED {
+                    self.constructions
+                        .insert(id.to_string(), thread.to_string());
+                }
             }
             "turn/start" | "turn/steer" => {
                 self.detached.remove(thread);
@@ -266,7 +290,7 @@ impl WireJudge {
     /// otherwise, so the offline pass need not parse response lines (a `Value` tree each,
     /// ~4 % of `pins` on folders of corpus cells, which record no stops).
     pub fn awaits_response(&self) -> bool {
-        !self.stops.is_empty()
+        !self.stops.is_empty() || !self.constructions.is_empty()
     }
 
     pub fn bridge_response_at(&mut self, msg: &Value, at: &dyn Fn() -> String) {
@@ -274,6 +298,21 @@ impl WireJudge {
         let Some(id) = msg.get("id") else {
             return;
         };
+        if let Some(thread) = self.constructions.remove(&id.to_string()) {
+            // A refused construction made no session: nothing to echo.
+            if let Some(result) = msg.get("result") {
+                let handle = result
+                    .get("providerThreadId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                if self.handles.contains_key(&thread) || self.handles.len() < MAX_TRACKED {
+                    self.handles.entry(thread.clone()).or_default().result =
+                        Some((handle, at.to_string()));
+                    self.compare_handles(&thread);
+                }
+            }
+            return;
+        }
         if let Some((thread, intent, _)) = self.stops.remove(&id.to_string()) {
             self.stops_answered += 1;
             if intent == "release" {
@@ -335,13 +374,51 @@ impl WireJudge {
         ));
     }
 
-    /// A `thread/identity` notification the bridge sent for `thread`.
-    pub fn bridge_identity_at(&mut self, thread: &str, at: &dyn Fn() -> String) {
+    /// A `thread/identity` notification the bridge sent for `thread`, naming `handle` (its
+    /// `providerThreadId`).
+    pub fn bridge_identity_at(
+        &mut self,
+        thread: &str,
+        handle: Option<&str>,
+        at: &dyn Fn() -> String,
+    ) {
+        let at = &LazyAt(std::cell::LazyCell::new(at));
         self.identities_seen += 1;
         if let Some((constructed, Some(first_delta))) = self.awaiting_identity.remove(thread) {
-            let at = at();
             self.violation(IDENTITY_BEFORE_DELTAS, || format!(
                 "thread/identity for thread {thread:?} at {at} came after a thread/delta for it at {first_delta} (the session was constructed by {constructed}); the identity must precede the session's deltas"
+            ));
+        }
+        // The first identity after a construction is the session's; a repeated one is compared
+        // again (it must still name the same session).
+        if self.handles.contains_key(thread) || self.handles.len() < MAX_TRACKED {
+            self.handles.entry(thread.to_string()).or_default().identity =
+                Some((handle.map(str::to_string), at.to_string()));
+            self.compare_handles(thread);
+        }
+    }
+
+    /// Once a session's result and identity both came: the identity must echo the result's
+    /// handle. A result without one is session/*-identity's fault, not judged here.
+    fn compare_handles(&mut self, thread: &str) {
+        let Some(h) = self.handles.get_mut(thread) else {
+            return;
+        };
+        // Whichever came first waits for the other.
+        if h.identity.is_none() || h.result.is_none() {
+            return;
+        }
+        let (Some((Some(result), result_at)), Some((identity, identity_at))) =
+            (&h.result, h.identity.take())
+        else {
+            return;
+        };
+        self.identities_paired += 1;
+        if identity.as_deref() != Some(result.as_str()) {
+            let (result, result_at) = (result.clone(), result_at.clone());
+            let named = identity.map_or("no providerThreadId".into(), |i| format!("{i:?}"));
+            self.violation(IDENTITY_ECHOES_HANDLE, || format!(
+                "thread/identity for thread {thread:?} at {identity_at} names {named}, but the result at {result_at} returned providerThreadId {result:?}: the identity must echo the session's handle"
             ));
         }
     }
@@ -674,8 +751,13 @@ impl WireJudge {
                     HINT_NAMES_HOSTED_THREAD if self.hosted_overflow.is_some() && self.thread_hints > 0 => {
                         Some("the judge's bound on hosted threads was reached, so the hints were not judged")
                     }
-                    IDENTITY_BEFORE_DELTAS if !self.runtime_seen => {
+                    IDENTITY_BEFORE_DELTAS | IDENTITY_ECHOES_HANDLE if !self.runtime_seen => {
                         Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
+                    }
+                    IDENTITY_ECHOES_HANDLE
+                        if self.identities_seen > 0 && self.identities_paired == 0 =>
+                    {
+                        Some("no thread/identity notification could be paired with a construction result carrying a providerThreadId")
                     }
                     _ => None,
                 };
@@ -687,6 +769,15 @@ impl WireJudge {
                         if self.left_to_kit_more > 0 {
                             v.detail += &format!(" (and {} more)", self.left_to_kit_more);
                         }
+                        v
+                    }
+                    None if *rule == IDENTITY_ECHOES_HANDLE => {
+                        let mut v = Verdict::pass(&id(rule));
+                        v.detail = if self.identities_seen == 0 {
+                            "no thread/identity notification was sent (the identities rode the thread/start, resume and fork results), so none named another handle".into()
+                        } else {
+                            format!("{} thread/identity notification(s) echoed their session's result", self.identities_paired)
+                        };
                         v
                     }
                     None if *rule == IDENTITY_BEFORE_DELTAS && self.identities_seen == 0 => {

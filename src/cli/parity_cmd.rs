@@ -275,21 +275,26 @@ compare a server with itself on purpose (a determinism check), pass --allow-same
         }
     }
     let mut notes = Vec::new();
+    // Per protocol, each live leg's handshake: compared between the legs below.
+    let mut identities: Vec<(crate::protocol::Protocol, &str, crate::protocol::Identity)> =
+        Vec::new();
     for (side, leg) in [("base", &base), ("head", &head)] {
         let Some(bridge) = leg.runner.bridge() else {
             continue;
         };
         for &p in &protocols {
             let live = p.live();
-            let identity =
-                match live.identify(bridge, std::time::Duration::from_millis(a.timeout_ms)) {
-                    Ok(Some(id)) => id,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        eprintln!("error: the {side} leg cannot start: {e}");
-                        return exit::INVALID_INPUT;
-                    }
-                };
+            let found = match live.identify(bridge, std::time::Duration::from_millis(a.timeout_ms))
+            {
+                Ok(Some(id)) => id,
+                Ok(None) => continue,
+                Err(e) => {
+                    eprintln!("error: the {side} leg cannot start: {e}");
+                    return exit::INVALID_INPUT;
+                }
+            };
+            let identity = found.text.clone();
+            identities.push((p, side, found));
             let foreign: Vec<(String, String)> = targets
                 .iter()
                 .filter_map(|(k, c)| c.as_ref().filter(|c| c.protocol == p).map(|c| (k, c)))
@@ -321,6 +326,32 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             }
         }
     }
+    // Each protocol both legs stated a handshake for: what the runtime acts on, compared.
+    let handshakes: Vec<parity::HandshakeParity> = protocols
+        .iter()
+        .filter_map(|&p| {
+            let of = |side: &str| {
+                identities
+                    .iter()
+                    .find(|(q, s, _)| *q == p && *s == side)
+                    .map(|(_, _, i)| i)
+            };
+            let (b, h) = (of("base")?, of("head")?);
+            let mut providers: Vec<&str> = targets
+                .iter()
+                .filter(|(_, c)| c.as_ref().is_some_and(|c| c.protocol == p))
+                .map(|(k, _)| k.split_once('/').map_or("", |(p, _)| p))
+                .collect();
+            providers.dedup();
+            Some(parity::compare_handshakes(
+                &p.to_string(),
+                &providers,
+                b,
+                h,
+                &allow,
+            ))
+        })
+        .collect();
     let json = a.format == super::Format::Json;
     let notes: Vec<String> = notes
         .iter()
@@ -416,9 +447,10 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
     }
     // A malformed recording is invalid input (exit 2), as `pins` says for the same lane.
     let invalid_input = results.iter().any(|r| r.invalid_input);
+    let handshake_failed = handshakes.iter().any(|h| h.failed());
     let code = if nothing || invalid_input {
         exit::INVALID_INPUT
-    } else if failed + stalled + errors > 0 {
+    } else if failed + stalled + errors > 0 || handshake_failed {
         exit::FAILED
     } else {
         exit::OK
@@ -428,7 +460,11 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
         "parity",
         &target,
         started_ms,
-        results.iter().map(parity::verdict).collect(),
+        results
+            .iter()
+            .map(parity::verdict)
+            .chain(handshakes.iter().map(|h| h.verdict()))
+            .collect(),
     );
     report.meta.timeout_ms = a.timeout_ms;
     if let Err(e) = a.reports.write(&report) {
@@ -442,6 +478,7 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             "head": head.runner.label(),
             "notes": notes,
             "cells": results.iter().map(parity::cell_json).collect::<Vec<_>>(),
+            "handshakes": handshakes.iter().map(|h| h.json()).collect::<Vec<_>>(),
             "summary": {"passed": passed, "failed": failed, "stalled": stalled,
                 "notRun": errors, "skipped": skipped, "cells": results.len()},
         });
@@ -456,6 +493,12 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             out.push('\n');
         }
     }
+    for h in &handshakes {
+        for line in h.render() {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     print!("{}", crate::redact::printable(&out));
     let mut tail = format!("\n{passed} passed, {failed} failed");
     if stalled > 0 {
@@ -465,6 +508,9 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
         tail.push_str(&format!(", {errors} not run (leg error)"));
     }
     tail.push_str(&format!(", {skipped} skipped ({} cells)", results.len()));
+    if handshake_failed {
+        tail.push_str("; the handshakes differ");
+    }
     println!("{tail}");
     code
 }
