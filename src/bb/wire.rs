@@ -12,7 +12,7 @@
 //! | `turn/vouched-key-opened` | Turn lifecycle 3 | a delta is scoped by a `providerTurnId` the bridge never opened with `turn.open` on that thread (a provider's own turn label forwarded as scoping); a `turn.boundary` for such a key is the grammar's `turn/known` |
 //! | `recovery/hint-names-hosted-thread` | Recovery hints | a `provider/recovery` notification names a `threadId` the process does not host (never constructed by `thread/start`/`resume`/`fork`, or released by a stop it answered): the runtime drops it |
 //! | `session/identity-before-deltas` | Ordering guarantees | a session's `thread/identity` notification arrives after a `thread/delta` for it (both after the `thread/start`/`resume`/`fork` that constructed it) |
-//! | `session/identity-echoes-handle` | Identifiers | a session's `thread/identity` notification names another `providerThreadId` than the result of the `thread/start`/`resume`/`fork` that constructed it ("returned on the result … and echoed by `thread/identity`"), in whichever order the two came |
+//! | `session/identity-echoes-handle` | Identifiers | a session's `thread/identity` notification (the first after the `thread/start`/`resume`/`fork` that constructed it) names another `providerThreadId` than that request's result ("returned on the result … and echoed by `thread/identity`"), in whichever order the two came; a later identity may re-key the session |
 //! | `thread/delta-echoes-thread-id` (live only) | Identity | a `thread/delta` names a `threadId` no runtime request named ("echoed verbatim"): bb's runtime routes by it, so the delta reaches no thread |
 //!
 //! The judge is fed the same way live (the conformance client) and offline (a recording's
@@ -145,6 +145,9 @@ pub struct WireJudge {
 struct SessionHandles {
     result: Option<(Option<String>, String)>,
     identity: Option<(Option<String>, String)>,
+    /// The session's identity came: a later one re-keys the session (Claude Code announces the
+    /// session id its first prompt creates), which the result cannot have named.
+    identified: bool,
 }
 
 /// A position formatted on first use.
@@ -389,12 +392,16 @@ impl WireJudge {
                 "thread/identity for thread {thread:?} at {at} came after a thread/delta for it at {first_delta} (the session was constructed by {constructed}); the identity must precede the session's deltas"
             ));
         }
-        // The first identity after a construction is the session's; a repeated one is compared
-        // again (it must still name the same session).
+        // The first identity after a construction is the one its result's handle is echoed
+        // by; a later one may re-key the session (a provider that mints its session id at the
+        // first prompt) and is not judged.
         if self.handles.contains_key(thread) || self.handles.len() < MAX_TRACKED {
-            self.handles.entry(thread.to_string()).or_default().identity =
-                Some((handle.map(str::to_string), at.to_string()));
-            self.compare_handles(thread);
+            let h = self.handles.entry(thread.to_string()).or_default();
+            if !h.identified {
+                h.identified = true;
+                h.identity = Some((handle.map(str::to_string), at.to_string()));
+                self.compare_handles(thread);
+            }
         }
     }
 
@@ -1020,5 +1027,68 @@ mod tests {
                 x.detail
             );
         }
+    }
+
+    /// The first identity after a construction echoes its result's handle, whichever came
+    /// first; a later identity with a new handle re-keys the session (bb's claude-code corpus,
+    /// `stop-interrupt`: the result's handle, then the one the first prompt created) and passes.
+    #[test]
+    fn a_sessions_identity_echoes_its_results_handle_and_may_re_key_later() {
+        let verdict = |lines: &[(bool, Value)]| {
+            let mut j = WireJudge::new();
+            for (n, (from_bridge, m)) in lines.iter().enumerate() {
+                let at = format!("m{n}");
+                match (*from_bridge, m.get("method").and_then(Value::as_str)) {
+                    (false, _) => j.runtime(m, &at),
+                    (true, Some("thread/identity")) => j.bridge_identity_at(
+                        m["params"]["threadId"].as_str().unwrap(),
+                        m["params"]["providerThreadId"].as_str(),
+                        &|| at.clone(),
+                    ),
+                    (true, _) => j.bridge_response(m, &at),
+                }
+            }
+            let v = j.verdicts(str::to_string);
+            v.into_iter()
+                .find(|v| v.id == IDENTITY_ECHOES_HANDLE)
+                .unwrap()
+        };
+        let start = (
+            false,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "thread/start", "params": {"threadId": "t"}}),
+        );
+        let result = |h: &str| {
+            (
+                true,
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"providerThreadId": h}}),
+            )
+        };
+        let identity = |h: &str| {
+            (
+                true,
+                json!({"jsonrpc": "2.0", "method": "thread/identity", "params": {"threadId": "t", "providerThreadId": h}}),
+            )
+        };
+        let re_keyed = verdict(&[start.clone(), identity("a"), result("a"), identity("b")]);
+        assert_eq!(re_keyed.status, Status::Pass, "{re_keyed:?}");
+        let result_first = verdict(&[start.clone(), result("a"), identity("a")]);
+        assert_eq!(result_first.status, Status::Pass, "{result_first:?}");
+        let other = verdict(&[start.clone(), result("a"), identity("x"), identity("a")]);
+        assert_eq!(other.status, Status::Fail, "{other:?}");
+        assert!(
+            other.detail.contains(
+                "at m2 names \"x\", but the result at m1 returned providerThreadId \"a\""
+            ),
+            "{}",
+            other.detail
+        );
+        let none = verdict(&[start, result("a")]);
+        assert_eq!(none.status, Status::Pass);
+        assert!(
+            none.detail
+                .contains("no thread/identity notification was sent"),
+            "{}",
+            none.detail
+        );
     }
 }
