@@ -295,8 +295,10 @@ compare a server with itself on purpose (a determinism check), pass --allow-same
             };
             let identity = found.text.clone();
             identities.push((p, side, found));
+            // A process-scoped cell is not replayed, so it cannot stall on another bridge.
             let foreign: Vec<(String, String)> = targets
                 .iter()
+                .filter(|(k, _)| !process_scoped(k))
                 .filter_map(|(k, c)| c.as_ref().filter(|c| c.protocol == p).map(|c| (k, c)))
                 .filter_map(|(k, c)| {
                     // The recording's own handshake is read again when the manifest's identity
