@@ -1325,9 +1325,15 @@ impl HandshakeParity {
 
     /// `PASS|FAIL handshake <protocol>` and what differs.
     pub fn render(&self) -> Vec<String> {
-        let mut out = vec![if self.differences.is_empty() {
+        // A stale entry fails the run as a difference does, so the line says FAIL for it too.
+        let mut out = vec![if !self.failed() {
             format!(
                 "PASS handshake {}: both legs state the same handshake",
+                self.protocol
+            )
+        } else if self.differences.is_empty() {
+            format!(
+                "FAIL handshake {}: both legs state the same handshake, but the allowlist names a difference that is not there",
                 self.protocol
             )
         } else {

@@ -1524,13 +1524,15 @@ fn handshake_and_wire_differences_are_allowlisted_and_stale_entries_fail() {
             && !text.contains("stale allowlist entry (#2)"),
         "{text}"
     );
-    // A build that declares the same: the handshake entry is stale. (A wire entry `/` masks
-    // a cell's answers whatever they are, as bb's `/` does a layer: stale only where the cell
+    // A build that declares the same: the handshake entry is stale, and the handshake line
+    // says FAIL for it (it said PASS above a stale entry before). (A wire entry `/` masks a
+    // cell's answers whatever they are, as bb's `/` does a layer: stale only where the cell
     // has none.)
     let (code, text) = run("PY_BB_ODDITY=wire", true);
     assert_eq!(code, Some(1), "{text}");
     assert!(
-        text.contains("PASS handshake bb")
+        text.contains("FAIL handshake bb: both legs state the same handshake, but the allowlist")
+            && !text.contains("PASS handshake bb")
             && text.contains("stale allowlist entry (#1) handshake /capabilities/commands"),
         "{text}"
     );
