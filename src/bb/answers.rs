@@ -34,16 +34,10 @@ pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Ve
     let mut answers: Vec<(usize, String)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut sent = 0usize;
-    // Per thread, the position of the session request whose identity has not come yet, and
-    // whether a delta for the thread came meanwhile.
-    let mut awaiting_identity: HashMap<String, (usize, bool)> = HashMap::new();
-    let mut early_deltas: Vec<usize> = Vec::new();
-    // Per thread, its current session's request; per session request, the handle its
-    // identity named (the first identity after it).
+    // Per session request (by its position), what its session showed; per thread, its
+    // current session's request.
+    let mut sessions: HashMap<usize, Session> = HashMap::new();
     let mut session_of: HashMap<String, usize> = HashMap::new();
-    let mut announced: HashMap<usize, Option<String>> = HashMap::new();
-    // Per session request, the handle its result returned.
-    let mut returned: HashMap<usize, String> = HashMap::new();
     for (to_bridge, line) in lines {
         let Ok(Value::Object(m)) = serde_json::from_str::<Value>(line) else {
             continue;
@@ -57,7 +51,7 @@ pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Ve
         if to_bridge {
             if let (Some(method), Some(id), Some(thread)) = (method, id, thread) {
                 if SESSION_REQUESTS.contains(&method) {
-                    awaiting_identity.insert(thread.to_string(), (sent, false));
+                    sessions.insert(sent, Session::default());
                     session_of.insert(thread.to_string(), sent);
                 }
                 pending.insert(id.to_string(), (sent, method.to_string()));
@@ -68,12 +62,12 @@ pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Ve
         match (method, id) {
             (None, Some(id)) => {
                 if let Some((at, method)) = pending.remove(&id.to_string()) {
-                    if let Some(handle) = m
-                        .get("result")
-                        .and_then(|r| r.get("providerThreadId"))
-                        .and_then(Value::as_str)
-                    {
-                        returned.insert(at, handle.to_string());
+                    if let Some(session) = sessions.get_mut(&at) {
+                        session.returned = m
+                            .get("result")
+                            .and_then(|r| r.get("providerThreadId"))
+                            .and_then(Value::as_str)
+                            .map(str::to_string);
                     }
                     answers.push((
                         at,
@@ -82,21 +76,23 @@ pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Ve
                 }
             }
             (Some("thread/identity"), None) => {
-                if let Some((at, true)) = thread.and_then(|t| awaiting_identity.remove(t)) {
-                    early_deltas.push(at);
-                }
-                if let Some(&at) = thread.and_then(|t| session_of.get(t)) {
-                    announced.entry(at).or_insert_with(|| {
+                // The first identity after the session request is its; a later one re-keys.
+                if let Some(session) = current_session(&mut sessions, &session_of, thread)
+                    && session.identity.is_none()
+                {
+                    session.identity = Some(
                         m.get("params")
                             .and_then(|p| p.get("providerThreadId"))
                             .and_then(Value::as_str)
-                            .map(str::to_string)
-                    });
+                            .map(str::to_string),
+                    );
                 }
             }
             (Some("thread/delta"), None) => {
-                if let Some((_, early)) = thread.and_then(|t| awaiting_identity.get_mut(t)) {
-                    *early = true;
+                if let Some(session) = current_session(&mut sessions, &session_of, thread)
+                    && session.identity.is_none()
+                {
+                    session.delta_before_identity = true;
                 }
             }
             (Some(method), None) if COMPARED_NOTIFICATIONS.contains(&method) => {
@@ -114,11 +110,19 @@ pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Ve
     // A session whose identity never came is not judged here: its deltas reach no session the
     // runtime knows either way, and its answer (or the stall) says more.
     for (at, answer) in &mut answers {
-        if early_deltas.contains(at) {
+        let Some(Session {
+            identity: Some(identity),
+            delta_before_identity,
+            returned,
+        }) = sessions.get(at)
+        else {
+            continue;
+        };
+        if *delta_before_identity {
             answer.push_str("; thread/delta before thread/identity");
         }
         // The identity must echo the result's handle; which handle is an id, blanked.
-        if let (Some(result), Some(identity)) = (returned.get(at), announced.get(at))
+        if let Some(result) = returned
             && identity.as_ref() != Some(result)
         {
             answer.push_str("; thread/identity names another providerThreadId");
@@ -126,6 +130,27 @@ pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Ve
     }
     answers.sort_by_key(|(at, _)| *at);
     answers.into_iter().map(|(_, a)| a).chain(notes).collect()
+}
+
+/// The session `thread` is on now (its latest session request's), if it has one.
+fn current_session<'s>(
+    sessions: &'s mut HashMap<usize, Session>,
+    session_of: &HashMap<String, usize>,
+    thread: Option<&str>,
+) -> Option<&'s mut Session> {
+    sessions.get_mut(session_of.get(thread?)?)
+}
+
+/// What one session request's session showed on the wire.
+#[derive(Default)]
+struct Session {
+    /// The handle its result returned.
+    returned: Option<String>,
+    /// The handle its identity named (the first `thread/identity` after the request; `None`
+    /// inside: one without a handle), `None` until one came.
+    identity: Option<Option<String>>,
+    /// A `thread/delta` of its thread came before its identity.
+    delta_before_identity: bool,
 }
 
 /// What the runtime acts on in a recovery hint: its kind and whether it is retryable
