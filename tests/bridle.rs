@@ -2281,7 +2281,7 @@ fn a_flood_of_extension_events_is_judged_as_it_comes() {
 /// play each tab on its own socket. Such a cell was skipped ("a recording does not say which
 /// connection a line is on"), so a hub that keeps one connection per user
 /// (`--diverge clobber-same-user`: the second tab replaces the first) passed both. The cells
-/// (`tests/node/two-tabs`, scripts/record-bridle-two-tabs.sh) hold the canonical
+/// (`tests/node/two-tabs`, scripts/record-bridle-driver.sh two-tabs) hold the canonical
 /// socket.io-client's two tabs through the node hub and agent: both get every answer streamed,
 /// then the first leaves and the second asks alone.
 /// - The correct hub passes replay and parity, and a recording-against-live parity: each tab's
@@ -2483,6 +2483,39 @@ fn an_agent_that_left_is_gone_when_its_browser_is_replayed() {
     let (code, out) = &results[3];
     assert_eq!(*code, 0, "{out}");
     assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");
+}
+
+/// Two agents of one agentId, the newer leaving first while the older stays connected
+/// (`tests/node/newest-leaves`, `scripts/record-bridle-driver.sh newest-leaves`: the node hub
+/// lets a second agent take over and keeps the first connected; when the newer leaves, it
+/// unregisters the agentId, so the browser's message gets "not connected"). The player paired
+/// each recorded end with the oldest open connection: it closed the older agent and kept the
+/// newer, so the very hub recorded still routed the message to an agent and the browser's
+/// notice never came (a stall on a correct hub). Each end now names its recorded connection
+/// (`conn`): the same hub passes, and a hub that keeps the gone agent registered stalls there.
+#[test]
+fn the_agent_connection_that_left_is_the_one_the_recording_names() {
+    if !node_ready("the_agent_connection_that_left_is_the_one_the_recording_names") {
+        return;
+    }
+    let cells = node_dir().join("newest-leaves");
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| node_hub_replay(&cells, "3000", &[], &[])),
+        Box::new(|| node_hub_parity(&cells, "3000", "--diverge keep-dead-agent", &[])),
+    ];
+    let results = parallel(jobs);
+    let n = bridgewire::cell::discover(&cells).unwrap().len();
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");
+    let (code, out) = &results[1];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("STALL node/newest__asker")
+            && out.contains("stall: head: timed out waiting for hub→browser event")
+            && !out.contains("stall: base"),
+        "{out}"
+    );
 }
 
 /// The lines of one lane file (each entry's recorded `line`).

@@ -239,20 +239,24 @@ enum Step {
     /// `refused`: the hub ended it before sending it any event. `unplayed`: why the connection
     /// is not played (a refused one whose apiKey the recorder could not judge): its end is
     /// then shown as recorded, not compared.
+    /// `conn`: the recorded connection ([`crate::lane::Entry::conn`]), which its end names.
     AgentConnect {
         ev: Value,
         auth: Option<Value>,
         refused: bool,
         unplayed: Option<String>,
+        conn: Option<u64>,
     },
-    /// The hub ended the oldest agent connection still open (a DISCONNECT or CONNECT_ERROR
-    /// packet, for the view, or its close `1`): awaited on the live connection and compared as
-    /// an event ([`agent_ended`]), as a browser's is; `refused`: before sending it any event;
-    /// `compared`: false for a connection not played.
+    /// The hub ended the recorded agent connection `conn` (a DISCONNECT or CONNECT_ERROR
+    /// packet, for the view, or its close `1`; `None`: the recording does not say which, so the
+    /// oldest still open, [`take_ended_agent`]): awaited on the live connection and compared
+    /// as an event ([`agent_ended`]), as a browser's is; `refused`: before sending it any
+    /// event; `compared`: false for a connection not played.
     AgentEnded {
         ev: Option<Value>,
         refused: bool,
         compared: bool,
+        conn: Option<u64>,
     },
     /// Another agentId's agent is connected (`Some`: connects, registers and is settled by a
     /// pong, unless one is) or not (`None`: leaves) from here: the recording had one connected
@@ -266,9 +270,10 @@ enum Step {
     /// An agent connection ends here: its recorded end (its leave or a close, [`agent_end`]),
     /// or, in a recording without ends, after its last recorded line when another connection
     /// follows, the hub given the recorded gap to the next line (10 ms to the fixed quiet
-    /// window) to notice before another socket acts. The oldest connection still open ends
-    /// (a takeover: the replaced agent leaves, the newer one stays).
-    AgentClose(Duration),
+    /// window) to notice before another socket acts. The recorded connection it names ends
+    /// (`None`, a recording without `conn` or without ends: the oldest still open, a takeover's
+    /// replaced agent, [`take_ended_agent`]).
+    AgentClose(Duration, Option<u64>),
 }
 
 impl Step {
@@ -420,8 +425,10 @@ enum AgentLine<T> {
     NotAgent,
     /// A connection opened, with its handshake's `auth`.
     Connect(Option<Value>),
-    /// The oldest open connection ended (a takeover: the replaced agent's), by the hub or by
-    /// the agent: the connection's tag, and whether the hub sent it an event.
+    /// An open connection ended, by the hub or by the agent: the connection's tag, and whether
+    /// the hub sent it an event. Which one: the recorded connection the line names
+    /// ([`crate::lane::Entry::conn`]); in a recording that does not say, the oldest (a
+    /// takeover: the replaced agent's).
     End {
         by_hub: bool,
         conn: Option<(T, bool)>,
@@ -435,9 +442,9 @@ enum AgentLine<T> {
 
 /// A cell's agent lines read as connections, oldest first: the player's script and
 /// [`bystanders`] read them alike. Each connection carries a tag (`T`: its connect step, or its
-/// connect's place) and whether the hub sent it an event.
+/// connect's place), whether the hub sent it an event, and its recorded connection number.
 struct AgentReader<T> {
-    open: VecDeque<(T, bool)>,
+    open: VecDeque<OpenAgent<T>>,
     /// The last agent line was an end: whether it was a close (`1`), and from which side.
     prev_end: Option<(bool, bool)>,
 }
@@ -451,7 +458,23 @@ impl<T> Default for AgentReader<T> {
     }
 }
 
+/// An agent connection [`AgentReader`] holds open.
+struct OpenAgent<T> {
+    tag: T,
+    /// The hub sent it an event (a connection it ended before any was refused).
+    answered: bool,
+    conn: Option<u64>,
+}
+
 impl<T> AgentReader<T> {
+    /// Where the open connection a line on recorded connection `conn` acts on is: the one with
+    /// that number, or, in a recording that does not say (or names one not seen connecting),
+    /// `fallback`.
+    fn place(&self, conn: Option<u64>, fallback: usize) -> usize {
+        conn.and_then(|c| self.open.iter().position(|o| o.conn == Some(c)))
+            .unwrap_or(fallback)
+    }
+
     /// Reads `entry`; a connect is tagged `tag`.
     fn next(&mut self, entry: &crate::lane::Entry, tag: T) -> AgentLine<T> {
         if !matches!(entry.dir.as_str(), "agent→hub" | "hub→agent") {
@@ -472,20 +495,29 @@ impl<T> AgentReader<T> {
         if same {
             return AgentLine::SameEnd;
         }
+        let conn = entry.conn();
         match line {
             PeerLine::Connect(auth) => {
-                self.open.push_back((tag, false));
+                self.open.push_back(OpenAgent {
+                    tag,
+                    answered: false,
+                    conn,
+                });
                 AgentLine::Connect(auth)
             }
             PeerLine::Event => {
-                if let Some((_, answered)) = self.open.back_mut() {
-                    *answered = true;
+                let at = self.place(conn, self.open.len().saturating_sub(1));
+                if let Some(o) = self.open.get_mut(at) {
+                    o.answered = true;
                 }
                 AgentLine::Other
             }
             PeerLine::HubEnd | PeerLine::Leave | PeerLine::Close => AgentLine::End {
                 by_hub: matches!(line, PeerLine::HubEnd),
-                conn: self.open.pop_front(),
+                conn: self
+                    .open
+                    .remove(self.place(conn, 0))
+                    .map(|o| (o.tag, o.answered)),
             },
             PeerLine::Other => AgentLine::Other,
         }
@@ -536,8 +568,8 @@ pub fn bystanders(cells: &[&Cell]) -> Bystanders {
                 ));
             }
         }
-        for (from, _) in reader.open {
-            spans.push((folder.to_string(), agent_id.to_string(), from, None));
+        for o in reader.open {
+            spans.push((folder.to_string(), agent_id.to_string(), o.tag, None));
         }
     }
     Bystanders {
@@ -1125,8 +1157,10 @@ pub async fn replay_group_into(
     // Without a recorded connect (a cell recorded without its agent's own lane), the agent
     // connects at the start, as one already there when the browser came.
     let mut agent = None;
-    // Agent connections still open that a newer one replaced, oldest first.
-    let mut older_agents: VecDeque<Socket> = VecDeque::new();
+    // Agent connections still open that a newer one replaced, oldest first, each with its
+    // recorded connection number, and the newest's (`agent`).
+    let mut older_agents: VecDeque<(Option<u64>, Socket)> = VecDeque::new();
+    let mut agent_conn: Option<u64> = None;
     if has_agent && agent_connects == 0 {
         match connect_agent(Some(agent_handshake(cfg, &agent_id)), opts.clone()).await {
             Ok(s) => {
@@ -1177,8 +1211,10 @@ pub async fn replay_group_into(
             }
             continue;
         }
-        if let Step::AgentClose(gap) = step {
-            if let Some(mut a) = older_agents.pop_front().or_else(|| agent.take()) {
+        if let Step::AgentClose(gap, conn) = step {
+            if let Some(mut a) =
+                take_ended_agent(&mut agent, &mut agent_conn, &mut older_agents, conn)
+            {
                 // What it got meanwhile stays with the agent's later steps (none, or a
                 // hub that sent it something the recording shows after its last line).
                 agent_early.extend(leave(&mut a, cfg).await);
@@ -1206,13 +1242,14 @@ pub async fn replay_group_into(
             .await;
         }
         match step {
-            Step::AgentClose(_) | Step::Bystander(_) => {}
+            Step::AgentClose(..) | Step::Bystander(_) => {}
             Step::Tab(conn) => p.select(conn),
             Step::AgentConnect {
                 ev,
                 auth,
                 refused,
                 unplayed,
+                conn,
             } => {
                 if let Some(why) = unplayed {
                     p.notes.push(why);
@@ -1223,7 +1260,8 @@ pub async fn replay_group_into(
                         Ok(s) => {
                             cadence.wrote();
                             // Still open in the recording (a takeover): it ends at its own end.
-                            older_agents.extend(agent.replace(s));
+                            let older = std::mem::replace(&mut agent_conn, conn);
+                            older_agents.extend(agent.replace(s).map(|a| (older, a)));
                         }
                         // Refused at the handshake, as the recorded hub refused it.
                         Err(_) if refused => {
@@ -1239,6 +1277,7 @@ pub async fn replay_group_into(
                 ev,
                 refused,
                 compared,
+                conn,
             } => {
                 if refused && agents_refused > 0 {
                     agents_refused -= 1;
@@ -1248,8 +1287,9 @@ pub async fn replay_group_into(
                     p.view.extend(ev);
                     continue;
                 }
-                // The oldest connection still open is the one the recorded hub ended.
-                let Some(mut a) = older_agents.pop_front().or_else(|| agent.take()) else {
+                let Some(mut a) =
+                    take_ended_agent(&mut agent, &mut agent_conn, &mut older_agents, conn)
+                else {
                     continue;
                 };
                 // What it got before its end is dropped: the recording shows no more lines of
@@ -1545,6 +1585,46 @@ async fn settle_register(
     }
 }
 
+/// The live agent connection played for the recorded connection `conn` whose end comes next,
+/// taken out of the open ones (`agent`, the newest, numbered `agent_conn`; `older`, oldest
+/// first). Without `conn` (a recording that does not say which), the oldest still open: a
+/// takeover's replaced agent. `None`: that connection is not open live (refused at the
+/// handshake, or not played), so no other one is ended for it. When the newest ends while
+/// older ones stay open, the newest of those carries the agent's later steps.
+fn take_ended_agent<S>(
+    agent: &mut Option<S>,
+    agent_conn: &mut Option<u64>,
+    older: &mut VecDeque<(Option<u64>, S)>,
+    conn: Option<u64>,
+) -> Option<S> {
+    // Which one: the newest (`None`) or the older one at a place.
+    let older_at = |pick: &dyn Fn(&Option<u64>) -> bool| older.iter().position(|(o, _)| pick(o));
+    let which = match conn {
+        None if older.is_empty() => None,
+        None => Some(0),
+        Some(c) if agent.is_some() && *agent_conn == Some(c) => None,
+        // A connection played without a recorded connect (the agent connected at the start)
+        // has no number: a recorded end no open connection is numbered for is its.
+        Some(c) => match older_at(&|o| *o == Some(c)).or_else(|| older_at(&Option::is_none)) {
+            Some(k) => Some(k),
+            None if agent.is_some() && agent_conn.is_none() => None,
+            None => return None,
+        },
+    };
+    if let Some(k) = which {
+        return older.remove(k).map(|(_, s)| s);
+    }
+    let newest = agent.take();
+    *agent_conn = None;
+    if newest.is_some()
+        && let Some((c, a)) = older.pop_back()
+    {
+        *agent = Some(a);
+        *agent_conn = c;
+    }
+    newest
+}
+
 /// A replayed peer leaves: it leaves its namespace, then asks the server to close the
 /// connection (Engine.IO `1`) and waits until it did, at most the fixed quiet window. A server
 /// handles a connection's packets in order, so once it closed the connection it had handled
@@ -1631,6 +1711,7 @@ fn script(
                             auth,
                             refused: false,
                             unplayed: None,
+                            conn: entry.conn(),
                         },
                     ));
                 }
@@ -1665,6 +1746,7 @@ fn script(
                         ev: event_of(&entry).ok().flatten(),
                         refused,
                         compared,
+                        conn: entry.conn(),
                     },
                 ));
                 continue;
@@ -1676,7 +1758,7 @@ fn script(
                     steps.push((i, Step::Echo(ev)));
                 }
                 ts.push(entry.ts);
-                steps.push((i, Step::AgentClose(Duration::ZERO)));
+                steps.push((i, Step::AgentClose(Duration::ZERO, entry.conn())));
                 continue;
             }
         }
@@ -1831,7 +1913,8 @@ fn script(
         out.push(step);
         out_ts.push(ts[k]);
         while let Some((_, gap)) = closes.next_if(|(at, _)| *at == k) {
-            out.push((cell, Step::AgentClose(gap)));
+            // Without recorded ends, no connection is named: the oldest still open closes.
+            out.push((cell, Step::AgentClose(gap, None)));
             out_ts.push(ts[k]);
         }
     }
@@ -1910,7 +1993,7 @@ fn registers_before_probes(
             }
             // The agent's own close, where the probe's recorded answer says it was gone: the
             // hub saw the close first, whatever order the proxy logged them in.
-            let gone_first = *gone && matches!(steps[j].1, Step::AgentClose(_));
+            let gone_first = *gone && matches!(steps[j].1, Step::AgentClose(..));
             if movable(&steps[j].1) || leave || gone_first {
                 place[j] = place[j].min(k as f64 - 0.5);
             }
@@ -2655,7 +2738,7 @@ mod tests {
             .filter_map(|(_, st)| match st {
                 Step::AgentConnect { refused, .. } => Some(format!("connect({refused})")),
                 Step::AgentEnded { refused, .. } => Some(format!("ended({refused})")),
-                Step::AgentClose(_) => Some("close".into()),
+                Step::AgentClose(..) => Some("close".into()),
                 _ => None,
             })
             .collect()
@@ -2687,6 +2770,108 @@ mod tests {
         assert_eq!(s.recorded[0], vec![agent_ended()]);
     }
 
+    /// Two agent connections of one agentId, the newer leaving first while the older stays: the
+    /// recorded connection numbers say which ended, so the newer's close names it (paired with
+    /// the oldest open one, the replay closed the older and kept the newer, and a hub that
+    /// unregisters the agentId as the recording shows was said not to), and the hub's later end
+    /// is the older's.
+    #[test]
+    fn an_agent_end_names_its_recorded_connection() {
+        let lines = [
+            (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+            (DOWN, r#"40/ws/agent,{"sid":"x"}"#),
+            (DOWN, r#"42/ws/agent,["config",{}]"#),
+            (UP, r#"40/ws/agent,{"apiKey":"[redacted]","agentId":"a"}"#),
+            (DOWN, r#"40/ws/agent,{"sid":"y"}"#),
+            (UP, "41/ws/agent,"),
+            (UP, "1"),
+            (DOWN, "41/ws/agent,"),
+        ];
+        let conns = [4, 4, 4, 7, 7, 7, 7, 4].map(Some);
+        let merged = crate::lane::test_entries_on(&lines, &conns)
+            .into_iter()
+            .map(|e| (e.key(), 0, e))
+            .collect();
+        let s = script(merged, 1, &cfg(), &Bystanders::default());
+        let named: Vec<String> = s
+            .steps
+            .iter()
+            .filter_map(|(_, st)| match st {
+                Step::AgentConnect { conn, refused, .. } => {
+                    Some(format!("connect {conn:?} {refused}"))
+                }
+                Step::AgentEnded { conn, refused, .. } => Some(format!("ended {conn:?} {refused}")),
+                Step::AgentClose(_, conn) => Some(format!("close {conn:?}")),
+                _ => None,
+            })
+            .collect();
+        // The newer got no event before its end, yet the agent ended it, not the hub: no
+        // refusal. The older had its config: the hub's end is no refusal either.
+        assert_eq!(
+            named,
+            [
+                "connect Some(4) false",
+                "connect Some(7) false",
+                "close Some(7)",
+                "ended Some(4) false"
+            ]
+        );
+        // Without numbers, the oldest open connection is the one that ended.
+        let plain = scripted(&lines);
+        assert!(
+            plain
+                .steps
+                .iter()
+                .any(|(_, st)| matches!(st, Step::AgentClose(_, None))),
+        );
+    }
+
+    /// The live connection ended for a recorded end: the one played for its number, else one
+    /// played without a number; none for a number not open live; the oldest without a number
+    /// to go by. The newest ending first hands the agent's later steps to the next newest.
+    #[test]
+    fn the_live_agent_ended_is_the_one_played_for_the_recorded_connection() {
+        let open = || {
+            (
+                Some("newest"),
+                Some(7),
+                VecDeque::from([(Some(2), "first"), (Some(4), "second")]),
+            )
+        };
+        let (mut agent, mut at, mut older) = open();
+        assert_eq!(
+            take_ended_agent(&mut agent, &mut at, &mut older, Some(7)),
+            Some("newest")
+        );
+        assert_eq!((agent, at), (Some("second"), Some(4)));
+        assert_eq!(older, [(Some(2), "first")]);
+        let (mut agent, mut at, mut older) = open();
+        assert_eq!(
+            take_ended_agent(&mut agent, &mut at, &mut older, Some(4)),
+            Some("second")
+        );
+        assert_eq!(agent, Some("newest"));
+        assert_eq!(
+            take_ended_agent(&mut agent, &mut at, &mut older, Some(9)),
+            None
+        );
+        assert_eq!(
+            take_ended_agent(&mut agent, &mut at, &mut older, None),
+            Some("first")
+        );
+        assert_eq!(
+            take_ended_agent(&mut agent, &mut at, &mut older, None),
+            Some("newest")
+        );
+        assert_eq!((agent, at), (None, None));
+        // The agent connected at the start, with no recorded connect: any recorded end is its.
+        let (mut agent, mut at, mut older) = (Some("start"), None, VecDeque::<(_, &str)>::new());
+        assert_eq!(
+            take_ended_agent(&mut agent, &mut at, &mut older, Some(3)),
+            Some("start")
+        );
+    }
+
     /// The agent's close logged while a probe was in flight goes before it where the probe's
     /// recorded answer saw it gone, and stays after it where the answer did not.
     #[test]
@@ -2711,7 +2896,7 @@ mod tests {
                 .filter_map(|(_, st)| match st {
                     Step::HttpSend(..) => Some("get"),
                     Step::HttpExpect => Some("answer"),
-                    Step::AgentClose(_) => Some("close"),
+                    Step::AgentClose(..) => Some("close"),
                     _ => None,
                 })
                 .collect::<Vec<_>>()
