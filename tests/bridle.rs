@@ -274,16 +274,7 @@ async fn reference_agent_streams_through_reference_hub() {
 }
 
 fn bridgewire(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_bridgewire"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .expect("bridgewire runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    common::proc::code_and_stdout(Command::new(env!("CARGO_BIN_EXE_bridgewire")).args(args))
 }
 
 /// Runs bridgewire with these tests' hub secrets (JWT_SECRET, BRIDLE_API_KEY) and `env` in its

@@ -16,6 +16,7 @@
 //! verdict property of each hub rule is held by the Node divergences in `tests/bridle.rs`. An
 //! agent's violation runs every rule (seconds), and only its rule may fall short.
 
+use common::proc::code_and_stdout;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -348,17 +349,11 @@ fn run(py: &str, side: &str, row: &Row) -> (i32, String) {
     } else {
         ("AGENT_PLAIN", "AGENT_VARY")
     };
-    let out = Command::new(BW)
-        .args(&args)
-        .env(plain, row.plain)
-        .env(vary, row.vary)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .expect("bridgewire runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
+    code_and_stdout(
+        Command::new(BW)
+            .args(&args)
+            .env(plain, row.plain)
+            .env(vary, row.vary),
     )
 }
 
@@ -465,22 +460,13 @@ fn python_socketio_agent_passes_legal_variations_and_fails_each_violation() {
 /// `bridgewire <args>` where `CELLS` stands for the Bridle recordings: `(exit code, stdout)`.
 fn bridgewire_on_recordings(args: &[&str]) -> (i32, String) {
     let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
-    let out = Command::new(BW)
-        .args(args.iter().map(|a| {
-            if *a == "CELLS" {
-                cells.as_os_str()
-            } else {
-                std::ffi::OsStr::new(a)
-            }
-        }))
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .expect("bridgewire runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    code_and_stdout(Command::new(BW).args(args.iter().map(|a| {
+        if *a == "CELLS" {
+            cells.as_os_str()
+        } else {
+            std::ffi::OsStr::new(a)
+        }
+    })))
 }
 
 /// Parity between two correct hubs nobody here wrote, python-socketio's and npm socket.io's
@@ -571,20 +557,14 @@ fn a_recording_of_another_hub_replays_whatever_extensions_each_sends() {
     let cells = common::need::node_dir().join("two-tabs");
     let hub_py = peer_dir().join("hub.py");
     let replay = |vary: &str| {
-        let out = Command::new(BW)
-            .args(["replay", "bridle", "--wait-ms", "3000"])
-            .arg(&cells)
-            .arg("--")
-            .arg(&py)
-            .arg(&hub_py)
-            .env("HUB_VARY", vary)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .expect("bridgewire runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
+        code_and_stdout(
+            Command::new(BW)
+                .args(["replay", "bridle", "--wait-ms", "3000"])
+                .arg(&cells)
+                .arg("--")
+                .arg(&py)
+                .arg(&hub_py)
+                .env("HUB_VARY", vary),
         )
     };
     let (code, out) = replay("");
@@ -601,6 +581,60 @@ fn a_recording_of_another_hub_replays_whatever_extensions_each_sends() {
         "{out}"
     );
     assert!(!out.contains("status: none"), "{out}");
+}
+
+/// The python-socketio hub's own traffic (`tests/peers/bridle-py/check-run`, recorded by
+/// `scripts/record-bridle-py-check-run.sh`: check's http-health and same-user-browsers rules
+/// through `record bridle`) replays against that hub and against npm socket.io's. In both
+/// groups a browser leaves while a health probe is in flight, logged before the answer, and the
+/// answer still counts it. The player played every such leave before the probe, so the very hub
+/// recorded answered one browser fewer (`browserClients: 2` recorded, 1 live, both groups, every
+/// run). A leave the recorded answer did not see is now played after the answer. A hub that
+/// keeps one browser per user (`--diverge clobber-same-user`) still fails the same-user group.
+#[test]
+fn a_hubs_own_recording_replays_against_it_and_another_hub() {
+    let Some(py) = python("a_hubs_own_recording_replays_against_it_and_another_hub") else {
+        return;
+    };
+    if !common::need::node_packages(
+        "a_hubs_own_recording_replays_against_it_and_another_hub",
+        &["socket.io"],
+    ) {
+        return;
+    }
+    let cells = peer_dir().join("check-run");
+    let hub_py = peer_dir().join("hub.py");
+    let hub_js = common::need::node_dir().join("hub.js");
+    let replay = |hub: &[&std::ffi::OsStr]| {
+        code_and_stdout(
+            Command::new(BW)
+                .args(["replay", "bridle", "--wait-ms", "3000"])
+                .arg(&cells)
+                .arg("--")
+                .args(hub),
+        )
+    };
+    let n = bridgewire::cell::discover(&cells).unwrap().len();
+    for hub in [
+        vec![py.as_ref(), hub_py.as_os_str()],
+        vec!["node".as_ref(), hub_js.as_os_str()],
+    ] {
+        let (code, out) = replay(&hub);
+        assert_eq!(code, 0, "{hub:?}: {out}");
+        assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");
+    }
+    let (code, out) = replay(&[
+        "node".as_ref(),
+        hub_js.as_os_str(),
+        "--diverge".as_ref(),
+        "clobber-same-user".as_ref(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    let failed: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+    assert!(
+        !failed.is_empty() && failed.iter().all(|l| l.starts_with("FAIL py/same-user-")),
+        "{out}"
+    );
 }
 
 /// `tests/peers/coverage.tsv`'s `pyhub:`/`pyagent:` entries are true of the tables above: a

@@ -217,10 +217,9 @@ enum Step {
     Echo(Value),
     BrowserSend(String, Value),
     /// An HTTP API request, sent without waiting (a `/message/sync` answers only after the
-    /// agent steps that follow it), and how long the recorded answer took (`None`: no answer
-    /// recorded), and whether the recorded answer said the agent was not connected
-    /// (`agentConnected: false`: [`registers_before_probes`]).
-    HttpSend(Value, Option<Duration>, bool),
+    /// agent steps that follow it), how long the recorded answer took (`None`: no answer
+    /// recorded), and what that answer saw ([`registers_before_probes`]).
+    HttpSend(Value, Option<Duration>, ProbeSaw),
     /// The oldest outstanding HTTP answer.
     HttpExpect,
     /// The next live hub→agent event with this name, and its recorded data (a `message` maps
@@ -335,6 +334,18 @@ enum PeerLine {
 struct Connection {
     open: bool,
     answered: bool,
+}
+
+/// What a recorded health answer says the hub had seen when it answered, for the lines logged
+/// while it was in flight ([`registers_before_probes`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct ProbeSaw {
+    /// It said the agent was not connected (`agentConnected: false`).
+    agent_gone: bool,
+    /// An agent's probe (`/api/agent/:agentId/health`) counted every browser connection of the
+    /// agentId open in the recording when it was sent (`browserClients`): a browser's leave
+    /// logged while it was in flight was not seen yet.
+    browsers_kept: bool,
 }
 
 /// What a browser line did to the cell's connection.
@@ -1685,7 +1696,8 @@ fn script(
     let mut registers = false;
     // Per cell, the recorded HTTP requests not answered yet (their step and send time), oldest
     // first: answers come in that order (`HttpExpect` takes the oldest).
-    let mut unanswered: Vec<VecDeque<(usize, f64)>> = vec![VecDeque::new(); cells];
+    // With each, the browser connections open in the recording when it was sent.
+    let mut unanswered: Vec<VecDeque<(usize, f64, usize)>> = vec![VecDeque::new(); cells];
     // Per cell and recorded browser connection, its state, and the step of its last connect.
     let mut connection: HashMap<(usize, Option<u64>), Connection> = HashMap::new();
     let mut connect_at: HashMap<(usize, Option<u64>), usize> = HashMap::new();
@@ -1807,15 +1819,19 @@ fn script(
                         // Compared too (the live leg sends it as recorded): it tells the comparison
                         // which answer the next `hub→http` is, and so which of its fields the spec
                         // gives.
-                        unanswered[i].push_back((steps.len(), entry.ts));
+                        let open = connection.values().filter(|c| c.open).count();
+                        unanswered[i].push_back((steps.len(), entry.ts, open));
                         recorded[i].push(ev.clone());
-                        Step::HttpSend(ev["http"].clone(), None, false)
+                        Step::HttpSend(ev["http"].clone(), None, ProbeSaw::default())
                     }
                     ("hub→http", _) => {
-                        if let Some((at, sent)) = unanswered[i].pop_front()
-                            && let Some((_, Step::HttpSend(_, took, gone))) = steps.get_mut(at)
+                        if let Some((at, sent, open)) = unanswered[i].pop_front()
+                            && let Some((_, Step::HttpSend(req, took, saw))) = steps.get_mut(at)
                         {
-                            *gone = ev["http"]["body"]["agentConnected"] == false;
+                            let body = &ev["http"]["body"];
+                            saw.agent_gone = body["agentConnected"] == false;
+                            saw.browsers_kept = agent_probe(req)
+                                && body["browserClients"].as_u64() == Some(open as u64);
                             *took = Some(Duration::from_secs_f64(
                                 ((entry.ts - sent) / 1000.0).clamp(0.0, 86_400.0),
                             ));
@@ -1977,23 +1993,37 @@ fn registers_before_probes(
     // during.
     let mut place: Vec<f64> = (0..steps.len()).map(|k| k as f64).collect();
     for (k, m) in answers(&steps).into_iter().enumerate() {
-        let (Some(m), Step::HttpSend(req, _, gone)) = (m, &steps[k].1) else {
+        let (Some(m), Step::HttpSend(req, _, saw)) = (m, &steps[k].1) else {
             continue;
         };
         if req["method"].as_str().unwrap_or("GET") != "GET" {
             continue;
         }
         for j in k + 1..m {
+            let cell = steps[j].0;
             let leave = matches!(steps[j].1, Step::BrowserLeave(_))
                 && !steps[k + 1..j]
                     .iter()
-                    .any(|(c, s)| *c == steps[j].0 && !matches!(s, Step::Tab(_)));
-            if leave && matches!(steps[j - 1], (c, Step::Tab(_)) if c == steps[j].0) {
+                    .any(|(c, s)| *c == cell && !matches!(s, Step::Tab(_)));
+            let tab = matches!(steps[j - 1], (c, Step::Tab(_)) if c == cell);
+            // The recorded answer still counted the leaving browser: the hub answered first,
+            // so the leave is played after the answer (when nothing else of its cell comes
+            // before the answer), not sent while the request is in flight to race it.
+            if leave && saw.browsers_kept {
+                if !steps[j + 1..m].iter().any(|(c, _)| *c == cell) {
+                    place[j] = m as f64 + 0.5;
+                    if tab {
+                        place[j - 1] = m as f64 + 0.5;
+                    }
+                }
+                continue;
+            }
+            if leave && tab {
                 place[j - 1] = place[j - 1].min(k as f64 - 0.5);
             }
             // The agent's own close, where the probe's recorded answer says it was gone: the
             // hub saw the close first, whatever order the proxy logged them in.
-            let gone_first = *gone && matches!(steps[j].1, Step::AgentClose(..));
+            let gone_first = saw.agent_gone && matches!(steps[j].1, Step::AgentClose(..));
             if movable(&steps[j].1) || leave || gone_first {
                 place[j] = place[j].min(k as f64 - 0.5);
             }
@@ -2005,6 +2035,17 @@ fn registers_before_probes(
     let steps = order.iter().filter_map(|&k| slots[k].take()).collect();
     let ts = order.iter().map(|&k| ts[k]).collect();
     (steps, ts)
+}
+
+/// An agent's health probe (`GET /api/agent/:agentId/health`), whose `browserClients` counts
+/// that agentId's browsers: the browsers of the cells a replay plays together.
+fn agent_probe(req: &Value) -> bool {
+    req["method"].as_str().unwrap_or("GET") == "GET"
+        && req["path"]
+            .as_str()
+            .and_then(|p| p.strip_prefix("/api/agent/"))
+            .and_then(|p| p.trim_end_matches('/').strip_suffix("/health"))
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 /// Sends a recorded HTTP request without waiting for its answer. The answer is given as long
@@ -2917,6 +2958,46 @@ mod tests {
         };
         assert_eq!(order(false), ["close", "get", "answer"]);
         assert_eq!(order(true), ["get", "close", "answer"]);
+    }
+
+    /// A browser's leave logged while an agent's health probe was in flight goes before the
+    /// probe where the recorded answer no longer counted it, and after the answer where it
+    /// still did (the hub answered first; played between, the leave raced the request and the
+    /// recorded hub itself answered one browser fewer).
+    #[test]
+    fn a_browser_leave_the_probe_did_not_see_is_played_after_its_answer() {
+        let order = |counted: u64| {
+            let answer = format!(
+                r#"{{"status":200,"body":{{"ok":true,"agentConnected":true,"browserClients":{counted},"agentId":"a"}}}}"#
+            );
+            let s = scripted(&[
+                (
+                    "browser→hub",
+                    r#"40/ws/client,{"token":"[redacted:signed]"}"#,
+                ),
+                (
+                    "hub→browser",
+                    r#"42/ws/client,["welcome",{"clientId":"u"}]"#,
+                ),
+                (
+                    "http→hub",
+                    r#"{"method":"GET","path":"/api/agent/a/health"}"#,
+                ),
+                ("browser→hub", "1"),
+                ("hub→http", &answer),
+            ]);
+            s.steps
+                .iter()
+                .filter_map(|(_, st)| match st {
+                    Step::HttpSend(..) => Some("get"),
+                    Step::HttpExpect => Some("answer"),
+                    Step::BrowserLeave(_) => Some("leave"),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(order(0), ["leave", "get", "answer"]);
+        assert_eq!(order(1), ["get", "answer", "leave"]);
     }
 
     /// Two tabs of one user: each browser step follows the selection of its connection, and a

@@ -192,3 +192,17 @@ pub fn output_text(out: &Output) -> String {
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     text
 }
+
+/// Runs `cmd` to its end with no stdin and its stderr discarded: its exit code (-1 when a
+/// signal ended it) and its stdout as text.
+pub fn code_and_stdout(cmd: &mut Command) -> (i32, String) {
+    let out = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("the command runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
