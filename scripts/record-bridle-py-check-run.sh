@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records tests/peers/bridle-py/check-run: `check bridle hub` (rules http-health and
+# Records tests/peers/bridle-py/check-run: `check bridle hub` (rules handshake-auth, http-health and
 # same-user-browsers) against the python-socketio hub (tests/peers/bridle-py/hub.py, its legal
 # defaults), through `bridgewire record bridle`. The cells are the hub's own traffic: a replay of
 # them against that hub, or against npm socket.io's (tests/node/hub.js), must pass. Needs the
@@ -25,7 +25,7 @@ HUB=$(first_line "$tmp/hub")
 pids+=($proxy)
 PROXY=$(first_line "$tmp/proxy")
 "$BIN/bridgewire" check bridle hub --url "$PROXY" --wait-ms 2000 \
-  --rule http-health --rule same-user-browsers
+  --rule handshake-auth --rule http-health --rule same-user-browsers
 sleep 0.3
 # The proxy writes what is queued and exits on SIGTERM.
 kill -TERM "$proxy"; wait "$proxy" || true

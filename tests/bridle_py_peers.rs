@@ -584,28 +584,45 @@ fn a_recording_of_another_hub_replays_whatever_extensions_each_sends() {
 }
 
 /// The python-socketio hub's own traffic (`tests/peers/bridle-py/check-run`, recorded by
-/// `scripts/record-bridle-py-check-run.sh`: check's http-health and same-user-browsers rules
-/// through `record bridle`) replays against that hub and against npm socket.io's. In both
-/// groups a browser leaves while a health probe is in flight, logged before the answer, and the
-/// answer still counts it. The player played every such leave before the probe, so the very hub
-/// recorded answered one browser fewer (`browserClients: 2` recorded, 1 live, both groups, every
-/// run). A leave the recorded answer did not see is now played after the answer. A hub that
-/// keeps one browser per user (`--diverge clobber-same-user`) still fails the same-user group.
+/// `scripts/record-bridle-py-check-run.sh`: check's handshake-auth, http-health and
+/// same-user-browsers rules through `record bridle`) replays against that hub and against npm
+/// socket.io's. Two faults of the player, each failing every self-replay:
+/// - a browser leaves while a health probe is in flight, logged before the answer, and the
+///   answer still counts it: the player played every such leave before the probe, so the very
+///   hub recorded answered one browser fewer (`browserClients: 2` recorded, 1 live). A leave the
+///   recorded answer did not see is now played after the answer;
+/// - the hub refuses a bad token at the handshake (CONNECT_ERROR, its legal default): in a
+///   recording that names connections (`conn`), the refusal was never tied to its connect (it
+///   found the tab selection in the connect's place), so the replay took the live refusal for a
+///   failure to connect ("the replayed browser could not connect", every auth cell).
+///
+/// Flawed hubs still fail exactly their cells: one that admits a token whose nbf is ahead, and
+/// one that keeps one browser per user.
 #[test]
 fn a_hubs_own_recording_replays_against_it_and_another_hub() {
-    let Some(py) = python("a_hubs_own_recording_replays_against_it_and_another_hub") else {
+    let test = "a_hubs_own_recording_replays_against_it_and_another_hub";
+    let Some(py) = python(test) else {
         return;
     };
-    if !common::need::node_packages(
-        "a_hubs_own_recording_replays_against_it_and_another_hub",
-        &["socket.io"],
-    ) {
+    if !common::need::node_packages(test, &["socket.io"]) {
         return;
     }
     let cells = peer_dir().join("check-run");
-    let hub_py = peer_dir().join("hub.py");
-    let hub_js = common::need::node_dir().join("hub.js");
-    let replay = |hub: &[&std::ffi::OsStr]| {
+    let hub_py = peer_dir().join("hub.py").display().to_string();
+    let hub_js = common::need::node_dir()
+        .join("hub.js")
+        .display()
+        .to_string();
+    let hubs: Vec<(Vec<&str>, &str)> = vec![
+        (vec![&py, &hub_py], ""),
+        (vec!["node", &hub_js], ""),
+        (vec!["node", &hub_js, "--diverge", "ignore-nbf"], "py/auth-"),
+        (
+            vec!["node", &hub_js, "--diverge", "clobber-same-user"],
+            "py/same-user-",
+        ),
+    ];
+    let results = common::verdicts::two_at_a_time(&hubs, |(hub, _)| {
         code_and_stdout(
             Command::new(BW)
                 .args(["replay", "bridle", "--wait-ms", "3000"])
@@ -613,28 +630,24 @@ fn a_hubs_own_recording_replays_against_it_and_another_hub() {
                 .arg("--")
                 .args(hub),
         )
-    };
+    });
     let n = bridgewire::cell::discover(&cells).unwrap().len();
-    for hub in [
-        vec![py.as_ref(), hub_py.as_os_str()],
-        vec!["node".as_ref(), hub_js.as_os_str()],
-    ] {
-        let (code, out) = replay(&hub);
-        assert_eq!(code, 0, "{hub:?}: {out}");
-        assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");
+    for ((hub, fails), (code, out)) in hubs.iter().zip(&results) {
+        if fails.is_empty() {
+            assert_eq!(*code, 0, "{hub:?}: {out}");
+            assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");
+            continue;
+        }
+        assert_eq!(*code, 1, "{hub:?}: {out}");
+        let failed: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+        assert!(
+            !failed.is_empty()
+                && failed
+                    .iter()
+                    .all(|l| l.starts_with(&format!("FAIL {fails}"))),
+            "{hub:?}: {out}"
+        );
     }
-    let (code, out) = replay(&[
-        "node".as_ref(),
-        hub_js.as_os_str(),
-        "--diverge".as_ref(),
-        "clobber-same-user".as_ref(),
-    ]);
-    assert_eq!(code, 1, "{out}");
-    let failed: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
-    assert!(
-        !failed.is_empty() && failed.iter().all(|l| l.starts_with("FAIL py/same-user-")),
-        "{out}"
-    );
 }
 
 /// `tests/peers/coverage.tsv`'s `pyhub:`/`pyagent:` entries are true of the tables above: a

@@ -1793,9 +1793,11 @@ fn script(
                 bystander = want;
             }
         }
+        // A connection opens here ([`Step::BrowserConnect`]).
+        let mut opened = false;
         let step = match (transition, line, ev) {
             (Transition::Opened { .. }, PeerLine::Connect(auth), Some(ev)) => {
-                connect_at.insert((i, conn), steps.len());
+                opened = true;
                 Step::BrowserConnect {
                     ev,
                     auth,
@@ -1875,6 +1877,11 @@ fn script(
             tab[i] = conn;
             ts.push(entry.ts);
             steps.push((i, Step::Tab(conn)));
+        }
+        // Its place is known only now, after the selection of its connection: the end that
+        // says whether the hub refused it finds it there.
+        if opened {
+            connect_at.insert((i, conn), steps.len());
         }
         ts.push(entry.ts);
         steps.push((i, step));
@@ -2998,6 +3005,42 @@ mod tests {
         };
         assert_eq!(order(0), ["leave", "get", "answer"]);
         assert_eq!(order(1), ["get", "answer", "leave"]);
+    }
+
+    /// A browser connection the recorded hub refused is marked refused where the recording
+    /// names connections too (its connect's place came after its tab's selection, so the
+    /// refusal marked the selection, and the replay took a live refusal for a failure).
+    #[test]
+    fn a_refused_browser_connection_is_marked_on_its_connect() {
+        let connect = (
+            "browser→hub",
+            r#"40/ws/client,{"token":"[redacted:forged]"}"#,
+        );
+        let lines = [
+            connect,
+            ("hub→browser", r#"44/ws/client,{"message":"unauthorized"}"#),
+            ("browser→hub", "1"),
+            connect,
+            (
+                "hub→browser",
+                r#"42/ws/client,["welcome",{"clientId":"u"}]"#,
+            ),
+        ];
+        let conns = [1, 1, 1, 2, 2].map(Some);
+        let merged = crate::lane::test_entries_on(&lines, &conns)
+            .into_iter()
+            .map(|e| (e.key(), 0, e))
+            .collect();
+        let s = script(merged, 1, &cfg(), &Bystanders::default());
+        let connects: Vec<bool> = s
+            .steps
+            .iter()
+            .filter_map(|(_, st)| match st {
+                Step::BrowserConnect { refused, .. } => Some(*refused),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(connects, [true, false]);
     }
 
     /// Two tabs of one user: each browser step follows the selection of its connection, and a
