@@ -7,12 +7,7 @@ cd "$(dirname "$0")/.."
 cargo build --bins -q
 BIN=target/debug
 OUT=recordings/bridle/ref-hub
-rm -rf "$OUT"
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-first_line() { for _ in $(seq 100); do [ -s "$1" ] && { head -1 "$1"; return; }; sleep 0.1; done; echo "no address in $1" >&2; exit 1; }
+. scripts/recording-setup.sh
 
 export JWT_SECRET=recording-secret BRIDLE_API_KEY=recording-key
 "$BIN/bridle-ref-hub" --listen 127.0.0.1:0 >"$tmp/hub" & pids+=($!)

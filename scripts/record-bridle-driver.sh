@@ -18,12 +18,7 @@ esac
 cargo build --release --bins -q
 BIN=${CARGO_TARGET_DIR:-target}/release
 OUT=tests/node/$NAME
-rm -rf "$OUT"
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-first_line() { for _ in $(seq 100); do [ -s "$1" ] && { head -1 "$1"; return; }; sleep 0.1; done; echo "no address in $1" >&2; exit 1; }
+. scripts/recording-setup.sh
 
 export JWT_SECRET=$NAME-secret BRIDLE_API_KEY=$NAME-key
 node tests/node/hub.js >"$tmp/hub" & pids+=($!)

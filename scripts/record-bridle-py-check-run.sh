@@ -10,12 +10,7 @@ cargo build --release --bins -q
 BIN=${CARGO_TARGET_DIR:-target}/release
 PY=tests/peers/bridle-py/.venv/bin/python
 OUT=tests/peers/bridle-py/check-run
-rm -rf "$OUT"
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-first_line() { for _ in $(seq 100); do [ -s "$1" ] && { head -1 "$1"; return; }; sleep 0.1; done; echo "no address in $1" >&2; exit 1; }
+. scripts/recording-setup.sh
 
 export JWT_SECRET=py-check-run-secret-0123456789abcdef BRIDLE_API_KEY=py-check-run-key
 "$PY" tests/peers/bridle-py/hub.py >"$tmp/hub" 2>"$tmp/hub.err" & pids+=($!)

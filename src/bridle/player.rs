@@ -2790,6 +2790,15 @@ mod tests {
         script(merged(lines), 1, &cfg(), &Bystanders::default())
     }
 
+    /// [`scripted`], each line on the recorded connection beside it in `conns`.
+    fn scripted_on(lines: &[(&str, &str)], conns: &[Option<u64>]) -> Script {
+        let merged = crate::lane::test_entries_on(lines, conns)
+            .into_iter()
+            .map(|e| (e.key(), 0, e))
+            .collect();
+        script(merged, 1, &cfg(), &Bystanders::default())
+    }
+
     const UP: &str = "agent→hub";
     const DOWN: &str = "hub→agent";
 
@@ -2850,11 +2859,7 @@ mod tests {
             (DOWN, "41/ws/agent,"),
         ];
         let conns = [4, 4, 4, 7, 7, 7, 7, 4].map(Some);
-        let merged = crate::lane::test_entries_on(&lines, &conns)
-            .into_iter()
-            .map(|e| (e.key(), 0, e))
-            .collect();
-        let s = script(merged, 1, &cfg(), &Bystanders::default());
+        let s = scripted_on(&lines, &conns);
         let named: Vec<String> = s
             .steps
             .iter()
@@ -3027,11 +3032,7 @@ mod tests {
             ),
         ];
         let conns = [1, 1, 1, 2, 2].map(Some);
-        let merged = crate::lane::test_entries_on(&lines, &conns)
-            .into_iter()
-            .map(|e| (e.key(), 0, e))
-            .collect();
-        let s = script(merged, 1, &cfg(), &Bystanders::default());
+        let s = scripted_on(&lines, &conns);
         let connects: Vec<bool> = s
             .steps
             .iter()
@@ -3073,11 +3074,7 @@ mod tests {
             ),
         ];
         let conns = [Some(1), Some(1), Some(2), Some(2), None, Some(1), None];
-        let merged = crate::lane::test_entries_on(&lines, &conns)
-            .into_iter()
-            .map(|e| (e.key(), 0, e))
-            .collect();
-        let s = script(merged, 1, &cfg(), &Bystanders::default());
+        let s = scripted_on(&lines, &conns);
         let names: Vec<String> = s
             .steps
             .iter()
