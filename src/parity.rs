@@ -719,6 +719,8 @@ pub struct CellParity {
     /// A recording of this cell has unreadable lane entries (named in `errors`): invalid
     /// input, exit 2.
     pub invalid_input: bool,
+    /// What a second run of one live leg showed, when the lists differed ([`Control`]).
+    pub control: Option<Control>,
 }
 
 /// How one cell came out.
@@ -761,6 +763,7 @@ impl CellParity {
             errors: Vec::new(),
             problems: Vec::new(),
             invalid_input: false,
+            control: None,
         }
     }
 
@@ -799,6 +802,182 @@ impl CellParity {
     }
 }
 
+/// What a second run of one live leg showed about a cell whose lists differed between the legs.
+///
+/// A bridge that answers through a model (or with a clock or a counter the normalization does
+/// not know) does not answer alike twice: two builds of it always differ, and so would one
+/// build run twice. So a cell whose events or rows differ is run once more on one live leg (the
+/// base when it is live, else the head). Values that differ between that leg's two runs are the
+/// bridge's own variation: they are set aside in both legs, kept as their kind (text, empty
+/// text, a number, a list…, so a reply that turns empty or changes type still differs), and
+/// what remains is compared. A determinism check (both legs one bridge) runs no second run.
+#[derive(Debug, Clone)]
+pub enum Control {
+    /// The second run gave the same lists: the difference is between the builds.
+    Same { side: &'static str },
+    /// Values that differ between the two runs, set aside in both legs.
+    Varies(Varying),
+    /// The second run stalled or failed, so nothing was set aside: every difference stands.
+    NotFinished { side: &'static str, why: String },
+}
+
+/// Values of a leg's comparable lists that differ between two runs of it.
+#[derive(Debug, Clone, Default)]
+pub struct Varying {
+    /// The leg run twice.
+    pub side: &'static str,
+    /// Each event value that differs between the runs.
+    pub events: Vec<VaryingValue>,
+    /// The same for rows.
+    pub rows: Vec<VaryingValue>,
+    /// A layer whose length differed between the runs (`events 10 then 11`): past the shorter
+    /// list nothing could be set aside.
+    pub lengths: Vec<String>,
+}
+
+impl Varying {
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.rows.is_empty() && self.lengths.is_empty()
+    }
+
+    /// How many values were set aside.
+    pub fn count(&self) -> usize {
+        self.events.len() + self.rows.len()
+    }
+
+    /// `events #3 /messages/0/content, rows #1 /content`, the first `max`.
+    pub fn describe(&self, max: usize) -> String {
+        let all: Vec<String> = [("events", &self.events), ("rows", &self.rows)]
+            .into_iter()
+            .flat_map(|(layer, l)| {
+                l.iter()
+                    .map(move |v| format!("{layer} #{} {}", v.index, v.pointer))
+            })
+            .collect();
+        let mut s = all.iter().take(max).cloned().collect::<Vec<_>>().join(", ");
+        if all.len() > max {
+            s.push_str(&format!(", … {} more", all.len() - max));
+        }
+        s
+    }
+}
+
+/// One value of a list that differs between two runs of a leg.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VaryingValue {
+    /// The element's index in the list.
+    pub index: usize,
+    /// Where in the element (RFC 6901; empty: the whole element).
+    pub pointer: String,
+    /// One run had this key and the other not: it is left out of both legs' elements.
+    pub key_varies: bool,
+}
+
+/// A run's lists as [`compare_cell`] compares them: events normalized and folded, rows
+/// normalized.
+pub fn comparable_lists(
+    model: &dyn crate::protocol::Model,
+    run: &LegRun,
+) -> (Vec<Value>, Vec<Value>) {
+    let events = model.fold_events(model.normalize_events(run.events.clone()));
+    (events, model.normalize_rows(run.rows.clone()))
+}
+
+/// The values that differ between two runs of one leg ([`Control::Varies`]), element by
+/// element in order.
+pub fn varying_between(
+    model: &dyn crate::protocol::Model,
+    side: &'static str,
+    first: &LegRun,
+    again: &LegRun,
+) -> Varying {
+    let (first_events, first_rows) = comparable_lists(model, first);
+    let (again_events, again_rows) = comparable_lists(model, again);
+    let mut v = Varying {
+        side,
+        ..Default::default()
+    };
+    for (layer, a, b, out) in [
+        ("events", &first_events, &again_events, &mut v.events),
+        ("rows", &first_rows, &again_rows, &mut v.rows),
+    ] {
+        if a.len() != b.len() {
+            v.lengths
+                .push(format!("{layer} {} then {}", a.len(), b.len()));
+        }
+        for (index, (x, y)) in a.iter().zip(b).enumerate() {
+            let mut paths = Vec::new();
+            differing_paths(x, y, String::new(), &mut paths);
+            out.extend(paths.into_iter().map(|(pointer, key_varies)| VaryingValue {
+                index,
+                pointer,
+                key_varies,
+            }));
+        }
+    }
+    v
+}
+
+/// JSON pointers (RFC 6901) below `at` where `a` and `b` differ: the deepest value that differs
+/// (a key only one has, `true` beside it; a list whose length differs; two scalars).
+fn differing_paths(a: &Value, b: &Value, at: String, out: &mut Vec<(String, bool)>) {
+    let below = |k: &str| format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, va) in x {
+                match y.get(k) {
+                    Some(vb) => differing_paths(va, vb, below(k), out),
+                    None => out.push((below(k), true)),
+                }
+            }
+            out.extend(
+                y.keys()
+                    .filter(|k| !x.contains_key(*k))
+                    .map(|k| (below(k), true)),
+            );
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (va, vb)) in x.iter().zip(y).enumerate() {
+                differing_paths(va, vb, below(&i.to_string()), out);
+            }
+        }
+        _ if a != b => out.push((at, false)),
+        _ => {}
+    }
+}
+
+/// Sets each varying value of `list` aside as its kind, and a key only one run had aside
+/// altogether ([`Control`]).
+fn mask_varying(list: &mut [Value], paths: &[VaryingValue]) {
+    for p in paths {
+        let Some(element) = list.get_mut(p.index) else {
+            continue;
+        };
+        if p.key_varies {
+            let (parent, key) = p.pointer.rsplit_once('/').unwrap_or(("", ""));
+            let key = key.replace("~1", "/").replace("~0", "~");
+            if let Some(Value::Object(o)) = element.pointer_mut(parent) {
+                o.remove(&key);
+            }
+            continue;
+        }
+        if let Some(v) = element.pointer_mut(&p.pointer) {
+            let kind = match &*v {
+                Value::String(s) if s.is_empty() => "empty text",
+                Value::String(_) => "text",
+                Value::Array(a) if a.is_empty() => "an empty list",
+                Value::Array(_) => "a list",
+                Value::Object(o) if o.is_empty() => "an empty object",
+                Value::Object(_) => "an object",
+                Value::Number(_) => "a number",
+                Value::Bool(_) => "a boolean",
+                Value::Null => "null",
+            };
+            *v = Value::String(format!("(varies between runs: {kind})"));
+        }
+    }
+}
+
 /// Compares two already-produced leg runs of one cell.
 pub fn compare_cell(
     key: &str,
@@ -807,6 +986,7 @@ pub fn compare_cell(
     mut head: LegRun,
     allow: &[AllowEntry],
     dump_dir: Option<&Path>,
+    varying: Option<&Varying>,
 ) -> CellParity {
     let (provider, cell) = key.split_once('/').unwrap_or(("", key));
     let mut problems = Vec::new();
@@ -885,6 +1065,7 @@ pub fn compare_cell(
             left_out: left_out.1,
             ..summaries.1
         },
+        control: None,
     };
     // A leg that could not run or stalled has no complete list: comparing it would show the
     // missing tail as differences, so those cells report only the stall or the error.
@@ -915,6 +1096,16 @@ pub fn compare_cell(
             wire: hw.as_mut(),
         },
     );
+    // After the allowlist (whose entries match the values as the legs gave them): what varies
+    // between two runs of one leg is set aside in both.
+    if let Some(v) = varying {
+        for list in [&mut be, &mut he] {
+            mask_varying(list, &v.events);
+        }
+        for list in [&mut br, &mut hr] {
+            mask_varying(list, &v.rows);
+        }
+    }
     result.events = diff::diff_lists_ids(&be, &he, 2, model.event_rules().id_fields);
     result.rows = diff::diff_lists_ids(&br, &hr, 2, model.row_rules().id_fields);
     result.grammar = diff::diff_lists(
@@ -991,6 +1182,7 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
             leg(&c.head.left_out)
         ));
     }
+    out.extend(control_lines(c));
     for s in c.stalls.iter().take(MAX_LISTED) {
         out.push(format!("  stall: {s}"));
     }
@@ -1102,6 +1294,59 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
     }
     // For display only: the comparison has been made on the values as they are.
     out.into_iter().map(|l| diff::visible(&l)).collect()
+}
+
+/// What a cell's second run showed ([`Control`]), as text lines.
+fn control_lines(c: &CellParity) -> Vec<String> {
+    match &c.control {
+        None => Vec::new(),
+        Some(Control::Same { side }) => vec![format!(
+            "  a second run of the {side} leg gave the same lists: the difference is the builds', \
+not a bridge whose replies vary"
+        )],
+        Some(Control::NotFinished { side, why }) => vec![format!(
+            "  a second run of the {side} leg, to tell a bridge whose replies vary from a \
+difference, did not finish ({why}): every difference stands"
+        )],
+        Some(Control::Varies(v)) => {
+            let mut out = Vec::new();
+            if v.count() > 0 {
+                out.push(format!(
+                    "  not compared: {} value(s) that differ between two runs of the {} leg (its \
+replies vary, as a model's do), set aside in both legs as their kind: {}",
+                    v.count(),
+                    v.side,
+                    v.describe(8)
+                ));
+            }
+            if !v.lengths.is_empty() {
+                out.push(format!(
+                    "  a second run of the {} leg gave lists of other lengths ({}): past the \
+shorter one nothing was set aside",
+                    v.side,
+                    v.lengths.join(", ")
+                ));
+            }
+            out
+        }
+    }
+}
+
+/// The JSON of a cell's second run ([`Control`]).
+fn control_json(c: &Control) -> Value {
+    let values = |l: &[VaryingValue]| {
+        l.iter()
+            .map(|v| serde_json::json!({"index": v.index, "pointer": v.pointer, "keyVaries": v.key_varies}))
+            .collect::<Vec<_>>()
+    };
+    match c {
+        Control::Same { side } => serde_json::json!({"leg": side, "outcome": "same"}),
+        Control::NotFinished { side, why } => {
+            serde_json::json!({"leg": side, "outcome": "notFinished", "why": why})
+        }
+        Control::Varies(v) => serde_json::json!({"leg": v.side, "outcome": "varies",
+            "events": values(&v.events), "rows": values(&v.rows), "lengths": v.lengths}),
+    }
 }
 
 /// A leg that replays cells live against a bridge command, through the cell's protocol's
@@ -1265,6 +1510,19 @@ pub fn verdict(c: &CellParity) -> crate::rule::Verdict {
         .cloned()
         .partition(|p| p.contains(" empty replay: "));
     subs.push(list("replay-not-empty", &empty));
+    if let Some(Control::Varies(v)) = &c.control
+        && v.count() > 0
+    {
+        subs.push(SubCheck::skipped(
+            "varying-values",
+            format!(
+                "{} value(s) that differ between two runs of the {} leg, not compared: {}",
+                v.count(),
+                v.side,
+                v.describe(MAX_LISTED)
+            ),
+        ));
+    }
     if !spec.is_empty() {
         subs.push(list("live-spec", &spec));
     }
@@ -1305,6 +1563,7 @@ pub fn cell_json(c: &CellParity) -> Value {
         "errors": c.errors,
         "problems": c.problems,
         "invalidInput": c.invalid_input,
+        "secondRun": c.control.as_ref().map(control_json),
     })
 }
 
@@ -1416,5 +1675,65 @@ pub fn compare_handshakes(
         protocol: protocol.to_string(),
         differences,
         stale,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(events: Vec<Value>) -> LegRun {
+        LegRun {
+            events,
+            ..Default::default()
+        }
+    }
+
+    /// What differs between two runs is set aside in both legs as its kind (a key one run
+    /// lacks, altogether); a head whose value changes kind, or that changes what did not vary,
+    /// still differs.
+    #[test]
+    fn values_that_vary_between_runs_are_set_aside_as_their_kind() {
+        let model = crate::protocol::Protocol::DEFAULT.model();
+        let first = run(vec![
+            json!({"type": "a", "text": "hi ~1", "list": [1], "extra": 1, "same": "x"}),
+        ]);
+        let again = run(vec![
+            json!({"type": "a", "text": "hi ~2", "list": [1, 2], "same": "x"}),
+        ]);
+        let v = varying_between(model, "base", &first, &again);
+        let pointers: Vec<(&str, bool)> = v
+            .events
+            .iter()
+            .map(|p| (p.pointer.as_str(), p.key_varies))
+            .collect();
+        assert_eq!(
+            pointers,
+            [("/text", false), ("/list", false), ("/extra", true)]
+        );
+        assert!(v.lengths.is_empty());
+        let compare = |head: Value| {
+            compare_cell(
+                "p/c",
+                model,
+                first.clone(),
+                run(vec![head]),
+                &[],
+                None,
+                Some(&v),
+            )
+        };
+        // Another text, another non-empty list, no `extra`: nothing left to tell.
+        assert!(
+            compare(json!({"type": "a", "text": "yo", "list": [3, 4, 5], "same": "x"})).passed()
+        );
+        // Text that turns empty, and a value that did not vary, still differ.
+        assert!(!compare(json!({"type": "a", "text": "", "list": [3], "same": "x"})).passed());
+        assert!(!compare(json!({"type": "a", "text": "yo", "list": [3], "same": "y"})).passed());
+        // Lists of another length: named, nothing past the shorter one set aside.
+        let longer = run(vec![json!({"type": "a"}), json!({"type": "b"})]);
+        let v = varying_between(model, "head", &first, &longer);
+        assert_eq!(v.lengths, ["events 1 then 2"]);
     }
 }

@@ -1645,6 +1645,115 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
     }
 }
 
+/// A bridge whose replies vary between runs (peer.py `--oddity model-wording`: every answer
+/// ends with a random tag, as a model's wording varies) differs from itself: `parity` of two of
+/// its builds failed every cell on content alone (`/messages/0/content: "You said: hello ~e464e6"
+/// → "You said: hello ~4f14ab"`, with a head that changed only the case of ids). A cell whose
+/// lists differ is now run once more on the base leg: what differs between its two runs is set
+/// aside in both legs, named, and the rest compared. So a legal change passes, naming what was
+/// not compared; a changed `from` or an answer left out still fails; `--no-second-run` and a
+/// determinism check (one bridge on both legs) report every difference; and a base that
+/// answers alike twice says so under its difference.
+#[test]
+fn parity_sets_aside_what_varies_between_two_runs_of_one_build() {
+    let Some(py) = python("parity_sets_aside_what_varies_between_two_runs_of_one_build") else {
+        return;
+    };
+    let cells = peer_dir().join("cells");
+    let leg = |extra: &str| format!("cmd:{py} {} {extra}", peer_dir().join("peer.py").display());
+    let model = "--oddity model-wording";
+    let parity = |base: &str, head: &str, flags: &[&str]| {
+        common::proc::code_and_stdout(
+            Command::new(BW)
+                .args(["parity", "--timeout-ms", "30s", "--base"])
+                .arg(leg(base))
+                .arg("--head")
+                .arg(leg(head))
+                .args(flags)
+                .arg(&cells),
+        )
+    };
+    let upper = format!("{model} --oddity upper-ids");
+    let bot = format!("{model} --flaw bot-from");
+    let silent = format!("{model} --oddity silent-toggle");
+    let jobs: Vec<(&str, &str, &[&str])> = vec![
+        (model, &upper, &[]),
+        (model, &bot, &[]),
+        (model, &silent, &[]),
+        (model, &upper, &["--no-second-run"]),
+        (model, model, &["--allow-same-bridge"]),
+        ("", "--flaw bot-from", &[]),
+        (model, &upper, &["--format", "json"]),
+    ];
+    let results = common::verdicts::two_at_a_time(&jobs, |(b, h, f)| parity(b, h, f));
+    let chats = std::fs::read_dir(cells.join("peer")).unwrap().count();
+    let set_aside = "value(s) that differ between two runs of the base leg (its replies vary, as a model's do), set aside in both legs as their kind: ";
+
+    // A legal change passes; the answers' text was not compared, and it says so.
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.contains(&format!("{chats} passed, 0 failed")), "{out}");
+    assert!(
+        out.contains(set_aside) && out.contains("events #3 /messages/0/content"),
+        "{out}"
+    );
+    // A changed `from` fails, on what the app shows: the sender, not the varying text.
+    let (code, out) = &results[1];
+    assert_eq!(*code, 1, "{out}");
+    // (The app shows a `from` it does not know as "unknown".)
+    assert!(out.contains("/from: \"assistant\" → \"unknown\""), "{out}");
+    assert!(
+        !out.contains("/content:"),
+        "the text varies and is not named as a difference: {out}"
+    );
+    // An answer left out (toggles answered with options only) still fails.
+    let (code, out) = &results[2];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("FAIL ")) && out.contains(set_aside),
+        "{out}"
+    );
+    // Without the second run, every difference stands, text included.
+    let (code, out) = &results[3];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("/messages/0/content: \"You said: hello ~"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("second run") && !out.contains("set aside"),
+        "{out}"
+    );
+    // A determinism check of one bridge shows the variation itself.
+    let (code, out) = &results[4];
+    assert_eq!(*code, 1, "{out}");
+    assert!(!out.contains("set aside"), "{out}");
+    // A base that answers alike twice: the difference is the builds'.
+    let (code, out) = &results[5];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains(
+            "a second run of the base leg gave the same lists: the difference is the builds'"
+        ),
+        "{out}"
+    );
+    // JSON names each value set aside.
+    let (code, out) = &results[6];
+    assert_eq!(*code, 0, "{out}");
+    let doc: Value = serde_json::from_str(out).unwrap();
+    let second = &doc["cells"][0]["secondRun"];
+    assert_eq!(second["leg"], "base", "{second}");
+    assert_eq!(second["outcome"], "varies", "{second}");
+    assert!(
+        second["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["pointer"] == "/messages/0/content" && v["index"] == 3),
+        "{second}"
+    );
+}
+
 /// Flaws of peer.py a parity of `check-run` cannot see, each with why: what the recording
 /// holds never reaches the flaw, or what the flaw changes is nothing the app shows.
 const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
@@ -1704,6 +1813,10 @@ const PARITY_VISIBLE_ODDITIES: &[(&str, &str)] = &[
     ("sources-unusual", "answers cite sources"),
     ("start-201", "a greeting at each session start"),
     ("varying", "every answer carries a counter"),
+    (
+        "model-wording",
+        "every answer carries a random tag (the base answers alike every run)",
+    ),
     ("word-echo", "`remember` repeats the word"),
 ];
 

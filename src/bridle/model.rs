@@ -1073,6 +1073,7 @@ mod tests {
                 ),
                 &[],
                 None,
+                None,
             )
         };
         let cell = compare("Agent is not connected to the VPN, ask IT");

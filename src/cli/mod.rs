@@ -124,6 +124,13 @@ pub struct ParityArgs {
     /// determinism check of one bridge; refused otherwise).
     #[arg(long)]
     pub allow_same_bridge: bool,
+    /// Report every difference as found. By default a cell whose events or rows differ is
+    /// run once more on one live leg (the base when it is live): values that differ between
+    /// that leg's own two runs (a bridge whose replies vary, as a model's do) are set aside in
+    /// both legs, named, and the rest is compared. A determinism check (both legs one bridge)
+    /// makes no second run.
+    #[arg(long)]
+    pub no_second_run: bool,
     #[command(flatten)]
     pub reports: crate::report::ReportFiles,
     /// Output format (json: one document with every cell's outcome and differences).

@@ -2,7 +2,7 @@
 
 use super::{ParityArgs, exit};
 use crate::cell::Cell;
-use crate::parity::{self, CellParity, LegRunner, LegSpec, Outcome};
+use crate::parity::{self, CellParity, LegRun, LegRunner, LegSpec, Outcome};
 use crate::protocol::BridgeCommand;
 use rayon::prelude::*;
 use std::path::PathBuf;
@@ -400,26 +400,57 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             || replayed_together(&targets, &assembled, &protocols, &*head.runner),
         )
     });
-    let results: Vec<CellParity> = pool.install(|| {
-        targets
-            .par_iter()
-            .zip(assembled.into_par_iter())
-            .zip(base_runs.into_par_iter().zip(head_runs.into_par_iter()))
-            .map(|(((key, cell), computed), pre)| {
-                let r = compare_one(
-                    key,
-                    cell.as_ref(),
-                    computed,
-                    (&*base.runner, &*head.runner),
-                    pre,
-                    &allow,
-                    a,
-                );
-                compared.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                r
-            })
-            .collect()
-    });
+    // The leg run a second time on a cell whose lists differ (see parity::Control): none in a
+    // determinism check (both legs one bridge), where every difference is the point.
+    let one_bridge = matches!(
+        (base.runner.bridge(), head.runner.bridge()),
+        (Some(b), Some(h)) if parity::same_bridge(b, h).is_some()
+    );
+    let second: Option<(&'static str, &dyn LegRunner)> = if a.no_second_run || one_bridge {
+        None
+    } else if base.runner.replays_live() {
+        Some(("base", &*base.runner))
+    } else if head.runner.replays_live() {
+        Some(("head", &*head.runner))
+    } else {
+        None
+    };
+    let (mut results, kept): (Vec<CellParity>, Vec<Option<(LegRun, LegRun)>>) =
+        pool.install(|| {
+            targets
+                .par_iter()
+                .zip(assembled.par_iter())
+                .zip(base_runs.into_par_iter().zip(head_runs.into_par_iter()))
+                .map(|(((key, cell), computed), pre)| {
+                    let r = compare_one(
+                        key,
+                        cell.as_ref(),
+                        computed.as_ref(),
+                        (&*base.runner, &*head.runner),
+                        pre,
+                        &allow,
+                        a,
+                        second.is_some(),
+                    );
+                    compared.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    r
+                })
+                .unzip()
+        });
+    if let Some((side, leg)) = second {
+        let mixed = !base.runner.replays_live() || !head.runner.replays_live();
+        pool.install(|| {
+            second_runs(
+                &targets,
+                &assembled,
+                (side, leg),
+                mixed,
+                kept,
+                &mut results,
+                &allow,
+            )
+        });
+    }
     let count = |o: Outcome| results.iter().filter(|r| r.outcome() == o).count();
     let (passed, failed, stalled, errors, skipped) = (
         count(Outcome::Pass),
@@ -560,20 +591,100 @@ fn replayed_together(
     out
 }
 
+/// Runs the `second` leg once more on each cell whose lists differed (`kept` holds both legs'
+/// runs of those) and, where values differ between its two runs, compares the cell again with
+/// them set aside ([`parity::Control`]). Cells of a protocol that replays its cells together are
+/// replayed together again, as in the first run.
+fn second_runs(
+    targets: &[(String, Option<Cell>)],
+    assembled: &[Option<crate::pins::CellOutcome>],
+    (side, leg): (&'static str, &dyn LegRunner),
+    mixed: bool,
+    kept: Vec<Option<(LegRun, LegRun)>>,
+    results: &mut [CellParity],
+    allow: &[crate::allowlist::Entry],
+) {
+    let mut protocols: Vec<crate::protocol::Protocol> = targets
+        .iter()
+        .zip(&kept)
+        .filter(|(_, k)| k.is_some())
+        .filter_map(|((_, c), _)| c.as_ref().map(|c| c.protocol))
+        .collect();
+    if protocols.is_empty() {
+        return;
+    }
+    protocols.sort();
+    protocols.dedup();
+    let together = replayed_together(targets, assembled, &protocols, leg);
+    let controls: Vec<Option<parity::Control>> = targets
+        .par_iter()
+        .zip(together.into_par_iter())
+        .zip(kept.par_iter())
+        .map(|(((key, cell), together), kept)| {
+            let (cell, (first_base, first_head)) = (cell.as_ref()?, kept.as_ref()?);
+            let first = if side == "base" {
+                first_base
+            } else {
+                first_head
+            };
+            let mut again = together.unwrap_or_else(|| leg.run(key, Some(cell)));
+            let unfinished = again
+                .error
+                .clone()
+                .or_else(|| again.skip.clone())
+                .or_else(|| again.stalls.first().map(|s| format!("stall: {s}")));
+            if let Some(why) = unfinished {
+                return Some(parity::Control::NotFinished { side, why });
+            }
+            if mixed {
+                parity::restrict_to_live_view(&mut again, cell);
+            }
+            let varying = parity::varying_between(cell.protocol.model(), side, first, &again);
+            Some(if varying.is_empty() {
+                parity::Control::Same { side }
+            } else {
+                parity::Control::Varies(varying)
+            })
+        })
+        .collect();
+    for (((result, control), kept), (key, cell)) in
+        results.iter_mut().zip(controls).zip(kept).zip(targets)
+    {
+        let (Some(control), Some((b, h)), Some(cell)) = (control, kept, cell) else {
+            continue;
+        };
+        if let parity::Control::Varies(v) = &control
+            && v.count() > 0
+        {
+            // Compared again with the varying values set aside; what the first comparison
+            // added beside the lists (refusals, spec problems) stands.
+            let mut again =
+                parity::compare_cell(key, cell.protocol.model(), b, h, allow, None, Some(v));
+            again.problems = std::mem::take(&mut result.problems);
+            *result = again;
+        }
+        result.control = Some(control);
+    }
+}
+
+/// Compares one cell; with `keep_runs`, also returns both legs' runs when their lists differ
+/// (for [`second_runs`]).
+#[allow(clippy::too_many_arguments)]
 fn compare_one(
     key: &str,
     cell: Option<&Cell>,
     // The recording's offline assembly, when a live leg replays it.
-    computed: Option<crate::pins::CellOutcome>,
+    computed: Option<&crate::pins::CellOutcome>,
     (base, head): (&dyn LegRunner, &dyn LegRunner),
     (pre_base, pre_head): (Option<parity::LegRun>, Option<parity::LegRun>),
     allow: &[crate::allowlist::Entry],
     a: &ParityArgs,
-) -> CellParity {
+    keep_runs: bool,
+) -> (CellParity, Option<(LegRun, LegRun)>) {
     let model = cell
         .map(|c| c.protocol.model())
         .unwrap_or(crate::protocol::Protocol::DEFAULT.model());
-    let skip = |reason: &str| CellParity::skip(key, reason);
+    let skip = |reason: &str| (CellParity::skip(key, reason), None);
     if process_scoped(key) {
         return skip(model.process_scope_skip());
     }
@@ -585,14 +696,12 @@ fn compare_one(
     {
         // A live leg replays this recording: its unreadable entries are bad input, named
         // here once (file:line) before any bridge is started.
-        return CellParity::invalid_input(
-            key,
-            computed
-                .lane_errors
-                .iter()
-                .map(|e| format!("unreadable recording: {e}"))
-                .collect(),
-        );
+        let errors = computed
+            .lane_errors
+            .iter()
+            .map(|e| format!("unreadable recording: {e}"))
+            .collect();
+        return (CellParity::invalid_input(key, errors), None);
     }
     let (mut b, mut h) = rayon::join(
         || pre_base.unwrap_or_else(|| base.run(key, cell)),
@@ -625,8 +734,13 @@ fn compare_one(
             }
         }
     }
-    let mut result = parity::compare_cell(key, model, b, h, allow, a.dump_dir.as_deref());
+    let runs = keep_runs.then(|| (b.clone(), h.clone()));
+    let mut result = parity::compare_cell(key, model, b, h, allow, a.dump_dir.as_deref(), None);
     // The cause first in the cell's text: the refusals are what the diff then shows.
     result.problems.extend(refused);
-    result
+    // Only lists that differ (with both legs complete) are worth a second run.
+    let differs = result.errors.is_empty()
+        && result.stalls.is_empty()
+        && (!result.events.is_empty() || !result.rows.is_empty());
+    (result, runs.filter(|_| differs))
 }

@@ -125,6 +125,7 @@ ODDITIES = {
     "length-note": "every answer to a send is followed by a system message giving the answer's length",
     "late-listen": "prints its address half a second before it listens there",
     "varying": "every answer ends with a counter ([#n]): identical requests never get identical replies",
+    "model-wording": "every answer ends with a random tag (~ and six hex digits), as a model's wording varies: two runs never answer alike",
     "huge-number": "every reply carries a top-level `x-score` of 1e400 (valid JSON beyond a double)",
     "deep-extension": "every reply carries a top-level `x-trace` of arrays nested 150 deep",
     "error-positions": "malformed requests get 400 with a plain English error naming its position (`at line 1 column N`) or the field (`missing field `messages``)",
@@ -558,6 +559,8 @@ class Handler(BaseHTTPRequestHandler):
             if varying:
                 st.counter += 1
                 said += " [#%d]" % st.counter
+            if "model-wording" in st.oddities:
+                said += " ~" + os.urandom(3).hex()
             reply = message(st, "assistant", said)
             if "cite-links" in st.oddities:
                 links = re.findall(r"https?://[^\s]+", text)
