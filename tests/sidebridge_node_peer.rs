@@ -682,6 +682,56 @@ fn parity_of_two_node_server_builds_passes_what_the_client_cannot_see() {
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 
+/// Two builds of a Node server whose answers vary between runs (`--odd modelish`: a random
+/// draft number on every answer, as a model's wording varies): what differs between two runs of
+/// the base is set aside, so a head that changes only the case of ids passes naming it, and
+/// one that changes the sender's case still fails on `from` (as peer.py's model-wording).
+#[test]
+fn parity_of_node_builds_whose_answers_vary_compares_what_does_not_vary() {
+    if !common::need::node("parity_of_node_builds_whose_answers_vary_compares_what_does_not_vary") {
+        return;
+    }
+    let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/sidebridge");
+    let cells_count = std::fs::read_dir(cells.join("sidebridge-ref"))
+        .unwrap()
+        .count();
+    let leg = |extra: &str| {
+        format!(
+            "cmd:node {} --key s3cret --odd modelish {extra}",
+            peer_dir().join("server.js").display()
+        )
+    };
+    let heads = ["--odd upperids", "--flaw from-case"];
+    let results = common::verdicts::two_at_a_time(&heads, |head| {
+        common::proc::code_and_stdout(
+            Command::new(BW)
+                .args(["parity", "--timeout-ms", "30s", "--base"])
+                .arg(leg(""))
+                .arg("--head")
+                .arg(leg(head))
+                .arg(&cells)
+                .env("SIDEBRIDGE_KEY", "s3cret")
+                .stdin(Stdio::null()),
+        )
+    });
+    let set_aside = "differ between two runs of the base leg (its replies vary, as a model's do), set aside in both legs as their kind: ";
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{cells_count} passed, 0 failed, 0 skipped")),
+        "{out}"
+    );
+    assert!(out.contains(set_aside) && out.contains("/content"), "{out}");
+    let (code, out) = &results[1];
+    assert_eq!(*code, 1, "{out}");
+    assert!(out.contains(r#""from":"unknown""#), "{out}");
+    // No differing value names a text (a row only the head has shows its own).
+    assert!(
+        !out.contains("/content: "),
+        "the varying text is not a difference: {out}"
+    );
+}
+
 /// Flaws of the Node server a parity of `check-run` cannot see, each with why.
 const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
     (
@@ -753,6 +803,9 @@ const PARITY_VISIBLE_ODDITIES: &[&str] = &[
     "lennote",
     "lsep",
     "md",
+    // A random draft number on every answer: the plain base answers alike every run, so it
+    // is a difference of the builds.
+    "modelish",
     "onlyoptions",
     "path404html",
     "postnote",

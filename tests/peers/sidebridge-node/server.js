@@ -97,9 +97,10 @@ const ODD = {
   edithist: 'each answer also edits, in place, the last assistant message found in history (its id)',
   huge12: 'the answer to a message starting with "search" carries 12 MB of text (a legal body: the app reads the whole body, whatever its size)',
   firstwelcome: 'when history shows the send is the chat\'s first user message (exactly one user message in history), an assistant "Welcome!" precedes the answer; none when history is absent',
+  modelish: 'every answer ends with a draft number drawn at random (" (draft 5f3a9c)"), as a model\'s wording varies: two runs never answer alike',
   lsep: 'answers carry a LINE SEPARATOR (U+2028) after "You said:" and a PARAGRAPH SEPARATOR (U+2029) at the end (legal JSON string characters, invisible in a terminal)',
 };
-const OPTIN = ['huge12', 'transcript', 'ackword', 'window', 'reopenend', 'v11note', 'path404html', 'resendprev', 'firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
+const OPTIN = ['modelish', 'huge12', 'transcript', 'ackword', 'window', 'reopenend', 'v11note', 'path404html', 'resendprev', 'firstwelcome', 'lsep', 'refuse200', 'refuse403', 'escapeall', 'ended410', 'slow', 'gzipalways', 'gzipasked', 'bralways', 'bignum', 'bigint', 'deep', 'dupextra', 'dupmsgs', 'escapekeys', 'sysanswer', 'split', 'alwaysprivate', 'oddids', 'strictpath', 'slash308', 'redir307abs', 'redir307rel', 'redir307net', 'query', 'earlyhints', 'srcexotic', 'trailers', 'allow2', 'status299', 'fixedgreet', 'chatidgreet', 'edithist', 'nodewarn', 'bannerdocs', 'postnote', 'endedit', 'endedsilent', 'lennote', 'ipv6', 'localhost', 'anyaddr', 'slashadd308', 'redact', 'printearly', 'slowrecall', 'bigcontent'];
 const FLAW = {
   'no-id': 'reply message without id',
   'bad-id': 'reply id "msg-<n>" (not a UUID)',
@@ -563,6 +564,7 @@ function answer(res, c, msgs, hist, raw) {
       said = 'You said: ' + echo;
       if (odd.has('lsep')) said = 'You said:\u2028' + echo + '\u2029';
     }
+    if (odd.has('modelish')) said += ' (draft ' + require('crypto').randomBytes(3).toString('hex') + ')';
     if (odd.has('huge12') && /^search /.test(low)) said += '\n\n' + 'lorem ipsum '.repeat(1048576);
     if (odd.has('md') && !/^(The secret|Again)/.test(said)) said = said + '\n\n_sb-node_ 😀';
     if ((low === 'incognito on' || low === 'incognito off') && odd.has('onlyoptions')) continue;
