@@ -902,6 +902,15 @@ fn rows() -> Vec<Row> {
             Exact(&[]),
             0,
         ),
+        // Random wording on every answer (as a model's): two runs never answer alike.
+        row(
+            "replies worded at random, as a model's",
+            &["--oddity", "model-wording"],
+            true,
+            &["--strict"],
+            Exact(&[]),
+            0,
+        ),
         row(
             "varying replies, a system error for escaped links",
             &["--flaw", "varying-escaped-error"],
