@@ -693,3 +693,118 @@ fn the_coverage_map_names_python_rows_that_fail_and_pass_each_rule() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A frame the hub closes on before it has read it whole (check's "an oversized frame", 2 MiB;
+/// python-socketio's limit is 1 MB, npm socket.io's too) was relayed in part and never
+/// recorded: the lane held the hub's close with no cause, so a replay of the robustness cells
+/// against the very hub recorded failed (`recorded {"dir":"hub→browser","ended":true} vs live
+/// … none within 3.0 s (the recorded hub ended it)`), and against npm socket.io's alike. The
+/// proxy now records a message its connection ended inside of as far as it came, with the length
+/// it declared (`cut:2097188:42/ws/client,["message",{"text":"xxx…`), before the close it caused;
+/// a replay sends one that long. A recording of `check bridle hub --rule robustness` through
+/// `record bridle` in front of the python hub replays against it and npm socket.io's hub.
+#[test]
+fn a_frame_the_hub_closed_on_before_reading_it_whole_is_recorded_and_replayed() {
+    let test = "a_frame_the_hub_closed_on_before_reading_it_whole_is_recorded_and_replayed";
+    let Some(py) = python(test) else {
+        return;
+    };
+    if !common::need::node_packages(test, &["socket.io"]) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (secret, key) = ("cut-secret-0123456789abcdef01234567", "cut-key");
+    let mut hub = Command::new(&py);
+    hub.arg(peer_dir().join("hub.py"))
+        .env("JWT_SECRET", secret)
+        .env("BRIDLE_API_KEY", key);
+    let hub = common::proc::spawn_url(&mut hub);
+    let mut proxy = Command::new(BW);
+    proxy
+        .args(["record", "bridle", "--listen", "127.0.0.1:0", "--hub", "py"])
+        .args([
+            "--upstream",
+            &hub.url,
+            "--jwt-secret",
+            secret,
+            "--api-key",
+            key,
+        ])
+        .arg("--dir")
+        .arg(tmp.path());
+    let mut proxy = common::proc::spawn_url_first(&mut proxy);
+    let (code, out) = code_and_stdout(
+        Command::new(BW)
+            .args(["check", "bridle", "hub", "--rule", "robustness", "--url"])
+            .arg(&proxy.url)
+            .env("JWT_SECRET", secret)
+            .env("BRIDLE_API_KEY", key),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("an oversized frame — the hub closed the connection"),
+        "{out}"
+    );
+    unsafe {
+        libc::kill(proxy.child.id() as i32, libc::SIGTERM);
+    }
+    common::proc::wait_within(&mut proxy.child, std::time::Duration::from_secs(20))
+        .expect("the proxy exits on SIGTERM");
+    drop(hub);
+    let cell = std::fs::read_dir(tmp.path().join("py"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("__robust-bad"))
+        .expect("a robust-bad cell");
+    // The cut frame, with the length the check sent, before the hub's close of its connection.
+    let lane = std::fs::read_to_string(cell.join("browser→hub.ndjson")).unwrap();
+    let cut: serde_json::Value = lane
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["line"].as_str().is_some_and(|l| l.starts_with("cut:")))
+        .unwrap_or_else(|| panic!("no cut frame in the browser lane"));
+    let line = cut["line"].as_str().unwrap();
+    let (declared, came) = bridgewire::bridle::wire::parse_cut(line).unwrap();
+    assert!(declared > 2 << 20, "{declared}");
+    assert!(
+        came.starts_with(r#"42/ws/client,["message",{"text":"xxxx"#)
+            && (came.len() as u64) < declared,
+        "{}",
+        &came[..80.min(came.len())]
+    );
+    let hub_lane = std::fs::read_to_string(cell.join("hub→browser.ndjson")).unwrap();
+    let closed_after = hub_lane.lines().any(|l| {
+        let e: serde_json::Value = serde_json::from_str(l).unwrap();
+        e["line"] == "1" && e["conn"] == cut["conn"] && e["seq"].as_f64() > cut["seq"].as_f64()
+    });
+    assert!(
+        closed_after,
+        "the hub's close follows the cut frame: {hub_lane}"
+    );
+    let hub_js = common::need::node_dir().join("hub.js");
+    let hubs: Vec<Vec<String>> = vec![
+        vec![py.clone(), peer_dir().join("hub.py").display().to_string()],
+        vec!["node".into(), hub_js.display().to_string()],
+    ];
+    let n = bridgewire::cell::discover(tmp.path()).unwrap().len();
+    for (hub, (code, out)) in hubs
+        .iter()
+        .zip(common::verdicts::two_at_a_time(&hubs, |hub| {
+            code_and_stdout(
+                Command::new(BW)
+                    .args(["replay", "bridle", "--wait-ms", "3000"])
+                    .arg(tmp.path())
+                    .arg("--")
+                    .args(hub)
+                    .env("JWT_SECRET", secret)
+                    .env("BRIDLE_API_KEY", key),
+            )
+        }))
+    {
+        assert_eq!(code, 0, "{hub:?}: {out}");
+        assert!(
+            out.contains(&format!("{n} passed, 0 failed")),
+            "{hub:?}: {out}"
+        );
+    }
+}

@@ -125,6 +125,10 @@ pub fn event_of(entry: &Entry) -> Result<Option<Value>, String> {
             serde_json::from_str(&entry.line).map_err(|e| format!("invalid HTTP line: {e}"))?;
         return Ok(Some(json!({ "dir": dir, "http": v })));
     }
+    // A message its connection ended inside of reached nobody whole: no event.
+    if super::wire::parse_cut(&entry.line).is_some() {
+        return Ok(None);
+    }
     if entry.line.starts_with("binary:") {
         return Err("binary".into());
     }

@@ -305,6 +305,36 @@ fn is_raw(line: &str) -> bool {
     }
 }
 
+/// The WebSocket message a recorded raw line is sent as: a text frame, a `binary:` one, or a
+/// message its connection ended inside of ([`super::wire::CUT_PREFIX`]) sent whole at the length
+/// it declared (bounded by [`super::wsframe::MAX_MESSAGE`]), what came first and the rest filled
+/// with spaces or zero bytes: the recorded hub saw its start and its length.
+fn raw_message(line: &str) -> tokio_tungstenite::tungstenite::Message {
+    use tokio_tungstenite::tungstenite::Message;
+    let (declared, came) = match super::wire::parse_cut(line) {
+        Some((n, came)) => (Some(n.min(super::wsframe::MAX_MESSAGE) as usize), came),
+        None => (None, line),
+    };
+    match came.strip_prefix("binary:") {
+        Some(b64) => {
+            let mut bytes = crate::util::base64_decode(b64).unwrap_or_default();
+            if let Some(n) = declared {
+                bytes.resize(n.max(bytes.len()), 0);
+            }
+            Message::binary(bytes)
+        }
+        None => {
+            let mut text = came.to_string();
+            if let Some(n) = declared
+                && n > text.len()
+            {
+                text.extend(std::iter::repeat_n(' ', n - text.len()));
+            }
+            Message::text(text)
+        }
+    }
+}
+
 /// What the hub's end of a browser connection is compared as (the recorded packet differs by
 /// hub and is legal either way: refused at the handshake, or admitted and disconnected).
 fn hub_ended() -> Value {
@@ -1358,16 +1388,7 @@ pub async fn replay_group_into(
             }
             Step::BrowserRaw(line) => {
                 if let Some(b) = p.tab.browser.as_ref() {
-                    match line.strip_prefix("binary:") {
-                        Some(b64) => {
-                            let bytes = crate::util::base64_decode(b64).unwrap_or_default();
-                            b.engine
-                                .send_raw(tokio_tungstenite::tungstenite::Message::binary(bytes));
-                        }
-                        None => {
-                            b.engine.send_text(line);
-                        }
-                    }
+                    b.engine.send_raw(raw_message(&line));
                     cadence.wrote();
                 }
             }
@@ -3283,5 +3304,20 @@ mod tests {
         assert!(agent_unplayed(auth("[redacted:unverified]").as_ref(), true).is_some());
         assert!(agent_unplayed(auth("[redacted:unverified]").as_ref(), false).is_none());
         assert!(agent_unplayed(auth("[redacted]").as_ref(), true).is_none());
+    }
+
+    /// A recorded raw line is sent as it was; a cut one whole at its declared length, what came
+    /// first and the rest filled in.
+    #[test]
+    fn a_cut_line_is_sent_at_the_length_it_declared() {
+        use tokio_tungstenite::tungstenite::Message;
+        assert_eq!(raw_message("42/x,[1"), Message::text("42/x,[1"));
+        assert_eq!(raw_message("cut:6:42/x,"), Message::text("42/x, "));
+        assert_eq!(
+            raw_message("cut:4:binary:AAE="),
+            Message::binary(vec![0u8, 1, 0, 0])
+        );
+        // A declared length shorter than what came keeps what came.
+        assert_eq!(raw_message("cut:1:abc"), Message::text("abc"));
     }
 }

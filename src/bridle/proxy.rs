@@ -143,6 +143,10 @@ pub const MAX_SESSIONS: usize = 65_536;
 pub const MAX_PENDING: usize = 1024;
 /// Events queued for the writer at once; past it, forwarding waits (backpressure).
 pub const QUEUE_EVENTS: usize = 4096;
+/// The most of a cut message ([`super::wire::CUT_PREFIX`]) a lane keeps: what a hub saw
+/// before it closed is its start (lines stay well under the lane reader's limit).
+const MAX_CUT: usize = 16 << 20;
+
 /// Bytes of frames queued for the writer at once (a bigger frame goes alone); past it,
 /// forwarding waits (backpressure).
 pub const QUEUE_BYTES: usize = 16 << 20;
@@ -493,6 +497,14 @@ impl Recorder {
             Event::WsChunk(conn, from_client, bytes) => self.ws_chunk(*conn, *from_client, bytes),
             Event::WsClose(conn, ended_by) => {
                 if let Some(c) = self.conns.remove(conn) {
+                    // A message the connection ended inside of (a hub closes on a frame over
+                    // its size limit after its header): recorded as far as it came, before the
+                    // close it caused.
+                    for (from_client, parser) in [(true, &c.up), (false, &c.down)] {
+                        if let Some(cut) = parser.cut() {
+                            self.cut(&c.sid, from_client, cut);
+                        }
+                    }
                     if c.held_close {
                         self.end(&c.sid, false);
                     }
@@ -666,14 +678,7 @@ impl Recorder {
         };
         let Some(p) = sio else {
             // Engine.IO control frame or an invalid one: the connection's home scope.
-            match session.home() {
-                Some((role, scope)) => {
-                    let (up, down) = role.dirs();
-                    let dir = if from_client { up } else { down };
-                    self.write(&scope, dir, bytes.clone(), conn);
-                }
-                None => self.hold(sid, from_client, bytes.clone()),
-            }
+            self.write_home(sid, from_client, bytes.clone());
             return;
         };
         let mut line = bytes.clone();
@@ -749,8 +754,9 @@ impl Recorder {
         self.write(&scope, if from_client { up } else { down }, line, conn);
     }
 
-    fn binary(&mut self, sid: &str, from_client: bool, bytes: &[u8]) {
-        let line = Bytes::from(format!("binary:{}", crate::util::base64_encode(bytes)));
+    /// A line for session `sid`'s home scope (its browser's cell, or its agent's), held back
+    /// until the session says who it is.
+    fn write_home(&mut self, sid: &str, from_client: bool, line: Bytes) {
         let Some(session) = self.sessions.get_mut(sid) else {
             self.dropped += 1;
             return;
@@ -763,6 +769,28 @@ impl Recorder {
             }
             None => self.hold(sid, from_client, line),
         }
+    }
+
+    /// A message the connection ended inside of, as a [`super::wire::CUT_PREFIX`] line (at most
+    /// [`MAX_CUT`] bytes of it kept).
+    fn cut(&mut self, sid: &str, from_client: bool, cut: super::wsframe::Cut) {
+        let kept = &cut.got[..cut.got.len().min(MAX_CUT)];
+        let came = if cut.text {
+            let whole = match std::str::from_utf8(kept) {
+                Ok(t) => t,
+                Err(e) => std::str::from_utf8(&kept[..e.valid_up_to()]).unwrap_or_default(),
+            };
+            whole.to_string()
+        } else {
+            format!("binary:{}", crate::util::base64_encode(kept))
+        };
+        let line = format!("{}{}:{came}", super::wire::CUT_PREFIX, cut.declared);
+        self.write_home(sid, from_client, Bytes::from(line));
+    }
+
+    fn binary(&mut self, sid: &str, from_client: bool, bytes: &[u8]) {
+        let line = Bytes::from(format!("binary:{}", crate::util::base64_encode(bytes)));
+        self.write_home(sid, from_client, line);
     }
 
     /// A session ended: frames still held back go to `_unscoped`.
@@ -1386,7 +1414,10 @@ mod tests {
     use super::*;
 
     /// The lines of `dir` in the cell `cell` of `root`, in seq order: (seq, line, conn).
-    fn lane(root: &std::path::Path, cell: &str, dir: &str) -> Vec<(f64, String, Option<u64>)> {
+    /// A lane entry's seq, line and connection.
+    type LaneLine = (f64, String, Option<u64>);
+
+    fn lane(root: &std::path::Path, cell: &str, dir: &str) -> Vec<LaneLine> {
         let path = root.join(cell).join(format!("{dir}.ndjson"));
         crate::lane::read::LaneReader::open(&path, Some(dir))
             .unwrap()
@@ -1397,12 +1428,10 @@ mod tests {
             .collect()
     }
 
-    /// A hub that refuses a frame over its size closes on the frame's first bytes, while the
-    /// proxy still relays the rest: the frame, which caused the close, is recorded before it
-    /// (a replay that met the close first awaited it before sending the frame, and stalled).
-    /// Every line names the connection it was on.
-    #[test]
-    fn a_close_during_a_message_is_recorded_after_the_message() {
+    /// The browser and hub lanes of session `a___anonymous` after `events` (a browser that
+    /// connected to `/ws/client` for agent `a`, then `middle`, then the end of the connection),
+    /// and the big masked frame `middle` can send in parts.
+    fn recorded_around(middle: impl Fn(&[u8]) -> Vec<Event>) -> (Vec<LaneLine>, Vec<LaneLine>) {
         let t = tempfile::tempdir().unwrap();
         let cfg = ProxyConfig {
             upstream: "http://127.0.0.1:9".into(),
@@ -1415,13 +1444,8 @@ mod tests {
         let mut rec = Recorder::new(LaneWriter::create(t.path()).unwrap(), &cfg);
         let key = Some([1, 2, 3, 4]);
         let hub = |text: &str| Bytes::from(encode(true, 1, text.as_bytes(), None));
-        let big = format!(
-            r#"42/ws/client,["message",{{"text":"{}"}}]"#,
-            "x".repeat(5000)
-        );
-        let big = encode(true, 1, big.as_bytes(), key);
-        let (head, tail) = big.split_at(100);
-        for event in [
+        let big = encode(true, 1, big_text().as_bytes(), key);
+        let mut events = vec![
             Event::WsOpen(1, "provisional".into()),
             Event::WsChunk(1, false, hub(r#"0{"sid":"S1","upgrades":[]}"#)),
             Event::WsChunk(
@@ -1435,16 +1459,46 @@ mod tests {
                 )),
             ),
             Event::WsChunk(1, false, hub(r#"40/ws/client,{"sid":"N1"}"#)),
-            Event::WsChunk(1, true, Bytes::copy_from_slice(head)),
-            Event::WsChunk(1, false, Bytes::from(encode(true, 8, &[3, 241], None))),
-            Event::WsChunk(1, true, Bytes::copy_from_slice(tail)),
-            Event::WsClose(1, Some(false)),
-        ] {
-            rec.apply(&event);
+        ];
+        events.extend(middle(&big));
+        events.push(Event::WsClose(1, Some(false)));
+        for event in &events {
+            rec.apply(event);
         }
         rec.flush();
-        let up = lane(t.path(), "a___anonymous", "browser→hub");
-        let down = lane(t.path(), "a___anonymous", "hub→browser");
+        (
+            lane(t.path(), "a___anonymous", "browser→hub"),
+            lane(t.path(), "a___anonymous", "hub→browser"),
+        )
+    }
+
+    /// The message [`recorded_around`] sends in parts.
+    fn big_text() -> String {
+        format!(
+            r#"42/ws/client,["message",{{"text":"{}"}}]"#,
+            "x".repeat(5000)
+        )
+    }
+
+    /// The hub's close frame.
+    fn hub_close() -> Event {
+        Event::WsChunk(1, false, Bytes::from(encode(true, 8, &[3, 241], None)))
+    }
+
+    /// A hub that refuses a frame over its size closes on the frame's first bytes, while the
+    /// proxy still relays the rest: the frame, which caused the close, is recorded before it
+    /// (a replay that met the close first awaited it before sending the frame, and stalled).
+    /// Every line names the connection it was on.
+    #[test]
+    fn a_close_during_a_message_is_recorded_after_the_message() {
+        let (up, down) = recorded_around(|big| {
+            let (head, tail) = big.split_at(100);
+            vec![
+                Event::WsChunk(1, true, Bytes::copy_from_slice(head)),
+                hub_close(),
+                Event::WsChunk(1, true, Bytes::copy_from_slice(tail)),
+            ]
+        });
         let message = up.iter().find(|l| l.1.contains("message")).unwrap();
         let close = down.last().unwrap();
         assert_eq!(close.1, "1", "{down:?}");
@@ -1454,5 +1508,33 @@ mod tests {
             up.iter().chain(&down).all(|l| l.2 == Some(1)),
             "{up:?} {down:?}"
         );
+    }
+
+    /// When the connection ends before the rest of that frame is relayed (the hub closed, the
+    /// proxy's write failed), the frame is recorded as far as it came, unmasked, with the length
+    /// its header declared (`cut:N:…`), still before the close it caused.
+    #[test]
+    fn a_message_the_connection_ended_inside_of_is_recorded_as_far_as_it_came() {
+        let (up, down) = recorded_around(|big| {
+            vec![
+                Event::WsChunk(1, true, Bytes::copy_from_slice(&big[..100])),
+                hub_close(),
+            ]
+        });
+        let cut = up
+            .iter()
+            .find(|l| l.1.starts_with("cut:"))
+            .expect("a cut line");
+        let (declared, came) = crate::bridle::wire::parse_cut(&cut.1).unwrap();
+        // The frame's header took 8 bytes (126-length form and a mask): the rest of the 100 came.
+        assert_eq!(declared, big_text().len() as u64);
+        assert_eq!(came, &big_text()[..100 - 8]);
+        assert!(
+            came.starts_with(r#"42/ws/client,["message",{"text":"xxx"#),
+            "{came}"
+        );
+        let close = down.last().unwrap();
+        assert_eq!(close.1, "1", "{down:?}");
+        assert!(cut.0 < close.0, "{up:?} {down:?}");
     }
 }

@@ -415,6 +415,19 @@ fn js_number(s: &str) -> f64 {
     t.parse().unwrap_or(f64::NAN)
 }
 
+/// How a lane holds a message its connection ended inside of: `cut:<bytes declared>:<what
+/// came>`, the text as far as it came (to a whole character) or `binary:<base64>`. A hub that
+/// will not read a frame whole (one over its size limit) closes the connection after its
+/// header: the recording keeps that frame, as far as the proxy relayed it, and the length it
+/// declared, so a replay can send the same (the rest filled in).
+pub const CUT_PREFIX: &str = "cut:";
+
+/// The length declared and what came, of a [`CUT_PREFIX`] line.
+pub fn parse_cut(line: &str) -> Option<(u64, &str)> {
+    let (declared, rest) = line.strip_prefix(CUT_PREFIX)?.split_once(':')?;
+    Some((declared.parse().ok()?, rest))
+}
+
 /// Decodes a WebSocket text frame all the way: the Engine.IO packet and, for messages, the
 /// Socket.IO packet inside.
 pub fn decode_frame(frame: &str) -> Result<(EioPacket, Option<SioPacket>), WireError> {

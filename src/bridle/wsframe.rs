@@ -129,6 +129,15 @@ impl Boundary {
     }
 }
 
+/// A message a stream ended inside of: its kind, the payload that came (unmasked: the
+/// fragments so far and the current frame's part) and the length its headers declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    pub text: bool,
+    pub got: Vec<u8>,
+    pub declared: u64,
+}
+
 /// One direction's messages, parsed from its bytes in the order they were read.
 #[derive(Debug, Default)]
 pub struct FrameParser {
@@ -149,6 +158,37 @@ impl FrameParser {
     /// message's first fragments).
     pub fn mid_message(&self) -> bool {
         !self.carry.is_empty() || self.fragments.is_some()
+    }
+
+    /// The message the stream stopped inside of, once its frame's header came (`None` between
+    /// messages, inside a header, or after an error).
+    pub fn cut(&self) -> Option<Cut> {
+        if self.failed.is_some() {
+            return None;
+        }
+        // Any control frame left here is incomplete and not part of the message.
+        let current = header(&self.carry).filter(|h| h.opcode & 0x08 == 0);
+        let (text, mut got) = match (&self.fragments, &current) {
+            (Some((text, b)), _) => (*text, b.clone()),
+            (None, Some(h)) if h.opcode == 1 || h.opcode == 2 => (h.opcode == 1, Vec::new()),
+            _ => return None,
+        };
+        let mut declared = got.len() as u64;
+        if let Some(h) = current {
+            // The carry holds less than the frame (a whole one would have been parsed).
+            let part = &self.carry[h.len..];
+            append_unmasked(
+                &mut got,
+                &part[..part.len().min(h.payload as usize)],
+                h.mask,
+            );
+            declared += h.payload;
+        }
+        Some(Cut {
+            text,
+            got,
+            declared,
+        })
     }
 
     /// The error that stopped parsing, if any.
@@ -403,5 +443,52 @@ mod tests {
             assert_eq!(r, Err(want.clone()), "{bytes:?}");
             assert!(got.is_empty(), "{want}: {got:?}");
         }
+    }
+
+    /// A stream that ends inside a message says what came of it: a masked frame cut in its
+    /// payload (unmasked, the length its header declared), a fragmented message cut in a
+    /// continuation (the fragments joined), nothing between messages or inside a header.
+    #[test]
+    fn a_stream_ended_inside_a_message_names_its_start_and_length() {
+        let key = Some([9, 8, 7, 6]);
+        let frame = encode(true, 1, "hello, world".as_bytes(), key);
+        let mut p = FrameParser::new();
+        let mut got = Vec::new();
+        p.feed(&Bytes::copy_from_slice(&frame[..2 + 4 + 5]), &mut |m| {
+            got.push(m)
+        })
+        .unwrap();
+        assert!(got.is_empty());
+        assert_eq!(
+            p.cut(),
+            Some(Cut {
+                text: true,
+                got: b"hello".to_vec(),
+                declared: 12
+            })
+        );
+        // Fragments: "ab" whole, then a continuation cut after one byte of three.
+        let mut p = FrameParser::new();
+        let mut bytes = encode(false, 2, b"ab", None);
+        bytes.extend(&encode(true, 0, b"cde", None)[..3]);
+        p.feed(&Bytes::from(bytes), &mut |m| got.push(m)).unwrap();
+        assert_eq!(
+            p.cut(),
+            Some(Cut {
+                text: false,
+                got: b"abc".to_vec(),
+                declared: 5
+            })
+        );
+        // Between messages, and one byte into a header: nothing.
+        let mut p = FrameParser::new();
+        p.feed(&Bytes::from(encode(true, 1, b"x", None)), &mut |m| {
+            got.push(m)
+        })
+        .unwrap();
+        assert_eq!(p.cut(), None);
+        p.feed(&Bytes::from_static(&[0x81]), &mut |m| got.push(m))
+            .unwrap();
+        assert_eq!(p.cut(), None);
     }
 }
