@@ -3020,15 +3020,7 @@ fn check_node_agent(script: &std::path::Path, var: &str, value: &str) -> (i32, S
     if !var.is_empty() {
         c.env(var, value);
     }
-    let out = c
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .expect("bridgewire runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    common::proc::code_and_stdout(&mut c)
 }
 
 /// A hub for the recording proxy's crash tests: the node hub (not ours, canonical socket.io)

@@ -56,6 +56,13 @@ fn python(test: &str) -> Option<String> {
     }
 }
 
+/// [`python`], for a test that runs npm socket.io's hub (`tests/node/hub.js`) too: `None`
+/// also when its packages are not installed (after [`common::need::node_packages`]).
+fn python_and_node_hub(test: &str) -> Option<String> {
+    let py = python(test)?;
+    common::need::node_packages(test, &["socket.io"]).then_some(py)
+}
+
 /// What a row expects.
 #[derive(Clone, Copy)]
 enum Expect {
@@ -476,12 +483,9 @@ fn bridgewire_on_recordings(args: &[&str]) -> (i32, String) {
 #[test]
 fn parity_of_two_independent_hubs_passes_and_a_flawed_leg_fails() {
     let test = "parity_of_two_independent_hubs_passes_and_a_flawed_leg_fails";
-    let Some(py) = python(test) else {
+    let Some(py) = python_and_node_hub(test) else {
         return;
     };
-    if !common::need::node_packages(test, &["socket.io"]) {
-        return;
-    }
     let hub_py = peer_dir().join("hub.py");
     let hub_py = hub_py.to_string_lossy();
     let hub_js = common::need::node_dir().join("hub.js");
@@ -601,12 +605,9 @@ fn a_recording_of_another_hub_replays_whatever_extensions_each_sends() {
 #[test]
 fn a_hubs_own_recording_replays_against_it_and_another_hub() {
     let test = "a_hubs_own_recording_replays_against_it_and_another_hub";
-    let Some(py) = python(test) else {
+    let Some(py) = python_and_node_hub(test) else {
         return;
     };
-    if !common::need::node_packages(test, &["socket.io"]) {
-        return;
-    }
     let cells = peer_dir().join("check-run");
     let hub_py = peer_dir().join("hub.py").display().to_string();
     let hub_js = common::need::node_dir()
@@ -706,12 +707,9 @@ fn the_coverage_map_names_python_rows_that_fail_and_pass_each_rule() {
 #[test]
 fn a_frame_the_hub_closed_on_before_reading_it_whole_is_recorded_and_replayed() {
     let test = "a_frame_the_hub_closed_on_before_reading_it_whole_is_recorded_and_replayed";
-    let Some(py) = python(test) else {
+    let Some(py) = python_and_node_hub(test) else {
         return;
     };
-    if !common::need::node_packages(test, &["socket.io"]) {
-        return;
-    }
     let tmp = tempfile::tempdir().unwrap();
     let (secret, key) = ("cut-secret-0123456789abcdef01234567", "cut-key");
     let mut hub = Command::new(&py);

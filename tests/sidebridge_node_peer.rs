@@ -569,6 +569,24 @@ fn compressed_replies_are_recorded_decoded_and_their_secrets_redacted() {
     }
 }
 
+/// The bundled Side Bridge recordings (`recordings/sidebridge`, recorded with key `s3cret`)
+/// and how many cells they hold.
+fn bundled_cells() -> (PathBuf, usize) {
+    let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/sidebridge");
+    let count = std::fs::read_dir(cells.join("sidebridge-ref"))
+        .unwrap()
+        .count();
+    (cells, count)
+}
+
+/// A parity leg running the Node server with key `s3cret` and `extra` switches.
+fn keyed_leg(extra: &str) -> String {
+    format!(
+        "cmd:node {} --key s3cret {extra}",
+        peer_dir().join("server.js").display()
+    )
+}
+
 /// `parity` between two builds of the Node server, replaying the bundled Side Bridge cells on
 /// both: each oddity no client build can see (compression, escapes, key order, extension keys
 /// the app accepts and serde alone refuses, odd 2xx statuses, 103 and trailers, a 307 followed,
@@ -580,16 +598,8 @@ fn parity_of_two_node_server_builds_passes_what_the_client_cannot_see() {
     if !common::need::node("parity_of_two_node_server_builds_passes_what_the_client_cannot_see") {
         return;
     }
-    let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/sidebridge");
-    let cells_count = std::fs::read_dir(cells.join("sidebridge-ref"))
-        .unwrap()
-        .count();
-    let leg = |extra: &str| {
-        format!(
-            "cmd:node {} --key s3cret {extra}",
-            peer_dir().join("server.js").display()
-        )
-    };
+    let (cells, cells_count) = bundled_cells();
+    let leg = keyed_leg;
     let unseen = [
         "chunked",
         "extrakeys",
@@ -691,16 +701,8 @@ fn parity_of_node_builds_whose_answers_vary_compares_what_does_not_vary() {
     if !common::need::node("parity_of_node_builds_whose_answers_vary_compares_what_does_not_vary") {
         return;
     }
-    let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/sidebridge");
-    let cells_count = std::fs::read_dir(cells.join("sidebridge-ref"))
-        .unwrap()
-        .count();
-    let leg = |extra: &str| {
-        format!(
-            "cmd:node {} --key s3cret --odd modelish {extra}",
-            peer_dir().join("server.js").display()
-        )
-    };
+    let (cells, cells_count) = bundled_cells();
+    let leg = |extra: &str| keyed_leg(&format!("--odd modelish {extra}"));
     let heads = ["--odd upperids", "--flaw from-case"];
     let results = common::verdicts::two_at_a_time(&heads, |head| {
         common::proc::code_and_stdout(

@@ -2820,20 +2820,22 @@ mod tests {
         script(merged, 1, &cfg(), &Bystanders::default())
     }
 
+    /// What `name` gives each step of a script it names, in order.
+    fn named<T>(s: &Script, name: impl Fn(&Step) -> Option<T>) -> Vec<T> {
+        s.steps.iter().filter_map(|(_, st)| name(st)).collect()
+    }
+
     const UP: &str = "agent→hub";
     const DOWN: &str = "hub→agent";
 
     /// The agent steps of a script, by kind: `connect(refused)`, `ended(refused)`, `close`.
     fn agent_steps(s: &Script) -> Vec<String> {
-        s.steps
-            .iter()
-            .filter_map(|(_, st)| match st {
-                Step::AgentConnect { refused, .. } => Some(format!("connect({refused})")),
-                Step::AgentEnded { refused, .. } => Some(format!("ended({refused})")),
-                Step::AgentClose(..) => Some("close".into()),
-                _ => None,
-            })
-            .collect()
+        named(s, |st| match st {
+            Step::AgentConnect { refused, .. } => Some(format!("connect({refused})")),
+            Step::AgentEnded { refused, .. } => Some(format!("ended({refused})")),
+            Step::AgentClose(..) => Some("close".into()),
+            _ => None,
+        })
     }
 
     #[test]
@@ -2881,18 +2883,12 @@ mod tests {
         ];
         let conns = [4, 4, 4, 7, 7, 7, 7, 4].map(Some);
         let s = scripted_on(&lines, &conns);
-        let named: Vec<String> = s
-            .steps
-            .iter()
-            .filter_map(|(_, st)| match st {
-                Step::AgentConnect { conn, refused, .. } => {
-                    Some(format!("connect {conn:?} {refused}"))
-                }
-                Step::AgentEnded { conn, refused, .. } => Some(format!("ended {conn:?} {refused}")),
-                Step::AgentClose(_, conn) => Some(format!("close {conn:?}")),
-                _ => None,
-            })
-            .collect();
+        let named: Vec<String> = named(&s, |st| match st {
+            Step::AgentConnect { conn, refused, .. } => Some(format!("connect {conn:?} {refused}")),
+            Step::AgentEnded { conn, refused, .. } => Some(format!("ended {conn:?} {refused}")),
+            Step::AgentClose(_, conn) => Some(format!("close {conn:?}")),
+            _ => None,
+        });
         // The newer got no event before its end, yet the agent ended it, not the hub: no
         // refusal. The older had its config: the hub's end is no refusal either.
         assert_eq!(
@@ -2979,15 +2975,12 @@ mod tests {
                 (UP, "1"),
                 ("hub→http", &answer),
             ]);
-            s.steps
-                .iter()
-                .filter_map(|(_, st)| match st {
-                    Step::HttpSend(..) => Some("get"),
-                    Step::HttpExpect => Some("answer"),
-                    Step::AgentClose(..) => Some("close"),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
+            named(&s, |st| match st {
+                Step::HttpSend(..) => Some("get"),
+                Step::HttpExpect => Some("answer"),
+                Step::AgentClose(..) => Some("close"),
+                _ => None,
+            })
         };
         assert_eq!(order(false), ["close", "get", "answer"]);
         assert_eq!(order(true), ["get", "close", "answer"]);
@@ -3019,15 +3012,12 @@ mod tests {
                 ("browser→hub", "1"),
                 ("hub→http", &answer),
             ]);
-            s.steps
-                .iter()
-                .filter_map(|(_, st)| match st {
-                    Step::HttpSend(..) => Some("get"),
-                    Step::HttpExpect => Some("answer"),
-                    Step::BrowserLeave(_) => Some("leave"),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
+            named(&s, |st| match st {
+                Step::HttpSend(..) => Some("get"),
+                Step::HttpExpect => Some("answer"),
+                Step::BrowserLeave(_) => Some("leave"),
+                _ => None,
+            })
         };
         assert_eq!(order(0), ["leave", "get", "answer"]);
         assert_eq!(order(1), ["get", "answer", "leave"]);
@@ -3054,14 +3044,10 @@ mod tests {
         ];
         let conns = [1, 1, 1, 2, 2].map(Some);
         let s = scripted_on(&lines, &conns);
-        let connects: Vec<bool> = s
-            .steps
-            .iter()
-            .filter_map(|(_, st)| match st {
-                Step::BrowserConnect { refused, .. } => Some(*refused),
-                _ => None,
-            })
-            .collect();
+        let connects: Vec<bool> = named(&s, |st| match st {
+            Step::BrowserConnect { refused, .. } => Some(*refused),
+            _ => None,
+        });
         assert_eq!(connects, [true, false]);
     }
 
@@ -3096,19 +3082,15 @@ mod tests {
         ];
         let conns = [Some(1), Some(1), Some(2), Some(2), None, Some(1), None];
         let s = scripted_on(&lines, &conns);
-        let names: Vec<String> = s
-            .steps
-            .iter()
-            .filter_map(|(_, st)| match st {
-                Step::Tab(c) => Some(format!("tab {}", c.unwrap_or(0))),
-                Step::BrowserConnect { .. } => Some("connect".into()),
-                Step::BrowserExpect(n) => Some(n.clone()),
-                Step::BrowserLeave(_) => Some("leave".into()),
-                Step::HttpSend(..) => Some("get".into()),
-                Step::HttpExpect => Some("answer".into()),
-                _ => None,
-            })
-            .collect();
+        let names: Vec<String> = named(&s, |st| match st {
+            Step::Tab(c) => Some(format!("tab {}", c.unwrap_or(0))),
+            Step::BrowserConnect { .. } => Some("connect".into()),
+            Step::BrowserExpect(n) => Some(n.clone()),
+            Step::BrowserLeave(_) => Some("leave".into()),
+            Step::HttpSend(..) => Some("get".into()),
+            Step::HttpExpect => Some("answer".into()),
+            _ => None,
+        });
         assert_eq!(
             names,
             [
