@@ -336,6 +336,19 @@ pub fn apply(
     out
 }
 
+/// Applies every applicable entry to one leg's layers alone, as [`apply`] would to that leg:
+/// a second run of a leg is compared with its first as the allowlist left that one.
+pub fn apply_to_one(entries: &[Entry], provider: &str, cell: &str, mut leg: Layers) {
+    for e in entries.iter().filter(|e| e.applies(provider, cell)) {
+        match e.layer {
+            Layer::Events => e.mask(leg.events),
+            Layer::Rows => e.mask(leg.rows),
+            Layer::Wire => leg.wire.as_deref_mut().map_or(0, |l| e.mask(l)),
+            Layer::Handshake => continue,
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -873,33 +873,51 @@ pub struct VaryingValue {
     pub key_varies: bool,
 }
 
-/// A run's lists as [`compare_cell`] compares them: events normalized and folded, rows
-/// normalized.
-pub fn comparable_lists(
-    model: &dyn crate::protocol::Model,
-    run: &LegRun,
-) -> (Vec<Value>, Vec<Value>) {
-    let events = model.fold_events(model.normalize_events(run.events.clone()));
-    (events, model.normalize_rows(run.rows.clone()))
+/// Both legs' events and rows of one cell as [`compare_cell_keeping`] compared them:
+/// normalized, folded, the allowlist applied. Kept (moved, not copied) for a cell whose lists
+/// differ, so a second run of one leg is compared with the first without normalizing it again
+/// ([`varying_between`], [`recompare`]).
+#[derive(Debug, Default)]
+pub struct ComparedLists {
+    base: (Vec<Value>, Vec<Value>),
+    head: (Vec<Value>, Vec<Value>),
 }
 
-/// The values that differ between two runs of one leg ([`Control::Varies`]), element by
-/// element in order.
+/// The values that differ between the first run of one leg (as `first` holds it) and `again`,
+/// element by element in order. `again` is normalized, folded and allowlisted as the first
+/// run was, so indices name the same slots ([`Control::Varies`]).
 pub fn varying_between(
     model: &dyn crate::protocol::Model,
+    (key, allow): (&str, &[AllowEntry]),
     side: &'static str,
-    first: &LegRun,
-    again: &LegRun,
+    first: &ComparedLists,
+    again: LegRun,
 ) -> Varying {
-    let (first_events, first_rows) = comparable_lists(model, first);
-    let (again_events, again_rows) = comparable_lists(model, again);
+    let (provider, cell) = key.split_once('/').unwrap_or(("", key));
+    let mut again_events = model.fold_events(model.normalize_events(again.events));
+    let mut again_rows = model.normalize_rows(again.rows);
+    allowlist::apply_to_one(
+        allow,
+        provider,
+        cell,
+        allowlist::Layers {
+            events: &mut again_events,
+            rows: &mut again_rows,
+            wire: None,
+        },
+    );
+    let (first_events, first_rows) = if side == "base" {
+        &first.base
+    } else {
+        &first.head
+    };
     let mut v = Varying {
         side,
         ..Default::default()
     };
     for (layer, a, b, out) in [
-        ("events", &first_events, &again_events, &mut v.events),
-        ("rows", &first_rows, &again_rows, &mut v.rows),
+        ("events", first_events, &again_events, &mut v.events),
+        ("rows", first_rows, &again_rows, &mut v.rows),
     ] {
         if a.len() != b.len() {
             v.lengths
@@ -916,6 +934,29 @@ pub fn varying_between(
         }
     }
     v
+}
+
+/// Compares `lists` (a cell's first comparison, [`compare_cell_keeping`]) again with what
+/// varies between two runs of one leg set aside in both legs: `result`'s events and rows
+/// become that comparison's; the rest of it (errors, grammar, wire, stale entries) stands.
+pub fn recompare(
+    result: &mut CellParity,
+    lists: ComparedLists,
+    model: &dyn crate::protocol::Model,
+    varying: &Varying,
+) {
+    let ComparedLists {
+        base: (mut be, mut br),
+        head: (mut he, mut hr),
+    } = lists;
+    for list in [&mut be, &mut he] {
+        mask_varying(list, &varying.events);
+    }
+    for list in [&mut br, &mut hr] {
+        mask_varying(list, &varying.rows);
+    }
+    result.events = diff::diff_lists_ids(&be, &he, 2, model.event_rules().id_fields);
+    result.rows = diff::diff_lists_ids(&br, &hr, 2, model.row_rules().id_fields);
 }
 
 /// JSON pointers (RFC 6901) below `at` where `a` and `b` differ: the deepest value that differs
@@ -982,12 +1023,24 @@ fn mask_varying(list: &mut [Value], paths: &[VaryingValue]) {
 pub fn compare_cell(
     key: &str,
     model: &dyn crate::protocol::Model,
+    base: LegRun,
+    head: LegRun,
+    allow: &[AllowEntry],
+    dump_dir: Option<&Path>,
+) -> CellParity {
+    compare_cell_keeping(key, model, base, head, allow, dump_dir).0
+}
+
+/// [`compare_cell`], also giving back the lists it compared when their events or rows differ
+/// (both legs complete): what a second run of one leg is held against.
+pub fn compare_cell_keeping(
+    key: &str,
+    model: &dyn crate::protocol::Model,
     mut base: LegRun,
     mut head: LegRun,
     allow: &[AllowEntry],
     dump_dir: Option<&Path>,
-    varying: Option<&Varying>,
-) -> CellParity {
+) -> (CellParity, Option<ComparedLists>) {
     let (provider, cell) = key.split_once('/').unwrap_or(("", key));
     let mut problems = Vec::new();
     let mut stalls = Vec::new();
@@ -1070,7 +1123,7 @@ pub fn compare_cell(
     // A leg that could not run or stalled has no complete list: comparing it would show the
     // missing tail as differences, so those cells report only the stall or the error.
     if !result.errors.is_empty() || !result.stalls.is_empty() {
-        return result;
+        return (result, None);
     }
     let (mut be, mut br) = (base.events, base.rows);
     let (mut he, mut hr) = (head.events, head.rows);
@@ -1096,16 +1149,6 @@ pub fn compare_cell(
             wire: hw.as_mut(),
         },
     );
-    // After the allowlist (whose entries match the values as the legs gave them): what varies
-    // between two runs of one leg is set aside in both.
-    if let Some(v) = varying {
-        for list in [&mut be, &mut he] {
-            mask_varying(list, &v.events);
-        }
-        for list in [&mut br, &mut hr] {
-            mask_varying(list, &v.rows);
-        }
-    }
     result.events = diff::diff_lists_ids(&be, &he, 2, model.event_rules().id_fields);
     result.rows = diff::diff_lists_ids(&br, &hr, 2, model.row_rules().id_fields);
     result.grammar = diff::diff_lists(
@@ -1126,7 +1169,12 @@ pub fn compare_cell(
         _ => {}
     }
     result.stale = masked.stale;
-    result
+    let differs = !result.events.is_empty() || !result.rows.is_empty();
+    let lists = differs.then(|| ComparedLists {
+        base: (be, br),
+        head: (he, hr),
+    });
+    (result, lists)
 }
 
 /// What a live leg's stall says when something other than a slow bridge ended its wait (what
@@ -1702,7 +1750,20 @@ mod tests {
         let again = run(vec![
             json!({"type": "a", "text": "hi ~2", "list": [1, 2], "same": "x"}),
         ]);
-        let v = varying_between(model, "base", &first, &again);
+        // The base leg's first run against `head`; where they differ, the base leg's second
+        // run (`again`) tells what varies, and the cell is compared again without it.
+        let compare = |head: Value, again: &LegRun| {
+            let (mut cell, lists) =
+                compare_cell_keeping("p/c", model, first.clone(), run(vec![head]), &[], None);
+            let lists = lists.expect("the lists differ");
+            let v = varying_between(model, ("p/c", &[]), "base", &lists, again.clone());
+            recompare(&mut cell, lists, model, &v);
+            (cell, v)
+        };
+        let (cell, v) = compare(
+            json!({"type": "a", "text": "yo", "list": [3, 4, 5], "same": "x"}),
+            &again,
+        );
         let pointers: Vec<(&str, bool)> = v
             .events
             .iter()
@@ -1713,27 +1774,45 @@ mod tests {
             [("/text", false), ("/list", false), ("/extra", true)]
         );
         assert!(v.lengths.is_empty());
-        let compare = |head: Value| {
-            compare_cell(
-                "p/c",
-                model,
-                first.clone(),
-                run(vec![head]),
-                &[],
-                None,
-                Some(&v),
-            )
-        };
         // Another text, another non-empty list, no `extra`: nothing left to tell.
-        assert!(
-            compare(json!({"type": "a", "text": "yo", "list": [3, 4, 5], "same": "x"})).passed()
-        );
+        assert!(cell.passed(), "{:?}", cell.events);
         // Text that turns empty, and a value that did not vary, still differ.
-        assert!(!compare(json!({"type": "a", "text": "", "list": [3], "same": "x"})).passed());
-        assert!(!compare(json!({"type": "a", "text": "yo", "list": [3], "same": "y"})).passed());
+        for head in [
+            json!({"type": "a", "text": "", "list": [3], "same": "x"}),
+            json!({"type": "a", "text": "yo", "list": [3], "same": "y"}),
+        ] {
+            assert!(!compare(head, &again).0.passed());
+        }
         // Lists of another length: named, nothing past the shorter one set aside.
         let longer = run(vec![json!({"type": "a"}), json!({"type": "b"})]);
-        let v = varying_between(model, "head", &first, &longer);
+        let (cell, v) = compare(json!({"type": "b"}), &longer);
         assert_eq!(v.lengths, ["events 1 then 2"]);
+        assert!(!cell.passed());
+    }
+
+    /// The allowlist applies to the second run as to the first: a value it takes out of both
+    /// legs is not counted again as one that varies.
+    #[test]
+    fn a_second_run_is_held_against_the_first_as_the_allowlist_left_it() {
+        let model = crate::protocol::Protocol::DEFAULT.model();
+        let allow = allowlist::parse(
+            r##"[{"provider":"*","cell":"*","layer":"events","path":"/*/stamp","pr":"#1","reason":"r"}]"##,
+            "t",
+        )
+        .unwrap();
+        let leg = |stamp: u64, text: &str| {
+            run(vec![
+                json!({"type": "a", "stamp": stamp, "text": text, "same": "x"}),
+            ])
+        };
+        let (mut cell, lists) =
+            compare_cell_keeping("p/c", model, leg(1, "hi ~1"), leg(7, "hi"), &allow, None);
+        let lists = lists.expect("the texts differ");
+        let v = varying_between(model, ("p/c", &allow), "base", &lists, leg(2, "hi ~2"));
+        let pointers: Vec<&str> = v.events.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(pointers, ["/text"], "{v:?}");
+        recompare(&mut cell, lists, model, &v);
+        assert!(cell.passed(), "{:?}", cell.events);
+        assert!(cell.stale.is_empty(), "the entry applied");
     }
 }

@@ -1077,7 +1077,6 @@ mod tests {
                 ),
                 &[],
                 None,
-                None,
             )
         };
         let cell = compare("Agent is not connected to the VPN, ask IT");

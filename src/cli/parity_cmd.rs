@@ -2,7 +2,7 @@
 
 use super::{ParityArgs, exit};
 use crate::cell::Cell;
-use crate::parity::{self, CellParity, LegRun, LegRunner, LegSpec, Outcome};
+use crate::parity::{self, CellParity, LegRunner, LegSpec, Outcome};
 use crate::protocol::BridgeCommand;
 use rayon::prelude::*;
 use std::path::PathBuf;
@@ -415,7 +415,7 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
     } else {
         None
     };
-    let (mut results, kept): (Vec<CellParity>, Vec<Option<(LegRun, LegRun)>>) =
+    let (mut results, kept): (Vec<CellParity>, Vec<Option<parity::ComparedLists>>) =
         pool.install(|| {
             targets
                 .par_iter()
@@ -592,15 +592,15 @@ fn replayed_together(
 }
 
 /// Runs the `second` leg once more on each cell whose lists differed (`kept` holds both legs'
-/// runs of those) and, where values differ between its two runs, compares the cell again with
-/// them set aside ([`parity::Control`]). Cells of a protocol that replays its cells together are
+/// lists of those as first compared) and, where values differ between its two runs, compares
+/// the cell again with them set aside ([`parity::Control`]). Cells of a protocol that replays its cells together are
 /// replayed together again, as in the first run.
 fn second_runs(
     targets: &[(String, Option<Cell>)],
     assembled: &[Option<crate::pins::CellOutcome>],
     (side, leg): (&'static str, &dyn LegRunner),
     mixed: bool,
-    kept: Vec<Option<(LegRun, LegRun)>>,
+    kept: Vec<Option<parity::ComparedLists>>,
     results: &mut [CellParity],
     allow: &[crate::allowlist::Entry],
 ) {
@@ -621,12 +621,7 @@ fn second_runs(
         .zip(together.into_par_iter())
         .zip(kept.par_iter())
         .map(|(((key, cell), together), kept)| {
-            let (cell, (first_base, first_head)) = (cell.as_ref()?, kept.as_ref()?);
-            let first = if side == "base" {
-                first_base
-            } else {
-                first_head
-            };
+            let (cell, first) = (cell.as_ref()?, kept.as_ref()?);
             let mut again = together.unwrap_or_else(|| leg.run(key, Some(cell)));
             let unfinished = again
                 .error
@@ -639,7 +634,8 @@ fn second_runs(
             if mixed {
                 parity::restrict_to_live_view(&mut again, cell);
             }
-            let varying = parity::varying_between(cell.protocol.model(), side, first, &again);
+            let model = cell.protocol.model();
+            let varying = parity::varying_between(model, (key, allow), side, first, again);
             Some(if varying.is_empty() {
                 parity::Control::Same { side }
             } else {
@@ -647,28 +643,25 @@ fn second_runs(
             })
         })
         .collect();
-    for (((result, control), kept), (key, cell)) in
+    for (((result, control), kept), (_, cell)) in
         results.iter_mut().zip(controls).zip(kept).zip(targets)
     {
-        let (Some(control), Some((b, h)), Some(cell)) = (control, kept, cell) else {
+        let (Some(control), Some(lists), Some(cell)) = (control, kept, cell) else {
             continue;
         };
         if let parity::Control::Varies(v) = &control
             && v.count() > 0
         {
-            // Compared again with the varying values set aside; what the first comparison
-            // added beside the lists (refusals, spec problems) stands.
-            let mut again =
-                parity::compare_cell(key, cell.protocol.model(), b, h, allow, None, Some(v));
-            again.problems = std::mem::take(&mut result.problems);
-            *result = again;
+            // Its lists compared again with the varying values set aside; what the first
+            // comparison found beside them (refusals, spec problems, grammar) stands.
+            parity::recompare(result, lists, cell.protocol.model(), v);
         }
         result.control = Some(control);
     }
 }
 
-/// Compares one cell; with `keep_runs`, also returns both legs' runs when their lists differ
-/// (for [`second_runs`]).
+/// Compares one cell; with `keep_lists`, also returns both legs' lists as compared when they
+/// differ (for [`second_runs`]).
 #[allow(clippy::too_many_arguments)]
 fn compare_one(
     key: &str,
@@ -679,8 +672,8 @@ fn compare_one(
     (pre_base, pre_head): (Option<parity::LegRun>, Option<parity::LegRun>),
     allow: &[crate::allowlist::Entry],
     a: &ParityArgs,
-    keep_runs: bool,
-) -> (CellParity, Option<(LegRun, LegRun)>) {
+    keep_lists: bool,
+) -> (CellParity, Option<parity::ComparedLists>) {
     let model = cell
         .map(|c| c.protocol.model())
         .unwrap_or(crate::protocol::Protocol::DEFAULT.model());
@@ -734,13 +727,10 @@ fn compare_one(
             }
         }
     }
-    let runs = keep_runs.then(|| (b.clone(), h.clone()));
-    let mut result = parity::compare_cell(key, model, b, h, allow, a.dump_dir.as_deref(), None);
+    let (mut result, lists) =
+        parity::compare_cell_keeping(key, model, b, h, allow, a.dump_dir.as_deref());
     // The cause first in the cell's text: the refusals are what the diff then shows.
     result.problems.extend(refused);
     // Only lists that differ (with both legs complete) are worth a second run.
-    let differs = result.errors.is_empty()
-        && result.stalls.is_empty()
-        && (!result.events.is_empty() || !result.rows.is_empty());
-    (result, runs.filter(|_| differs))
+    (result, lists.filter(|_| keep_lists))
 }
