@@ -754,19 +754,34 @@ fn a_frame_the_hub_closed_on_before_reading_it_whole_is_recorded_and_replayed() 
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().ends_with("__robust-bad"))
         .expect("a robust-bad cell");
-    // The cut frame, with the length the check sent, before the hub's close of its connection.
+    // The oversized frame, before the hub's close of its connection: cut, with the length the
+    // check sent, where the hub closed before the proxy had read it all (the usual case); whole
+    // where the proxy read it all first (the hub's kernel buffers took the rest before its
+    // close: seen once in a CI run on a loaded machine). Either way it is in the lane.
     let lane = std::fs::read_to_string(cell.join("browser→hub.ndjson")).unwrap();
+    let message = r#"42/ws/client,["message",{"text":"xxxx"#;
     let cut: serde_json::Value = lane
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .find(|e| e["line"].as_str().is_some_and(|l| l.starts_with("cut:")))
-        .unwrap_or_else(|| panic!("no cut frame in the browser lane"));
+        .find(|e| {
+            e["line"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("cut:") || l.starts_with(message))
+        })
+        .unwrap_or_else(|| panic!("no oversized frame in the browser lane"));
     let line = cut["line"].as_str().unwrap();
-    let (declared, came) = bridgewire::bridle::wire::parse_cut(line).unwrap();
+    let whole = if line.starts_with(message) {
+        "whole"
+    } else {
+        "cut"
+    };
+    eprintln!("the oversized frame was recorded {whole}");
+    let (declared, came) = bridgewire::bridle::wire::parse_cut(line)
+        .map(|(d, c)| (d, c.to_string()))
+        .unwrap_or_else(|| (line.len() as u64, line.to_string()));
     assert!(declared > 2 << 20, "{declared}");
     assert!(
-        came.starts_with(r#"42/ws/client,["message",{"text":"xxxx"#)
-            && (came.len() as u64) < declared,
+        came.starts_with(message) && (came.len() as u64) <= declared,
         "{}",
         &came[..80.min(came.len())]
     );
@@ -777,7 +792,7 @@ fn a_frame_the_hub_closed_on_before_reading_it_whole_is_recorded_and_replayed() 
     });
     assert!(
         closed_after,
-        "the hub's close follows the cut frame: {hub_lane}"
+        "the hub's close follows the oversized frame: {hub_lane}"
     );
     let hub_js = common::need::node_dir().join("hub.js");
     let hubs: Vec<Vec<String>> = vec![
