@@ -915,25 +915,34 @@ pub fn varying_between(
         side,
         ..Default::default()
     };
-    for (layer, a, b, out) in [
-        ("events", first_events, &again_events, &mut v.events),
-        ("rows", first_rows, &again_rows, &mut v.rows),
-    ] {
-        if a.len() != b.len() {
-            v.lengths
-                .push(format!("{layer} {} then {}", a.len(), b.len()));
-        }
-        for (index, (x, y)) in a.iter().zip(b).enumerate() {
-            let mut paths = Vec::new();
-            differing_paths(x, y, String::new(), &mut paths);
-            out.extend(paths.into_iter().map(|(pointer, key_varies)| VaryingValue {
-                index,
-                pointer,
-                key_varies,
-            }));
-        }
-    }
+    v.events = varying_values("events", first_events, &again_events, &mut v.lengths);
+    v.rows = varying_values("rows", first_rows, &again_rows, &mut v.lengths);
     v
+}
+
+/// The values that differ between two runs' `layer` lists, element by element in order; a
+/// length that differs is added to `lengths` (`events 10 then 11`: past the shorter list
+/// nothing can be set aside).
+pub fn varying_values(
+    layer: &str,
+    first: &[Value],
+    again: &[Value],
+    lengths: &mut Vec<String>,
+) -> Vec<VaryingValue> {
+    if first.len() != again.len() {
+        lengths.push(format!("{layer} {} then {}", first.len(), again.len()));
+    }
+    let mut out = Vec::new();
+    for (index, (x, y)) in first.iter().zip(again).enumerate() {
+        let mut paths = Vec::new();
+        differing_paths(x, y, String::new(), &mut paths);
+        out.extend(paths.into_iter().map(|(pointer, key_varies)| VaryingValue {
+            index,
+            pointer,
+            key_varies,
+        }));
+    }
+    out
 }
 
 /// Compares `lists` (a cell's first comparison, [`compare_cell_keeping`]) again with what
@@ -989,7 +998,7 @@ fn differing_paths(a: &Value, b: &Value, at: String, out: &mut Vec<(String, bool
 
 /// Sets each varying value of `list` aside as its kind, and a key only one run had aside
 /// altogether ([`Control`]).
-fn mask_varying(list: &mut [Value], paths: &[VaryingValue]) {
+pub fn mask_varying(list: &mut [Value], paths: &[VaryingValue]) {
     for p in paths {
         let Some(element) = list.get_mut(p.index) else {
             continue;

@@ -1763,6 +1763,77 @@ fn parity_sets_aside_what_varies_between_two_runs_of_one_build() {
     );
 }
 
+/// `replay sidebridge` held a build whose replies vary (peer.py `--oddity model-wording`)
+/// against the recording of a plain build and failed every chat on the answers' text alone,
+/// as parity did before its second run. A cell whose replay differs is now replayed once more:
+/// what differs between the build's own two replays is set aside in the recording and the
+/// replay, named, and the rest compared. So the varying build passes, naming the text it did
+/// not compare; one that also changes `from` still fails, on `from`; `--no-second-run` reports
+/// the text; and a build that answers alike twice says its difference is its own. (The second
+/// replay replays every cell again, interleaved as the first: one that replayed only the
+/// differing chat passed `--flaw global-memory`, whose wrong recall shows only interleaved,
+/// setting its answer aside as varying; replay_keeps_the_recorded_order_across_chats… holds it.)
+#[test]
+fn replay_sets_aside_what_varies_between_two_replays_of_one_build() {
+    let Some(py) = python("replay_sets_aside_what_varies_between_two_replays_of_one_build") else {
+        return;
+    };
+    let cells = peer_dir().join("cells");
+    let chats = std::fs::read_dir(cells.join("peer")).unwrap().count();
+    let replay = |build: &[&str], flags: &[&str]| {
+        common::proc::code_and_stdout(
+            Command::new(BW)
+                .args(["replay", "sidebridge", "--startup-timeout", "30"])
+                .args(flags)
+                .arg(&cells)
+                .arg("--")
+                .arg(py)
+                .arg(peer_dir().join("peer.py"))
+                .args(build),
+        )
+    };
+    let model: &[&str] = &["--oddity", "model-wording"];
+    let model_bot: &[&str] = &["--oddity", "model-wording", "--flaw", "bot-from"];
+    let jobs: Vec<(&[&str], &[&str])> = vec![
+        (model, &[]),
+        (model_bot, &[]),
+        (model, &["--no-second-run"]),
+        (&["--flaw", "bot-from"], &[]),
+    ];
+    let results = common::verdicts::two_at_a_time(&jobs, |(b, f)| replay(b, f));
+    let set_aside = "value(s) that differ between two replays of this build, each on a bridge started afresh (its replies vary, as a model's do), set aside in the recording and the replay as their kind: ";
+
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.contains(&format!("{chats} passed, 0 failed")), "{out}");
+    assert!(
+        out.contains(set_aside) && out.contains("/messages/0/content"),
+        "{out}"
+    );
+    let (code, out) = &results[1];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        // (The app shows a `from` it does not know as "unknown".)
+        out.contains(r#"-      "from": "assistant","#)
+            && out.contains(r#"+      "from": "unknown","#),
+        "{out}"
+    );
+    assert!(
+        out.contains(set_aside) && !out.contains("+      \"content\": \"You said"),
+        "the text varies and is not shown as a difference: {out}"
+    );
+    let (code, out) = &results[2];
+    assert_eq!(*code, 1, "{out}");
+    assert!(out.contains("You said: hello ~"), "{out}");
+    assert!(!out.contains("set aside"), "{out}");
+    let (code, out) = &results[3];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("a second replay gave the same events: the difference is the build's"),
+        "{out}"
+    );
+}
+
 /// Flaws of peer.py a parity of `check-run` cannot see, each with why: what the recording
 /// holds never reaches the flaw, or what the flaw changes is nothing the app shows.
 const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
@@ -2324,6 +2395,10 @@ fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_re
     assert_eq!(code, Some(1), "{out}");
     assert!(
         out.contains("The word was pear.") && out.contains("FAIL"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a second replay gave the same events: the difference is the build's"),
         "{out}"
     );
 }

@@ -144,6 +144,12 @@ pub struct ReplaySidebridgeArgs {
     /// Permission bits of the `.current` lanes --write-current writes, in octal.
     #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = crate::cli::parse_mode)]
     pub mode: u32,
+    /// Report every difference from the recording as found. By default a cell whose replay
+    /// differs is replayed once more: values that differ between the build's own two replays
+    /// (a bridge whose replies vary, as a model's do) are set aside in the recording and the
+    /// replay, named, and the rest is compared.
+    #[arg(long)]
+    pub no_second_run: bool,
     #[command(flatten)]
     pub target: SidebridgeTarget,
 }
@@ -267,6 +273,7 @@ pub fn replay_cmd(a: &ReplaySidebridgeArgs) -> u8 {
         bridge,
         limits: a.target.limits(),
         write_current: a.write_current.then_some(a.mode),
+        second_run: !a.no_second_run,
     })
 }
 

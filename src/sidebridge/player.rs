@@ -30,10 +30,23 @@ pub struct ReplayOptions {
     pub limits: Limits,
     /// Write the replayed replies as `bridge→client.current.ndjson`, with this file mode.
     pub write_current: Option<u32>,
+    /// Replay a cell that differs from its recording once more, and set aside what differs
+    /// between the two replays ([`hold_against_second`]).
+    pub second_run: bool,
+}
+
+/// Which cells' compared lists a replay keeps ([`CellReplay::compared`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Nothing,
+    /// Those whose replay differs from the recording: a second replay is held against them.
+    Differing,
+    /// Every compared cell's (a second replay).
+    All,
 }
 
 /// The outcome of one cell.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CellReplay {
     pub key: String,
     pub exchanges: usize,
@@ -46,6 +59,11 @@ pub struct CellReplay {
     pub unread: Vec<(usize, usize)>,
     /// Why some of the cell's requests were not sent (the bridge had stopped answering).
     pub unsent: Option<String>,
+    /// The recorded and the replayed events as compared (normalized, ids interned), where the
+    /// replay kept them ([`Keep`]).
+    pub compared: Option<(Vec<Value>, Vec<Value>)>,
+    /// What a second replay of a differing cell told ([`hold_against_second`]), as lines.
+    pub second: Vec<String>,
 }
 
 /// Requests in a row the bridge answers none of (each waited the whole bound) after which the
@@ -286,6 +304,7 @@ async fn replay_cells(
     key: Option<&str>,
     limits: Limits,
     write_current: Option<u32>,
+    keep: Keep,
 ) -> Vec<CellReplay> {
     // The replies written are redacted as the recording proxy redacts them, and the key this
     // replay sends is known up front (a bridge may echo it).
@@ -423,6 +442,8 @@ async fn replay_cells(
                     events: Vec::new(),
                     unread: Vec::new(),
                     unsent: None,
+                    compared: None,
+                    second: Vec::new(),
                 };
             }
             if let Some(mode) = write_current {
@@ -455,9 +476,13 @@ async fn replay_cells(
                     silent.join(", ")
                 )
             });
-            let divergence = match unread_reason(&r.unread).or_else(|| unsent.clone()) {
-                Some(why) => Some(format!("not compared: {why}")),
-                None => first_divergence(&a, &b),
+            let (divergence, compared) = match unread_reason(&r.unread).or_else(|| unsent.clone()) {
+                Some(why) => (Some(format!("not compared: {why}")), None),
+                None => {
+                    let d = first_divergence(&a, &b);
+                    let kept = keep == Keep::All || (keep == Keep::Differing && d.is_some());
+                    (d, kept.then_some((a, b)))
+                }
             };
             CellReplay {
                 key: r.cell.key.clone(),
@@ -466,6 +491,8 @@ async fn replay_cells(
                 events: r.replayed,
                 unread: r.unread,
                 unsent,
+                compared,
+                second: Vec::new(),
             }
         })
         .collect()
@@ -565,6 +592,7 @@ pub fn replay_together_for_parity(
         spec.key.as_deref(),
         limits,
         None,
+        Keep::Nothing,
     ));
     Ok(replays
         .into_iter()
@@ -619,6 +647,71 @@ pub fn first_divergence(recorded: &[Value], replayed: &[Value]) -> Option<String
     None
 }
 
+/// Holds a cell whose replay differed from its recording (`first`, its lists kept) against a
+/// second replay of it. Values that differ between the two replays (a bridge that answers for
+/// a model words each answer anew) are set aside as their kind in the recording and the replay
+/// alike, named, and the rest compared again; a second replay that gave the same events says
+/// the difference is the build's; one that did not finish leaves the difference standing.
+fn hold_against_second(first: &mut CellReplay, again: CellReplay, fresh: bool) {
+    let Some((mut recorded, mut replayed)) = first.compared.take() else {
+        return;
+    };
+    let Some((_, again_replayed)) = again.compared else {
+        let why = again
+            .divergence
+            .as_deref()
+            .and_then(|d| d.strip_prefix("not compared: "))
+            .unwrap_or("its replies were not all read");
+        first.second.push(not_finished(why));
+        return;
+    };
+    let mut v = crate::parity::Varying {
+        side: "replayed",
+        ..Default::default()
+    };
+    let builds = if fresh {
+        "two replays of this build, each on a bridge started afresh"
+    } else {
+        "two replays of the running bridge (the second after it had seen these chats once)"
+    };
+    v.events = crate::parity::varying_values("events", &replayed, &again_replayed, &mut v.lengths);
+    if v.is_empty() {
+        first.second.push(
+            "a second replay gave the same events: the difference is the build's, not replies \
+             that vary"
+                .into(),
+        );
+        return;
+    }
+    if v.count() > 0 {
+        for list in [&mut recorded, &mut replayed] {
+            crate::parity::mask_varying(list, &v.events);
+        }
+        first.divergence = first_divergence(&recorded, &replayed);
+        first.second.push(format!(
+            "not compared: {} value(s) that differ between {builds} (its replies vary, as a \
+             model's do), set aside in the recording and the replay as their kind: {}",
+            v.count(),
+            v.describe(8)
+        ));
+    }
+    if !v.lengths.is_empty() {
+        first.second.push(format!(
+            "a second replay gave events of another length ({}): past the shorter list nothing \
+             was set aside",
+            v.lengths.join(", ")
+        ));
+    }
+}
+
+/// The line of a cell whose second replay did not finish.
+fn not_finished(why: &str) -> String {
+    format!(
+        "a second replay, to tell replies that vary from a difference, did not finish ({why}): \
+         the difference stands"
+    )
+}
+
 /// Exchanges sent by this process's replay so far (for the summary of an interrupted one).
 static SENT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -642,7 +735,7 @@ pub fn replay(o: &ReplayOptions) -> u8 {
         eprintln!("error: no Side Bridge cells selected");
         return exit::NOTHING_SELECTED;
     }
-    let (url, _guard) = match o.bridge.resolve() {
+    let (url, guard) = match o.bridge.resolve() {
         Ok(x) => x,
         Err(e) => {
             eprintln!("bridgewire replay sidebridge: {e:#}");
@@ -667,13 +760,65 @@ pub fn replay(o: &ReplayOptions) -> u8 {
     });
     let (mut passed, mut failed) = (0, 0);
     let refs: Vec<&Cell> = cells.iter().collect();
-    let results = rt.block_on(replay_cells(
+    let keep = if o.second_run {
+        Keep::Differing
+    } else {
+        Keep::Nothing
+    };
+    let key = o.bridge.key.as_deref();
+    let mut results = rt.block_on(replay_cells(
         &refs,
         &target,
-        o.bridge.key.as_deref(),
+        key,
         o.limits,
         o.write_current,
+        keep,
     ));
+    // A bridge that answers for a model words its answers anew each time: where cells differ,
+    // every cell is replayed once more, in the recorded order across them as the first time
+    // (a differing cell replayed alone would miss what the others did to it: a build with one
+    // memory for every chat recalls another chat's word only when they are interleaved).
+    let differing: Vec<usize> = (0..results.len())
+        .filter(|i| results[*i].compared.is_some())
+        .collect();
+    if !differing.is_empty() {
+        // On a bridge of its own, started afresh from its command: one that was replayed these
+        // chats once answers them as a chat it has seen (what it remembers would show as
+        // replies that vary). A bridge running at a URL is replayed again as it is.
+        let fresh = o.bridge.url.is_none();
+        drop(guard);
+        let again = match o
+            .bridge
+            .resolve()
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|(u, g)| {
+                let t = Target::parse(&u).map_err(|e| e.to_string())?;
+                Ok((t, g))
+            }) {
+            Ok((target, _guard)) => {
+                let mut again =
+                    rt.block_on(replay_cells(&refs, &target, key, o.limits, None, Keep::All));
+                Ok(differing
+                    .iter()
+                    .map(|i| std::mem::take(&mut again[*i]))
+                    .collect::<Vec<_>>())
+            }
+            Err(e) => Err(format!("the bridge did not start again: {e}")),
+        };
+        match again {
+            Ok(again) => {
+                for (i, again) in differing.into_iter().zip(again) {
+                    hold_against_second(&mut results[i], again, fresh);
+                }
+            }
+            Err(why) => {
+                for i in differing {
+                    results[i].compared = None;
+                    results[i].second.push(not_finished(&why));
+                }
+            }
+        }
+    }
     for r in results {
         match &r.divergence {
             None => {
@@ -684,6 +829,9 @@ pub fn replay(o: &ReplayOptions) -> u8 {
                 failed += 1;
                 println!("FAIL {}: {}", r.key, crate::redact::printable(d.trim_end()));
             }
+        }
+        for line in &r.second {
+            println!("  {}", crate::redact::printable(line));
         }
     }
     println!("{passed} passed, {failed} failed");
