@@ -734,6 +734,77 @@ fn parity_of_node_builds_whose_answers_vary_compares_what_does_not_vary() {
     );
 }
 
+/// `replay sidebridge` of the Node server's recorded check run against builds of it whose
+/// answers vary (`--odd modelish`) sets aside what differs between two replays and compares the
+/// rest (as peer.py's model-wording in replay_sets_aside_what_varies_between_two_replays…): the
+/// varying build passes naming the text, a changed sender still fails, and a running server
+/// reached by `--url` is replayed again as it is, which the line says. The plain server needs
+/// no second replay.
+#[test]
+fn replay_of_a_node_server_whose_answers_vary_compares_what_does_not_vary() {
+    if !common::need::node("replay_of_a_node_server_whose_answers_vary_compares_what_does_not_vary")
+    {
+        return;
+    }
+    let cells = peer_dir().join("check-run");
+    let chats = std::fs::read_dir(cells.join("node")).unwrap().count();
+    let served = common::proc::spawn_url(
+        Command::new("node")
+            .arg(peer_dir().join("server.js"))
+            .args(["--key", KEY, "--odd", "modelish"]),
+    );
+    let server = peer_dir().join("server.js").display().to_string();
+    // The server started by the replay with these switches, then the running one by URL.
+    let spawned = |switches: &str| {
+        let mut argv = vec!["--", "node", &server, "--key", KEY];
+        argv.extend(switches.split_whitespace());
+        argv.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let jobs: Vec<Vec<String>> = vec![
+        spawned(""),
+        spawned("--odd modelish"),
+        spawned("--odd modelish --flaw from-case"),
+        vec!["--url".into(), served.url.clone()],
+    ];
+    let results = common::verdicts::two_at_a_time(&jobs, |argv| {
+        common::proc::code_and_stdout(
+            Command::new(BW)
+                .args(["replay", "sidebridge", "--key", KEY])
+                .arg(&cells)
+                .args(argv)
+                .stdin(Stdio::null()),
+        )
+    });
+    let afresh = "differ between two replays of this build, each on a bridge started afresh (its replies vary, as a model's do), set aside in the recording and the replay as their kind: ";
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(
+        !out.contains("second replay") && !out.contains("set aside"),
+        "{out}"
+    );
+    for (k, wording) in [
+        (1, afresh),
+        (
+            3,
+            "differ between two replays of the running bridge (the second after it had seen these chats once)",
+        ),
+    ] {
+        let (code, out) = &results[k];
+        assert_eq!(*code, 0, "{out}");
+        assert!(out.contains(&format!("{chats} passed, 0 failed")), "{out}");
+        assert!(
+            out.contains(wording) && out.contains("/messages/0/content"),
+            "{out}"
+        );
+    }
+    let (code, out) = &results[2];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains(r#"+      "from": "unknown","#) && out.contains(afresh),
+        "{out}"
+    );
+}
+
 /// Flaws of the Node server a parity of `check-run` cannot see, each with why.
 const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
     (
