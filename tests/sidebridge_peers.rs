@@ -2228,7 +2228,8 @@ fn a_banner_on_stderr_or_a_url_pattern_finds_the_bridge_and_a_failed_start_shows
 /// `parity --url-pattern` finds a Side Bridge leg whose banner misleads the default reading (a
 /// docs link with a port before the listen line): without it the legs cannot start, naming the
 /// address they waited for; with it the cell is compared (the audit's F8: parity had no way to
-/// name a leg's address, where check, record and replay have `--url-pattern`).
+/// name a leg's address, where check, record and replay have `--url-pattern`); `record-cells`
+/// takes it too.
 #[test]
 fn parity_takes_a_url_pattern_for_legs_whose_banner_misleads() {
     let Some(py) = python("parity_takes_a_url_pattern_for_legs_whose_banner_misleads") else {
@@ -2278,6 +2279,31 @@ fn parity_takes_a_url_pattern_for_legs_whose_banner_misleads() {
     let (code, out) = parity(Some(r"serving on (\S+)"), "--flaw reenable-history");
     assert_eq!(code, Some(1), "{out}");
     let (code, out) = parity(Some("serving on ("), "");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("--url-pattern"), "{out}");
+    // record-cells takes it too (it had none: such a bridge could not be recorded).
+    let record = |pattern: &str| {
+        let out = Command::new(BW)
+            .args(["record-cells", "sidebridge", "--timeout-ms", "10s"])
+            .args(["--url-pattern", pattern, "--out"])
+            .arg(tmp.path().join("cells"))
+            .args(["--", "sh"])
+            .arg(&wrapper)
+            .arg(py)
+            .arg(peer_dir().join("peer.py"))
+            .env_remove("SIDEBRIDGE_KEY")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, out) = record(r"serving on (\S+)");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("2 cells recorded"), "{out}");
+    let (code, out) = record("serving on (");
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("--url-pattern"), "{out}");
 }

@@ -42,6 +42,11 @@ pub struct RecordCellsArgs {
     /// Bound of every wait.
     #[arg(long, value_name = "DURATION", default_value_t = 15000, value_parser = super::args::parse_ms)]
     pub timeout_ms: u64,
+    /// How to find a Side Bridge bridge's URL in its start-up output, for a banner the default
+    /// reading passes over (first capture group, else the whole match), as `check sidebridge
+    /// --url-pattern`.
+    #[arg(long, value_name = "REGEX")]
+    pub url_pattern: Option<String>,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<String>,
@@ -93,7 +98,16 @@ pub fn record_cells(a: &RecordCellsArgs) -> u8 {
     let raw = tmp.path().join("raw");
     let stage = tmp.path().join("stage");
     let _ = std::fs::create_dir_all(&raw);
-    let bridge = BridgeCommand::new(a.command.clone());
+    if let Some(p) = &a.url_pattern
+        && let Err(e) = regex::Regex::new(p)
+    {
+        eprintln!("error: --url-pattern: {e}");
+        return exit::INVALID_INPUT;
+    }
+    let bridge = BridgeCommand {
+        address_pattern: a.url_pattern.clone(),
+        ..BridgeCommand::new(a.command.clone())
+    };
     if let Some(why) = crate::parity::cannot_start(&bridge) {
         eprintln!("error: the bridge cannot start: {why}");
         return exit::INVALID_INPUT;
