@@ -2273,6 +2273,10 @@ fn parity_takes_a_url_pattern_for_legs_whose_banner_misleads() {
     let (code, out) = parity(None, "");
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("127.0.0.1:9"), "{out}");
+    assert!(
+        out.contains("name its address line with --url-pattern REGEX"),
+        "{out}"
+    );
     let (code, out) = parity(Some(r"serving on (\S+)"), "");
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("1 passed, 0 failed"), "{out}");

@@ -254,8 +254,16 @@ pub fn spawn(
                         }
                         Err(e) => {
                             seen.push_back(l);
+                            // The default reading takes the first URL printed; a banner's
+                            // docs link can come before the listen line.
+                            let hint = if pattern.is_none() {
+                                "; if it listens elsewhere (that line is a link, not its \
+                                 address), name its address line with --url-pattern REGEX"
+                            } else {
+                                ""
+                            };
                             break format!(
-                                "the bridge printed its address {u} but accepted no connection there within {startup:?} ({e})"
+                                "the bridge printed its address {u} but accepted no connection there within {startup:?} ({e}){hint}"
                             );
                         }
                     }
