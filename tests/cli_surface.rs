@@ -71,6 +71,7 @@ fn shared_flags_have_one_shape() {
         "require-all",
         "jobs",
         "partition",
+        "url-pattern",
     ];
     let mut seen: BTreeMap<&str, BTreeMap<String, Vec<String>>> = BTreeMap::new();
     for (name, cmd) in commands() {
@@ -210,6 +211,53 @@ fn durations_take_units_and_bare_milliseconds_everywhere() {
         }
     }
     assert!(flags >= 10, "only {flags} duration flags found");
+}
+
+/// Every `--url-pattern` reads its regex while the arguments are read: a broken one is a usage
+/// error naming the flag (exit 2) before any bridge starts, in every command that has it; a
+/// good one parses. Walked, so a new command with the flag is covered at once; and run.
+#[test]
+fn every_url_pattern_is_checked_before_anything_starts() {
+    let mut with = Vec::new();
+    for (name, cmd) in commands() {
+        let Some(a) = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some("url-pattern"))
+        else {
+            continue;
+        };
+        for (value, ok) in [(r"serving on (\S+)", true), ("serving on (", false)] {
+            let probe = clap::Command::new("probe").arg(
+                clap::Arg::new("p")
+                    .long("p")
+                    .value_parser(a.get_value_parser().clone()),
+            );
+            let r = probe.try_get_matches_from(["probe", "--p", value]);
+            assert_eq!(r.is_ok(), ok, "{name} --url-pattern {value:?}: {r:?}");
+        }
+        with.push(name);
+    }
+    with.sort();
+    assert!(with.len() >= 5, "only {with:?} take --url-pattern");
+    // Run: the bridge command would start nothing (`false`), and is never reached.
+    for args in [
+        &["check", "sidebridge", "--url-pattern", "(", "--", "false"][..],
+        &["record", "sidebridge", "--url-pattern", "(", "--", "false"][..],
+        &[
+            "replay",
+            "sidebridge",
+            "--url-pattern",
+            "(",
+            "recordings",
+            "--",
+            "false",
+        ][..],
+    ] {
+        let out = bridgewire(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--url-pattern"), "{args:?}: {err}");
+    }
 }
 
 /// A flag that reads a secret from the environment (`JWT_SECRET`, `BRIDLE_API_KEY`,

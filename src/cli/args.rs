@@ -60,6 +60,12 @@ pub fn parse_secs(s: &str) -> Result<f64, String> {
     Ok(n * unit_ms(unit, s)? / 1000.0)
 }
 
+/// `--url-pattern REGEX`, compiled while the arguments are read: a broken pattern is a usage
+/// error (exit 2 naming the flag) before any bridge starts, the same for every command.
+pub fn parse_regex(s: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(s).map_err(|e| e.to_string())
+}
+
 /// `hash:M/N`: shard M (1-based) of N; a cell belongs to the shard its key hashes to, so N CI
 /// machines given `hash:1/N` … `hash:N/N` together run every cell exactly once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -45,8 +45,8 @@ pub struct RecordCellsArgs {
     /// How to find a Side Bridge bridge's URL in its start-up output, for a banner the default
     /// reading passes over (first capture group, else the whole match), as `check sidebridge
     /// --url-pattern`.
-    #[arg(long, value_name = "REGEX")]
-    pub url_pattern: Option<String>,
+    #[arg(long, value_name = "REGEX", value_parser = super::args::parse_regex)]
+    pub url_pattern: Option<regex::Regex>,
     /// The bridge command.
     #[arg(last = true, required = true, value_name = "BRIDGE COMMAND")]
     pub command: Vec<String>,
@@ -98,14 +98,8 @@ pub fn record_cells(a: &RecordCellsArgs) -> u8 {
     let raw = tmp.path().join("raw");
     let stage = tmp.path().join("stage");
     let _ = std::fs::create_dir_all(&raw);
-    if let Some(p) = &a.url_pattern
-        && let Err(e) = regex::Regex::new(p)
-    {
-        eprintln!("error: --url-pattern: {e}");
-        return exit::INVALID_INPUT;
-    }
     let bridge = BridgeCommand {
-        address_pattern: a.url_pattern.clone(),
+        address_pattern: a.url_pattern.as_ref().map(|r| r.as_str().to_owned()),
         ..BridgeCommand::new(a.command.clone())
     };
     if let Some(why) = crate::parity::cannot_start(&bridge) {

@@ -117,8 +117,8 @@ pub struct ParityArgs {
     /// How to find a Side Bridge live leg's URL in its start-up output, for a banner the
     /// default reading passes over (first capture group, else the whole match), as `check
     /// sidebridge --url-pattern`.
-    #[arg(long, value_name = "REGEX")]
-    pub url_pattern: Option<String>,
+    #[arg(long, value_name = "REGEX", value_parser = args::parse_regex)]
+    pub url_pattern: Option<regex::Regex>,
     /// Run even when both legs would execute the same files with the same arguments in the
     /// same directory, or read the same recordings folder or the same single-list dump (a
     /// determinism check of one bridge; refused otherwise).

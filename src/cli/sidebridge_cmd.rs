@@ -33,8 +33,8 @@ pub struct SidebridgeTarget {
     /// How to find a spawned bridge's URL in its start-up output (stdout or stderr): a regex
     /// whose first capture group (else whole match) is the URL or host:port. Default: the
     /// first http(s):// URL or host:port in any line.
-    #[arg(long, value_name = "REGEX")]
-    pub url_pattern: Option<String>,
+    #[arg(long, value_name = "REGEX", value_parser = super::args::parse_regex)]
+    pub url_pattern: Option<regex::Regex>,
     /// Seconds to wait for a whole reply (the app's timeout).
     #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = super::args::parse_secs)]
     pub timeout: f64,
@@ -50,18 +50,14 @@ pub struct SidebridgeTarget {
 }
 
 impl SidebridgeTarget {
-    pub fn spec(&self) -> Result<BridgeSpec, String> {
-        let url_pattern = match &self.url_pattern {
-            None => None,
-            Some(p) => Some(regex::Regex::new(p).map_err(|e| format!("--url-pattern {p:?}: {e}"))?),
-        };
-        Ok(BridgeSpec {
+    pub fn spec(&self) -> BridgeSpec {
+        BridgeSpec {
             url: self.url.clone(),
             command: self.command.clone(),
             key: self.key.clone().filter(|k| !k.is_empty()),
             startup: secs(self.startup_timeout),
-            url_pattern,
-        })
+            url_pattern: self.url_pattern.clone(),
+        }
     }
     pub fn limits(&self) -> Limits {
         Limits {
@@ -187,8 +183,8 @@ pub struct RecordSidebridgeArgs {
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub max_body: usize,
     /// How to find a started bridge's URL in its start-up output (see `check sidebridge`).
-    #[arg(long, value_name = "REGEX")]
-    pub url_pattern: Option<String>,
+    #[arg(long, value_name = "REGEX", value_parser = super::args::parse_regex)]
+    pub url_pattern: Option<regex::Regex>,
     /// Permission bits of the lane files, in octal (folders get the matching search bits).
     #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = crate::cli::parse_mode)]
     pub mode: u32,
@@ -207,19 +203,12 @@ pub fn record_cmd(a: &RecordSidebridgeArgs) -> u8 {
     // kills the bridge's tree, prints where the recording is and exits 130/143.
     crate::signals::install();
     let (drained, _drain) = crate::signals::drain_on_signal(Duration::from_millis(1200));
-    let url_pattern = match a.url_pattern.as_deref().map(regex::Regex::new).transpose() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("bridgewire record sidebridge: --url-pattern: {e}");
-            return exit::INVALID_INPUT;
-        }
-    };
     let spec = BridgeSpec {
         url: a.upstream.clone(),
         command: a.command.clone(),
         key: None,
         startup: secs(10.0),
-        url_pattern,
+        url_pattern: a.url_pattern.clone(),
     };
     let (upstream, _bridge) = match spec.resolve() {
         Ok(x) => x,
@@ -260,13 +249,7 @@ pub fn record_cmd(a: &RecordSidebridgeArgs) -> u8 {
 }
 
 pub fn replay_cmd(a: &ReplaySidebridgeArgs) -> u8 {
-    let bridge = match a.target.spec() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("bridgewire replay sidebridge: {e}");
-            return exit::INVALID_INPUT;
-        }
-    };
+    let bridge = a.target.spec();
     crate::sidebridge::player::replay(&crate::sidebridge::player::ReplayOptions {
         recordings: a.recordings.clone(),
         cell: a.cell.clone(),
@@ -325,13 +308,7 @@ pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let spec = match a.target.spec() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("bridgewire check sidebridge: {e}");
-            return exit::INVALID_INPUT;
-        }
-    };
+    let spec = a.target.spec();
     let limits = a.target.limits();
     let meta = |target: String| RunMeta {
         protocol: "sidebridge".into(),
