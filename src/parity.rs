@@ -845,6 +845,30 @@ impl Varying {
         self.events.len() + self.rows.len()
     }
 
+    /// What was set aside, as report lines (parity's and replay's alike): `runs` names the two
+    /// runs held against each other ("two runs of the base leg"), `masked` the lists the values
+    /// were set aside in ("both legs"), `second` the run made again ("a second run of the base
+    /// leg").
+    pub fn lines(&self, runs: &str, masked: &str, second: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.count() > 0 {
+            out.push(format!(
+                "not compared: {} value(s) that differ between {runs} (its replies vary, as a \
+model's do), set aside in {masked} as their kind: {}",
+                self.count(),
+                self.describe(8)
+            ));
+        }
+        if !self.lengths.is_empty() {
+            out.push(format!(
+                "{second} gave lists of other lengths ({}): past the shorter one nothing was set \
+aside",
+                self.lengths.join(", ")
+            ));
+        }
+        out
+    }
+
     /// `events #3 /messages/0/content, rows #1 /content`, the first `max`.
     pub fn describe(&self, max: usize) -> String {
         let all: Vec<String> = [("events", &self.events), ("rows", &self.rows)]
@@ -964,8 +988,19 @@ pub fn recompare(
     for list in [&mut br, &mut hr] {
         mask_varying(list, &varying.rows);
     }
-    result.events = diff::diff_lists_ids(&be, &he, 2, model.event_rules().id_fields);
-    result.rows = diff::diff_lists_ids(&br, &hr, 2, model.row_rules().id_fields);
+    diff_events_and_rows(result, model, (&be, &br), (&he, &hr));
+}
+
+/// `result`'s events and rows: the two legs' lists compared, elements paired by the model's ids.
+fn diff_events_and_rows(
+    result: &mut CellParity,
+    model: &dyn crate::protocol::Model,
+    (base_events, base_rows): (&[Value], &[Value]),
+    (head_events, head_rows): (&[Value], &[Value]),
+) {
+    result.events =
+        diff::diff_lists_ids(base_events, head_events, 2, model.event_rules().id_fields);
+    result.rows = diff::diff_lists_ids(base_rows, head_rows, 2, model.row_rules().id_fields);
 }
 
 /// JSON pointers (RFC 6901) below `at` where `a` and `b` differ: the deepest value that differs
@@ -1158,8 +1193,7 @@ pub fn compare_cell_keeping(
             wire: hw.as_mut(),
         },
     );
-    result.events = diff::diff_lists_ids(&be, &he, 2, model.event_rules().id_fields);
-    result.rows = diff::diff_lists_ids(&br, &hr, 2, model.row_rules().id_fields);
+    diff_events_and_rows(&mut result, model, (&be, &br), (&he, &hr));
     result.grammar = diff::diff_lists(
         &grammar_list(&base.grammar),
         &grammar_list(&head.grammar),
@@ -1365,27 +1399,15 @@ not a bridge whose replies vary"
             "  a second run of the {side} leg, to tell a bridge whose replies vary from a \
 difference, did not finish ({why}): every difference stands"
         )],
-        Some(Control::Varies(v)) => {
-            let mut out = Vec::new();
-            if v.count() > 0 {
-                out.push(format!(
-                    "  not compared: {} value(s) that differ between two runs of the {} leg (its \
-replies vary, as a model's do), set aside in both legs as their kind: {}",
-                    v.count(),
-                    v.side,
-                    v.describe(8)
-                ));
-            }
-            if !v.lengths.is_empty() {
-                out.push(format!(
-                    "  a second run of the {} leg gave lists of other lengths ({}): past the \
-shorter one nothing was set aside",
-                    v.side,
-                    v.lengths.join(", ")
-                ));
-            }
-            out
-        }
+        Some(Control::Varies(v)) => v
+            .lines(
+                &format!("two runs of the {} leg", v.side),
+                "both legs",
+                &format!("a second run of the {} leg", v.side),
+            )
+            .into_iter()
+            .map(|l| format!("  {l}"))
+            .collect(),
     }
 }
 

@@ -37,12 +37,13 @@ pub struct ReplayOptions {
 
 /// Which cells' compared lists a replay keeps ([`CellReplay::compared`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Keep {
+enum Keep<'a> {
     Nothing,
     /// Those whose replay differs from the recording: a second replay is held against them.
     Differing,
-    /// Every compared cell's (a second replay).
-    All,
+    /// The cells at these indices (ascending), as the replay gave them (a second replay: the
+    /// cells the first found differing).
+    These(&'a [usize]),
 }
 
 /// The outcome of one cell.
@@ -304,7 +305,7 @@ async fn replay_cells(
     key: Option<&str>,
     limits: Limits,
     write_current: Option<u32>,
-    keep: Keep,
+    keep: Keep<'_>,
 ) -> Vec<CellReplay> {
     // The replies written are redacted as the recording proxy redacts them, and the key this
     // replay sends is known up front (a bridge may echo it).
@@ -433,7 +434,8 @@ async fn replay_cells(
         }
     }
     runs.into_iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(index, r)| {
             if !r.problems.is_empty() {
                 return CellReplay {
                     key: r.cell.key.clone(),
@@ -480,7 +482,11 @@ async fn replay_cells(
                 Some(why) => (Some(format!("not compared: {why}")), None),
                 None => {
                     let d = first_divergence(&a, &b);
-                    let kept = keep == Keep::All || (keep == Keep::Differing && d.is_some());
+                    let kept = match keep {
+                        Keep::Nothing => false,
+                        Keep::Differing => d.is_some(),
+                        Keep::These(these) => these.binary_search(&index).is_ok(),
+                    };
                     (d, kept.then_some((a, b)))
                 }
             };
@@ -688,20 +694,10 @@ fn hold_against_second(first: &mut CellReplay, again: CellReplay, fresh: bool) {
             crate::parity::mask_varying(list, &v.events);
         }
         first.divergence = first_divergence(&recorded, &replayed);
-        first.second.push(format!(
-            "not compared: {} value(s) that differ between {builds} (its replies vary, as a \
-             model's do), set aside in the recording and the replay as their kind: {}",
-            v.count(),
-            v.describe(8)
-        ));
     }
-    if !v.lengths.is_empty() {
-        first.second.push(format!(
-            "a second replay gave events of another length ({}): past the shorter list nothing \
-             was set aside",
-            v.lengths.join(", ")
-        ));
-    }
+    first
+        .second
+        .extend(v.lines(builds, "the recording and the replay", "a second replay"));
 }
 
 /// The line of a cell whose second replay did not finish.
@@ -796,19 +792,17 @@ pub fn replay(o: &ReplayOptions) -> u8 {
                 Ok((t, g))
             }) {
             Ok((target, _guard)) => {
-                let mut again =
-                    rt.block_on(replay_cells(&refs, &target, key, o.limits, None, Keep::All));
-                Ok(differing
-                    .iter()
-                    .map(|i| std::mem::take(&mut again[*i]))
-                    .collect::<Vec<_>>())
+                let keep = Keep::These(&differing);
+                Ok(rt.block_on(replay_cells(&refs, &target, key, o.limits, None, keep)))
             }
             Err(e) => Err(format!("the bridge did not start again: {e}")),
         };
         match again {
             Ok(again) => {
-                for (i, again) in differing.into_iter().zip(again) {
-                    hold_against_second(&mut results[i], again, fresh);
+                for (first, again) in results.iter_mut().zip(again) {
+                    if first.compared.is_some() {
+                        hold_against_second(first, again, fresh);
+                    }
                 }
             }
             Err(why) => {
