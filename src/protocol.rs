@@ -246,10 +246,24 @@ pub struct BridgeCommand {
     /// The working directory (a parity checkout); `None`: bridgewire's own.
     pub cwd: Option<std::path::PathBuf>,
     /// How to find a served bridge's address in its start-up output, where the protocol's own
-    /// reading finds none (a regular expression: its first capture group, else the whole
-    /// match); `None`: the protocol's reading.
-    pub address_pattern: Option<String>,
+    /// reading finds none (its first capture group, else the whole match); `None`: the
+    /// protocol's reading.
+    pub address_pattern: Option<AddressPattern>,
 }
+
+/// A compiled `--url-pattern`, compiled once when the arguments are read. Two are equal when
+/// their texts are: [`BridgeCommand`] is compared to refuse two legs that run the same program,
+/// and `regex::Regex` has no equality of its own.
+#[derive(Debug, Clone)]
+pub struct AddressPattern(pub regex::Regex);
+
+impl PartialEq for AddressPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Eq for AddressPattern {}
 
 impl BridgeCommand {
     pub fn new(argv: Vec<String>) -> BridgeCommand {

@@ -99,7 +99,7 @@ pub fn record_cells(a: &RecordCellsArgs) -> u8 {
     let stage = tmp.path().join("stage");
     let _ = std::fs::create_dir_all(&raw);
     let bridge = BridgeCommand {
-        address_pattern: a.url_pattern.as_ref().map(|r| r.as_str().to_owned()),
+        address_pattern: a.url_pattern.clone().map(crate::protocol::AddressPattern),
         ..BridgeCommand::new(a.command.clone())
     };
     if let Some(why) = crate::parity::cannot_start(&bridge) {

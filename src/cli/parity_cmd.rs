@@ -20,7 +20,7 @@ fn prepare(spec: &LegSpec, side: &'static str, a: &ParityArgs) -> Result<Prepare
     let label = |s: &str| format!("{side} ({s})");
     let live = |label: String, bridge: BridgeCommand, worktree| -> Result<Prepared, String> {
         let bridge = BridgeCommand {
-            address_pattern: a.url_pattern.as_ref().map(|r| r.as_str().to_owned()),
+            address_pattern: a.url_pattern.clone().map(crate::protocol::AddressPattern),
             ..bridge
         };
         if let Some(why) = parity::cannot_start(&bridge) {

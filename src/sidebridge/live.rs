@@ -82,7 +82,7 @@ impl Live for SideBridgeLive {
                 .collect(),
             key: key.clone(),
             startup: std::time::Duration::from_secs(10),
-            url_pattern: super::player::address_pattern(req.bridge)?,
+            url_pattern: req.bridge.address_pattern.clone().map(|p| p.0),
         };
         let (upstream, _bridge) = spec
             .resolve()

@@ -36,7 +36,7 @@ pub struct ReplayOptions {
 }
 
 /// Which cells' compared lists a replay keeps ([`CellReplay::compared`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Keep<'a> {
     Nothing,
     /// Those whose replay differs from the recording: a second replay is held against them.
@@ -583,7 +583,7 @@ pub fn replay_together_for_parity(
         // `--timeout-ms` bounds every wait of a live replay, the start-up included (never
         // under 10 s: a cold interpreter on a loaded machine).
         startup: timeout.max(std::time::Duration::from_secs(10)),
-        url_pattern: address_pattern(bridge)?,
+        url_pattern: bridge.address_pattern.clone().map(|p| p.0),
     };
     let (url, _guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
@@ -617,18 +617,6 @@ pub fn replay_together_for_parity(
             Ok(r.events)
         })
         .collect())
-}
-
-/// The bridge command's own way to find its URL (`parity --url-pattern`), compiled.
-pub fn address_pattern(
-    bridge: &crate::protocol::BridgeCommand,
-) -> Result<Option<regex::Regex>, String> {
-    bridge
-        .address_pattern
-        .as_deref()
-        .map(regex::Regex::new)
-        .transpose()
-        .map_err(|e| format!("--url-pattern: {e}"))
 }
 
 /// The first differing event, as a unified diff of the two pretty JSON texts.
