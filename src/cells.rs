@@ -21,6 +21,21 @@ pub fn manifest_identity(cell: &Cell) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The handshake of the bridge a cell was recorded from, as its manifest states it
+/// (`bridge.identity`, `bridge.handshake` and `bridge.refused`); `None` for a manifest written
+/// before bridgewire kept the handshake there.
+pub fn manifest_handshake(cell: &Cell) -> Option<crate::protocol::Identity> {
+    let bridge = manifest(cell)?.get("bridge")?.clone();
+    Some(crate::protocol::Identity {
+        text: bridge.get("identity")?.as_str()?.to_string(),
+        facts: bridge.get("handshake")?.clone(),
+        refused: bridge
+            .get("refused")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    })
+}
+
 /// One scenario to record: a name (the cell's name) and its steps, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -151,7 +166,7 @@ pub struct ManifestInfo {
     pub note: String,
     /// The recorded bridge: the command it ran as and its handshake identity.
     pub bridge_command: Option<String>,
-    pub bridge_identity: Option<String>,
+    pub bridge_identity: Option<crate::protocol::Identity>,
 }
 
 /// Writes `<cell>/manifest.json` (bb §2.3 keys in order, then `bridge` and `bridgewire`),
@@ -213,13 +228,19 @@ pub fn write_manifest(
     m.insert("bridgeRuns".into(), runs.len().into());
     m.insert("lines".into(), Value::Object(lines));
     if info.bridge_command.is_some() || info.bridge_identity.is_some() {
-        m.insert(
-            "bridge".into(),
-            serde_json::json!({
-                "command": info.bridge_command.as_deref().map(crate::redact::command_line_text),
-                "identity": info.bridge_identity,
-            }),
-        );
+        let mut bridge = serde_json::json!({
+            "command": info.bridge_command.as_deref().map(crate::redact::command_line_text),
+            "identity": info.bridge_identity.as_ref().map(|i| i.text.clone()),
+        });
+        // What of the handshake the runtime acts on, so parity can hold a later build's
+        // handshake against these cells (`--base rec:`), not only two live legs'.
+        if let Some(id) = &info.bridge_identity {
+            bridge["handshake"] = id.facts.clone();
+            if let Some(why) = &id.refused {
+                bridge["refused"] = why.clone().into();
+            }
+        }
+        m.insert("bridge".into(), bridge);
     }
     m.insert("bridgewire".into(), env!("CARGO_PKG_VERSION").into());
     let v = Value::Object(m);

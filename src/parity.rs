@@ -68,6 +68,10 @@ pub trait LegRunner: Sync + Send {
     fn bridge(&self) -> Option<&BridgeCommand> {
         None
     }
+    /// The recordings a recorded leg reads (where its bridge's handshake is kept).
+    fn recordings_root(&self) -> Option<&Path> {
+        None
+    }
     /// The cells' runs from one replay of them all, for a protocol whose cells share one
     /// bridge ([`crate::protocol::Live::replay_together`]); `None`: each cell is [`run`] alone.
     ///
@@ -148,6 +152,9 @@ pub struct RecordingsLeg {
 impl LegRunner for RecordingsLeg {
     fn label(&self) -> String {
         format!("rec:{}", self.root.display())
+    }
+    fn recordings_root(&self) -> Option<&Path> {
+        Some(&self.root)
     }
     fn run(&self, key: &str, _cell: Option<&Cell>) -> LegRun {
         let path = self.root.join(key);
@@ -1646,14 +1653,20 @@ pub fn cell_json(c: &CellParity) -> Value {
     })
 }
 
-/// Both live legs' handshakes of one protocol, compared: what each states that the runtime acts
-/// on ([`crate::protocol::Identity::facts`]), after the allowlist's `handshake` entries.
+/// Both legs' handshakes of one protocol, compared: what each states that the runtime acts on
+/// ([`crate::protocol::Identity::facts`]), after the allowlist's `handshake` entries. A live leg
+/// states it when started, a recorded leg as its cells were recorded; a leg that holds none (a
+/// dump, cells recorded without it) leaves it not compared, saying why.
 #[derive(Debug, Clone)]
 pub struct HandshakeParity {
     pub protocol: String,
     /// `/path: base → head`, one per differing fact, then why the runtime would refuse a leg.
     pub differences: Vec<String>,
     pub stale: Vec<AllowEntry>,
+    /// Where a recorded leg's handshake was read (`base: as recorded with 2 cells of rec:…`).
+    pub sources: Vec<String>,
+    /// Why the handshakes were not compared; its `handshake` entries are then not judged.
+    pub not_compared: Option<String>,
 }
 
 impl HandshakeParity {
@@ -1661,8 +1674,26 @@ impl HandshakeParity {
         !self.differences.is_empty() || !self.stale.is_empty()
     }
 
-    /// `PASS|FAIL handshake <protocol>` and what differs.
+    /// Not compared: one leg's handshake is not known (`why`). The allowlist's `handshake`
+    /// entries for it are named as not judged, neither used nor stale.
+    pub fn not_compared(protocol: &str, why: String) -> HandshakeParity {
+        HandshakeParity {
+            protocol: protocol.to_string(),
+            differences: Vec::new(),
+            stale: Vec::new(),
+            sources: Vec::new(),
+            not_compared: Some(why),
+        }
+    }
+
+    /// `PASS|FAIL|SKIP handshake <protocol>` and what differs.
     pub fn render(&self) -> Vec<String> {
+        if let Some(why) = &self.not_compared {
+            return vec![diff::visible(&format!(
+                "SKIP handshake {}: not compared: {why}",
+                self.protocol
+            ))];
+        }
         // A stale entry fails the run as a difference does, so the line says FAIL for it too.
         let mut out = vec![if !self.failed() {
             format!(
@@ -1686,23 +1717,37 @@ impl HandshakeParity {
                 .iter()
                 .map(|e| format!("  stale allowlist entry {}", e.describe())),
         );
+        out.extend(self.sources.iter().map(|s| format!("  {s}")));
         out.into_iter().map(|l| diff::visible(&l)).collect()
     }
 
     pub fn verdict(&self) -> crate::rule::Verdict {
         use crate::rule::{SubCheck, Verdict};
+        let id = format!("handshake/{}", self.protocol);
+        if let Some(why) = &self.not_compared {
+            return Verdict::skipped(&id, format!("not compared: {why}"));
+        }
         let stale: Vec<String> = self
             .stale
             .iter()
             .map(|e| format!("stale entry {}", e.describe()))
             .collect();
+        let mut evidence = self.differences.clone();
+        evidence.extend(self.sources.iter().cloned());
         Verdict::from_subchecks(
-            &format!("handshake/{}", self.protocol),
+            &id,
             vec![
                 if self.differences.is_empty() {
-                    SubCheck::pass("handshake", "no difference")
+                    SubCheck::pass(
+                        "handshake",
+                        if self.sources.is_empty() {
+                            "no difference".to_string()
+                        } else {
+                            format!("no difference; {}", self.sources.join("; "))
+                        },
+                    )
                 } else {
-                    SubCheck::fail("handshake", diff::visible(&self.differences.join("\n")))
+                    SubCheck::fail("handshake", diff::visible(&evidence.join("\n")))
                 },
                 if stale.is_empty() {
                     SubCheck::pass("allowlist-current", "none")
@@ -1714,11 +1759,20 @@ impl HandshakeParity {
     }
 
     pub fn json(&self) -> Value {
+        let outcome = if self.not_compared.is_some() {
+            "skip"
+        } else if self.failed() {
+            "fail"
+        } else {
+            "pass"
+        };
         serde_json::json!({
             "protocol": self.protocol,
-            "outcome": if self.failed() { "fail" } else { "pass" },
+            "outcome": outcome,
             "differences": self.differences,
             "stale": self.stale.iter().map(|e| e.describe()).collect::<Vec<_>>(),
+            "sources": self.sources,
+            "notCompared": self.not_compared,
         })
     }
 }
@@ -1754,6 +1808,54 @@ pub fn compare_handshakes(
         protocol: protocol.to_string(),
         differences,
         stale,
+        sources: Vec::new(),
+        not_compared: None,
+    }
+}
+
+/// A recorded leg's handshake: the one its cells of a protocol were recorded with, read from
+/// each cell's manifest (`record-cells`, `package`) or from the recording's own handshake
+/// exchange (a process-scoped cell, as a recorder writes it). `Err` says why there is none to
+/// compare: no cell holds one, or its cells were recorded from bridges stating different
+/// handshakes.
+pub fn recorded_handshake(
+    label: &str,
+    cells: &[Cell],
+    live: &dyn crate::protocol::Live,
+) -> Result<(crate::protocol::Identity, usize), String> {
+    let mut seen: Vec<(crate::protocol::Identity, Vec<&str>)> = Vec::new();
+    for c in cells {
+        let Some(id) = crate::cells::manifest_handshake(c).or_else(|| live.recorded_identity(c))
+        else {
+            continue;
+        };
+        match seen
+            .iter_mut()
+            .find(|(s, _)| s.facts == id.facts && s.refused == id.refused)
+        {
+            Some((_, keys)) => keys.push(&c.key),
+            None => seen.push((id, vec![&c.key])),
+        }
+    }
+    match seen.len() {
+        0 => Err(format!(
+            "none of {label}'s {} {} cell(s) holds its bridge's handshake: neither a manifest.json \
+with `bridge.handshake` (`record-cells` writes one) nor the recording's own handshake \
+(a process-scoped cell holds it)",
+            cells.len(),
+            live.protocol()
+        )),
+        1 => {
+            let (id, keys) = seen.pop().expect("one");
+            Ok((id, keys.len()))
+        }
+        n => Err(format!(
+            "{label}'s cells were recorded from {n} bridges stating different handshakes ({})",
+            seen.iter()
+                .map(|(_, keys)| keys.first().copied().unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join(" vs ")
+        )),
     }
 }
 

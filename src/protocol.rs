@@ -428,9 +428,15 @@ pub trait Live: Sync {
     }
 
     /// The identity of the bridge a cell was recorded from, read from the cell's own lanes
-    /// (the same text [`Live::identify`] gives for that bridge).
-    fn recorded_identity(&self, _cell: &Cell) -> Option<String> {
+    /// (what [`Live::identify`] gives for that bridge): where the recording holds its handshake.
+    fn recorded_identity(&self, _cell: &Cell) -> Option<Identity> {
         None
+    }
+
+    /// Whether the protocol's bridges state a handshake the runtime acts on: parity then
+    /// compares the two legs' handshakes, or says why it could not.
+    fn states_handshake(&self) -> bool {
+        false
     }
 
     /// The part of a cell's offline events a live replay reproduces (a replay drives one side
@@ -474,7 +480,7 @@ pub struct RecordedScenario {
     pub scope_dir: std::path::PathBuf,
     /// The session id the scenario ran on (`threadId` in the manifest), if the protocol has one.
     pub thread_id: Option<String>,
-    pub identity: Option<String>,
+    pub identity: Option<Identity>,
 }
 
 /// A short stable fingerprint of a JSON value (canonical text, FNV-1a 64).

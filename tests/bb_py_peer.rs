@@ -1538,6 +1538,94 @@ fn handshake_and_wire_differences_are_allowlisted_and_stale_entries_fail() {
     );
 }
 
+/// `parity --base rec:<cells> --head cmd:<bridge>` (the README's workflow) holds the head's
+/// handshake against the one the cells were recorded with: `record-cells` keeps it in each
+/// manifest, `record bb` in the process-scoped cell. A build that starts declaring `commands`
+/// fails though every cell passes (it passed in silence before: only two live legs were
+/// compared). Where a recorded leg holds no handshake, or two, the line says SKIP and why.
+#[test]
+fn a_recorded_leg_states_its_handshake_or_says_why_it_cannot() {
+    let Some(py) = python("a_recorded_leg_states_its_handshake_or_says_why_it_cannot") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let own = dir.path().join("own");
+    let out = Command::new(BRIDGEWIRE)
+        .args(["record-cells", "bb", "--out"])
+        .arg(&own)
+        .args(["--", py, PEER])
+        .env_remove("PY_BB_FLAW")
+        .env_remove("PY_BB_ODDITY")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::proc::output_text(&out));
+    let own = own.to_str().unwrap();
+    let base = format!("rec:{own}");
+    let declares = format!("cmd:env PY_BB_FLAW=commands-declared-refused {py} {PEER}");
+    let (code, text) = parity(&["--base", &base, "--head", &declares, own]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("FAIL handshake bb: the legs' handshakes differ")
+            && text.contains("  /capabilities/commands: (absent) → {\"list\":true}\n")
+            && text.contains(&format!("  base: as recorded with 2 cell(s) of {base}\n"))
+            && text.contains("2 passed, 0 failed"),
+        "{text}"
+    );
+    let (code, text) = parity(&["--base", &base, "--head", &format!("cmd:{py} {PEER}"), own]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("PASS handshake bb"), "{text}");
+    // bb's own check-run recording: the handshake is in its `_process` cell.
+    let check_run = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/check-run");
+    let rec = format!("rec:{check_run}");
+    let (code, text) = parity(&["--base", &rec, "--head", &declares, check_run]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("FAIL handshake bb") && text.contains("/capabilities/commands: (absent)"),
+        "{text}"
+    );
+    // Cells that hold no handshake (bb-ref's, recorded without a manifest or `_process`): not
+    // compared, said on the line and in the summary; the cells still decide the exit.
+    let bb_ref = concat!(env!("CARGO_MANIFEST_DIR"), "/recordings/bb-ref");
+    let copy = dir.path().join("bb-ref-copy");
+    common::files::copy_tree(std::path::Path::new(bb_ref), &copy);
+    let (code, text) = parity(&[
+        "--base",
+        &format!("rec:{bb_ref}"),
+        "--head",
+        &format!("rec:{}", copy.display()),
+        bb_ref,
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains(&format!(
+            "SKIP handshake bb: not compared: none of rec:{bb_ref}'s 4 bb cell(s) holds its bridge's handshake"
+        )) && text.contains("(4 cells); the handshakes were not compared"),
+        "{text}"
+    );
+    // Cells recorded from two bridges that state different handshakes: which one would the
+    // comparison take? Neither: not compared, naming a cell of each.
+    let mixed = dir.path().join("mixed");
+    common::files::copy_tree(std::path::Path::new(own), &mixed);
+    let manifest = mixed.join("own/turn/manifest.json");
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    m["bridge"]["handshake"]["capabilities"]["fork"] = Value::Bool(false);
+    std::fs::write(&manifest, m.to_string()).unwrap();
+    let mixed = mixed.to_str().unwrap();
+    let (code, text) = parity(&[
+        "--base",
+        &format!("rec:{mixed}"),
+        "--head",
+        &format!("cmd:{py} {PEER}"),
+        mixed,
+    ]);
+    assert!(
+        text.contains(&format!(
+            "SKIP handshake bb: not compared: rec:{mixed}'s cells were recorded from 2 bridges stating different handshakes"
+        )),
+        "exit {code:?}: {text}"
+    );
+}
+
 /// Every flaw the peer's header documents has a row, and every flaw row names a documented
 /// flaw (a row for a flaw the peer does not know would run the clean peer).
 #[test]

@@ -1,6 +1,8 @@
 //! `bridgewire pins` and `bridgewire lanes` on bad input: every case is a named error with its
 //! location, a defined exit code, and no panic.
 
+mod common;
+
 use assert_cmd::Command;
 use std::fs;
 use std::path::Path;
@@ -310,17 +312,6 @@ fn lanes_prints_the_merged_view() {
     );
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from).into_iter().flatten() {
-        let rel = e.path().strip_prefix(from).unwrap();
-        if e.file_type().is_dir() {
-            fs::create_dir_all(to.join(rel)).unwrap();
-        } else {
-            fs::copy(e.path(), to.join(rel)).unwrap();
-        }
-    }
-}
-
 /// issue 15 item 5: `parity` exited 1 where `pins` exits 2 for the same malformed lane. Both
 /// read the same corrupted copy of the bundled recordings: recorded legs on both sides, and a
 /// live leg (which reads the same lane to replay it).
@@ -328,7 +319,7 @@ fn copy_tree(from: &Path, to: &Path) {
 fn parity_exits_2_where_pins_does_for_the_same_malformed_lane() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("rec");
-    copy_tree(
+    common::files::copy_tree(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings/bb-ref"),
         &root,
     );

@@ -201,7 +201,11 @@ impl Live for BbLive {
         Ok(out)
     }
 
-    fn recorded_identity(&self, cell: &Cell) -> Option<String> {
+    fn states_handshake(&self) -> bool {
+        true
+    }
+
+    fn recorded_identity(&self, cell: &Cell) -> Option<crate::protocol::Identity> {
         let mut init_ids: Vec<Value> = Vec::new();
         for e in cell.merged() {
             let Ok(v) = serde_json::from_str::<Value>(&e.line) else {
@@ -210,7 +214,7 @@ impl Live for BbLive {
             match e.dir.as_str() {
                 "runtime→bridge" if v["method"] == "initialize" => init_ids.push(v["id"].clone()),
                 "bridge→runtime" if init_ids.contains(&v["id"]) => {
-                    return v.get("result").map(identity_of);
+                    return v.get("result").map(identity);
                 }
                 _ => {}
             }
@@ -289,7 +293,7 @@ fn record_scenario(
         "initialize",
         serde_json::json!({"protocolVersion": 2, "client": {"name": "bridgewire-record-cells", "version": env!("CARGO_PKG_VERSION")}, "grammarVersions": [3, 3]}),
     )?;
-    let identity = identity_of(&init);
+    let identity = identity(&init);
     let cwd = std::env::temp_dir().join("bridgewire-record-cells-workspace");
     let _ = std::fs::create_dir_all(&cwd);
     let start_params = |ptid: Option<&str>| {

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 a stop, a resume, a prompt). A scenario file (TOML, or JSON):\n\n  [[scenario]]\n  name = \"greeting\"\n  \
 steps = [\"hello\", { stop = true }, { resume = true }, \"again\", { wait_ms = 200 }]\n\n\
 Each cell is written as <out>/<provider>/<scenario>/ with a manifest.json naming the bridge \
-(its command and handshake identity) and the bridgewire version. Then: `bridgewire pins --update <out>` \
+(its command, handshake identity and the handshake facts parity compares) and the bridgewire version. Then: `bridgewire pins --update <out>` \
 and `bridgewire parity --base rec:<out> --head cmd:<bridge> <out>`.\n\
 Exit codes: 0 recorded; 2 invalid input, or the bridge could not be recorded (the cause is printed)."
 )]

@@ -298,11 +298,11 @@ compare a server with itself on purpose (a determinism check), pass --allow-same
                     // The recording's own handshake is read again when the manifest's identity
                     // differs: a manifest written by an older bridgewire fingerprinted the
                     // handshake another way.
+                    let in_lanes = live.recorded_identity(c).map(|i| i.text);
                     let recorded =
-                        crate::cells::manifest_identity(c).or_else(|| live.recorded_identity(c))?;
-                    (recorded != identity
-                        && live.recorded_identity(c).is_none_or(|r| r != identity))
-                    .then(|| (k.clone(), recorded))
+                        crate::cells::manifest_identity(c).or_else(|| in_lanes.clone())?;
+                    (recorded != identity && in_lanes.is_none_or(|r| r != identity))
+                        .then(|| (k.clone(), recorded))
                 })
                 .collect();
             if let Some((_, recorded)) = foreign.first() {
@@ -322,30 +322,52 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
             }
         }
     }
-    // Each protocol both legs stated a handshake for: what the runtime acts on, compared.
+    // Each protocol whose bridges state a handshake: what the runtime acts on, compared between
+    // the legs (a live leg's as started, a recorded leg's as its cells were recorded), or why not.
     let handshakes: Vec<parity::HandshakeParity> = protocols
         .iter()
-        .filter_map(|&p| {
-            let of = |side: &str| {
-                identities
-                    .iter()
-                    .find(|(q, s, _)| *q == p && *s == side)
-                    .map(|(_, _, i)| i)
-            };
-            let (b, h) = (of("base")?, of("head")?);
-            let mut providers: Vec<&str> = targets
+        .filter(|p| p.live().states_handshake())
+        .map(|&p| {
+            let cells_of: Vec<&str> = targets
                 .iter()
                 .filter(|(_, c)| c.as_ref().is_some_and(|c| c.protocol == p))
-                .map(|(k, _)| k.split_once('/').map_or("", |(p, _)| p))
+                .map(|(k, _)| k.as_str())
+                .collect();
+            let of = |side: &str,
+                      leg: &Prepared|
+             -> Result<(crate::protocol::Identity, Option<String>), String> {
+                if let Some((_, _, i)) = identities.iter().find(|(q, s, _)| *q == p && *s == side) {
+                    return Ok((i.clone(), None));
+                }
+                let label = leg.runner.label();
+                let Some(root) = leg.runner.recordings_root() else {
+                    return Err(format!("the {side} leg ({label}) holds no handshake"));
+                };
+                let cells: Vec<crate::cell::Cell> = cells_of
+                    .iter()
+                    .filter_map(|k| crate::cell::Cell::at(root, &root.join(k)))
+                    .collect();
+                let (id, n) = parity::recorded_handshake(&label, &cells, p.live())?;
+                Ok((
+                    id,
+                    Some(format!("{side}: as recorded with {n} cell(s) of {label}")),
+                ))
+            };
+            let (b, h) = match (of("base", &base), of("head", &head)) {
+                (Ok(b), Ok(h)) => (b, h),
+                (Err(why), _) | (_, Err(why)) => {
+                    return parity::HandshakeParity::not_compared(&p.to_string(), why);
+                }
+            };
+            let mut providers: Vec<&str> = cells_of
+                .iter()
+                .map(|k| k.split_once('/').map_or("", |(p, _)| p))
                 .collect();
             providers.dedup();
-            Some(parity::compare_handshakes(
-                &p.to_string(),
-                &providers,
-                b,
-                h,
-                &allow,
-            ))
+            let mut compared =
+                parity::compare_handshakes(&p.to_string(), &providers, &b.0, &h.0, &allow);
+            compared.sources = [b.1, h.1].into_iter().flatten().collect();
+            compared
         })
         .collect();
     let json = a.format == super::Format::Json;
@@ -537,6 +559,8 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
     tail.push_str(&format!(", {skipped} skipped ({} cells)", results.len()));
     if handshake_failed {
         tail.push_str("; the handshakes differ");
+    } else if handshakes.iter().any(|h| h.not_compared.is_some()) {
+        tail.push_str("; the handshakes were not compared");
     }
     println!("{tail}");
     code
