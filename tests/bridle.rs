@@ -1362,6 +1362,36 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         "disconnect unregistered agentId",
         &[],
     ),
+    // Keeping both connections of one agentId, routing to the first: the second is neither
+    // refused nor taking over (it passed as "the first connection kept serving").
+    (
+        "takeover-keep-old",
+        "agent-takeover",
+        "was admitted and kept connected, but the browser's message went to the first",
+        &[],
+    ),
+    // Welcomed as 'admin', routed under the JWT sub: welcome passes, routing fails (it passed
+    // every rule: no rule routed an ADMIN browser).
+    (
+        "admin-routes-as-sub",
+        "client-routing",
+        "the agent got clientId \"route-boss\" for an ADMIN browser (JWT sub \"route-boss\") the hub welcomed with clientId \"admin\"",
+        &[],
+    ),
+    // The hub-wide agentConnected that never drops (only the idle health before any agent
+    // was judged false).
+    (
+        "health-sticky",
+        "http-health",
+        "after every agent this run connected has disconnected, want agentConnected false",
+        &[],
+    ),
+    (
+        "not-connected-broadcast",
+        "agent-not-connected",
+        "also reached a browser of agentId nobody-bystander-",
+        &[],
+    ),
     (
         "forward-malformed",
         "malformed-payloads",
@@ -1479,7 +1509,11 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         "keep-dead-agent",
         "agent-reconnect",
         "it kept the gone agent",
-        &[],
+        // The overall health after every agent left shows the same kept agent.
+        &[(
+            "skipped http-health — ",
+            "it keeps a gone agent registered, and agent-reconnect carries that fault",
+        )],
     ),
     ("health-no-count", "http-health", "browserClients", &[]),
     (
@@ -1692,6 +1726,12 @@ const NODE_HUB_VARIANTS: &[(&str, &str, &str)] = &[
         "ts-fraction",
         "event-fields",
         "ok   hub→browser typing — type, ts",
+    ),
+    // A second agent connection of a served agentId admitted, then disconnected: refused.
+    (
+        "refuse-second-agent",
+        "agent-takeover",
+        "ok   one agent per agentId — the second connection was disconnected once admitted; the first kept serving",
     ),
     // No `config` for agents: the extension the node hub sends at connect is not owed.
     (

@@ -1289,6 +1289,62 @@ async fn routing(ctx: &Ctx<'_>, subs: &Subs) {
     );
     reply_reaches_only(ctx, subs, &mut ag, "route-u1", &mut u1, &mut u2, "r-1").await;
     reply_reaches_only(ctx, subs, &mut ag, "route-u2", &mut u2, &mut u1, "r-2").await;
+    admin_routed(ctx, subs, &mut ag, &a).await;
+}
+
+/// An ADMIN browser is routed under the clientId the hub assigned it: the spec's "'admin' for
+/// admin users", or what its welcome said instead (a welcome that is not 'admin' is welcome's
+/// to judge; routing under it consistently is not a second fault). "All messages between hub
+/// and agent include clientId": its message reaches the agent with it, and a reply carrying it
+/// reaches the browser.
+async fn admin_routed(ctx: &Ctx<'_>, subs: &Subs, ag: &mut Peer<'_>, a: &str) {
+    let sub = "route-boss";
+    let Some((mut boss, welcome)) = setup(
+        subs,
+        ctx.browser_welcomed(sub, &["ADMIN"], a)
+            .await
+            .map_err(|e| format!("{e} ({} carries that fault)", id::WELCOME)),
+    ) else {
+        return;
+    };
+    let assigned = welcome["clientId"].as_str().unwrap_or("admin").to_string();
+    let how = if assigned == "admin" {
+        "'admin' for admin users".to_string()
+    } else {
+        format!("welcomed as {assigned:?}")
+    };
+    boss.emit("message", json!({ "text": "from the admin" }));
+    push(
+        subs,
+        judged(
+            "an ADMIN browser's message carries its clientId",
+            match ag.expect("message", ctx.c.wait, "agent").await {
+                Ok(m) if m["clientId"] == assigned.as_str() => Ok(format!("clientId {assigned}")),
+                Ok(m) => Err(format!(
+                    "the agent got clientId {} for an ADMIN browser (JWT sub {sub:?}) the hub welcomed with clientId {assigned:?} ({how}): the hub assigns each browser a clientId, and all messages between hub and agent include it",
+                    m["clientId"]
+                )),
+                Err(e) => Err(e),
+            },
+        ),
+    );
+    ag.emit("message", text_frame(&assigned, "to the admin", "r-admin"));
+    push(
+        subs,
+        judged(
+            "a reply for the ADMIN browser's clientId reaches it",
+            match boss
+                .expect("message", ctx.c.wait, "the ADMIN browser")
+                .await
+            {
+                Ok(r) if r["text"] == "to the admin" => Ok("received".into()),
+                Ok(r) => Err(format!("the ADMIN browser got {r}")),
+                Err(e) => Err(format!(
+                    "a reply carrying clientId {assigned:?}, which the hub gave the ADMIN browser in its welcome, did not reach it ({e})"
+                )),
+            },
+        ),
+    );
 }
 
 /// The agent replies to `to`: the reply reaches `to` and not `other`. The reply is the spec's
@@ -1459,18 +1515,36 @@ async fn takeover(ctx: &Ctx<'_>, subs: &Subs) {
         return;
     };
     b.emit("message", json!({ "text": "who serves?" }));
+    let deadline = Instant::now() + ctx.c.wait;
     let (got_old, got_new) = tokio::join!(
-        old.expect("message", ctx.c.wait, "first agent"),
-        new.expect("message", ctx.c.wait, "second agent")
+        old.next_named("message", deadline),
+        new.next_named("message", deadline)
     );
     let serving_new = got_new.is_ok();
+    // The spec's agent flow: the hub "registers agent under agentId", one per agentId. A
+    // second connection is refused (at connect, or disconnected once admitted) or takes over;
+    // one admitted and kept connected that the hub never routes to is neither.
+    let second_kept = match &got_new {
+        Err(RecvError::Timeout) if got_old.is_ok() => match new.recv(ctx.short()).await {
+            Err(RecvError::Timeout) => true,
+            Err(_) => false,
+            Ok(_) => true,
+        },
+        _ => false,
+    };
     push(
         subs,
         judged(
             "one agent per agentId",
             match (got_old.is_ok(), got_new.is_ok()) {
                 (false, true) => Ok("the newer connection took over".into()),
-                (true, false) => Ok("the first connection kept serving".into()),
+                (true, false) if !second_kept => Ok(
+                    "the second connection was disconnected once admitted; the first kept serving"
+                        .into(),
+                ),
+                (true, false) => Err(format!(
+                    "a second agent connection with agentId {a} was admitted and kept connected, but the browser's message went to the first: the hub registers the agent under its agentId, one per agentId, so a second connection is refused or takes over; this hub keeps both and never routes to the second"
+                )),
                 (true, true) => Err(format!(
                     "one browser message was delivered to both connections of agentId {a}"
                 )),
@@ -1521,6 +1595,15 @@ async fn takeover(ctx: &Ctx<'_>, subs: &Subs) {
 
 async fn not_connected(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("nobody");
+    // A bystander: a browser of another agentId, whose agent is connected. agentId "scopes
+    // all routing": the answer is the sender's alone (the spec's "Agent unavailable" flow).
+    let other = ctx.agent_id("nobody-bystander");
+    let Some(_other_agent) = setup(subs, ctx.agent_unprobed(&other).await) else {
+        return;
+    };
+    let Some(mut bystander) = setup(subs, ctx.browser("bystander", &other).await) else {
+        return;
+    };
     let Some(mut b) = setup(subs, ctx.browser("lonely", &a).await) else {
         return;
     };
@@ -1555,6 +1638,32 @@ async fn not_connected(ctx: &Ctx<'_>, subs: &Subs) {
             ),
             Err(_) => SubCheck::skipped("parts mirror text", "no reply"),
         },
+    );
+    // The bystander gets nothing that is this reply (a message of its own, an extension, is
+    // no part of it).
+    let deadline = Instant::now() + ctx.short();
+    let mut leaked = None;
+    while let Ok(e) = bystander.recv_until(deadline).await {
+        if e.name == "message"
+            && (is_not_connected(&e.data) || (!text.is_empty() && e.data["text"] == text.as_str()))
+        {
+            leaked = Some(e.data);
+            break;
+        }
+    }
+    push(
+        subs,
+        judged(
+            "only the sender gets it",
+            match leaked {
+                None => Ok(format!(
+                    "a browser of agentId {other}, whose agent is connected, got nothing"
+                )),
+                Some(l) => Err(format!(
+                    "the answer to a browser of agentId {a} also reached a browser of agentId {other}, whose agent is connected: {l} (agentId scopes all routing; the spec's \"Agent unavailable\" answers the sender)"
+                )),
+            },
+        ),
     );
 }
 
@@ -2498,10 +2607,10 @@ async fn http_health(ctx: &Ctx<'_>, subs: &Subs) {
         },
     );
     let a = ctx.agent_id("health");
-    let Some(_ag) = setup(subs, ctx.agent(&a).await) else {
+    let Some(ag) = setup(subs, ctx.agent(&a).await) else {
         return;
     };
-    let Some(_b1) = setup(subs, ctx.browser("health-1", &a).await) else {
+    let Some(mut b1) = setup(subs, ctx.browser("health-1", &a).await) else {
         return;
     };
     let Some(b2) = setup(subs, ctx.browser("health-2", &a).await) else {
@@ -2573,6 +2682,76 @@ async fn http_health(ctx: &Ctx<'_>, subs: &Subs) {
                 }
             }),
         ),
+    );
+    // "agentConnected: boolean // Whether any agent is connected": once the last agent this
+    // run connected has left, false again (on a hub this run started, which serves no one
+    // else; every earlier rule's agents are gone by now).
+    ag.disconnect();
+    drop(ag);
+    let left = "overall, after every agent left";
+    if !ctx.c.own_hub {
+        push(
+            subs,
+            SubCheck::new(
+                left,
+                crate::rule::Status::NotRun,
+                "the hub was given by URL: agents of others may be connected (judged on a hub this run starts)",
+            ),
+        );
+        return;
+    }
+    let deadline = Instant::now() + ctx.c.wait.max(Duration::from_secs(2));
+    let last = loop {
+        let got = ctx.get("/api/agent/health").await;
+        let done = matches!(&got, Ok((_, v)) if v["agentConnected"] == false);
+        if done || Instant::now() >= deadline {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (st, v) = match last {
+        Ok(got) => got,
+        Err(e) => {
+            push(subs, SubCheck::fail(left, e));
+            return;
+        }
+    };
+    if v["agentConnected"] == false {
+        push(subs, SubCheck::pass(left, "agentConnected true → false"));
+        return;
+    }
+    let sticky = format!(
+        "/api/agent/health = {st} {v} after every agent this run connected has disconnected, want agentConnected false (the spec's \"whether any agent is connected\")"
+    );
+    // A hub that still counts our agent connected after it left, and still routes to it (a
+    // browser's message gets no "Agent is not connected"), keeps a gone agent registered:
+    // agent-reconnect carries that fault (one fault, one verdict). One that answers "not
+    // connected" knows the agent is gone, and its health says otherwise.
+    let kept = match ctx.get(&path).await {
+        Ok((_, pv)) if pv["agentConnected"] == true => {
+            b1.emit("message", json!({ "text": "is the agent gone?" }));
+            match b1.expect("message", ctx.c.wait, "browser").await {
+                Ok(m) if is_not_connected(&m) => None,
+                _ => Some(pv),
+            }
+        }
+        _ => None,
+    };
+    push(
+        subs,
+        match kept {
+            None => SubCheck::fail(
+                left,
+                format!("{sticky}; an agent's leaving is not counted hub-wide"),
+            ),
+            Some(pv) => SubCheck::skipped(
+                left,
+                format!(
+                    "{sticky}, and {path} = {pv}: the hub still counts agent {a} connected after it left, and a browser's message got no \"{NOT_CONNECTED}\"; it keeps a gone agent registered, and {} carries that fault",
+                    id::AGENT_RECONNECT
+                ),
+            ),
+        },
     );
 }
 

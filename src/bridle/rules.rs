@@ -125,6 +125,8 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "a reply for route-u2 reaches route-u2",
             "a reply for route-u2 keeps its parts",
             "a reply for route-u2 reaches no one else",
+            "an ADMIN browser's message carries its clientId",
+            "a reply for the ADMIN browser's clientId reaches it",
         ],
     ),
     (
@@ -147,7 +149,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
     ),
     (
         id::AGENT_NOT_CONNECTED,
-        &["reply text", "parts mirror text"],
+        &["reply text", "parts mirror text", "only the sender gets it"],
     ),
     (
         id::LEGACY_PARTS,
@@ -210,6 +212,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "unknown agent",
             "overall",
             "a browser leaving is counted",
+            "overall, after every agent left",
         ],
     ),
     (id::HTTP_MESSAGE, &["answer", "forwarded"]),

@@ -70,6 +70,10 @@ const DIVERGENCES = {
   "drop-stream-end": "stream_end is not relayed to browsers (typing and stream are; HTTP sync still gets it)",
   "status-flood": "browsers get a burst of 100 `status` events at welcome, then one every 2 ms (ten times the flood threshold: a cell that ends within 100 ms, or a loaded machine that fires the timer late, still sees a flood)",
   "message-flood": "browsers get a spec `message` (a notice) every 2 ms after welcome, mixed into every relay they get",
+  "takeover-keep-old": "a second agent with the same agentId is admitted and kept connected, but browser messages keep going to the first (neither refused nor taking over)",
+  "admin-routes-as-sub": "an ADMIN browser is welcomed as 'admin' but its messages reach the agent under its JWT sub, and replies are routed to it by the sub",
+  "health-sticky": "the hub-wide health's agentConnected stays true once any agent has connected, after every agent has left",
+  "not-connected-broadcast": "the 'Agent is not connected' answer goes to every browser on /ws/client, those of other agentIds too",
 };
 const VARIANTS = {
   "own-ids": "events relayed to browsers also carry the receiving browser's own clientId and agentId (extensions: they name the recipient itself)",
@@ -77,6 +81,7 @@ const VARIANTS = {
   "no-config": "agents get no `config` at connect (an extension: the spec owes them none)",
   "ts-fraction": "events relayed to browsers carry the hub's own clock, epoch milliseconds with a fraction (performance.timeOrigin + performance.now()), in place of the agent's ts (a number in milliseconds, as the spec types it)",
   "status-per-frame": "browsers get three `status` events beside every frame relayed to them (extensions in step with the traffic: over 50 a second while a stream is relayed fast, none to a quiet browser)",
+  "refuse-second-agent": "a second agent connection with an agentId already served is admitted, then disconnected (refused): the first keeps serving",
 };
 let diverge = process.env.HUB_DIVERGE || "";
 let variant = process.env.HUB_VARIANT || "";
@@ -155,6 +160,7 @@ const syncWaiters = new Map(); // synthetic clientId → { resolve, streamed }
 const relayed = new Map(); // the stream-deltas divergence: `${clientId}/${messageId}` → text so far
 const lastStream = new Map(); // the end-as-last-stream divergence: `${clientId}/${messageId}` → text
 const heldStream = new Map(); // the stream-after-end divergence: clientId → the stream held back
+let everAgent = false; // the health-sticky divergence: an agent was ever registered
 
 const textParts = (text) => [{ type: "text", text }];
 function buildParts(text, images) {
@@ -221,7 +227,8 @@ const server = http.createServer(async (req, res) => {
     let total = 0;
     for (const set of browsers.values()) total += set.size;
     if (is("health-no-count")) return json(res, 200, { ok: true, agentConnected: agents.size > 0 });
-    return json(res, 200, { ok: true, agentConnected: agents.size > 0, browserClients: total, uptimeMs: uptime() });
+    const connected = agents.size > 0 || (is("health-sticky") && everAgent);
+    return json(res, 200, { ok: true, agentConnected: connected, browserClients: total, uptimeMs: uptime() });
   }
   if (req.method === "GET" && (m = /^\/api\/agent\/([^/]+)\/health$/.exec(url.pathname))) {
     if (is("no-agent-health")) return json(res, 404, { message: "Cannot GET " + url.pathname });
@@ -276,7 +283,9 @@ io.of("/ws/client").on("connection", (socket) => {
     return;
   }
   const clientId = is("welcome-uuid") ? crypto.randomUUID() : isAdmin && !is("admin-as-sub") ? "admin" : claims.sub;
-  socket.data = { clientId, agentId };
+  // admin-routes-as-sub: welcomed as 'admin', routed under the sub.
+  const routeId = is("admin-routes-as-sub") && isAdmin && claims.sub ? claims.sub : clientId;
+  socket.data = { clientId: routeId, agentId };
   if (is("clobber-same-user")) {
     const key = `${agentId}/${clientId}`;
     const prev = byUser.get(key);
@@ -317,14 +326,16 @@ io.of("/ws/client").on("connection", (socket) => {
       }
       if (!is("forward-malformed")) return;
       const m2 = msg && typeof msg === "object" ? msg : {};
-      if (!toAgent(agentId, clientId, m2.text === undefined ? null : m2.text, m2.parts === undefined ? null : m2.parts)) return;
+      if (!toAgent(agentId, routeId, m2.text === undefined ? null : m2.text, m2.parts === undefined ? null : m2.parts)) return;
       return;
     }
     let parts = Array.isArray(msg.parts) ? msg.parts : buildParts(msg.text, msg.images);
     if (Array.isArray(msg.parts) && is("drop-explicit-images")) parts = parts.filter((p) => !p || p.type !== "image");
-    if (!toAgent(agentId, clientId, msg.text, parts) && !is("not-connected-silent")) {
+    if (!toAgent(agentId, routeId, msg.text, parts) && !is("not-connected-silent")) {
       const text = "Agent is not connected right now. Your message was not delivered.";
-      socket.emit("message", { type: "message", text, parts: textParts(text), messageId: crypto.randomUUID(), ts: Date.now() });
+      const out = { type: "message", text, parts: textParts(text), messageId: crypto.randomUUID(), ts: Date.now() };
+      if (is("not-connected-broadcast")) io.of("/ws/client").emit("message", out);
+      else socket.emit("message", out);
     }
   });
   socket.on("disconnect", () => {
@@ -423,8 +434,15 @@ io.of("/ws/agent").on("connection", (socket) => {
     socket.disconnect(true);
     return;
   }
+  if (variant === "refuse-second-agent" && agents.has(agentId)) {
+    socket.disconnect(true);
+    return;
+  }
   const register = () => {
-    if (!is("never-register")) agents.set(agentId, socket);
+    if (is("never-register")) return;
+    if (is("takeover-keep-old") && agents.has(agentId) && agents.get(agentId) !== socket) return;
+    agents.set(agentId, socket);
+    everAgent = true;
   };
   register(); // one per agentId: the newest takes over
   if (variant !== "no-config") socket.emit("config", { heartbeatMs: 25000 });
