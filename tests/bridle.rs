@@ -1386,6 +1386,13 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         "after every agent this run connected has disconnected, want agentConnected false",
         &[],
     ),
+    // A `kind: 'tool'` note taken for the sync answer (only a thinking note was sent before).
+    (
+        "sync-tool-note",
+        "http-sync",
+        "answered with the agent's note (kind tool), not its final text",
+        &[],
+    ),
     (
         "not-connected-broadcast",
         "agent-not-connected",

@@ -245,7 +245,8 @@ const HUB_ROWS: &[Row] = &[
     flaw(
         "v-sync-note",
         "http-sync",
-        "answered with the agent's note (kind thinking)",
+        // The first note the check's agent sends is a `kind: 'tool'` one, before typing.
+        "answered with the agent's note (kind tool)",
     ),
     // Bad handshakes admitted, then kicked 2 s later (the spec: "disconnected immediately").
     Row {

@@ -1293,10 +1293,10 @@ async fn routing(ctx: &Ctx<'_>, subs: &Subs) {
 }
 
 /// An ADMIN browser is routed under the clientId the hub assigned it: the spec's "'admin' for
-/// admin users", or what its welcome said instead (a welcome that is not 'admin' is welcome's
-/// to judge; routing under it consistently is not a second fault). "All messages between hub
-/// and agent include clientId": its message reaches the agent with it, and a reply carrying it
-/// reaches the browser.
+/// admin users" ("All messages between hub and agent include clientId"): its message reaches
+/// the agent with it, and a reply carrying it reaches the browser. Routing consistently under
+/// what its welcome said instead is no second fault (a welcome that is not 'admin' is
+/// welcome's to judge).
 async fn admin_routed(ctx: &Ctx<'_>, subs: &Subs, ag: &mut Peer<'_>, a: &str) {
     let sub = "route-boss";
     let Some((mut boss, welcome)) = setup(
@@ -1307,28 +1307,32 @@ async fn admin_routed(ctx: &Ctx<'_>, subs: &Subs, ag: &mut Peer<'_>, a: &str) {
     ) else {
         return;
     };
-    let assigned = welcome["clientId"].as_str().unwrap_or("admin").to_string();
-    let how = if assigned == "admin" {
-        "'admin' for admin users".to_string()
-    } else {
-        format!("welcomed as {assigned:?}")
-    };
+    let welcomed = welcome["clientId"].clone();
     boss.emit("message", json!({ "text": "from the admin" }));
+    let got = ag.expect("message", ctx.c.wait, "agent").await;
+    // The clientId the hub forwarded under, when it is one it assigned the browser.
+    let routed = match &got {
+        Ok(m) if m["clientId"] == "admin" || m["clientId"] == welcomed => {
+            m["clientId"].as_str().map(String::from)
+        }
+        _ => None,
+    };
     push(
         subs,
         judged(
             "an ADMIN browser's message carries its clientId",
-            match ag.expect("message", ctx.c.wait, "agent").await {
-                Ok(m) if m["clientId"] == assigned.as_str() => Ok(format!("clientId {assigned}")),
-                Ok(m) => Err(format!(
-                    "the agent got clientId {} for an ADMIN browser (JWT sub {sub:?}) the hub welcomed with clientId {assigned:?} ({how}): the hub assigns each browser a clientId, and all messages between hub and agent include it",
+            match (&got, &routed) {
+                (Ok(_), Some(id)) => Ok(format!("clientId {id}")),
+                (Ok(m), None) => Err(format!(
+                    "the agent got clientId {} for an ADMIN browser (JWT sub {sub:?}) the hub welcomed with clientId {welcomed}, want \"admin\" ('admin' for admin users): the hub assigns each browser a clientId, and all messages between hub and agent include it",
                     m["clientId"]
                 )),
-                Err(e) => Err(e),
+                (Err(e), _) => Err(e.clone()),
             },
         ),
     );
-    ag.emit("message", text_frame(&assigned, "to the admin", "r-admin"));
+    let to = routed.unwrap_or_else(|| "admin".to_string());
+    ag.emit("message", text_frame(&to, "to the admin", "r-admin"));
     push(
         subs,
         judged(
@@ -1340,7 +1344,7 @@ async fn admin_routed(ctx: &Ctx<'_>, subs: &Subs, ag: &mut Peer<'_>, a: &str) {
                 Ok(r) if r["text"] == "to the admin" => Ok("received".into()),
                 Ok(r) => Err(format!("the ADMIN browser got {r}")),
                 Err(e) => Err(format!(
-                    "a reply carrying clientId {assigned:?}, which the hub gave the ADMIN browser in its welcome, did not reach it ({e})"
+                    "a reply carrying clientId {to:?}, the ADMIN browser's, did not reach it ({e})"
                 )),
             },
         ),
@@ -2807,6 +2811,8 @@ async fn http_message(ctx: &Ctx<'_>, subs: &Subs) {
 
 /// The note [`http_sync`]'s agent sends before its answer.
 const SYNC_NOTE: &str = "Thinking about the sync request.";
+/// The agent's `kind: 'tool'` note in the first sync turn (a note too: "not the answer").
+const SYNC_TOOL_NOTE: &str = "→ looking up the sync request";
 const SYNC_PLAIN: &str = "A plain answer to the sync request.";
 
 async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
@@ -2819,21 +2825,29 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
     let answer = async {
         let m = ag.expect("message", ctx.c.wait, "agent").await?;
         let cid = m["clientId"].as_str().unwrap_or("").to_string();
-        ag.emit(
-            "typing",
-            json!({ "clientId": cid, "ts": crate::util::now_ms() }),
-        );
-        // A note inside the turn (the spec's `kind: 'thinking'`) is not the answer.
-        ag.emit(
-            "message",
-            json!({
-                "clientId": cid,
-                "text": SYNC_NOTE,
-                "parts": super::text_parts(SYNC_NOTE),
-                "messageId": agent_message_id("sync-note-1"),
-                "kind": "thinking",
-            }),
-        );
+        // Notes (the spec's `kind: 'tool'`, with no turn open yet, and `kind: 'thinking'`
+        // inside the turn) are not the answer.
+        for (note, kind, label) in [
+            (SYNC_TOOL_NOTE, "tool", "sync-note-2"),
+            (SYNC_NOTE, "thinking", "sync-note-1"),
+        ] {
+            if kind == "thinking" {
+                ag.emit(
+                    "typing",
+                    json!({ "clientId": cid, "ts": crate::util::now_ms() }),
+                );
+            }
+            ag.emit(
+                "message",
+                json!({
+                    "clientId": cid,
+                    "text": note,
+                    "parts": super::text_parts(note),
+                    "messageId": agent_message_id(label),
+                    "kind": kind,
+                }),
+            );
+        }
         for t in ["Final", "Final answer"] {
             ag.emit("stream", text_frame(&cid, t, "sync-1"));
         }
@@ -2904,9 +2918,14 @@ fn sync_final_answer(subs: &Subs, st: u16, v: &Value) {
                     None => Ok(format!("{v}")),
                     Some(why) => Err(format!("/message/sync = {st} {v}: {why}")),
                 }
-            } else if st == 200 && v["text"] == SYNC_NOTE {
+            } else if st == 200 && (v["text"] == SYNC_NOTE || v["text"] == SYNC_TOOL_NOTE) {
+                let kind = if v["text"] == SYNC_NOTE {
+                    "thinking"
+                } else {
+                    "tool"
+                };
                 Err(format!(
-                    "/message/sync = {st} {v}: answered with the agent's note (kind thinking), not its final text \"Final answer.\""
+                    "/message/sync = {st} {v}: answered with the agent's note (kind {kind}), not its final text \"Final answer.\" (notes \"are not the answer\")"
                 ))
             } else if st == 200 && v["text"] == "Final answer." {
                 // The text is right: name what is not.

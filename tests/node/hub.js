@@ -74,6 +74,7 @@ const DIVERGENCES = {
   "admin-routes-as-sub": "an ADMIN browser is welcomed as 'admin' but its messages reach the agent under its JWT sub, and replies are routed to it by the sub",
   "health-sticky": "the hub-wide health's agentConnected stays true once any agent has connected, after every agent has left",
   "not-connected-broadcast": "the 'Agent is not connected' answer goes to every browser on /ws/client, those of other agentIds too",
+  "sync-tool-note": "POST /message/sync answers with the agent's first message that is not a `kind: 'thinking'` note (a `kind: 'tool'` note is taken for the answer)",
 };
 const VARIANTS = {
   "own-ids": "events relayed to browsers also carry the receiving browser's own clientId and agentId (extensions: they name the recipient itself)",
@@ -360,7 +361,8 @@ function relay(agentId, event, data) {
   const waiter = syncWaiters.get(clientId);
   if (waiter) {
     if (event === "stream") waiter.streamed.push(String(data.text || ""));
-    if (event === "stream_end" || (event === "message" && !data.kind)) {
+    const answers = is("sync-tool-note") ? data.kind !== "thinking" : !data.kind;
+    if (event === "stream_end" || (event === "message" && answers)) {
       waiter.resolve({ text: data.text || "", messageId: data.messageId || "", ts: Date.now() });
     }
     return;
