@@ -755,6 +755,16 @@ fn rows() -> Vec<Row> {
             Exact(&["SB-R5:fail"]),
             1,
         ),
+        // A 200 whose body is labelled gzip but plain arrived: SB-H1 has its reply, and the one
+        // fault, a body the app cannot decode, is SB-D1's (SB-H1's decodes part skipped naming it).
+        row(
+            "plain body labelled gzip",
+            &["--flaw", "gzip-lie"],
+            true,
+            &["--strict"],
+            Exact(&["SB-H1:skipped", "SB-D1:fail"]),
+            1,
+        ),
         // A first reply past the client's timeout (3 s here): SB-H2's own cause ("full
         // response in under 60 s"); SB-D1 shows that exchange skipped naming SB-H2.
         row(
@@ -1297,6 +1307,16 @@ fn independent_peers_get_exactly_their_verdicts() {
             "2 validation errors for ChatRequest",
         ),
         ("leaks Swift", "SB-R10", "Swift.DecodingError"),
+        (
+            "plain body labelled gzip",
+            "SB-D1",
+            "status 200: the gzip body does not decode",
+        ),
+        (
+            "plain body labelled gzip",
+            "SB-H1",
+            "SB-D1 carries that fault",
+        ),
         (
             "key suffix accepted",
             "SB-A2",

@@ -238,6 +238,18 @@ async fn send_one(
                     }
                 }
             }
+            // A body whose coding does not undo is no reply the app can read: an error, as
+            // the transport's own.
+            Ok(r) if r.opaque.is_some() => {
+                break Envelope {
+                    exchange: p.request.exchange,
+                    status: Some(502),
+                    error: r
+                        .opaque
+                        .map(|(why, _)| format!("malformed HTTP reply: {why}")),
+                    ..Default::default()
+                };
+            }
             Ok(r) => {
                 break reply_envelope(p.request.exchange, r);
             }

@@ -88,6 +88,7 @@ FLAWS = {
     "varying-escaped-error": "SB-R5: answers vary (a counter, as `varying`), and a message whose bytes hold `\\/` gets a system error instead of an answer",
     "double-answer-reworded": "SB-R1: the message is answered as the send and again, reworded, as the last history item",
     "key-casefold": "SB-A2: the key is compared without letter case",
+    "gzip-lie": "SB-D1: the reply to the second POST of the run (the new-chat session start) says Content-Encoding: gzip, its body plain JSON",
     "leak-pydantic": "SB-R10: a pydantic ValidationError in the error reply (status 422)",
     "leak-swift": "SB-R10: a Swift DecodingError in the error reply",
     "key-suffix": "SB-A2: a key that the configured one ends with is accepted",
@@ -270,6 +271,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         for k, v in extra:
             self.send_header(k, v)
+        if "gzip-lie" in self.st.flaws and getattr(self, "post_n", 0) == 2:
+            self.send_header("Content-Encoding", "gzip")
         if "close-delimited" in self.st.oddities:
             self.send_header("Connection", "close")
             self.end_headers()
