@@ -315,7 +315,7 @@ fn bad_input_ends_in_named_verdicts_within_bounds() {
         (
             &["--timeout", "0.3"],
             &["--break", "endless-body"],
-            "no complete reply within",
+            "no data received for 300ms: the app's timeout (--timeout)",
         ),
         (&["--strict"], &["--break", "slash-redirect"], "301"),
     ];
@@ -711,7 +711,11 @@ fn the_proxy_passes_redirects_through_and_bounds_bad_upstream_replies() {
     drop(proxy);
     // An endless body and an oversized body end in a recorded upstream error and a 502.
     for (mode, flags, needle) in [
-        ("endless-body", vec!["--timeout", "0.2"], "no reply within"),
+        (
+            "endless-body",
+            vec!["--timeout", "0.2"],
+            "no data received for 200ms: the app's timeout (--timeout)",
+        ),
         (
             "huge-body",
             vec!["--max-body", "1000000"],

@@ -326,6 +326,22 @@ fn rows() -> Vec<Row> {
             1,
         ),
         row(
+            "leaks pydantic (status 422)",
+            &["--flaw", "leak-pydantic"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
+            "leaks Swift",
+            &["--flaw", "leak-swift"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R10:fail"]),
+            1,
+        ),
+        row(
             "leaks Ruby",
             &["--flaw", "leak-ruby"],
             true,
@@ -661,12 +677,92 @@ fn rows() -> Vec<Row> {
             Exact(&["SB-R7:fail"]),
             1,
         ),
+        // The same messages with other options are another reply (the app ends the chat or
+        // stops sending history).
+        row(
+            "ends the session on unknown request keys",
+            &["--flaw", "end-on-unknown-keys"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R7:fail"]),
+            1,
+        ),
+        row(
+            "history off on unknown request keys",
+            &["--flaw", "private-on-unknown-keys"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R7:fail"]),
+            1,
+        ),
+        row(
+            "ends the session on a 1.1 send",
+            &["--flaw", "end-on-1.1"],
+            true,
+            &["--strict"],
+            Exact(&["SB-R8:fail"]),
+            1,
+        ),
+        // Looser key comparisons, each caught by a wrong key of its own.
+        row(
+            "key suffix accepted",
+            &["--flaw", "key-suffix"],
+            true,
+            &["--strict"],
+            Exact(&["SB-A2:fail"]),
+            1,
+        ),
+        row(
+            "key compared without hyphens",
+            &["--flaw", "key-nohyphen"],
+            true,
+            &["--strict"],
+            Exact(&["SB-A2:fail"]),
+            1,
+        ),
+        row(
+            "key length compared only",
+            &["--flaw", "key-length"],
+            true,
+            &["--strict"],
+            Exact(&["SB-A2:fail"]),
+            1,
+        ),
+        // The app sends no history once a chat turned it off: such a send is refused too.
+        row(
+            "no key check without history",
+            &["--flaw", "auth-skip-without-history"],
+            true,
+            &["--strict"],
+            Exact(&["SB-A1:fail", "SB-A2:skipped"]),
+            1,
+        ),
+        // A key that is an ordinary word of the refusal ("This bridge needs the right key"): its
+        // occurrence there cannot be told from a coincidence, so it is not judged a leak.
+        row(
+            "key is a word of the refusal",
+            &["--oddity", "refuse-403", "--key", "right"],
+            false,
+            &["--key", "right", "--strict"],
+            Exact(&[]),
+            0,
+        ),
         row(
             "text cut from the raw bytes",
             &["--flaw", "raw-text"],
             true,
             &[],
             Exact(&["SB-R5:fail"]),
+            1,
+        ),
+        // A 200 whose body is labelled gzip but plain arrived: SB-H1 has its reply, and the one
+        // fault, a body the app cannot decode, is SB-D1's (SB-H1's decodes part skipped naming it).
+        row(
+            "plain body labelled gzip",
+            &["--flaw", "gzip-lie"],
+            true,
+            &["--strict"],
+            Exact(&["SB-H1:skipped", "SB-D1:fail"]),
             1,
         ),
         // A first reply past the client's timeout (3 s here): SB-H2's own cause ("full
@@ -676,6 +772,25 @@ fn rows() -> Vec<Row> {
             &["--flaw", "slow-first"],
             true,
             &["--timeout", "3", "--strict"],
+            Exact(&["SB-H2:fail", "SB-D1:skipped"]),
+            1,
+        ),
+        // The app's timeout counts time without data (reference §1.1): a first reply that
+        // keeps coming (a space every 0.5 s for 4 s) is read whole under `--timeout 2`.
+        row(
+            "first reply dribbled past the timeout",
+            &["--oddity", "trickle"],
+            true,
+            &["--timeout", "2", "--strict"],
+            Exact(&[]),
+            0,
+        ),
+        // bridgewire's own bound on a whole reply still ends it, named as its own.
+        row(
+            "first reply dribbled past --max-reply-time",
+            &["--oddity", "trickle"],
+            true,
+            &["--timeout", "2", "--max-reply-time", "3", "--strict"],
             Exact(&["SB-H2:fail", "SB-D1:skipped"]),
             1,
         ),
@@ -1186,6 +1301,72 @@ fn independent_peers_get_exactly_their_verdicts() {
     };
     for (name, id, needle) in [
         ("leaks Python", "SB-R10", "line 1 column 69 (char 68)"),
+        (
+            "leaks pydantic (status 422)",
+            "SB-R10",
+            "2 validation errors for ChatRequest",
+        ),
+        ("leaks Swift", "SB-R10", "Swift.DecodingError"),
+        (
+            "plain body labelled gzip",
+            "SB-D1",
+            "status 200: the gzip body does not decode",
+        ),
+        (
+            "plain body labelled gzip",
+            "SB-H1",
+            "SB-D1 carries that fault",
+        ),
+        (
+            "key suffix accepted",
+            "SB-A2",
+            "auth/key-suffix/send: assistant content was served",
+        ),
+        (
+            "key compared without hyphens",
+            "SB-A2",
+            "auth/key-hyphen-added/send: assistant content was served",
+        ),
+        (
+            "key length compared only",
+            "SB-A2",
+            "auth/key-same-length/send: assistant content was served",
+        ),
+        (
+            "no key check without history",
+            "SB-A1",
+            "auth/no-key-without-history/send: assistant content was served",
+        ),
+        (
+            "key is a word of the refusal",
+            "SB-A1",
+            "whether a refusal quotes the key is not judged",
+        ),
+        (
+            "ends the session on unknown request keys",
+            "SB-R7",
+            "(status 200, endSession: true)",
+        ),
+        (
+            "history off on unknown request keys",
+            "SB-R7",
+            "(status 200, disableSendHistory: true)",
+        ),
+        (
+            "ends the session on a 1.1 send",
+            "SB-R8",
+            "(status 200, endSession: true)",
+        ),
+        (
+            "first reply after the timeout",
+            "SB-H2",
+            "no data received for 3s: the app's timeout (--timeout)",
+        ),
+        (
+            "first reply dribbled past --max-reply-time",
+            "SB-H2",
+            "whole-reply limit (--max-reply-time), not the app's timeout",
+        ),
         ("leaks Node", "SB-R10", "Cannot read properties of"),
         ("V8 JSON.parse message", "SB-R10", "in JSON at position 73"),
         ("Allow: post", "SB-H4", "got \"post\""),
@@ -1871,6 +2052,18 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
         "slow-first",
         "how long a reply takes is not compared (within --timeout-ms)",
     ),
+    (
+        "key-suffix",
+        "the recording's wrong keys are none of the key's suffixes (a replay sends a wrong key of a recorded kind only)",
+    ),
+    (
+        "key-nohyphen",
+        "the recording's key has no hyphen, and no wrong key of it one put in",
+    ),
+    (
+        "auth-skip-without-history",
+        "the recording holds no send without history that lacks the key",
+    ),
 ];
 
 /// Oddities of peer.py that change what the app shows: legal, and a difference parity names.
@@ -2053,7 +2246,7 @@ fn a_build_that_stops_answering_is_given_up_after_two_silent_requests() {
     assert_eq!(stalled, 2, "two requests waited the bound: {text}");
     assert!(
         text.contains(
-            "requests not sent: the bridge had answered none of the last 2 requests sent within 1s"
+            "requests not sent: the bridge had answered none of the last 2 requests sent in time ("
         ),
         "{text}"
     );

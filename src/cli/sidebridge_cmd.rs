@@ -35,9 +35,15 @@ pub struct SidebridgeTarget {
     /// first http(s):// URL or host:port in any line.
     #[arg(long, value_name = "REGEX", value_parser = super::args::parse_regex)]
     pub url_pattern: Option<regex::Regex>,
-    /// Seconds to wait for a whole reply (the app's timeout).
+    /// The app's timeout: seconds without receiving data before an exchange is given up
+    /// (every byte of the reply restarts it; a reply may take longer in all, see
+    /// --max-reply-time).
     #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = super::args::parse_secs)]
     pub timeout: f64,
+    /// bridgewire's own bound on a whole reply, in seconds (the app has none: it waits as long
+    /// as data keeps arriving); never under --timeout.
+    #[arg(long, default_value_t = 300.0, value_name = "SECS", value_parser = super::args::parse_secs)]
+    pub max_reply_time: f64,
     /// Seconds to wait for a TCP connection.
     #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = super::args::parse_secs)]
     pub connect_timeout: f64,
@@ -62,8 +68,11 @@ impl SidebridgeTarget {
     pub fn limits(&self) -> Limits {
         Limits {
             connect: secs(self.connect_timeout),
-            total: secs(self.timeout),
+            idle: secs(self.timeout),
+            total: secs(self.max_reply_time).max(secs(self.timeout)),
             max_body: self.max_body,
+            idle_flag: "--timeout",
+            total_flag: "--max-reply-time",
         }
     }
 }
@@ -176,9 +185,14 @@ pub struct RecordSidebridgeArgs {
     /// so a replay sends a wrong key of the same kind where the recording had one.
     #[arg(long, env = "SIDEBRIDGE_KEY", hide_env_values = true)]
     pub key: Option<String>,
-    /// Seconds to wait for the upstream's whole reply.
+    /// The app's timeout: seconds the upstream may send nothing while its reply is awaited or
+    /// read (every byte restarts it; see --max-reply-time for the whole reply).
     #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = super::args::parse_secs)]
     pub timeout: f64,
+    /// bridgewire's own bound on a whole upstream reply, in seconds (the app has none);
+    /// never under --timeout.
+    #[arg(long, default_value_t = 300.0, value_name = "SECS", value_parser = super::args::parse_secs)]
+    pub max_reply_time: f64,
     /// Largest request or reply body forwarded, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub max_body: usize,
@@ -226,6 +240,7 @@ pub fn record_cmd(a: &RecordSidebridgeArgs) -> u8 {
         keep_key: a.keep_key,
         key: a.key.clone().filter(|k| !k.is_empty()),
         timeout: secs(a.timeout),
+        max_reply: secs(a.max_reply_time),
         max_body: a.max_body,
         mode: a.mode,
     };
@@ -315,7 +330,7 @@ pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
         target,
         started_at: report::rfc3339_utc(started),
         duration_ms: (crate::util::now_ms() - started).max(0) as u64,
-        timeout_ms: limits.total.as_millis() as u64,
+        timeout_ms: limits.idle.as_millis() as u64,
         fixture: fixture_path.clone(),
         ..Default::default()
     };

@@ -199,7 +199,10 @@ impl Driver {
         if let Ok(r) = &mut result {
             profiles::make_opaque_if_undecodable(r);
         }
-        if matches!(result, Err(TransportError::Timeout(_))) {
+        if matches!(
+            result,
+            Err(TransportError::Timeout { .. } | TransportError::Idle { .. })
+        ) {
             self.timeouts_in_a_row += 1;
         } else if !matches!(result, Err(TransportError::GaveUp(_))) {
             self.timeouts_in_a_row = 0;

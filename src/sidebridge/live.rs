@@ -96,10 +96,15 @@ impl Live for SideBridgeLive {
             keep_key: false,
             key: key.clone(),
             timeout: req.timeout,
+            max_reply: req.timeout,
             max_body: 64 * 1024 * 1024,
         };
+        // `--timeout-ms` bounds every wait: the silence between bytes and the whole reply.
         let limits = super::transport::Limits {
+            idle: req.timeout,
             total: req.timeout,
+            idle_flag: "--timeout-ms",
+            total_flag: "--timeout-ms",
             ..Default::default()
         };
         super::spawn::runtime().block_on(async move {

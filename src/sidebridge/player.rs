@@ -238,6 +238,18 @@ async fn send_one(
                     }
                 }
             }
+            // A body whose coding does not undo is no reply the app can read: an error, as
+            // the transport's own.
+            Ok(r) if r.opaque.is_some() => {
+                break Envelope {
+                    exchange: p.request.exchange,
+                    status: Some(502),
+                    error: r
+                        .opaque
+                        .map(|(why, _)| format!("malformed HTTP reply: {why}")),
+                    ..Default::default()
+                };
+            }
             Ok(r) => {
                 break reply_envelope(p.request.exchange, r);
             }
@@ -469,13 +481,15 @@ async fn replay_cells(
             let unsent = (r.unsent > 0).then(|| {
                 format!(
                     "{} of its {} requests not sent: the bridge had answered none of the last \
-                     {} requests sent within {:?} ({}), so the rest of the replay was not sent \
-                     (each would have waited as long)",
+                     {} requests sent in time ({}; no data for {:?}, or no whole reply within \
+                     {:?}), so the rest of the replay was not sent (each would have waited as \
+                     long)",
                     r.unsent,
                     r.pairs.len(),
                     silent.len(),
+                    silent.join(", "),
+                    limits.idle,
                     limits.total,
-                    silent.join(", ")
                 )
             });
             let (divergence, compared) = match unread_reason(&r.unread).or_else(|| unsent.clone()) {
@@ -504,9 +518,10 @@ async fn replay_cells(
         .collect()
 }
 
-/// Whether a reply's transport error is the bound running out (no complete reply in time).
+/// Whether a reply's transport error is a bound running out: the app's timeout (no data for
+/// that long) or the whole-reply limit (no complete reply in time).
 pub fn timed_out(error: &str) -> bool {
-    error.starts_with("no complete reply within")
+    error.starts_with("no complete reply within") || error.starts_with("no data received for")
 }
 
 /// Why replies over bridgewire's `--max-body` leave a cell uncompared, naming the requests, the
@@ -587,9 +602,13 @@ pub fn replay_together_for_parity(
     };
     let (url, _guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
+    // `--timeout-ms` bounds every wait here: the silence between bytes and the whole reply.
     let limits = Limits {
+        idle: timeout,
         total: timeout,
         max_body: limits.max_body,
+        idle_flag: "--timeout-ms",
+        total_flag: "--timeout-ms",
         ..Limits::default()
     };
     let replays = super::spawn::runtime().block_on(replay_cells(

@@ -491,7 +491,7 @@ pub const OPAQUE_KEEP: usize = 64 * 1024;
 /// Marks a reply whose large body is not JSON at all as opaque, keeping its first
 /// [`OPAQUE_KEEP`] bytes and the reason decoding gives.
 pub fn make_opaque_if_undecodable(r: &mut super::transport::HttpReply) {
-    if r.body.len() <= OPAQUE_KEEP {
+    if r.opaque.is_some() || r.body.len() <= OPAQUE_KEEP {
         return;
     }
     if let Err(why) = parse_json(&r.body) {

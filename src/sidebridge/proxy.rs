@@ -39,8 +39,12 @@ pub struct ProxyConfig {
     /// The bridge's key, if known: a differing value is recorded by how it differs
     /// ([`wire::redact`]).
     pub key: Option<String>,
-    /// Per upstream exchange (default 60 s, the app's timeout).
+    /// The app's timeout (default 60 s): the longest the upstream may send nothing, while its
+    /// reply is awaited or read (every byte restarts it).
     pub timeout: Duration,
+    /// bridgewire's bound on a whole upstream exchange (default 300 s), so a bridge that
+    /// dribbles a byte now and then cannot hold a connection forever; never under `timeout`.
+    pub max_reply: Duration,
     /// Largest request or reply body forwarded (default 64 MiB).
     pub max_body: usize,
     /// Permission bits of lane files (folders get the matching search bits).
@@ -74,7 +78,8 @@ impl Proxy {
             .map_err(|e| anyhow::anyhow!("--upstream {}: {e}", cfg.upstream))?;
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .timeout(cfg.timeout)
+            .read_timeout(cfg.timeout)
+            .timeout(cfg.max_reply.max(cfg.timeout))
             .no_proxy()
             .build()?;
         let lanes = LaneWriter::create(&cfg.dir)
@@ -326,8 +331,18 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         Ok(Ok(x)) => x,
         Ok(Err(e)) => return upstream_failure(&shared, scope.as_deref(), n, e, elapsed),
         Err(e) => {
-            let what = if e.is_timeout() {
-                format!("no reply within {:?}", shared.cfg.timeout)
+            let total = shared.cfg.max_reply.max(shared.cfg.timeout);
+            let what = if e.is_timeout() && start.elapsed() + Duration::from_millis(100) >= total {
+                format!(
+                    "no complete reply within {total:?}: bridgewire's whole-reply limit \
+                     (--max-reply-time), not the app's timeout"
+                )
+            } else if e.is_timeout() {
+                format!(
+                    "no data received for {:?}: the app's timeout (--timeout), which it counts \
+                     from the last byte received",
+                    shared.cfg.timeout
+                )
             } else if e.is_connect() {
                 format!("cannot connect: {e}")
             } else {

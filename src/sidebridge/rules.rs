@@ -35,7 +35,7 @@ pub struct CheckConfig {
     /// The key configured on the bridge; `None`: the bridge has none (SB-A4 instead of A1–A3).
     pub key: Option<String>,
     pub limits: Limits,
-    /// SB-H2 warns above this (default 10 s); it fails above `limits.total`.
+    /// SB-H2 warns above this (default 10 s); it fails above [`SB_H2_WITHIN`].
     pub warn_after: Duration,
     pub seed: u64,
     /// Consecutive timeouts after which the remaining exchanges are not sent (0: never).
@@ -420,6 +420,18 @@ const LEAK_PATTERNS: &[(&str, &str)] = &[
     ),
     ("any", r"(?i)stack ?trace"),
     ("any", r"\b[A-Z]\w*Exception: "),
+    // pydantic's ValidationError as `str(e)` gives it (FastAPI's validation errors too): its
+    // head line, its `[type=…, input_value=…` tail, its documentation link.
+    ("Python", r"\b\d+ validation errors? for [A-Za-z_]\w*"),
+    ("Python", r"\[type=[a-z_]+, input_value="),
+    ("Python", r"errors\.pydantic\.dev/"),
+    // Swift's DecodingError as `String(describing:)` gives it (a Swift bridge's `\(error)`).
+    (
+        "Swift",
+        r"\b(?:typeMismatch|keyNotFound|valueNotFound|dataCorrupted)\((?:Swift\.|CodingKeys\()",
+    ),
+    ("Swift", r"\bSwift\.DecodingError\b"),
+    ("Swift", r"CodingKeys\(stringValue: "),
 ];
 
 /// Text that looks like a stack trace or an internal exception: the runtime it is typical of
@@ -435,6 +447,11 @@ pub fn leaks_internals(text: &str) -> Option<(&'static str, String)> {
     res.iter()
         .find_map(|(rt, re)| re.find(text).map(|m| (*rt, m.as_str().to_string())))
 }
+
+/// SB-H2: "full response in under 60 s" (the reference's figure, the app's default timeout).
+/// The app's timeout counts only time without data, so a reply that keeps coming for longer is
+/// still shown; this SHOULD judges the whole reply's time.
+pub const SB_H2_WITHIN: Duration = Duration::from_secs(60);
 
 /// Runs every scenario and judges every rule.
 pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
@@ -452,11 +469,11 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             Verdict::skipped("SB-H2", format!("session start: {e}"))
         }
         Err(e) => Verdict::fail("SB-H2", format!("session start: {e}")),
-        Ok(r) if r.elapsed > cfg.limits.total => Verdict::fail(
+        Ok(r) if r.elapsed > SB_H2_WITHIN => Verdict::fail(
             "SB-H2",
             format!(
-                "full reply after {:?}, over the client's {:?}",
-                r.elapsed, cfg.limits.total
+                "full reply after {:.1?}, over the {SB_H2_WITHIN:?} the reference asks for",
+                r.elapsed
             ),
         ),
         Ok(r) if r.elapsed > cfg.warn_after => pass_with(
@@ -1350,6 +1367,17 @@ fn added_system_notes(variant: &Reply, base: &Reply) -> Option<Vec<String>> {
     (want.next().is_none() && !notes.is_empty()).then_some(notes)
 }
 
+/// What a reply's options do to the chats [`same_reply`] compares, each fresh (session open,
+/// history on): whether it ends the session, whether it turns history off. `endSession: false`
+/// and `disableSendHistory: false` change nothing there, as absent options do.
+fn effect(r: &Reply) -> (bool, bool) {
+    let o = r.options.unwrap_or_default();
+    (
+        o.end_session == Some(true),
+        o.disable_send_history == Some(true),
+    )
+}
+
 /// The request a rule compares a variant with, to send again as a control: a fresh chat of
 /// this style, version and keys, started, then sent `text` (labelled `label`).
 struct Control<'a> {
@@ -1360,7 +1388,7 @@ struct Control<'a> {
 
 /// A variant request judged by the reply a base request got (SB-R5, SB-R7, SB-R8).
 ///
-/// Replies equal in content and status class pass. When they differ, the base request is sent
+/// Replies equal in content, status class and what their options do ([`effect`]) pass. When they differ, the base request is sent
 /// again in a fresh chat (lazily: a deterministic bridge sees no extra traffic). A control
 /// equal to the base reply puts the difference on the variant: failed. A control that differs
 /// too shows a bridge whose replies vary between identical requests (a model, a counter): the
@@ -1406,13 +1434,16 @@ async fn same_reply(
         (Ok(ra), Ok(rb)) => (ra, rb),
     };
     let class = |x: &Exchange| x.status().map(|s| s / 100);
+    // The options are part of the reply: the same messages with the session ended or history
+    // turned off are not the same reply.
     let same = |x: &Exchange, r: &Reply, y: &Exchange, q: &Reply| {
-        contents(r) == contents(q) && class(x) == class(y)
+        contents(r) == contents(q) && class(x) == class(y) && effect(r) == effect(q)
     };
     if same(&d.log[a], &ra, &d.log[b], &rb) {
         return Verdict::pass(id);
     }
     if class(&d.log[a]) == class(&d.log[b])
+        && effect(&ra) == effect(&rb)
         && let Some(notes) = added_system_notes(&ra, &rb)
     {
         return pass_with(
@@ -1431,10 +1462,20 @@ async fn same_reply(
         );
     }
     let got = |d: &Driver, i: usize| {
+        let (ends, private) = d.log[i]
+            .judged(Profile::Gamma)
+            .map(|r| effect(&r))
+            .unwrap_or_default();
         format!(
-            "{} (status {})",
+            "{} (status {}{}{})",
             reply_quote(d, i),
-            d.log[i].status().unwrap_or(0)
+            d.log[i].status().unwrap_or(0),
+            if ends { ", endSession: true" } else { "" },
+            if private {
+                ", disableSendHistory: true"
+            } else {
+                ""
+            }
         )
     };
     // The control: the base request once more, in a chat of its own.
@@ -1520,6 +1561,25 @@ async fn same_reply(
         );
     }
     v
+}
+
+/// The key with its last character changed to another of its kind (a digit to the next digit,
+/// a letter to the next letter of the same case, anything else to `x` or `y`): as long as the
+/// key, and not it.
+fn same_length_other_key(key: &str) -> String {
+    let mut chars: Vec<char> = key.chars().collect();
+    if let Some(last) = chars.last_mut() {
+        *last = match *last {
+            '9' => '0',
+            c @ '0'..='8' => (c as u8 + 1) as char,
+            'z' => 'a',
+            'Z' => 'A',
+            c if c.is_ascii_alphabetic() => (c as u8 + 1) as char,
+            'x' => 'y',
+            _ => 'x',
+        };
+    }
+    chars.into_iter().collect()
 }
 
 /// One wrong or missing key of SB-A1/A2, sent as a session start and a send in a fresh chat,
@@ -1753,8 +1813,19 @@ fn judge_key_probes(
                 Ok(n) => j.notes.push(format!("{step}: {n}")),
                 Err((why, text)) => j.file(log, x, known, why, text),
             }
-            if let Some(e) = quotes_key(x, &kp.key, p.header.as_deref()) {
-                j.file(log, x, known, Shortfall::QuotesKey, e);
+            match quotes_key(x, &kp.key, p.header.as_deref()) {
+                Ok(Some(e)) => j.file(log, x, known, Shortfall::QuotesKey, e),
+                Ok(None) => {}
+                // Said once per rule (every refusal of a bridge holds the same words).
+                Err(why) => {
+                    if !j
+                        .notes
+                        .iter()
+                        .any(|n| n.starts_with("whether a refusal quotes"))
+                    {
+                        j.notes.push(why);
+                    }
+                }
             }
         }
     }
@@ -1918,6 +1989,23 @@ async fn auth(
             probes.push(("SB-A2", label, Some(wrong)));
         }
     }
+    // Keys a looser comparison takes: the key less its first character (a bridge testing
+    // whether the key ends with what was sent), the key with a hyphen put in after its first
+    // character (one comparing with hyphens taken out), the key with its last character
+    // changed (one comparing lengths only; a digits-only key has no case variant to catch it).
+    for (label, wrong) in [
+        ("auth/key-suffix", key.chars().skip(1).collect::<String>()),
+        ("auth/key-hyphen-added", {
+            let mut c = key.chars();
+            let first: String = c.next().into_iter().collect();
+            format!("{first}-{}", c.as_str())
+        }),
+        ("auth/key-same-length", same_length_other_key(&key)),
+    ] {
+        if !wrong.is_empty() && wrong != key {
+            probes.push(("SB-A2", label, Some(wrong)));
+        }
+    }
     // The header sent with an empty value (a bridge testing the value for truthiness before
     // comparing it takes it: "no key given, nothing to check").
     probes.push(("SB-A2", "auth/empty-key", Some(String::new())));
@@ -2021,6 +2109,50 @@ async fn auth(
         });
     }
     sent.extend(keyed);
+    // The app sends no `history` once a chat turned it off (disableSendHistory): a send like
+    // that, in a chat of its own, with no key (SB-A1) and with a wrong key (SB-A2). Every probe
+    // above carries a history, so a bridge that checks the key only where one is sent would
+    // pass them all.
+    for (id, label, header) in [
+        ("SB-A1", "auth/no-key-without-history", None),
+        (
+            "SB-A2",
+            "auth/wrong-key-without-history",
+            Some(format!("{key}-wrong")),
+        ),
+    ] {
+        let m = Msg::user(&rng.uuid(), "Hello without history or the right key");
+        let ids = vec![m.key()];
+        let body = profiles::Request {
+            version: "1.0".into(),
+            chat_id: rng.uuid(),
+            messages: Some(vec![m]),
+            history: None,
+            extra: vec![],
+        }
+        .encode(Style::App, &mut d.rng);
+        let mut h = ct();
+        if let Some(k) = &header {
+            h.push(("x-sidebridge-key".into(), k.clone()));
+        }
+        let i = d
+            .exchange(
+                &format!("{label}/send"),
+                Kind::Probe,
+                None,
+                "POST",
+                h,
+                body,
+                ids,
+            )
+            .await;
+        sent.push(KeyProbe {
+            rule: id,
+            label,
+            header,
+            steps: vec![i],
+        });
+    }
     // SB-A3: wrong key and a malformed body.
     let mut h = ct();
     h.push(("x-sidebridge-key".into(), format!("{key}-wrong")));
@@ -2506,27 +2638,54 @@ fn profile_views(log: &[Exchange]) -> Vec<ProfileView> {
         .collect()
 }
 
-/// Why a refusal's text shown to the user quotes the configured key (`None`: it does not),
+/// Whether `key` cannot be told from an ordinary word of a text: letters only, written as
+/// words are (all lower case, capitalized, or all upper case), and under 20 characters. A key
+/// is "an arbitrary string": `refused` is a legal key, and a refusal saying "Access refused"
+/// holds it by coincidence as much as by a leak. A key with a digit, a sign, mixed case or 20
+/// letters and more does not occur in a text by chance.
+fn key_is_word_like(key: &str) -> bool {
+    let letters = key.chars().all(|c| c.is_alphabetic());
+    let mut rest = key.chars().skip(1);
+    let cased = key.chars().all(|c| !c.is_uppercase())
+        || key.chars().all(|c| !c.is_lowercase())
+        || rest.all(|c| !c.is_uppercase());
+    letters && cased && key.chars().count() < 20
+}
+
+/// Why a refusal's text shown to the user quotes the configured key (`Ok(None)`: it does not),
 /// once the value the request sent (`sent`, which a refusal may echo: "key K-wrong is not
 /// valid") is taken out. Keys under 4 characters are not looked for (they occur in any text).
-fn quotes_key(x: &Exchange, key: &str, sent: Option<&str>) -> Option<String> {
+/// `Err(why)`: the text holds a key [`key_is_word_like`], which is not judged a quote.
+fn quotes_key(x: &Exchange, key: &str, sent: Option<&str>) -> Result<Option<String>, String> {
     let key = key.trim();
     if key.chars().count() < 4 {
-        return None;
+        return Ok(None);
     }
-    let r = x.judged(Profile::Gamma).ok()?;
-    r.messages.iter().enumerate().find_map(|(n, m)| {
+    let Ok(r) = x.judged(Profile::Gamma) else {
+        return Ok(None);
+    };
+    let found = r.messages.iter().enumerate().find_map(|(n, m)| {
         let shown = match sent {
             Some(s) if !s.is_empty() => m.content.replace(s, ""),
             _ => m.content.clone(),
         };
-        shown.contains(key).then(|| {
-            format!(
-                "{}: messages[{n}] quotes the configured key to a client that did not send it",
-                x.label
-            )
-        })
-    })
+        shown.contains(key).then_some((n, m.content.clone()))
+    });
+    match found {
+        None => Ok(None),
+        Some((n, text)) if key_is_word_like(key) => Err(format!(
+            "whether a refusal quotes the key is not judged: the configured key is made of \
+             letters, written as a word is, and {}'s messages[{n}] ({:?}) holds it: a leak \
+             cannot be told from the same word by coincidence (a key with a digit, a sign, \
+             mixed case or 20 letters can be)",
+            x.label,
+            clip(&text)
+        )),
+        Some((n, _)) => Ok(Some(format!(
+            "{}: messages[{n}] quotes the configured key to a client that did not send it",
+            x.label
+        ))),
+    }
 }
 
 #[cfg(test)]

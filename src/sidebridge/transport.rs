@@ -1,5 +1,6 @@
 //! A raw HTTP/1.1 client over a tokio `TcpStream`: exact request bytes out, and every reply
-//! read under bounds (connect timeout, whole-exchange deadline, body size cap), so an HTML page,
+//! read under bounds (connect timeout, the app's idle timeout, a whole-reply limit, body size
+//! cap), so an HTML page,
 //! a truncated or endless body, a 50 MB body or a refused connection each end in a named
 //! [`TransportError`] instead of a hang or a panic.
 //!
@@ -10,21 +11,36 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Bounds on one exchange. Defaults: connect 5 s, whole exchange 60 s (the app's timeout),
-/// body 10 MiB.
+/// Bounds on one exchange. Defaults: connect 5 s; the app's timeout, 60 s without receiving
+/// data (reference §1.1: an idle timeout, reset by every byte that arrives, not a bound on the
+/// whole reply); bridgewire's own bound on a whole exchange, 300 s (so a bridge that dribbles a
+/// byte now and then cannot hold a run forever); body 10 MiB.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub connect: Duration,
+    /// The app's timeout: the longest wait for the next byte of the reply.
+    pub idle: Duration,
+    /// bridgewire's bound on the whole exchange (request written, reply read); never under
+    /// `idle` where it is set from flags.
     pub total: Duration,
     pub max_body: usize,
+    /// The flags that set `idle` and `total`, named when either runs out.
+    pub idle_flag: &'static str,
+    pub total_flag: &'static str,
 }
+
+/// bridgewire's default bound on a whole reply (`--max-reply-time`).
+pub const DEFAULT_MAX_REPLY: Duration = Duration::from_secs(300);
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             connect: Duration::from_secs(5),
-            total: Duration::from_secs(60),
+            idle: Duration::from_secs(60),
+            total: DEFAULT_MAX_REPLY,
             max_body: 10 * 1024 * 1024,
+            idle_flag: "--timeout",
+            total_flag: "--max-reply-time",
         }
     }
 }
@@ -37,8 +53,21 @@ pub enum TransportError {
     Refused,
     #[error("connect failed: {0}")]
     Connect(String),
-    #[error("no complete reply within {0:?}")]
-    Timeout(Duration),
+    /// The app's timeout ran out: nothing received for that long (the app gives up too).
+    #[error(
+        "no data received for {limit:?}: the app's timeout ({flag}), which it counts from the last byte received"
+    )]
+    Idle { limit: Duration, flag: &'static str },
+    /// bridgewire's own bound on a whole reply ran out while data still came now and then
+    /// (the app has no such bound: it waits as long as bytes keep arriving).
+    #[error(
+        "no complete reply within {limit:?}: bridgewire's whole-reply limit ({flag}), not the app's timeout (data kept arriving, never {idle:?} apart)"
+    )]
+    Timeout {
+        limit: Duration,
+        idle: Duration,
+        flag: &'static str,
+    },
     /// bridgewire's own bound on a reply body (`--max-body`), not the app's: the app reads a
     /// body of any size (reference §1.1). A reply over it is not judged ([`super::rules`]).
     #[error(
@@ -192,23 +221,100 @@ pub async fn send(
     head.push_str("Connection: close\r\n\r\n");
     let mut out = head.into_bytes();
     out.extend_from_slice(body);
+    // Set when the app's timeout ran out (the reader's error says only "timed out").
+    let idled = std::sync::atomic::AtomicBool::new(false);
     let io = async {
         stream
             .write_all(&out)
             .await
             .map_err(|e| TransportError::Io(e.to_string()))?;
-        read_reply(&mut stream, method == "HEAD", limits.max_body).await
+        let mut reader = IdleRead::new(&mut stream, limits.idle, &idled);
+        read_framed(&mut reader, method == "HEAD", limits.max_body).await
     };
     match tokio::time::timeout_at(deadline, io).await {
-        Err(_) => Err(TransportError::Timeout(limits.total)),
-        Ok(Err(e)) => Err(e),
-        Ok(Ok((status, headers, body))) => Ok(HttpReply {
-            status,
-            headers,
-            body,
-            elapsed: start.elapsed(),
-            opaque: None,
+        Err(_) => Err(TransportError::Timeout {
+            limit: limits.total,
+            idle: limits.idle,
+            flag: limits.total_flag,
         }),
+        Ok(Err(_)) if idled.load(std::sync::atomic::Ordering::Relaxed) => {
+            Err(TransportError::Idle {
+                limit: limits.idle,
+                flag: limits.idle_flag,
+            })
+        }
+        Ok(Err(e)) => Err(e),
+        Ok(Ok((status, headers, body))) => {
+            let len = body.len();
+            // A reply whose coding does not undo (a plain body labelled gzip) did arrive, with
+            // its status and headers: an undecodable body (`opaque`, kept as none of its
+            // bytes, so nothing reads the raw ones as the app never would), not a missing reply.
+            let (body, opaque) = match decode_content(&headers, body, limits.max_body) {
+                Ok(body) => (body, None),
+                Err(TransportError::Malformed(why)) => (Vec::new(), Some((why, len))),
+                Err(e) => return Err(e),
+            };
+            Ok(HttpReply {
+                status,
+                headers,
+                body,
+                elapsed: start.elapsed(),
+                opaque,
+            })
+        }
+    }
+}
+
+/// A reader that fails when nothing arrives for `idle` (the app's timeout: time without
+/// receiving data, reset by every byte), setting `fired` so the caller can name it.
+struct IdleRead<'a, R> {
+    inner: &'a mut R,
+    idle: Duration,
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    fired: &'a std::sync::atomic::AtomicBool,
+}
+
+impl<'a, R> IdleRead<'a, R> {
+    fn new(inner: &'a mut R, idle: Duration, fired: &'a std::sync::atomic::AtomicBool) -> Self {
+        IdleRead {
+            inner,
+            idle,
+            sleep: Box::pin(tokio::time::sleep(idle)),
+            fired,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for IdleRead<'_, R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::future::Future;
+        use std::task::Poll;
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match std::pin::Pin::new(&mut *this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    let next = tokio::time::Instant::now() + this.idle;
+                    this.sleep.as_mut().reset(next);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match this.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    this.fired.store(true, std::sync::atomic::Ordering::Relaxed);
+                    Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no data within the idle timeout",
+                    )))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
     }
 }
 
@@ -223,8 +329,20 @@ pub const MAX_CHUNK_LINE: usize = 4096;
 
 /// Reads one HTTP/1.1 reply from `stream` (any byte source: the property tests feed it
 /// arbitrary bytes): a header section of at most 64 KiB, then a body of at most `max_body`
-/// bytes (`Content-Length`, chunked, or up to the end of the stream).
+/// bytes (`Content-Length`, chunked, or up to the end of the stream), its `Content-Encoding`
+/// undone ([`decode_content`]).
 pub async fn read_reply<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    head_only: bool,
+    max_body: usize,
+) -> Result<Parsed, TransportError> {
+    let (status, headers, body) = read_framed(stream, head_only, max_body).await?;
+    let body = decode_content(&headers, body, max_body)?;
+    Ok((status, headers, body))
+}
+
+/// [`read_reply`] without undoing the `Content-Encoding`: the body as framed.
+async fn read_framed<R: AsyncRead + Unpin>(
     stream: &mut R,
     head_only: bool,
     max_body: usize,
@@ -333,7 +451,6 @@ pub async fn read_reply<R: AsyncRead + Unpin>(
                 body.extend_from_slice(&chunk[..n]);
             }
         };
-        let body = decode_content(&headers, body, max_body)?;
         return Ok((status, headers, body));
     }
 }

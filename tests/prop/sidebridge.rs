@@ -127,7 +127,7 @@ pub fn kind_of(e: &TransportError) -> &'static str {
         TransportError::Truncated { .. } => "truncated",
         TransportError::BadChunks(_) => "bad chunks",
         TransportError::Malformed(_) => "malformed",
-        TransportError::Timeout(_) => "timeout",
+        TransportError::Timeout { .. } | TransportError::Idle { .. } => "timeout",
         _ => "other",
     }
 }
@@ -210,8 +210,10 @@ fn runtime() -> tokio::runtime::Runtime {
 fn limits(max_body: usize) -> Limits {
     Limits {
         connect: Duration::from_secs(10),
+        idle: Duration::from_secs(30),
         total: Duration::from_secs(30),
         max_body,
+        ..Limits::default()
     }
 }
 
@@ -646,6 +648,7 @@ mod proxy {
                 keep_key: false,
                 key: None,
                 timeout: Duration::from_secs(10),
+                max_reply: Duration::from_secs(10),
                 max_body: MAX_BODY,
                 mode: 0o600,
             })

@@ -88,6 +88,16 @@ FLAWS = {
     "varying-escaped-error": "SB-R5: answers vary (a counter, as `varying`), and a message whose bytes hold `\\/` gets a system error instead of an answer",
     "double-answer-reworded": "SB-R1: the message is answered as the send and again, reworded, as the last history item",
     "key-casefold": "SB-A2: the key is compared without letter case",
+    "gzip-lie": "SB-D1: the reply to the second POST of the run (the new-chat session start) says Content-Encoding: gzip, its body plain JSON",
+    "leak-pydantic": "SB-R10: a pydantic ValidationError in the error reply (status 422)",
+    "leak-swift": "SB-R10: a Swift DecodingError in the error reply",
+    "key-suffix": "SB-A2: a key that the configured one ends with is accepted",
+    "key-nohyphen": "SB-A2: keys are compared with their hyphens taken out",
+    "key-length": "SB-A2: only the key's length is compared",
+    "auth-skip-without-history": "SB-A1 (SB-A2 names it): a send without `history` is served without looking at the key",
+    "end-on-unknown-keys": "SB-R7: a send with top-level keys it does not know is answered alike, and the session ended",
+    "private-on-unknown-keys": "SB-R7: a send with top-level keys it does not know is answered alike, with disableSendHistory: true",
+    "end-on-1.1": "SB-R8: a \"sidebridge\":\"1.1\" send is answered alike, and the session ended",
     "source-no-host": "SB-D5: assistant messages cite `https:example.com/docs/peer` (no `//`, no host)",
 }
 ODDITIES = {
@@ -133,6 +143,7 @@ ODDITIES = {
     "counter-from-2": "with counter-ids: the counter starts at 2, so this build's ids are the other build's shifted by one (every id but the first is one the other build also gave)",
     "echo-user-first": "every answer to a send is preceded by the user's own message re-sent unchanged (same id, from user, same content): an upsert that changes nothing on screen",
     "huge-answers": "every answer to a send ends with 11 MiB of text (a legal body: the app reads a body of any size)",
+    "trickle": "the reply to the first POST of the run is preceded by 8 spaces (JSON whitespace), one every 0.5 s: 4 s in all, never 1 s without data",
     "sources-unusual": "assistant messages cite legal unusual URLs: upper-case scheme and host, port, percent-encoding, an IPv6 host",
 }
 
@@ -150,6 +161,11 @@ LEAKS = {
     "leak-ruby": (400, "JSON::ParserError: unexpected token at '{\"sidebridge\"'"),
     "leak-php": (400, "PHP Fatal error:  Uncaught JsonException: Syntax error in /srv/bridge.php:12"),
     "leak-node-json": (400, "Unterminated string in JSON at position 73"),
+    "leak-pydantic": (422, "2 validation errors for ChatRequest\nmessages.0.content\n  Field required "
+                           "[type=missing, input_value={'id': 'x'}, input_type=dict]"),
+    "leak-swift": (400, 'keyNotFound(CodingKeys(stringValue: "chatId", intValue: nil), '
+                        'Swift.DecodingError.Context(codingPath: [], debugDescription: "No value '
+                        'associated with key", underlyingError: nil))'),
 }
 
 
@@ -189,6 +205,15 @@ def new_id(state):
     else:
         i = str(uuid.uuid4())
     return i.upper() if "upper-ids" in state.oddities else i
+
+
+def without_history(raw):
+    """Whether a request body is a send (it has `messages`) without `history`."""
+    try:
+        req = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(req, dict) and "messages" in req and "history" not in req
 
 
 def raw_content(raw):
@@ -246,12 +271,27 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         for k, v in extra:
             self.send_header(k, v)
+        if "gzip-lie" in self.st.flaws and getattr(self, "post_n", 0) == 2:
+            self.send_header("Content-Encoding", "gzip")
         if "close-delimited" in self.st.oddities:
             self.send_header("Connection", "close")
             self.end_headers()
             self.close_connection = True
             if self.command != "HEAD":
                 self.wfile.write(body)
+            return
+        if "trickle" in self.st.oddities and getattr(self, "post_n", 0) == 1:
+            lead = b" " * 8
+            self.send_header("Content-Length", str(len(lead) + len(body)))
+            self.end_headers()
+            try:
+                for b in lead:
+                    self.wfile.write(bytes([b]))
+                    self.wfile.flush()
+                    time.sleep(0.5)
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
             return
         if "chunked" in self.st.oddities and self.command != "HEAD":
             self.send_header("Transfer-Encoding", "chunked")
@@ -293,6 +333,16 @@ class Handler(BaseHTTPRequestHandler):
             obj["x-ignored-keys"] = self.ignored
         if "version-echo" in st.oddities and getattr(self, "version", None):
             obj["sidebridge"] = self.version
+        if getattr(self, "is_send", False) and obj.get("messages"):
+            opts = None
+            if getattr(self, "ignored", None) and "end-on-unknown-keys" in st.flaws:
+                opts = {"endSession": True}
+            if getattr(self, "ignored", None) and "private-on-unknown-keys" in st.flaws:
+                opts = {"disableSendHistory": True}
+            if getattr(self, "version", None) == "1.1" and "end-on-1.1" in st.flaws:
+                opts = {"endSession": True}
+            if opts:
+                obj["options"] = dict(obj.get("options") or {}, **opts)
         body = json.dumps(obj).encode()
         # Extensions the standard library cannot write (1e400 is not a float it keeps).
         for name, ext in (("huge-number", b'"x-score":1e400'),
@@ -351,6 +401,7 @@ class Handler(BaseHTTPRequestHandler):
         with st.lock:
             st.posts += 1
             n = st.posts
+        self.post_n = n
         if n == 2 and "hangup-second-post" in st.flaws:
             self.close_connection = True
             return
@@ -381,7 +432,12 @@ class Handler(BaseHTTPRequestHandler):
         lenient = ("accept-missing-key" in st.flaws and sent_key is None) or (
             "accept-wrong-key" in st.flaws and sent_key is not None) or (
             "key-prefix" in st.flaws and sent_key and st.key and st.key.startswith(sent_key)) or (
-            "key-casefold" in st.flaws and sent_key and st.key and sent_key.lower() == st.key.lower())
+            "key-casefold" in st.flaws and sent_key and st.key and sent_key.lower() == st.key.lower()) or (
+            "key-suffix" in st.flaws and sent_key and st.key and st.key.endswith(sent_key)) or (
+            "key-nohyphen" in st.flaws and sent_key is not None and st.key
+            and sent_key.replace("-", "") == st.key.replace("-", "")) or (
+            "key-length" in st.flaws and sent_key is not None and st.key and len(sent_key) == len(st.key)) or (
+            "auth-skip-without-history" in st.flaws and without_history(raw))
         if st.key is not None and sent_key != st.key and not lenient:
             if "refusal-quotes-key" in st.flaws:
                 return self.error(401, "Wrong key: this bridge expects %s." % st.key, end=True)
@@ -414,6 +470,7 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(cid, str) or not UUID_RE.match(cid):
             return self.bad_request("chatId must be a UUID.")
         msgs, hist = req.get("messages"), req.get("history")
+        self.is_send = msgs is not None
         for v in (msgs, hist):
             if v is not None and not (isinstance(v, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in v)):
                 return self.bad_request("messages and history must be lists of messages.")
