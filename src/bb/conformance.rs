@@ -17,8 +17,8 @@
 //!
 //! Beyond the kit, after the wire rules: `events/grammar`, bb's host grammar
 //! ([`Grammar::accept_on`], the function the replay and the offline pass use) over every event
-//! of the run, one state per thread, forgotten at the thread's release stop; each violation is
-//! named with its sub-rule and where it arrived (scenario, event, message, thread).
+//! of the run, one state per thread, forgotten when the bridge answers the thread's release stop
+//! (the runtime detaches the thread then, not when it sends the stop); each violation is named with its sub-rule and where it arrived (scenario, event, message, thread).
 
 use super::assembler::Assembler;
 use super::delta;
@@ -369,7 +369,7 @@ impl GrammarFault {
 }
 
 /// bb's host grammar over the live events: one state per thread the bridge named, forgotten
-/// when the runtime sends that thread's release stop (as the host and the replay do). Fed as
+/// when the bridge answers that thread's release stop (the runtime detaches it then). Fed as
 /// events are assembled; judged at the end (`events/grammar`).
 #[derive(Default)]
 struct LiveGrammar {
@@ -569,6 +569,10 @@ struct Client {
     accept_main_run: bool,
     /// `provider/recovery` notifications: (message, params), the first [`MAX_INVALID_DELTAS`].
     recoveries: Vec<(usize, Value)>,
+    /// Release stops sent and not yet answered: request id → thread. The host forgets the
+    /// thread's grammar state when the stop is answered (protocol, Turn lifecycle 6: what the
+    /// bridge still owes for the thread goes out before the response), not when it is sent.
+    releasing: HashMap<u64, String>,
 }
 
 fn clip(s: &str, n: usize) -> String {
@@ -618,6 +622,7 @@ impl Client {
             diag: Diag::default(),
             accept_main_run: false,
             recoveries: Vec::new(),
+            releasing: HashMap::new(),
         }
     }
 
@@ -662,12 +667,28 @@ impl Client {
                 _ => "a runtime line".to_string(),
             };
             self.judge.runtime(&v, &at);
-            // A release stop makes the host forget the thread's grammar state.
+            // A release stop makes the host forget the thread's grammar state once it is
+            // answered: what the bridge sends before the response still lands on the thread
+            // (a background delegation's last progress and close, for one).
+            let thread = v.f("params").f("threadId").as_str();
             if v.f("method") == "thread/stop"
                 && v.f("params").f("intent") == "release"
-                && let Some(t) = v.f("params").f("threadId").as_str()
+                && let (Some(t), Some(id)) = (thread, v.get("id").and_then(Value::as_u64))
             {
-                self.grammar.grammar.clear_thread(t);
+                self.releasing.insert(id, t.to_string());
+            } else if let Some(t) = thread
+                && matches!(
+                    v.f("method").as_str(),
+                    Some("thread/start" | "thread/resume" | "thread/fork")
+                )
+            {
+                // A stop never answered (its own rule's fault) detaches the thread all the
+                // same before the runtime constructs it again.
+                let before = self.releasing.len();
+                self.releasing.retain(|_, r| r != t);
+                if self.releasing.len() != before {
+                    self.grammar.grammar.clear_thread(t);
+                }
             }
         }
         self.note_wire(Dir::Sent, line.to_string());
@@ -764,6 +785,13 @@ impl Client {
         match method {
             None => {
                 self.judge.bridge_response(&v, &format!("message {pos}"));
+                if let Some(t) = v
+                    .get("id")
+                    .and_then(Value::as_u64)
+                    .and_then(|id| self.releasing.remove(&id))
+                {
+                    self.grammar.grammar.clear_thread(&t);
+                }
                 if self.resp_log.len() >= MAX_RESPONSES {
                     self.diag.responses_dropped += 1;
                     return;
@@ -1598,6 +1626,8 @@ impl Kit<'_> {
 
         // session/resume-identity
         let m = self.begin("session/resume-identity");
+        // The first event of the resumed session (events before it are the first session's).
+        let mut resume_at = usize::MAX;
         let resumed = if !restore {
             for r in ["session/resume-identity", "session/resume-id-uniqueness"] {
                 self.emit(m, Verdict::not_run(r, NO_SESSION_RESTORE));
@@ -1616,6 +1646,7 @@ impl Kit<'_> {
         } else {
             let mut params = self.construction(MAIN_THREAD);
             params["providerThreadId"] = json!(ptid);
+            resume_at = self.c.events.len();
             let id = self.c.request("thread/resume", params);
             match self.c.wait_response(id) {
                 None => {
@@ -1667,11 +1698,20 @@ impl Kit<'_> {
                     // fault; it is not on the host's timeline, so no repeat here (bb's kit,
                     // which applies no grammar, fails this rule for it too).
                     let mut refused_repeat = None;
+                    // An explicit reopen reuses the same bb id (protocol, "an explicit reopen
+                    // reuses the same bb id"): an item started again, after it settled, in the
+                    // provider session that started it is the same item, not a repeated id;
+                    // only a start in the resumed session repeats one of the first session's.
+                    // Beyond the kit: bb's kit counts a reopen as a repeat, and --kit-only too.
+                    // item id → (whether its last start was in the resumed session, settled since).
+                    let mut last_start: HashMap<String, (bool, bool)> = HashMap::new();
+                    let mut reopened: Option<(String, usize)> = None;
                     for (i, ev) in self.c.events.iter().enumerate() {
                         if ev.thread != MAIN_THREAD {
                             continue;
                         }
                         let e = &ev.event;
+                        let session = i >= resume_at;
                         if is_type(e, "turn/started") {
                             let Some(t) = turn_id(e) else { continue };
                             if !self.kit_only && self.c.grammar.refused.contains(&i) {
@@ -1685,10 +1725,30 @@ impl Kit<'_> {
                             }
                         } else if is_type(e, "item/started")
                             && let Some(i) = e["item"]["id"].as_str()
-                            && !items.insert(i.to_string())
-                            && repeat.is_none()
                         {
-                            repeat = Some(format!("item id {i} started twice"));
+                            if !items.insert(i.to_string()) {
+                                let reopen =
+                                    !self.kit_only && last_start.get(i) == Some(&(session, true));
+                                if reopen {
+                                    let n = reopened.get_or_insert_with(|| (i.to_string(), 0));
+                                    n.1 += 1;
+                                } else if repeat.is_none() {
+                                    let across = last_start.get(i).is_some_and(|l| l.0 != session);
+                                    repeat = Some(if across {
+                                        format!(
+                                            "item id {i} started twice, before the resume and again after it (a resumed session starts a fresh id space: session.reset)"
+                                        )
+                                    } else {
+                                        format!("item id {i} started twice")
+                                    });
+                                }
+                            }
+                            last_start.insert(i.to_string(), (session, false));
+                        } else if is_type(e, "item/completed")
+                            && let Some(i) = e["item"]["id"].as_str()
+                            && let Some(s) = last_start.get_mut(i)
+                        {
+                            s.1 = true;
                         }
                     }
                     match repeat {
@@ -1700,9 +1760,13 @@ impl Kit<'_> {
                         ),
                         None => {
                             let mut v = Verdict::pass("session/resume-id-uniqueness");
-                            if let Some(r) = refused_repeat {
-                                v.detail = r;
+                            let mut notes: Vec<String> = refused_repeat.into_iter().collect();
+                            if let Some((first, n)) = reopened {
+                                notes.push(format!(
+                                    "{n} explicit reopen(s) (an item started again after it settled, in the same provider session: the same bb id; first: {first}) are no repeated id"
+                                ));
                             }
+                            v.detail = notes.join("; ");
                             self.emit(m, v)
                         }
                     }
@@ -2435,7 +2499,7 @@ mod tests {
         assert_eq!(g.verdict().status, Status::Fail);
     }
 
-    /// `events/grammar`: one state per thread, forgotten at a release stop; each violation
+    /// `events/grammar`: one state per thread, forgotten at an answered release stop; each violation
     /// named with its sub-rule, scenario, event, message and thread; item/opens-before-delta
     /// left to the kit's rule once it failed; nothing assembled → not run.
     #[test]
@@ -2461,7 +2525,7 @@ mod tests {
             "turn/settles-once on turn/completed: turn t1 already completed (event 3 at message 4 on thread \"a\", during session/resume-id-uniqueness); bb's host drops it"
         );
         assert!(g.refused.contains(&3));
-        // A release stop forgets the thread: the same turn may start again.
+        // An answered release stop forgets the thread: the same turn may start again.
         g.grammar.clear_thread("a");
         g.event("a", 5, "the final release", &ev("turn/started", "t1"));
         assert_eq!(g.other_total, 1);
