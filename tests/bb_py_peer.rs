@@ -637,6 +637,20 @@ fn rows() -> Vec<Row> {
                 ),
             ],
         },
+        // Handles that name another thread's session (spec: "It must name exactly one
+        // provider session … never mint it from a per-process counter"): both passed before.
+        f(
+            "start-same-ptid",
+            &[(
+                "session/start-identity",
+                "fail",
+                "answered providerThreadId \"py-session-1\" at message ",
+            )],
+        ),
+        f(
+            "fork-same-ptid",
+            &[("session/fork-identity", "fail", "announced first (message ")],
+        ),
         // The resumed session reuses the first one's item ids: the one fault the uniqueness
         // rule exists for, still named when reopens are not (the repeat crosses the resume).
         f(
@@ -1360,6 +1374,14 @@ fn parity(args: &[&str]) -> (Option<i32>, String) {
 /// Flaws of the peer a parity of `check-run` cannot see, each with why: what the runtime never
 /// sends or never shows.
 const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
+    (
+        "start-same-ptid",
+        "each cell replays on a bridge of its own, so no second thread of the process announces the handle; parity blanks providerThreadId (every run mints its own)",
+    ),
+    (
+        "fork-same-ptid",
+        "parity blanks providerThreadId (every run mints its own), so a fork's handle equal to its source's reads as any other",
+    ),
     (
         "resume-no-reset",
         "the replay resumes the recorded handle, not the one the live leg's start minted, so the resumed session's provider item ids differ from the first session's and none repeats",

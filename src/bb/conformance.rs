@@ -202,6 +202,7 @@ pub fn run(
         progress,
         unknown_method_code: None,
         schema_mark: None,
+        start_mark: None,
     };
     kit.run_all();
     let mut c = kit.c;
@@ -573,6 +574,10 @@ struct Client {
     /// thread's grammar state when the stop is answered (protocol, Turn lifecycle 6: what the
     /// bridge still owes for the thread goes out before the response), not when it is sent.
     releasing: HashMap<u64, String>,
+    /// thread/start and thread/fork requests awaiting their result: id → (method, thread).
+    constructing: HashMap<u64, (&'static str, String)>,
+    /// The handles those results announced, in order: (method, thread, handle, message).
+    announced: Vec<(&'static str, String, String, usize)>,
 }
 
 fn clip(s: &str, n: usize) -> String {
@@ -623,6 +628,8 @@ impl Client {
             accept_main_run: false,
             recoveries: Vec::new(),
             releasing: HashMap::new(),
+            constructing: HashMap::new(),
+            announced: Vec::new(),
         }
     }
 
@@ -671,6 +678,18 @@ impl Client {
             // answered: what the bridge sends before the response still lands on the thread
             // (a background delegation's last progress and close, for one).
             let thread = v.f("params").f("threadId").as_str();
+            if let (Some(t), Some(id)) = (thread, v.get("id").and_then(Value::as_u64)) {
+                match v.f("method").as_str() {
+                    Some("thread/start") => {
+                        self.constructing
+                            .insert(id, ("thread/start", t.to_string()));
+                    }
+                    Some("thread/fork") => {
+                        self.constructing.insert(id, ("thread/fork", t.to_string()));
+                    }
+                    _ => {}
+                }
+            }
             if v.f("method") == "thread/stop"
                 && v.f("params").f("intent") == "release"
                 && let (Some(t), Some(id)) = (thread, v.get("id").and_then(Value::as_u64))
@@ -791,6 +810,15 @@ impl Client {
                     .and_then(|id| self.releasing.remove(&id))
                 {
                     self.grammar.grammar.clear_thread(&t);
+                }
+                if let Some((method, t)) = v
+                    .get("id")
+                    .and_then(Value::as_u64)
+                    .and_then(|id| self.constructing.remove(&id))
+                    && let Some(h) = v.f("result").f("providerThreadId").as_str()
+                    && self.announced.len() < MAX_RESPONSES
+                {
+                    self.announced.push((method, t, h.to_string(), pos));
                 }
                 if self.resp_log.len() >= MAX_RESPONSES {
                     self.diag.responses_dropped += 1;
@@ -926,6 +954,28 @@ impl Client {
                 || c.diag.batched_ids.contains(&id)
         });
         self.response(id).cloned()
+    }
+
+    /// The first thread/start or thread/fork result that announced `handle` already
+    /// announced by another thread's (thread, message), with the one before it, as
+    /// (method, thread, message, first thread, first message).
+    fn handle_taken(&self, methods: &[&str]) -> Option<(String, String, usize, String, usize)> {
+        self.announced
+            .iter()
+            .enumerate()
+            .filter(|(_, (m, ..))| methods.contains(m))
+            .find_map(|(i, (m, t, h, at))| {
+                let (_, first, _, first_at) = self.announced[..i]
+                    .iter()
+                    .find(|(_, ft, fh, _)| fh == h && ft != t)?;
+                Some((
+                    format!("{m} for {t:?} answered providerThreadId {h:?}"),
+                    t.clone(),
+                    *at,
+                    first.clone(),
+                    *first_at,
+                ))
+            })
     }
 
     fn response(&self, id: u64) -> Option<&Value> {
@@ -1077,6 +1127,8 @@ struct Kit<'a> {
     unknown_method_code: Option<i64>,
     /// Where `events/schema-valid`'s scenario began, when it is judged at the end of the run.
     schema_mark: Option<u64>,
+    /// Where `session/start-identity`'s scenario began, when it is judged at the end of the run.
+    start_mark: Option<u64>,
 }
 
 impl Kit<'_> {
@@ -1172,6 +1224,16 @@ impl Kit<'_> {
         let caps = self.handshake();
         self.lifecycle(caps);
         if !self.kit_only {
+            if let Some(m) = self.start_mark.take() {
+                match self.c.handle_taken(&["thread/start"]) {
+                    Some((what, _, at, first, first_at)) => self.fail(
+                        "session/start-identity",
+                        m,
+                        format!("{what} at message {at}, which thread {first:?} announced first (message {first_at}): a handle names exactly one provider session, never one minted from a per-process counter (bb refuses to resume a handle another thread announced first)"),
+                    ),
+                    None => self.pass("session/start-identity", m),
+                }
+            }
             if let Some(m) = self.schema_mark.take() {
                 self.events_schema_valid(m);
             }
@@ -1473,6 +1535,12 @@ impl Kit<'_> {
             Some(r) => parse_identity(&r).map_err(|e| format!("thread/start result: {e}")),
         };
         let mut ptid = match ptid {
+            // Beyond the kit, judged at the end of the run: a later thread/start for another
+            // thread may answer the same handle (a per-process counter).
+            Ok(p) if !self.kit_only => {
+                self.start_mark = Some(m);
+                p
+            }
             Ok(p) => {
                 self.pass("session/start-identity", m);
                 p
@@ -1800,9 +1868,17 @@ impl Kit<'_> {
                 json!({"threadId": FORK_THREAD, "providerThreadId": fork_ptid, "intent": "release", "activeTurnId": null}),
             );
             self.c.wait_response(id);
-            match res {
-                Ok(_) => self.pass("session/fork-identity", m),
-                Err(d) => self.fail("session/fork-identity", m, d),
+            let taken = (!self.kit_only)
+                .then(|| self.c.handle_taken(&["thread/fork"]))
+                .flatten();
+            match (res, taken) {
+                (Ok(_), Some((what, _, at, first, first_at))) => self.fail(
+                    "session/fork-identity",
+                    m,
+                    format!("{what} at message {at}, which thread {first:?} announced first (message {first_at}): a fork is a new provider session, and a handle names exactly one (bb refuses to resume a handle another thread announced first)"),
+                ),
+                (Ok(_), None) => self.pass("session/fork-identity", m),
+                (Err(d), _) => self.fail("session/fork-identity", m, d),
             }
         }
 
