@@ -637,6 +637,15 @@ fn rows() -> Vec<Row> {
                 ),
             ],
         },
+        // A refused turn/start whose turn runs all the same (passed before).
+        f(
+            "error-but-runs",
+            &[(
+                "turn/lifecycle",
+                "fail",
+                "turn/start answered error -32000 the provider is busy, yet turn ",
+            )],
+        ),
         // Handles that name another thread's session (spec: "It must name exactly one
         // provider session … never mint it from a per-process counter"): both passed before.
         f(

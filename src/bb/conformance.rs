@@ -1582,7 +1582,20 @@ impl Kit<'_> {
             // Beyond the kit: "Acceptance rides input.accepted { clientRequestId } —
             // mandatory" (protocol, Turn lifecycle 1); the assembler turns it into
             // turn/input/accepted when the turn opens.
-            TurnOutcome::Settled { turn, creq } if !self.kit_only => {
+            // Beyond the kit: "a prompt the provider never took must not open a turn"
+            // (protocol, Turn lifecycle): an error answer says the provider did not take it.
+            TurnOutcome::Settled {
+                turn,
+                refused: Some(answer),
+                ..
+            } if !self.kit_only => self.fail(
+                "turn/lifecycle",
+                m,
+                format!(
+                    "turn/start answered {answer}, yet turn {turn} opened and settled: a prompt the provider never took must not open a turn (an error answer says it was not taken, so the runtime reports the prompt failed while the turn runs)"
+                ),
+            ),
+            TurnOutcome::Settled { turn, creq, .. } if !self.kit_only => {
                 let accepted = self.c.events.iter().any(|e| {
                     e.thread == MAIN_THREAD
                         && is_type(&e.event, "turn/input/accepted")
@@ -1982,8 +1995,16 @@ impl Kit<'_> {
             let why = self.c.why_silent();
             return TurnOutcome::NeverSettled { turn: t, why };
         }
-        self.c.wait_response(id);
-        TurnOutcome::Settled { turn: t, creq }
+        let refused = self
+            .c
+            .wait_response(id)
+            .filter(is_error)
+            .map(|r| describe_answer(&r));
+        TurnOutcome::Settled {
+            turn: t,
+            creq,
+            refused,
+        }
     }
 
     fn events_schema_valid(&mut self, m: u64) {
@@ -2360,6 +2381,8 @@ enum TurnOutcome {
         turn: String,
         /// The clientRequestId its turn/start carried.
         creq: String,
+        /// The turn/start's error answer, when it was refused (and the turn ran all the same).
+        refused: Option<String>,
     },
     NeverStarted(String),
     NeverSettled {
