@@ -129,6 +129,23 @@ fn rows() -> Vec<Row> {
             env: &[("PY_BB_ODDITY", "keys")],
             not_pass: &[],
         },
+        // A background delegation left running past its turn, whose last progress and close
+        // go out after the release stop and before its answer, as the protocol asks: every
+        // rule passes (before, events/grammar failed them, the thread's state forgotten at the
+        // stop instead of at its answer).
+        Row {
+            name: "bg",
+            env: &[("PY_BB_ODDITY", "bg")],
+            not_pass: &[],
+        },
+        // An explicit reopen (open, close, open and close again under one providerItemId),
+        // which reuses the same bb id: every rule passes (before, session/resume-id-uniqueness
+        // failed it as a repeated item id; --kit-only still does, as bb's kit).
+        Row {
+            name: "reopen",
+            env: &[("PY_BB_ODDITY", "reopen")],
+            not_pass: &[],
+        },
         Row {
             name: "no-restore",
             env: &[("PY_BB_ODDITY", "no-restore")],
@@ -620,6 +637,39 @@ fn rows() -> Vec<Row> {
                 ),
             ],
         },
+        // A refused turn/start whose turn runs all the same (passed before).
+        f(
+            "error-but-runs",
+            &[(
+                "turn/lifecycle",
+                "fail",
+                "turn/start answered error -32000 the provider is busy, yet turn ",
+            )],
+        ),
+        // Handles that name another thread's session (spec: "It must name exactly one
+        // provider session … never mint it from a per-process counter"): both passed before.
+        f(
+            "start-same-ptid",
+            &[(
+                "session/start-identity",
+                "fail",
+                "answered providerThreadId \"py-session-1\" at message ",
+            )],
+        ),
+        f(
+            "fork-same-ptid",
+            &[("session/fork-identity", "fail", "announced first (message ")],
+        ),
+        // The resumed session reuses the first one's item ids: the one fault the uniqueness
+        // rule exists for, still named when reopens are not (the repeat crosses the resume).
+        f(
+            "resume-no-reset",
+            &[(
+                "session/resume-id-uniqueness",
+                "fail",
+                "started twice, before the resume and again after it",
+            )],
+        ),
         f(
             "bad-delta-later",
             &[
@@ -751,6 +801,26 @@ fn a_turn_started_twice_is_the_grammars_fault_and_the_kits_under_kit_only() {
         detail.contains("left to item/opens-before-delta, which failed for that fault"),
         "{detail}"
     );
+}
+
+/// An explicit reopen reuses its bb id (protocol): no repeated id by default, the pass naming
+/// it; bb's kit counts it as a repeat, and `--kit-only` gives the kit's verdict.
+#[test]
+fn an_explicit_reopen_is_no_repeated_id_but_the_kits_repeat_under_kit_only() {
+    let Some(py) =
+        python("an_explicit_reopen_is_no_repeated_id_but_the_kits_repeat_under_kit_only")
+    else {
+        return;
+    };
+    let env: &[(&str, &str)] = &[("PY_BB_ODDITY", "reopen")];
+    let (_, got) = run(py, env);
+    let (status, detail) = &got["session/resume-id-uniqueness"];
+    assert_eq!(status, "pass", "{detail}");
+    assert!(detail.contains("explicit reopen(s)"), "{detail}");
+    let (_, kit) = run_with(py, env, FIXTURE, &["--timeout-ms", "3000", "--kit-only"]);
+    let (status, detail) = &kit["session/resume-id-uniqueness"];
+    assert_eq!(status, "fail", "{detail}");
+    assert!(detail.ends_with("started twice"), "{detail}");
 }
 
 /// A recorded row: a committed recording of the peer (`tests/peers/bb/<cells>/`, made by
@@ -1314,6 +1384,18 @@ fn parity(args: &[&str]) -> (Option<i32>, String) {
 /// sends or never shows.
 const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
     (
+        "start-same-ptid",
+        "each cell replays on a bridge of its own, so no second thread of the process announces the handle; parity blanks providerThreadId (every run mints its own)",
+    ),
+    (
+        "fork-same-ptid",
+        "parity blanks providerThreadId (every run mints its own), so a fork's handle equal to its source's reads as any other",
+    ),
+    (
+        "resume-no-reset",
+        "the replay resumes the recorded handle, not the one the live leg's start minted, so the resumed session's provider item ids differ from the first session's and none repeats",
+    ),
+    (
         "early-text",
         "a text delta outside a turn without noTurnFallback is dropped by the runtime: the same timeline",
     ),
@@ -1349,8 +1431,9 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
 
 /// Oddities of the peer a parity of `check-run` shows: legal, and another timeline or another
 /// handshake (`1`: other content; `keys`: a provider turn and recovery hints of its own;
-/// `no-restore`: no sessionRestore, so resumes are refused).
-const PARITY_VISIBLE_ODDITIES: &[&str] = &["1", "keys", "no-restore"];
+/// `no-restore`: no sessionRestore, so resumes are refused; `bg`: a background delegation per
+/// turn; `reopen`: a reopened tool item per turn).
+const PARITY_VISIBLE_ODDITIES: &[&str] = &["1", "keys", "no-restore", "bg", "reopen"];
 
 /// The flaws and oddities the peer's header documents, in order.
 fn documented(kind: &str) -> Vec<String> {

@@ -17,8 +17,8 @@
 //!
 //! Beyond the kit, after the wire rules: `events/grammar`, bb's host grammar
 //! ([`Grammar::accept_on`], the function the replay and the offline pass use) over every event
-//! of the run, one state per thread, forgotten at the thread's release stop; each violation is
-//! named with its sub-rule and where it arrived (scenario, event, message, thread).
+//! of the run, one state per thread, forgotten when the bridge answers the thread's release stop
+//! (the runtime detaches the thread then, not when it sends the stop); each violation is named with its sub-rule and where it arrived (scenario, event, message, thread).
 
 use super::assembler::Assembler;
 use super::delta;
@@ -202,6 +202,7 @@ pub fn run(
         progress,
         unknown_method_code: None,
         schema_mark: None,
+        start_mark: None,
     };
     kit.run_all();
     let mut c = kit.c;
@@ -369,7 +370,7 @@ impl GrammarFault {
 }
 
 /// bb's host grammar over the live events: one state per thread the bridge named, forgotten
-/// when the runtime sends that thread's release stop (as the host and the replay do). Fed as
+/// when the bridge answers that thread's release stop (the runtime detaches it then). Fed as
 /// events are assembled; judged at the end (`events/grammar`).
 #[derive(Default)]
 struct LiveGrammar {
@@ -569,6 +570,14 @@ struct Client {
     accept_main_run: bool,
     /// `provider/recovery` notifications: (message, params), the first [`MAX_INVALID_DELTAS`].
     recoveries: Vec<(usize, Value)>,
+    /// Release stops sent and not yet answered: request id → thread. The host forgets the
+    /// thread's grammar state when the stop is answered (protocol, Turn lifecycle 6: what the
+    /// bridge still owes for the thread goes out before the response), not when it is sent.
+    releasing: HashMap<u64, String>,
+    /// thread/start and thread/fork requests awaiting their result: id → (method, thread).
+    constructing: HashMap<u64, (&'static str, String)>,
+    /// The handles those results announced, in order: (method, thread, handle, message).
+    announced: Vec<(&'static str, String, String, usize)>,
 }
 
 fn clip(s: &str, n: usize) -> String {
@@ -618,6 +627,9 @@ impl Client {
             diag: Diag::default(),
             accept_main_run: false,
             recoveries: Vec::new(),
+            releasing: HashMap::new(),
+            constructing: HashMap::new(),
+            announced: Vec::new(),
         }
     }
 
@@ -662,12 +674,40 @@ impl Client {
                 _ => "a runtime line".to_string(),
             };
             self.judge.runtime(&v, &at);
-            // A release stop makes the host forget the thread's grammar state.
+            // A release stop makes the host forget the thread's grammar state once it is
+            // answered: what the bridge sends before the response still lands on the thread
+            // (a background delegation's last progress and close, for one).
+            let thread = v.f("params").f("threadId").as_str();
+            if let (Some(t), Some(id)) = (thread, v.get("id").and_then(Value::as_u64)) {
+                match v.f("method").as_str() {
+                    Some("thread/start") => {
+                        self.constructing
+                            .insert(id, ("thread/start", t.to_string()));
+                    }
+                    Some("thread/fork") => {
+                        self.constructing.insert(id, ("thread/fork", t.to_string()));
+                    }
+                    _ => {}
+                }
+            }
             if v.f("method") == "thread/stop"
                 && v.f("params").f("intent") == "release"
-                && let Some(t) = v.f("params").f("threadId").as_str()
+                && let (Some(t), Some(id)) = (thread, v.get("id").and_then(Value::as_u64))
             {
-                self.grammar.grammar.clear_thread(t);
+                self.releasing.insert(id, t.to_string());
+            } else if let Some(t) = thread
+                && matches!(
+                    v.f("method").as_str(),
+                    Some("thread/start" | "thread/resume" | "thread/fork")
+                )
+            {
+                // A stop never answered (its own rule's fault) detaches the thread all the
+                // same before the runtime constructs it again.
+                let before = self.releasing.len();
+                self.releasing.retain(|_, r| r != t);
+                if self.releasing.len() != before {
+                    self.grammar.grammar.clear_thread(t);
+                }
             }
         }
         self.note_wire(Dir::Sent, line.to_string());
@@ -764,6 +804,22 @@ impl Client {
         match method {
             None => {
                 self.judge.bridge_response(&v, &format!("message {pos}"));
+                if let Some(t) = v
+                    .get("id")
+                    .and_then(Value::as_u64)
+                    .and_then(|id| self.releasing.remove(&id))
+                {
+                    self.grammar.grammar.clear_thread(&t);
+                }
+                if let Some((method, t)) = v
+                    .get("id")
+                    .and_then(Value::as_u64)
+                    .and_then(|id| self.constructing.remove(&id))
+                    && let Some(h) = v.f("result").f("providerThreadId").as_str()
+                    && self.announced.len() < MAX_RESPONSES
+                {
+                    self.announced.push((method, t, h.to_string(), pos));
+                }
                 if self.resp_log.len() >= MAX_RESPONSES {
                     self.diag.responses_dropped += 1;
                     return;
@@ -898,6 +954,28 @@ impl Client {
                 || c.diag.batched_ids.contains(&id)
         });
         self.response(id).cloned()
+    }
+
+    /// The first thread/start or thread/fork result that announced `handle` already
+    /// announced by another thread's (thread, message), with the one before it, as
+    /// (method, thread, message, first thread, first message).
+    fn handle_taken(&self, methods: &[&str]) -> Option<(String, String, usize, String, usize)> {
+        self.announced
+            .iter()
+            .enumerate()
+            .filter(|(_, (m, ..))| methods.contains(m))
+            .find_map(|(i, (m, t, h, at))| {
+                let (_, first, _, first_at) = self.announced[..i]
+                    .iter()
+                    .find(|(_, ft, fh, _)| fh == h && ft != t)?;
+                Some((
+                    format!("{m} for {t:?} answered providerThreadId {h:?}"),
+                    t.clone(),
+                    *at,
+                    first.clone(),
+                    *first_at,
+                ))
+            })
     }
 
     fn response(&self, id: u64) -> Option<&Value> {
@@ -1049,6 +1127,8 @@ struct Kit<'a> {
     unknown_method_code: Option<i64>,
     /// Where `events/schema-valid`'s scenario began, when it is judged at the end of the run.
     schema_mark: Option<u64>,
+    /// Where `session/start-identity`'s scenario began, when it is judged at the end of the run.
+    start_mark: Option<u64>,
 }
 
 impl Kit<'_> {
@@ -1144,6 +1224,16 @@ impl Kit<'_> {
         let caps = self.handshake();
         self.lifecycle(caps);
         if !self.kit_only {
+            if let Some(m) = self.start_mark.take() {
+                match self.c.handle_taken(&["thread/start"]) {
+                    Some((what, _, at, first, first_at)) => self.fail(
+                        "session/start-identity",
+                        m,
+                        format!("{what} at message {at}, which thread {first:?} announced first (message {first_at}): a handle names exactly one provider session, never one minted from a per-process counter (bb refuses to resume a handle another thread announced first)"),
+                    ),
+                    None => self.pass("session/start-identity", m),
+                }
+            }
             if let Some(m) = self.schema_mark.take() {
                 self.events_schema_valid(m);
             }
@@ -1445,6 +1535,12 @@ impl Kit<'_> {
             Some(r) => parse_identity(&r).map_err(|e| format!("thread/start result: {e}")),
         };
         let mut ptid = match ptid {
+            // Beyond the kit, judged at the end of the run: a later thread/start for another
+            // thread may answer the same handle (a per-process counter).
+            Ok(p) if !self.kit_only => {
+                self.start_mark = Some(m);
+                p
+            }
             Ok(p) => {
                 self.pass("session/start-identity", m);
                 p
@@ -1486,7 +1582,20 @@ impl Kit<'_> {
             // Beyond the kit: "Acceptance rides input.accepted { clientRequestId } —
             // mandatory" (protocol, Turn lifecycle 1); the assembler turns it into
             // turn/input/accepted when the turn opens.
-            TurnOutcome::Settled { turn, creq } if !self.kit_only => {
+            // Beyond the kit: "a prompt the provider never took must not open a turn"
+            // (protocol, Turn lifecycle): an error answer says the provider did not take it.
+            TurnOutcome::Settled {
+                turn,
+                refused: Some(answer),
+                ..
+            } if !self.kit_only => self.fail(
+                "turn/lifecycle",
+                m,
+                format!(
+                    "turn/start answered {answer}, yet turn {turn} opened and settled: a prompt the provider never took must not open a turn (an error answer says it was not taken, so the runtime reports the prompt failed while the turn runs)"
+                ),
+            ),
+            TurnOutcome::Settled { turn, creq, .. } if !self.kit_only => {
                 let accepted = self.c.events.iter().any(|e| {
                     e.thread == MAIN_THREAD
                         && is_type(&e.event, "turn/input/accepted")
@@ -1598,6 +1707,8 @@ impl Kit<'_> {
 
         // session/resume-identity
         let m = self.begin("session/resume-identity");
+        // The first event of the resumed session (events before it are the first session's).
+        let mut resume_at = usize::MAX;
         let resumed = if !restore {
             for r in ["session/resume-identity", "session/resume-id-uniqueness"] {
                 self.emit(m, Verdict::not_run(r, NO_SESSION_RESTORE));
@@ -1616,6 +1727,7 @@ impl Kit<'_> {
         } else {
             let mut params = self.construction(MAIN_THREAD);
             params["providerThreadId"] = json!(ptid);
+            resume_at = self.c.events.len();
             let id = self.c.request("thread/resume", params);
             match self.c.wait_response(id) {
                 None => {
@@ -1667,11 +1779,20 @@ impl Kit<'_> {
                     // fault; it is not on the host's timeline, so no repeat here (bb's kit,
                     // which applies no grammar, fails this rule for it too).
                     let mut refused_repeat = None;
+                    // An explicit reopen reuses the same bb id (protocol, "an explicit reopen
+                    // reuses the same bb id"): an item started again, after it settled, in the
+                    // provider session that started it is the same item, not a repeated id;
+                    // only a start in the resumed session repeats one of the first session's.
+                    // Beyond the kit: bb's kit counts a reopen as a repeat, and --kit-only too.
+                    // item id → (whether its last start was in the resumed session, settled since).
+                    let mut last_start: HashMap<String, (bool, bool)> = HashMap::new();
+                    let mut reopened: Option<(String, usize)> = None;
                     for (i, ev) in self.c.events.iter().enumerate() {
                         if ev.thread != MAIN_THREAD {
                             continue;
                         }
                         let e = &ev.event;
+                        let session = i >= resume_at;
                         if is_type(e, "turn/started") {
                             let Some(t) = turn_id(e) else { continue };
                             if !self.kit_only && self.c.grammar.refused.contains(&i) {
@@ -1685,10 +1806,30 @@ impl Kit<'_> {
                             }
                         } else if is_type(e, "item/started")
                             && let Some(i) = e["item"]["id"].as_str()
-                            && !items.insert(i.to_string())
-                            && repeat.is_none()
                         {
-                            repeat = Some(format!("item id {i} started twice"));
+                            if !items.insert(i.to_string()) {
+                                let reopen =
+                                    !self.kit_only && last_start.get(i) == Some(&(session, true));
+                                if reopen {
+                                    let n = reopened.get_or_insert_with(|| (i.to_string(), 0));
+                                    n.1 += 1;
+                                } else if repeat.is_none() {
+                                    let across = last_start.get(i).is_some_and(|l| l.0 != session);
+                                    repeat = Some(if across {
+                                        format!(
+                                            "item id {i} started twice, before the resume and again after it (a resumed session starts a fresh id space: session.reset)"
+                                        )
+                                    } else {
+                                        format!("item id {i} started twice")
+                                    });
+                                }
+                            }
+                            last_start.insert(i.to_string(), (session, false));
+                        } else if is_type(e, "item/completed")
+                            && let Some(i) = e["item"]["id"].as_str()
+                            && let Some(s) = last_start.get_mut(i)
+                        {
+                            s.1 = true;
                         }
                     }
                     match repeat {
@@ -1700,9 +1841,13 @@ impl Kit<'_> {
                         ),
                         None => {
                             let mut v = Verdict::pass("session/resume-id-uniqueness");
-                            if let Some(r) = refused_repeat {
-                                v.detail = r;
+                            let mut notes: Vec<String> = refused_repeat.into_iter().collect();
+                            if let Some((first, n)) = reopened {
+                                notes.push(format!(
+                                    "{n} explicit reopen(s) (an item started again after it settled, in the same provider session: the same bb id; first: {first}) are no repeated id"
+                                ));
                             }
+                            v.detail = notes.join("; ");
                             self.emit(m, v)
                         }
                     }
@@ -1736,9 +1881,17 @@ impl Kit<'_> {
                 json!({"threadId": FORK_THREAD, "providerThreadId": fork_ptid, "intent": "release", "activeTurnId": null}),
             );
             self.c.wait_response(id);
-            match res {
-                Ok(_) => self.pass("session/fork-identity", m),
-                Err(d) => self.fail("session/fork-identity", m, d),
+            let taken = (!self.kit_only)
+                .then(|| self.c.handle_taken(&["thread/fork"]))
+                .flatten();
+            match (res, taken) {
+                (Ok(_), Some((what, _, at, first, first_at))) => self.fail(
+                    "session/fork-identity",
+                    m,
+                    format!("{what} at message {at}, which thread {first:?} announced first (message {first_at}): a fork is a new provider session, and a handle names exactly one (bb refuses to resume a handle another thread announced first)"),
+                ),
+                (Ok(_), None) => self.pass("session/fork-identity", m),
+                (Err(d), _) => self.fail("session/fork-identity", m, d),
             }
         }
 
@@ -1842,8 +1995,16 @@ impl Kit<'_> {
             let why = self.c.why_silent();
             return TurnOutcome::NeverSettled { turn: t, why };
         }
-        self.c.wait_response(id);
-        TurnOutcome::Settled { turn: t, creq }
+        let refused = self
+            .c
+            .wait_response(id)
+            .filter(is_error)
+            .map(|r| describe_answer(&r));
+        TurnOutcome::Settled {
+            turn: t,
+            creq,
+            refused,
+        }
     }
 
     fn events_schema_valid(&mut self, m: u64) {
@@ -2220,6 +2381,8 @@ enum TurnOutcome {
         turn: String,
         /// The clientRequestId its turn/start carried.
         creq: String,
+        /// The turn/start's error answer, when it was refused (and the turn ran all the same).
+        refused: Option<String>,
     },
     NeverStarted(String),
     NeverSettled {
@@ -2435,7 +2598,7 @@ mod tests {
         assert_eq!(g.verdict().status, Status::Fail);
     }
 
-    /// `events/grammar`: one state per thread, forgotten at a release stop; each violation
+    /// `events/grammar`: one state per thread, forgotten at an answered release stop; each violation
     /// named with its sub-rule, scenario, event, message and thread; item/opens-before-delta
     /// left to the kit's rule once it failed; nothing assembled → not run.
     #[test]
@@ -2461,7 +2624,7 @@ mod tests {
             "turn/settles-once on turn/completed: turn t1 already completed (event 3 at message 4 on thread \"a\", during session/resume-id-uniqueness); bb's host drops it"
         );
         assert!(g.refused.contains(&3));
-        // A release stop forgets the thread: the same turn may start again.
+        // An answered release stop forgets the thread: the same turn may start again.
         g.grammar.clear_thread("a");
         g.event("a", 5, "the final release", &ev("turn/started", "t1"));
         assert_eq!(g.other_total, 1);
