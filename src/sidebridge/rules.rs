@@ -1888,6 +1888,42 @@ fn key_verdicts(log: &[Exchange], kp: &KeyProbes) -> Vec<Verdict> {
     out
 }
 
+/// Sends `m` into `chat` as the app sends a message (with `m` as its history, or with none once
+/// the chat turned history off), with `header` as its key: a probe judged as a refusal. The
+/// index of its exchange.
+async fn send_probe(
+    d: &mut Driver,
+    label: &str,
+    chat: String,
+    m: Msg,
+    with_history: bool,
+    header: &Option<String>,
+) -> usize {
+    let ids = vec![m.key()];
+    let body = profiles::Request {
+        version: "1.0".into(),
+        chat_id: chat,
+        messages: Some(vec![m.clone()]),
+        history: with_history.then(|| vec![m]),
+        extra: vec![],
+    }
+    .encode(Style::App, &mut d.rng);
+    let mut h = vec![("Content-Type".to_string(), "application/json".to_string())];
+    if let Some(k) = header {
+        h.push(("x-sidebridge-key".into(), k.clone()));
+    }
+    d.exchange(
+        &format!("{label}/send"),
+        Kind::Probe,
+        None,
+        "POST",
+        h,
+        body,
+        ids,
+    )
+    .await
+}
+
 async fn auth(
     d: &mut Driver,
     rng: &mut Rng,
@@ -2077,30 +2113,7 @@ async fn auth(
         )
         .await;
         let m = Msg::user(&rng.uuid(), "Hello without the right key");
-        let ids = vec![m.key()];
-        let body = profiles::Request {
-            version: "1.0".into(),
-            chat_id: chat,
-            messages: Some(vec![m.clone()]),
-            history: Some(vec![m]),
-            extra: vec![],
-        }
-        .encode(Style::App, &mut d.rng);
-        let mut h = ct();
-        if let Some(k) = &header {
-            h.push(("x-sidebridge-key".into(), k.clone()));
-        }
-        let i = d
-            .exchange(
-                &format!("{label}/send"),
-                Kind::Probe,
-                None,
-                "POST",
-                h,
-                body,
-                ids,
-            )
-            .await;
+        let i = send_probe(d, label, chat, m, true, &header).await;
         keyed.push(KeyProbe {
             rule: id,
             label,
@@ -2122,30 +2135,7 @@ async fn auth(
         ),
     ] {
         let m = Msg::user(&rng.uuid(), "Hello without history or the right key");
-        let ids = vec![m.key()];
-        let body = profiles::Request {
-            version: "1.0".into(),
-            chat_id: rng.uuid(),
-            messages: Some(vec![m]),
-            history: None,
-            extra: vec![],
-        }
-        .encode(Style::App, &mut d.rng);
-        let mut h = ct();
-        if let Some(k) = &header {
-            h.push(("x-sidebridge-key".into(), k.clone()));
-        }
-        let i = d
-            .exchange(
-                &format!("{label}/send"),
-                Kind::Probe,
-                None,
-                "POST",
-                h,
-                body,
-                ids,
-            )
-            .await;
+        let i = send_probe(d, label, rng.uuid(), m, false, &header).await;
         sent.push(KeyProbe {
             rule: id,
             label,
