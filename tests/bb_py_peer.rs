@@ -1654,6 +1654,14 @@ fn a_recorded_leg_states_its_handshake_or_says_why_it_cannot() {
             && text.contains("2 passed, 0 failed"),
         "{text}"
     );
+    // The cells came from the base leg's bridge: the FAIL line says so once, with what it
+    // means for the head's replays, and no warning above it repeats it.
+    assert!(
+        text.contains(
+            "  head: replays of these cells wait for the recorded bridge's answers and may stall\n"
+        ) && !text.contains("recorded from another bridge"),
+        "{text}"
+    );
     let (code, text) = parity(&["--base", &base, "--head", &format!("cmd:{py} {PEER}"), own]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("PASS handshake bb"), "{text}");

@@ -269,6 +269,9 @@ compare a server with itself on purpose (a determinism check), pass --allow-same
         }
     }
     let mut notes = Vec::new();
+    // Per protocol and live leg, the warning that cells were recorded from another bridge:
+    // printed after the handshakes are compared, unless a FAIL handshake line says the same.
+    let mut foreign_notes: Vec<(crate::protocol::Protocol, &str, String)> = Vec::new();
     // Per protocol, each live leg's handshake: compared between the legs below.
     let mut identities: Vec<(crate::protocol::Protocol, &str, crate::protocol::Identity)> =
         Vec::new();
@@ -306,7 +309,7 @@ compare a server with itself on purpose (a determinism check), pass --allow-same
                 })
                 .collect();
             if let Some((_, recorded)) = foreign.first() {
-                notes.push(format!(
+                foreign_notes.push((p, side, format!(
                     "warning: {} of the {p} cells were recorded from another bridge than the {side} leg's \
 (recorded: {recorded}; {side}: {identity}); their replays wait for that bridge's answers and may \
 stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
@@ -318,22 +321,23 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
                         .collect::<Vec<_>>()
                         .join(", ")
                         + if foreign.len() > 8 { ", …" } else { "" }
-                ));
+                )));
             }
         }
     }
     // Each protocol whose bridges state a handshake: what the runtime acts on, compared between
     // the legs (a live leg's as started, a recorded leg's as its cells were recorded), or why not.
-    let handshakes: Vec<parity::HandshakeParity> = protocols
+    let mut handshakes: Vec<(crate::protocol::Protocol, parity::HandshakeParity)> = protocols
         .iter()
         .filter(|p| p.live().states_handshake())
         .map(|&p| {
-            let cells_of: Vec<&str> = targets
-                .iter()
-                .filter(|(_, c)| c.as_ref().is_some_and(|c| c.protocol == p))
-                .map(|(k, _)| k.as_str())
-                .collect();
-            let of = |side: &str,
+            (p, {
+                let cells_of: Vec<&str> = targets
+                    .iter()
+                    .filter(|(_, c)| c.as_ref().is_some_and(|c| c.protocol == p))
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                let of = |side: &str,
                       leg: &Prepared|
              -> Result<(crate::protocol::Identity, Option<String>), String> {
                 if let Some((_, _, i)) = identities.iter().find(|(q, s, _)| *q == p && *s == side) {
@@ -353,23 +357,48 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
                     Some(format!("{side}: as recorded with {n} cell(s) of {label}")),
                 ))
             };
-            let (b, h) = match (of("base", &base), of("head", &head)) {
-                (Ok(b), Ok(h)) => (b, h),
-                (Err(why), _) | (_, Err(why)) => {
-                    return parity::HandshakeParity::not_compared(&p.to_string(), why);
-                }
-            };
-            let mut providers: Vec<&str> = cells_of
-                .iter()
-                .map(|k| k.split_once('/').map_or("", |(p, _)| p))
-                .collect();
-            providers.dedup();
-            let mut compared =
-                parity::compare_handshakes(&p.to_string(), &providers, &b.0, &h.0, &allow);
-            compared.sources = [b.1, h.1].into_iter().flatten().collect();
-            compared
+                let (b, h) = match (of("base", &base), of("head", &head)) {
+                    (Ok(b), Ok(h)) => (b, h),
+                    (Err(why), _) | (_, Err(why)) => {
+                        return (
+                            p,
+                            parity::HandshakeParity::not_compared(&p.to_string(), why),
+                        );
+                    }
+                };
+                let mut providers: Vec<&str> = cells_of
+                    .iter()
+                    .map(|k| k.split_once('/').map_or("", |(p, _)| p))
+                    .collect();
+                providers.dedup();
+                let mut compared =
+                    parity::compare_handshakes(&p.to_string(), &providers, &b.0, &h.0, &allow);
+                compared.sources = [b.1, h.1].into_iter().flatten().collect();
+                compared
+            })
         })
         .collect();
+    // A live leg set against the recorded leg its cells came from: when their handshakes
+    // differ, the FAIL handshake line already says the cells were recorded from another
+    // bridge; it gains the warning's consequence instead of a second message above it.
+    for (p, side, note) in foreign_notes {
+        let other = if side == "base" { &head } else { &base };
+        let said = other.runner.bridge().is_none()
+            && other.runner.recordings_root().is_some()
+            && handshakes
+                .iter_mut()
+                .find(|(q, h)| *q == p && !h.differences.is_empty())
+                .map(|(_, h)| {
+                    h.sources.push(format!(
+                        "{side}: replays of these cells wait for the recorded bridge's answers and may stall"
+                    ))
+                })
+                .is_some();
+        if !said {
+            notes.push(note);
+        }
+    }
+    let handshakes: Vec<parity::HandshakeParity> = handshakes.into_iter().map(|(_, h)| h).collect();
     let json = a.format == super::Format::Json;
     let notes: Vec<String> = notes
         .iter()
