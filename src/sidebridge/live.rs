@@ -99,14 +99,7 @@ impl Live for SideBridgeLive {
             max_reply: req.timeout,
             max_body: 64 * 1024 * 1024,
         };
-        // `--timeout-ms` bounds every wait: the silence between bytes and the whole reply.
-        let limits = super::transport::Limits {
-            idle: req.timeout,
-            total: req.timeout,
-            idle_flag: "--timeout-ms",
-            total_flag: "--timeout-ms",
-            ..Default::default()
-        };
+        let limits = super::transport::Limits::one_bound(req.timeout, "--timeout-ms");
         super::spawn::runtime().block_on(async move {
             let proxy = super::proxy::Proxy::bind(cfg)
                 .await

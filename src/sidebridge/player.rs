@@ -602,14 +602,9 @@ pub fn replay_together_for_parity(
     };
     let (url, _guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
-    // `--timeout-ms` bounds every wait here: the silence between bytes and the whole reply.
     let limits = Limits {
-        idle: timeout,
-        total: timeout,
         max_body: limits.max_body,
-        idle_flag: "--timeout-ms",
-        total_flag: "--timeout-ms",
-        ..Limits::default()
+        ..Limits::one_bound(timeout, "--timeout-ms")
     };
     let replays = super::spawn::runtime().block_on(replay_cells(
         cells,
