@@ -1271,6 +1271,9 @@ const FLOODED: (&str, &str) = ("skipped *", "— the hub floods each browser aft
 /// finding and the rule that carries it.
 const NEVER_ROUTED: &str = "the hub's health did not show it connected, and a probe browser's message did not reach it (client-routing carries that fault)";
 
+/// What a rule skipped for a hub whose hub→agent messages lack the sender's clientId names.
+const UNADDRESSED: &str = "browser messages reach the agent without the sender's clientId (a probe browser welcomed as \"address-probe\" reached it with clientId null): what this rule saw follows from that; not judged, client-routing carries that fault";
+
 /// What a rule skipped after the hub exited during agent-isolation names.
 const CRASHED: &str = "robustness carries that fault";
 
@@ -1391,6 +1394,67 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         "sync-tool-note",
         "http-sync",
         "answered with the agent's note (kind tool), not its final text",
+        &[],
+    ),
+    // Every message forwarded twice: event-fields names the duplicate (it failed legacy-parts
+    // as "explicit parts changed in transit", the duplicate taken for the next message, and
+    // http-sync's plain answer, addressed to the stale request).
+    (
+        "double-forward",
+        "event-fields",
+        "the browser's one message \"fields?\" reached the agent twice",
+        &[],
+    ),
+    // Over HTTP: explicit parts forwarded as text only, legacy images dropped, and a browser
+    // message without text forwarded without one (each passed: no rule posted parts or
+    // images, nor sent a message without text).
+    (
+        "http-parts-text-only",
+        "legacy-parts",
+        "over HTTP, explicit parts pass unchanged: explicit parts posted to /api/agent/legacy-",
+        &[],
+    ),
+    (
+        "http-drop-images",
+        "legacy-parts",
+        "over HTTP, text + images become parts: text + images (as {base64, mediaType}",
+        &[],
+    ),
+    (
+        "forward-no-text",
+        "malformed-payloads",
+        "a message without text: {\"parts\":[{\"type\":\"text\",\"text\":\"x\"}]}: forwarded to the agent as",
+        &[],
+    ),
+    // hub→agent messages without clientId: client-routing fails; every rule whose agent
+    // answers by it is skipped naming it (8 rules failed or were skipped each its own way).
+    (
+        "no-client-id",
+        "client-routing",
+        "agent got clientId null for route-u1",
+        &[
+            ("skipped same-user-browsers — ", UNADDRESSED),
+            ("skipped event-fields — ", UNADDRESSED),
+            ("skipped stream-relay — ", UNADDRESSED),
+            ("skipped streaming-replace — ", UNADDRESSED),
+            ("skipped notes — ", UNADDRESSED),
+            ("skipped http-message — ", UNADDRESSED),
+            ("skipped http-sync — ", UNADDRESSED),
+        ],
+    ),
+    // A pong to every browser (it passed: only the pinger was watched).
+    (
+        "pong-broadcast",
+        "ping-pong",
+        "which never pinged, got pong",
+        &[],
+    ),
+    // The first unmarked message taken for the sync answer, one sent mid-turn too (the node
+    // hub's own correct build did so: no rule sent an unmarked note inside a sync turn).
+    (
+        "sync-in-turn-note",
+        "http-sync",
+        "answered with the unmarked message the agent sent mid-turn",
         &[],
     ),
     (
