@@ -2802,6 +2802,45 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
     assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
 }
 
+/// `replay bridle` of the recorded ADMIN browser against the node hub with `--diverge
+/// admin-routes-as-sub` (welcomed as 'admin', forwarded and routed under its JWT sub) fails the
+/// cell naming the clientId its message reached the agent with. It passed: the player signed
+/// the admin cell's token with sub `admin`, so routing by the sub looked like routing by
+/// 'admin', and the player's agent answers under whatever clientId it got.
+#[test]
+fn replay_names_an_admin_browser_forwarded_under_its_sub() {
+    if !node_ready("replay_names_an_admin_browser_forwarded_under_its_sub") {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let hub = node_dir().join("hub.js").display().to_string();
+    let r = root.display().to_string();
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "replay", "bridle", &r, "--cell", "admin", "--", "node", &hub,
+        ];
+        a.extend(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| bridgewire_keyed(&args(&["--diverge", "admin-routes-as-sub"]), &[])),
+        Box::new(|| bridgewire_keyed(&args(&[]), &[])),
+    ];
+    let results = parallel(jobs);
+    let (code, out) = &results[0];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__admin")
+            && out.contains(
+                "the hub forwarded this browser's message to the agent under clientId \"admin-user\", not \"admin\""
+            ),
+        "{out}"
+    );
+    let (code, out) = &results[1];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__admin"), "{out}");
+}
+
 /// Replay and parity against the node hub (not ours): it differs from the reference hub that
 /// recorded the cells only in what the spec leaves free (extension events `status`/`config`, its
 /// own words after "Agent is not connected"), so replay passes every cell listing the
@@ -3010,7 +3049,7 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     assert_eq!(*code, 1, "{out}");
     assert!(
         out.contains("FAIL ref-hub/bot-1__admin: welcome clientId \"")
-            && out.contains("JWT gives: \"admin\" (sub \"admin\", role ADMIN;"),
+            && out.contains("JWT gives: \"admin\" (sub \"admin-user\", role ADMIN;"),
         "{out}"
     );
     // A stall whose wait something else ended names it, and does not suggest a longer wait
