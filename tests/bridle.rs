@@ -1271,6 +1271,9 @@ const FLOODED: (&str, &str) = ("skipped *", "— the hub floods each browser aft
 /// finding and the rule that carries it.
 const NEVER_ROUTED: &str = "the hub's health did not show it connected, and a probe browser's message did not reach it (client-routing carries that fault)";
 
+/// What a rule skipped for a hub whose hub→agent messages lack the sender's clientId names.
+const UNADDRESSED: &str = "browser messages reach the agent without the sender's clientId (a probe browser welcomed as \"address-probe\" reached it with clientId null): what this rule saw follows from that; not judged, client-routing carries that fault";
+
 /// What a rule skipped after the hub exited during agent-isolation names.
 const CRASHED: &str = "robustness carries that fault";
 
@@ -1391,6 +1394,67 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         "sync-tool-note",
         "http-sync",
         "answered with the agent's note (kind tool), not its final text",
+        &[],
+    ),
+    // Every message forwarded twice: event-fields names the duplicate (it failed legacy-parts
+    // as "explicit parts changed in transit", the duplicate taken for the next message, and
+    // http-sync's plain answer, addressed to the stale request).
+    (
+        "double-forward",
+        "event-fields",
+        "the browser's one message \"fields?\" reached the agent twice",
+        &[],
+    ),
+    // Over HTTP: explicit parts forwarded as text only, legacy images dropped, and a browser
+    // message without text forwarded without one (each passed: no rule posted parts or
+    // images, nor sent a message without text).
+    (
+        "http-parts-text-only",
+        "legacy-parts",
+        "over HTTP, explicit parts pass unchanged: explicit parts posted to /api/agent/legacy-",
+        &[],
+    ),
+    (
+        "http-drop-images",
+        "legacy-parts",
+        "over HTTP, text + images become parts: text + images (as {base64, mediaType}",
+        &[],
+    ),
+    (
+        "forward-no-text",
+        "malformed-payloads",
+        "a message without text: {\"parts\":[{\"type\":\"text\",\"text\":\"x\"}]}: forwarded to the agent as",
+        &[],
+    ),
+    // hub→agent messages without clientId: client-routing fails; every rule whose agent
+    // answers by it is skipped naming it (8 rules failed or were skipped each its own way).
+    (
+        "no-client-id",
+        "client-routing",
+        "agent got clientId null for route-u1",
+        &[
+            ("skipped same-user-browsers — ", UNADDRESSED),
+            ("skipped event-fields — ", UNADDRESSED),
+            ("skipped stream-relay — ", UNADDRESSED),
+            ("skipped streaming-replace — ", UNADDRESSED),
+            ("skipped notes — ", UNADDRESSED),
+            ("skipped http-message — ", UNADDRESSED),
+            ("skipped http-sync — ", UNADDRESSED),
+        ],
+    ),
+    // A pong to every browser (it passed: only the pinger was watched).
+    (
+        "pong-broadcast",
+        "ping-pong",
+        "which never pinged, got pong",
+        &[],
+    ),
+    // The first unmarked message taken for the sync answer, one sent mid-turn too (the node
+    // hub's own correct build did so: no rule sent an unmarked note inside a sync turn).
+    (
+        "sync-in-turn-note",
+        "http-sync",
+        "answered with the unmarked message the agent sent mid-turn",
         &[],
     ),
     (
@@ -2738,6 +2802,45 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
     assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
 }
 
+/// `replay bridle` of the recorded ADMIN browser against the node hub with `--diverge
+/// admin-routes-as-sub` (welcomed as 'admin', forwarded and routed under its JWT sub) fails the
+/// cell naming the clientId its message reached the agent with. It passed: the player signed
+/// the admin cell's token with sub `admin`, so routing by the sub looked like routing by
+/// 'admin', and the player's agent answers under whatever clientId it got.
+#[test]
+fn replay_names_an_admin_browser_forwarded_under_its_sub() {
+    if !node_ready("replay_names_an_admin_browser_forwarded_under_its_sub") {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let hub = node_dir().join("hub.js").display().to_string();
+    let r = root.display().to_string();
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "replay", "bridle", &r, "--cell", "admin", "--", "node", &hub,
+        ];
+        a.extend(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| bridgewire_keyed(&args(&["--diverge", "admin-routes-as-sub"]), &[])),
+        Box::new(|| bridgewire_keyed(&args(&[]), &[])),
+    ];
+    let results = parallel(jobs);
+    let (code, out) = &results[0];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/bot-1__admin")
+            && out.contains(
+                "the hub forwarded this browser's message to the agent under clientId \"admin-user\", not \"admin\""
+            ),
+        "{out}"
+    );
+    let (code, out) = &results[1];
+    assert_eq!(*code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__admin"), "{out}");
+}
+
 /// Replay and parity against the node hub (not ours): it differs from the reference hub that
 /// recorded the cells only in what the spec leaves free (extension events `status`/`config`, its
 /// own words after "Agent is not connected"), so replay passes every cell listing the
@@ -2946,7 +3049,7 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     assert_eq!(*code, 1, "{out}");
     assert!(
         out.contains("FAIL ref-hub/bot-1__admin: welcome clientId \"")
-            && out.contains("JWT gives: \"admin\" (sub \"admin\", role ADMIN;"),
+            && out.contains("JWT gives: \"admin\" (sub \"admin-user\", role ADMIN;"),
         "{out}"
     );
     // A stall whose wait something else ended names it, and does not suggest a longer wait

@@ -176,6 +176,23 @@ impl<'a> Peer<'a> {
             })
     }
 
+    /// The next `message` within `wait` whose text is none of `earlier`: a message with an
+    /// earlier step's text is that step's forwarded again (event-fields judges a duplicate), so
+    /// it is passed over rather than taken for this step's evidence.
+    async fn forwarded(&mut self, wait: Duration, earlier: &[&str]) -> Result<Value, String> {
+        let deadline = Instant::now() + wait;
+        loop {
+            match self.next_named("message", deadline).await {
+                Ok(m) if m["text"].as_str().is_some_and(|t| earlier.contains(&t)) => continue,
+                Ok(m) => return Ok(m),
+                Err(RecvError::Timeout) => {
+                    return Err(format!("agent: no message within {wait:?}"));
+                }
+                Err(e) => return Err(format!("agent: {e} while waiting for message")),
+            }
+        }
+    }
+
     /// The data of the next spec event named `name` before `deadline`, others skipped.
     async fn next_named(&mut self, name: &str, deadline: Instant) -> Result<Value, RecvError> {
         loop {
@@ -229,6 +246,8 @@ struct Ctx<'a> {
     misroute: RefCell<Option<Option<String>>>,
     /// What [`own_client_ids`] saw, once measured.
     client_ids: RefCell<Option<Option<String>>>,
+    /// What [`unaddressed`] saw, once measured.
+    unaddressed: RefCell<Option<Option<String>>>,
     /// The overall health before any rule connected anything, on a hub this run started.
     idle_health: Option<Result<(u16, Value), String>>,
 }
@@ -563,6 +582,7 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
         probe_failed: std::cell::Cell::new(false),
         misroute: RefCell::new(None),
         client_ids: RefCell::new(None),
+        unaddressed: RefCell::new(None),
         idle_health: None,
     };
     let mut out = crate::report::live::VerdictLog::new(c.live.clone());
@@ -613,6 +633,8 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
         }
         let budget = match rule {
             id::HTTP_SYNC_TIMEOUT => c.sync_timeout + c.wait * 4,
+            // Three requests, each waited on for up to three waits.
+            id::HTTP_SYNC => c.wait * 11 + Duration::from_secs(5),
             id::HANDSHAKE_AUTH | id::ROBUSTNESS | id::MALFORMED_PAYLOADS => {
                 c.wait * 14 + Duration::from_secs(10)
             }
@@ -690,6 +712,22 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
             && let Some(seen) = misrouting(&ctx).await
         {
             v = explained(rule, v, id::CLIENT_ROUTING, &seen, nothing_arrived);
+        }
+        // Browser messages that reach the agent without the sender's clientId leave it nothing
+        // to address its answers to (client-routing's "the agent gets the sender's clientId").
+        // A rule skipped for an answer that never came (naming the rule that relays it) is
+        // explained too: the answer was never addressed.
+        let short_on = |v: &Verdict, explains: fn(&str) -> bool| {
+            v.status != crate::rule::Status::Pass
+                && v.subchecks
+                    .iter()
+                    .any(|c| c.status != crate::rule::Status::Pass && explains(&c.evidence))
+        };
+        if ADDRESSED.contains(&rule)
+            && short_on(&v, unaddressed_shortfall)
+            && let Some(seen) = unaddressed(&ctx).await
+        {
+            v = explained(rule, v, id::CLIENT_ROUTING, &seen, unaddressed_shortfall);
         }
         if let Err(why) = serving(&ctx).await {
             // What this rule could not see because the hub went away is robustness's fault;
@@ -1141,6 +1179,9 @@ async fn welcomed_over_polling(ctx: &Ctx<'_>, sub: &str, agent_id: &str) -> Resu
 
 async fn ping_pong(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("ping");
+    // A browser of another user on the same agentId, which never pings: a pong is the
+    // "Response to ping", so none is its.
+    let bystander = ctx.browser("ping-bystander", &a).await;
     let r = async {
         let mut b = ctx.browser("pinger", &a).await.map_err(|e| (true, e))?;
         b.emit("ping", json!({}));
@@ -1157,7 +1198,34 @@ async fn ping_pong(ctx: &Ctx<'_>, subs: &Subs) {
         Ok(format!("pong {p}"))
     }
     .await;
+    let pinged = r.is_ok();
     push(subs, setup_or_judged("browser ping", r));
+    let name = "only the browser that pinged gets the pong";
+    push(
+        subs,
+        match bystander {
+            Err(e) => SubCheck::skipped(name, format!("setup: {e}")),
+            Ok(_) if !pinged => SubCheck::skipped(
+                name,
+                "the pinging browser got no pong (judged by browser ping)",
+            ),
+            Ok(mut by) => match by.next_named("pong", Instant::now() + ctx.short()).await {
+                Ok(p) => SubCheck::fail(
+                    name,
+                    format!(
+                        "another browser of agentId {a}, which never pinged, got pong {p} too (a pong is the \"Response to ping\")"
+                    ),
+                ),
+                Err(RecvError::Timeout) => {
+                    SubCheck::pass(name, "another browser of the agentId got none")
+                }
+                Err(e) => SubCheck::skipped(
+                    name,
+                    format!("the other browser: {e} while watching for a pong"),
+                ),
+            },
+        },
+    );
     let r = async {
         let mut ag = ctx.agent(&a).await.map_err(|e| (true, e))?;
         ag.emit("ping", json!({}));
@@ -1309,7 +1377,8 @@ async fn admin_routed(ctx: &Ctx<'_>, subs: &Subs, ag: &mut Peer<'_>, a: &str) {
     };
     let welcomed = welcome["clientId"].clone();
     boss.emit("message", json!({ "text": "from the admin" }));
-    let got = ag.expect("message", ctx.c.wait, "agent").await;
+    // route-u1's "hi" again is a duplicate of it (event-fields judges one), not the admin's.
+    let got = ag.forwarded(ctx.c.wait, &["hi"]).await;
     // The clientId the hub forwarded under, when it is one it assigned the browser.
     let routed = match &got {
         Ok(m) if m["clientId"] == "admin" || m["clientId"] == welcomed => {
@@ -1686,44 +1755,53 @@ async fn legacy_parts(ctx: &Ctx<'_>, subs: &Subs) {
     // read is noted, not failed: the spec does not say which to read. The object shape names
     // its data and media type, so its part must carry them; from a string a hub may take
     // the data as it is and guess the media type, so any image part after the text counts.
+    // Each message has its own text, so a message forwarded twice is not taken for the next
+    // (event-fields judges a duplicate).
+    let texts = ["see", "see two", "see three", "doc"];
     let want = json!([
         { "type": "text", "text": "see" },
         { "type": "image", "base64": "QUJD", "mediaType": "image/png" }
     ]);
-    let image_after_text = |p: &Value| {
+    let image_after_text = |p: &Value, text: &str| {
         p.as_array().is_some_and(|a| {
             a.len() == 2
-                && a[0] == json!({ "type": "text", "text": "see" })
+                && a[0] == json!({ "type": "text", "text": text })
                 && a[1]["type"] == "image"
                 && a[1]["base64"].as_str().is_some_and(|b| !b.is_empty())
                 && a[1]["mediaType"].is_string()
         })
     };
     let mut tried: Vec<(&str, Result<Value, String>, bool)> = Vec::new();
-    for (shape, images) in [
+    for (n, (shape, images)) in [
         (
             "{base64, mediaType}",
             json!([{ "base64": "QUJD", "mediaType": "image/png" }]),
         ),
         ("a data: URL string", json!(["data:image/png;base64,QUJD"])),
         ("a bare base64 string", json!(["QUJD"])),
-    ] {
-        b.emit("message", json!({ "text": "see", "images": images }));
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        b.emit("message", json!({ "text": texts[n], "images": images }));
         let got = ag
-            .expect("message", ctx.c.wait, "agent")
+            .forwarded(ctx.c.wait, &texts[..n])
             .await
             .map(|m| m["parts"].clone());
         let ok = got.as_ref().is_ok_and(|p| {
             if shape.starts_with('{') {
                 *p == want
             } else {
-                image_after_text(p)
+                image_after_text(p, texts[n])
             }
         });
         tried.push((shape, got, ok));
     }
     let read: Vec<&str> = tried.iter().filter(|t| t.2).map(|t| t.0).collect();
-    let text_only = json!([{ "type": "text", "text": "see" }]);
+    let text_only = |p: &Value| {
+        p.as_array()
+            .is_some_and(|a| a.len() == 1 && a[0]["type"] == "text")
+    };
     push(
         subs,
         judged(
@@ -1763,7 +1841,7 @@ async fn legacy_parts(ctx: &Ctx<'_>, subs: &Subs) {
                     .collect();
                 let dropped = tried
                     .iter()
-                    .all(|(_, g, _)| g.as_ref().is_ok_and(|p| *p == text_only));
+                    .all(|(_, g, _)| g.as_ref().is_ok_and(text_only));
                 Err(format!(
                     "{}: {}, want {want}",
                     if dropped {
@@ -1786,7 +1864,7 @@ async fn legacy_parts(ctx: &Ctx<'_>, subs: &Subs) {
         subs,
         judged(
             "explicit parts pass unchanged",
-            match ag.expect("message", ctx.c.wait, "agent").await.map(|m| {
+            match ag.forwarded(ctx.c.wait, &texts[..3]).await.map(|m| {
                 let same = same_parts(&m["parts"], &rich);
                 (m, same)
             }) {
@@ -1796,6 +1874,96 @@ async fn legacy_parts(ctx: &Ctx<'_>, subs: &Subs) {
             },
         ),
     );
+    legacy_parts_over_http(ctx, subs, &mut ag, &a, &texts).await;
+}
+
+/// legacy-parts over `POST /api/agent/:agentId/message`: "parts is optional. If omitted,
+/// built from text + images." Explicit parts reach the agent unchanged; text + images (every
+/// shape [`legacy_parts`] tries, in one request) reach it with an image part after the text.
+/// A message that never reaches the agent is http-message's to judge.
+async fn legacy_parts_over_http(
+    ctx: &Ctx<'_>,
+    subs: &Subs,
+    ag: &mut Peer<'_>,
+    a: &str,
+    earlier: &[&str],
+) {
+    let path = format!("/api/agent/{a}/message");
+    let rich = json!([
+        { "type": "text", "text": "doc over http" },
+        { "type": "image", "base64": "R0hJ", "mediaType": "image/gif" },
+        { "type": "file", "url": "https://x/z.pdf", "name": "z.pdf", "mimeType": "application/pdf" }
+    ]);
+    let images = json!([
+        { "base64": "QUJD", "mediaType": "image/png" },
+        "data:image/png;base64,QUJD",
+        "QUJD"
+    ]);
+    let mut seen: Vec<&str> = earlier.to_vec();
+    for (name, text, body) in [
+        (
+            "over HTTP, explicit parts pass unchanged",
+            "doc over http",
+            json!({ "text": "doc over http", "parts": rich }),
+        ),
+        (
+            "over HTTP, text + images become parts",
+            "see over http",
+            json!({ "text": "see over http", "images": images }),
+        ),
+    ] {
+        let posted = ctx.post(&path, body, ctx.c.wait).await;
+        let got = ag.forwarded(ctx.c.wait, &seen).await;
+        seen.push(text);
+        let c = match got {
+            Err(e) => SubCheck::skipped(
+                name,
+                format!(
+                    "the message posted to {path} did not reach the agent ({e}; the POST: {}); forwarding is {}'s to judge",
+                    match posted {
+                        Ok((st, v)) => format!("{st} {v}"),
+                        Err(e) => e,
+                    },
+                    id::HTTP_MESSAGE
+                ),
+            ),
+            Ok(m) if text == "doc over http" => judged(
+                name,
+                match same_parts(&m["parts"], &rich) {
+                    Some(note) => Ok(format!("text, image and file parts unchanged{note}")),
+                    None => Err(format!(
+                        "explicit parts posted to {path} changed in transit: {rich} reached the agent as {}",
+                        m["parts"]
+                    )),
+                },
+            ),
+            Ok(m) => judged(name, {
+                let p = &m["parts"];
+                let image = |q: &Value| {
+                    q["type"] == "image"
+                        && q["base64"].as_str().is_some_and(|b| !b.is_empty())
+                        && q["mediaType"].is_string()
+                };
+                match p.as_array() {
+                    Some(a)
+                        if a.first()
+                            .is_some_and(|f| f["type"] == "text" && f["text"] == text)
+                            && a.len() > 1
+                            && a[1..].iter().any(image) =>
+                    {
+                        Ok(format!(
+                            "text part, then {} image part(s)",
+                            a[1..].iter().filter(|q| image(q)).count()
+                        ))
+                    }
+                    _ => Err(format!(
+                        "text + images (as {{base64, mediaType}}, a data: URL string and a bare base64 string) posted to {path} reached the agent as parts {p}, want the text part, then image parts (\"If omitted, built from text + images\")"
+                    )),
+                }
+            }),
+        };
+        push(subs, c);
+    }
 }
 
 /// The version of a UUID written as the spec's examples write one (8-4-4-4-12 hex digits,
@@ -1909,6 +2077,14 @@ async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
     push(
         subs,
         match (&m, &m2) {
+            // The first message again where the second was due: forwarded twice.
+            (Ok(m), Ok(m2)) if m2["text"] == "fields?" => SubCheck::fail(
+                name,
+                format!(
+                    "the browser's one message \"fields?\" reached the agent twice (messageIds {} and {}): a duplicate of the message (\"A browser user sent a message\"), where the next was \"fields, again?\"",
+                    m["messageId"], m2["messageId"]
+                ),
+            ),
             (Ok(m), Ok(m2)) if m["messageId"].is_string() && m2["messageId"].is_string() => judged(
                 name,
                 if m["messageId"] == m2["messageId"] {
@@ -2063,7 +2239,7 @@ async fn malformed(ctx: &Ctx<'_>, subs: &Subs) {
     let _ = control.silent(ctx.short()).await;
     let baseline: Vec<String> = control.extras.iter().map(|(n, _)| n.clone()).collect();
     drop(control);
-    let inputs: [(&str, Value); 5] = [
+    let inputs: [(&str, Value); 6] = [
         ("a null message", Value::Null),
         (
             "parts that is not an array",
@@ -2075,6 +2251,12 @@ async fn malformed(ctx: &Ctx<'_>, subs: &Subs) {
         ),
         ("a text that is not a string", json!({ "text": 42 })),
         ("a message that is an array", json!(["text", "x"])),
+        // "The text field is always present": a hub may drop it or supply a text, but what
+        // it forwards carries one ("`text` string yes").
+        (
+            "a message without text",
+            json!({ "parts": [{ "type": "text", "text": "x" }] }),
+        ),
     ];
     for (what, payload) in inputs {
         let Ok(mut b) = ctx.browser("malformed-user", &a).await else {
@@ -2814,6 +2996,9 @@ const SYNC_NOTE: &str = "Thinking about the sync request.";
 /// The agent's `kind: 'tool'` note in the first sync turn (a note too: "not the answer").
 const SYNC_TOOL_NOTE: &str = "→ looking up the sync request";
 const SYNC_PLAIN: &str = "A plain answer to the sync request.";
+/// The unmarked message the agent sends inside the third sync request's turn: a note.
+const SYNC_TURN_NOTE: &str = "Looking into the sync request first.";
+const SYNC_AFTER_NOTE: &str = "The answer after a note.";
 
 async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("sync");
@@ -2821,9 +3006,9 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
         return;
     };
     let path = format!("/api/agent/{a}/message/sync");
-    let req = ctx.post(&path, json!({ "text": "sync please" }), ctx.c.wait * 3);
+    let req = ctx.post(&path, json!({ "text": SYNC_ASKS[0] }), ctx.c.wait * 3);
     let answer = async {
-        let m = ag.expect("message", ctx.c.wait, "agent").await?;
+        let m = ag.forwarded(ctx.c.wait, &[]).await?;
         let cid = m["clientId"].as_str().unwrap_or("").to_string();
         // Notes (the spec's `kind: 'tool'`, with no turn open yet, and `kind: 'thinking'`
         // inside the turn) are not the answer.
@@ -2879,32 +3064,92 @@ async fn http_sync(ctx: &Ctx<'_>, subs: &Subs) {
     }
     // The spec's sequence diagram: the agent answers the sync request with one plain message
     // (no typing, no stream), and that message is the complete response.
-    let name = "a plain message answers";
-    let req = ctx.post(&path, json!({ "text": "sync, plainly" }), ctx.c.wait * 3);
+    let r = sync_exchange(ctx, &mut ag, &path, 1, |cid| {
+        vec![("message", text_frame(cid, SYNC_PLAIN, "sync-2"))]
+    })
+    .await;
+    sync_answered(subs, "a plain message answers", r, SYNC_PLAIN, |st, v| {
+        format!(
+            "the agent answered with one plain message {SYNC_PLAIN:?} (the spec's diagram: message → 200 {{ text, ts }}), /message/sync = {st} {v}"
+        )
+    });
+    // An unmarked message inside a turn (after typing, before stream_end) is a note: "whatever
+    // it sends in between is by definition not that answer".
+    let r = sync_exchange(ctx, &mut ag, &path, 2, |cid| {
+        vec![
+            (
+                "typing",
+                json!({ "clientId": cid, "ts": crate::util::now_ms() }),
+            ),
+            ("message", text_frame(cid, SYNC_TURN_NOTE, "sync-note-3")),
+            ("stream_end", text_frame(cid, SYNC_AFTER_NOTE, "sync-3")),
+        ]
+    })
+    .await;
+    let name = "an unmarked note mid-turn is not the answer";
+    sync_answered(subs, name, r, SYNC_AFTER_NOTE, |st, v| {
+        if v["text"] == SYNC_TURN_NOTE {
+            format!(
+                "/message/sync = {st} {v}: answered with the unmarked message the agent sent mid-turn (after typing, before its stream_end {SYNC_AFTER_NOTE:?}), a note: \"whatever it sends in between is by definition not that answer\""
+            )
+        } else {
+            format!(
+                "the agent sent typing, an unmarked message {SYNC_TURN_NOTE:?}, then stream_end {SYNC_AFTER_NOTE:?}; /message/sync = {st} {v}, want 200 with the stream_end's text"
+            )
+        }
+    });
+}
+
+/// A sync request's sub-check: passed when it was answered 200 with `want` as its text, else
+/// failed naming what `why` says of the answer (or what went wrong before one).
+fn sync_answered(
+    subs: &Subs,
+    name: &str,
+    r: Result<(u16, Value), String>,
+    want: &str,
+    why: impl FnOnce(u16, &Value) -> String,
+) {
+    push(
+        subs,
+        judged(
+            name,
+            r.and_then(|(st, v)| {
+                if st == 200 && v["text"] == want {
+                    Ok(format!("{v}"))
+                } else {
+                    Err(why(st, &v))
+                }
+            }),
+        ),
+    );
+}
+
+/// The texts of [`http_sync`]'s requests, in order.
+const SYNC_ASKS: [&str; 3] = ["sync please", "sync, plainly", "sync, with a note"];
+
+/// [`http_sync`]'s request `n` (of [`SYNC_ASKS`]) at `path`, whose forwarded message the agent
+/// answers with the frames `script` gives for its clientId: the HTTP answer, or what went
+/// wrong (the agent never got the request, or the request failed).
+async fn sync_exchange(
+    ctx: &Ctx<'_>,
+    ag: &mut Peer<'_>,
+    path: &str,
+    n: usize,
+    script: impl FnOnce(&str) -> Vec<(&'static str, Value)>,
+) -> Result<(u16, Value), String> {
+    let text = SYNC_ASKS[n];
+    let req = ctx.post(path, json!({ "text": text }), ctx.c.wait * 3);
     let answer = async {
-        let m = ag.expect("message", ctx.c.wait, "agent").await?;
+        let m = ag.forwarded(ctx.c.wait, &SYNC_ASKS[..n]).await?;
         let cid = m["clientId"].as_str().unwrap_or("").to_string();
-        ag.emit("message", text_frame(&cid, SYNC_PLAIN, "sync-2"));
+        for (event, frame) in script(&cid) {
+            ag.emit(event, frame);
+        }
         Ok::<(), String>(())
     };
     let (resp, sent) = tokio::join!(req, answer);
-    push(
-        subs,
-        match (sent, resp) {
-            (Err(e), _) => SubCheck::fail(name, format!("the second request: {e}")),
-            (_, Err(e)) => SubCheck::fail(name, e),
-            (Ok(()), Ok((st, v))) => judged(
-                name,
-                if st == 200 && v["text"] == SYNC_PLAIN {
-                    Ok(format!("{v}"))
-                } else {
-                    Err(format!(
-                        "the agent answered with one plain message {SYNC_PLAIN:?} (the spec's diagram: message → 200 {{ text, ts }}), /message/sync = {st} {v}"
-                    ))
-                },
-            ),
-        },
-    );
+    sent.map_err(|e| format!("the request {text:?}: {e}"))?;
+    resp
 }
 
 /// The first sync request's answer: the agent's final text (not its note), its messageId, ts.
@@ -3190,6 +3435,64 @@ async fn misrouting(ctx: &Ctx<'_>) -> Option<String> {
     }
     .await;
     *ctx.misroute.borrow_mut() = Some(seen.clone());
+    seen
+}
+
+/// Rules whose agent answers by the clientId a browser's (or an HTTP request's) message
+/// reached it with, or that read that clientId: a hub that forwards messages without it
+/// leaves every answer unaddressed.
+const ADDRESSED: &[&str] = &[
+    id::AGENT_ISOLATION,
+    id::SAME_USER_BROWSERS,
+    id::AGENT_TAKEOVER,
+    id::LEGACY_PARTS,
+    id::EVENT_FIELDS,
+    id::STREAM_RELAY,
+    id::STREAMING_REPLACE,
+    id::NOTES,
+    id::AGENT_RECONNECT,
+    id::HTTP_MESSAGE,
+    id::HTTP_SYNC,
+    id::HTTP_SYNC_TIMEOUT,
+];
+
+/// Whether a sub-check fell short the way unaddressed answers make it: a clientId missing or
+/// not the one wanted, nothing arriving, or a sync request the hub answered only at its
+/// timeout (the agent's answer named no waiting request).
+fn unaddressed_shortfall(evidence: &str) -> bool {
+    client_id_shortfall(evidence)
+        || evidence.contains("never reached")
+        || evidence.contains("reached the browser within")
+        || evidence.contains(SYNC_TIMEOUT_TEXT)
+        || evidence.contains("messageId \"\", want the agent's")
+}
+
+/// Whether browser messages reach the agent without the clientId their browser was welcomed
+/// with, seen once per run: a probe browser's message (what client-routing fails on). `None`
+/// when it arrives with that clientId, or does not arrive at all (the rules keep their own
+/// evidence).
+async fn unaddressed(ctx: &Ctx<'_>) -> Option<String> {
+    if let Some(seen) = ctx.unaddressed.borrow().clone() {
+        return seen;
+    }
+    let seen = async {
+        let a = ctx.agent_id("address-probe");
+        let mut ag = ctx.agent_unprobed(&a).await.ok()?;
+        let (b, w) = ctx
+            .browser_welcomed("address-probe", &[], &a)
+            .await
+            .ok()?;
+        b.emit("message", json!({ "text": "bridgewire address probe" }));
+        let m = ag.expect("message", ctx.c.wait, "agent").await.ok()?;
+        (m["clientId"] != w["clientId"] || !m["clientId"].is_string()).then(|| {
+            format!(
+                "browser messages reach the agent without the sender's clientId (a probe browser welcomed as {} reached it with clientId {})",
+                w["clientId"], m["clientId"]
+            )
+        })
+    }
+    .await;
+    *ctx.unaddressed.borrow_mut() = Some(seen.clone());
     seen
 }
 

@@ -65,7 +65,13 @@ fn browser_auth(
     agent_id: &str,
 ) -> Result<Value, String> {
     use super::token::{SIGNED, UNVERIFIED, replay_token};
-    let fresh = || json!(sign_jwt(&cfg.jwt_secret, client_id, roles));
+    let fresh = || {
+        json!(sign_jwt(
+            &cfg.jwt_secret,
+            &replay_sub(client_id, roles),
+            roles
+        ))
+    };
     let Some(mut auth) = recorded.filter(Value::is_object) else {
         return Ok(json!({ "token": fresh(), "agentId": agent_id }));
     };
@@ -84,6 +90,18 @@ fn browser_auth(
     let shift = ((crate::util::now_ms() as f64 - ts) / 1000.0).round() as i64;
     auth["token"] = json!(replay_token(&t, &cfg.jwt_secret, shift.max(0))?);
     Ok(auth)
+}
+
+/// The JWT sub the player signs for a cell's browser: its clientId, but for an ADMIN browser
+/// (clientId `admin`) a sub of its own, as an admin user's token has ("clientId is set to
+/// 'admin'" whatever the sub): a hub that forwards or routes it under its sub then shows a
+/// clientId the recording's `admin` does not match, where a sub `admin` hid it.
+fn replay_sub(client_id: &str, roles: &[&str]) -> String {
+    if roles.contains(&"ADMIN") {
+        format!("{client_id}-user")
+    } else {
+        client_id.to_string()
+    }
 }
 
 /// The handshake a replayed agent sends for a recorded one (`None`: none recorded): the
@@ -897,7 +915,7 @@ impl Party {
         // Interned ids cannot show a hub that ignores the JWT (a random id, or `admin` for
         // everyone), so the welcome is judged against the id the player's own token gives.
         let claims = super::Claims {
-            sub: p.client_id.clone(),
+            sub: replay_sub(&p.client_id, roles),
             roles: roles.iter().map(|r| r.to_string()).collect(),
             exp: None,
         };
@@ -1452,6 +1470,18 @@ pub async fn replay_group_into(
                                 (recorded["clientId"].as_str(), m.data["clientId"].as_str())
                         {
                             live_clients.insert(r.to_string(), l.to_string());
+                            // This browser's own message (recorded under the clientId its
+                            // welcome gave) forwarded under another: the agent's answers are
+                            // addressed by it ("All messages between hub and agent include
+                            // clientId"). A wrong welcome is the first fault, said already.
+                            if r == p.client_id && l != p.want_client && p.wrong.is_empty() {
+                                let m = format!(
+                                    "the hub forwarded this browser's message to the agent under clientId {l:?}, not {:?}, the clientId it welcomed it with (the JWT's sub is {:?}; the spec: \"'admin' for admin users\", and \"All messages between hub and agent include clientId\")",
+                                    p.want_client, p.claims.sub
+                                );
+                                p.wrong.push(m.clone());
+                                p.view.push(json!({ "dir": "hub→agent", "wrong": m }));
+                            }
                         }
                         p.view
                             .push(json!({ "dir": "hub→agent", "event": want, "data": m.data }));

@@ -105,7 +105,14 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "welcomed over long-polling, the default client's first transport",
         ],
     ),
-    (id::PING_PONG, &["browser ping", "agent ping"]),
+    (
+        id::PING_PONG,
+        &[
+            "browser ping",
+            "only the browser that pinged gets the pong",
+            "agent ping",
+        ],
+    ),
     (
         id::AGENT_ISOLATION,
         &[
@@ -156,6 +163,8 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
         &[
             "text + images become parts",
             "explicit parts pass unchanged",
+            "over HTTP, explicit parts pass unchanged",
+            "over HTTP, text + images become parts",
         ],
     ),
     (
@@ -178,6 +187,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "parts that is an object",
             "a text that is not a string",
             "a message that is an array",
+            "a message without text",
         ],
     ),
     (id::STREAM_RELAY, &["order", "messageId"]),
@@ -218,7 +228,12 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
     (id::HTTP_MESSAGE, &["answer", "forwarded"]),
     (
         id::HTTP_SYNC,
-        &["final text", "messageId", "a plain message answers"],
+        &[
+            "final text",
+            "messageId",
+            "a plain message answers",
+            "an unmarked note mid-turn is not the answer",
+        ],
     ),
     (
         id::HTTP_SYNC_TIMEOUT,

@@ -75,6 +75,13 @@ const DIVERGENCES = {
   "health-sticky": "the hub-wide health's agentConnected stays true once any agent has connected, after every agent has left",
   "not-connected-broadcast": "the 'Agent is not connected' answer goes to every browser on /ws/client, those of other agentIds too",
   "sync-tool-note": "POST /message/sync answers with the agent's first message that is not a `kind: 'thinking'` note (a `kind: 'tool'` note is taken for the answer)",
+  "double-forward": "each message for the agent (a browser's, an HTTP request's) is forwarded to it twice, the second under a fresh messageId",
+  "no-client-id": "hub→agent messages lack clientId (the agent has no browser to address its answers to)",
+  "http-parts-text-only": "POST /message forwards explicit parts as one text part built from text (the image and file parts lost)",
+  "http-drop-images": "POST /message and /message/sync build parts from text alone, dropping legacy images",
+  "forward-no-text": "a browser message without text is forwarded to the agent without text",
+  "pong-broadcast": "a browser's ping is answered with a pong to every browser on /ws/client",
+  "sync-in-turn-note": "POST /message/sync answers with the agent's first unmarked message, one sent mid-turn (after typing, before stream_end: a note) too",
 };
 const VARIANTS = {
   "own-ids": "events relayed to browsers also carry the receiving browser's own clientId and agentId (extensions: they name the recipient itself)",
@@ -210,11 +217,13 @@ function toAgent(agentId, clientId, text, parts) {
   if (!agent) return false;
   const out = { type: "message", clientId, agentId, text, parts, messageId: crypto.randomUUID() };
   if (is("no-agent-id")) delete out.agentId;
+  if (is("no-client-id")) delete out.clientId;
   if (is("any-agent")) {
     for (const a of agents.values()) a.emit("message", out);
     return true;
   }
   agent.emit("message", out);
+  if (is("double-forward")) agent.emit("message", { ...out, messageId: crypto.randomUUID() });
   return true;
 }
 
@@ -241,14 +250,14 @@ const server = http.createServer(async (req, res) => {
     const agentId = decodeURIComponent(m[1]);
     const body = await readBody(req);
     if (!body || typeof body.text !== "string") return json(res, 400, { message: "text is required" });
-    const parts = Array.isArray(body.parts) ? body.parts : buildParts(body.text, body.images);
+    const parts = Array.isArray(body.parts) ? body.parts : buildParts(body.text, is("http-drop-images") ? undefined : body.images);
     const clientId = `http:${crypto.randomUUID()}`;
     if (!m[2]) {
-      toAgent(agentId, clientId, body.text, parts);
+      toAgent(agentId, clientId, body.text, is("http-parts-text-only") ? textParts(body.text) : parts);
       return json(res, is("message-202") ? 202 : 200, { ok: true, queued: true });
     }
     const answer = await new Promise((resolve) => {
-      const waiter = { resolve, streamed: [] };
+      const waiter = { resolve, streamed: [], turnOpen: false };
       syncWaiters.set(clientId, waiter);
       const timer = setTimeout(() => {
         syncWaiters.delete(clientId);
@@ -314,12 +323,18 @@ io.of("/ws/client").on("connection", (socket) => {
   }
 
   socket.on("ping", () => {
-    if (!is("no-browser-pong")) socket.emit("pong", { ts: Date.now() });
+    if (is("pong-broadcast")) io.of("/ws/client").emit("pong", { ts: Date.now() });
+    else if (!is("no-browser-pong")) socket.emit("pong", { ts: Date.now() });
   });
   socket.on("message", (msg) => {
     if ((msg === null && is("crash-on-null")) || is("crash-on-message")) process.exit(3);
     const bad = !msg || typeof msg !== "object" || Array.isArray(msg) || typeof msg.text !== "string"
       || (msg.parts !== undefined && !Array.isArray(msg.parts));
+    if (bad && is("forward-no-text") && msg && typeof msg === "object" && !Array.isArray(msg)
+      && msg.text === undefined && Array.isArray(msg.parts)) {
+      toAgent(agentId, routeId, undefined, msg.parts);
+      return;
+    }
     if (bad) {
       if (is("exception-reply")) {
         socket.emit("exception", { status: "error", message: "Internal server error" });
@@ -361,7 +376,12 @@ function relay(agentId, event, data) {
   const waiter = syncWaiters.get(clientId);
   if (waiter) {
     if (event === "stream") waiter.streamed.push(String(data.text || ""));
-    const answers = is("sync-tool-note") ? data.kind !== "thinking" : !data.kind;
+    // A message the agent sends while its turn is open (after typing, before stream_end) is a
+    // note, "by definition not that answer", marked or not.
+    const inTurn = waiter.turnOpen && !is("sync-in-turn-note");
+    if (event === "typing") waiter.turnOpen = true;
+    if (event === "stream_end") waiter.turnOpen = false;
+    const answers = (is("sync-tool-note") ? data.kind !== "thinking" : !data.kind) && !inTurn;
     if (event === "stream_end" || (event === "message" && answers)) {
       waiter.resolve({ text: data.text || "", messageId: data.messageId || "", ts: Date.now() });
     }

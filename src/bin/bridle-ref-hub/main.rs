@@ -142,6 +142,9 @@ struct Inner {
     sync: HashMap<String, oneshot::Sender<Value>>,
     /// Stream texts seen for a waiting `/message/sync` (the `sync-timeout-concat` flaw).
     sync_streams: HashMap<String, String>,
+    /// Waiting `/message/sync`s whose agent opened a turn (typing, no stream_end yet): a
+    /// message sent in it is a note, "by definition not that answer".
+    sync_turns: std::collections::HashSet<String>,
 }
 
 struct Hub {
@@ -588,13 +591,24 @@ fn relay(hub: &Hub, agent_id: &str, event: &'static str, data: Value) {
     let out = Value::Object(out);
 
     // A waiting `/message/sync`?
+    let mut inner = hub.lock();
+    if inner.sync.contains_key(&client_id) {
+        match event {
+            "typing" => {
+                inner.sync_turns.insert(client_id.clone());
+            }
+            "stream_end" => {
+                inner.sync_turns.remove(&client_id);
+            }
+            _ => {}
+        }
+    }
     let resolves = match event {
         "stream_end" => !hub.broken("sync-first-stream"),
         "stream" => hub.broken("sync-first-stream"),
-        "message" => data.get("kind").is_none(),
+        "message" => data.get("kind").is_none() && !inner.sync_turns.contains(&client_id),
         _ => false,
     };
-    let mut inner = hub.lock();
     if event == "stream" && hub.broken("sync-timeout-concat") && inner.sync.contains_key(&client_id)
     {
         let t = out["text"].as_str().unwrap_or("").to_string();
@@ -605,6 +619,7 @@ fn relay(hub: &Hub, agent_id: &str, event: &'static str, data: Value) {
             .push_str(&t);
     }
     if resolves && let Some(tx) = inner.sync.remove(&client_id) {
+        inner.sync_turns.remove(&client_id);
         let _ = tx.send(out);
         return;
     }
@@ -709,6 +724,7 @@ async fn http_sync(
     let streamed = {
         let mut inner = hub.lock();
         inner.sync.remove(&client_id);
+        inner.sync_turns.remove(&client_id);
         inner.sync_streams.remove(&client_id)
     };
     match answer {

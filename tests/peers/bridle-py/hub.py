@@ -491,8 +491,16 @@ async def agent_frame(kind, sid, args):
     # HTTP sync waiter?
     fut = http_waiters.get((agent_id, client_id))
     if fut is not None:
+        # a message sent while the agent's turn is open (typing .. stream_end) is a note,
+        # "by definition not that answer", marked or not
+        turn_key = ("sync-turn", agent_id, client_id)
+        in_turn = turn_key in OPEN_TURNS
+        if kind == "typing":
+            OPEN_TURNS.add(turn_key)
+        elif kind == "stream_end":
+            OPEN_TURNS.discard(turn_key)
         if kind in (("stream_end",) if "v-sync-stream-only" in VARY else ("message", "stream_end")) and not fut.done():
-            if kind == "message" and payload.get("kind") and "v-sync-note" not in VARY:
+            if kind == "message" and (payload.get("kind") or in_turn) and "v-sync-note" not in VARY:
                 pass  # a note is not the answer
             else:
                 fut.set_result(payload)
@@ -604,6 +612,7 @@ async def http_sync(request):
         return web.json_response(body)
     finally:
         http_waiters.pop((a, client_id), None)
+        OPEN_TURNS.discard(("sync-turn", a, client_id))
 
 
 app.router.add_get("/api/agent/health", health)
