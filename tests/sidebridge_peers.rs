@@ -2995,3 +2995,64 @@ fn a_recorded_redirect_is_one_exchange_with_the_reply_it_led_to() {
         assert!(!out.contains("Failed to communicate"), "{out}");
     }
 }
+
+/// SB-A4's probe key (`any-key-the-user-typed`, which `check sidebridge` sends a bridge with no
+/// key) is bridgewire's own text, no one's secret: the recording proxy keeps it as sent, so
+/// parity replays that chat with it and compares it. It was recorded `[redacted]`, and parity
+/// then skipped the chat as "recorded with the bridge's key; set SIDEBRIDGE_KEY", which no key
+/// could answer. A key a user typed is still redacted.
+#[test]
+fn a_keyless_bridges_probe_key_is_recorded_as_sent_and_compared() {
+    let Some(py) = python("a_keyless_bridges_probe_key_is_recorded_as_sent_and_compared") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let bridge = spawn_url(Command::new(py).arg(peer_dir().join("peer.py")));
+    let proxy = spawn_url(
+        Command::new(BW)
+            .args(["record", "sidebridge", "--upstream", &bridge.url])
+            .args(["--bridge", "peer", "--dir"])
+            .arg(tmp.path()),
+    );
+    for (chat, key) in [
+        (
+            "0A1B2C3D-0000-4000-8000-0000000000A4",
+            "any-key-the-user-typed",
+        ),
+        ("0A1B2C3D-0000-4000-8000-0000000000A5", "users-own-key-5"),
+    ] {
+        let body = format!(r#"{{"sidebridge":"1.0","chatId":"{chat}","history":[]}}"#);
+        assert_eq!(post(&proxy.url, &[("x-sidebridge-key", key)], &body), 200);
+    }
+    drop(proxy);
+    drop(bridge);
+    let text = common::files::text_under(tmp.path());
+    assert!(text.contains("any-key-the-user-typed"), "{text}");
+    assert!(
+        !text.contains("users-own-key-5"),
+        "a user's key reached a lane"
+    );
+    let parity = |head: &str| {
+        common::proc::code_and_stdout(
+            Command::new(BW)
+                .args(["parity", "--timeout-ms", "30s", "--cell", "0000000000A4"])
+                .arg("--base")
+                .arg(format!("rec:{}", tmp.path().display()))
+                .arg("--head")
+                .arg(format!(
+                    "cmd:{py} {} {head}",
+                    peer_dir().join("peer.py").display()
+                ))
+                .arg(tmp.path()),
+        )
+    };
+    let (code, out) = parity("");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 passed, 0 failed, 0 skipped"), "{out}");
+    let (code, out) = parity("--flaw reject-unexpected-key");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("sent with the key SB-A4 sends a bridge that has none"),
+        "{out}"
+    );
+}

@@ -554,6 +554,17 @@ pub fn needs_key(cell: &Cell) -> bool {
     })
 }
 
+/// Whether the cell's requests carried SB-A4's probe key ([`wire::UNEXPECTED_KEY_PROBE`],
+/// recorded as sent): a key the recorded build, which had none, was sent all the same.
+pub fn sends_probe_key(cell: &Cell) -> bool {
+    pairs(cell).0.iter().any(|p| {
+        p.request
+            .headers
+            .iter()
+            .any(|(_, v)| v == wire::UNEXPECTED_KEY_PROBE)
+    })
+}
+
 /// How many replies refused a parity leg's replay when every reply was an auth refusal
 /// (401/403) while the recording's requests were answered (2xx). That happens when a cell
 /// recorded without a key is replayed against a build that asks for one (the recorded requests

@@ -216,7 +216,10 @@ pub fn redacted_line(
             let key_header = wire::SECRET_HEADERS
                 .iter()
                 .any(|s| k.eq_ignore_ascii_case(s));
-            if crate::redact::is_secret_header(k) && !(keep_key && key_header) {
+            if crate::redact::is_secret_header(k)
+                && !(keep_key && key_header)
+                && !(key_header && wire::keeps_value(v, key))
+            {
                 secrets.learn_header_value(v);
             }
         }

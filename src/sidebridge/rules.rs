@@ -1944,7 +1944,10 @@ async fn auth(
     let Some(key) = cfg.key.clone() else {
         // SB-A4: no key configured; the client sends one anyway.
         let mut h = ct();
-        h.push(("x-sidebridge-key".into(), "any-key-the-user-typed".into()));
+        h.push((
+            "x-sidebridge-key".into(),
+            super::wire::UNEXPECTED_KEY_PROBE.into(),
+        ));
         let body = start_body(rng, d);
         // The app sends exactly this whenever the user typed a key: a client request, so its
         // body is judged by SB-D1…D8 and SB-A4 judges only acceptance (one fault, one verdict).
