@@ -248,6 +248,15 @@ fn rows() -> Vec<Row> {
             Exact(&["SB-A1:fail", "SB-A2:skipped"]),
             1,
         ),
+        // In another letter case: the key is handed over all the same.
+        row(
+            "refusal quotes the key upper-cased",
+            &["--flaw", "refusal-quotes-key-upper"],
+            true,
+            &[],
+            Exact(&["SB-A1:fail", "SB-A2:skipped"]),
+            1,
+        ),
         // Only the key less its last character is accepted: SB-A3's suffixed key is refused,
         // so A3 is judged.
         row(
@@ -763,6 +772,34 @@ fn rows() -> Vec<Row> {
             true,
             &["--strict"],
             Exact(&["SB-H1:skipped", "SB-D1:fail"]),
+            1,
+        ),
+        // The app's HTTP client sends the next request on the connection a reply left open
+        // (RFC 9112 §9.3); this bridge never reads it there, and SB-D1 names that cause.
+        row(
+            "deaf on a kept-alive connection",
+            &["--flaw", "keepalive-deaf"],
+            true,
+            &["--timeout", "3", "--strict"],
+            Exact(&["SB-D1:fail"]),
+            1,
+        ),
+        // A server may close an idle connection at any time (RFC 9112 §9.5): the request
+        // goes out on a new one.
+        row(
+            "closes kept-alive connections unannounced",
+            &["--oddity", "close-unannounced"],
+            true,
+            &["--timeout", "3", "--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "body in the reply to HEAD",
+            &["--flaw", "head-body"],
+            true,
+            &["--strict"],
+            Exact(&["SB-H4:fail"]),
             1,
         ),
         // A first reply past the client's timeout (3 s here): SB-H2's own cause ("full
@@ -1380,6 +1417,21 @@ fn independent_peers_get_exactly_their_verdicts() {
             "refusal quotes the key",
             "SB-A2",
             "quotes the configured key",
+        ),
+        (
+            "deaf on a kept-alive connection",
+            "SB-D1",
+            "keep-alive/send: no data received for 3s (--timeout) on the connection the bridge kept open",
+        ),
+        (
+            "body in the reply to HEAD",
+            "SB-H4",
+            "\"the server MUST NOT send content in the response\" to HEAD",
+        ),
+        (
+            "refusal quotes the key upper-cased",
+            "SB-A1",
+            "quotes the configured key in another letter case",
         ),
         (
             "key prefix accepted",
@@ -2027,8 +2079,16 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
         "GET/PUT/HEAD carry no chatId: the app sends none (`_process`, skipped)",
     ),
     (
+        "head-body",
+        "HEAD carries no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
         "options-broken",
         "OPTIONS carries no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "keepalive-deaf",
+        "a replay sends each request on a connection of its own; reuse is check's (SB-D1)",
     ),
     (
         "parse-before-auth",
