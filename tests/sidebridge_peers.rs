@@ -248,6 +248,15 @@ fn rows() -> Vec<Row> {
             Exact(&["SB-A1:fail", "SB-A2:skipped"]),
             1,
         ),
+        // In another letter case: the key is handed over all the same.
+        row(
+            "refusal quotes the key upper-cased",
+            &["--flaw", "refusal-quotes-key-upper"],
+            true,
+            &[],
+            Exact(&["SB-A1:fail", "SB-A2:skipped"]),
+            1,
+        ),
         // Only the key less its last character is accepted: SB-A3's suffixed key is refused,
         // so A3 is judged.
         row(
@@ -763,6 +772,34 @@ fn rows() -> Vec<Row> {
             true,
             &["--strict"],
             Exact(&["SB-H1:skipped", "SB-D1:fail"]),
+            1,
+        ),
+        // The app's HTTP client sends the next request on the connection a reply left open
+        // (RFC 9112 §9.3); this bridge never reads it there, and SB-D1 names that cause.
+        row(
+            "deaf on a kept-alive connection",
+            &["--flaw", "keepalive-deaf"],
+            true,
+            &["--timeout", "3", "--strict"],
+            Exact(&["SB-D1:fail"]),
+            1,
+        ),
+        // A server may close an idle connection at any time (RFC 9112 §9.5): the request
+        // goes out on a new one.
+        row(
+            "closes kept-alive connections unannounced",
+            &["--oddity", "close-unannounced"],
+            true,
+            &["--timeout", "3", "--strict"],
+            Exact(&[]),
+            0,
+        ),
+        row(
+            "body in the reply to HEAD",
+            &["--flaw", "head-body"],
+            true,
+            &["--strict"],
+            Exact(&["SB-H4:fail"]),
             1,
         ),
         // A first reply past the client's timeout (3 s here): SB-H2's own cause ("full
@@ -1380,6 +1417,21 @@ fn independent_peers_get_exactly_their_verdicts() {
             "refusal quotes the key",
             "SB-A2",
             "quotes the configured key",
+        ),
+        (
+            "deaf on a kept-alive connection",
+            "SB-D1",
+            "keep-alive/send: no data received for 3s (--timeout) on the connection the bridge kept open",
+        ),
+        (
+            "body in the reply to HEAD",
+            "SB-H4",
+            "\"the server MUST NOT send content in the response\" to HEAD",
+        ),
+        (
+            "refusal quotes the key upper-cased",
+            "SB-A1",
+            "quotes the configured key in another letter case",
         ),
         (
             "key prefix accepted",
@@ -2027,8 +2079,16 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
         "GET/PUT/HEAD carry no chatId: the app sends none (`_process`, skipped)",
     ),
     (
+        "head-body",
+        "HEAD carries no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
         "options-broken",
         "OPTIONS carries no chatId: the app sends none (`_process`, skipped)",
+    ),
+    (
+        "keepalive-deaf",
+        "a replay sends each request on a connection of its own; reuse is check's (SB-D1)",
     ),
     (
         "parse-before-auth",
@@ -2994,4 +3054,65 @@ fn a_recorded_redirect_is_one_exchange_with_the_reply_it_led_to() {
         assert!(out.contains("1 passed, 0 failed"), "{out}");
         assert!(!out.contains("Failed to communicate"), "{out}");
     }
+}
+
+/// SB-A4's probe key (`any-key-the-user-typed`, which `check sidebridge` sends a bridge with no
+/// key) is bridgewire's own text, no one's secret: the recording proxy keeps it as sent, so
+/// parity replays that chat with it and compares it. It was recorded `[redacted]`, and parity
+/// then skipped the chat as "recorded with the bridge's key; set SIDEBRIDGE_KEY", which no key
+/// could answer. A key a user typed is still redacted.
+#[test]
+fn a_keyless_bridges_probe_key_is_recorded_as_sent_and_compared() {
+    let Some(py) = python("a_keyless_bridges_probe_key_is_recorded_as_sent_and_compared") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let bridge = spawn_url(Command::new(py).arg(peer_dir().join("peer.py")));
+    let proxy = spawn_url(
+        Command::new(BW)
+            .args(["record", "sidebridge", "--upstream", &bridge.url])
+            .args(["--bridge", "peer", "--dir"])
+            .arg(tmp.path()),
+    );
+    for (chat, key) in [
+        (
+            "0A1B2C3D-0000-4000-8000-0000000000A4",
+            "any-key-the-user-typed",
+        ),
+        ("0A1B2C3D-0000-4000-8000-0000000000A5", "users-own-key-5"),
+    ] {
+        let body = format!(r#"{{"sidebridge":"1.0","chatId":"{chat}","history":[]}}"#);
+        assert_eq!(post(&proxy.url, &[("x-sidebridge-key", key)], &body), 200);
+    }
+    drop(proxy);
+    drop(bridge);
+    let text = common::files::text_under(tmp.path());
+    assert!(text.contains("any-key-the-user-typed"), "{text}");
+    assert!(
+        !text.contains("users-own-key-5"),
+        "a user's key reached a lane"
+    );
+    let parity = |head: &str| {
+        common::proc::code_and_stdout(
+            Command::new(BW)
+                .args(["parity", "--timeout-ms", "30s", "--cell", "0000000000A4"])
+                .arg("--base")
+                .arg(format!("rec:{}", tmp.path().display()))
+                .arg("--head")
+                .arg(format!(
+                    "cmd:{py} {} {head}",
+                    peer_dir().join("peer.py").display()
+                ))
+                .arg(tmp.path()),
+        )
+    };
+    let (code, out) = parity("");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 passed, 0 failed, 0 skipped"), "{out}");
+    let (code, out) = parity("--flaw reject-unexpected-key");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("sent with the key SB-A4 sends a bridge that has none"),
+        "{out}"
+    );
 }

@@ -122,6 +122,10 @@ pub struct Driver {
     /// one per exchange).
     pub give_up_after: usize,
     timeouts_in_a_row: usize,
+    /// Send on the connection the previous reply left open, as the app's HTTP client does
+    /// ([`transport::send_kept`]); off: one connection per request.
+    keep_alive: bool,
+    kept: Option<transport::Kept>,
 }
 
 impl Driver {
@@ -139,7 +143,18 @@ impl Driver {
             log: Vec::new(),
             give_up_after: 3,
             timeouts_in_a_row: 0,
+            keep_alive: false,
+            kept: None,
         })
+    }
+
+    /// Sends the following requests on the connection each reply leaves open (`true`), as the
+    /// app's HTTP client does, or each on a connection of its own (`false`, closing a kept one).
+    pub fn set_keep_alive(&mut self, on: bool) {
+        self.keep_alive = on;
+        if !on {
+            self.kept = None;
+        }
     }
 
     /// The app's headers: `Content-Type`, and the key only when one is saved.
@@ -178,7 +193,18 @@ impl Driver {
             Err(TransportError::GaveUp(self.timeouts_in_a_row))
         } else {
             loop {
-                let r = transport::send(&t, method, &headers, &body, self.limits).await;
+                let r = if self.keep_alive {
+                    let req = transport::Req {
+                        target: &t,
+                        method,
+                        headers: &headers,
+                        body: &body,
+                    };
+                    transport::send_kept(&mut self.kept, &req, self.limits).await
+                } else {
+                    self.kept = None;
+                    transport::send(&t, method, &headers, &body, self.limits).await
+                };
                 match &r {
                     Ok(reply) if matches!(reply.status, 307 | 308) && redirects.len() < 5 => {
                         redirects.push(reply.status);

@@ -172,18 +172,28 @@ fn judged(cell: &Cell, replayed: Result<Vec<serde_json::Value>, String>) -> Live
     if let Some(n) = super::player::refused_unlike_recording(cell, &events) {
         // Recorded without a key, there was none to send: the cell says nothing about this
         // build. Recorded with one and sent SIDEBRIDGE_KEY, the build refused that key: a
-        // difference if the other leg accepts it.
-        if !super::player::needs_key(cell) {
+        // difference if the other leg accepts it. Recorded with SB-A4's probe key (the
+        // recorded build had none and took it), sent as recorded: the build refused a key a
+        // user typed for a bridge that asks none, a difference too.
+        refused = Some(if super::player::needs_key(cell) {
+            format!(
+                "the bridge refused all {n} replayed requests (401/403) that the recording had \
+                 answered, sent with the key in SIDEBRIDGE_KEY: is it this bridge's key?"
+            )
+        } else if super::player::sends_probe_key(cell) {
+            format!(
+                "the bridge refused all {n} replayed requests (401/403) that the recording had \
+                 answered, sent with the key SB-A4 sends a bridge that has none ({:?}, as \
+                 recorded): the recorded build took it",
+                super::wire::UNEXPECTED_KEY_PROBE
+            )
+        } else {
             return LiveReplay::skipped(format!(
                 "the bridge refused all {n} replayed requests (401/403) that the recording had \
                  answered: the cell was recorded without a key and this build asks for one \
                  (record the cell again with SIDEBRIDGE_KEY set)"
             ));
-        }
-        refused = Some(format!(
-            "the bridge refused all {n} replayed requests (401/403) that the recording had \
-             answered, sent with the key in SIDEBRIDGE_KEY: is it this bridge's key?"
-        ));
+        });
     }
     // A reply that never came is a stall (the wait ran out), not a different reply.
     let mut requests = 0;

@@ -180,13 +180,15 @@ struct CellRun<'a> {
 /// (hop-by-hop dropped, redaction markers replaced) and body (recorded reply ids rewritten to
 /// the replayed ones). A 307/308 is followed like the client follows it (same method and
 /// body), whether or not the recording had one (a recorded hop is folded: [`fold_redirects`]).
+/// Returns the request sent, the reply (or its error) as a lane records it, and the transport
+/// error when there was one, by its kind (a bound that ran out, bridgewire's own --max-body).
 async fn send_one(
     p: &Pair,
     target: &Target,
     key: Option<&str>,
     limits: Limits,
     ids: &HashMap<String, String>,
-) -> (Envelope, Envelope, Option<usize>) {
+) -> (Envelope, Envelope, Option<transport::TransportError>) {
     let body = wire::unredact(&String::from_utf8_lossy(&p.request.body), key)
         .unwrap_or_else(|| String::from_utf8_lossy(&p.request.body).into_owned());
     let body = rename_ids(&body, ids);
@@ -225,8 +227,7 @@ async fn send_one(
         ..p.request.clone()
     };
     let mut hops = 0;
-    // bridgewire's own limit, not the bridge's fault: said apart from a reply that failed.
-    let mut too_large = None;
+    let mut failed = None;
     let new = loop {
         match transport::send(&t, &method, &headers, body.as_bytes(), limits).await {
             Ok(r) if matches!(r.status, 307 | 308) && hops < 5 => {
@@ -254,19 +255,18 @@ async fn send_one(
                 break reply_envelope(p.request.exchange, r);
             }
             Err(e) => {
-                if let transport::TransportError::TooLarge(limit) = e {
-                    too_large = Some(limit);
-                }
+                let error = Some(e.to_string());
+                failed = Some(e);
                 break Envelope {
                     exchange: p.request.exchange,
                     status: Some(502),
-                    error: Some(e.to_string()),
+                    error,
                     ..Default::default()
                 };
             }
         }
     };
-    (sent, new, too_large)
+    (sent, new, failed)
 }
 
 /// `body` with every recorded reply id (`ids`' keys, upper-cased; matched in any letter case)
@@ -392,15 +392,17 @@ async fn replay_cells(
             runs[ci].unsent += 1;
             continue;
         }
-        let (sent, new, too_large) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
+        let (sent, new, failed) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if new.error.as_deref().is_some_and(timed_out) {
+        use transport::TransportError::{Idle, Timeout, TooLarge};
+        if matches!(failed, Some(Idle { .. } | Timeout { .. })) {
             silent.push(format!("{} #{}", runs[ci].cell.key, pi + 1));
         } else {
             silent.clear();
         }
         let r = &mut runs[ci];
-        if let Some(limit) = too_large {
+        // bridgewire's own limit, not the bridge's fault: said apart from a reply that failed.
+        if let Some(TooLarge(limit)) = failed {
             r.unread.push((pi + 1, limit));
         }
         let p = &r.pairs[pi];
@@ -518,8 +520,10 @@ async fn replay_cells(
         .collect()
 }
 
-/// Whether a reply's transport error is a bound running out: the app's timeout (no data for
-/// that long) or the whole-reply limit (no complete reply in time).
+/// Whether a reply's transport error, as a replayed event carries it (its text), is a bound
+/// running out: the app's timeout (no data for that long) or the whole-reply limit (no complete
+/// reply in time). The replay itself goes by the error's kind ([`send_one`]); a parity leg
+/// reads the events only.
 pub fn timed_out(error: &str) -> bool {
     error.starts_with("no complete reply within") || error.starts_with("no data received for")
 }
@@ -551,6 +555,17 @@ pub fn needs_key(cell: &Cell) -> bool {
         p.request.headers.iter().any(|(_, v)| marked(v))
             || p.request.path.as_deref().is_some_and(marked)
             || marked(&String::from_utf8_lossy(&p.request.body))
+    })
+}
+
+/// Whether the cell's requests carried SB-A4's probe key ([`wire::UNEXPECTED_KEY_PROBE`],
+/// recorded as sent): a key the recorded build, which had none, was sent all the same.
+pub fn sends_probe_key(cell: &Cell) -> bool {
+    pairs(cell).0.iter().any(|p| {
+        p.request
+            .headers
+            .iter()
+            .any(|(_, v)| v == wire::UNEXPECTED_KEY_PROBE)
     })
 }
 

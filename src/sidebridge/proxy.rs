@@ -78,8 +78,9 @@ impl Proxy {
             .map_err(|e| anyhow::anyhow!("--upstream {}: {e}", cfg.upstream))?;
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // The app's timeout, per read (reset by every byte). The whole-reply bound is
+            // `exchange`'s own timer, so either error names its bound exactly.
             .read_timeout(cfg.timeout)
-            .timeout(cfg.max_reply.max(cfg.timeout))
             .no_proxy()
             .build()?;
         let lanes = LaneWriter::create(&cfg.dir)
@@ -216,7 +217,10 @@ pub fn redacted_line(
             let key_header = wire::SECRET_HEADERS
                 .iter()
                 .any(|s| k.eq_ignore_ascii_case(s));
-            if crate::redact::is_secret_header(k) && !(keep_key && key_header) {
+            if crate::redact::is_secret_header(k)
+                && !(keep_key && key_header)
+                && !(key_header && wire::keeps_value(v, key))
+            {
                 secrets.learn_header_value(v);
             }
         }
@@ -309,7 +313,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             rb = rb.header(k, v);
         }
     }
-    let result = async {
+    let total = shared.cfg.max_reply.max(shared.cfg.timeout);
+    let result = tokio::time::timeout(total, async {
         let mut resp = rb.body(body).send().await?;
         let status = resp.status();
         let headers = resp.headers().clone();
@@ -324,20 +329,22 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             }
         }
         Ok::<_, reqwest::Error>(Ok((status, headers, buf)))
-    }
+    })
     .await;
     let elapsed = Some(start.elapsed().as_millis() as u64);
     let (status, headers, buf) = match result {
-        Ok(Ok(x)) => x,
-        Ok(Err(e)) => return upstream_failure(&shared, scope.as_deref(), n, e, elapsed),
-        Err(e) => {
-            let total = shared.cfg.max_reply.max(shared.cfg.timeout);
-            let what = if e.is_timeout() && start.elapsed() + Duration::from_millis(100) >= total {
-                format!(
-                    "no complete reply within {total:?}: bridgewire's whole-reply limit \
-                     (--max-reply-time), not the app's timeout"
-                )
-            } else if e.is_timeout() {
+        Ok(Ok(Ok(x))) => x,
+        Ok(Ok(Err(e))) => return upstream_failure(&shared, scope.as_deref(), n, e, elapsed),
+        Err(_) => {
+            let what = format!(
+                "no complete reply within {total:?}: bridgewire's whole-reply limit \
+                 (--max-reply-time), not the app's timeout"
+            );
+            return upstream_failure(&shared, scope.as_deref(), n, what, elapsed);
+        }
+        Ok(Err(e)) => {
+            // reqwest's only timeout here is the read timeout: the app's.
+            let what = if e.is_timeout() {
                 format!(
                     "no data received for {:?}: the app's timeout (--timeout), which it counts \
                      from the last byte received",

@@ -573,6 +573,15 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 if !super::transport::allows(&allow, "POST") {
                     h4_fail.push(format!("{m}: no `Allow: POST` (got {allow:?})"));
                 }
+                if r.after_head > 0 {
+                    h4_fail.push(format!(
+                        "{m}: {} byte(s) of content after the header section (RFC 9110 §9.3.2: \
+                         \"the server MUST NOT send content in the response\" to HEAD; on a \
+                         kept-alive connection the client reads them as the start of the next \
+                         reply)",
+                        r.after_head
+                    ));
+                }
                 if m != "HEAD"
                     && !r.body.is_empty()
                     && let Err(e) = profiles::decode_reply(Profile::Gamma, r)
@@ -928,6 +937,20 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
 
     // The scenario rules (SB-R3, SB-R6, SB-R11, SB-S1…S4, SB-R12), driven by the fixture.
     super::scenarios::run(&mut d, &mut rng, cfg, &mut v).await;
+
+    // Connection reuse. The app's HTTP client is the platform's (reference §1.1), which keeps
+    // an HTTP/1.1 connection open and sends the screen's next request on it; a bridge whose
+    // reply does not say `Connection: close` has to read that request (RFC 9112 §9.3: "A
+    // server that does not support persistent connections MUST send the "close" connection
+    // option in every response message"). The requests above each had a connection of their
+    // own; here a new chat's session start and first send share one. A bridge that closes the
+    // connection is answered on a new one (legal); one that leaves it open and never answers
+    // there fails SB-D1 ("received completely") naming that cause.
+    d.set_keep_alive(true);
+    let mut s = Screen::new(&mut rng);
+    s.start(&mut d, "keep-alive/start").await;
+    s.send(&mut d, HELLO, "keep-alive/send").await;
+    d.set_keep_alive(false);
 
     // Every reply: SB-H3 over the run, SB-D1…D9.
     let mut h3 = Vec::new();
@@ -1944,7 +1967,10 @@ async fn auth(
     let Some(key) = cfg.key.clone() else {
         // SB-A4: no key configured; the client sends one anyway.
         let mut h = ct();
-        h.push(("x-sidebridge-key".into(), "any-key-the-user-typed".into()));
+        h.push((
+            "x-sidebridge-key".into(),
+            super::wire::UNEXPECTED_KEY_PROBE.into(),
+        ));
         let body = start_body(rng, d);
         // The app sends exactly this whenever the user typed a key: a client request, so its
         // body is judged by SB-D1…D8 and SB-A4 judges only acceptance (one fault, one verdict).
@@ -2654,26 +2680,51 @@ fn quotes_key(x: &Exchange, key: &str, sent: Option<&str>) -> Result<Option<Stri
     let Ok(r) = x.judged(Profile::Gamma) else {
         return Ok(None);
     };
+    // As written first; then in any letter case (a refusal that upper-cases what it quotes
+    // still hands the key over: one whose letters' case is guessed from a few tries), with the
+    // value sent taken out in any case too (the client's own text, whatever case it comes back
+    // in, is no leak).
+    let folded_key = key.to_lowercase();
     let found = r.messages.iter().enumerate().find_map(|(n, m)| {
-        let shown = match sent {
-            Some(s) if !s.is_empty() => m.content.replace(s, ""),
-            _ => m.content.clone(),
+        let (shown, folded) = match sent {
+            Some(s) if !s.is_empty() => (
+                m.content.replace(s, ""),
+                m.content.to_lowercase().replace(&s.to_lowercase(), ""),
+            ),
+            _ => (m.content.clone(), m.content.to_lowercase()),
         };
-        shown.contains(key).then_some((n, m.content.clone()))
+        if shown.contains(key) {
+            Some((n, m.content.clone(), false))
+        } else {
+            folded
+                .contains(&folded_key)
+                .then_some((n, m.content.clone(), true))
+        }
     });
     match found {
         None => Ok(None),
-        Some((n, text)) if key_is_word_like(key) => Err(format!(
-            "whether a refusal quotes the key is not judged: the configured key is made of \
+        // A key found only in another case is as word-like as its letters: `PeerKey` is told
+        // from a word by its mixed case, which a case-blind match does not see.
+        Some((n, text, other_case))
+            if key_is_word_like(key) || other_case && key_is_word_like(&folded_key) =>
+        {
+            Err(format!(
+                "whether a refusal quotes the key is not judged: the configured key is made of \
              letters, written as a word is, and {}'s messages[{n}] ({:?}) holds it: a leak \
              cannot be told from the same word by coincidence (a key with a digit, a sign, \
              mixed case or 20 letters can be)",
+                x.label,
+                clip(&text)
+            ))
+        }
+        Some((n, _, other_case)) => Ok(Some(format!(
+            "{}: messages[{n}] quotes the configured key{} to a client that did not send it",
             x.label,
-            clip(&text)
-        )),
-        Some((n, _)) => Ok(Some(format!(
-            "{}: messages[{n}] quotes the configured key to a client that did not send it",
-            x.label
+            if other_case {
+                " in another letter case"
+            } else {
+                ""
+            }
         ))),
     }
 }

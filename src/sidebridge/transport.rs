@@ -4,8 +4,9 @@
 //! a truncated or endless body, a 50 MB body or a refused connection each end in a named
 //! [`TransportError`] instead of a hang or a panic.
 //!
-//! One connection per request (`Connection: close`), like a fresh `URLSession` task as far as
-//! a bridge can tell. Plain `http://` only.
+//! [`send`]: one connection per request (`Connection: close`). [`send_kept`]: the next request
+//! on the connection the previous reply left open, as the app's HTTP client reuses one. Plain
+//! `http://` only.
 
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -96,6 +97,16 @@ pub enum TransportError {
     Malformed(String),
     #[error("i/o error: {0}")]
     Io(String),
+    /// Nothing came within the app's timeout on a connection the bridge had left open after
+    /// its previous reply, while the same request on a fresh connection was answered.
+    #[error(
+        "no data received for {limit:?} ({flag}) on the connection the bridge kept open after its previous reply: that reply left it open (no `Connection: close`), so the app's HTTP client sends the next request on the same connection (RFC 9112 §9.3: a server that does not keep connections open must send `close`), and the bridge never answered it there; the same request on a fresh connection was answered (status {fresh_status})"
+    )]
+    DeafOnReuse {
+        limit: Duration,
+        flag: &'static str,
+        fresh_status: u16,
+    },
     #[error("not sent: the bridge timed out {0} times in a row")]
     GaveUp(usize),
 }
@@ -112,7 +123,15 @@ pub struct HttpReply {
     /// as decoding states it, and the body's full length. Its verdicts need nothing more, and
     /// a check against a bridge answering megabytes of `[[[[…` stays small (issue 15).
     pub opaque: Option<(String, usize)>,
+    /// For a reply to HEAD: how many bytes came after its header section (before the
+    /// connection closed or went quiet for [`HEAD_DRAIN`]). HTTP forbids them (RFC 9110
+    /// §9.3.2: "the server MUST NOT send content in the response" to HEAD): on a kept-alive
+    /// connection they would be read as the start of the next reply.
+    pub after_head: usize,
 }
+
+/// How long the bytes after a HEAD reply's header section are waited for once none arrive.
+pub const HEAD_DRAIN: Duration = Duration::from_millis(500);
 
 impl HttpReply {
     /// The first field line named `name` (for fields that occur once: `Location`).
@@ -190,7 +209,8 @@ impl Target {
     }
 }
 
-/// Sends one request and reads the whole reply, within `limits`.
+/// Sends one request on a connection of its own (`Connection: close`) and reads the whole
+/// reply, within `limits`.
 pub async fn send(
     target: &Target,
     method: &str,
@@ -200,12 +220,98 @@ pub async fn send(
 ) -> Result<HttpReply, TransportError> {
     let start = Instant::now();
     let deadline = tokio::time::Instant::now() + limits.total;
+    let mut stream = connect(target, limits).await?;
+    let req = Req {
+        target,
+        method,
+        headers,
+        body,
+    };
+    exchange_on(&mut stream, &req, limits, true, start, deadline)
+        .await
+        .0
+        .map(|(reply, _)| reply)
+}
+
+/// A connection the bridge left open after its reply, for the next request, as the app's HTTP
+/// client keeps one: the platform's client (reference §1.1) speaks HTTP/1.1, whose connections
+/// persist unless a side says `close` (RFC 9112 §9.3).
+pub struct Kept {
+    host_port: String,
+    stream: TcpStream,
+}
+
+/// Sends one request as the app's HTTP client does: on the connection `kept` holds when it
+/// leads to the same host, else on a new one, either without `Connection: close`; a reply
+/// that leaves the connection open (HTTP/1.1, no `close`, a framed body) leaves it in
+/// `kept`. A kept connection the bridge closed before answering (a server may close an idle
+/// connection at any time, RFC 9112 §9.5) is replaced by a new one and the request sent
+/// there. One on which nothing arrives within the app's timeout is the bridge's fault:
+/// [`TransportError::DeafOnReuse`] when the same request on a fresh connection is answered
+/// (naming that cause), else the timeout as it ran out.
+pub async fn send_kept(
+    kept: &mut Option<Kept>,
+    req: &Req<'_>,
+    limits: Limits,
+) -> Result<HttpReply, TransportError> {
+    let target = req.target;
+    if let Some(mut k) = kept.take().filter(|k| k.host_port == target.host_port) {
+        let start = Instant::now();
+        let deadline = tokio::time::Instant::now() + limits.total;
+        match exchange_on(&mut k.stream, req, limits, false, start, deadline).await {
+            (Ok((reply, persists)), _) => {
+                if persists {
+                    *kept = Some(k);
+                }
+                return Ok(reply);
+            }
+            (Err(e @ TransportError::Idle { .. }), 0) => {
+                drop(k);
+                return match send(target, req.method, req.headers, req.body, limits).await {
+                    Ok(fresh) => Err(TransportError::DeafOnReuse {
+                        limit: limits.idle,
+                        flag: limits.idle_flag,
+                        fresh_status: fresh.status,
+                    }),
+                    Err(_) => Err(e),
+                };
+            }
+            // Closed (or reset) before a byte of the reply: a new connection, as a client
+            // opens one for a request its idle connection could not carry.
+            (Err(TransportError::Io(_) | TransportError::Malformed(_)), 0) => {}
+            (Err(e), _) => return Err(e),
+        }
+    }
+    let start = Instant::now();
+    let deadline = tokio::time::Instant::now() + limits.total;
+    let mut stream = connect(target, limits).await?;
+    let (reply, persists) = exchange_on(&mut stream, req, limits, false, start, deadline)
+        .await
+        .0?;
+    if persists {
+        *kept = Some(Kept {
+            host_port: target.host_port.clone(),
+            stream,
+        });
+    }
+    Ok(reply)
+}
+
+/// One request's parts.
+pub struct Req<'a> {
+    pub target: &'a Target,
+    pub method: &'a str,
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+}
+
+async fn connect(target: &Target, limits: Limits) -> Result<TcpStream, TransportError> {
     let connect = tokio::time::timeout(
         limits.connect.min(limits.total),
         TcpStream::connect(&target.host_port),
     )
     .await;
-    let mut stream = match connect {
+    let stream = match connect {
         Err(_) => {
             return Err(TransportError::Connect(format!(
                 "timed out after {:?}",
@@ -219,6 +325,26 @@ pub async fn send(
         Ok(Ok(s)) => s,
     };
     let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+/// Writes `req` on `stream` (with `Connection: close` when `close`, else `keep-alive`) and
+/// reads its reply: the reply and whether the connection may carry another request, and how
+/// many bytes of the reply arrived (0: the bridge sent nothing at all).
+async fn exchange_on(
+    stream: &mut TcpStream,
+    req: &Req<'_>,
+    limits: Limits,
+    close: bool,
+    start: Instant,
+    deadline: tokio::time::Instant,
+) -> (Result<(HttpReply, bool), TransportError>, usize) {
+    let Req {
+        target,
+        method,
+        headers,
+        body,
+    } = *req;
     let mut head = format!(
         "{method} {} HTTP/1.1\r\nHost: {}\r\n",
         target.path, target.host_port
@@ -232,51 +358,89 @@ pub async fn send(
     if !body.is_empty() || method != "GET" && method != "HEAD" && method != "OPTIONS" {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
-    head.push_str("Connection: close\r\n\r\n");
+    head.push_str(if close {
+        "Connection: close\r\n\r\n"
+    } else {
+        "Connection: keep-alive\r\n\r\n"
+    });
     let mut out = head.into_bytes();
     out.extend_from_slice(body);
-    // Set when the app's timeout ran out (the reader's error says only "timed out").
-    let idled = std::sync::atomic::AtomicBool::new(false);
+    // Set when the app's timeout ran out (the reader's error says only "timed out"), and the
+    // bytes received.
+    let watch = Watch::default();
     let io = async {
         stream
             .write_all(&out)
             .await
             .map_err(|e| TransportError::Io(e.to_string()))?;
-        let mut reader = IdleRead::new(&mut stream, limits.idle, &idled);
-        read_framed(&mut reader, method == "HEAD", limits.max_body).await
+        let mut reader = IdleRead::new(&mut *stream, limits.idle, &watch);
+        let ((status, headers, body), persists) =
+            read_framed_conn(&mut reader, method == "HEAD", limits.max_body).await?;
+        if method != "HEAD" {
+            return Ok(((status, headers, body), persists, 0));
+        }
+        // A reply to HEAD has no body; what came after its header section anyway (`body`
+        // holds what arrived with it), and whatever follows until the connection closes or
+        // stays quiet for HEAD_DRAIN, is counted (never read past --max-body).
+        let mut after = body.len();
+        let mut chunk = [0u8; 16384];
+        while after <= limits.max_body {
+            match tokio::time::timeout(HEAD_DRAIN, reader.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => after += n,
+                _ => break,
+            }
+        }
+        Ok(((status, headers, Vec::new()), persists && after == 0, after))
     };
-    match tokio::time::timeout_at(deadline, io).await {
+    let result = match tokio::time::timeout_at(deadline, io).await {
         Err(_) => Err(TransportError::Timeout {
             limit: limits.total,
             idle: limits.idle,
             flag: limits.total_flag,
         }),
-        Ok(Err(_)) if idled.load(std::sync::atomic::Ordering::Relaxed) => {
+        Ok(Err(_)) if watch.fired.load(std::sync::atomic::Ordering::Relaxed) => {
             Err(TransportError::Idle {
                 limit: limits.idle,
                 flag: limits.idle_flag,
             })
         }
         Ok(Err(e)) => Err(e),
-        Ok(Ok((status, headers, body))) => {
+        Ok(Ok(((status, headers, body), persists, after_head))) => {
             let len = body.len();
             // A reply whose coding does not undo (a plain body labelled gzip) did arrive, with
             // its status and headers: an undecodable body (`opaque`, kept as none of its
             // bytes, so nothing reads the raw ones as the app never would), not a missing reply.
-            let (body, opaque) = match decode_content(&headers, body, limits.max_body) {
-                Ok(body) => (body, None),
-                Err(TransportError::Malformed(why)) => (Vec::new(), Some((why, len))),
-                Err(e) => return Err(e),
-            };
-            Ok(HttpReply {
-                status,
-                headers,
-                body,
-                elapsed: start.elapsed(),
-                opaque,
+            match decode_content(&headers, body, limits.max_body) {
+                Ok(body) => Ok((body, None)),
+                Err(TransportError::Malformed(why)) => Ok((Vec::new(), Some((why, len)))),
+                Err(e) => Err(e),
+            }
+            .map(|(body, opaque)| {
+                (
+                    HttpReply {
+                        status,
+                        headers,
+                        body,
+                        elapsed: start.elapsed(),
+                        opaque,
+                        after_head,
+                    },
+                    persists,
+                )
             })
         }
-    }
+    };
+    (
+        result,
+        watch.received.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// What an [`IdleRead`] saw: whether the idle timeout fired, and how many bytes arrived.
+#[derive(Default)]
+struct Watch {
+    fired: std::sync::atomic::AtomicBool,
+    received: std::sync::atomic::AtomicUsize,
 }
 
 /// A reader that fails when nothing arrives for `idle` (the app's timeout: time without
@@ -285,16 +449,16 @@ struct IdleRead<'a, R> {
     inner: &'a mut R,
     idle: Duration,
     sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
-    fired: &'a std::sync::atomic::AtomicBool,
+    watch: &'a Watch,
 }
 
 impl<'a, R> IdleRead<'a, R> {
-    fn new(inner: &'a mut R, idle: Duration, fired: &'a std::sync::atomic::AtomicBool) -> Self {
+    fn new(inner: &'a mut R, idle: Duration, watch: &'a Watch) -> Self {
         IdleRead {
             inner,
             idle,
             sleep: Box::pin(tokio::time::sleep(idle)),
-            fired,
+            watch,
         }
     }
 }
@@ -312,6 +476,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for IdleRead<'_, R> {
         match std::pin::Pin::new(&mut *this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
+                    this.watch.received.fetch_add(
+                        buf.filled().len() - before,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                     let next = tokio::time::Instant::now() + this.idle;
                     this.sleep.as_mut().reset(next);
                 }
@@ -320,7 +488,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for IdleRead<'_, R> {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => match this.sleep.as_mut().poll(cx) {
                 Poll::Ready(()) => {
-                    this.fired.store(true, std::sync::atomic::Ordering::Relaxed);
+                    this.watch
+                        .fired
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     Poll::Ready(Err(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
                         "no data within the idle timeout",
@@ -361,6 +531,21 @@ async fn read_framed<R: AsyncRead + Unpin>(
     head_only: bool,
     max_body: usize,
 ) -> Result<Parsed, TransportError> {
+    read_framed_conn(stream, head_only, max_body)
+        .await
+        .map(|((status, headers, body), _)| {
+            (status, headers, if head_only { Vec::new() } else { body })
+        })
+}
+
+/// [`read_framed`], and whether the connection may carry another request (RFC 9112 §9.3): an
+/// HTTP/1.1 reply without the `close` option, or an HTTP/1.0 one with `keep-alive`, whose body
+/// ended by its framing (not by the connection closing).
+async fn read_framed_conn<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    head_only: bool,
+    max_body: usize,
+) -> Result<(Parsed, bool), TransportError> {
     let mut buf = Vec::with_capacity(8192);
     let mut chunk = [0u8; 16384];
     // Head (skipping interim 1xx replies).
@@ -419,11 +604,20 @@ async fn read_framed<R: AsyncRead + Unpin>(
                 .find(|(k, _)| k.eq_ignore_ascii_case(n))
                 .map(|(_, v)| v.clone())
         };
-        if head_only || status == 204 || status == 304 {
-            return Ok((status, headers, Vec::new()));
+        let options = get("connection").unwrap_or_default().to_ascii_lowercase();
+        let has = |o: &str| options.split(',').any(|t| t.trim() == o);
+        let persists = !has("close") && (version != "HTTP/1.0" || has("keep-alive"));
+        if head_only {
+            // The bytes that arrived after the header section (none, from a bridge that keeps
+            // to HTTP): the caller counts them.
+            return Ok(((status, headers, rest), persists));
+        }
+        if status == 204 || status == 304 {
+            return Ok(((status, headers, Vec::new()), persists));
         }
         let chunked =
             get("transfer-encoding").is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
+        let mut persists = persists;
         let body = if chunked {
             read_chunked(stream, rest, max_body).await?
         } else if let Some(len) = get("content-length") {
@@ -460,12 +654,13 @@ async fn read_framed<R: AsyncRead + Unpin>(
                     .await
                     .map_err(|e| TransportError::Io(e.to_string()))?;
                 if n == 0 {
+                    persists = false;
                     break body;
                 }
                 body.extend_from_slice(&chunk[..n]);
             }
         };
-        return Ok((status, headers, body));
+        return Ok(((status, headers, body), persists));
     }
 }
 

@@ -28,6 +28,19 @@ pub use crate::redact::{
 };
 pub const SECRET_HEADERS: &[&str] = &["x-sidebridge-key", "authorization"];
 
+/// The key `check sidebridge` sends a bridge with no key configured (SB-A4: the app sends the
+/// header whenever the user typed one). It is bridgewire's own text, no one's secret: recorded
+/// as sent ([`keeps_value`]), so the cell replays with it and parity compares it, where
+/// `[redacted]` would read as a cell recorded with the bridge's key.
+pub const UNEXPECTED_KEY_PROBE: &str = "any-key-the-user-typed";
+
+/// Whether a key header's value is recorded as sent: an empty one (it holds no secret, and a
+/// bridge may take "no key given" for "nothing to check"), or [`UNEXPECTED_KEY_PROBE`] unless
+/// it is the bridge's key (`key`).
+pub fn keeps_value(v: &str, key: Option<&str>) -> bool {
+    v.is_empty() || v == UNEXPECTED_KEY_PROBE && key != Some(UNEXPECTED_KEY_PROBE)
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Envelope {
     pub exchange: u64,
@@ -152,8 +165,8 @@ pub fn chat_scope(body: &[u8]) -> Option<String> {
 /// that differs from it is marked by how it differs ([`REDACTED_CASE`], [`REDACTED_PREFIX`],
 /// [`REDACTED_EXTENDED`], else [`REDACTED_OTHER`]), so a replay can send a wrong key of the
 /// same kind: a build that starts taking the key in any case, or any prefix of it, differs
-/// where the recording's build refused. An empty value is kept (it holds no secret, and a
-/// bridge may take "no key given" for "nothing to check"). `Authorization: <scheme> <token>`
+/// where the recording's build refused. An empty value and SB-A4's probe key are kept
+/// ([`keeps_value`]). `Authorization: <scheme> <token>`
 /// keeps its scheme (`Bearer [redacted]`), so a replay sends the key the same way.
 pub fn redact(
     headers: Vec<(String, String)>,
@@ -174,7 +187,7 @@ pub fn redact(
                 // Cookie, Proxy-Authorization, X-Api-Key, …: never kept.
                 return (k, REDACTED.to_string());
             }
-            if keep || !key_header || v.is_empty() {
+            if keep || !key_header || keeps_value(&v, key) {
                 return (k, v);
             }
             let redacted = match v.split_once(' ') {

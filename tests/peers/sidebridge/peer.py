@@ -83,6 +83,7 @@ FLAWS = {
     "allow-lowercase": "SB-H4: GET/PUT/HEAD get 405 with `Allow: post` (method names are case-sensitive)",
     "sources-null": "SB-D8: reply messages carry `sources: null` (profile alpha needs an array)",
     "refusal-quotes-key": "SB-A1, SB-A2: the refusal of a missing or wrong key quotes the configured key",
+    "refusal-quotes-key-upper": "SB-A1, SB-A2: the refusal of a missing or wrong key quotes the configured key upper-cased",
     "key-prefix": "SB-A2: a key that is a prefix of the configured one is accepted",
     "leak-node-json": "SB-R10: a V8 JSON.parse message in the error reply",
     "varying-escaped-error": "SB-R5: answers vary (a counter, as `varying`), and a message whose bytes hold `\\/` gets a system error instead of an answer",
@@ -99,6 +100,8 @@ FLAWS = {
     "private-on-unknown-keys": "SB-R7: a send with top-level keys it does not know is answered alike, with disableSendHistory: true",
     "end-on-1.1": "SB-R8: a \"sidebridge\":\"1.1\" send is answered alike, and the session ended",
     "source-no-host": "SB-D5: assistant messages cite `https:example.com/docs/peer` (no `//`, no host)",
+    "keepalive-deaf": "SB-D1: answers over HTTP/1.1 without `Connection: close`, then never reads the next request on that connection",
+    "head-body": "SB-H4: HEAD gets 405 with Allow: POST and the body a GET would get (HTTP forbids content in a reply to HEAD)",
 }
 ODDITIES = {
     "chunked": "every reply in chunked transfer encoding",
@@ -145,6 +148,7 @@ ODDITIES = {
     "huge-answers": "every answer to a send ends with 11 MiB of text (a legal body: the app reads a body of any size)",
     "trickle": "the reply to the first POST of the run is preceded by 8 spaces (JSON whitespace), one every 0.5 s: 4 s in all, never 1 s without data",
     "sources-unusual": "assistant messages cite legal unusual URLs: upper-case scheme and host, port, percent-encoding, an IPv6 host",
+    "close-unannounced": "the connection is closed after every reply that did not say `Connection: close` (a server may close an idle connection at any time)",
 }
 
 HTML = b"<html><body><h1>Internal error</h1></body></html>"
@@ -261,6 +265,18 @@ class Handler(BaseHTTPRequestHandler):
     def st(self):
         return self.server.state
 
+    def handle_one_request(self):
+        if "keepalive-deaf" in self.st.flaws and getattr(self, "answered", False):
+            # The connection stays open (the reply said nothing of closing it); the next
+            # request on it is never read.
+            time.sleep(3600)
+            self.close_connection = True
+            return
+        super().handle_one_request()
+        self.answered = True
+        if "close-unannounced" in self.st.oddities:
+            self.close_connection = True
+
     # --- replies -------------------------------------------------------------------------
     def send_bytes(self, status, body, ctype="application/json", extra=()):
         if status == 200 and "accepted-202" in self.st.oddities:
@@ -303,7 +319,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            if self.command != "HEAD":
+            if self.command != "HEAD" or "head-body" in self.st.flaws:
                 self.wfile.write(body)
 
     def reply(self, status, messages=None, options=None, extra=()):
@@ -441,6 +457,8 @@ class Handler(BaseHTTPRequestHandler):
         if st.key is not None and sent_key != st.key and not lenient:
             if "refusal-quotes-key" in st.flaws:
                 return self.error(401, "Wrong key: this bridge expects %s." % st.key, end=True)
+            if "refusal-quotes-key-upper" in st.flaws:
+                return self.error(401, "WRONG KEY: THIS BRIDGE EXPECTS %s." % st.key.upper(), end=True)
             if "refuse-403" in st.oddities:
                 return self.error(403, "This bridge needs the right key (set it in Side Search).", end=True)
             if "auth-garbage-body" in st.flaws:
