@@ -69,7 +69,25 @@ pub fn tail(r: &Report) -> String {
     }
     let failures: Vec<_> = r.failures().collect();
     if !failures.is_empty() {
-        let _ = writeln!(out, "\nfailures ({}):", failures.len());
+        // Warned and skipped verdicts are re-listed too: the header counts each kind, so a run
+        // with "0 failed" does not show a "failures" list.
+        let count = |o: crate::rule::Outcome| {
+            failures
+                .iter()
+                .filter(|v| crate::rule::Outcome::of(v.status, r.level(v), r.policy) == o)
+                .count()
+        };
+        let kinds: Vec<String> = [
+            (crate::rule::Outcome::Failed, "failed"),
+            (crate::rule::Outcome::Warned, "warned"),
+            (crate::rule::Outcome::Skipped, "skipped"),
+        ]
+        .into_iter()
+        .map(|(o, name)| (count(o), name))
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, name)| format!("{n} {name}"))
+        .collect();
+        let _ = writeln!(out, "\nnot passed ({}):", kinds.join(", "));
         for v in failures {
             let _ = writeln!(out, "  {}", v.line_at(r.level(v)));
             if let Some(c) = r.citation(&v.id) {
@@ -126,7 +144,10 @@ mod tests {
         assert!(text.contains("          ok   valid-jwt — welcome received"));
         assert!(text.contains("not run (1):\n  session/fork — no fixture: set [bb.fixture] fork"));
         // Failures are re-listed at the end, citing the catalogue's rule text and section.
-        let relist = text.split("failures (3):\n").nth(1).expect(&text);
+        let relist = text
+            .split("not passed (1 failed, 1 warned, 1 skipped):\n")
+            .nth(1)
+            .expect(&text);
         assert!(
             relist.starts_with("  fail    turn/lifecycle — turn never settled"),
             "{text}"
