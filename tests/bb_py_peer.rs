@@ -670,6 +670,61 @@ fn rows() -> Vec<Row> {
                 "started twice, before the resume and again after it",
             )],
         ),
+        // The same thread started again (no sessionRestore: the runtime never resumes) gets
+        // its released session's handle: passed before (only another thread's counted).
+        Row {
+            name: "restart-same-ptid",
+            env: &[("PY_BB_FLAW", "restart-same-ptid")],
+            not_pass: &[
+                (
+                    "session/start-identity",
+                    "fail",
+                    "answered providerThreadId \"py-thr_conformance_1\" at message ",
+                ),
+                (
+                    "session/resume-identity",
+                    "not-run",
+                    "capabilities.sessionRestore",
+                ),
+                (
+                    "session/resume-id-uniqueness",
+                    "not-run",
+                    "capabilities.sessionRestore",
+                ),
+                (
+                    "recovery/session-archived",
+                    "not-run",
+                    "capabilities.sessionRestore",
+                ),
+            ],
+        },
+        // Not JSON-RPC 2.0 ("Line-delimited JSON-RPC 2.0 … in both directions"): every
+        // response without jsonrpc, error responses with a result too, every response twice.
+        // All three passed before.
+        f(
+            "no-jsonrpc",
+            &[(
+                "rpc/jsonrpc-envelope",
+                "fail",
+                "are not JSON-RPC 2.0 (first: the response to id 1 at message 0, with no jsonrpc member)",
+            )],
+        ),
+        f(
+            "result-and-error",
+            &[(
+                "rpc/jsonrpc-envelope",
+                "fail",
+                "carry both result and error (first: id 1 at message 0)",
+            )],
+        ),
+        f(
+            "double-response",
+            &[(
+                "rpc/jsonrpc-envelope",
+                "fail",
+                "(first: id 1 at message 0 and again at message 1)",
+            )],
+        ),
         f(
             "bad-delta-later",
             &[
@@ -1390,6 +1445,18 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
     (
         "fork-same-ptid",
         "parity blanks providerThreadId (every run mints its own), so a fork's handle equal to its source's reads as any other",
+    ),
+    (
+        "no-jsonrpc",
+        "parity compares what the messages say (timelines, answers), not their JSON-RPC envelope",
+    ),
+    (
+        "result-and-error",
+        "only refusals carry the extra \"result\": null, and parity compares the error they carry",
+    ),
+    (
+        "double-response",
+        "a replayed request is matched to its first answer; the second answers no pending request",
     ),
     (
         "resume-no-reset",
