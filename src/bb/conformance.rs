@@ -672,7 +672,15 @@ struct Client {
     constructing: HashMap<u64, (&'static str, String)>,
     /// The handles those results announced, in order: (method, thread, handle, message).
     announced: Vec<(&'static str, String, String, usize)>,
+    /// Release stops answered while background work (a background task or delegation) was
+    /// still open on the thread: (stop id, answer message, the items as (bb id, shape)).
+    released_open: Vec<(u64, usize, Vec<PendingItem>)>,
+    /// Thread → the message of the last `session.reset` delta for it.
+    resets: HashMap<String, usize>,
 }
+
+/// An open item as (bb id, shape).
+type PendingItem = (String, String);
 
 fn clip(s: &str, n: usize) -> String {
     if s.len() <= n {
@@ -724,6 +732,8 @@ impl Client {
             releasing: HashMap::new(),
             constructing: HashMap::new(),
             announced: Vec::new(),
+            released_open: Vec::new(),
+            resets: HashMap::new(),
         }
     }
 
@@ -952,6 +962,10 @@ impl Client {
                 }
                 if let Some(t) = rid.and_then(|id| self.releasing.remove(&id)) {
                     self.grammar.grammar.clear_thread(&t);
+                    let open = self.assembler.open_thread_attached(&t);
+                    if !open.is_empty() && self.released_open.len() < MAX_INVALID_DELTAS {
+                        self.released_open.push((rid.unwrap_or(0), pos, open));
+                    }
                 }
                 if let Some((method, t)) = rid.and_then(|id| self.constructing.remove(&id))
                     && let Some(h) = v.f("result").f("providerThreadId").as_str()
@@ -1028,6 +1042,12 @@ impl Client {
                     }
                     Ok(()) => {
                         let (thread, deltas) = delta::validate_params(&params).expect("checked");
+                        if deltas.iter().any(|d| d.f("kind") == "session.reset")
+                            && (self.resets.len() < MAX_RESPONSES
+                                || self.resets.contains_key(thread))
+                        {
+                            self.resets.insert(thread.to_string(), pos);
+                        }
                         self.judge
                             .bridge_delta_keys(thread, deltas, &|| format!("message {pos}"));
                         let events = self.assembler.assemble(thread, deltas);
@@ -1855,8 +1875,14 @@ impl Kit<'_> {
                     is_type(e, "system/thread/interrupted")
                         || (is_type(e, "turn/completed") && e["status"] == "interrupted")
                 });
-                match fabricated {
-                    Some(i) => {
+                // Beyond the kit: the release releases the thread's provider work with it
+                // ("any per-thread resource the bridge runs … is released before or with
+                // it"), so background work it leaves open never settles.
+                let left_open = (!self.kit_only)
+                    .then(|| self.c.released_open.iter().find(|(s, ..)| *s == id))
+                    .flatten();
+                match (fabricated, left_open) {
+                    (Some(i), _) => {
                         let ty = self.c.events[i].event["type"]
                             .as_str()
                             .unwrap_or("")
@@ -1867,7 +1893,22 @@ impl Kit<'_> {
                             format!("a release stop fabricated an interruption ({ty} status interrupted)"),
                         )
                     }
-                    None => self.pass("stop/release-not-interrupted", m),
+                    (None, Some((_, at, items))) => {
+                        let named: Vec<String> = items
+                            .iter()
+                            .map(|(item, shape)| format!("{shape} {item}"))
+                            .collect();
+                        self.fail(
+                            "stop/release-not-interrupted",
+                            m,
+                            format!(
+                                "the release stop was answered (message {at}) with {} background item(s) still pending on the thread ({}): the release frees the thread's provider work (\"any per-thread resource the bridge runs … is released before or with it\", and what the bridge still owes for the thread \"must be on the wire before the response\"), so the bridge settles that work (as failed: \"settle it — as failed — when your provider child dies\") before answering; pending, the runtime keeps refusing to reap the thread",
+                                items.len(),
+                                named.join(", ")
+                            ),
+                        )
+                    }
+                    (None, None) => self.pass("stop/release-not-interrupted", m),
                 }
             }
         }
@@ -1876,6 +1917,8 @@ impl Kit<'_> {
         let m = self.begin("session/resume-identity");
         // The first event of the resumed session (events before it are the first session's).
         let mut resume_at = usize::MAX;
+        // The first message received after the thread/resume went out.
+        let mut resume_msg = usize::MAX;
         let resumed = if !restore {
             for r in ["session/resume-identity", "session/resume-id-uniqueness"] {
                 self.emit(m, Verdict::not_run(r, NO_SESSION_RESTORE));
@@ -1895,6 +1938,7 @@ impl Kit<'_> {
             let mut params = self.construction(MAIN_THREAD);
             params["providerThreadId"] = json!(ptid);
             resume_at = self.c.events.len();
+            resume_msg = self.c.received;
             let id = self.c.request("thread/resume", params);
             match self.c.wait_response(id) {
                 None => {
@@ -1982,9 +2026,22 @@ impl Kit<'_> {
                                     n.1 += 1;
                                 } else if repeat.is_none() {
                                     let across = last_start.get(i).is_some_and(|l| l.0 != session);
-                                    repeat = Some(if across {
+                                    let no_reset = self
+                                        .c
+                                        .resets
+                                        .get(MAIN_THREAD)
+                                        .is_none_or(|at| *at < resume_msg);
+                                    repeat = Some(if across && no_reset {
+                                        format!(
+                                            "item id {i} started twice, before the resume and again after it: no session.reset came for the thread after the thread/resume (\"session.reset (mandatory at every provider session construction) starts a fresh provider id space so reused provider-native ids mint fresh bb ids\"), so the resumed session's provider item ids mapped to the first session's bb ids"
+                                        )
+                                    } else if across {
                                         format!(
                                             "item id {i} started twice, before the resume and again after it (a resumed session starts a fresh id space: session.reset)"
+                                        )
+                                    } else if no_reset && session {
+                                        format!(
+                                            "item id {i} started twice; no session.reset came for the thread after the thread/resume (\"session.reset (mandatory at every provider session construction) starts a fresh provider id space\")"
                                         )
                                     } else {
                                         format!("item id {i} started twice")
