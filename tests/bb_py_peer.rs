@@ -121,6 +121,15 @@ fn rows() -> Vec<Row> {
             env: &[("PY_BB_ODDITY", "chunks")],
             not_pass: &[],
         },
+        // A surrogate pair cut between two text chunks, each a lone surrogate escape (what
+        // JavaScript's JSON.stringify writes for text sliced by UTF-16 index): JSON, which bb's
+        // runtime takes and joins; every rule passes (before, the lines were "non-JSON", the
+        // turns never settled and three rules failed).
+        Row {
+            name: "surrogate",
+            env: &[("PY_BB_ODDITY", "surrogate")],
+            not_pass: &[],
+        },
         // Results before the identity notification (still before the deltas), vouched
         // provider turns with items of their own, unsolicited hints for hosted threads and for
         // none: every rule passes.
@@ -1509,8 +1518,9 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
 /// Oddities of the peer a parity of `check-run` shows: legal, and another timeline or another
 /// handshake (`1`: other content; `keys`: a provider turn and recovery hints of its own;
 /// `no-restore`: no sessionRestore, so resumes are refused; `bg`: a background delegation per
-/// turn; `reopen`: a reopened tool item per turn).
-const PARITY_VISIBLE_ODDITIES: &[&str] = &["1", "keys", "no-restore", "bg", "reopen"];
+/// turn; `reopen`: a reopened tool item per turn; `surrogate`: an emoji in the answer, streamed
+/// as a cut surrogate pair, which the recording and replay side still refuses as non-JSON).
+const PARITY_VISIBLE_ODDITIES: &[&str] = &["1", "keys", "no-restore", "bg", "reopen", "surrogate"];
 
 /// The flaws and oddities the peer's header documents, in order.
 fn documented(kind: &str) -> Vec<String> {

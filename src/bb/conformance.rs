@@ -293,6 +293,12 @@ struct Diag {
     /// integer, as bb's runtime (JavaScript's `JSON.parse`) reads them. The first (message, id).
     float_ids: usize,
     first_float_id: Option<(usize, String)>,
+    /// Lone UTF-16 surrogate escapes read (see [`super::surrogate`]), and the lines holding them.
+    lone_surrogates: usize,
+    surrogate_lines: usize,
+    /// Surrogates still unpaired in an assembled item's text, and the first item.
+    unpaired: usize,
+    first_unpaired: Option<String>,
 }
 
 /// Received responses kept (a bridge answers the kit's requests; unsolicited ones past this are
@@ -414,6 +420,18 @@ impl Diag {
         for (id, (sent, pos)) in &self.wrong_type_ids {
             n.push(format!(
                 "the response at message {pos} has id {sent} (a string) for request id {id} (a number): JSON-RPC matches ids by type and value, so the runtime never sees it as the answer"
+            ));
+        }
+        if self.surrogate_lines > 0 {
+            n.push(format!(
+                "{} line(s) held {} lone UTF-16 surrogate escape(s) (\\ud83d then \\ude00: a pair cut between chunks, as JavaScript's JSON.stringify writes it): JSON, read as bb's runtime reads it, each pair joined when the text is assembled",
+                self.surrogate_lines, self.lone_surrogates
+            ));
+        }
+        if let Some(first) = &self.first_unpaired {
+            n.push(format!(
+                "{} surrogate(s) stayed unpaired in an assembled item's text (first: {first}): shown as U+FFFD, as a UTF-8 encoder writes them (the protocol does not speak of it)",
+                self.unpaired
             ));
         }
         if let Some((pos, id)) = &self.first_float_id {
@@ -877,7 +895,15 @@ impl Client {
     }
 
     fn on_line(&mut self, line: String) {
-        let parsed = serde_json::from_str::<Value>(&line);
+        // A lone UTF-16 surrogate escape (a pair cut between two chunks) is JSON that serde
+        // refuses and bb's runtime takes: read with markers, joined after assembly.
+        let parsed = serde_json::from_str::<Value>(&line).or_else(|_| {
+            let (marked, n) = super::surrogate::mark_lone(&line).ok_or(())?;
+            let v = serde_json::from_str::<Value>(&marked).map_err(|_| ())?;
+            self.diag.lone_surrogates += n;
+            self.diag.surrogate_lines += 1;
+            Ok::<_, ()>(v)
+        });
         self.note_wire(Dir::Received, clip(&line, 4096));
         if line.len() > LARGE_LINE {
             self.diag.large_lines.push(line.len());
@@ -1060,7 +1086,17 @@ impl Client {
                             &drops,
                             &forgotten,
                         );
-                        for event in events {
+                        for mut event in events {
+                            if self.diag.surrogate_lines > 0 {
+                                let left = super::surrogate::join(&mut event);
+                                if left > 0 && is_type(&event, "item/completed") {
+                                    self.diag.unpaired += left;
+                                    self.diag.first_unpaired.get_or_insert_with(|| {
+                                        let id = event.f("item").f("id").as_str().unwrap_or("?");
+                                        format!("item {id} at message {pos}")
+                                    });
+                                }
+                            }
                             self.grammar.event(thread, pos, self.scenario, &event);
                             if self.events.len() >= MAX_EVENTS {
                                 self.diag.events_dropped += 1;
