@@ -79,6 +79,39 @@ const PREREQ_START: &str = "prerequisite session/start-identity failed";
 const REFUSED: &str = "could not be judged: the runtime refused";
 const FOREIGN: &str = "thread/delta message(s) under a threadId the runtime never named (first: \"x-thr_conformance_1\" at message 8; see thread/delta-echoes-thread-id)";
 
+/// The rules not run for a bridge without sessionRestore (the runtime never sends thread/resume).
+const NOT_RUN_WITHOUT_RESTORE: &[(&str, &str, &str)] = &[
+    (
+        "session/resume-identity",
+        "not-run",
+        "capabilities.sessionRestore",
+    ),
+    (
+        "session/resume-id-uniqueness",
+        "not-run",
+        "capabilities.sessionRestore",
+    ),
+    (
+        "recovery/session-archived",
+        "not-run",
+        "capabilities.sessionRestore",
+    ),
+];
+
+/// `also` and the rules not run without sessionRestore.
+fn without_restore(
+    also: &'static [(&'static str, &'static str, &'static str)],
+) -> &'static [(&'static str, &'static str, &'static str)] {
+    // Leaked once per row: the table is static data.
+    Box::leak(
+        also.iter()
+            .chain(NOT_RUN_WITHOUT_RESTORE)
+            .copied()
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    )
+}
+
 fn flaw(name: &'static str) -> &'static [(&'static str, &'static str)] {
     // Leaked once per row: the table is static data.
     Box::leak(Box::new([("PY_BB_FLAW", name)]))
@@ -158,23 +191,7 @@ fn rows() -> Vec<Row> {
         Row {
             name: "no-restore",
             env: &[("PY_BB_ODDITY", "no-restore")],
-            not_pass: &[
-                (
-                    "session/resume-identity",
-                    "not-run",
-                    "capabilities.sessionRestore",
-                ),
-                (
-                    "session/resume-id-uniqueness",
-                    "not-run",
-                    "capabilities.sessionRestore",
-                ),
-                (
-                    "recovery/session-archived",
-                    "not-run",
-                    "capabilities.sessionRestore",
-                ),
-            ],
+            not_pass: NOT_RUN_WITHOUT_RESTORE,
         },
         f(
             "early-text",
@@ -684,28 +701,11 @@ fn rows() -> Vec<Row> {
         Row {
             name: "restart-same-ptid",
             env: &[("PY_BB_FLAW", "restart-same-ptid")],
-            not_pass: &[
-                (
-                    "session/start-identity",
-                    "fail",
-                    "answered providerThreadId \"py-thr_conformance_1\" at message ",
-                ),
-                (
-                    "session/resume-identity",
-                    "not-run",
-                    "capabilities.sessionRestore",
-                ),
-                (
-                    "session/resume-id-uniqueness",
-                    "not-run",
-                    "capabilities.sessionRestore",
-                ),
-                (
-                    "recovery/session-archived",
-                    "not-run",
-                    "capabilities.sessionRestore",
-                ),
-            ],
+            not_pass: without_restore(&[(
+                "session/start-identity",
+                "fail",
+                "answered providerThreadId \"py-thr_conformance_1\" at message ",
+            )]),
         },
         // Background delegations left pending by a release stop (the bg oddity without its
         // settlement at the stop): passed before.

@@ -800,17 +800,12 @@ impl Client {
             // answered: what the bridge sends before the response still lands on the thread
             // (a background delegation's last progress and close, for one).
             let thread = v.f("params").f("threadId").as_str();
-            if let (Some(t), Some(id)) = (thread, v.get("id").and_then(Value::as_u64)) {
-                match v.f("method").as_str() {
-                    Some("thread/start") => {
-                        self.constructing
-                            .insert(id, ("thread/start", t.to_string()));
-                    }
-                    Some("thread/fork") => {
-                        self.constructing.insert(id, ("thread/fork", t.to_string()));
-                    }
-                    _ => {}
-                }
+            if let (Some(t), Some(id)) = (thread, v.get("id").and_then(Value::as_u64))
+                && let Some(&m) = ["thread/start", "thread/fork"]
+                    .iter()
+                    .find(|m| v.f("method") == **m)
+            {
+                self.constructing.insert(id, (m, t.to_string()));
             }
             if v.f("method") == "thread/stop"
                 && v.f("params").f("intent") == "release"
