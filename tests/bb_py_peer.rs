@@ -79,6 +79,39 @@ const PREREQ_START: &str = "prerequisite session/start-identity failed";
 const REFUSED: &str = "could not be judged: the runtime refused";
 const FOREIGN: &str = "thread/delta message(s) under a threadId the runtime never named (first: \"x-thr_conformance_1\" at message 8; see thread/delta-echoes-thread-id)";
 
+/// The rules not run for a bridge without sessionRestore (the runtime never sends thread/resume).
+const NOT_RUN_WITHOUT_RESTORE: &[(&str, &str, &str)] = &[
+    (
+        "session/resume-identity",
+        "not-run",
+        "capabilities.sessionRestore",
+    ),
+    (
+        "session/resume-id-uniqueness",
+        "not-run",
+        "capabilities.sessionRestore",
+    ),
+    (
+        "recovery/session-archived",
+        "not-run",
+        "capabilities.sessionRestore",
+    ),
+];
+
+/// `also` and the rules not run without sessionRestore.
+fn without_restore(
+    also: &'static [(&'static str, &'static str, &'static str)],
+) -> &'static [(&'static str, &'static str, &'static str)] {
+    // Leaked once per row: the table is static data.
+    Box::leak(
+        also.iter()
+            .chain(NOT_RUN_WITHOUT_RESTORE)
+            .copied()
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    )
+}
+
 fn flaw(name: &'static str) -> &'static [(&'static str, &'static str)] {
     // Leaked once per row: the table is static data.
     Box::leak(Box::new([("PY_BB_FLAW", name)]))
@@ -121,6 +154,15 @@ fn rows() -> Vec<Row> {
             env: &[("PY_BB_ODDITY", "chunks")],
             not_pass: &[],
         },
+        // A surrogate pair cut between two text chunks, each a lone surrogate escape (what
+        // JavaScript's JSON.stringify writes for text sliced by UTF-16 index): JSON, which bb's
+        // runtime takes and joins; every rule passes (before, the lines were "non-JSON", the
+        // turns never settled and three rules failed).
+        Row {
+            name: "surrogate",
+            env: &[("PY_BB_ODDITY", "surrogate")],
+            not_pass: &[],
+        },
         // Results before the identity notification (still before the deltas), vouched
         // provider turns with items of their own, unsolicited hints for hosted threads and for
         // none: every rule passes.
@@ -149,23 +191,7 @@ fn rows() -> Vec<Row> {
         Row {
             name: "no-restore",
             env: &[("PY_BB_ODDITY", "no-restore")],
-            not_pass: &[
-                (
-                    "session/resume-identity",
-                    "not-run",
-                    "capabilities.sessionRestore",
-                ),
-                (
-                    "session/resume-id-uniqueness",
-                    "not-run",
-                    "capabilities.sessionRestore",
-                ),
-                (
-                    "recovery/session-archived",
-                    "not-run",
-                    "capabilities.sessionRestore",
-                ),
-            ],
+            not_pass: NOT_RUN_WITHOUT_RESTORE,
         },
         f(
             "early-text",
@@ -668,6 +694,54 @@ fn rows() -> Vec<Row> {
                 "session/resume-id-uniqueness",
                 "fail",
                 "started twice, before the resume and again after it",
+            )],
+        ),
+        // The same thread started again (no sessionRestore: the runtime never resumes) gets
+        // its released session's handle: passed before (only another thread's counted).
+        Row {
+            name: "restart-same-ptid",
+            env: &[("PY_BB_FLAW", "restart-same-ptid")],
+            not_pass: without_restore(&[(
+                "session/start-identity",
+                "fail",
+                "answered providerThreadId \"py-thr_conformance_1\" at message ",
+            )]),
+        },
+        // Background delegations left pending by a release stop (the bg oddity without its
+        // settlement at the stop): passed before.
+        f(
+            "bg-left-open",
+            &[(
+                "stop/release-not-interrupted",
+                "fail",
+                "background item(s) still pending on the thread (delegation ",
+            )],
+        ),
+        // Not JSON-RPC 2.0 ("Line-delimited JSON-RPC 2.0 … in both directions"): every
+        // response without jsonrpc, error responses with a result too, every response twice.
+        // All three passed before.
+        f(
+            "no-jsonrpc",
+            &[(
+                "rpc/jsonrpc-envelope",
+                "fail",
+                "are not JSON-RPC 2.0 (first: the response to id 1 at message 0, with no jsonrpc member)",
+            )],
+        ),
+        f(
+            "result-and-error",
+            &[(
+                "rpc/jsonrpc-envelope",
+                "fail",
+                "carry both result and error (first: id 1 at message 0)",
+            )],
+        ),
+        f(
+            "double-response",
+            &[(
+                "rpc/jsonrpc-envelope",
+                "fail",
+                "(first: id 1 at message 0 and again at message 1)",
             )],
         ),
         f(
@@ -1392,6 +1466,18 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
         "parity blanks providerThreadId (every run mints its own), so a fork's handle equal to its source's reads as any other",
     ),
     (
+        "no-jsonrpc",
+        "parity compares what the messages say (timelines, answers), not their JSON-RPC envelope",
+    ),
+    (
+        "result-and-error",
+        "only refusals carry the extra \"result\": null, and parity compares the error they carry",
+    ),
+    (
+        "double-response",
+        "a replayed request is matched to its first answer; the second answers no pending request",
+    ),
+    (
         "resume-no-reset",
         "the replay resumes the recorded handle, not the one the live leg's start minted, so the resumed session's provider item ids differ from the first session's and none repeats",
     ),
@@ -1432,8 +1518,9 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
 /// Oddities of the peer a parity of `check-run` shows: legal, and another timeline or another
 /// handshake (`1`: other content; `keys`: a provider turn and recovery hints of its own;
 /// `no-restore`: no sessionRestore, so resumes are refused; `bg`: a background delegation per
-/// turn; `reopen`: a reopened tool item per turn).
-const PARITY_VISIBLE_ODDITIES: &[&str] = &["1", "keys", "no-restore", "bg", "reopen"];
+/// turn; `reopen`: a reopened tool item per turn; `surrogate`: an emoji in the answer, streamed
+/// as a cut surrogate pair, which the recording and replay side still refuses as non-JSON).
+const PARITY_VISIBLE_ODDITIES: &[&str] = &["1", "keys", "no-restore", "bg", "reopen", "surrogate"];
 
 /// The flaws and oddities the peer's header documents, in order.
 fn documented(kind: &str) -> Vec<String> {

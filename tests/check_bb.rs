@@ -96,6 +96,7 @@ const ALL: &[&str] = &[
     "session/identity-echoes-handle",
     "recovery/hint-names-hosted-thread",
     "thread/delta-echoes-thread-id",
+    "rpc/jsonrpc-envelope",
     "transport/stdout-protocol-only",
     "events/grammar",
 ];

@@ -195,6 +195,22 @@ impl Assembler {
 
     /// The turn-scoped items left open when their turn settled, since the last call (bb's
     /// assembler forgets them without settling them).
+    /// The thread-attached items (background tasks, background delegations) still open on
+    /// `thread_id`, in opening order, as (bb id, shape): live provider work the runtime will
+    /// not reap.
+    pub fn open_thread_attached(&self, thread_id: &str) -> Vec<(String, String)> {
+        self.threads
+            .get(thread_id)
+            .map(|t| {
+                t.open_items
+                    .iter()
+                    .filter(|(_, o)| o.thread_attached)
+                    .map(|(_, o)| (o.id.clone(), o.shape.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn take_forgotten_items(&mut self) -> Vec<ForgottenItem> {
         std::mem::take(&mut self.forgotten)
     }

@@ -65,6 +65,8 @@ pub const LIVE_RULES: &[&str] = &[
     "session/identity-echoes-handle",
     "recovery/hint-names-hosted-thread",
     super::wire::THREAD_ID_ECHOED,
+    // Beyond the kit: every bridge message is a JSON-RPC 2.0 message.
+    JSONRPC_ENVELOPE,
     // Beyond the kit, SHOULD: nothing but protocol traffic on stdout.
     STDOUT_PROTOCOL_ONLY,
     // Beyond the kit: bb's host grammar over every event of the run (`LiveGrammar`).
@@ -74,6 +76,10 @@ pub const LIVE_RULES: &[&str] = &[
 /// Transport: "Anything written to stdout that is not protocol traffic is ignored by the reader;
 /// bridges must guard stdout against stray writes" (a lowercase must: SHOULD in the catalogue).
 pub const STDOUT_PROTOCOL_ONLY: &str = "transport/stdout-protocol-only";
+/// Transport: "Line-delimited JSON-RPC 2.0 … in both directions": every bridge message carries
+/// `"jsonrpc": "2.0"`, every response exactly one of `result` and `error`, and no request is
+/// answered twice (JSON-RPC 2.0, sections 4, 5).
+pub const JSONRPC_ENVELOPE: &str = "rpc/jsonrpc-envelope";
 /// bb's host-side grammar (reference §13) judged over every event the run assembled.
 pub const EVENTS_GRAMMAR: &str = "events/grammar";
 /// Why the rules that send `thread/resume` are not run for a bridge without sessionRestore.
@@ -242,7 +248,10 @@ fn describe_status(s: std::process::ExitStatus) -> String {
 #[derive(Default, Debug)]
 struct Diag {
     non_json: usize,
+    /// The first non-JSON line that is not blank.
     first_non_json: Option<String>,
+    /// Non-JSON lines that are blank (empty or whitespace only), counted in `non_json`.
+    blank: usize,
     non_utf8: usize,
     oversized: Vec<usize>,
     flooded: Option<usize>,
@@ -265,6 +274,31 @@ struct Diag {
     /// Responses whose id is a string spelling a pending numeric request id: request id →
     /// (the id as sent back, its position).
     wrong_type_ids: HashMap<u64, (String, usize)>,
+    /// Bridge messages that are not JSON-RPC 2.0 (`jsonrpc` absent or not `"2.0"`): how many,
+    /// and the first as (message, what it was, the `jsonrpc` it carried).
+    not_v2: usize,
+    first_not_v2: Option<(usize, String, String)>,
+    /// Bridge messages seen (JSON objects), the denominator of `not_v2`.
+    messages: usize,
+    /// Responses carrying both `result` and `error`, or neither: how many, the first as
+    /// (message, id, which).
+    not_one_outcome: usize,
+    first_not_one_outcome: Option<(usize, String, &'static str)>,
+    /// Request id → the message of its first answer (ids the kit sent only).
+    answered_at: HashMap<u64, usize>,
+    /// Answers to a request already answered: how many, the first as (id, first, again).
+    answered_again: usize,
+    first_answered_again: Option<(u64, usize, usize)>,
+    /// Response ids written as a number with a fraction part of zero (`5.0`): read as the
+    /// integer, as bb's runtime (JavaScript's `JSON.parse`) reads them. The first (message, id).
+    float_ids: usize,
+    first_float_id: Option<(usize, String)>,
+    /// Lone UTF-16 surrogate escapes read (see [`super::surrogate`]), and the lines holding them.
+    lone_surrogates: usize,
+    surrogate_lines: usize,
+    /// Surrogates still unpaired in an assembled item's text, and the first item.
+    unpaired: usize,
+    first_unpaired: Option<String>,
 }
 
 /// Received responses kept (a bridge answers the kit's requests; unsolicited ones past this are
@@ -279,6 +313,62 @@ pub const MAX_INVALID_DELTAS: usize = 100;
 pub const LARGE_LINE: usize = 1 << 20;
 
 impl Diag {
+    /// `rpc/jsonrpc-envelope`: its three sub-checks over every message of the run.
+    fn jsonrpc_envelope(&self) -> Verdict {
+        let version = match &self.first_not_v2 {
+            None => SubCheck::pass(
+                "version",
+                format!("{} message(s), each with jsonrpc \"2.0\"", self.messages),
+            ),
+            Some((pos, what, carried)) => SubCheck::fail(
+                "version",
+                format!(
+                    "{} of {} message(s) are not JSON-RPC 2.0 (first: {what} at message {pos}, with {carried}); the protocol is \"line-delimited JSON-RPC 2.0 … in both directions\", whose every message carries jsonrpc \"2.0\" exactly",
+                    self.not_v2, self.messages
+                ),
+            ),
+        };
+        let outcome = match &self.first_not_one_outcome {
+            None => SubCheck::pass("result-or-error", "each response carries one of the two"),
+            Some((pos, id, which)) => SubCheck::fail(
+                "result-or-error",
+                format!(
+                    "{} response(s) carry {which} (first: id {id} at message {pos}); a JSON-RPC 2.0 response carries exactly one of them (the kit reads an error first)",
+                    self.not_one_outcome
+                ),
+            ),
+        };
+        let once = match self.first_answered_again {
+            None => SubCheck::pass(
+                "answered-once",
+                format!("{} request(s) answered, none twice", self.answered_at.len()),
+            ),
+            Some((id, first, again)) => SubCheck::fail(
+                "answered-once",
+                format!(
+                    "{} answer(s) to a request already answered (first: id {id} at message {first} and again at message {again}); a JSON-RPC 2.0 request gets one response, and the runtime holds no request for the second",
+                    self.answered_again
+                ),
+            ),
+        };
+        Verdict::from_subchecks(JSONRPC_ENVELOPE, vec![version, outcome, once])
+    }
+
+    /// Names the non-JSON lines: how many were blank (empty or whitespace only, which would
+    /// show as nothing), and the first that was not.
+    fn blank_and_first(&self) -> (String, String) {
+        let blank = match self.blank {
+            0 => String::new(),
+            n if n == self.non_json => ", all blank (empty or whitespace only)".to_string(),
+            n => format!(", {n} of them blank (empty or whitespace only)"),
+        };
+        let first = match &self.first_non_json {
+            Some(l) => format!("first non-JSON line: {}", printable(l)),
+            None => String::new(),
+        };
+        (blank, first)
+    }
+
     fn notes(&self) -> Vec<String> {
         let mut n = Vec::new();
         if self.responses_dropped > 0 {
@@ -294,10 +384,14 @@ impl Diag {
             ));
         }
         if self.non_json > 0 {
+            let (blank, _) = self.blank_and_first();
+            let first = match &self.first_non_json {
+                Some(l) => format!(", first: {l}"),
+                None => String::new(),
+            };
             n.push(format!(
-                "{} non-JSON stdout line(s), first: {}",
-                self.non_json,
-                self.first_non_json.as_deref().unwrap_or("")
+                "{} non-JSON stdout line(s){blank}{first}",
+                self.non_json
             ));
         }
         if self.non_utf8 > 0 {
@@ -326,6 +420,24 @@ impl Diag {
         for (id, (sent, pos)) in &self.wrong_type_ids {
             n.push(format!(
                 "the response at message {pos} has id {sent} (a string) for request id {id} (a number): JSON-RPC matches ids by type and value, so the runtime never sees it as the answer"
+            ));
+        }
+        if self.surrogate_lines > 0 {
+            n.push(format!(
+                "{} line(s) held {} lone UTF-16 surrogate escape(s) (\\ud83d then \\ude00: a pair cut between chunks, as JavaScript's JSON.stringify writes it): JSON, read as bb's runtime reads it, each pair joined when the text is assembled",
+                self.surrogate_lines, self.lone_surrogates
+            ));
+        }
+        if let Some(first) = &self.first_unpaired {
+            n.push(format!(
+                "{} surrogate(s) stayed unpaired in an assembled item's text (first: {first}): shown as U+FFFD, as a UTF-8 encoder writes them (the protocol does not speak of it)",
+                self.unpaired
+            ));
+        }
+        if let Some((pos, id)) = &self.first_float_id {
+            n.push(format!(
+                "{} response id(s) written with a fraction part (first: id {id} at message {pos}), read as the integer: JSON has one number type, and bb's runtime (JavaScript) reads 5.0 as 5",
+                self.float_ids
             ));
         }
         if let Some(t) = self.flooded {
@@ -578,7 +690,15 @@ struct Client {
     constructing: HashMap<u64, (&'static str, String)>,
     /// The handles those results announced, in order: (method, thread, handle, message).
     announced: Vec<(&'static str, String, String, usize)>,
+    /// Release stops answered while background work (a background task or delegation) was
+    /// still open on the thread: (stop id, answer message, the items as (bb id, shape)).
+    released_open: Vec<(u64, usize, Vec<PendingItem>)>,
+    /// Thread → the message of the last `session.reset` delta for it.
+    resets: HashMap<String, usize>,
 }
+
+/// An open item as (bb id, shape).
+type PendingItem = (String, String);
 
 fn clip(s: &str, n: usize) -> String {
     if s.len() <= n {
@@ -630,6 +750,8 @@ impl Client {
             releasing: HashMap::new(),
             constructing: HashMap::new(),
             announced: Vec::new(),
+            released_open: Vec::new(),
+            resets: HashMap::new(),
         }
     }
 
@@ -678,17 +800,12 @@ impl Client {
             // answered: what the bridge sends before the response still lands on the thread
             // (a background delegation's last progress and close, for one).
             let thread = v.f("params").f("threadId").as_str();
-            if let (Some(t), Some(id)) = (thread, v.get("id").and_then(Value::as_u64)) {
-                match v.f("method").as_str() {
-                    Some("thread/start") => {
-                        self.constructing
-                            .insert(id, ("thread/start", t.to_string()));
-                    }
-                    Some("thread/fork") => {
-                        self.constructing.insert(id, ("thread/fork", t.to_string()));
-                    }
-                    _ => {}
-                }
+            if let (Some(t), Some(id)) = (thread, v.get("id").and_then(Value::as_u64))
+                && let Some(&m) = ["thread/start", "thread/fork"]
+                    .iter()
+                    .find(|m| v.f("method") == **m)
+            {
+                self.constructing.insert(id, (m, t.to_string()));
             }
             if v.f("method") == "thread/stop"
                 && v.f("params").f("intent") == "release"
@@ -773,7 +890,15 @@ impl Client {
     }
 
     fn on_line(&mut self, line: String) {
-        let parsed = serde_json::from_str::<Value>(&line);
+        // A lone UTF-16 surrogate escape (a pair cut between two chunks) is JSON that serde
+        // refuses and bb's runtime takes: read with markers, joined after assembly.
+        let parsed = serde_json::from_str::<Value>(&line).or_else(|_| {
+            let (marked, n) = super::surrogate::mark_lone(&line).ok_or(())?;
+            let v = serde_json::from_str::<Value>(&marked).map_err(|_| ())?;
+            self.diag.lone_surrogates += n;
+            self.diag.surrogate_lines += 1;
+            Ok::<_, ()>(v)
+        });
         self.note_wire(Dir::Received, clip(&line, 4096));
         if line.len() > LARGE_LINE {
             self.diag.large_lines.push(line.len());
@@ -792,7 +917,10 @@ impl Client {
             }
             _ => {
                 self.diag.non_json += 1;
-                if self.diag.first_non_json.is_none() {
+                if line.trim().is_empty() {
+                    // Named as what it is: an empty line shows as nothing at all.
+                    self.diag.blank += 1;
+                } else if self.diag.first_non_json.is_none() {
                     self.diag.first_non_json = Some(clip(&line, 120));
                 }
                 return;
@@ -800,21 +928,67 @@ impl Client {
         };
         let pos = self.received;
         self.received += 1;
+        self.diag.messages += 1;
+        if v.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            self.diag.not_v2 += 1;
+            if self.diag.first_not_v2.is_none() {
+                let what = match (v.get("method").and_then(Value::as_str), v.get("id")) {
+                    (Some(m), _) => format!("a {m} message"),
+                    (None, Some(id)) => format!("the response to id {id}"),
+                    (None, None) => "a message with neither method nor id".to_string(),
+                };
+                let carried = match v.get("jsonrpc") {
+                    None => "no jsonrpc member".to_string(),
+                    Some(j) => format!("jsonrpc {}", clip(&j.to_string(), 40)),
+                };
+                self.diag.first_not_v2 = Some((pos, what, carried));
+            }
+        }
         let method = v.get("method").and_then(Value::as_str).map(str::to_string);
         match method {
             None => {
                 self.judge.bridge_response(&v, &format!("message {pos}"));
-                if let Some(t) = v
-                    .get("id")
-                    .and_then(Value::as_u64)
-                    .and_then(|id| self.releasing.remove(&id))
-                {
-                    self.grammar.grammar.clear_thread(&t);
+                let rid = v.get("id").and_then(response_id);
+                if rid.is_some() && !v["id"].is_u64() {
+                    self.diag.float_ids += 1;
+                    self.diag
+                        .first_float_id
+                        .get_or_insert((pos, v["id"].to_string()));
                 }
-                if let Some((method, t)) = v
-                    .get("id")
-                    .and_then(Value::as_u64)
-                    .and_then(|id| self.constructing.remove(&id))
+                let outcome = match (v.get("result").is_some(), v.get("error").is_some()) {
+                    (true, true) => Some("both result and error"),
+                    (false, false) => Some("neither result nor error"),
+                    _ => None,
+                };
+                if let Some(which) = outcome {
+                    self.diag.not_one_outcome += 1;
+                    self.diag.first_not_one_outcome.get_or_insert((
+                        pos,
+                        clip(&v.get("id").cloned().unwrap_or(Value::Null).to_string(), 40),
+                        which,
+                    ));
+                }
+                if let Some(id) = rid.filter(|id| *id < self.next_id) {
+                    match self.diag.answered_at.get(&id) {
+                        Some(&first) => {
+                            self.diag.answered_again += 1;
+                            self.diag
+                                .first_answered_again
+                                .get_or_insert((id, first, pos));
+                        }
+                        None => {
+                            self.diag.answered_at.insert(id, pos);
+                        }
+                    }
+                }
+                if let Some(t) = rid.and_then(|id| self.releasing.remove(&id)) {
+                    self.grammar.grammar.clear_thread(&t);
+                    let open = self.assembler.open_thread_attached(&t);
+                    if !open.is_empty() && self.released_open.len() < MAX_INVALID_DELTAS {
+                        self.released_open.push((rid.unwrap_or(0), pos, open));
+                    }
+                }
+                if let Some((method, t)) = rid.and_then(|id| self.constructing.remove(&id))
                     && let Some(h) = v.f("result").f("providerThreadId").as_str()
                     && self.announced.len() < MAX_RESPONSES
                 {
@@ -824,7 +998,7 @@ impl Client {
                     self.diag.responses_dropped += 1;
                     return;
                 }
-                if let Some(id) = v.get("id").and_then(Value::as_u64) {
+                if let Some(id) = rid {
                     self.responses.entry(id).or_insert(self.resp_log.len());
                 } else if let Some(n) = v
                     .get("id")
@@ -889,6 +1063,12 @@ impl Client {
                     }
                     Ok(()) => {
                         let (thread, deltas) = delta::validate_params(&params).expect("checked");
+                        if deltas.iter().any(|d| d.f("kind") == "session.reset")
+                            && (self.resets.len() < MAX_RESPONSES
+                                || self.resets.contains_key(thread))
+                        {
+                            self.resets.insert(thread.to_string(), pos);
+                        }
                         self.judge
                             .bridge_delta_keys(thread, deltas, &|| format!("message {pos}"));
                         let events = self.assembler.assemble(thread, deltas);
@@ -901,7 +1081,17 @@ impl Client {
                             &drops,
                             &forgotten,
                         );
-                        for event in events {
+                        for mut event in events {
+                            if self.diag.surrogate_lines > 0 {
+                                let left = super::surrogate::join(&mut event);
+                                if left > 0 && is_type(&event, "item/completed") {
+                                    self.diag.unpaired += left;
+                                    self.diag.first_unpaired.get_or_insert_with(|| {
+                                        let id = event.f("item").f("id").as_str().unwrap_or("?");
+                                        format!("item {id} at message {pos}")
+                                    });
+                                }
+                            }
                             self.grammar.event(thread, pos, self.scenario, &event);
                             if self.events.len() >= MAX_EVENTS {
                                 self.diag.events_dropped += 1;
@@ -956,9 +1146,10 @@ impl Client {
         self.response(id).cloned()
     }
 
-    /// The first thread/start or thread/fork result that announced `handle` already
-    /// announced by another thread's (thread, message), with the one before it, as
-    /// (method, thread, message, first thread, first message).
+    /// The first thread/start or thread/fork result (of `methods`) that announced a handle
+    /// announced before: by another thread, or, for a thread/start, by the same thread's
+    /// earlier session (a start constructs a new provider session). As (method, thread,
+    /// message, first thread, first message).
     fn handle_taken(&self, methods: &[&str]) -> Option<(String, String, usize, String, usize)> {
         self.announced
             .iter()
@@ -967,7 +1158,7 @@ impl Client {
             .find_map(|(i, (m, t, h, at))| {
                 let (_, first, _, first_at) = self.announced[..i]
                     .iter()
-                    .find(|(_, ft, fh, _)| fh == h && ft != t)?;
+                    .find(|(_, ft, fh, _)| fh == h && (ft != t || *m == "thread/start"))?;
                 Some((
                     format!("{m} for {t:?} answered providerThreadId {h:?}"),
                     t.clone(),
@@ -1060,6 +1251,13 @@ impl Client {
     }
 }
 
+/// A response id as the kit's integer request id: an unsigned integer, or a number with a
+/// fraction part of zero (`5.0`: JSON has one number type, and bb's runtime reads it as 5).
+fn response_id(id: &Value) -> Option<u64> {
+    id.as_u64()
+        .or_else(|| json_int(id).and_then(|n| u64::try_from(n).ok()))
+}
+
 fn error_code(resp: &Value) -> Option<i64> {
     resp.get("error")?.get("code")?.as_i64()
 }
@@ -1070,13 +1268,23 @@ fn is_error(resp: &Value) -> bool {
 
 fn describe_answer(resp: &Value) -> String {
     match resp.get("error") {
-        Some(e) => format!(
-            "error {} {}",
-            e.get("code").map(Value::to_string).unwrap_or_default(),
-            e.get("message").and_then(Value::as_str).unwrap_or("")
-        )
-        .trim_end()
-        .to_string(),
+        Some(e) => {
+            let error = format!(
+                "error {} {}",
+                e.get("code").map(Value::to_string).unwrap_or_default(),
+                e.get("message").and_then(Value::as_str).unwrap_or("")
+            );
+            let error = error.trim_end();
+            match resp.get("result") {
+                // Named: read as the error (as a JSON-RPC client checks error first), but
+                // the response broke JSON-RPC 2.0 (one of the two, never both).
+                Some(r) => format!(
+                    "{error} (the response carries both result and error, result {}; see {JSONRPC_ENVELOPE})",
+                    clip(&r.to_string(), 120)
+                ),
+                None => error.to_string(),
+            }
+        }
         None => format!(
             "result {}",
             clip(
@@ -1159,6 +1367,7 @@ impl Kit<'_> {
             super::wire::IDENTITY_BEFORE_DELTAS,
             super::wire::HINT_NAMES_HOSTED_THREAD,
             super::wire::THREAD_ID_ECHOED,
+            JSONRPC_ENVELOPE,
         ]
         .contains(&v.id.as_str());
         if (v.status == Status::Fail || lacks_evidence)
@@ -1226,6 +1435,11 @@ impl Kit<'_> {
         if !self.kit_only {
             if let Some(m) = self.start_mark.take() {
                 match self.c.handle_taken(&["thread/start"]) {
+                    Some((what, t, at, first, first_at)) if t == first => self.fail(
+                        "session/start-identity",
+                        m,
+                        format!("{what} at message {at}, the handle the thread's earlier session announced (message {first_at}): a thread/start constructs a new provider session (the earlier one was released; the runtime resumes a session with thread/resume, never with thread/start), and a handle names exactly one provider session among all of that provider's sessions on the host"),
+                    ),
                     Some((what, _, at, first, first_at)) => self.fail(
                         "session/start-identity",
                         m,
@@ -1239,21 +1453,25 @@ impl Kit<'_> {
             }
             self.wire_rules();
             let m = self.mark();
+            let v = self.c.diag.jsonrpc_envelope();
+            self.emit(m, v);
+            let m = self.mark();
             let stray = self.c.diag.non_json + self.c.diag.non_utf8;
             let v = if stray == 0 {
                 Verdict::pass(STDOUT_PROTOCOL_ONLY)
             } else {
-                let first = match &self.c.diag.first_non_json {
-                    Some(l) => format!("; first non-JSON line: {}", printable(l)),
-                    None => String::new(),
-                };
-                Verdict::fail(
-                    STDOUT_PROTOCOL_ONLY,
+                Verdict::fail(STDOUT_PROTOCOL_ONLY, {
+                    let (blank, first) = self.c.diag.blank_and_first();
+                    let first = if first.is_empty() {
+                        first
+                    } else {
+                        format!("; {first}")
+                    };
                     format!(
-                        "{stray} stdout line(s) were not protocol traffic ({} not JSON, {} not UTF-8){first}: the runtime ignores them, but a stray write can also split or corrupt a protocol line, so bridges must guard stdout",
+                        "{stray} stdout line(s) were not protocol traffic ({} not JSON{blank}, {} not UTF-8){first}: the runtime ignores them, but a stray write can also split or corrupt a protocol line, so bridges must guard stdout",
                         self.c.diag.non_json, self.c.diag.non_utf8
-                    ),
-                )
+                    )
+                })
             };
             self.emit(m, v);
             let m = self.mark();
@@ -1688,8 +1906,14 @@ impl Kit<'_> {
                     is_type(e, "system/thread/interrupted")
                         || (is_type(e, "turn/completed") && e["status"] == "interrupted")
                 });
-                match fabricated {
-                    Some(i) => {
+                // Beyond the kit: the release releases the thread's provider work with it
+                // ("any per-thread resource the bridge runs … is released before or with
+                // it"), so background work it leaves open never settles.
+                let left_open = (!self.kit_only)
+                    .then(|| self.c.released_open.iter().find(|(s, ..)| *s == id))
+                    .flatten();
+                match (fabricated, left_open) {
+                    (Some(i), _) => {
                         let ty = self.c.events[i].event["type"]
                             .as_str()
                             .unwrap_or("")
@@ -1700,7 +1924,22 @@ impl Kit<'_> {
                             format!("a release stop fabricated an interruption ({ty} status interrupted)"),
                         )
                     }
-                    None => self.pass("stop/release-not-interrupted", m),
+                    (None, Some((_, at, items))) => {
+                        let named: Vec<String> = items
+                            .iter()
+                            .map(|(item, shape)| format!("{shape} {item}"))
+                            .collect();
+                        self.fail(
+                            "stop/release-not-interrupted",
+                            m,
+                            format!(
+                                "the release stop was answered (message {at}) with {} background item(s) still pending on the thread ({}): the release frees the thread's provider work (\"any per-thread resource the bridge runs … is released before or with it\", and what the bridge still owes for the thread \"must be on the wire before the response\"), so the bridge settles that work (as failed: \"settle it — as failed — when your provider child dies\") before answering; pending, the runtime keeps refusing to reap the thread",
+                                items.len(),
+                                named.join(", ")
+                            ),
+                        )
+                    }
+                    (None, None) => self.pass("stop/release-not-interrupted", m),
                 }
             }
         }
@@ -1709,6 +1948,8 @@ impl Kit<'_> {
         let m = self.begin("session/resume-identity");
         // The first event of the resumed session (events before it are the first session's).
         let mut resume_at = usize::MAX;
+        // The first message received after the thread/resume went out.
+        let mut resume_msg = usize::MAX;
         let resumed = if !restore {
             for r in ["session/resume-identity", "session/resume-id-uniqueness"] {
                 self.emit(m, Verdict::not_run(r, NO_SESSION_RESTORE));
@@ -1728,6 +1969,7 @@ impl Kit<'_> {
             let mut params = self.construction(MAIN_THREAD);
             params["providerThreadId"] = json!(ptid);
             resume_at = self.c.events.len();
+            resume_msg = self.c.received;
             let id = self.c.request("thread/resume", params);
             match self.c.wait_response(id) {
                 None => {
@@ -1815,9 +2057,22 @@ impl Kit<'_> {
                                     n.1 += 1;
                                 } else if repeat.is_none() {
                                     let across = last_start.get(i).is_some_and(|l| l.0 != session);
-                                    repeat = Some(if across {
+                                    let no_reset = self
+                                        .c
+                                        .resets
+                                        .get(MAIN_THREAD)
+                                        .is_none_or(|at| *at < resume_msg);
+                                    repeat = Some(if across && no_reset {
+                                        format!(
+                                            "item id {i} started twice, before the resume and again after it: no session.reset came for the thread after the thread/resume (\"session.reset (mandatory at every provider session construction) starts a fresh provider id space so reused provider-native ids mint fresh bb ids\"), so the resumed session's provider item ids mapped to the first session's bb ids"
+                                        )
+                                    } else if across {
                                         format!(
                                             "item id {i} started twice, before the resume and again after it (a resumed session starts a fresh id space: session.reset)"
+                                        )
+                                    } else if no_reset && session {
+                                        format!(
+                                            "item id {i} started twice; no session.reset came for the thread after the thread/resume (\"session.reset (mandatory at every provider session construction) starts a fresh provider id space\")"
                                         )
                                     } else {
                                         format!("item id {i} started twice")

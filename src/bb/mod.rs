@@ -26,6 +26,7 @@ pub mod recorded;
 pub mod recorder;
 pub mod rows;
 pub mod schema_fast;
+pub mod surrogate;
 pub mod transport;
 pub mod wire;
 

@@ -166,6 +166,18 @@ impl std::fmt::Display for LazyAt<'_> {
     }
 }
 
+/// A request id as text, to pair a response with its request: a number with a fraction part of
+/// zero is its integer (`5.0` answers request 5: JSON has one number type, and bb's runtime
+/// reads it so).
+fn id_key(id: &Value) -> String {
+    match id.as_f64() {
+        Some(f) if !id.is_i64() && !id.is_u64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
+            (f as i64).to_string()
+        }
+        _ => id.to_string(),
+    }
+}
+
 fn thread_of(msg: &Value) -> Option<&str> {
     msg.get("params")?.get("threadId")?.as_str()
 }
@@ -254,7 +266,7 @@ impl WireJudge {
                         .insert(thread.to_string(), (turn.clone(), at.to_string()));
                 }
                 self.stops
-                    .insert(id.to_string(), (thread.to_string(), intent, at.to_string()));
+                    .insert(id_key(id), (thread.to_string(), intent, at.to_string()));
             }
             "thread/start" | "thread/resume" | "thread/fork" => {
                 self.detached.remove(thread);
@@ -272,8 +284,7 @@ impl WireJudge {
                 // A new session: its handle is the one this request's result returns.
                 self.handles.remove(thread);
                 if self.constructions.len() < MAX_TRACKED {
-                    self.constructions
-                        .insert(id.to_string(), thread.to_string());
+                    self.constructions.insert(id_key(id), thread.to_string());
                 }
             }
             "turn/start" | "turn/steer" => {
@@ -301,7 +312,7 @@ impl WireJudge {
         let Some(id) = msg.get("id") else {
             return;
         };
-        if let Some(thread) = self.constructions.remove(&id.to_string()) {
+        if let Some(thread) = self.constructions.remove(&id_key(id)) {
             // A refused construction made no session: nothing to echo.
             if let Some(result) = msg.get("result") {
                 let handle = result
@@ -316,7 +327,7 @@ impl WireJudge {
             }
             return;
         }
-        if let Some((thread, intent, _)) = self.stops.remove(&id.to_string()) {
+        if let Some((thread, intent, _)) = self.stops.remove(&id_key(id)) {
             self.stops_answered += 1;
             if intent == "release" {
                 self.hosted.remove(&thread);

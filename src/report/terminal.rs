@@ -41,13 +41,19 @@ pub fn tail(r: &Report) -> String {
             let _ = writeln!(out, "  {l}");
         }
     }
-    if !r.summary().ok() {
-        if let Some(e) = &r.meta.target_exit {
-            let _ = writeln!(out, "\ntarget: {e}");
-        }
-        for n in &r.meta.notes {
-            let _ = writeln!(out, "note: {n}");
-        }
+    let ok = r.summary().ok();
+    if !ok && let Some(e) = &r.meta.target_exit {
+        let _ = writeln!(out, "\ntarget: {e}");
+    }
+    // Notes name what the target did that no verdict judges (a line over 1 MiB, an id
+    // written 5.0): shown whether or not the run passed.
+    if ok && !r.meta.notes.is_empty() {
+        out.push('\n');
+    }
+    for n in &r.meta.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    if !ok {
         let lines: Vec<&str> = r.meta.stderr_tail.lines().collect();
         if !lines.is_empty() {
             let _ = writeln!(
