@@ -115,7 +115,7 @@ impl EventSink for CountingSink<'_> {
         self.count(unhandled, |r| r.push(&event));
         if let Some(d) = &mut self.dump {
             let v = d.normalizer.normalize(event);
-            let text = crate::jsjson::to_string_pretty(&v);
+            let text = self.model.dump_text(crate::jsjson::to_string_pretty(&v));
             let body = indent_block(text.trim_end());
             let _ = write!(d.out, "{}\n{}", if d.first { "[" } else { "," }, body);
             d.first = false;
@@ -197,7 +197,11 @@ pub fn compute(cell: &Cell, dump_dir: Option<&Path>) -> CellOutcome {
             &d.join(format!("{}.rows.json", dump_stem(&cell.key))),
         )
         .and_then(|mut f| {
-            f.write_all(crate::jsjson::to_string_pretty(&Value::Array(rows)).as_bytes())
+            f.write_all(
+                model
+                    .dump_text(crate::jsjson::to_string_pretty(&Value::Array(rows)))
+                    .as_bytes(),
+            )
         });
     }
     CellOutcome {

@@ -203,6 +203,11 @@ pub trait Model: Sync {
         None
     }
     fn row_projector(&self) -> Box<dyn RowProjector>;
+    /// A dump's JSON text as the protocol's own tooling would write it (bb: a lone UTF-16
+    /// surrogate as its escape).
+    fn dump_text(&self, json: String) -> String {
+        json
+    }
     /// Counted as `unhandled` in pins.
     fn is_unhandled(&self, _event: &Value) -> bool {
         false

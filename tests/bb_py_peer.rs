@@ -943,6 +943,14 @@ fn rec_rows() -> Vec<RecRow> {
             env: &[("PY_BB_ODDITY", "1")],
             not_pass: &[],
         },
+        // A surrogate pair cut between two text chunks (lone surrogate escapes, JSON serde
+        // refuses): recorded, read and replayed as the character, not dropped as non-JSON.
+        RecRow {
+            name: "surrogate",
+            cells: "surrogate",
+            env: &[("PY_BB_ODDITY", "surrogate")],
+            not_pass: &[],
+        },
         RecRow {
             name: "oddity-on-clean",
             cells: "clean",
@@ -1519,7 +1527,7 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
 /// handshake (`1`: other content; `keys`: a provider turn and recovery hints of its own;
 /// `no-restore`: no sessionRestore, so resumes are refused; `bg`: a background delegation per
 /// turn; `reopen`: a reopened tool item per turn; `surrogate`: an emoji in the answer, streamed
-/// as a cut surrogate pair, which the recording and replay side still refuses as non-JSON).
+/// as a cut surrogate pair: another answer text).
 const PARITY_VISIBLE_ODDITIES: &[&str] = &["1", "keys", "no-restore", "bg", "reopen", "surrogate"];
 
 /// The flaws and oddities the peer's header documents, in order.

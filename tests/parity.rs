@@ -24,32 +24,45 @@ fn leg(tmp: &Path, name: &str) -> PathBuf {
     tmp.join(name)
 }
 
-/// Changes the first streamed text delta of the head leg ("Hi" → something else).
-fn change_one_text_delta(root: &Path) -> String {
+/// Rewrites the message holding a leg's first streamed text delta: `edit` gets its deltas and
+/// the delta's index, `finish` the message's new line. Returns the delta's text as it was.
+fn edit_first_text_delta(
+    root: &Path,
+    edit: impl FnOnce(&mut Vec<serde_json::Value>, usize),
+    finish: impl FnOnce(String) -> String,
+) -> String {
     let path = root.join(CELL).join(LANE);
     let text = fs::read_to_string(&path).unwrap();
     let mut out = Vec::new();
-    let mut changed = None;
+    let mut edit = Some((edit, finish));
+    let mut was = None;
     for line in text.lines() {
         let mut entry: serde_json::Value = serde_json::from_str(line).unwrap();
         let mut msg: serde_json::Value =
             serde_json::from_str(entry["line"].as_str().unwrap()).unwrap();
-        if changed.is_none()
+        if was.is_none()
             && msg["method"] == "thread/delta"
-            && let Some(d) = msg["params"]["deltas"]
-                .as_array_mut()
+            && let Some(i) = msg["params"]["deltas"]
+                .as_array()
                 .unwrap()
-                .iter_mut()
-                .find(|d| d["kind"] == "item.textDelta")
+                .iter()
+                .position(|d| d["kind"] == "item.textDelta")
+            && let Some((edit, finish)) = edit.take()
         {
-            changed = Some(d["text"].as_str().unwrap().to_string());
-            d["text"] = "CHANGED".into();
-            entry["line"] = bridgewire::jsjson::to_string(&msg).into();
+            let deltas = msg["params"]["deltas"].as_array_mut().unwrap();
+            was = Some(deltas[i]["text"].as_str().unwrap().to_string());
+            edit(deltas, i);
+            entry["line"] = finish(bridgewire::jsjson::to_string(&msg)).into();
         }
         out.push(bridgewire::jsjson::to_string(&entry));
     }
     fs::write(&path, out.join("\n") + "\n").unwrap();
-    changed.expect("the cell streams text")
+    was.expect("the cell streams text")
+}
+
+/// Changes the first streamed text delta of the head leg ("Hi" → something else).
+fn change_one_text_delta(root: &Path) -> String {
+    edit_first_text_delta(root, |d, i| d[i]["text"] = "CHANGED".into(), |l| l)
 }
 
 fn run(args: &[&str], base: &Path, head: &Path) -> (i32, String, String) {
@@ -223,4 +236,80 @@ fn a_leg_that_cannot_build_stops_the_run_with_the_cause_first() {
         "the build's own error is shown: {stderr}"
     );
     assert!(stdout.is_empty(), "no cell ran: {stdout}");
+}
+
+/// Splits the head leg's first streamed text delta in two, cutting a surrogate pair between
+/// them as a bridge that slices by UTF-16 index writes it with `JSON.stringify`: `"A\ud83d"`,
+/// then `"\ude00B"` (each a lone surrogate escape, JSON that serde refuses). The base leg
+/// streams `"A😀B"` in one delta.
+fn cut_a_surrogate_pair(base: &Path, head: &Path) {
+    edit_first_text_delta(base, |d, i| d[i]["text"] = "A😀B".into(), |l| l);
+    edit_first_text_delta(
+        head,
+        |d, i| {
+            let mut second = d[i].clone();
+            d[i]["text"] = "A@HIGH@".into();
+            second["text"] = "@LOW@B".into();
+            d.insert(i + 1, second);
+        },
+        |l| {
+            let l = l.replace("@HIGH@", "\\ud83d").replace("@LOW@", "\\ude00");
+            assert!(serde_json::from_str::<serde_json::Value>(&l).is_err());
+            l
+        },
+    );
+}
+
+/// A surrogate pair cut between two text chunks is JSON bb's runtime takes (RFC 8259 allows
+/// any `\uXXXX` escape) and joins when it concatenates the chunks: a recording holding one is
+/// read as the character, not dropped as a non-JSON line. Parity coalesces the chunks (bb:
+/// "Coalescing is assembler policy, not bridge policy") and compares the joined text; pins
+/// count the message's deltas; the dump writes the cut halves as `JSON.stringify` does.
+#[test]
+fn a_surrogate_pair_cut_between_two_chunks_reads_as_the_character_it_encodes() {
+    let t = tempfile::tempdir().unwrap();
+    let (base, head) = (leg(t.path(), "base"), leg(t.path(), "head"));
+    cut_a_surrogate_pair(&base, &head);
+    let (code, stdout, stderr) = run(&[], &base, &head);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+
+    // Against a leg whose text differs after the character, it is the text that differs.
+    let other = leg(t.path(), "other");
+    cut_a_surrogate_pair(&other, &leg(t.path(), "unused"));
+    let path = other.join(CELL).join(LANE);
+    let text = fs::read_to_string(&path)
+        .unwrap()
+        .replacen("A😀B", "A😀C", 1);
+    fs::write(&path, text).unwrap();
+    let (code, stdout, _) = run(&[], &other, &head);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains(r#""A😀C" → "A😀B""#), "{stdout}");
+
+    // Counts: one more delta event than the uncut leg, the same rows, nothing invalid.
+    let counts = |root: &Path, dump: &Path| -> serde_json::Value {
+        let out = bw()
+            .args(["pins", "--format", "json", "--dump-dir"])
+            .arg(dump)
+            .arg(root)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+        assert_eq!(v["cells"][0]["invalid"], serde_json::json!([]), "{text}");
+        v["cells"][0]["counts"].clone()
+    };
+    let (base_counts, head_counts) = (
+        counts(&base, &t.path().join("dump-base")),
+        counts(&head, &t.path().join("dump-head")),
+    );
+    assert_eq!(
+        head_counts["events"].as_u64().unwrap(),
+        base_counts["events"].as_u64().unwrap() + 1,
+        "{base_counts} {head_counts}"
+    );
+    assert_eq!(head_counts["rows"], base_counts["rows"]);
+    let events =
+        fs::read_to_string(t.path().join("dump-head/claude-code-fork.events.json")).unwrap();
+    assert!(events.contains(r#""delta": "A\ud83d""#), "{events}");
+    assert!(events.contains(r#""delta": "\ude00B""#), "{events}");
 }

@@ -39,7 +39,7 @@ pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Ve
     let mut sessions: HashMap<usize, Session> = HashMap::new();
     let mut session_of: HashMap<String, usize> = HashMap::new();
     for (to_bridge, line) in lines {
-        let Ok(Value::Object(m)) = serde_json::from_str::<Value>(line) else {
+        let Some(m) = super::msg::object(line) else {
             continue;
         };
         let method = m.get("method").and_then(Value::as_str);

@@ -892,12 +892,12 @@ impl Client {
     fn on_line(&mut self, line: String) {
         // A lone UTF-16 surrogate escape (a pair cut between two chunks) is JSON that serde
         // refuses and bb's runtime takes: read with markers, joined after assembly.
-        let parsed = serde_json::from_str::<Value>(&line).or_else(|_| {
-            let (marked, n) = super::surrogate::mark_lone(&line).ok_or(())?;
-            let v = serde_json::from_str::<Value>(&marked).map_err(|_| ())?;
-            self.diag.lone_surrogates += n;
-            self.diag.surrogate_lines += 1;
-            Ok::<_, ()>(v)
+        let parsed = super::msg::parse(&line).map(|(v, lone)| {
+            if lone > 0 {
+                self.diag.lone_surrogates += lone;
+                self.diag.surrogate_lines += 1;
+            }
+            v
         });
         self.note_wire(Dir::Received, clip(&line, 4096));
         if line.len() > LARGE_LINE {

@@ -384,7 +384,7 @@ struct Session<'a> {
 impl Session<'_> {
     /// Handles one line from the bridge; returns it parsed.
     fn handle(&mut self, line: &str) -> Option<Value> {
-        let v: Value = serde_json::from_str(line).ok()?;
+        let v = Value::Object(super::msg::object(line)?);
         if v["method"] == "thread/delta"
             && let Some(ds) = v["params"]["deltas"].as_array()
         {

@@ -36,14 +36,6 @@ use crate::lane::{Entry, LazyEntry};
 use crate::protocol::{EventSink, Model, Protocol, RowProjector};
 use serde_json::Value;
 
-/// What one bridge→runtime (or runtime→bridge) line is, as far as the offline pass cares.
-fn parse_object(line: &str) -> Option<serde_json::Map<String, Value>> {
-    match serde_json::from_str::<Value>(line) {
-        Ok(Value::Object(m)) => Some(m),
-        _ => None,
-    }
-}
-
 pub struct BbModel;
 
 impl Model for BbModel {
@@ -132,16 +124,32 @@ impl Model for BbModel {
     /// not bridge policy" (protocol, `item.textDelta`), so two builds that stream the same text
     /// in other chunk sizes behave alike and must compare equal. Pins keep bb's count of each
     /// delta.
+    ///
+    /// A surrogate pair cut between two chunks ([`msg::parse`]) is joined here, once the chunks
+    /// are one text, as bb's runtime joins the JavaScript strings.
     fn fold_events(&self, events: Vec<Value>) -> Vec<Value> {
-        coalesce_deltas(events)
+        let mut events = coalesce_deltas(events);
+        events.iter_mut().for_each(|e| {
+            surrogate::join(e);
+        });
+        events
     }
 
+    /// A row's text is its chunks': a surrogate pair cut between two is joined here.
     fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
-        crate::normalize::normalize_list(rows, parity_rules(self.row_rules()))
+        let mut rows = crate::normalize::normalize_list(rows, parity_rules(self.row_rules()));
+        rows.iter_mut().for_each(|r| {
+            surrogate::join(r);
+        });
+        rows
     }
 
     fn is_unhandled(&self, event: &Value) -> bool {
         is_unhandled(event)
+    }
+
+    fn dump_text(&self, json: String) -> String {
+        surrogate::as_js_json(json)
     }
 }
 
@@ -299,7 +307,7 @@ fn assemble_judged_with<const BORROWED: bool>(
                 if f.thread.find(held).is_none() && f.turn.find(held).is_none() {
                     continue;
                 }
-                let Some(m) = parse_object(&entry.line.to_text()) else {
+                let Some(m) = msg::object(&entry.line.to_text()) else {
                     continue;
                 };
                 let m = Value::Object(m);
@@ -323,7 +331,7 @@ fn assemble_judged_with<const BORROWED: bool>(
                 if f.thread_delta.find(held).is_none() {
                     // Notifications the wire rules judge: rare, so parsed whole.
                     if (f.identity.find(held).is_some() || f.recovery.find(held).is_some())
-                        && let Some(m) = parse_object(&entry.line.to_text())
+                        && let Some(m) = msg::object(&entry.line.to_text())
                     {
                         let params = m.get("params").cloned().unwrap_or(Value::Null);
                         match m.get("method").and_then(Value::as_str) {
@@ -350,7 +358,7 @@ fn assemble_judged_with<const BORROWED: bool>(
                     // A response (no method) may answer a thread/stop, if one is pending.
                     if judge.awaits_response()
                         && method.find(held).is_none()
-                        && let Some(m) = parse_object(&entry.line.to_text())
+                        && let Some(m) = msg::object(&entry.line.to_text())
                     {
                         judge.bridge_response_at(&Value::Object(m), &|| at(&entry));
                     }
@@ -374,6 +382,12 @@ fn assemble_judged_with<const BORROWED: bool>(
                         }
                     };
                     let Some(mut m) = parsed else {
+                        // serde refuses lone surrogate escapes, which [`msg::object`] reads.
+                        if let Some(mut m) = msg::object(&entry.line.to_text())
+                            && m.get("method").and_then(Value::as_str) == Some("thread/delta")
+                        {
+                            pass.delta(&m.remove("params").unwrap_or(Value::Null));
+                        }
                         continue;
                     };
                     if !m.is_object()
@@ -383,7 +397,7 @@ fn assemble_judged_with<const BORROWED: bool>(
                     }
                     pass.delta(&m.take("params"));
                 } else {
-                    let Some(mut m) = parse_object(&entry.line.to_text()) else {
+                    let Some(mut m) = msg::object(&entry.line.to_text()) else {
                         continue;
                     };
                     if m.get("method").and_then(Value::as_str) != Some("thread/delta") {

@@ -1,11 +1,32 @@
-//! Small JSON-RPC helpers shared by the replay player and the provider double.
+//! Small JSON-RPC helpers shared by the replay player, the offline pass, `record-cells` and the
+//! provider double.
 
 use serde_json::{Map, Value};
 
-/// Parses a line as a JSON object.
+/// Parses a line as JSON, and how many lone UTF-16 surrogate escapes it held.
+///
+/// A bridge that slices text by UTF-16 index and writes it with JavaScript's `JSON.stringify`
+/// cuts a surrogate pair between two chunks (`"\ud83d"`, then `"\ude00"`): JSON (RFC 8259
+/// allows any `\uXXXX` escape) that bb's runtime takes and serde refuses. Such a line is read
+/// with each lone surrogate replaced by a marker ([`super::surrogate`]); the markers are joined
+/// where the chunks are (the assembler's completed item, [`super::coalesce_deltas`]).
+pub fn parse(line: &str) -> Result<(Value, usize), serde_json::Error> {
+    serde_json::from_str::<Value>(line)
+        .map(|v| (v, 0))
+        .or_else(|plain| {
+            let Some((marked, n)) = super::surrogate::mark_lone(line) else {
+                return Err(plain);
+            };
+            serde_json::from_str::<Value>(&marked)
+                .map(|v| (v, n))
+                .map_err(|_| plain)
+        })
+}
+
+/// Parses a line as a JSON object ([`parse`]: lone surrogate escapes read as markers).
 pub fn object(line: &str) -> Option<Map<String, Value>> {
-    match serde_json::from_str::<Value>(line) {
-        Ok(Value::Object(m)) => Some(m),
+    match parse(line) {
+        Ok((Value::Object(m), _)) => Some(m),
         _ => None,
     }
 }

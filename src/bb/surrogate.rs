@@ -119,6 +119,37 @@ fn join_str(s: &str) -> (String, usize) {
     (out, lone)
 }
 
+/// `json` (JSON text) as JavaScript's `JSON.stringify` writes the strings bb's runtime holds:
+/// a marked pair as its character, a surrogate still lone as its `\uXXXX` escape (lower-case
+/// hex). A dump of a recording then shows what bb's tooling would, not a private-use marker.
+pub fn as_js_json(json: String) -> String {
+    // Every marker's UTF-8 starts with 0xF3 (U+F0000..U+F07FF): most texts hold none.
+    if memchr::memchr(0xF3, json.as_bytes()).is_none() || !json.chars().any(|c| marker(c).is_some())
+    {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len());
+    let mut chars = json.chars().peekable();
+    while let Some(c) = chars.next() {
+        match marker(c) {
+            None => out.push(c),
+            Some(h @ 0xD800..=0xDBFF)
+                if chars
+                    .peek()
+                    .copied()
+                    .and_then(marker)
+                    .is_some_and(|l| l >= 0xDC00) =>
+            {
+                let l = chars.next().and_then(marker).unwrap_or(0xDC00);
+                let cp = 0x10000 + ((h - 0xD800) << 10) + (l - 0xDC00);
+                out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
+            }
+            Some(u) => out.push_str(&format!("\\u{u:04x}")),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +174,16 @@ mod tests {
         let mut alone = v["a"].clone();
         assert_eq!(join(&mut alone), 1);
         assert_eq!(alone, "smile \u{FFFD}");
+    }
+
+    #[test]
+    fn a_dump_writes_a_joined_pair_as_its_character_and_a_lone_half_as_its_escape() {
+        let (marked, _) = mark_lone(r#"{"a":"\ud83d","b":"\ude00!","c":"x\ud83d"}"#).unwrap();
+        let v: Value = serde_json::from_str(&marked).unwrap();
+        let ab = format!("{}{}", v["a"].as_str().unwrap(), v["b"].as_str().unwrap());
+        let text = as_js_json(serde_json::to_string(&json!([ab, v["c"]])).unwrap());
+        assert_eq!(text, r#"["😀!","x\ud83d"]"#);
+        assert_eq!(as_js_json("plain é".into()), "plain é");
     }
 
     #[test]
