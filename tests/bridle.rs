@@ -1870,6 +1870,46 @@ const NODE_AGENT_DIVERGENCES: &[Divergence] = &[
         "inside the turn has kind \"reasoning\", want thinking or tool",
         &[],
     ),
+    // Comes back under another agentId: passed before (only the first connection's was read).
+    (
+        "reconnect-other-id",
+        "agent-reconnect",
+        "reconnected with agentId \"bridgewire-agent-2\", not the \"bridgewire-agent\" it connected with",
+        &[],
+    ),
+    // The answer after reconnecting was never judged: deltas there passed before.
+    (
+        "after-reconnect-delta",
+        "streaming-replace",
+        "after reconnecting: stream #",
+        &[],
+    ),
+    // A stream continuing the closed one 700 ms later, past the watch, during the second
+    // browser's answer: failed agent-client-id before (a misrouted answer, it said).
+    (
+        "late-after-end",
+        "stream-end-final",
+        "nothing continues the stream after stream_end: after stream_end the agent sent stream +",
+        &[],
+    ),
+    // One fault, one verdict: the wrong type is agent-event-fields', the accumulation over it
+    // is not judged apart from it (streaming-replace also failed before, "has no text").
+    (
+        "text-number",
+        "agent-event-fields",
+        "stream: text 42 is not a string",
+        &[(
+            "skipped streaming-replace — ",
+            "not judged apart from agent-event-fields (stream: text 42 is not a string)",
+        )],
+    ),
+    // The closing frame's parts are stream-end-final's (streaming-replace also failed before).
+    (
+        "end-parts-mismatch",
+        "stream-end-final",
+        "parts mirror text: stream_end parts [",
+        &[],
+    ),
     (
         "no-reconnect",
         "agent-reconnect",
@@ -1898,6 +1938,20 @@ const NODE_AGENT_VARIANTS: &[(&str, &str, &str)] = &[
         "unmarked-notes",
         "notes",
         "pass    notes — 2 of 2 notes carry no kind, notes by their place in the turn",
+    ),
+    // A message to the browser answered before, during the next one's answer: failed
+    // agent-client-id before ("answered the second browser with the first's clientId").
+    (
+        "late-followup",
+        "agent-client-id",
+        "pass    agent-client-id — 1 message(s) to \"bridgewire-browser-1\" came during a later browser's answer",
+    ),
+    // A plain message before the turn opens: the streamed answer after it was not judged
+    // before (streaming-replace and stream-end-final not run, "a plain message").
+    (
+        "plain-before-typing",
+        "streaming-replace",
+        "pass    streaming-replace — the answer after reconnecting judged too",
     ),
     (
         "ext-events",

@@ -364,10 +364,13 @@ const ANSWER_EVENTS: &[&str] = &["typing", "stream", "stream_end", "message"];
 const AFTER_END_MAX: Duration = Duration::from_millis(500);
 
 /// One answer: the frames from the first after the message through `stream_end` (or a plain
-/// `message` with no turn open).
+/// `message` with no turn open, and nothing opening a turn right after it).
 struct Turn {
     /// The spec's answer events ([`ANSWER_EVENTS`]), in order.
     frames: Vec<(String, Value, Instant)>,
+    /// Frames that are not this answer's ([`Asking`]): a message to a browser answered before,
+    /// a frame continuing a stream already closed. Judged by their own rules, not as the answer.
+    aside: Vec<(String, Value, Instant)>,
     /// Extension events received during the turn (names, in order): not judged.
     extensions: Vec<String>,
     complete: bool,
@@ -377,13 +380,62 @@ struct Turn {
     flooded: bool,
 }
 
-async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
+impl Turn {
+    /// The answer's frames without their times.
+    fn untimed(&self) -> Vec<(String, Value)> {
+        self.frames
+            .iter()
+            .map(|(n, d, _)| (n.clone(), d.clone()))
+            .collect()
+    }
+}
+
+/// Whose answer a turn collects, and what arriving meanwhile is not that answer.
+#[derive(Default)]
+struct Asking<'a> {
+    /// Browsers that asked before: a `message` carrying one of their clientIds is a message to
+    /// that browser (legal at any time: "A plain message sent with no turn open is an ordinary
+    /// answer bubble"), not this answer.
+    earlier: &'a [&'a str],
+    /// messageIds of streams already closed by their `stream_end`: a frame under one continues
+    /// that stream (stream-end-final's fault), it neither opens nor ends this answer.
+    closed: &'a [Value],
+}
+
+impl Asking<'_> {
+    fn sets_aside(&self, name: &str, data: &Value) -> bool {
+        match name {
+            "message" => data
+                .get("clientId")
+                .and_then(Value::as_str)
+                .is_some_and(|c| self.earlier.contains(&c)),
+            "stream" | "stream_end" => {
+                !data["messageId"].is_null() && self.closed.contains(&data["messageId"])
+            }
+            _ => false,
+        }
+    }
+}
+
+/// How long a plain answer is watched for a turn that opens right after it (a runtime that
+/// says "Let me look into that" before it streams): without it, the streamed answer would go
+/// unjudged.
+const PLAIN_GRACE: Duration = Duration::from_millis(1000);
+
+async fn collect_turn(hub: &mut FakeHub, wait: Duration, asking: &Asking<'_>) -> Turn {
     let deadline = Instant::now() + wait;
     let mut frames = Vec::new();
+    let mut aside = Vec::new();
     let mut extensions = Vec::new();
     let mut open = false;
     let mut disconnected = false;
-    while let Some(seen) = hub.next(deadline).await {
+    // Set by a plain answer: the turn is complete unless one opens before this instant.
+    let mut plain_until: Option<Instant> = None;
+    loop {
+        let until = plain_until.map_or(deadline, |g| g.min(deadline));
+        let Some(seen) = hub.next(until).await else {
+            break;
+        };
         let Seen::Event { name, data, at } = seen else {
             disconnected |= matches!(seen, Seen::Disconnected);
             continue;
@@ -391,44 +443,57 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration) -> Turn {
         if name == "ping" || name == "register" {
             continue;
         }
+        let flooded = frames.len() + aside.len() + extensions.len() + 1 >= MAX_TURN_FRAMES;
         if !ANSWER_EVENTS.contains(&name.as_str()) {
             // Counted toward the flood bound too: an agent sending only extensions is cut off.
             extensions.push(name);
-            if frames.len() + extensions.len() >= MAX_TURN_FRAMES {
+        } else if asking.sets_aside(&name, &data) {
+            aside.push((name, data, at));
+        } else {
+            let done = match name.as_str() {
+                "typing" | "stream" => {
+                    open = true;
+                    plain_until = None;
+                    false
+                }
+                "stream_end" => true,
+                "message" => {
+                    if !open && data.get("kind").is_none_or(Value::is_null) && plain_until.is_none()
+                    {
+                        plain_until = Some(Instant::now() + PLAIN_GRACE.min(wait));
+                    }
+                    false
+                }
+                _ => false,
+            };
+            frames.push((name, data, at));
+            if done {
                 return Turn {
                     frames,
+                    aside,
                     extensions,
-                    complete: false,
+                    complete: true,
                     disconnected,
-                    flooded: true,
+                    flooded: false,
                 };
             }
-            continue;
         }
-        let done = match name.as_str() {
-            "typing" | "stream" => {
-                open = true;
-                false
-            }
-            "stream_end" => true,
-            "message" => !open && data.get("kind").is_none_or(Value::is_null),
-            _ => false,
-        };
-        frames.push((name, data, at));
-        if done || frames.len() + extensions.len() >= MAX_TURN_FRAMES {
+        if flooded {
             return Turn {
                 frames,
+                aside,
                 extensions,
-                complete: done,
+                complete: false,
                 disconnected,
-                flooded: !done,
+                flooded: true,
             };
         }
     }
     Turn {
         frames,
+        aside,
         extensions,
-        complete: false,
+        complete: plain_until.is_some() && !open,
         disconnected,
         flooded: false,
     }
@@ -482,7 +547,11 @@ async fn watch_after_end(
         if name == "ping" || name == "register" {
             continue;
         }
-        if matches!(name.as_str(), "stream" | "stream_end") && data["messageId"] == *message_id {
+        // Without a messageId (optional in the spec) no frame can be told to continue it.
+        if matches!(name.as_str(), "stream" | "stream_end")
+            && !message_id.is_null()
+            && data["messageId"] == *message_id
+        {
             late.push((name, at.saturating_duration_since(end_at).as_millis()));
         } else {
             others += 1;
@@ -633,14 +702,38 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         "Tell me a story; think and use a tool if you need.",
     )
     .await;
-    let turn = collect_turn(&mut hub, c.turn_wait).await;
+    let turn = collect_turn(&mut hub, c.turn_wait, &Asking::default()).await;
     // A completed stream: watch a short while for frames that continue it past its stream_end.
-    let after_end = match turn.frames.last() {
+    let closed_stream = match turn.frames.last() {
         Some((n, d, at)) if turn.complete && n == "stream_end" => {
-            let window = after_end_window(&turn.frames, c.wait);
-            Some(watch_after_end(&mut hub, &d["messageId"], *at, window).await)
+            Some((d["messageId"].clone(), *at))
         }
         _ => None,
+    };
+    let mut after_end = match &closed_stream {
+        Some((id, at)) => {
+            let window = after_end_window(&turn.frames, c.wait);
+            Some(watch_after_end(&mut hub, id, *at, window).await)
+        }
+        None => None,
+    };
+    // A frame continuing the closed stream later than the watch (in the quiet moment or during
+    // a later answer) is still stream-end-final's, named with its delay, not a misrouted answer.
+    let mut late_after_end = |name: &str, data: &Value, at: Instant| -> bool {
+        match (&closed_stream, after_end.as_mut()) {
+            (Some((id, end_at)), Some(a))
+                if matches!(name, "stream" | "stream_end")
+                    && !id.is_null()
+                    && data["messageId"] == *id =>
+            {
+                a.late.push((
+                    name.to_string(),
+                    at.saturating_duration_since(*end_at).as_millis(),
+                ));
+                true
+            }
+            _ => false,
+        }
     };
     // A second browser asks next: its answer must carry its own clientId, not the first
     // browser's (an agent that keeps the first clientId it saw answers the wrong browser).
@@ -656,6 +749,9 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
                 Some(Seen::Event { name, data, .. }) if name == "message" => {
                     quiet_messages.push((name, data))
                 }
+                Some(Seen::Event { name, data, at }) => {
+                    late_after_end(&name, &data, at);
+                }
                 Some(_) => {}
                 None => break,
             }
@@ -669,15 +765,18 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             "One more question: what is two plus two?",
         )
         .await;
-        Some(collect_turn(&mut hub, c.turn_wait).await)
+        let closed: Vec<Value> = closed_stream.iter().map(|(id, _)| id.clone()).collect();
+        let asking = Asking {
+            earlier: &[client_id],
+            closed: &closed,
+        };
+        let mut t = collect_turn(&mut hub, c.turn_wait, &asking).await;
+        t.aside.retain(|(n, d, at)| !late_after_end(n, d, *at));
+        Some(t)
     } else {
         None
     };
-    let frames: Vec<(String, Value)> = turn
-        .frames
-        .iter()
-        .map(|(n, d, _)| (n.clone(), d.clone()))
-        .collect();
+    let frames: Vec<(String, Value)> = turn.untimed();
     let names: Vec<&str> = frames.iter().map(|(n, _)| n.as_str()).collect();
     let incomplete = (!turn.complete).then(|| {
         if turn.flooded {
@@ -704,6 +803,72 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         )
     });
 
+    // agent-reconnect: restart the hub on the same port (done before the rules over the
+    // answers are judged: the answer after reconnecting is judged with them).
+    let addr = hub.addr;
+    let on_websocket = hub.settle_transport().await;
+    hub.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The old listener may take a moment to go, and under parallel load another process's
+    // outgoing connection can hold the port briefly: retry the bind, bounded.
+    let rebind_deadline = Instant::now() + Duration::from_secs(3);
+    let restarted = loop {
+        match FakeHub::start(addr, c.api_key.clone()).await {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && Instant::now() < rebind_deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            r => break r,
+        }
+    };
+    let (verdict, restarted) = match restarted {
+        Err(e) => (
+            (
+                Verdict::fail(
+                    id::AGENT_RECONNECT,
+                    format!("could not restart the hub double on {addr}: {e}"),
+                ),
+                SubCheck::skipped("after reconnecting", "the hub double could not restart"),
+                None,
+            ),
+            None,
+        ),
+        Ok(mut h2) => (
+            reconnect(
+                &mut h2,
+                c,
+                &mut child,
+                on_websocket,
+                client_id,
+                &connected
+                    .as_ref()
+                    .map_or(Value::Null, |a| a["agentId"].clone()),
+            )
+            .await,
+            Some(h2),
+        ),
+    };
+    let (reconnect_verdict, register_again, back_turn) = verdict;
+    // The answer after reconnecting (to the second browser), judged by the same rules as the
+    // first two: an agent that answers right only on its first connection shows it here.
+    const BACK: &str = "after reconnecting";
+    let back_frames: Vec<(String, Value)> =
+        back_turn.as_ref().map(Turn::untimed).unwrap_or_default();
+    // Its own stream: the frames under its closing stream_end's messageId. Emits a client made
+    // while the hub was gone are sent when it reconnects (socket.io-client buffers them), so
+    // the rest of an earlier answer can arrive among this one's frames.
+    let back_stream: Vec<(String, Value)> = match back_frames.last() {
+        Some((n, end)) if n == "stream_end" && !end["messageId"].is_null() => back_frames
+            .iter()
+            .filter(|(n, d)| {
+                !matches!(n.as_str(), "stream" | "stream_end") || d["messageId"] == end["messageId"]
+            })
+            .cloned()
+            .collect(),
+        _ => back_frames.clone(),
+    };
     // agent-client-id
     let wrong_in = |frames: &[(String, Value)], want: &str| -> Vec<String> {
         // Grouped by the clientId carried: `typing, stream ×22, stream_end with clientId "x"`.
@@ -724,25 +889,44 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         .into_iter()
         .map(|w| format!("answered {client_id:?} with {w}"))
         .collect();
-    let second_frames: Vec<(String, Value)> = second
-        .as_ref()
-        .map(|t| {
-            t.frames
-                .iter()
-                .map(|(n, d, _)| (n.clone(), d.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let second_frames: Vec<(String, Value)> =
+        second.as_ref().map(Turn::untimed).unwrap_or_default();
     wrong.extend(
         wrong_in(&second_frames, second_client)
             .into_iter()
             .map(|w| format!("answered {second_client:?} with {w}")),
     );
+    wrong.extend(
+        wrong_in(&back_frames, second_client)
+            .into_iter()
+            .map(|w| format!("{BACK}, answered {second_client:?} with {w}")),
+    );
+    // Messages to the first browser that came during a later answer: set aside, said.
+    let aside_messages: Vec<(String, Value)> = second
+        .iter()
+        .chain(&back_turn)
+        .flat_map(|t| &t.aside)
+        .filter(|(n, _, _)| n == "message")
+        .map(|(n, d, _)| (n.clone(), d.clone()))
+        .collect();
     out.push(if frames.is_empty() {
         Verdict::fail(id::AGENT_CLIENT_ID, incomplete.clone().unwrap_or_default())
     } else if wrong.is_empty() {
         let mut v = Verdict::pass(id::AGENT_CLIENT_ID);
         v.detail = extension_events_note(&turn.extensions);
+        if !aside_messages.is_empty() {
+            v.detail = [
+                v.detail.clone(),
+                format!(
+                    "{} message(s) to {client_id:?} came during a later browser's answer: messages to the browser that asked before, under its clientId (legal: \"A plain message sent with no turn open is an ordinary answer bubble\"), not that answer",
+                    aside_messages.len()
+                ),
+            ]
+            .into_iter()
+            .filter(|d| !d.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        }
         if let Some(t) = second.as_ref().filter(|t| t.frames.is_empty()) {
             let why = if t.disconnected {
                 "the agent disconnected"
@@ -794,6 +978,8 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             .chain(&after)
             .chain(&quiet_messages)
             .chain(&second_frames)
+            .chain(&aside_messages)
+            .chain(&back_frames)
         {
             seen_events += 1;
             for (kind, text) in rules::agent_event_problems(d, now) {
@@ -861,27 +1047,118 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     // receiver builds, and streaming-replace says so.
     let (with_parts, built) = parts_from_text(&frames);
 
-    // streaming-replace
+    // A frame whose text or parts are not the spec's types is agent-event-fields' fault: the
+    // rules over the accumulation are not judged apart from it (one fault, one verdict).
+    let now_ms = crate::util::now_ms() as f64;
+    let shape_fault = |frames: &[(String, Value)], names: &[&str]| -> Option<String> {
+        frames
+            .iter()
+            .filter(|(n, _)| names.contains(&n.as_str()))
+            .find_map(|(n, d)| {
+                // The faults that change what the text or its parts say: a type on text or
+                // parts, a text part without its text, a part of no spec type (an image's
+                // media type or a ts does not touch the accumulation).
+                rules::agent_event_problems(d, now_ms)
+                    .into_iter()
+                    .find(|(k, _)| {
+                        matches!(k.as_str(), "not an object" | "text type" | "parts type")
+                            || k.starts_with("text text ")
+                            || k.starts_with("a part of type ")
+                    })
+                    .map(|(_, t)| format!("{n}: {t}"))
+            })
+    };
+    let apart = |fault: &str| {
+        format!(
+            "not judged apart from {} ({fault}): the accumulation is read from those fields",
+            id::AGENT_EVENT_FIELDS
+        )
+    };
+    // The stream_end's parts are stream-end-final's ("parts mirror text" of the closing
+    // frame): streaming-replace reads its text, with the parts a receiver would build from it.
+    let replace_view = |frames: &[(String, Value)]| -> Vec<(String, Value)> {
+        frames
+            .iter()
+            .map(|(n, d)| {
+                let mut d = d.clone();
+                if n == "stream_end"
+                    && let Some(t) = d.get("text").and_then(Value::as_str)
+                {
+                    d["parts"] = text_parts(t);
+                }
+                (n.clone(), d)
+            })
+            .collect()
+    };
+    const STREAMED: &[&str] = &["stream", "stream_end"];
+
+    // streaming-replace: the first answer, and the one after reconnecting where it streamed.
     out.push(if plain_answer {
         Verdict::not_run(id::STREAMING_REPLACE, PLAIN)
     } else {
-        match rules::streaming_replace_with(&with_parts, rules::EndText::MayExtend) {
-            Ok(()) if built > 0 => {
-                let mut v = Verdict::pass(id::STREAMING_REPLACE);
-                v.detail = format!(
-                    "parts omitted on {built} frame(s): built from text, as receivers do \
-                     (backward compatibility)"
-                );
-                v
+        let first = match shape_fault(&frames, STREAMED) {
+            Some(f) => Err(Ok(apart(&f))),
+            None => {
+                rules::streaming_replace_with(&replace_view(&with_parts), rules::EndText::MayExtend)
+                    .map_err(|e| Err(incomplete.clone().unwrap_or(e)))
             }
-            Ok(()) => Verdict::pass(id::STREAMING_REPLACE),
-            Err(e) => Verdict::fail(id::STREAMING_REPLACE, incomplete.clone().unwrap_or(e)),
+        };
+        let back_streamed = back_turn.as_ref().is_some_and(|t| t.complete)
+            && back_frames
+                .iter()
+                .any(|(n, _)| STREAMED.contains(&n.as_str()));
+        let back = match shape_fault(&back_stream, STREAMED) {
+            _ if !back_streamed => Ok(()),
+            Some(f) => Err(Ok(format!("{BACK}: {}", apart(&f)))),
+            None => {
+                let (view, _) = parts_from_text(&back_stream);
+                rules::streaming_replace_with(&replace_view(&view), rules::EndText::MayExtend)
+                    .map_err(|e| Err(format!("{BACK}: {e}")))
+            }
+        };
+        // Err(Err(fault)) fails; Err(Ok(why)) could not be judged apart from another rule.
+        let (mut failed, mut apart_from) = (Vec::new(), Vec::new());
+        for r in [first, back] {
+            match r {
+                Err(Err(e)) => failed.push(e),
+                Err(Ok(why)) => apart_from.push(why),
+                Ok(()) => {}
+            }
+        }
+        if !failed.is_empty() {
+            Verdict::fail(id::STREAMING_REPLACE, failed.join("; "))
+        } else if !apart_from.is_empty() {
+            Verdict::skipped(id::STREAMING_REPLACE, apart_from.join("; "))
+        } else {
+            let mut v = Verdict::pass(id::STREAMING_REPLACE);
+            v.detail = [
+                (built > 0).then(|| {
+                    format!(
+                        "parts omitted on {built} frame(s): built from text, as receivers do \
+                         (backward compatibility)"
+                    )
+                }),
+                back_streamed.then(|| format!("the answer {BACK} judged too")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; ");
+            v
         }
     });
 
     // stream-end-final
     out.push(if plain_answer {
         Verdict::not_run(id::STREAM_END_FINAL, PLAIN)
+    } else if let Some(f) = shape_fault(&frames, &["stream_end"]) {
+        Verdict::skipped(
+            id::STREAM_END_FINAL,
+            format!(
+                "not judged apart from {} ({f}): the closing frame's fields are not the spec's types",
+                id::AGENT_EVENT_FIELDS
+            ),
+        )
     } else {
         stream_end_final(&with_parts, incomplete.as_deref(), after_end.as_ref())
     });
@@ -893,45 +1170,10 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         with_after.extend(a.messages.iter().cloned());
     }
     with_after.extend(quiet_messages.iter().cloned());
+    with_after.extend(aside_messages.iter().cloned());
     out.push(notes(&with_after));
 
-    // agent-reconnect: restart the hub on the same port.
-    let addr = hub.addr;
-    let on_websocket = hub.settle_transport().await;
-    hub.shutdown().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // The old listener may take a moment to go, and under parallel load another process's
-    // outgoing connection can hold the port briefly: retry the bind, bounded.
-    let rebind_deadline = Instant::now() + Duration::from_secs(3);
-    let restarted = loop {
-        match FakeHub::start(addr, c.api_key.clone()).await {
-            Err(e)
-                if e.kind() == std::io::ErrorKind::AddrInUse
-                    && Instant::now() < rebind_deadline =>
-            {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            r => break r,
-        }
-    };
-    let (verdict, restarted) = match restarted {
-        Err(e) => (
-            (
-                Verdict::fail(
-                    id::AGENT_RECONNECT,
-                    format!("could not restart the hub double on {addr}: {e}"),
-                ),
-                SubCheck::skipped("after reconnecting", "the hub double could not restart"),
-            ),
-            None,
-        ),
-        Ok(mut h2) => (
-            reconnect(&mut h2, c, &mut child, on_websocket).await,
-            Some(h2),
-        ),
-    };
-    let (verdict, register_again) = verdict;
-    out.push(verdict);
+    out.push(reconnect_verdict);
     out.insert(
         register_at,
         // Both halves or no pass: an agent that never reconnected has not shown its second
@@ -978,7 +1220,9 @@ async fn reconnect(
     c: &AgentCheck,
     child: &mut ChildGuard,
     on_websocket: bool,
-) -> (Verdict, SubCheck) {
+    first_client: &str,
+    first_agent_id: &Value,
+) -> (Verdict, SubCheck, Option<Turn>) {
     let not_back = || {
         SubCheck::skipped(
             "after reconnecting",
@@ -986,14 +1230,26 @@ async fn reconnect(
         )
     };
     let deadline = Instant::now() + c.reconnect_wait;
-    let mut connected = false;
+    let mut connected = None;
     while let Some(s) = hub.next(deadline).await {
-        if let Seen::Connected { .. } = s {
-            connected = true;
+        if let Seen::Connected { auth } = s {
+            connected = Some(auth);
             break;
         }
     }
-    if !connected {
+    // "agentId is required -- it scopes all routing": a runtime that comes back under another
+    // agentId than it connected with is not reached by the browsers of its own. (A wrong one
+    // from the start is agent-auth's fault.)
+    let other_id = connected
+        .as_ref()
+        .filter(|auth| auth["agentId"] != *first_agent_id)
+        .map(|auth| {
+            format!(
+                "reconnected with agentId {}, not the {first_agent_id} it connected with (BRIDLE_AGENT_ID {:?}; agentId \"scopes all routing\": browsers of {first_agent_id} no longer reach it)",
+                auth["agentId"], c.agent_id
+            )
+        });
+    if connected.is_none() {
         let why = match child.exited() {
             Some(st) => format!("the agent exited ({st}) when the hub went away"),
             None => format!(
@@ -1005,7 +1261,7 @@ async fn reconnect(
                 }
             ),
         };
-        return (Verdict::fail(id::AGENT_RECONNECT, why), not_back());
+        return (Verdict::fail(id::AGENT_RECONNECT, why), not_back(), None);
     }
     // Register is agent-register's fact; without it the hub double still routes, so
     // reconnection is judged on its own.
@@ -1024,9 +1280,13 @@ async fn reconnect(
             id::AGENT_RECONNECT,
             "reconnected, but the connection was gone when a message was sent",
         );
-        return (v, register);
+        return (v, register, None);
     }
-    let turn = collect_turn(hub, c.turn_wait).await;
+    let asking = Asking {
+        earlier: &[first_client],
+        closed: &[],
+    };
+    let turn = collect_turn(hub, c.turn_wait, &asking).await;
     if turn.frames.is_empty() {
         let v = Verdict::fail(
             id::AGENT_RECONNECT,
@@ -1040,9 +1300,13 @@ async fn reconnect(
                 }
             ),
         );
-        return (v, register);
+        return (v, register, Some(turn));
     }
-    (Verdict::pass(id::AGENT_RECONNECT), register)
+    let v = match other_id {
+        Some(why) => Verdict::fail(id::AGENT_RECONNECT, why),
+        None => Verdict::pass(id::AGENT_RECONNECT),
+    };
+    (v, register, Some(turn))
 }
 
 /// `stream_end` closes the streamed answer under the streams' messageId with parts mirroring
@@ -1099,19 +1363,25 @@ fn stream_end_final(
             ),
         )
     });
-    subs.push(
-        if rules::parts_text(&end["parts"]).as_deref() == end["text"].as_str() {
-            crate::rule::SubCheck::pass("parts mirror text", "")
-        } else {
-            crate::rule::SubCheck::fail(
-                "parts mirror text",
-                format!(
-                    "stream_end parts {} do not mirror its text {}",
-                    end["parts"], end["text"]
-                ),
-            )
-        },
-    );
+    subs.push(if !end["text"].is_string() {
+        // A stream_end without text is streaming-replace's fault ("stream_end has no
+        // text"): nothing here to mirror, and no second verdict for it.
+        crate::rule::SubCheck::new(
+            "parts mirror text",
+            crate::rule::Status::NotRun,
+            "not applicable: the stream_end carries no text (streaming-replace's)",
+        )
+    } else if rules::parts_text(&end["parts"]).as_deref() == end["text"].as_str() {
+        crate::rule::SubCheck::pass("parts mirror text", "")
+    } else {
+        crate::rule::SubCheck::fail(
+            "parts mirror text",
+            format!(
+                "stream_end parts {} do not mirror its text {}",
+                end["parts"], end["text"]
+            ),
+        )
+    });
     const LAST: &str = "nothing continues the stream after stream_end";
     subs.push(match after_end {
         None => crate::rule::SubCheck::skipped(LAST, "the turn was not seen to close with stream_end"),

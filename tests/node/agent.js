@@ -14,6 +14,11 @@ const DIVERGENCES = {
   "notes-bad-kind": "notes are sent with kind \"reasoning\", which the spec does not give",
   "no-reconnect": "does not reconnect after the hub goes away",
   "stream-after-end": "keeps streaming after its stream_end: one more stream and stream_end under the same messageId, 40 ms apart",
+  "reconnect-other-id": "reconnects under BRIDLE_AGENT_ID with `-2` appended",
+  "after-reconnect-delta": "after reconnecting, streams each flush as a delta (what arrived since the last flush), not the accumulation",
+  "late-after-end": "700 ms after its first answer's stream_end, sends one more stream under that closed messageId",
+  "text-number": "its first answer's third stream carries text 42 (a number; its parts keep the text)",
+  "end-parts-mismatch": "stream_end's parts say another text than its text",
 };
 const VARIANTS = {
   "quick-end": "answers before the first 100 ms flush: no stream frame, only stream_end (the runtime's timer never fired)",
@@ -22,6 +27,8 @@ const VARIANTS = {
   "unmarked-notes": "sends its notes without kind: inside the turn they are notes by their place (the spec asks runtimes to set kind, a should)",
   "ext-events": "emits an extension event `status {state}` (no clientId: not an answer) mid-turn, after typing and before its stream_end, and one after the turn",
   "slow-upgrade": "answers as plain-answer does, on a slow network: its WebSocket upgrade probe is answered 600 ms late, so the upgrade is still under way after its answer",
+  "late-followup": "when a second browser asks, first sends the browser it answered before a plain message under that browser's clientId, then answers the second",
+  "plain-before-typing": "says \"Let me look into that.\" as a plain message (no turn open) before it opens its turn and streams",
 };
 if (process.argv[2] === "--list") {
   for (const [k, v] of Object.entries(DIVERGENCES)) console.log(`${k}\t${v}`);
@@ -62,7 +69,12 @@ if (variant && !VARIANTS[variant]) {
 let connected = 0;
 const nsp = diverge === "root-namespace" ? "" : "/ws/agent";
 const socket = io(process.env.BRIDLE_URL + nsp, {
-  auth: { apiKey: process.env.BRIDLE_API_KEY, agentId: process.env.BRIDLE_AGENT_ID },
+  // A function: called again for every reconnection.
+  auth: (cb) =>
+    cb({
+      apiKey: process.env.BRIDLE_API_KEY,
+      agentId: process.env.BRIDLE_AGENT_ID + (diverge === "reconnect-other-id" && connected > 0 ? "-2" : ""),
+    }),
   reconnection: diverge !== "no-reconnect",
   reconnectionDelay: 200,
   reconnectionDelayMax: 1000,
@@ -78,14 +90,22 @@ const withParts = (text) => (variant === "no-parts" ? {} : { parts: textParts(te
 const parts = textParts;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+let answers = 0;
+let lastClient = null;
 async function streamSend(clientId, produce) {
   const messageId = require("crypto").randomUUID();
+  const answer = ++answers;
   let latest = "";
   let sent = "";
+  let flushes = 0;
   const flush = () => {
     if (latest !== sent) {
+      const delta = diverge === "after-reconnect-delta" && connected > 1;
+      const text = delta ? latest.slice(sent.length) : latest;
       sent = latest;
-      socket.emit("stream", { clientId, text: latest, ...withParts(latest), messageId, ts: Date.now() });
+      flushes += 1;
+      const wrongType = diverge === "text-number" && answer === 1 && flushes === 3;
+      socket.emit("stream", { clientId, ...withParts(text), text: wrongType ? 42 : text, messageId, ts: Date.now() });
     }
   };
   const timer = setInterval(flush, 100);
@@ -93,7 +113,15 @@ async function streamSend(clientId, produce) {
   clearInterval(timer);
   if (diverge === "end-replaces") final = "A different ending.";
   const endId = diverge === "end-new-id" ? require("crypto").randomUUID() : messageId;
-  socket.emit("stream_end", { clientId, text: final, ...withParts(final), messageId: endId, ts: Date.now() });
+  const endParts = diverge === "end-parts-mismatch" ? { parts: textParts(final + " (edited)") } : withParts(final);
+  socket.emit("stream_end", { clientId, text: final, ...endParts, messageId: endId, ts: Date.now() });
+  if (diverge === "late-after-end" && answer === 1) {
+    setTimeout(() => {
+      const more = final + " And one more line.";
+      socket.emit("stream", { clientId, text: more, ...withParts(more), messageId, ts: Date.now() });
+    }, 700);
+  }
+
   if (diverge === "stream-after-end") {
     const more = final + " The end.";
     await sleep(40);
@@ -110,6 +138,15 @@ socket.on("message", async (m) => {
     const text = "Once upon a time, " + m.text + " became a story, and then it ended.";
     socket.emit("message", { clientId, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
     return;
+  }
+  if (variant === "late-followup" && lastClient !== null && lastClient !== clientId) {
+    const text = "One more thing: ask me again any time.";
+    socket.emit("message", { clientId: lastClient, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
+  }
+  lastClient = clientId;
+  if (variant === "plain-before-typing") {
+    const text = "Let me look into that.";
+    socket.emit("message", { clientId, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
   }
   socket.emit("typing", { clientId, ts: Date.now() });
   if (variant === "ext-events") socket.emit("status", { state: "thinking" });
