@@ -1255,7 +1255,7 @@ impl Client {
 /// fraction part of zero (`5.0`: JSON has one number type, and bb's runtime reads it as 5).
 fn response_id(id: &Value) -> Option<u64> {
     id.as_u64()
-        .or_else(|| json_int(id).and_then(|n| u64::try_from(n).ok()))
+        .or_else(|| super::msg::json_int(id).and_then(|n| u64::try_from(n).ok()))
 }
 
 fn error_code(resp: &Value) -> Option<i64> {
@@ -2654,23 +2654,12 @@ fn parse_identity(resp: &Value) -> Result<String, String> {
     Ok(res["providerThreadId"].as_str().unwrap_or("").to_string())
 }
 
-/// A JSON number with no fractional part as an integer: `2.0` is the number 2 (JSON has one
-/// number type; JSON Schema's `integer` and the runtime's JavaScript read it so), where
-/// serde's `as_i64` sees only the literal `2`.
-fn json_int(v: &Value) -> Option<i64> {
-    v.as_i64().or_else(|| {
-        v.as_f64()
-            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
-            .map(|f| f as i64)
-    })
-}
-
 /// Checks an `initialize` result: shape, `protocolVersion == 2`, grammar ranges intersect.
 fn check_initialize(res: &Value) -> Result<Caps, String> {
     INITIALIZE_RESULT
         .check(res)
         .map_err(|e| format!("initialize result is invalid: {e}"))?;
-    if json_int(&res["protocolVersion"]) != Some(2) {
+    if super::msg::json_int(&res["protocolVersion"]) != Some(2) {
         return Err(format!(
             "protocolVersion {}, expected 2",
             res["protocolVersion"]
@@ -2678,7 +2667,10 @@ fn check_initialize(res: &Value) -> Result<Caps, String> {
     }
     let caps = res.get("capabilities").cloned().unwrap_or(json!({}));
     let (lo, hi) = match caps.get("grammarVersions").and_then(Value::as_array) {
-        Some(a) => (json_int(&a[0]).unwrap_or(0), json_int(&a[1]).unwrap_or(0)),
+        Some(a) => (
+            super::msg::json_int(&a[0]).unwrap_or(0),
+            super::msg::json_int(&a[1]).unwrap_or(0),
+        ),
         None => (2, 2),
     };
     if lo.max(3) > hi.min(3) {

@@ -31,6 +31,17 @@ pub fn object(line: &str) -> Option<Map<String, Value>> {
     }
 }
 
+/// A JSON number with no fractional part as an integer: `2.0` is the number 2 (JSON has one
+/// number type; JSON Schema's `integer` and the runtime's JavaScript read it so), where
+/// serde's `as_i64` sees only the literal `2`. Shared by the live check and the wire judge.
+pub fn json_int(v: &Value) -> Option<i64> {
+    v.as_i64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    })
+}
+
 /// An id's text as JavaScript's `String(id)` would give it (ids are compared as text).
 pub fn id_text(v: &Value) -> Option<String> {
     match v {

@@ -170,11 +170,9 @@ impl std::fmt::Display for LazyAt<'_> {
 /// zero is its integer (`5.0` answers request 5: JSON has one number type, and bb's runtime
 /// reads it so).
 fn id_key(id: &Value) -> String {
-    match id.as_f64() {
-        Some(f) if !id.is_i64() && !id.is_u64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
-            (f as i64).to_string()
-        }
-        _ => id.to_string(),
+    match super::msg::json_int(id) {
+        Some(n) => n.to_string(),
+        None => id.to_string(),
     }
 }
 

@@ -962,10 +962,11 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         )
     });
 
+    // One clock reading for the rules that judge ts (epoch milliseconds within a day of now).
+    let now_ms = crate::util::now_ms() as f64;
     // agent-event-fields: every answer event seen (both answers, and the messages after the
     // first) against IBridleOutgoingEvent's types and the three part shapes.
     {
-        let now = crate::util::now_ms() as f64;
         let mut seen_events = 0;
         // Each kind of fault once: its first text and the events that showed it.
         let mut faults: Vec<(String, String, Vec<String>)> = Vec::new();
@@ -982,7 +983,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             .chain(&back_frames)
         {
             seen_events += 1;
-            for (kind, text) in rules::agent_event_problems(d, now) {
+            for (kind, text) in rules::agent_event_problems(d, now_ms) {
                 match faults.iter_mut().find(|(k, _, _)| *k == kind) {
                     Some((_, _, on)) => on.push(n.clone()),
                     None => faults.push((kind, format!("{n}: {text}"), vec![n.clone()])),
@@ -1049,7 +1050,6 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
 
     // A frame whose text or parts are not the spec's types is agent-event-fields' fault: the
     // rules over the accumulation are not judged apart from it (one fault, one verdict).
-    let now_ms = crate::util::now_ms() as f64;
     let shape_fault = |frames: &[(String, Value)], names: &[&str]| -> Option<String> {
         frames
             .iter()
