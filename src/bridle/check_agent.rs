@@ -854,21 +854,13 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     // The answer after reconnecting (to the second browser), judged by the same rules as the
     // first two: an agent that answers right only on its first connection shows it here.
     const BACK: &str = "after reconnecting";
+    const SECOND: &str = "to the second browser";
     let back_frames: Vec<(String, Value)> =
         back_turn.as_ref().map(Turn::untimed).unwrap_or_default();
     // Its own stream: the frames under its closing stream_end's messageId. Emits a client made
     // while the hub was gone are sent when it reconnects (socket.io-client buffers them), so
     // the rest of an earlier answer can arrive among this one's frames.
-    let back_stream: Vec<(String, Value)> = match back_frames.last() {
-        Some((n, end)) if n == "stream_end" && !end["messageId"].is_null() => back_frames
-            .iter()
-            .filter(|(n, d)| {
-                !matches!(n.as_str(), "stream" | "stream_end") || d["messageId"] == end["messageId"]
-            })
-            .cloned()
-            .collect(),
-        _ => back_frames.clone(),
-    };
+    let back_stream = own_stream(&back_frames);
     // agent-client-id
     let wrong_in = |frames: &[(String, Value)], want: &str| -> Vec<String> {
         // Grouped by the clientId carried: `typing, stream ×22, stream_end with clientId "x"`.
@@ -1103,22 +1095,33 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
                     .map_err(|e| Err(incomplete.clone().unwrap_or(e)))
             }
         };
-        let back_streamed = back_turn.as_ref().is_some_and(|t| t.complete)
-            && back_frames
-                .iter()
-                .any(|(n, _)| STREAMED.contains(&n.as_str()));
-        let back = match shape_fault(&back_stream, STREAMED) {
-            _ if !back_streamed => Ok(()),
-            Some(f) => Err(Ok(format!("{BACK}: {}", apart(&f)))),
-            None => {
-                let (view, _) = parts_from_text(&back_stream);
-                rules::streaming_replace_with(&replace_view(&view), rules::EndText::MayExtend)
-                    .map_err(|e| Err(format!("{BACK}: {e}")))
+        // The later answers where they streamed: to the second browser, and after reconnecting.
+        let second_stream = own_stream(&second_frames);
+        let later = [
+            (SECOND, second.as_ref(), &second_frames, &second_stream),
+            (BACK, back_turn.as_ref(), &back_frames, &back_stream),
+        ];
+        let mut judged_later = Vec::new();
+        let mut results = vec![first];
+        for (label, turn, frames, stream) in later {
+            let streamed = turn.is_some_and(|t| t.complete)
+                && frames.iter().any(|(n, _)| STREAMED.contains(&n.as_str()));
+            if !streamed {
+                continue;
             }
-        };
+            judged_later.push(label);
+            results.push(match shape_fault(stream, STREAMED) {
+                Some(f) => Err(Ok(format!("{label}: {}", apart(&f)))),
+                None => {
+                    let (view, _) = parts_from_text(stream);
+                    rules::streaming_replace_with(&replace_view(&view), rules::EndText::MayExtend)
+                        .map_err(|e| Err(format!("{label}: {e}")))
+                }
+            });
+        }
         // Err(Err(fault)) fails; Err(Ok(why)) could not be judged apart from another rule.
         let (mut failed, mut apart_from) = (Vec::new(), Vec::new());
-        for r in [first, back] {
+        for r in results {
             match r {
                 Err(Err(e)) => failed.push(e),
                 Err(Ok(why)) => apart_from.push(why),
@@ -1138,7 +1141,8 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
                          (backward compatibility)"
                     )
                 }),
-                back_streamed.then(|| format!("the answer {BACK} judged too")),
+                (!judged_later.is_empty())
+                    .then(|| format!("the answers {} judged too", judged_later.join(" and "))),
             ]
             .into_iter()
             .flatten()
@@ -1335,11 +1339,12 @@ fn stream_end_final(
         );
     };
     let mut subs = Vec::new();
-    let mut other: Vec<String> = streams
+    let others: Vec<&Value> = streams
         .iter()
+        .copied()
         .filter(|s| s["messageId"] != end["messageId"])
-        .map(|s| format!("{}", s["messageId"]))
         .collect();
+    let mut other: Vec<String> = others.iter().map(|s| s["messageId"].to_string()).collect();
     other.dedup();
     // A stream_end with no stream before it is legal, not unseen evidence: the spec's runtime
     // flushes the accumulation every 100 ms and sends the returned text as stream_end, so an
@@ -1357,8 +1362,13 @@ fn stream_end_final(
         crate::rule::SubCheck::fail(
             "messageId",
             format!(
-                "stream_end carries messageId {} but its streams carry {}",
+                "stream_end carries messageId {} but {} carry {}",
                 end["messageId"],
+                if others.len() == streams.len() {
+                    "its streams".to_string()
+                } else {
+                    format!("{} of its {} streams", others.len(), streams.len())
+                },
                 other.join(", ")
             ),
         )
@@ -1419,6 +1429,21 @@ fn stream_end_final(
     });
     // Any sub-check that could not be seen (skipped) keeps the rule from passing.
     Verdict::from_all_subchecks(id::STREAM_END_FINAL, subs)
+}
+
+/// An answer's own stream: the frames under its closing stream_end's messageId, with the other
+/// frames it holds (typing, notes). Without a closing stream_end that names one, all of them.
+fn own_stream(frames: &[(String, Value)]) -> Vec<(String, Value)> {
+    match frames.last() {
+        Some((n, end)) if n == "stream_end" && !end["messageId"].is_null() => frames
+            .iter()
+            .filter(|(n, d)| {
+                !matches!(n.as_str(), "stream" | "stream_end") || d["messageId"] == end["messageId"]
+            })
+            .cloned()
+            .collect(),
+        _ => frames.to_vec(),
+    }
 }
 
 /// The frames with the text parts a receiver builds where `stream`, `stream_end` or `message`

@@ -16,6 +16,7 @@ const DIVERGENCES = {
   "stream-after-end": "keeps streaming after its stream_end: one more stream and stream_end under the same messageId, 40 ms apart",
   "reconnect-other-id": "reconnects under BRIDLE_AGENT_ID with `-2` appended",
   "after-reconnect-delta": "after reconnecting, streams each flush as a delta (what arrived since the last flush), not the accumulation",
+  "second-delta": "answering the second browser, streams each flush as a delta (what arrived since the last flush), not the accumulation",
   "late-after-end": "700 ms after its first answer's stream_end, sends one more stream under that closed messageId",
   "text-number": "its first answer's third stream carries text 42 (a number; its parts keep the text)",
   "end-parts-mismatch": "stream_end's parts say another text than its text",
@@ -100,7 +101,7 @@ async function streamSend(clientId, produce) {
   let flushes = 0;
   const flush = () => {
     if (latest !== sent) {
-      const delta = diverge === "after-reconnect-delta" && connected > 1;
+      const delta = (diverge === "after-reconnect-delta" && connected > 1) || (diverge === "second-delta" && answer === 2);
       const text = delta ? latest.slice(sent.length) : latest;
       sent = latest;
       flushes += 1;
