@@ -551,8 +551,31 @@ pub fn execution_identity(b: &BridgeCommand) -> (PathBuf, Vec<String>, bool) {
             .ok()
             .map(|p| p.display().to_string())
     };
+    // `env [NAME=value…] program args` runs `program`: the same program whether or not it is
+    // spelled through env, and the assignments (sorted) are part of what runs.
     let mut words = Vec::new();
-    for (i, w) in b.argv.iter().enumerate() {
+    let mut argv: &[String] = &b.argv;
+    if let Some(first) = argv.first()
+        && let Some(env) = which("env")
+        && (first == "env"
+            || std::fs::canonicalize(cwd.join(first)).is_ok_and(|p| p.display().to_string() == env))
+    {
+        let rest = &argv[1..];
+        let assignment = |w: &String| {
+            w.split_once('=').is_some_and(|(name, _)| {
+                !name.is_empty() && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
+            })
+        };
+        let n = rest.iter().take_while(|w| assignment(w)).count();
+        // env's own options (`-i`, `-u NAME`, `--`) change what runs: left as written.
+        if rest.get(n).is_some_and(|w| !w.starts_with('-')) {
+            let mut assignments: Vec<String> = rest[..n].to_vec();
+            assignments.sort();
+            words.extend(assignments);
+            argv = &rest[n..];
+        }
+    }
+    for (i, w) in argv.iter().enumerate() {
         let word = if i == 0 && !w.contains('/') {
             which(w).unwrap_or_else(|| w.clone())
         } else if let Some(f) = file(w) {
@@ -1947,5 +1970,40 @@ mod tests {
         recompare(&mut cell, lists, model, &v);
         assert!(cell.passed(), "{:?}", cell.events);
         assert!(cell.stale.is_empty(), "the entry applied");
+    }
+}
+
+#[cfg(test)]
+mod same_bridge_tests {
+    use super::same_bridge;
+    use crate::protocol::BridgeCommand;
+
+    fn cmd(words: &[&str]) -> BridgeCommand {
+        BridgeCommand {
+            argv: words.iter().map(|w| w.to_string()).collect(),
+            cwd: Some(std::env::temp_dir()),
+            address_pattern: None,
+        }
+    }
+
+    /// `env program` runs `program`: spelled through env (by name or path, with the same
+    /// assignments in any order) it is the same bridge; other assignments make another.
+    #[test]
+    fn a_program_spelled_through_env_is_the_same_program() {
+        let Some(env) = super::which("env") else {
+            return;
+        };
+        let plain = cmd(&["sh", "-c", "exit 0"]);
+        assert!(same_bridge(&plain, &cmd(&["env", "sh", "-c", "exit 0"])).is_some());
+        assert!(same_bridge(&plain, &cmd(&[&env, "sh", "-c", "exit 0"])).is_some());
+        assert!(
+            same_bridge(
+                &cmd(&["env", "A=1", "B=2", "sh", "-c", "exit 0"]),
+                &cmd(&["env", "B=2", "A=1", "sh", "-c", "exit 0"])
+            )
+            .is_some()
+        );
+        assert!(same_bridge(&plain, &cmd(&["env", "A=1", "sh", "-c", "exit 0"])).is_none());
+        assert!(same_bridge(&plain, &cmd(&["env", "-i", "sh", "-c", "exit 0"])).is_none());
     }
 }

@@ -113,6 +113,40 @@ fn takes(listener: SocketAddr, target: SocketAddr) -> bool {
         || matches!((l, t), (IpAddr::V6(l6), IpAddr::V4(t4)) if l6.to_ipv4_mapped() == Some(t4))
 }
 
+/// The listening socket (its inode) that takes a connection to `target`: a socket bound to
+/// that very address before one bound to a wildcard, as the kernel picks. `None` when the
+/// tables cannot be read or list none.
+pub fn serving_inode(target: SocketAddr) -> Option<u64> {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let listeners: Vec<Listener> = parse_listeners(&read("/proc/net/tcp"))
+        .into_iter()
+        .chain(parse_listeners(&read("/proc/net/tcp6")))
+        .filter(|l| takes(l.addr, target))
+        .collect();
+    listeners
+        .iter()
+        .find(|l| !l.addr.ip().is_unspecified())
+        .or_else(|| listeners.first())
+        .map(|l| l.inode)
+}
+
+/// Whether two printed addresses reach one listening socket (one server) although they are
+/// written apart (`127.0.0.1` and `[::1]` of a dual-stack server, `127.0.0.2` of one on
+/// `0.0.0.0`): said as the two addresses reached. Each must accept a connection by `deadline`;
+/// `None` when they are two sockets or when it cannot be told.
+pub fn same_listener(a: &str, b: &str, deadline: Instant) -> Option<String> {
+    let reached = |url: &str| await_listening(url, deadline).ok().flatten();
+    let (ra, rb) = (reached(a)?, reached(b)?);
+    let (ia, ib) = (serving_inode(ra)?, serving_inode(rb)?);
+    (ia == ib).then(|| {
+        if ra == rb {
+            format!("both reach {ra}")
+        } else {
+            format!("{ra} and {rb} are served by one listening socket")
+        }
+    })
+}
+
 /// The processes holding one of `inodes` open (readable ones only).
 fn owners(inodes: &[u64]) -> Vec<u32> {
     let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();

@@ -2818,8 +2818,9 @@ fn parity_recorded_leg_against_the_live_reference_hub() {
 
 /// Two live legs whose commands differ but which both print the address of one running hub
 /// (`http://127.0.0.1:P` and `http://localhost:P/`) compare the hub with itself: refused with
-/// exit 2 before any cell, unless `--allow-same-bridge`; two legs printing two running hubs'
-/// addresses are two bridges and run.
+/// exit 2 before any cell, unless `--allow-same-bridge`; so do two addresses that resolve apart
+/// but are served by one listening socket (a hub on `0.0.0.0` printed as `127.0.0.1` and
+/// `127.0.0.2`); two legs printing two running hubs' addresses are two bridges and run.
 #[test]
 fn parity_legs_that_reach_one_running_hub_are_refused() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
@@ -2862,6 +2863,40 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
     let (code, out) = run(&base, &prints(&other, "head"), &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
+    // One hub on the wildcard address, printed as two loopback addresses that resolve apart:
+    // one listening socket serves both (the legs ran, each taking the other's agents over,
+    // and failed on that instead).
+    let mut wild = Command::new(env!("CARGO_BIN_EXE_bridle-ref-hub"));
+    wild.args([
+        "--listen",
+        "0.0.0.0:0",
+        "--jwt-secret",
+        SECRET,
+        "--api-key",
+        API_KEY,
+    ])
+    .env_remove("BRIDLE_REF_BREAK");
+    let wild = Proc::spawn(wild);
+    let port = wild
+        .first_line()
+        .trim()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let (code, out) = run(
+        &prints(&format!("http://127.0.0.1:{port}"), "base"),
+        &prints(&format!("http://127.0.0.2:{port}"), "head"),
+        &[],
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("both legs would talk to the same bridle server")
+            && out.contains(&format!(
+                "127.0.0.1:{port} and 127.0.0.2:{port} are served by one listening socket"
+            )),
+        "{out}"
+    );
 }
 
 /// `replay bridle` of the recorded ADMIN browser against the node hub with `--diverge

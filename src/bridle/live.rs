@@ -133,7 +133,13 @@ impl Live for BridleLive {
             // A hub that does not start is each cell's error to name; nothing to compare here.
             return None;
         };
-        same_hub(&ua, &ub).map(|at| format!("base prints {ua}, head prints {ub}: both reach {at}"))
+        same_hub(&ua, &ub)
+            .map(|at| format!("both reach {at}"))
+            .or_else(|| {
+                let soon = std::time::Instant::now() + Duration::from_secs(2);
+                crate::port_owner::same_listener(&ua, &ub, soon)
+            })
+            .map(|why| format!("base prints {ua}, head prints {ub}: {why}"))
     }
 
     fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {

@@ -22,6 +22,40 @@ impl Live for SideBridgeLive {
         crate::protocol::replay_alone(self, cell, bridge, limits)
     }
 
+    /// Both legs' bridges started side by side: two commands that print the address of one
+    /// running server (a wrapper, a script that finds it) reach one listening socket.
+    fn same_server(
+        &self,
+        a: &BridgeCommand,
+        b: &BridgeCommand,
+        timeout: std::time::Duration,
+    ) -> Option<String> {
+        let start = |bridge: &BridgeCommand| {
+            super::spawn::BridgeSpec {
+                url: None,
+                command: bridge.spawn_argv().into_iter().map(Into::into).collect(),
+                key: std::env::var("SIDEBRIDGE_KEY")
+                    .ok()
+                    .filter(|k| !k.is_empty()),
+                startup: timeout.max(std::time::Duration::from_secs(10)),
+                url_pattern: bridge.address_pattern.clone().map(|p| p.0),
+            }
+            .resolve()
+            .ok()
+        };
+        // Both alive at once: two servers cannot listen on one socket.
+        let (sa, sb) = std::thread::scope(|s| {
+            let ta = s.spawn(|| start(a));
+            let sb = start(b);
+            (ta.join().ok().flatten(), sb)
+        });
+        // A bridge that does not start is each cell's error to name.
+        let ((ua, _pa), (ub, _pb)) = (sa?, sb?);
+        let soon = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        crate::port_owner::same_listener(&ua, &ub, soon)
+            .map(|why| format!("base prints {ua}, head prints {ub}: {why}"))
+    }
+
     /// Every cell of the selection on one bridge, in the recorded order across cells: chats
     /// recorded against one server are replayed against one server, so a build that lets one
     /// chat's state into another (one remembered word for every chat) differs in the chat that
@@ -49,23 +83,47 @@ impl Live for SideBridgeLive {
             }
         }
         .into_iter();
-        Some(
-            cells
-                .iter()
-                .map(|c| {
-                    if skip(c) {
-                        return LiveReplay::skipped(
+        let mut out: Vec<(LiveReplay, bool)> = cells
+            .iter()
+            .map(|c| {
+                if skip(c) {
+                    return (
+                        LiveReplay::skipped(
                             "the cell was recorded with the bridge's key (`[redacted]` in its \
                              requests); set SIDEBRIDGE_KEY to replay it",
-                        );
-                    }
-                    match replayed.next() {
-                        Some(r) => judged(c, r),
-                        None => LiveReplay::failed("no replay"),
-                    }
-                })
-                .collect(),
-        )
+                        ),
+                        false,
+                    );
+                }
+                match replayed.next() {
+                    Some(r) => judged(c, r),
+                    None => (LiveReplay::failed("no replay"), false),
+                }
+            })
+            .collect();
+        // A chat refused whole is read as "this build asks for a key" only when the build
+        // asked it of every chat sent without one: one that answered another chat of this run
+        // without a key does not ask for one, and the refusal (which the app shows, and which
+        // ends the chat) is compared as any reply.
+        let answered_keyless = cells.iter().zip(&out).find_map(|(c, (r, _))| {
+            (!skip(c)
+                && !super::player::needs_key(c)
+                && !super::player::sends_probe_key(c)
+                && r.skip.is_none()
+                && r.error.is_none()
+                && r.refused.is_none())
+            .then(|| c.key.clone())
+        });
+        if let Some(other) = answered_keyless {
+            for (r, keyless_refusal) in &mut out {
+                if *keyless_refusal && let Some(why) = r.skip.take() {
+                    r.refused = Some(format!(
+                        "{why}; but the same build answered chat {other} of this run, which was sent without a key too: it refused this chat, not a missing key"
+                    ));
+                }
+            }
+        }
+        Some(out.into_iter().map(|(r, _)| r).collect())
     }
 
     fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {
@@ -163,9 +221,11 @@ fn check(d: &super::client::Driver, i: usize, scenario: &str) -> Result<(), Stri
 
 /// One cell's replayed events as a parity leg's result: a replay refused the key it was sent
 /// (or asked for one the recording never had), and the replies that never came (stalls).
-fn judged(cell: &Cell, replayed: Result<Vec<serde_json::Value>, String>) -> LiveReplay {
+/// Also whether it is a cell recorded without a key that the build refused whole (skipped:
+/// the caller knows whether the same build answered another chat without one).
+fn judged(cell: &Cell, replayed: Result<Vec<serde_json::Value>, String>) -> (LiveReplay, bool) {
     let events = match replayed {
-        Err(e) => return LiveReplay::failed(e),
+        Err(e) => return (LiveReplay::failed(e), false),
         Ok(events) => events,
     };
     let mut refused = None;
@@ -188,11 +248,13 @@ fn judged(cell: &Cell, replayed: Result<Vec<serde_json::Value>, String>) -> Live
                 super::wire::UNEXPECTED_KEY_PROBE
             )
         } else {
-            return LiveReplay::skipped(format!(
+            let mut r = LiveReplay::skipped(format!(
                 "the bridge refused all {n} replayed requests (401/403) that the recording had \
                  answered: the cell was recorded without a key and this build asks for one \
                  (record the cell again with SIDEBRIDGE_KEY set)"
             ));
+            r.events = events;
+            return (r, true);
         });
     }
     // A reply that never came is a stall (the wait ran out), not a different reply.
@@ -211,10 +273,13 @@ fn judged(cell: &Cell, replayed: Result<Vec<serde_json::Value>, String>) -> Live
             ));
         }
     }
-    LiveReplay {
-        events,
-        stalls,
-        refused,
-        ..Default::default()
-    }
+    (
+        LiveReplay {
+            events,
+            stalls,
+            refused,
+            ..Default::default()
+        },
+        false,
+    )
 }
