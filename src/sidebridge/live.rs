@@ -223,10 +223,13 @@ fn check(d: &super::client::Driver, i: usize, scenario: &str) -> Result<(), Stri
 /// (or asked for one the recording never had), and the replies that never came (stalls).
 /// Also whether it is a cell recorded without a key that the build refused whole (skipped:
 /// the caller knows whether the same build answered another chat without one).
-fn judged(cell: &Cell, replayed: Result<Vec<serde_json::Value>, String>) -> (LiveReplay, bool) {
-    let events = match replayed {
+fn judged(
+    cell: &Cell,
+    replayed: Result<(Vec<serde_json::Value>, Option<String>), String>,
+) -> (LiveReplay, bool) {
+    let (events, crashed) = match replayed {
         Err(e) => return (LiveReplay::failed(e), false),
-        Ok(events) => events,
+        Ok(r) => r,
     };
     let mut refused = None;
     if let Some(n) = super::player::refused_unlike_recording(cell, &events) {
@@ -278,6 +281,7 @@ fn judged(cell: &Cell, replayed: Result<Vec<serde_json::Value>, String>) -> (Liv
             events,
             stalls,
             refused,
+            problems: crashed.into_iter().collect(),
             ..Default::default()
         },
         false,

@@ -602,7 +602,7 @@ pub fn replay_together_for_parity(
     cells: &[&Cell],
     bridge: &crate::protocol::BridgeCommand,
     limits: crate::protocol::LiveLimits,
-) -> Result<Vec<Result<Vec<Value>, String>>, String> {
+) -> Result<Vec<Result<(Vec<Value>, Option<String>), String>>, String> {
     let timeout = limits.timeout;
     let spec = BridgeSpec {
         url: None,
@@ -615,7 +615,7 @@ pub fn replay_together_for_parity(
         startup: timeout.max(std::time::Duration::from_secs(10)),
         url_pattern: bridge.address_pattern.clone().map(|p| p.0),
     };
-    let (url, _guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;
+    let (url, mut guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
     let limits = Limits {
         max_body: limits.max_body,
@@ -629,6 +629,22 @@ pub fn replay_together_for_parity(
         None,
         Keep::Nothing,
     ));
+    // A bridge that exited during the replay: the chats whose requests then met no server say
+    // so (the cause), beside the transport errors their replies show.
+    let exited = guard.as_mut().and_then(|g| g.exited());
+    let crashed = |events: &[Value]| -> Option<String> {
+        let status = exited?;
+        let mut requests = 0;
+        let first = events.iter().find_map(|e| {
+            if e["type"] == "request" {
+                requests += 1;
+            }
+            (e["type"] == "reply" && e["error"].is_string()).then_some(requests)
+        })?;
+        Some(format!(
+            "the bridge exited during the replay ({status}): this chat's request #{first} got no reply, the first of its transport errors"
+        ))
+    };
     Ok(replays
         .into_iter()
         .map(|r| {
@@ -643,7 +659,8 @@ pub fn replay_together_for_parity(
             if let Some(why) = unread_reason(&r.unread).or(r.unsent) {
                 return Err(why);
             }
-            Ok(r.events)
+            let crash = crashed(&r.events);
+            Ok((r.events, crash))
         })
         .collect())
 }

@@ -32,6 +32,13 @@ pub struct BridgeSpec {
     pub url_pattern: Option<regex::Regex>,
 }
 
+impl BridgeProcess {
+    /// The bridge's exit status, if it has exited (without waiting).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
 impl BridgeSpec {
     /// Resolves to a URL, starting the command (or the bundled reference bridge) if needed.
     pub fn resolve(&self) -> anyhow::Result<(String, Option<BridgeProcess>)> {
