@@ -39,6 +39,11 @@ pub struct ListDiff {
     /// Ids that do not correspond one to one between the aligned elements (see
     /// [`diff_lists_ids`]), one line each.
     pub id_mismatches: Vec<String>,
+    /// (index in base, index in head) of an element only in base and one only in head that are
+    /// equal (ids masked): the same element in another place, which a report names as moved
+    /// rather than as one element only in base and an identical one only in head. Both stay
+    /// listed in `only_in_base` and `only_in_head`.
+    pub moved: Vec<(usize, usize)>,
 }
 
 impl ListDiff {
@@ -144,7 +149,30 @@ pub fn diff_lists_ids(
             }
         }
     }
+    out.moved = moved_pairs(&a, &b, &out.only_in_base, &out.only_in_head);
     out
+}
+
+/// [`ListDiff::moved`]: each element only in base paired with the first unpaired element only
+/// in head of the same key (`a`/`b`: the keys the lists were aligned by), in base order.
+fn moved_pairs(
+    a: &[String],
+    b: &[String],
+    only_in_base: &[(usize, Value)],
+    only_in_head: &[(usize, Value)],
+) -> Vec<(usize, usize)> {
+    let mut free: std::collections::HashMap<&str, std::collections::VecDeque<usize>> =
+        std::collections::HashMap::new();
+    for (j, _) in only_in_head {
+        free.entry(b[*j].as_str()).or_default().push_back(*j);
+    }
+    only_in_base
+        .iter()
+        .filter_map(|(i, _)| {
+            let j = free.get_mut(a[*i].as_str())?.pop_front()?;
+            Some((*i, j))
+        })
+        .collect()
 }
 
 /// Largest `base × head` an exact LCS table may cover (4 bytes a cell: 64 MiB). Beyond it

@@ -1359,16 +1359,44 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
             for line in first.entry_diff.iter().take(12) {
                 out.push(format!("      {line}"));
             }
+            // A lone side that the other list holds elsewhere: say so, not leave it bare.
+            let lone = match (first.base.as_slice(), first.head.as_slice()) {
+                ([(i, _), ..], []) => d.moved.iter().find(|m| m.0 == *i),
+                ([], [(j, _), ..]) => d.moved.iter().find(|m| m.1 == *j),
+                _ => None,
+            };
+            if let Some((i, j)) = lone {
+                out.push(format!(
+                    "      (the same {} is at base #{i} / head #{j}: the order differs)",
+                    layer.trim_end_matches('s')
+                ));
+            }
         }
+        let moved_base: std::collections::HashSet<usize> = d.moved.iter().map(|m| m.0).collect();
+        let moved_head: std::collections::HashSet<usize> = d.moved.iter().map(|m| m.1).collect();
+        let moved_lines = d
+            .moved
+            .iter()
+            .map(|(i, j)| {
+                let v = d.only_in_base.iter().find(|(k, _)| k == i).map(|(_, v)| v);
+                format!(
+                    "  {layer} out of order: base #{i}, head #{j}: {}",
+                    v.map(diff::describe).unwrap_or_default()
+                )
+            })
+            .collect();
+        capped(&mut out, &format!("{layer} out of order"), moved_lines);
         let base_lines = d
             .only_in_base
             .iter()
+            .filter(|(i, _)| !moved_base.contains(i))
             .map(|(_, v)| format!("  {layer} only in base: {}", diff::describe(v)))
             .collect();
         capped(&mut out, &format!("{layer} only in base"), base_lines);
         let head_lines = d
             .only_in_head
             .iter()
+            .filter(|(j, _)| !moved_head.contains(j))
             .map(|(_, v)| format!("  {layer} only in head: {}", diff::describe(v)))
             .collect();
         capped(&mut out, &format!("{layer} only in head"), head_lines);

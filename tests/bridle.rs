@@ -2816,6 +2816,110 @@ fn parity_recorded_leg_against_the_live_reference_hub() {
     assert!(out.contains("PASS ref-hub/bot-1__agent"), "{out}");
 }
 
+/// A copy of the committed cell `ref-hub/bot-1__carol` under `<to>/ref-hub`, each lane line
+/// passed through `edit(lane, line)`: a hand-made recording of the same setup.
+fn carol_copy(to: &std::path::Path, edit: impl Fn(&str, String) -> String) -> PathBuf {
+    let from =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle/ref-hub/bot-1__carol");
+    let cell = to.join("ref-hub/bot-1__carol");
+    std::fs::create_dir_all(&cell).unwrap();
+    for e in std::fs::read_dir(&from).unwrap().flatten() {
+        let lane = e.file_name().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        let lines: Vec<String> = text.lines().map(|l| edit(&lane, l.to_string())).collect();
+        std::fs::write(cell.join(&lane), lines.join("\n") + "\n").unwrap();
+    }
+    to.to_path_buf()
+}
+
+/// `line` with its `"seq":from` made `"seq":to`.
+fn reseq(line: String, from: u32, to: u32) -> String {
+    let (a, b) = (format!("\"seq\":{from},"), format!("\"seq\":{to},"));
+    assert!(line.contains(&a), "{line}");
+    line.replace(&a, &b)
+}
+
+/// Parity compares each connection's frames in their order, not the recording's interleaving
+/// of independent connections, which is the proxy's (its tasks' timing), not the hub's: two
+/// recordings of one setup in which the agent's first `stream` came before the hub's relay of
+/// its `typing`, and its `stream_end` before the hub's relay of its last `stream`, pass. A
+/// reordering within one connection (the browser got the first `stream` before the `typing`)
+/// fails, named as that event out of order; so does a relayed text that differs.
+#[test]
+fn parity_compares_each_connection_in_order_not_the_interleaving_of_connections() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parity = |base: &std::path::Path, head: &std::path::Path| {
+        bridgewire(&[
+            "parity",
+            "--base",
+            &format!("rec:{}", base.display()),
+            "--head",
+            &format!("rec:{}", head.display()),
+            base.to_str().unwrap(),
+        ])
+    };
+    let base = carol_copy(&tmp.path().join("base"), |_, l| l);
+    // agent→hub stream (111) before hub→browser typing (110); agent→hub stream_end (118)
+    // after hub→browser stream (119): seq renumbered, each lane's order as it was.
+    let swapped = carol_copy(&tmp.path().join("swapped"), |lane, l| match lane {
+        "agent→hub.ndjson" if l.contains("\"seq\":111,") => reseq(l, 111, 110),
+        "agent→hub.ndjson" if l.contains("\"seq\":118,") => reseq(l, 118, 119),
+        "hub→browser.ndjson" if l.contains("\"seq\":110,") => reseq(l, 110, 111),
+        "hub→browser.ndjson" if l.contains("\"seq\":119,") => reseq(l, 119, 118),
+        _ => l,
+    });
+    let (code, out) = parity(&base, &swapped);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/bot-1__carol"), "{out}");
+    assert!(out.contains("1 passed, 0 failed"), "{out}");
+
+    // The browser's own order differs: its typing (110) and first stream (112) trade places.
+    let lines =
+        std::fs::read_to_string(base.join("ref-hub/bot-1__carol/hub→browser.ndjson")).unwrap();
+    let payload = |seq: u32| {
+        let l = lines
+            .lines()
+            .find(|l| l.contains(&format!("\"seq\":{seq},")))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v["line"].as_str().unwrap().to_string()
+    };
+    let (typing, first) = (payload(110), payload(112));
+    assert!(
+        typing.contains("typing") && first.contains("stream"),
+        "{typing} {first}"
+    );
+    let reordered = carol_copy(&tmp.path().join("reordered"), |lane, l| {
+        let mut v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        match (lane, v["seq"].as_u64()) {
+            ("hub→browser.ndjson", Some(110)) => v["line"] = json!(first),
+            ("hub→browser.ndjson", Some(112)) => v["line"] = json!(typing),
+            _ => return l,
+        }
+        v.to_string()
+    });
+    let (code, out) = parity(&base, &reordered);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL ref-hub/bot-1__carol"), "{out}");
+    assert!(
+        out.contains(r#"events out of order: base #"#)
+            && out.contains(r#""dir":"hub→browser","event":"typing""#)
+            && out.contains("the order differs"),
+        "{out}"
+    );
+    assert!(!out.contains("events only in base"), "{out}");
+    assert!(!out.contains("events only in head"), "{out}");
+
+    // A relayed text differs.
+    let changed = carol_copy(&tmp.path().join("changed"), |lane, l| match lane {
+        "hub→browser.ndjson" if l.contains("\"seq\":114,") => l.replace("a story. ", "a story! "),
+        _ => l,
+    });
+    let (code, out) = parity(&base, &changed);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("a story! "), "{out}");
+}
+
 /// Two live legs whose commands differ but which both print the address of one running hub
 /// (`http://127.0.0.1:P` and `http://localhost:P/`) compare the hub with itself: refused with
 /// exit 2 before any cell, unless `--allow-same-bridge`; so do two addresses that resolve apart

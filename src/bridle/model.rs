@@ -282,6 +282,14 @@ impl Model for BridleModel {
         crate::normalize::normalize_list(kept, BRIDLE_RULES)
     }
 
+    /// Parity compares each lane (direction) in its own order, the lanes one after the other
+    /// ([`by_lane`]): the recording's interleaving of frames on independent connections (an
+    /// agent's next frame beside the hub's relay of its last, an agent's reply beside the next
+    /// HTTP request) is the proxy's, not the hub's, and two runs of one setup differ in it.
+    fn fold_events(&self, events: Vec<Value>) -> Vec<Value> {
+        by_lane(events)
+    }
+
     /// Extension events by side and name, then the HTTP answers' and the events' extension
     /// fields, each counted: what [`BridleModel::normalize_events`] leaves out.
     fn left_out(&self, events: &[Value]) -> Vec<String> {
@@ -331,6 +339,39 @@ impl Model for BridleModel {
         }
         crate::normalize::normalize_list(rows, BRIDLE_RULES)
     }
+}
+
+/// `events` grouped by lane, in [`Protocol::directions`] order (`browser→hub`, `hub→browser`,
+/// `agent→hub`, `hub→agent`, then the HTTP exchanges), each lane's events in their own order:
+/// the canonical order parity compares. The spec orders frames within a connection (a
+/// browser's `typing`, its `stream` frames, then the `stream_end`) and nothing across
+/// connections but causality, which every run of one setup shares (a relay follows what it
+/// relays). So each lane's order is compared, and the lanes' interleaving, which is when the
+/// proxy's tasks ran, is not. An HTTP exchange is one connection: each request is followed by
+/// its answer, paired in order as [`http_exchanges`] pairs them. An event with no direction
+/// comes last.
+pub fn by_lane(events: Vec<Value>) -> Vec<Value> {
+    use std::collections::VecDeque;
+    let dirs = Protocol::Bridle.directions();
+    let lane_of = |d: &str| dirs.iter().position(|x| *x == d);
+    let mut lanes: Vec<VecDeque<Value>> = vec![VecDeque::new(); dirs.len() + 1];
+    let n = events.len();
+    for e in events {
+        let i = e["dir"].as_str().and_then(lane_of).unwrap_or(dirs.len());
+        lanes[i].push_back(e);
+    }
+    let mut out = Vec::with_capacity(n);
+    for (i, dir) in dirs.iter().enumerate() {
+        let answers = (*dir == "http→hub").then(|| lane_of("hub→http")).flatten();
+        while let Some(e) = lanes[i].pop_front() {
+            out.push(e);
+            if let Some(a) = answers.and_then(|a| lanes[a].pop_front()) {
+                out.push(a);
+            }
+        }
+    }
+    out.extend(lanes.pop().into_iter().flatten());
+    out
 }
 
 /// What the browsers and the agent send the hub: its inputs.
@@ -845,6 +886,49 @@ mod tests {
 
     /// Extensions leave the compared view, misused spec names stay; the not-connected text
     /// folds to the spec's words, with the parts that mirror it.
+    /// Two interleavings of the same lanes fold to one list; an order within a lane stays.
+    #[test]
+    fn parity_compares_lanes_not_their_interleaving() {
+        let e = |dir: &str, name: &str| json!({"dir": dir, "event": name, "data": {}});
+        let h = |dir: &str, n: u32| json!({"dir": dir, "http": {"n": n}});
+        let recorded = vec![
+            e("agent→hub", "typing"),
+            e("hub→browser", "typing"),
+            e("agent→hub", "stream"),
+            e("hub→browser", "stream"),
+            h("http→hub", 1),
+            h("hub→http", 1),
+            h("http→hub", 2),
+            h("hub→http", 2),
+        ];
+        let other = vec![
+            e("agent→hub", "typing"),
+            e("agent→hub", "stream"),
+            h("http→hub", 1),
+            e("hub→browser", "typing"),
+            h("http→hub", 2),
+            h("hub→http", 1),
+            e("hub→browser", "stream"),
+            h("hub→http", 2),
+        ];
+        let folded = BridleModel.fold_events(recorded);
+        assert_eq!(folded, BridleModel.fold_events(other));
+        let names: Vec<String> = folded
+            .iter()
+            .map(|v| format!("{} {}{}", v["dir"], v["event"], v["http"]["n"]))
+            .collect();
+        assert_eq!(
+            names.join(", ").replace('"', ""),
+            "hub→browser typingnull, hub→browser streamnull, agent→hub typingnull, \
+             agent→hub streamnull, http→hub null1, hub→http null1, http→hub null2, hub→http null2"
+        );
+        let swapped = vec![e("hub→browser", "stream"), e("hub→browser", "typing")];
+        assert_ne!(
+            BridleModel.fold_events(swapped),
+            BridleModel.fold_events(vec![e("hub→browser", "typing"), e("hub→browser", "stream")])
+        );
+    }
+
     #[test]
     fn parity_view_drops_extensions_and_folds_the_not_connected_tail() {
         let nc =
