@@ -631,7 +631,22 @@ pub fn replay_together_for_parity(
     ));
     // A bridge that exited during the replay: the chats whose requests then met no server say
     // so (the cause), beside the transport errors their replies show.
-    let exited = guard.as_mut().and_then(|g| g.exited());
+    // A reply that met a closed connection may come a moment before the exit is reaped: then
+    // the exit is waited for, bounded.
+    let transport_error = replays
+        .iter()
+        .any(|r| r.events.iter().any(|e| e["type"] == "reply" && e["error"].is_string()));
+    let exited = guard.as_mut().and_then(|g| {
+        let until = std::time::Instant::now()
+            + std::time::Duration::from_millis(if transport_error { 1000 } else { 0 });
+        loop {
+            match g.exited() {
+                Some(st) => break Some(st),
+                None if std::time::Instant::now() >= until => break None,
+                None => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+    });
     let crashed = |events: &[Value]| -> Option<String> {
         let status = exited?;
         let mut requests = 0;
