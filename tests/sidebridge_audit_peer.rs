@@ -80,7 +80,11 @@ const ROWS: &[(&str, i32, &str)] = &[
     ("chat2-401", 1, "it refused this chat, not a missing key"),
     // The server exits at the first `bye`: the chats that then got no reply say why (they
     // showed only the transport errors before).
-    ("crash-bye", 1, "the bridge exited during the replay (exit status: 3)"),
+    (
+        "crash-bye",
+        1,
+        "the bridge exited during the replay (exit status: 3)",
+    ),
     // Every chat refused: the build asks a key the recording never had; nothing compared.
     (
         "status-401",

@@ -592,6 +592,10 @@ pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<usize
     answered.then_some(statuses.len())
 }
 
+/// One cell's replay on a parity leg: its replayed events (raw) and, when the bridge exited
+/// during the replay, the line naming it; or why there is nothing to compare.
+pub type ChatReplay = Result<(Vec<Value>, Option<String>), String>;
+
 /// Replays cells against one bridge command for a parity leg: starts the bridge once,
 /// re-sends the recorded requests of every cell in the recorded order across them (as
 /// `replay sidebridge` does: a build that mixes chats up, or shares one chat's state with
@@ -602,7 +606,7 @@ pub fn replay_together_for_parity(
     cells: &[&Cell],
     bridge: &crate::protocol::BridgeCommand,
     limits: crate::protocol::LiveLimits,
-) -> Result<Vec<Result<(Vec<Value>, Option<String>), String>>, String> {
+) -> Result<Vec<ChatReplay>, String> {
     let timeout = limits.timeout;
     let spec = BridgeSpec {
         url: None,
@@ -633,9 +637,11 @@ pub fn replay_together_for_parity(
     // so (the cause), beside the transport errors their replies show.
     // A reply that met a closed connection may come a moment before the exit is reaped: then
     // the exit is waited for, bounded.
-    let transport_error = replays
-        .iter()
-        .any(|r| r.events.iter().any(|e| e["type"] == "reply" && e["error"].is_string()));
+    let transport_error = replays.iter().any(|r| {
+        r.events
+            .iter()
+            .any(|e| e["type"] == "reply" && e["error"].is_string())
+    });
     let exited = guard.as_mut().and_then(|g| {
         let until = std::time::Instant::now()
             + std::time::Duration::from_millis(if transport_error { 1000 } else { 0 });
