@@ -812,7 +812,9 @@ impl CellParity {
             Outcome::Skip
         } else if !self.errors.is_empty() {
             Outcome::Error
-        } else if !self.stalls.is_empty() {
+        } else if !self.stalls.is_empty() && self.problems.is_empty() {
+            // A leg's fault the spec names (a message forwarded under another clientId) is
+            // the cause of a stall after it: the cell fails naming it, not a wait that ran out.
             Outcome::Stall
         } else if self.events.is_empty()
             && self.rows.is_empty()
@@ -1303,6 +1305,10 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
             leg(&c.head.left_out)
         ));
     }
+    // A leg's fault first: what follows (a stall, differences) may be its consequence.
+    for p in &c.problems {
+        out.push(format!("  {p}"));
+    }
     out.extend(control_lines(c));
     for s in c.stalls.iter().take(MAX_LISTED) {
         out.push(format!("  stall: {s}"));
@@ -1324,7 +1330,9 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
             .any(|s| !s.contains(NOT_SLOW) && !s.contains(EXITED));
         out.push(format!(
             "  (events not compared: a stalled leg's list is incomplete{})",
-            if only_waits && slow {
+            if !c.problems.is_empty() {
+                "; the fault named above comes first"
+            } else if only_waits && slow {
                 "; --timeout-ms raises the wait"
             } else {
                 ""
@@ -1437,9 +1445,6 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
     }
     for e in &c.stale {
         out.push(format!("  stale allowlist entry {}", e.describe()));
-    }
-    for p in &c.problems {
-        out.push(format!("  {p}"));
     }
     // For display only: the comparison has been made on the values as they are.
     out.into_iter().map(|l| diff::visible(&l)).collect()
@@ -1998,6 +2003,45 @@ mod tests {
         recompare(&mut cell, lists, model, &v);
         assert!(cell.passed(), "{:?}", cell.events);
         assert!(cell.stale.is_empty(), "the entry applied");
+    }
+}
+
+#[cfg(test)]
+mod outcome_tests {
+    use super::*;
+
+    /// A stall after a leg's named fault (a message forwarded under another clientId, whose
+    /// answer then reaches nobody) fails the cell naming the fault first, without advice to
+    /// wait longer; a stall alone stays a stall with that advice.
+    #[test]
+    fn a_fault_named_before_a_stall_fails_the_cell() {
+        let mut c = CellParity {
+            skipped: None,
+            ..CellParity::skip("hub/cell", "")
+        };
+        c.stalls = vec![
+            "head: timed out waiting for hub→browser event #6 (typing: no event within the wait)"
+                .into(),
+        ];
+        assert_eq!(c.outcome(), Outcome::Stall);
+        assert!(
+            render_cell(&c)
+                .iter()
+                .any(|l| l.contains("--timeout-ms raises the wait"))
+        );
+        c.problems =
+            vec!["head: the hub forwarded this browser's message under another clientId".into()];
+        assert_eq!(c.outcome(), Outcome::Fail);
+        let lines = render_cell(&c);
+        let at = |needle: &str| lines.iter().position(|l| l.contains(needle));
+        assert!(
+            at("forwarded this browser's message") < at("stall: "),
+            "{lines:#?}"
+        );
+        assert!(
+            !lines.iter().any(|l| l.contains("--timeout-ms")),
+            "{lines:#?}"
+        );
     }
 }
 

@@ -341,8 +341,8 @@ impl Model for BridleModel {
     }
 }
 
-/// `events` grouped by lane, in [`Protocol::directions`] order (`browser→hub`, `hub→browser`,
-/// `agent→hub`, `hub→agent`, then the HTTP exchanges), each lane's events in their own order:
+/// `events` grouped by lane, in the order a message travels (`browser→hub`, `hub→agent`,
+/// `agent→hub`, `hub→browser`, then the HTTP exchanges), each lane's events in their own order:
 /// the canonical order parity compares. The spec orders frames within a connection (a
 /// browser's `typing`, its `stream` frames, then the `stream_end`) and nothing across
 /// connections but causality, which every run of one setup shares (a relay follows what it
@@ -352,7 +352,16 @@ impl Model for BridleModel {
 /// comes last.
 pub fn by_lane(events: Vec<Value>) -> Vec<Value> {
     use std::collections::VecDeque;
-    let dirs = Protocol::Bridle.directions();
+    // In the order a message travels (a browser's message, its forward to the agent, the
+    // agent's answer, its relay to the browser), so a diff's context reads as a turn does.
+    let dirs: &[&str] = &[
+        "browser→hub",
+        "hub→agent",
+        "agent→hub",
+        "hub→browser",
+        "http→hub",
+        "hub→http",
+    ];
     let lane_of = |d: &str| dirs.iter().position(|x| *x == d);
     let mut lanes: Vec<VecDeque<Value>> = vec![VecDeque::new(); dirs.len() + 1];
     let n = events.len();
@@ -919,8 +928,8 @@ mod tests {
             .collect();
         assert_eq!(
             names.join(", ").replace('"', ""),
-            "hub→browser typingnull, hub→browser streamnull, agent→hub typingnull, \
-             agent→hub streamnull, http→hub null1, hub→http null1, http→hub null2, hub→http null2"
+            "agent→hub typingnull, agent→hub streamnull, hub→browser typingnull, \
+             hub→browser streamnull, http→hub null1, hub→http null1, http→hub null2, hub→http null2"
         );
         let swapped = vec![e("hub→browser", "stream"), e("hub→browser", "typing")];
         assert_ne!(
