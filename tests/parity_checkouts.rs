@@ -221,9 +221,25 @@ fn each_ref_runs_its_own_bridge_and_one_changed_reply_is_one_event() {
             );
         }
 
-        // The same ref on both legs: two worktrees, two copies of the files, no difference.
+        // The same commit on both legs (two names of it): refused, nothing built (both ran and
+        // passed before); on purpose, two worktrees, two copies of the files, no difference.
         let (code, out, err) = bw(
-            &["parity", "--base", "ref:v3", "--head", "ref:v3", cells],
+            &["parity", "--base", "ref:v3", "--head", "ref:HEAD", cells],
+            &repo,
+        );
+        assert_eq!(code, 2, "{ctx}: {out}{err}");
+        assert!(err.contains("both legs are commit "), "{ctx}: {err}");
+        assert!(!out.contains("PASS"), "{ctx}: {out}");
+        let (code, out, err) = bw(
+            &[
+                "parity",
+                "--allow-same-bridge",
+                "--base",
+                "ref:v3",
+                "--head",
+                "ref:v3",
+                cells,
+            ],
             &repo,
         );
         assert_eq!(code, 0, "{ctx}: {out}{err}");
@@ -361,7 +377,14 @@ fn an_interrupted_run_leaves_no_worktree_behind() {
     for sig in [libc_sig::SIGINT, libc_sig::SIGTERM] {
         let mut cmd = Command::new(BW);
         let mut child = common::proc::sigint_as_default(&mut cmd)
-            .args(["parity", "--base", "ref:HEAD", "--head", "ref:HEAD"])
+            .args([
+                "parity",
+                "--allow-same-bridge",
+                "--base",
+                "ref:HEAD",
+                "--head",
+                "ref:HEAD",
+            ])
             .arg(t.path().join("cells"))
             .current_dir(&repo)
             .stdout(std::process::Stdio::null())
