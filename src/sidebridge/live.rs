@@ -30,19 +30,8 @@ impl Live for SideBridgeLive {
         b: &BridgeCommand,
         timeout: std::time::Duration,
     ) -> Option<String> {
-        let start = |bridge: &BridgeCommand| {
-            super::spawn::BridgeSpec {
-                url: None,
-                command: bridge.spawn_argv().into_iter().map(Into::into).collect(),
-                key: std::env::var("SIDEBRIDGE_KEY")
-                    .ok()
-                    .filter(|k| !k.is_empty()),
-                startup: timeout.max(std::time::Duration::from_secs(10)),
-                url_pattern: bridge.address_pattern.clone().map(|p| p.0),
-            }
-            .resolve()
-            .ok()
-        };
+        let start =
+            |bridge: &BridgeCommand| super::player::leg_spec(bridge, timeout).resolve().ok();
         // Both alive at once: two servers cannot listen on one socket.
         let (sa, sb) = std::thread::scope(|s| {
             let ta = s.spawn(|| start(a));

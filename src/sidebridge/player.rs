@@ -592,6 +592,24 @@ pub fn refused_unlike_recording(cell: &Cell, replayed: &[Value]) -> Option<usize
     answered.then_some(statuses.len())
 }
 
+/// How a parity leg starts its bridge: the leg's command, the key from `$SIDEBRIDGE_KEY`, and
+/// `--timeout-ms` bounding the start-up too (never under 10 s: a cold interpreter on a loaded
+/// machine).
+pub fn leg_spec(
+    bridge: &crate::protocol::BridgeCommand,
+    timeout: std::time::Duration,
+) -> BridgeSpec {
+    BridgeSpec {
+        url: None,
+        command: bridge.spawn_argv().into_iter().map(Into::into).collect(),
+        key: std::env::var("SIDEBRIDGE_KEY")
+            .ok()
+            .filter(|k| !k.is_empty()),
+        startup: timeout.max(std::time::Duration::from_secs(10)),
+        url_pattern: bridge.address_pattern.clone().map(|p| p.0),
+    }
+}
+
 /// One cell's replay on a parity leg: its replayed events (raw) and, when the bridge exited
 /// during the replay, the line naming it; or why there is nothing to compare.
 pub type ChatReplay = Result<(Vec<Value>, Option<String>), String>;
@@ -608,17 +626,7 @@ pub fn replay_together_for_parity(
     limits: crate::protocol::LiveLimits,
 ) -> Result<Vec<ChatReplay>, String> {
     let timeout = limits.timeout;
-    let spec = BridgeSpec {
-        url: None,
-        command: bridge.spawn_argv().into_iter().map(Into::into).collect(),
-        key: std::env::var("SIDEBRIDGE_KEY")
-            .ok()
-            .filter(|k| !k.is_empty()),
-        // `--timeout-ms` bounds every wait of a live replay, the start-up included (never
-        // under 10 s: a cold interpreter on a loaded machine).
-        startup: timeout.max(std::time::Duration::from_secs(10)),
-        url_pattern: bridge.address_pattern.clone().map(|p| p.0),
-    };
+    let spec = leg_spec(bridge, timeout);
     let (url, mut guard) = spec.resolve().map_err(|e| format!("{e:#}"))?;
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
     let limits = Limits {
