@@ -753,6 +753,9 @@ pub struct CellParity {
     pub control: Option<Control>,
 }
 
+/// How a leg whose replay assembled no events is named among a cell's problems.
+const EMPTY_REPLAY: &str = " empty replay: ";
+
 /// How one cell came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -807,12 +810,18 @@ impl CellParity {
         }
     }
 
+    /// Whether a leg's problems name a fault of its own (a message forwarded under another
+    /// clientId), not only that its replay came out empty (which a stall explains).
+    fn names_a_fault(&self) -> bool {
+        self.problems.iter().any(|p| !p.contains(EMPTY_REPLAY))
+    }
+
     pub fn outcome(&self) -> Outcome {
         if self.skipped.is_some() {
             Outcome::Skip
         } else if !self.errors.is_empty() {
             Outcome::Error
-        } else if !self.stalls.is_empty() && self.problems.is_empty() {
+        } else if !self.stalls.is_empty() && !self.names_a_fault() {
             // A leg's fault the spec names (a message forwarded under another clientId) is
             // the cause of a stall after it: the cell fails naming it, not a wait that ran out.
             Outcome::Stall
@@ -1139,7 +1148,7 @@ pub fn compare_cell_keeping(
             && let Some(n) = run.recorded_events.filter(|n| *n > 0)
         {
             problems.push(format!(
-                "{side} empty replay: the recording assembles {n} events"
+                "{side}{EMPTY_REPLAY}the recording assembles {n} events"
             ));
         }
     }
@@ -1330,7 +1339,7 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
             .any(|s| !s.contains(NOT_SLOW) && !s.contains(EXITED));
         out.push(format!(
             "  (events not compared: a stalled leg's list is incomplete{})",
-            if !c.problems.is_empty() {
+            if c.names_a_fault() {
                 "; the fault named above comes first"
             } else if only_waits && slow {
                 "; --timeout-ms raises the wait"
@@ -1650,7 +1659,7 @@ pub fn verdict(c: &CellParity) -> crate::rule::Verdict {
         .problems
         .iter()
         .cloned()
-        .partition(|p| p.contains(" empty replay: "));
+        .partition(|p| p.contains(EMPTY_REPLAY));
     subs.push(list("replay-not-empty", &empty));
     if let Some(Control::Varies(v)) = &c.control
         && v.count() > 0
@@ -2028,6 +2037,12 @@ mod outcome_tests {
             render_cell(&c)
                 .iter()
                 .any(|l| l.contains("--timeout-ms raises the wait"))
+        );
+        c.problems = vec!["head empty replay: the recording assembles 24 events".into()];
+        assert_eq!(
+            c.outcome(),
+            Outcome::Stall,
+            "an empty replay is the stall's consequence"
         );
         c.problems =
             vec!["head: the hub forwarded this browser's message under another clientId".into()];
