@@ -311,14 +311,20 @@ impl LegSpec {
 }
 
 fn git_resolves(rev: &str) -> bool {
-    Command::new("git")
+    git_commit(rev).is_some()
+}
+
+/// The commit `rev` names in the current repository (`git rev-parse`), if it names one.
+pub fn git_commit(rev: &str) -> Option<String> {
+    let out = Command::new("git")
         .args(["rev-parse", "--verify", "--quiet"])
         .arg(format!("{rev}^{{commit}}"))
-        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Splits a command line into words, honouring single and double quotes and backslashes.
@@ -1391,11 +1397,13 @@ pub fn render_cell(c: &CellParity) -> Vec<String> {
         }
         let moved_base: std::collections::HashSet<usize> = d.moved.iter().map(|m| m.0).collect();
         let moved_head: std::collections::HashSet<usize> = d.moved.iter().map(|m| m.1).collect();
+        let base_at: std::collections::HashMap<usize, &Value> =
+            d.only_in_base.iter().map(|(i, v)| (*i, v)).collect();
         let moved_lines = d
             .moved
             .iter()
             .map(|(i, j)| {
-                let v = d.only_in_base.iter().find(|(k, _)| k == i).map(|(_, v)| v);
+                let v = base_at.get(i).copied();
                 format!(
                     "  {layer} out of order: base #{i}, head #{j}: {}",
                     v.map(diff::describe).unwrap_or_default()

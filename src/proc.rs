@@ -298,6 +298,21 @@ impl ChildTree {
         }
         self.child.try_wait().ok().flatten()
     }
+
+    /// The root's exit status if it has exited, allowing it `wait` to be reaped: a program
+    /// whose connection just closed may still be exiting.
+    pub fn exited_within(&mut self, wait: std::time::Duration) -> Option<ExitStatus> {
+        let until = std::time::Instant::now() + wait;
+        loop {
+            if let Some(st) = self.child.try_wait().ok().flatten() {
+                return Some(st);
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
 
 impl std::ops::Deref for ChildTree {

@@ -57,22 +57,13 @@ impl ChildGuard {
 
     /// Whether the child has exited (and how).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
+        self.child.exited_within(Duration::ZERO)
     }
 
     /// Whether the child exited, allowing it `wait` to be reaped: a peer whose connection just
     /// closed may still be exiting.
     pub fn exited_within(&mut self, wait: Duration) -> Option<std::process::ExitStatus> {
-        let until = std::time::Instant::now() + wait;
-        loop {
-            if let Some(st) = self.exited() {
-                return Some(st);
-            }
-            if std::time::Instant::now() >= until {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.child.exited_within(wait)
     }
 
     pub fn id(&self) -> u32 {

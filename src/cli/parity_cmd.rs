@@ -120,28 +120,15 @@ pass --allow-same-bridge to compare them with themselves on purpose.",
     // Two refs of one commit check out the same files twice: the same self-comparison.
     if let (LegSpec::GitRef(b), LegSpec::GitRef(h)) = (&base_spec, &head_spec)
         && !a.allow_same_bridge
+        && let (Some(cb), Some(ch)) = (parity::git_commit(b), parity::git_commit(h))
+        && cb == ch
     {
-        let commit = |r: &str| {
-            let out = std::process::Command::new("git")
-                .args(["rev-parse", "--verify", "--quiet"])
-                .arg(format!("{r}^{{commit}}"))
-                .stderr(std::process::Stdio::null())
-                .output()
-                .ok()?;
-            out.status
-                .success()
-                .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        };
-        if let (Some(cb), Some(ch)) = (commit(b), commit(h))
-            && cb == ch
-        {
-            eprintln!(
-                "error: both legs are commit {cb} (ref:{b} and ref:{h}): two checkouts of one \
+        eprintln!(
+            "error: both legs are commit {cb} (ref:{b} and ref:{h}): two checkouts of one \
 commit run the same files, so the comparison could not show a difference; pass \
 --allow-same-bridge to compare a build with itself on purpose (a determinism check)."
-            );
-            return exit::INVALID_INPUT;
-        }
+        );
+        return exit::INVALID_INPUT;
     }
     // The allowlist is validated before anything runs.
     let allow = match &a.allowlist {

@@ -650,17 +650,8 @@ pub fn replay_together_for_parity(
             .iter()
             .any(|e| e["type"] == "reply" && e["error"].is_string())
     });
-    let exited = guard.as_mut().and_then(|g| {
-        let until = std::time::Instant::now()
-            + std::time::Duration::from_millis(if transport_error { 1000 } else { 0 });
-        loop {
-            match g.exited() {
-                Some(st) => break Some(st),
-                None if std::time::Instant::now() >= until => break None,
-                None => std::thread::sleep(std::time::Duration::from_millis(20)),
-            }
-        }
-    });
+    let grace = std::time::Duration::from_millis(if transport_error { 1000 } else { 0 });
+    let exited = guard.as_mut().and_then(|g| g.exited_within(grace));
     let crashed = |events: &[Value]| -> Option<String> {
         let status = exited?;
         let mut requests = 0;

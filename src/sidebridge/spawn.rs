@@ -33,9 +33,9 @@ pub struct BridgeSpec {
 }
 
 impl BridgeProcess {
-    /// The bridge's exit status, if it has exited (without waiting).
-    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
+    /// The bridge's exit status if it has exited, allowing it `wait` to be reaped.
+    pub fn exited_within(&mut self, wait: Duration) -> Option<std::process::ExitStatus> {
+        self.child.exited_within(wait)
     }
 }
 
