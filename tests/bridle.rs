@@ -3206,8 +3206,9 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     assert_eq!(*code, 1, "{out}");
     assert!(out.contains("/data/ts: 0 → \"\""), "{out}");
     // Answers that reach no browser: one stall per cell, after about one wait (5 s), naming
-    // the first missing event; the later ones are counted, not awaited in full each (alice's
-    // cell awaits 21 relayed events: 105 s of waits before).
+    // the first missing event and that the replayed agent had sent it; the later ones are
+    // counted, not awaited in full each (alice's cell awaits 21 relayed events: 105 s of waits
+    // before).
     let wall = |out: &str| -> u64 {
         let w = out.rsplit("wall ").next().and_then(|w| w.split(' ').next());
         w.and_then(|w| w.parse().ok()).unwrap_or(u64::MAX)
@@ -3221,7 +3222,11 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     assert!(alice.ends_with(", 1 stall(s)"), "{out}");
     assert!(
         out.contains("stall: head: timed out waiting for hub→browser event #")
-            && out.contains("(typing: no event within the wait); ")
+            && out.contains(
+                "(typing: no event within the wait; the replayed agent sent its typing for this \
+                 browser "
+            )
+            && out.contains(" s before and the hub relayed none); ")
             && out.contains(" later hub→browser event(s) not there either, not awaited after it"),
         "{out}"
     );
@@ -3231,7 +3236,10 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
     assert_eq!(*code, 1, "{out}");
     assert!(
         out.contains("FAIL ref-hub/bot-1__alice: hub→browser event #")
-            && out.contains("typing: no event within the wait")
+            && out.contains(
+                "typing: no event within the wait; the replayed agent sent its typing for this \
+                 browser "
+            )
             && out.contains(" later event(s) not there either, not awaited after it"),
         "{out}"
     );

@@ -898,6 +898,11 @@ struct Party {
     /// connection's arrivals tell what ended the wait, for the verdict.
     first_stall: Option<(usize, String, Option<u64>)>,
     wrong: Vec<String>,
+    /// When the replayed agent last sent each event name for this cell: an awaited relay of
+    /// one that never came names the hub's silence, not only the wait that ran out.
+    agent_sent: std::collections::HashMap<String, tokio::time::Instant>,
+    /// How long before the first stall's wait ended the agent had sent the awaited event.
+    stall_sent_ago: Option<Duration>,
     /// What was not played or compared, and why: said in a passing verdict.
     notes: Vec<String>,
     /// The cell's verdict when its replay ended early (its browser could not connect, the hub
@@ -936,6 +941,8 @@ impl Party {
             stalled: false,
             first_stall: None,
             wrong: Vec::new(),
+            agent_sent: Default::default(),
+            stall_sent_ago: None,
             notes: Vec::new(),
             ended: None,
         }
@@ -1508,6 +1515,7 @@ pub async fn replay_group_into(
                     }
                     a.emit(&n, d.clone());
                     cadence.wrote();
+                    p.agent_sent.insert(n.clone(), tokio::time::Instant::now());
                     register_unsynced |= n == "register";
                 }
                 p.view
@@ -2176,6 +2184,8 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         view,
         live,
         want_client,
+        agent_sent,
+        stall_sent_ago,
         claims,
         roles,
         ..
@@ -2243,6 +2253,10 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
             }
         }
     };
+    // What the agent sent is relayed: a later wait for this name owes only a later send.
+    if let Some(Ok((n, _))) = &got {
+        agent_sent.remove(n);
+    }
     if extension && !matches!(got, Some(Ok(_))) {
         absent_extensions.insert(want.to_string());
         return;
@@ -2272,6 +2286,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         Some(Err(e)) => {
             *stalled = true;
             *first_stall = Some((view.len(), want.to_string(), *conn));
+            *stall_sent_ago = agent_sent.get(want).map(|at| at.elapsed());
             json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
         }
         None => json!({ "dir": "hub→browser", "missing": want }),
@@ -2507,6 +2522,7 @@ impl Party {
             mut tab,
             parked,
             first_stall,
+            stall_sent_ago,
             mut wrong,
             notes,
             ended,
@@ -2583,8 +2599,18 @@ impl Party {
                     None
                 }
             };
-            if let Some(cause) = cause {
-                let m = format!("{m}{}{cause}", crate::parity::NOT_SLOW);
+            // No later event tells why; what the replayed agent sent does: the hub had it for
+            // the whole wait. Still a stall (a hub slower than the wait looks the same).
+            let named = match (cause, stall_sent_ago) {
+                (Some(cause), _) => Some(format!("{m}{}{cause}", crate::parity::NOT_SLOW)),
+                (None, Some(ago)) if m.ends_with("no event within the wait") => Some(format!(
+                    "{m}; the replayed agent sent its {want} for this browser {:.1} s before and \
+                     the hub relayed none",
+                    ago.as_secs_f64()
+                )),
+                (None, _) => None,
+            };
+            if let Some(m) = named {
                 view[*at]["missing"] = json!(m);
                 if let Some(l) = live
                     .iter_mut()
