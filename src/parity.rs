@@ -48,6 +48,9 @@ pub struct LegRun {
     /// Answers and spec notifications beside the events ([`crate::protocol::Model::wire_outcomes`]);
     /// `None` where this leg does not hold them (a dump, a protocol that compares none).
     pub wire: Option<Vec<String>>,
+    /// A live leg's `wire` as a recording of the cell holds it
+    /// ([`crate::protocol::LiveReplay::wire_in_cell`]): `wire` when compared with a recording.
+    pub wire_in_cell: Option<Vec<String>>,
     /// Every reply refused the credentials sent ([`crate::protocol::LiveReplay::refused`]).
     pub refused: Option<String>,
     /// What a live leg's bridge did that the spec forbids and the lists cannot show
@@ -142,6 +145,10 @@ pub fn restrict_to_live_view(run: &mut LegRun, cell: &Cell) {
     }
     run.rows = rows.finish();
     run.unhandled = run.events.iter().filter(|e| model.is_unhandled(e)).count() as u64;
+    // A recording holds only the notifications of its cell's scope.
+    if let Some(w) = run.wire_in_cell.take() {
+        run.wire = Some(w);
+    }
 }
 
 /// A leg reading another recordings folder.
@@ -1571,7 +1578,7 @@ impl LiveLeg {
 }
 
 /// A live replay of a cell as a leg's run; rows are projected from the events.
-fn leg_run_of(cell: &Cell, r: crate::protocol::LiveReplay) -> LegRun {
+pub fn leg_run_of(cell: &Cell, r: crate::protocol::LiveReplay) -> LegRun {
     let model = cell.protocol.model();
     let mut rows = model.row_projector();
     for e in &r.events {
@@ -1589,6 +1596,7 @@ fn leg_run_of(cell: &Cell, r: crate::protocol::LiveReplay) -> LegRun {
         left_out: r.left_out,
         lane_errors: Vec::new(),
         wire: r.wire,
+        wire_in_cell: r.wire_in_cell,
         refused: r.refused,
         problems: r.problems,
     }

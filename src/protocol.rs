@@ -332,6 +332,11 @@ pub struct LiveReplay {
     /// The outcomes beside the events ([`Model::wire_outcomes`] of the replayed traffic);
     /// `None` where the protocol compares none.
     pub wire: Option<Vec<String>>,
+    /// [`LiveReplay::wire`] as a recording of the cell holds it: without the notifications
+    /// the recorder files under another cell (bb: those naming no thread, or a thread the
+    /// runtime never named in this replay). What a recorded leg is compared with
+    /// ([`crate::parity::restrict_to_live_view`]); `None`: the same as `wire`.
+    pub wire_in_cell: Option<Vec<String>>,
     /// The replay could not run (the bridge did not start, the cell is unreadable).
     pub error: Option<String>,
     /// Every reply refused the credentials the replay sent, which the recording's bridge

@@ -951,27 +951,66 @@ fn rec_rows() -> Vec<RecRow> {
             env: &[("PY_BB_ODDITY", "surrogate")],
             not_pass: &[],
         },
+        // Legal, but other content than the clean recording holds (text outside a turn, a
+        // second item, usage): the replay does not match that recording, and only the
+        // comparison says so.
         RecRow {
             name: "oddity-on-clean",
             cells: "clean",
             env: &[("PY_BB_ODDITY", "1")],
+            not_pass: &[(
+                "matches-recording",
+                "fail",
+                "the replay differs from the recording as `parity --base rec: --head cmd:` compares them (base = the recording, head = this replay; base 24 events/5 rows, head 36 events/9 rows",
+            )],
+        },
+        // Legal: the same text in other chunks ("Coalescing is assembler policy, not bridge
+        // policy"): more events than the recording, the same content.
+        RecRow {
+            name: "chunks-on-clean",
+            cells: "clean",
+            env: &[("PY_BB_ODDITY", "chunks")],
             not_pass: &[],
         },
+        // The same deltas saying something else: only the comparison with the recording
+        // sees it (the counts, the grammar and the lifecycle are all the recording's).
         on_clean(
-            "in-progress",
+            "wrong-text",
             &[(
-                "replays",
+                "matches-recording",
                 "fail",
-                "invalid thread/delta: deltas[0] (item.open): item.steps.1.status",
+                "the replay differs from the recording as `parity --base rec: --head cmd:` compares them",
             )],
         ),
         on_clean(
+            "in-progress",
+            &[
+                (
+                    "replays",
+                    "fail",
+                    "invalid thread/delta: deltas[0] (item.open): item.steps.1.status",
+                ),
+                (
+                    "matches-recording",
+                    "skipped",
+                    "not compared: recorded/thr_conformance_1/replays failed",
+                ),
+            ],
+        ),
+        on_clean(
             "orphan-output",
-            &[(
-                "grammar",
-                "fail",
-                "item/opens-before-delta on item/commandExecution/outputDelta",
-            )],
+            &[
+                (
+                    "grammar",
+                    "fail",
+                    "item/opens-before-delta on item/commandExecution/outputDelta",
+                ),
+                (
+                    "matches-recording",
+                    "skipped",
+                    "not compared: recorded/thr_conformance_1/grammar failed",
+                ),
+            ],
         ),
         on_clean(
             "interrupt-unsettled",
@@ -985,6 +1024,11 @@ fn rec_rows() -> Vec<RecRow> {
                     "replays",
                     "skipped",
                     "could not be judged apart from recorded/thr_conformance_1/turn-lifecycle",
+                ),
+                (
+                    "matches-recording",
+                    "skipped",
+                    "not compared: recorded/thr_conformance_1/turn-lifecycle failed",
                 ),
             ],
         ),
@@ -1008,6 +1052,11 @@ fn rec_rows() -> Vec<RecRow> {
                     "replays",
                     "skipped",
                     "could not be judged apart from recorded/thr_conformance_1/not-empty",
+                ),
+                (
+                    "matches-recording",
+                    "skipped",
+                    "not compared: recorded/thr_conformance_1/not-empty failed",
                 ),
                 // The cut recording holds a release stop only.
                 (
@@ -1048,19 +1097,47 @@ fn rec_rows() -> Vec<RecRow> {
         ),
         same(
             "reclassify",
-            &[("grammar", "fail", "item/settles-once on item/completed")],
+            &[
+                ("grammar", "fail", "item/settles-once on item/completed"),
+                (
+                    "matches-recording",
+                    "skipped",
+                    "not compared: recorded/thr_conformance_1/grammar failed",
+                ),
+            ],
         ),
         same(
             "vouched-twice",
-            &[("grammar", "fail", "turn/starts-once on turn/started")],
+            &[
+                ("grammar", "fail", "turn/starts-once on turn/started"),
+                (
+                    "matches-recording",
+                    "skipped",
+                    "not compared: recorded/thr_conformance_1/grammar failed",
+                ),
+            ],
         ),
         same(
             "vouched-settles-twice",
-            &[("grammar", "fail", "turn/settles-once on turn/completed")],
+            &[
+                ("grammar", "fail", "turn/settles-once on turn/completed"),
+                (
+                    "matches-recording",
+                    "skipped",
+                    "not compared: recorded/thr_conformance_1/grammar failed",
+                ),
+            ],
         ),
         same(
             "vouched-unknown",
-            &[("grammar", "fail", "turn/known on turn/completed")],
+            &[
+                ("grammar", "fail", "turn/known on turn/completed"),
+                (
+                    "matches-recording",
+                    "skipped",
+                    "not compared: recorded/thr_conformance_1/grammar failed",
+                ),
+            ],
         ),
         same(
             "interrupt-leaves-items",
@@ -1128,6 +1205,7 @@ const RECORDED: &[&str] = &[
     "grammar",
     "turn-lifecycle",
     "not-empty",
+    "matches-recording",
     "turn/delta-outside-turn",
     "stop/interrupt-settles-interrupted",
     "stop/interrupt-closes-items",

@@ -123,6 +123,7 @@ fn recorded_rules_are_catalogued() {
         "recorded/grammar",
         "recorded/turn-lifecycle",
         "recorded/not-empty",
+        "recorded/matches-recording",
     ] {
         assert!(recorded.contains(id), "{id}");
     }

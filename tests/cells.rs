@@ -100,8 +100,9 @@ fn replay_trial(cell: &Cell, bridge: &str) -> Result<(), Failed> {
     let r = player::replay_cell(cell, &[bridge.into()], &opts)
         .map_err(|e| Failed::from(format!("{}: {e}", cell.key)))?;
     let offline = recorded::offline_counts(cell, true);
+    let matches = recorded::compare_with_recording(cell, &r, &offline);
     let mut problems: Vec<String> =
-        recorded::recorded_verdicts(cell.provider_and_name().1, &r, &offline)
+        recorded::recorded_verdicts(cell.provider_and_name().1, &r, &offline, Some(&matches))
             .into_iter()
             .filter(|v| v.status != Status::Pass)
             .map(|v| v.line())

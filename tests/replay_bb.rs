@@ -96,6 +96,17 @@ fn replay_counted(
     (r, peak.load(Ordering::Relaxed))
 }
 
+/// The six recorded verdicts of a replay, matches-recording compared as `replay bb` does.
+fn verdicts_of(
+    name: &str,
+    cell: &bridgewire::cell::Cell,
+    r: &player::ReplayResult,
+) -> Vec<bridgewire::rule::Verdict> {
+    let offline = recorded::offline_counts(cell, true);
+    let matches = recorded::compare_with_recording(cell, r, &offline);
+    recorded::recorded_verdicts(name, r, &offline, Some(&matches))
+}
+
 fn verdict<'a>(v: &'a [bridgewire::rule::Verdict], rule: &str) -> &'a bridgewire::rule::Verdict {
     v.iter().find(|v| v.id.ends_with(rule)).expect(rule)
 }
@@ -109,7 +120,7 @@ fn bundled_cell_replays_with_zero_stalls_and_leaves_no_process() {
     assert!(r.stalls.is_empty(), "stalls: {:?}\n{}", r.stalls, r.stderr);
     let offline = recorded::offline_counts(&cell, true);
     assert_eq!(r.events.len(), offline.events);
-    let v = recorded::recorded_verdicts("stop-interrupt", &r, &offline);
+    let v = verdicts_of("stop-interrupt", &cell, &r);
     assert!(v.iter().all(|v| v.status == Status::Pass), "{v:?}");
     // Two provider children (the start and the resume), each a double with its own segment.
     assert_eq!(r.doubles.len(), 2, "{:?}", r.doubles);
@@ -180,9 +191,26 @@ fn crash_mid_turn_is_a_named_stall_and_fails_the_rules() {
         "{:?}",
         r.stalls
     );
-    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell, true));
+    let v = verdicts_of("turn-tools", &cell, &r);
+    // One fault, one verdict: the bridge exited (replays fails); the turn counts it cut short
+    // and the comparison are skipped naming replays.
     assert_eq!(verdict(&v, "/replays").status, Status::Fail);
-    assert_eq!(verdict(&v, "/turn-lifecycle").status, Status::Fail);
+    let turns = verdict(&v, "/turn-lifecycle");
+    assert_eq!(turns.status, Status::Skipped);
+    assert!(
+        turns
+            .detail
+            .starts_with("could not be judged apart from recorded/turn-tools/replays: the bridge's own fault cut the replay short (bridge exited while waiting for "),
+        "{}",
+        turns.detail
+    );
+    let m = verdict(&v, "/matches-recording");
+    assert_eq!(m.status, Status::Skipped);
+    assert!(
+        m.detail.contains("recorded/turn-tools/replays failed"),
+        "{}",
+        m.detail
+    );
     assert_eq!(marked(&marker), 0, "processes outlived the replay");
 }
 
@@ -200,7 +228,7 @@ fn missing_turn_completed_times_out_by_name() {
         "{:?}",
         r.stalls
     );
-    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell, true));
+    let v = verdicts_of("turn-tools", &cell, &r);
     assert_eq!(
         verdict(&v, "/turn-lifecycle").detail,
         "replay 2 started/1 completed, recording 2/2"
@@ -285,7 +313,7 @@ fn runtime_lane_cut_short_fails_by_name_without_hanging() {
     let (r, _) = replay_counted(&cell, &opts(&marker, 3_000, ""), &marker);
     let r = r.expect("replayed");
     assert!(start.elapsed() < Duration::from_secs(20));
-    let v = recorded::recorded_verdicts("resume", &r, &recorded::offline_counts(&cell, true));
+    let v = verdicts_of("resume", &cell, &r);
     // No event came back: not-empty's fault; the turn counts are skipped naming it.
     assert_eq!(verdict(&v, "/not-empty").status, Status::Fail);
     let turns = verdict(&v, "/turn-lifecycle");
@@ -420,7 +448,7 @@ fn cli_json_report_and_named_skip() {
         "no runtime→bridge lane (nothing to replay)"
     );
     assert_eq!(v["cells"][1]["cell"], "bb-ref/turn-tools");
-    assert_eq!(v["cells"][1]["verdicts"].as_array().unwrap().len(), 5);
+    assert_eq!(v["cells"][1]["verdicts"].as_array().unwrap().len(), 6);
     assert_eq!(v["cells"][1]["stalls"], serde_json::json!([]));
 }
 
@@ -432,7 +460,7 @@ fn an_invalid_delta_fails_replays_naming_the_field() {
     let cell = bundled("turn-tools");
     let o = opts("unused-mark", 3_000, "invalid-event");
     let r = player::replay_cell(&cell, &[BRIDGE.into()], &o).unwrap();
-    let v = recorded::recorded_verdicts("turn-tools", &r, &recorded::offline_counts(&cell, true));
+    let v = verdicts_of("turn-tools", &cell, &r);
     let bad = verdict(&v, "/replays");
     assert_eq!(bad.status, Status::Fail, "{v:?}");
     assert!(

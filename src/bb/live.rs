@@ -115,6 +115,20 @@ fn main_run_note(n: usize) -> Vec<String> {
     }
 }
 
+/// A player replay as a live leg sees it (what `parity --head cmd:<bridge>` compares), shared
+/// with `replay bb`'s `recorded/<cell>/matches-recording` so the two cannot disagree.
+pub fn live_replay_of(r: super::player::ReplayResult) -> LiveReplay {
+    LiveReplay {
+        grammar: r.grammar_violations.iter().map(|d| d.layer_key()).collect(),
+        stalls: r.stalls,
+        events: r.events,
+        left_out: main_run_note(r.main_runs),
+        wire: Some(r.wire),
+        wire_in_cell: Some(r.wire_in_cell),
+        ..Default::default()
+    }
+}
+
 impl Live for BbLive {
     fn protocol(&self) -> Protocol {
         Protocol::Bb
@@ -131,14 +145,7 @@ impl Live for BbLive {
         match super::player::replay_cell(cell, &argv, &opts) {
             Err(super::player::ReplayError::Skip(reason)) => LiveReplay::skipped(reason),
             Err(e) => LiveReplay::failed(e.to_string()),
-            Ok(r) => LiveReplay {
-                grammar: r.grammar_violations.iter().map(|d| d.layer_key()).collect(),
-                stalls: r.stalls,
-                events: r.events,
-                left_out: main_run_note(r.main_runs),
-                wire: Some(r.wire),
-                ..Default::default()
-            },
+            Ok(r) => live_replay_of(r),
         }
     }
 

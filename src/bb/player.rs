@@ -159,6 +159,9 @@ pub struct ReplayResult {
     pub main_runs: usize,
     /// The requests' answers and the spec's notifications ([`super::answers::wire_outcomes`]).
     pub wire: Vec<String>,
+    /// [`ReplayResult::wire`] without the notifications a recording files under another cell
+    /// (naming no thread, or a thread the runtime never named): what the cell's recording holds.
+    pub wire_in_cell: Vec<String>,
 }
 
 impl ReplayResult {
@@ -1108,6 +1111,10 @@ pub fn replay_cell(
     use std::os::unix::process::ExitStatusExt;
     let stderr = String::from_utf8_lossy(&stderr_text.lock().expect("stderr")).into_owned();
     let wire = super::answers::wire_outcomes(interleaved(&l.sent, &l.lines, &l.sent_before));
+    let wire_in_cell = super::answers::wire_outcomes(
+        interleaved(&l.sent, &l.lines, &l.sent_before)
+            .filter(|(to_bridge, line)| *to_bridge || in_cell_scope(line, &l.runtime_threads)),
+    );
     Ok(ReplayResult {
         lines: std::mem::take(&mut l.lines),
         line_times: std::mem::take(&mut l.line_times),
@@ -1122,7 +1129,28 @@ pub fn replay_cell(
         written,
         main_runs: l.main_runs,
         wire,
+        wire_in_cell,
     })
+}
+
+/// Whether a bridge→runtime line is filed under the replayed cell by the recorder (scope by
+/// `params.threadId`, absent: `_process`): a request or response (scoped by its thread or its
+/// request's), or a notification naming a thread the runtime named in this replay.
+fn in_cell_scope(line: &str, threads: &HashSet<String>) -> bool {
+    let Some(m) = super::msg::object(line) else {
+        return true;
+    };
+    if m.contains_key("id") {
+        return true;
+    }
+    match m
+        .get("params")
+        .and_then(|p| p.get("threadId"))
+        .and_then(Value::as_str)
+    {
+        Some(t) => threads.is_empty() || threads.contains(t),
+        None => false,
+    }
 }
 
 /// Joins a helper thread, giving up (detaching it) after `limit`.

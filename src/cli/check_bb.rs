@@ -59,7 +59,8 @@ pub struct CheckBbArgs {
     pub mode: Option<u32>,
     /// Also replay the thread cells of these recordings folders against the bridge and add
     /// the recorded-traffic rules `recorded/<cell>/{replays, events-schema-valid, grammar,
-    /// turn-lifecycle, not-empty}` (exact plan, as bb's kit).
+    /// turn-lifecycle, not-empty}` (exact plan, as bb's kit) and `matches-recording` (the
+    /// replay's content compared with the recording, as parity compares them).
     #[arg(long, value_name = "DIR")]
     pub recordings: Vec<PathBuf>,
     #[command(flatten)]
@@ -133,8 +134,9 @@ fn not_run_verdicts(verdicts: &[Verdict], config: &Config, kit_only: bool) -> Ve
 }
 
 /// Verdicts a recorded cell normally yields (replays, events-schema-valid, grammar,
-/// turn-lifecycle, not-empty, and the three wire rules): the progress bar's step per cell.
-const RECORDED_PER_CELL: usize = 8;
+/// turn-lifecycle, not-empty, matches-recording, and the three wire rules): the progress bar's
+/// step per cell.
+const RECORDED_PER_CELL: usize = 9;
 
 /// Replays every thread cell of `roots` and returns the recorded-traffic verdicts.
 fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> {
@@ -168,7 +170,9 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
             let vs = match player::replay_cell(cell, &a.command, &opts) {
                 Ok(result) => {
                     let offline = crate::bb::recorded::offline_counts(cell, !a.kit_only);
-                    crate::bb::recorded::recorded_verdicts(name, &result, &offline)
+                    let matches =
+                        crate::bb::recorded::compare_with_recording(cell, &result, &offline);
+                    crate::bb::recorded::recorded_verdicts(name, &result, &offline, Some(&matches))
                 }
                 Err(ReplayError::Skip(reason)) => {
                     vec![Verdict::skipped(
