@@ -2029,3 +2029,117 @@ fn the_coverage_map_names_rows_that_fail_and_pass_each_rule() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// `replay bb` of the clean recording against the peer (not ours): the same text in other
+/// chunks (`PY_BB_ODDITY=chunks`) passes every recorded rule though the event count differs;
+/// the same deltas saying other text (`PY_BB_FLAW=wrong-text`) fail `matches-recording` alone,
+/// naming the text, with the event count equal; and `parity --base rec: --head cmd:` says the
+/// same of both (one comparison).
+#[test]
+fn replay_bb_judges_the_content_not_the_chunking() {
+    let Some(py) = python("replay_bb_judges_the_content_not_the_chunking") else {
+        return;
+    };
+    let cells = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/clean");
+    let replay = |var: (&str, &str)| {
+        let out = Command::new(BRIDGEWIRE)
+            .args([
+                "replay",
+                "bb",
+                "--format",
+                "json",
+                "--timeout-ms",
+                "10000",
+                cells,
+            ])
+            .args(["--", py, PEER])
+            .env_remove("PY_BB_FLAW")
+            .env_remove("PY_BB_ODDITY")
+            .env(var.0, var.1)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), doc)
+    };
+    let statuses = |doc: &Value| -> Vec<(String, String)> {
+        doc["cells"][0]["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["id"]
+                        .as_str()
+                        .unwrap()
+                        .rsplit('/')
+                        .next()
+                        .unwrap()
+                        .to_string(),
+                    v["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let rules = [
+        "replays",
+        "events-schema-valid",
+        "grammar",
+        "turn-lifecycle",
+        "not-empty",
+        "matches-recording",
+    ];
+
+    let (code, doc) = replay(("PY_BB_ODDITY", "chunks"));
+    let cell = &doc["cells"][0];
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert_eq!(cell["status"], "pass", "{doc:#}");
+    assert_eq!(
+        statuses(&doc),
+        rules.map(|r| (r.to_string(), "pass".to_string())),
+        "{doc:#}"
+    );
+    assert_ne!(cell["events"], cell["recordingEvents"], "{doc:#}");
+    assert_eq!(cell["onlyChunkingDiffers"], true, "{doc:#}");
+
+    let (code, doc) = replay(("PY_BB_FLAW", "wrong-text"));
+    let cell = &doc["cells"][0];
+    assert_eq!(code, Some(1), "{doc:#}");
+    assert_eq!(cell["status"], "fail", "{doc:#}");
+    let want: Vec<(String, String)> = rules
+        .iter()
+        .map(|r| {
+            let s = if *r == "matches-recording" {
+                "fail"
+            } else {
+                "pass"
+            };
+            (r.to_string(), s.to_string())
+        })
+        .collect();
+    assert_eq!(statuses(&doc), want, "{doc:#}");
+    assert_eq!(cell["events"], cell["recordingEvents"], "{doc:#}");
+    let detail = cell["verdicts"][5]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("(base = the recording, head = this replay;") && detail.contains("ECHO: "),
+        "{detail}"
+    );
+
+    // parity over the same recording and the same bridges agrees.
+    for (var, want, needle) in [
+        ("PY_BB_ODDITY=chunks", 0, "PASS py/thr_conformance_1"),
+        ("PY_BB_FLAW=wrong-text", 1, "FAIL py/thr_conformance_1"),
+    ] {
+        let (code, text) = parity(&[
+            "--timeout-ms",
+            "10000",
+            "--base",
+            &format!("rec:{cells}"),
+            "--head",
+            &format!("cmd:env {var} {py} {PEER}"),
+            cells,
+        ]);
+        assert_eq!(code, Some(want), "{var}:\n{text}");
+        assert!(text.contains(needle), "{var}: no {needle:?} in\n{text}");
+    }
+}
