@@ -8,6 +8,12 @@ use crate::cell::Cell;
 use crate::lane::Entry;
 use serde_json::Value;
 
+/// The least a live program's start-up handshake (bb's `initialize`, parity's identity probe)
+/// is waited for, whatever `--timeout-ms` says: `--timeout-ms` bounds a replay's waits, not how
+/// long an interpreter takes to start on a busy machine (python3 under load took over 2 s). A
+/// program that never answers costs this once.
+pub const START_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Protocol {
     Bb,

@@ -709,6 +709,18 @@ impl Harness {
         stall_on_timeout: bool,
         cond: impl Fn(&Live) -> bool,
     ) -> WaitEnd {
+        let bound = self.opts.timeout;
+        self.wait_within(label, stall_on_timeout, bound, cond)
+    }
+
+    /// [`Harness::wait`] with its own bound.
+    fn wait_within(
+        &mut self,
+        label: &str,
+        stall_on_timeout: bool,
+        bound: Duration,
+        cond: impl Fn(&Live) -> bool,
+    ) -> WaitEnd {
         let start = Instant::now();
         loop {
             if cond(&self.live.lock().expect("live")) {
@@ -724,7 +736,7 @@ impl Harness {
                 self.stall(format!("bridge exited while waiting for {label}"));
                 return WaitEnd::Exited;
             }
-            if start.elapsed() >= self.opts.timeout {
+            if start.elapsed() >= bound {
                 if stall_on_timeout {
                     self.stall(format!("timed out waiting for {label}"));
                 }
@@ -953,8 +965,11 @@ pub fn replay_cell(
         None,
         r#"{"jsonrpc":"2.0","id":"parity-initialize","method":"initialize","params":{"protocolVersion":2,"client":{"name":"bb-parity","version":"0"}}}"#,
     );
+    // The start-up is waited for at least START_WAIT: a short --timeout-ms bounds the replay's
+    // waits, not how long an interpreter takes to start on a busy machine.
+    let start_wait = opts.timeout.max(crate::protocol::START_WAIT);
     let mut gone = matches!(
-        h.wait("initialize response", true, |l| l
+        h.wait_within("initialize response", true, start_wait, |l| l
             .answered
             .contains(INITIALIZE_ID)),
         WaitEnd::Exited

@@ -7,11 +7,6 @@ use crate::protocol::BridgeCommand;
 use rayon::prelude::*;
 use std::path::PathBuf;
 
-/// The least a live leg's start-up handshake (the identity probe before any replay) is waited
-/// for, whatever `--timeout-ms` says: it happens once per leg, and a bridge that never answers
-/// costs this once before the run is refused.
-const START_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// A prepared leg; keeps worktrees alive until the run ends.
 struct Prepared {
     runner: Box<dyn LegRunner>,
@@ -302,7 +297,8 @@ compare a server with itself on purpose (a determinism check), pass --allow-same
             // A start-up is waited for at least START_WAIT: a short --timeout-ms bounds the
             // replay's waits, and must not refuse a leg whose interpreter starts slowly on a
             // busy machine (python3 under load took over 2 s to answer initialize).
-            let wait = std::time::Duration::from_millis(a.timeout_ms).max(START_WAIT);
+            let wait =
+                std::time::Duration::from_millis(a.timeout_ms).max(crate::protocol::START_WAIT);
             let found = match live.identify(bridge, wait) {
                 Ok(Some(id)) => id,
                 Ok(None) => continue,
