@@ -176,7 +176,7 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
                         reason,
                     )]
                 }
-                Err(ReplayError::Failed(reason)) => {
+                Err(ReplayError::Failed(reason) | ReplayError::Unreadable(reason)) => {
                     vec![Verdict::fail(&format!("recorded/{name}/replays"), reason)]
                 }
             };
