@@ -133,8 +133,8 @@ fn not_run_verdicts(verdicts: &[Verdict], config: &Config, kit_only: bool) -> Ve
 }
 
 /// Verdicts a recorded cell normally yields (replays, events-schema-valid, grammar,
-/// turn-lifecycle, not-empty, and the three wire rules): the progress bar's step per cell.
-const RECORDED_PER_CELL: usize = 8;
+/// turn-lifecycle, not-empty, and the wire rules): the progress bar's step per cell.
+const RECORDED_PER_CELL: usize = 5 + crate::bb::wire::RULES.len();
 
 /// Replays every thread cell of `roots` and returns the recorded-traffic verdicts.
 fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> {
