@@ -217,6 +217,16 @@ fn rows() -> Vec<Row> {
                 "after the thread/stop answer",
             )],
         ),
+        // Live, the kit's own scenario judges it (the wire judge's rule of that name is left
+        // to it: one rule, one verdict).
+        f(
+            "stop-before-boundary",
+            &[(
+                "stop/interrupt-settles-before-result",
+                "fail",
+                "arrived after the stop response",
+            )],
+        ),
         f(
             "in-progress",
             &[(
@@ -1069,6 +1079,11 @@ fn rec_rows() -> Vec<RecRow> {
                     "not-run",
                     "no thread/stop {intent: \"interrupt\"} reached an open turn",
                 ),
+                (
+                    "stop/interrupt-settles-before-result",
+                    "not-run",
+                    "no thread/stop {intent: \"interrupt\"} reached an open turn",
+                ),
             ],
         },
         same(
@@ -1093,6 +1108,14 @@ fn rec_rows() -> Vec<RecRow> {
                 "stop/nothing-after-stop",
                 "fail",
                 "after the thread/stop answer",
+            )],
+        ),
+        same(
+            "stop-before-boundary",
+            &[(
+                "stop/interrupt-settles-before-result",
+                "fail",
+                "after the stop's answer at bridge→runtime run ",
             )],
         ),
         same(
@@ -1209,6 +1232,7 @@ const RECORDED: &[&str] = &[
     "turn/delta-outside-turn",
     "stop/interrupt-settles-interrupted",
     "stop/interrupt-closes-items",
+    "stop/interrupt-settles-before-result",
     "stop/nothing-after-stop",
     "turn/vouched-key-opened",
     "session/identity-before-deltas",
@@ -1285,6 +1309,71 @@ fn recordings_of_the_python_bridge_fail_exactly_their_recorded_rules() {
     let rows = rec_rows();
     let problems = in_parallel(rows.len(), |i| check_rec_row(py, &rows[i]));
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// `replay bb` judges the wire rules on the replay's own traffic: the recording of the flaw
+/// "stop answered before the interrupted turn's boundary", replayed against that flawed peer,
+/// fails that wire verdict alone (every recorded rule and every other wire rule passes, the
+/// timeline being the same); against the correct peer it passes. The recorded rules alone
+/// passed it (`bb-replay` audit, MISS A).
+#[test]
+fn replay_judges_the_wire_rules_on_its_live_traffic() {
+    let Some(py) = python("replay_judges_the_wire_rules_on_its_live_traffic") else {
+        return;
+    };
+    let cell = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/peers/bb/stop-before-boundary/py/thr_conformance_1"
+    );
+    let replay = |flaw: Option<&str>| {
+        let mut cmd = Command::new(BRIDGEWIRE);
+        cmd.args(["replay", "bb", "--format", "json", cell, "--", py, PEER])
+            .env_remove("PY_BB_FLAW")
+            .env_remove("PY_BB_ODDITY");
+        if let Some(f) = flaw {
+            cmd.env("PY_BB_FLAW", f);
+        }
+        let out = cmd.output().unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let c = doc["cells"][0].clone();
+        let not_pass: Vec<(String, String, String)> = c["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(c["wireVerdicts"].as_array().unwrap())
+            .filter(|v| v["status"] != "pass")
+            .map(|v| {
+                let s = |k: &str| v[k].as_str().unwrap().to_string();
+                (s("id"), s("status"), s("detail"))
+            })
+            .collect();
+        (out.status.code(), c, not_pass)
+    };
+    const RULE: &str = "recorded/thr_conformance_1/stop/interrupt-settles-before-result";
+    let (code, c, not_pass) = replay(Some("stop-before-boundary"));
+    assert_eq!(code, Some(1), "{c:#}");
+    assert_eq!(c["status"], "fail", "{c:#}");
+    assert_eq!(not_pass.len(), 1, "{not_pass:#?}");
+    let (id, status, detail) = &not_pass[0];
+    assert_eq!((id.as_str(), status.as_str()), (RULE, "fail"));
+    assert!(
+        detail.contains("settled at live message ")
+            && detail.contains("after the stop's answer at live message ")
+            && detail.contains("(bridge→runtime)"),
+        "{detail}"
+    );
+    assert!(
+        c["wireVerdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["id"] == RULE),
+        "{c:#}"
+    );
+    let (code, c, not_pass) = replay(None);
+    assert_eq!(code, Some(0), "{c:#}");
+    assert!(not_pass.is_empty(), "{not_pass:#?}");
 }
 
 /// Runs `f(0..n)` on three threads and gathers the problems.
@@ -1598,6 +1687,10 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
     (
         "stray-stdout",
         "the runtime ignores stdout lines that are not protocol traffic",
+    ),
+    (
+        "stop-before-boundary",
+        "parity compares the timeline and the answers, not their order on the wire: a boundary after the stop's answer assembles the same timeline (replay bb's live wire rules fail it)",
     ),
 ];
 

@@ -503,3 +503,176 @@ fn event_driven_replay_reports_as_the_fixed_windows_do() {
     assert_eq!(event.1["failed"], 1, "{}", event.1);
     assert_eq!(event, run(true, "invalid-event", &one));
 }
+
+/// `replay bb --format json` of one cell with `BB_REF_BRIDGE_BREAK=breaks`: exit code, the
+/// cell's document and its wire verdicts that did not pass `(id, status, detail)`.
+fn replay_json(cell: &Path, breaks: &str) -> (Option<i32>, serde_json::Value, Vec<[String; 3]>) {
+    let out = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb", "--format", "json", "--timeout-ms", "3000"])
+        .arg(cell)
+        .arg("--")
+        .arg(BRIDGE)
+        .env("BB_REF_BRIDGE_BREAK", breaks)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let c = doc["cells"][0].clone();
+    // An unreadable cell has none.
+    let not_pass = c["wireVerdicts"]
+        .as_array()
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v["status"] != "pass" && v["status"] != "not-run")
+                .map(|v| ["id", "status", "detail"].map(|k| v[k].as_str().unwrap().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    (out.status.code(), c, not_pass)
+}
+
+/// The wire rules are judged on the replay's own traffic (audit MISS A): a bridge that
+/// answers `thread/stop` before the interrupted turn's boundary passed every recorded rule
+/// (same events, same counts) and now fails the wire rule alone, naming the live messages; a
+/// bridge that crashes mid-turn fails its recorded rules and no wire rule besides (what never
+/// came is the stall's, not a wire fault).
+#[test]
+fn replay_judges_the_wire_rules_on_the_live_traffic() {
+    let cell = cells_root().join("bb-ref/stop-interrupt");
+    let (code, c, not_pass) = replay_json(&cell, "");
+    assert_eq!(code, Some(0), "{c:#}");
+    assert!(not_pass.is_empty(), "{not_pass:?}");
+    let settles = c["wireVerdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == "recorded/stop-interrupt/stop/interrupt-settles-before-result")
+        .cloned();
+    assert_eq!(settles.unwrap()["status"], "pass", "{c:#}");
+
+    let (code, c, not_pass) = replay_json(&cell, "stop-before-settle");
+    assert_eq!(code, Some(1), "{c:#}");
+    assert_eq!(c["status"], "fail");
+    for v in c["verdicts"].as_array().unwrap() {
+        assert_eq!(v["status"], "pass", "the recorded rules pass: {v}");
+    }
+    assert_eq!(not_pass.len(), 1, "{not_pass:?}");
+    let [id, status, detail] = &not_pass[0];
+    assert_eq!(
+        id,
+        "recorded/stop-interrupt/stop/interrupt-settles-before-result"
+    );
+    assert_eq!(status, "fail");
+    assert!(
+        detail.contains("interrupted by thread/stop at live message ")
+            && detail.contains("(bridge→runtime), after the stop's answer at live message "),
+        "{detail}"
+    );
+
+    let (code, c, not_pass) = replay_json(&cell, "crash-mid-turn");
+    assert_eq!(code, Some(1), "{c:#}");
+    assert!(!c["stalls"].as_array().unwrap().is_empty(), "{c:#}");
+    assert!(
+        not_pass.is_empty(),
+        "no wire verdict besides the stall: {not_pass:?}"
+    );
+}
+
+fn corrupt(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/replay-bb-corrupt/bb-ref")
+        .join(name)
+}
+
+/// A recorded runtime lane whose last line is cut short (a recorder killed mid-write) is a
+/// warning, as for `pins` and `lanes` (audit LOST LINE): stderr names `file:line`, the cell's
+/// lines say the cut request was not replayed, and the replay still passes.
+#[test]
+fn a_cut_runtime_line_is_warned_and_named_not_replayed() {
+    let cell = corrupt("trunc-rt");
+    let out = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb"])
+        .arg(&cell)
+        .arg("--")
+        .arg(BRIDGE)
+        .env_remove("BB_REF_BRIDGE_BREAK")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let lane = format!("{}:6", cell.join("runtime→bridge.ndjson").display());
+    assert!(
+        stderr.contains(&format!(
+            "warning: bb-ref/trunc-rt: {lane}: last line is cut short (no newline, not valid JSON): a recorder killed mid-write; ignored"
+        )),
+        "{stderr}"
+    );
+    assert!(stdout.contains("PASS bb-ref/trunc-rt: "), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "  not replayed: {lane}: the recorded request is cut short (a recorder killed mid-write), so it was ignored"
+        )),
+        "{stdout}"
+    );
+    let (_, c, _) = replay_json(&cell, "");
+    assert_eq!(c["notReplayed"], serde_json::json!([lane]), "{c:#}");
+}
+
+/// A lane entry that cannot be read (malformed JSON, not UTF-8, another `dir`) is an
+/// unreadable recording: an ERROR line naming `file:line` and exit 2, as `pins`, `lanes` and
+/// `parity` say it (audit EXIT CODE), for `replay` and `rerecord` alike; nothing is written.
+#[test]
+fn an_unreadable_lane_entry_is_an_error_with_exit_2() {
+    for (name, at, what) in [
+        ("malformed", 6, "not a JSON lane entry: "),
+        ("nonutf8", 4, "not valid UTF-8 (byte "),
+        (
+            "baddir",
+            3,
+            "`dir` is \"runtime→bridge\" but the file holds \"bridge→runtime\"",
+        ),
+    ] {
+        let cell = corrupt(name);
+        let lane = format!("{}:{at}", cell.join("bridge→runtime.ndjson").display());
+        for verb in ["replay", "rerecord"] {
+            let out = Command::new(BRIDGEWIRE)
+                .args([verb, "bb"])
+                .arg(&cell)
+                .arg("--")
+                .arg(BRIDGE)
+                .env_remove("BB_REF_BRIDGE_BREAK")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(2), "{verb} {name}: {stdout}");
+            assert!(
+                stdout.contains(&format!(
+                    "ERROR bb-ref/{name}: unreadable lane entry: {lane}: {what}"
+                )),
+                "{verb} {name}: {stdout}"
+            );
+            assert!(!cell.join("bridge→runtime.current.ndjson").exists());
+        }
+        let (code, c, _) = replay_json(&cell, "");
+        assert_eq!(code, Some(2));
+        assert_eq!(c["status"], "error", "{c:#}");
+    }
+    let out = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb"])
+        .arg(corrupt("malformed"))
+        .arg(cells_root().join("bb-ref/resume"))
+        .arg("--")
+        .arg(BRIDGE)
+        .env_remove("BB_REF_BRIDGE_BREAK")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(
+        stdout.contains("1 passed, 0 failed, 0 skipped, 1 unreadable (2 cells)"),
+        "{stdout}"
+    );
+}

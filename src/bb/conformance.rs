@@ -1497,6 +1497,10 @@ impl Kit<'_> {
     fn wire_rules(&mut self) {
         let m = self.mark();
         for v in self.c.judge.verdicts(str::to_string) {
+            // Judged live by the kit's own scenario of that name (one rule, one verdict).
+            if v.id == super::wire::SETTLES_BEFORE_RESULT {
+                continue;
+            }
             if v.status == Status::NotRun
                 && [
                     super::wire::INTERRUPT_SETTLES_INTERRUPTED,

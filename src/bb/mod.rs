@@ -71,7 +71,7 @@ impl Model for BbModel {
         entries: &mut dyn Iterator<Item = LazyEntry>,
         sink: &mut dyn EventSink,
     ) {
-        let judge = assemble_judged_with::<true>(cell, entries, sink, None);
+        let judge = assemble_judged_with::<true>(cell, entries, sink, None, false);
         report_judge(&judge, sink);
     }
 
@@ -240,7 +240,7 @@ pub fn assemble_judged(
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
 ) -> wire::WireJudge {
-    assemble_judged_with::<false>(cell, &mut entries.map(LazyEntry::from), sink, None)
+    assemble_judged_with::<false>(cell, &mut entries.map(LazyEntry::from), sink, None, false)
 }
 
 /// [`assemble_judged`] that takes well-formed `turn.mainRun` deltas out of each `thread/delta`
@@ -259,6 +259,7 @@ pub fn assemble_judged_held(
         &mut entries.map(LazyEntry::from),
         sink,
         Some(main_runs),
+        false,
     )
 }
 
@@ -269,7 +270,26 @@ pub fn assemble_judged_borrowed(
     entries: &mut dyn Iterator<Item = Entry>,
     sink: &mut dyn EventSink,
 ) -> wire::WireJudge {
-    assemble_judged_with::<true>(cell, &mut entries.map(LazyEntry::from), sink, None)
+    assemble_judged_with::<true>(cell, &mut entries.map(LazyEntry::from), sink, None, false)
+}
+
+/// [`assemble_judged_held`] over a live replay's traffic (`replay bb`): the lines the runtime
+/// side wrote and the bridge answered, in the order they crossed, each entry's `seq` its
+/// 1-based position there; violations name `live message <n> (<dir>)`. `main_runs`: accept
+/// `turn.mainRun` deltas as the replay did (`None`: bb's tooling).
+pub fn assemble_judged_live(
+    cell: &Cell,
+    entries: &mut dyn Iterator<Item = Entry>,
+    sink: &mut dyn EventSink,
+    main_runs: Option<&mut usize>,
+) -> wire::WireJudge {
+    assemble_judged_with::<false>(
+        cell,
+        &mut entries.map(LazyEntry::from),
+        sink,
+        main_runs,
+        true,
+    )
 }
 
 /// The offline pass. A line held escaped ([`crate::lane::LazyLine`]) is searched as it is
@@ -285,12 +305,20 @@ fn assemble_judged_with<const BORROWED: bool>(
     entries: &mut dyn Iterator<Item = LazyEntry>,
     sink: &mut dyn EventSink,
     mut main_runs: Option<&mut usize>,
+    live: bool,
 ) -> wire::WireJudge {
     let (provider, _) = cell.provider_and_name();
     let mut assembler = assembler::Assembler::new(provider);
     let mut grammar = grammar::Grammar::new();
     let mut judge = wire::WireJudge::new();
     let at = |entry: &LazyEntry| {
+        if live {
+            return format!(
+                "live message {} ({})",
+                crate::jsjson::format_f64(entry.seq),
+                entry.dir
+            );
+        }
         format!(
             "{} run {} seq {}",
             entry.dir,

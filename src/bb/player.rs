@@ -162,9 +162,23 @@ pub struct ReplayResult {
     /// [`ReplayResult::wire`] without the notifications a recording files under another cell
     /// (naming no thread, or a thread the runtime never named): what the cell's recording holds.
     pub wire_in_cell: Vec<String>,
+    /// The runtime lines written (the handshake included) and, per kept bridge line, how many
+    /// of them had been written when it came: [`ReplayResult::crossed`].
+    pub sent: Vec<String>,
+    pub sent_before: Vec<usize>,
+    /// The recorded lanes' warnings (`file:line: …`), each once.
+    pub lane_warnings: Vec<String>,
+    /// Recorded runtime→bridge lines cut short (`file:line`): ignored, so not replayed.
+    pub not_replayed: Vec<String>,
 }
 
 impl ReplayResult {
+    /// The runtime lines written and the bridge lines read, in the order they crossed
+    /// (`(runtime→bridge?, line)`).
+    pub fn crossed(&self) -> impl Iterator<Item = (bool, &str)> + '_ {
+        interleaved(&self.sent, &self.lines, &self.sent_before)
+    }
+
     pub fn count(&self, ty: &str) -> usize {
         self.events.iter().filter(|e| e["type"] == ty).count()
     }
@@ -179,6 +193,10 @@ pub enum ReplayError {
     /// The harness could not run the replay at all (spawn failure, unreadable cell).
     #[error("{0}")]
     Failed(String),
+    /// A recorded lane holds an entry that cannot be read (malformed, not UTF-8, wrong `dir`):
+    /// invalid input (exit 2), not a failure of the bridge.
+    #[error("{0}")]
+    Unreadable(String),
 }
 
 /// A runtime→bridge step of the pacing plan.
@@ -199,6 +217,9 @@ struct Plan {
     answers: HashMap<String, VecDeque<Map<String, Value>>>,
     recorded_cwd: Option<String>,
     planned_events: Option<usize>,
+    /// See [`ReplayResult::lane_warnings`] and [`ReplayResult::not_replayed`].
+    lane_warnings: Vec<String>,
+    not_replayed: Vec<String>,
 }
 
 fn is_release_stop(m: &Map<String, Value>) -> Option<String> {
@@ -236,22 +257,50 @@ pub fn replayable(cell: &Cell) -> Result<(), ReplayError> {
     Ok(())
 }
 
-fn collect(mut m: crate::lane::merge::MergedEntries) -> Result<Vec<Entry>, ReplayError> {
+fn collect(m: crate::lane::merge::MergedEntries) -> Result<Vec<Entry>, ReplayError> {
+    collect_reported(m).map(|(e, _)| e)
+}
+
+/// [`collect`] with the merge's report (its warnings: cut last lines, unsorted lanes).
+fn collect_reported(
+    mut m: crate::lane::merge::MergedEntries,
+) -> Result<(Vec<Entry>, crate::lane::merge::MergeReport), ReplayError> {
     let entries: Vec<Entry> = m.by_ref().collect();
     let report = m.into_report();
     if let Some(e) = report.errors.first() {
-        return Err(ReplayError::Failed(format!("unreadable lane entry: {e}")));
+        return Err(ReplayError::Unreadable(format!(
+            "unreadable lane entry: {e}"
+        )));
     }
-    Ok(entries)
+    Ok((entries, report))
 }
 
 fn build_plan(cell: &Cell, opts: &ReplayOptions) -> Result<Plan, ReplayError> {
-    let recorded = collect(cell.recorded())?;
+    let (recorded, report) = collect_reported(cell.recorded())?;
+    let mut lane_warnings = report.warnings;
     let plan_view = if opts.exact_plan {
-        collect(cell.merged())?
+        let (merged, more) = collect_reported(cell.merged())?;
+        for w in more.warnings {
+            if !lane_warnings.contains(&w) {
+                lane_warnings.push(w);
+            }
+        }
+        merged
     } else {
         recorded.clone()
     };
+    // A cut last runtime line is ignored, so never written to the bridge (a warning, as for
+    // pins and lanes: the cell says so).
+    let not_replayed: Vec<String> = report
+        .cut_lines
+        .iter()
+        .filter(|e| {
+            e.path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("runtime→bridge"))
+        })
+        .map(|e| format!("{}:{}", e.path.display(), e.line))
+        .collect();
     let (provider, _) = cell.provider_and_name();
     let mut asm = Assembler::new(provider);
     // The gates count only events the grammar keeps, as the replay does (bb's plan applies no
@@ -345,6 +394,8 @@ fn build_plan(cell: &Cell, opts: &ReplayOptions) -> Result<Plan, ReplayError> {
         answers,
         recorded_cwd,
         planned_events,
+        lane_warnings,
+        not_replayed,
     })
 }
 
@@ -1145,6 +1196,10 @@ pub fn replay_cell(
         main_runs: l.main_runs,
         wire,
         wire_in_cell,
+        sent: std::mem::take(&mut l.sent),
+        sent_before: std::mem::take(&mut l.sent_before),
+        lane_warnings: plan.lane_warnings.clone(),
+        not_replayed: plan.not_replayed.clone(),
     })
 }
 

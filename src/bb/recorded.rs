@@ -85,6 +85,57 @@ pub fn wire_verdicts(cell: &Cell, name: &str, accept_main_run: bool) -> Vec<Verd
     judge.verdicts(|rule| format!("recorded/{name}/{rule}"))
 }
 
+/// The wire rules ([`super::wire`]) judged on a live replay's own traffic (what the runtime
+/// side wrote and what the bridge answered, in the order they crossed), as
+/// `recorded/<cell>/<rule>` verdicts. A replay that stalled lacks the rest of its traffic: a
+/// rule that could not judge names the stall, and one that only misses what never came is
+/// skipped naming it ([`super::wire::WireJudge::stalled`]), not failed.
+pub fn live_wire_verdicts(
+    cell: &Cell,
+    name: &str,
+    replay: &ReplayResult,
+    accept_main_run: bool,
+) -> Vec<Verdict> {
+    struct Ignore;
+    impl EventSink for Ignore {
+        fn event(&mut self, _: Value) {}
+        fn grammar_drop(&mut self, _: GrammarDrop) {}
+        fn invalid(&mut self, _: String) {}
+    }
+    let mut entries = replay
+        .crossed()
+        .enumerate()
+        .map(|(i, (runtime, line))| crate::lane::Entry {
+            ts: 0.0,
+            run: 0.0,
+            seq: (i + 1) as f64,
+            dir: if runtime {
+                "runtime→bridge"
+            } else {
+                "bridge→runtime"
+            }
+            .to_string(),
+            line: line.to_string(),
+            extra: Default::default(),
+        });
+    let mut main_runs = 0;
+    let mut judge = super::assemble_judged_live(
+        cell,
+        &mut entries,
+        &mut Ignore,
+        accept_main_run.then_some(&mut main_runs),
+    );
+    if let Some(first) = replay.stalls.first() {
+        let more = replay.stalls.len() - 1;
+        judge.stalled = Some(if more > 0 {
+            format!("the replay stalled: {first} (and {more} more)")
+        } else {
+            format!("the replay stalled: {first}")
+        });
+    }
+    judge.verdicts(|rule| format!("recorded/{name}/{rule}"))
+}
+
 /// The ThreadEvent check behind `events-schema-valid`: `Err(message)` when invalid.
 pub type EventCheck = fn(&Value) -> Result<(), String>;
 

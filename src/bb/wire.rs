@@ -8,6 +8,7 @@
 //! | `turn/delta-outside-turn` | Turn lifecycle 2 | a turn-requiring delta (item, stream, provider input) arrives with no turn open and no `noTurnFallback`, or a non-claiming `turn.boundary` has no turn to settle: bb's assembler drops it without a trace |
 //! | `stop/interrupt-settles-interrupted` | Turn lifecycle 5 | the turn a `thread/stop {intent: "interrupt"}` interrupted settles with any status but `interrupted` |
 //! | `stop/interrupt-closes-items` | Turn lifecycle 5 | the turn a `thread/stop {intent: "interrupt"}` interrupted settles with turn-scoped items still open: the bridge owes "explicit closes for provider-owned open items", and bb's assembler forgets them unsettled, so the timeline shows them running |
+//! | `stop/interrupt-settles-before-result` (offline and replay; live, the kit's rule of that name) | Turn lifecycle 5, 6 | the bridge answers a `thread/stop {intent: "interrupt"}` while the turn it interrupted is still open: its terminal `turn.boundary` must be on the wire before the response. A turn that settles after the answer fails naming both; one that never settles fails too, unless the traffic was cut short ([`WireJudge::stalled`]: skipped naming the stall) |
 //! | `stop/nothing-after-stop` | Turn lifecycle 6 | the bridge sends a `thread/delta` for a thread after answering its `thread/stop`, before the runtime re-attaches it (`thread/start`/`resume`/`fork`, `turn/start`/`steer`); a message the runtime refuses (invalid) counts too: it was still sent |
 //! | `turn/vouched-key-opened` | Turn lifecycle 3 | a delta is scoped by a `providerTurnId` the bridge never opened with `turn.open` on that thread (a provider's own turn label forwarded as scoping); a `turn.boundary` for such a key is the grammar's `turn/known` |
 //! | `recovery/hint-names-hosted-thread` | Recovery hints | a `provider/recovery` notification names a `threadId` the process does not host (never constructed by `thread/start`/`resume`/`fork`, or released by a stop it answered): the runtime drops it |
@@ -23,13 +24,16 @@
 use super::assembler::{ForgottenItem, SilentDrop};
 use super::event::EventView;
 use crate::jsonref::{Field, JsonView};
-use crate::rule::Verdict;
+use crate::rule::{Status, Verdict};
 use serde_json::Value;
 use std::collections::HashMap;
 
 pub const DELTA_OUTSIDE_TURN: &str = "turn/delta-outside-turn";
 pub const INTERRUPT_SETTLES_INTERRUPTED: &str = "stop/interrupt-settles-interrupted";
 pub const NOTHING_AFTER_STOP: &str = "stop/nothing-after-stop";
+/// The wire version of the kit's live rule of the same name: judged on recordings and on a
+/// replay's live traffic; `check bb` leaves it to the kit's own live scenario.
+pub const SETTLES_BEFORE_RESULT: &str = "stop/interrupt-settles-before-result";
 pub const INTERRUPT_CLOSES_ITEMS: &str = "stop/interrupt-closes-items";
 pub const VOUCHED_KEY_OPENED: &str = "turn/vouched-key-opened";
 pub const IDENTITY_BEFORE_DELTAS: &str = "session/identity-before-deltas";
@@ -44,6 +48,7 @@ pub const RULES: &[&str] = &[
     DELTA_OUTSIDE_TURN,
     INTERRUPT_SETTLES_INTERRUPTED,
     INTERRUPT_CLOSES_ITEMS,
+    SETTLES_BEFORE_RESULT,
     NOTHING_AFTER_STOP,
     VOUCHED_KEY_OPENED,
     IDENTITY_BEFORE_DELTAS,
@@ -137,6 +142,14 @@ pub struct WireJudge {
     /// (where, threadId), and how many.
     pub foreign_thread_first: Option<(String, String)>,
     pub foreign_thread_deltas: usize,
+    /// Interrupting stops answered (their turn open when they were sent), and those pending
+    /// (request ids).
+    pub interrupts_answered: usize,
+    interrupt_ids: std::collections::HashSet<String>,
+    /// Set by the caller when the traffic judged was cut short (a live replay that stalled:
+    /// the bridge exited, a wait ran out): a rule that only lacks the rest of the traffic is
+    /// then skipped naming it, not failed.
+    pub stalled: Option<String>,
 }
 
 /// What one session's construction result and its `thread/identity` said its handle is
@@ -203,6 +216,7 @@ impl WireJudge {
             + self.interrupting.len()
             + self.detached.len()
             + self.late_settlement.len()
+            + self.interrupt_ids.len()
     }
 
     /// Whether one more tracked entry fits; on the first refusal the stop rules' state is
@@ -221,6 +235,7 @@ impl WireJudge {
         self.interrupting = HashMap::new();
         self.detached = HashMap::new();
         self.late_settlement = HashMap::new();
+        self.interrupt_ids = Default::default();
         false
     }
 
@@ -260,6 +275,7 @@ impl WireJudge {
                     && let Some(turn) = self.open_turns.get(thread).and_then(|t| t.last())
                 {
                     self.interrupts += 1;
+                    self.interrupt_ids.insert(id_key(id));
                     self.interrupting
                         .insert(thread.to_string(), (turn.clone(), at.to_string()));
                 }
@@ -332,6 +348,9 @@ impl WireJudge {
             }
             if !self.room(at) {
                 return;
+            }
+            if self.interrupt_ids.remove(&id_key(id)) {
+                self.interrupts_answered += 1;
             }
             if self.interrupting.contains_key(&thread) {
                 self.late_settlement.insert(thread.clone(), at.to_string());
@@ -534,7 +553,7 @@ impl WireJudge {
     ) {
         let at = &LazyAt(std::cell::LazyCell::new(at));
         self.deltas_seen += 1;
-        if let Some(answered) = self.late_settlement.get(thread) {
+        if let Some(answered) = self.late_settlement.get(thread).cloned() {
             // Still settling the turn the stop interrupted: one fault, judged by the kit's
             // stop/interrupt-settles-before-result; the thread stays detached afterwards.
             if self.left_to_kit.len() < MAX_LEFT_TO_KIT {
@@ -551,6 +570,12 @@ impl WireJudge {
                         .get(thread)
                         .is_some_and(|(t, _)| e.turn_id() == Some(t.as_str()))
             });
+            if settles && let Some((turn, stop_at)) = self.interrupting.get(thread) {
+                let detail = format!(
+                    "the turn {turn} interrupted by thread/stop at {stop_at} (thread {thread:?}) settled at {at}, after the stop's answer at {answered}: the interrupted turn's turn.boundary must be on the wire before the response"
+                );
+                self.violation(SETTLES_BEFORE_RESULT, || detail);
+            }
             if settles || !self.interrupting.contains_key(thread) {
                 self.late_settlement.remove(thread);
             }
@@ -671,7 +696,43 @@ impl WireJudge {
 
     /// One verdict per wire rule; `id` maps a rule to its verdict id (e.g. a cell prefix).
     /// A stop rule that saw no stop is *not run*, with the reason.
+    /// When the traffic was cut short ([`WireJudge::stalled`]), a verdict that could not
+    /// judge says so, naming the stall.
     pub fn verdicts(&self, id: impl Fn(&str) -> String) -> Vec<Verdict> {
+        let mut out = self.verdicts_seen(id);
+        if let Some(stall) = &self.stalled {
+            for v in &mut out {
+                if matches!(v.status, Status::Skipped | Status::NotRun)
+                    && !v.detail.contains(stall.as_str())
+                {
+                    v.detail = format!("{} (the traffic was cut short: {stall})", v.detail);
+                }
+            }
+        }
+        out
+    }
+
+    /// The interrupted turns whose stop was answered while they were open and that had not
+    /// settled when the traffic ended: (thread, turn, where the stop was sent, where answered).
+    fn answered_unsettled(&self) -> Vec<(&str, &str, &str, &str)> {
+        let mut out: Vec<(&str, &str, &str, &str)> = self
+            .late_settlement
+            .iter()
+            .filter_map(|(thread, answered)| {
+                let (turn, stop_at) = self.interrupting.get(thread)?;
+                Some((
+                    thread.as_str(),
+                    turn.as_str(),
+                    stop_at.as_str(),
+                    answered.as_str(),
+                ))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn verdicts_seen(&self, id: impl Fn(&str) -> String) -> Vec<Verdict> {
         RULES
             .iter()
             .map(|rule| {
@@ -679,7 +740,10 @@ impl WireJudge {
                     self.violations.iter().filter(|v| v.rule == *rule).collect();
                 let stop_rule = matches!(
                     *rule,
-                    INTERRUPT_SETTLES_INTERRUPTED | INTERRUPT_CLOSES_ITEMS | NOTHING_AFTER_STOP
+                    INTERRUPT_SETTLES_INTERRUPTED
+                        | INTERRUPT_CLOSES_ITEMS
+                        | NOTHING_AFTER_STOP
+                        | SETTLES_BEFORE_RESULT
                 );
                 let overflow = match *rule {
                     VOUCHED_KEY_OPENED => self.keys_overflow.as_ref().map(|at| {
@@ -714,6 +778,33 @@ impl WireJudge {
                 if let Some(why) = overflow {
                     // Some stops went unjudged: no pass on evidence not seen.
                     return Verdict::not_run(&id(rule), why);
+                }
+                if *rule == SETTLES_BEFORE_RESULT
+                    && let Some(&(thread, turn, stop_at, answered)) =
+                        self.answered_unsettled().first()
+                {
+                    let n = self.answered_unsettled().len();
+                    let more = if n > 1 {
+                        format!(" (and {} more)", n - 1)
+                    } else {
+                        String::new()
+                    };
+                    let what = format!(
+                        "the thread/stop at {stop_at} (thread {thread:?}) was answered at {answered} while the turn {turn} it interrupted was open, and the turn had not settled when the traffic ended{more}"
+                    );
+                    return match &self.stalled {
+                        // The rest of the traffic is missing: the stall owns the fault.
+                        Some(stall) => Verdict::skipped(
+                            &id(rule),
+                            format!("could not be judged apart from the stall ({stall}): {what}"),
+                        ),
+                        None => Verdict::fail(
+                            &id(rule),
+                            format!(
+                                "{what}: the interrupted turn's turn.boundary must be on the wire before the response"
+                            ),
+                        ),
+                    };
                 }
                 if matches!(*rule, INTERRUPT_SETTLES_INTERRUPTED | INTERRUPT_CLOSES_ITEMS)
                     && let Some((thread, (turn, stop_at))) = self.interrupting.iter().min()
@@ -751,6 +842,15 @@ impl WireJudge {
                         if self.interrupts == 0 =>
                     {
                         Some("no thread/stop {intent: \"interrupt\"} reached an open turn")
+                    }
+                    SETTLES_BEFORE_RESULT if !self.runtime_seen => {
+                        Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
+                    }
+                    SETTLES_BEFORE_RESULT if self.interrupts == 0 => {
+                        Some("no thread/stop {intent: \"interrupt\"} reached an open turn")
+                    }
+                    SETTLES_BEFORE_RESULT if self.interrupts_answered == 0 => {
+                        Some("no thread/stop {intent: \"interrupt\"} that reached an open turn was answered")
                     }
                     NOTHING_AFTER_STOP if !self.runtime_seen => {
                         Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
@@ -970,6 +1070,74 @@ mod tests {
         j.bridge_response(&json!({"jsonrpc": "2.0", "id": "s", "result": {}}), "m3");
         let v = j.verdicts(str::to_string);
         assert!(v.iter().all(|v| v.status == Status::Pass), "{v:?}");
+    }
+
+    /// Turn lifecycle 6: the interrupted turn's boundary is on the wire before the stop's
+    /// response. Settling after the answer fails naming both messages (nothing-after-stop
+    /// leaves that settlement to this rule); never settling fails too, unless the traffic was
+    /// cut short (a stalled replay): then it is skipped naming the stall.
+    #[test]
+    fn a_stop_answered_before_the_boundary_fails_settles_before_result() {
+        let stop = json!({"jsonrpc": "2.0", "id": 7, "method": "thread/stop", "params": {"threadId": "t", "intent": "interrupt"}});
+        let answer = json!({"jsonrpc": "2.0", "id": 7, "result": {}});
+        let (mut j, mut a) = (WireJudge::new(), Assembler::new("p"));
+        feed(&mut j, &mut a, "t", "m1", json!([{"kind": "turn.open"}]));
+        j.runtime(&stop, "r1");
+        j.bridge_response(&answer, "m2");
+        feed(
+            &mut j,
+            &mut a,
+            "t",
+            "m3",
+            json!([{"kind": "turn.boundary", "status": "interrupted"}]),
+        );
+        let v = j.verdicts(str::to_string);
+        let failed: Vec<&Verdict> = v.iter().filter(|v| v.status != Status::Pass).collect();
+        assert_eq!(failed.len(), 1, "one fault, one verdict: {v:?}");
+        assert_eq!(failed[0].id, SETTLES_BEFORE_RESULT);
+        assert_eq!(failed[0].status, Status::Fail);
+        assert!(
+            failed[0]
+                .detail
+                .contains("settled at m3, after the stop's answer at m2"),
+            "{}",
+            failed[0].detail
+        );
+
+        // Answered with the turn open, and the turn never settles.
+        let never = |stalled: Option<&str>| {
+            let (mut j, mut a) = (WireJudge::new(), Assembler::new("p"));
+            feed(&mut j, &mut a, "t", "m1", json!([{"kind": "turn.open"}]));
+            j.runtime(&stop, "r1");
+            j.bridge_response(&answer, "m2");
+            j.stalled = stalled.map(str::to_string);
+            let v = j.verdicts(str::to_string);
+            v.into_iter()
+                .find(|v| v.id == SETTLES_BEFORE_RESULT)
+                .unwrap()
+        };
+        let v = never(None);
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+        assert!(
+            v.detail.contains("answered at m2 while the turn"),
+            "{}",
+            v.detail
+        );
+        let v = never(Some("the replay stalled: bridge exited"));
+        assert_eq!(v.status, Status::Skipped, "{v:?}");
+        assert!(
+            v.detail.starts_with(
+                "could not be judged apart from the stall (the replay stalled: bridge exited)"
+            ),
+            "{}",
+            v.detail
+        );
+
+        // No interrupt: not run, saying why.
+        let j = WireJudge::new();
+        let v = j.verdicts(str::to_string);
+        let v = v.iter().find(|v| v.id == SETTLES_BEFORE_RESULT).unwrap();
+        assert_eq!(v.status, Status::NotRun);
     }
 
     /// issue 15 item 1: the judge kept every violation and every open turn. A bridge that

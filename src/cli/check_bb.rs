@@ -134,9 +134,9 @@ fn not_run_verdicts(verdicts: &[Verdict], config: &Config, kit_only: bool) -> Ve
 }
 
 /// Verdicts a recorded cell normally yields (replays, events-schema-valid, grammar,
-/// turn-lifecycle, not-empty, matches-recording, and the three wire rules): the progress bar's
-/// step per cell.
-const RECORDED_PER_CELL: usize = 9;
+/// turn-lifecycle, not-empty, matches-recording, and the wire rules): the progress bar's step
+/// per cell.
+const RECORDED_PER_CELL: usize = 6 + crate::bb::wire::RULES.len();
 
 /// Replays every thread cell of `roots` and returns the recorded-traffic verdicts.
 fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> {
@@ -180,7 +180,7 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
                         reason,
                     )]
                 }
-                Err(ReplayError::Failed(reason)) => {
+                Err(ReplayError::Failed(reason) | ReplayError::Unreadable(reason)) => {
                     vec![Verdict::fail(&format!("recorded/{name}/replays"), reason)]
                 }
             };

@@ -234,7 +234,7 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
             }
         );
     }
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let (mut passed, mut failed, mut skipped, mut errors) = (0, 0, 0, 0);
     let json = a.format == super::Format::Json;
     let mut docs = Vec::new();
     for (cell, (res, offline)) in cells.iter().zip(results) {
@@ -247,6 +247,16 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                     );
                 } else {
                     say!("SKIP {}: {why}", cell.key);
+                }
+            }
+            Err(ReplayError::Unreadable(why)) => {
+                errors += 1;
+                if json {
+                    docs.push(
+                        serde_json::json!({"cell": cell.key, "status": "error", "detail": why}),
+                    );
+                } else {
+                    say!("ERROR {}: {why}", cell.key);
                 }
             }
             Err(ReplayError::Failed(why)) => {
@@ -267,14 +277,15 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                 // text in other chunks passes and lost or wrong text fails there, named.
                 let same_count = r.events.len() == offline.events;
                 let rechunked = recorded::only_chunking_differs(&matches);
-                let ok = verdicts.iter().all(|v| v.status == Status::Pass);
+                let live = LiveWire::judge(cell, &r, &opts);
+                let ok = verdicts.iter().all(|v| v.status == Status::Pass) && live.passes();
                 if ok {
                     passed += 1;
                 } else {
                     failed += 1;
                 }
                 if json {
-                    docs.push(serde_json::json!({
+                    let mut doc = serde_json::json!({
                         "cell": cell.key,
                         "status": if ok { "pass" } else { "fail" },
                         "lines": r.lines.len(),
@@ -294,7 +305,9 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                             "segment": d.segment, "generic": d.generic,
                             "stepsPlayed": d.steps_played, "steps": d.steps,
                         })).collect::<Vec<_>>(),
-                    }));
+                    });
+                    live.add_json(&mut doc);
+                    docs.push(doc);
                     continue;
                 }
                 say!(
@@ -313,6 +326,7 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                         say!("  {}", v.line());
                     }
                 }
+                live.print(a.verbose);
                 if r.main_runs > 0 {
                     say!(
                         "  {} turn.mainRun delta(s): the protocol's held-turn signal, accepted and not assembled",
@@ -349,12 +363,80 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         say!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
     } else {
         say!("");
+        let errors_text = if errors > 0 {
+            format!(", {errors} unreadable")
+        } else {
+            String::new()
+        };
         say!(
-            "{passed} passed, {failed} failed, {skipped} skipped ({} cells)",
+            "{passed} passed, {failed} failed, {skipped} skipped{errors_text} ({} cells)",
             cells.len()
         );
     }
-    if failed > 0 { exit::FAILED } else { exit::OK }
+    if errors > 0 {
+        // Unreadable or malformed recordings: invalid input, as for pins, lanes and parity.
+        exit::INVALID_INPUT
+    } else if failed > 0 {
+        exit::FAILED
+    } else {
+        exit::OK
+    }
+}
+
+/// What `replay bb` says of a cell's live traffic beyond the recorded rules: the wire rules
+/// judged on it ([`recorded::live_wire_verdicts`]; a failed one fails the cell) and the
+/// recorded runtime lines that were cut short, so not replayed (each also a warning on
+/// stderr, as `pins` and `lanes` give it).
+struct LiveWire {
+    verdicts: Vec<crate::rule::Verdict>,
+    not_replayed: Vec<String>,
+}
+
+impl LiveWire {
+    fn judge(cell: &Cell, r: &player::ReplayResult, opts: &ReplayOptions) -> LiveWire {
+        for w in &r.lane_warnings {
+            eprintln!("warning: {}: {w}", cell.key);
+        }
+        LiveWire {
+            verdicts: recorded::live_wire_verdicts(
+                cell,
+                cell.provider_and_name().1,
+                r,
+                opts.accept_main_run,
+            ),
+            not_replayed: r.not_replayed.clone(),
+        }
+    }
+
+    fn passes(&self) -> bool {
+        self.verdicts.iter().all(|v| v.status != Status::Fail)
+    }
+
+    /// The cell's lines: failed and skipped wire verdicts (all with `--verbose`), and the cut
+    /// requests.
+    fn print(&self, verbose: bool) {
+        for v in &self.verdicts {
+            if matches!(v.status, Status::Fail | Status::Skipped) || verbose {
+                say!("  live wire: {}", v.line());
+            }
+        }
+        for at in &self.not_replayed {
+            say!(
+                "  not replayed: {at}: the recorded request is cut short (a recorder killed mid-write), so it was ignored"
+            );
+        }
+    }
+
+    fn add_json(&self, doc: &mut serde_json::Value) {
+        doc["wireVerdicts"] = self
+            .verdicts
+            .iter()
+            .map(
+                |v| serde_json::json!({"id": v.id, "status": v.status.label(), "detail": v.detail}),
+            )
+            .collect();
+        doc["notReplayed"] = self.not_replayed.iter().cloned().collect();
+    }
 }
 
 /// Cells finished so far, printed as a partial summary if a signal ends the run.
@@ -438,10 +520,14 @@ pub fn run_rerecord(args: &RerecordBbArgs) -> u8 {
         progress.record(r.is_ok());
         r
     });
-    let mut bad = false;
+    let (mut bad, mut unreadable) = (false, false);
     for (cell, res) in cells.iter().zip(results) {
         match res {
             Err(ReplayError::Skip(why)) => say!("SKIP {}: {why}", cell.key),
+            Err(ReplayError::Unreadable(why)) => {
+                unreadable = true;
+                say!("ERROR {}: {why}", cell.key);
+            }
             Err(ReplayError::Failed(why)) => {
                 bad = true;
                 say!("FAIL {}: {why}", cell.key);
@@ -463,7 +549,13 @@ pub fn run_rerecord(args: &RerecordBbArgs) -> u8 {
             },
         }
     }
-    if bad { exit::FAILED } else { exit::OK }
+    if unreadable {
+        exit::INVALID_INPUT
+    } else if bad {
+        exit::FAILED
+    } else {
+        exit::OK
+    }
 }
 
 pub fn run_double(a: &ProviderDoubleArgs) -> u8 {

@@ -148,12 +148,15 @@ pub struct LaneFile {
 pub struct MergeReport {
     pub errors: Vec<LaneError>,
     pub warnings: Vec<String>,
+    /// The cut last lines among the warnings (ignored entries), by file and line.
+    pub cut_lines: Vec<LaneError>,
 }
 
 impl MergeReport {
     fn push(&mut self, e: LaneError) {
         if e.is_warning() {
             self.warnings.push(e.to_string());
+            self.cut_lines.push(e);
         } else {
             self.errors.push(e);
         }
