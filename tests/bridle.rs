@@ -1442,6 +1442,16 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
             ("skipped http-sync — ", UNADDRESSED),
         ],
     ),
+    // The user's text upper-cased on its way to the agent: the isolation check's and the
+    // HTTP message's forwards show it (replay compares the hub→agent message too:
+    // `replay_compares_what_the_hub_forwards_to_the_agent_and_its_pongs`).
+    (
+        "agent-text-upper",
+        "http-message",
+        "\"text\":\"OVER HTTP\"",
+        &[("fail    agent-isolation — ", "\"text\":\"FOR A\"")],
+    ),
+    ("pong-ts-string", "ping-pong", "has no numeric ts", &[]),
     // A pong to every browser (it passed: only the pinger was watched).
     (
         "pong-broadcast",
@@ -3153,7 +3163,8 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
         "replay: {out}"
     );
     assert!(
-        out.contains("PASS ref-hub/nobody__dave: events 2, rows 1; extensions, not compared: hub→browser \"status\" ×1"),
+        // welcome, pong (compared, its ts typed) and the not-connected answer.
+        out.contains("PASS ref-hub/nobody__dave: events 3, rows 1; extensions, not compared: hub→browser \"status\" ×1"),
         "replay: {out}"
     );
     for (what, (code, out)) in ["recorded vs node", "reference vs node"]
@@ -3298,14 +3309,26 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
             "{alice}"
         );
     }
+    // One fault, one verdict: the cell whose connection first found the hub gone names the
+    // exit; every other failing cell names that cell (not replayed, or not past the exit).
     let (code, out) = &results[14];
     assert_eq!(*code, 1, "{out}");
-    assert!(
-        out.contains("the hub exited (exit status: 3) during this cell: ")
-            && out
-                .contains(": not replayed: the hub exited (exit status: 3) during an earlier cell"),
-        "{out}"
-    );
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+    let during: Vec<&str> = fails
+        .iter()
+        .filter(|l| l.contains(": the hub exited (exit status: 3) during this cell: "))
+        .map(|l| l["FAIL ".len()..].split(": ").next().unwrap_or_default())
+        .collect();
+    assert_eq!(during.len(), 1, "{out}");
+    let named = format!("the hub exited (exit status: 3) during {}", during[0]);
+    assert!(fails.len() > 1, "{out}");
+    for f in fails.iter().filter(|l| !l.contains("during this cell")) {
+        assert!(
+            f.contains(&format!(": not replayed: {named}"))
+                || f.contains(&format!(": not replayed past the hub's exit: {named}")),
+            "{f}\n{out}"
+        );
+    }
     // The same recordings on both legs: refused before anything runs, unless asked for.
     let (code, out) = parity(&rec, &format!("rec:{r}/"));
     assert_eq!(code, 2, "{out}");
@@ -4246,6 +4269,102 @@ fn a_stream_after_its_end_is_dropped_as_it_arrives_on_every_leg() {
     }
     assert!(
         out.contains(&format!("{} passed, 2 failed, 0 skipped", n - 2)),
+        "{out}"
+    );
+}
+
+/// A cell whose lanes hold a line the reader cannot take (here one cut by hand in the middle of
+/// the file, `tests/fixtures/bridle-damaged`) is an error naming file:line (exit 2), as `lanes`,
+/// `pins` and `parity` have it: not replayed with the line left out, which blamed the hub for
+/// an event the recording lost (the cut line is the hub's pong). A cut *last* line (a recorder
+/// killed mid-write) is a warning naming it, and the rest is replayed.
+#[test]
+fn replay_refuses_an_unreadable_cell_naming_file_and_line() {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-damaged");
+    let (code, out) = bridgewire_keyed(&["replay", "bridle", fixture.to_str().unwrap()], &[]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("ERROR ref-hub/nobody__dave: unreadable recording: ")
+            && out.contains("hub→browser.ndjson:7: not a JSON lane entry"),
+        "{out}"
+    );
+    assert!(!out.contains("PASS ") && !out.contains("FAIL "), "{out}");
+    // The same cell with only its last line cut: a warning, and the cell is replayed.
+    let tmp = tempfile::tempdir().unwrap();
+    let cell = tmp.path().join("ref-hub/nobody__dave");
+    std::fs::create_dir_all(&cell).unwrap();
+    let src =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle/ref-hub/nobody__dave");
+    for lane in ["browser→hub.ndjson", "hub→browser.ndjson"] {
+        let text = std::fs::read_to_string(src.join(lane)).unwrap();
+        std::fs::write(cell.join(lane), text).unwrap();
+    }
+    let lane = cell.join("hub→browser.ndjson");
+    let text = std::fs::read_to_string(&lane).unwrap();
+    let body = text.trim_end_matches('\n');
+    let last = body.rfind('\n').unwrap() + 1;
+    std::fs::write(
+        &lane,
+        format!("{}{}", &body[..last], &body[last..last + 40]),
+    )
+    .unwrap();
+    let (code, out) = bridgewire_keyed(&["replay", "bridle", tmp.path().to_str().unwrap()], &[]);
+    assert!(
+        out.contains("warning: ref-hub/nobody__dave: ")
+            && out.contains("hub→browser.ndjson:8: last line is cut short"),
+        "{out}"
+    );
+    assert!(!out.contains("ERROR "), "{out}");
+    // The cut line is the hub's not-connected answer: the live one is what the recording now
+    // lacks, and the cell fails on it, the warning above saying why.
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL ref-hub/nobody__dave: hub→browser event #")
+            && out
+                .contains("recorded (none) vs live {\"dir\":\"hub→browser\",\"event\":\"message\""),
+        "{out}"
+    );
+}
+
+/// What the hub forwards to the agent is compared with the recording (parity compares the
+/// hub→agent lane too), and so is the browser's pong (its `ts` typed, as every ts): the node
+/// hub that upper-cases the user's text on its way to the agent, and the one that writes the
+/// pong's ts as a string, each fail replay, in the cells that show it, naming the field, and
+/// in no other way. They passed before (only the forward's clientId was checked; pongs were
+/// left out of the comparison).
+#[test]
+fn replay_compares_what_the_hub_forwards_to_the_agent_and_its_pongs() {
+    if !node_ready("replay_compares_what_the_hub_forwards_to_the_agent_and_its_pongs") {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let jobs: Vec<Box<dyn FnOnce() -> (i32, String) + Send>> = vec![
+        Box::new(|| node_hub_replay(&root, "3000", &["--diverge", "agent-text-upper"], &[])),
+        Box::new(|| node_hub_replay(&root, "3000", &["--diverge", "pong-ts-string"], &[])),
+    ];
+    let results = parallel(jobs);
+    for ((code, out), marker) in results
+        .iter()
+        .zip(["hub→agent event #", "hub→browser event #"])
+    {
+        assert_eq!(*code, 1, "{out}");
+        let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+        assert!(!fails.is_empty(), "{out}");
+        for f in &fails {
+            assert!(f.contains(marker), "{f}\n{out}");
+        }
+        assert!(out.lines().any(|l| l.starts_with("PASS ")), "{out}");
+    }
+    let (_, out) = &results[0];
+    assert!(
+        out.contains(
+            " differs at /data/text: recorded {\"dir\":\"hub→agent\",\"event\":\"message\""
+        ) && out.contains("\"text\":\"HELLO"),
+        "{out}"
+    );
+    let (_, out) = &results[1];
+    assert!(
+        out.contains(" differs at /data/ts: recorded {\"dir\":\"hub→browser\",\"event\":\"pong\",\"data\":{\"ts\":0}} vs live {\"dir\":\"hub→browser\",\"event\":\"pong\",\"data\":{\"ts\":\"\"}}"),
         "{out}"
     );
 }

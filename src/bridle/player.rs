@@ -1,5 +1,6 @@
 //! `replay bridle`: plays a recorded cell's browser and agent against a live hub and compares
-//! what the browser sees now with what it saw then (normalized hub→browser events and rows).
+//! what the hub sends now with what it sent then (normalized hub→browser events, the messages
+//! it forwards to the agent, HTTP answers, and rows).
 //!
 //! The cells of one hub folder and agentId are played together ([`groups`]): the proxy files
 //! an agent's own lines under `<agentId>__agent`, what it did for a browser under that
@@ -903,6 +904,21 @@ struct Party {
     agent_sent: std::collections::HashMap<String, tokio::time::Instant>,
     /// How long before the first stall's wait ended the agent had sent the awaited event.
     stall_sent_ago: Option<Duration>,
+    /// When the first stall's wait ended, and how many events its connection had brought by
+    /// then: what came after tells a slow hub (the awaited event first, in its place) from one
+    /// that sent it out of its place.
+    stall_mark: Option<(Instant, usize)>,
+    /// The recorded data of the event the first stall awaited: a later arrival equal to it is
+    /// that event, late.
+    stall_data: Option<Value>,
+    /// What is left, after the first stall, of the one wait all later awaits of the cell share
+    /// (each still at most the fixed quiet window): a cell costs about one wait after its
+    /// fault, however many recorded events follow it.
+    stall_budget: Duration,
+    /// When a connection of this cell's (its browser, the agent on its step, its HTTP client)
+    /// first found the hub gone (closed without a close, refused, reset): the cell a hub that
+    /// exited exited during is the one that saw it first.
+    closed_at: Option<Instant>,
     /// What was not played or compared, and why: said in a passing verdict.
     notes: Vec<String>,
     /// The cell's verdict when its replay ended early (its browser could not connect, the hub
@@ -943,6 +959,10 @@ impl Party {
             wrong: Vec::new(),
             agent_sent: Default::default(),
             stall_sent_ago: None,
+            stall_mark: None,
+            stall_data: None,
+            stall_budget: Duration::ZERO,
+            closed_at: None,
             notes: Vec::new(),
             ended: None,
         }
@@ -991,6 +1011,7 @@ impl Party {
             Ok(s) => self.tab.browser = Some(s),
             Err(_) if refused => self.tab.browser = None,
             Err(e) => {
+                self.saw_close();
                 self.ended = Some(Outcome::Fail(format!(
                     "the replayed browser could not connect: {e}"
                 )))
@@ -1026,7 +1047,9 @@ impl Party {
         let Some(b) = self.tab.browser.as_mut() else {
             return Ok(());
         };
+        let start = Instant::now();
         let (events, ended) = read_to_end(b, wait, cadence).await;
+        self.charge(start);
         let names: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
         for e in events {
             self.tab.admit(e);
@@ -1035,7 +1058,7 @@ impl Party {
             self.tab.browser = None;
             return Ok(());
         }
-        self.stalled = true;
+        self.stall(cfg);
         Err(end_missing("browser", "", wait, &names))
     }
 
@@ -1050,11 +1073,13 @@ impl Party {
         cadence: &mut Cadence,
     ) -> Result<(), String> {
         let wait = self.wait(cfg);
+        let start = Instant::now();
         let (events, ended) = read_to_end(a, wait, cadence).await;
+        self.charge(start);
         if ended {
             return Ok(());
         }
-        self.stalled = true;
+        self.stall(cfg);
         let names: Vec<String> = events.into_iter().map(|e| e.name).collect();
         let when = if refused {
             " before sending it any event"
@@ -1065,13 +1090,33 @@ impl Party {
     }
 
     /// How long an awaited output is waited for: the wait, or the fixed quiet window once the
-    /// cell stalled (one fault, one verdict).
+    /// cell stalled (one fault, one verdict), while the stall budget lasts.
     fn wait(&self, cfg: &ReplayConfig) -> Duration {
         if self.stalled {
-            fixed_quiet(cfg.wait)
+            fixed_quiet(cfg.wait).min(self.stall_budget)
         } else {
             cfg.wait
         }
+    }
+
+    /// A wait that began at `start` after the cell stalled is taken from the stall budget.
+    fn charge(&mut self, start: Instant) {
+        if self.stalled {
+            self.stall_budget = self.stall_budget.saturating_sub(start.elapsed());
+        }
+    }
+
+    /// The cell stalls (its first fault): later awaits share one wait from here.
+    fn stall(&mut self, cfg: &ReplayConfig) {
+        if !self.stalled {
+            self.stalled = true;
+            self.stall_budget = cfg.wait;
+        }
+    }
+
+    /// A connection of this cell's found the hub gone: the first time is kept.
+    fn saw_close(&mut self) {
+        self.closed_at.get_or_insert_with(Instant::now);
     }
 }
 
@@ -1133,6 +1178,22 @@ pub async fn replay_group_into(
     bystanders: &Bystanders,
     views: &mut [Vec<Value>],
 ) -> Vec<Outcome> {
+    replay_group_traced(cells, cfg, bystanders, views)
+        .await
+        .into_iter()
+        .map(|(o, _)| o)
+        .collect()
+}
+
+/// [`replay_group_into`], each outcome with when a connection of its cell's first found the
+/// hub gone (closed without a close, refused, reset): a hub that exited is named in the cell
+/// that saw it first, and the cells that saw it later are its consequence.
+pub async fn replay_group_traced(
+    cells: &[&Cell],
+    cfg: &ReplayConfig,
+    bystanders: &Bystanders,
+    views: &mut [Vec<Value>],
+) -> Vec<(Outcome, Option<std::time::Instant>)> {
     let mut outcomes: Vec<Option<Outcome>> = cells.iter().map(|_| None).collect();
     let mut parties: Vec<Option<Party>> = Vec::new();
     let mut merged: Vec<(crate::lane::SeqKey, usize, crate::lane::Entry)> = Vec::new();
@@ -1248,7 +1309,7 @@ pub async fn replay_group_into(
                 )
                 .await;
             }
-            Err(e) => return all_failed(cells, &outcomes, &agent_fail(e)),
+            Err(e) => return all_failed(cells, &outcomes, &parties, &agent_fail(e)),
         }
     }
     for p in parties.iter_mut().flatten() {
@@ -1334,7 +1395,7 @@ pub async fn replay_group_into(
                             cadence.wrote();
                             agents_refused += 1;
                         }
-                        Err(e) => return all_failed(cells, &outcomes, &agent_fail(e)),
+                        Err(e) => return all_failed(cells, &outcomes, &parties, &agent_fail(e)),
                     }
                 }
                 p.view.push(ev);
@@ -1449,6 +1510,10 @@ pub async fn replay_group_into(
                     }
                     None => Ok(Value::Null),
                 };
+                // No answer at all (the connection refused or reset): the hub may be gone.
+                if got.as_ref().is_ok_and(|v| v.get("error").is_some()) {
+                    p.saw_close();
+                }
                 // An answer that did not come within its bound is a stall, as a browser event
                 // that did not: not a difference of the answer.
                 let ev = match got {
@@ -1490,16 +1555,25 @@ pub async fn replay_group_into(
                                 p.view.push(json!({ "dir": "hub→agent", "wrong": m }));
                             }
                         }
+                        if want == "message" {
+                            p.live.push(forwarded(&recorded, &m.data));
+                        }
                         p.view
                             .push(json!({ "dir": "hub→agent", "event": want, "data": m.data }));
                     }
                     Err(e) if want == "message" => {
+                        if matches!(e, super::transport::RecvError::Closed(_)) {
+                            p.saw_close();
+                        }
                         p.ended = Some(Outcome::Fail(format!(
                             "the hub did not forward a recorded message to the agent: {e}"
                         )));
                     }
                     Err(_) if !spec => {}
                     Err(e) => {
+                        if matches!(e, super::transport::RecvError::Closed(_)) {
+                            p.saw_close();
+                        }
                         let ev = json!({ "dir": "hub→agent", "missing": format!("{want}: {e}") });
                         p.live.push(ev.clone());
                         p.view.push(ev);
@@ -1584,13 +1658,16 @@ pub async fn replay_group_into(
         }
     }
     drop(agent);
+    let mut closed: Vec<Option<std::time::Instant>> = vec![None; cells.len()];
     for (i, party) in parties.into_iter().enumerate() {
         let Some(p) = party else { continue };
+        closed[i] = p.closed_at.map(Instant::into_std);
         outcomes[i] = Some(p.finish(&mut views[i]));
     }
     outcomes
         .into_iter()
         .map(|o| o.unwrap_or_else(|| Outcome::Fail("no replay".into())))
+        .zip(closed)
         .collect()
 }
 
@@ -1717,11 +1794,26 @@ async fn leave(s: &mut Socket, cfg: &ReplayConfig) -> Vec<super::transport::Even
 }
 
 /// Every cell of a group failed alike (its agent could not connect), but those not replayed.
-fn all_failed(cells: &[&Cell], outcomes: &[Option<Outcome>], why: &str) -> Vec<Outcome> {
+/// Every cell failed for `why` (the replayed agent could not connect): each with when it found
+/// the hub gone, its own earlier moment where it had one, else now (a hub that exited refuses
+/// the connection).
+fn all_failed(
+    cells: &[&Cell],
+    outcomes: &[Option<Outcome>],
+    parties: &[Option<Party>],
+    why: &str,
+) -> Vec<(Outcome, Option<std::time::Instant>)> {
+    let now = std::time::Instant::now();
     (0..cells.len())
         .map(|i| match &outcomes[i] {
-            Some(Outcome::NotReplayable(r)) => Outcome::NotReplayable(r.clone()),
-            _ => Outcome::Fail(why.to_string()),
+            Some(Outcome::NotReplayable(r)) => (Outcome::NotReplayable(r.clone()), None),
+            _ => {
+                let seen = parties.get(i).and_then(|p| p.as_ref()?.closed_at);
+                (
+                    Outcome::Fail(why.to_string()),
+                    Some(seen.map_or(now, Instant::into_std)),
+                )
+            }
         })
         .collect()
 }
@@ -1915,6 +2007,12 @@ fn script(
                         }
                     }
                     ("hub→agent", Some(n)) => {
+                        // What the hub forwards to the agent is compared (the spec's hub→agent
+                        // `message`: type, clientId, text, parts, messageId), as parity
+                        // compares the hub→agent lane.
+                        if n == "message" {
+                            recorded[i].push(ev.clone());
+                        }
                         Step::AgentExpect(n.to_string(), ev["data"].clone())
                     }
                     ("agent→hub", Some(n)) => {
@@ -2186,6 +2284,11 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         want_client,
         agent_sent,
         stall_sent_ago,
+        stall_mark,
+        stall_data,
+        stall_budget,
+        closed_at,
+        recorded,
         claims,
         roles,
         ..
@@ -2198,17 +2301,23 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         None => {
             // The fixed quiet window, not the adaptive one: a hub that reacts slower than its
             // recent cadence would make the count vary from run to run.
-            let wait = if *stalled || extension {
+            // After the cell's first stall, its later awaits share one wait (the stall budget):
+            // a hub that drops every second frame of a long stream costs about one wait, not
+            // one quiet window per frame.
+            let wait = if extension {
                 fixed_quiet(cfg.wait)
+            } else if *stalled {
+                fixed_quiet(cfg.wait).min(*stall_budget)
             } else {
                 cfg.wait
             };
-            let deadline = tokio::time::Instant::now() + wait;
+            let start = tokio::time::Instant::now();
+            let deadline = start + wait;
             // Events of other names read during this wait: what came in its place.
             let mut instead: Vec<String> = Vec::new();
             // One with its name came after its message's stream_end and was dropped.
             let mut late = false;
-            loop {
+            let got = loop {
                 let got = b.recv_until(deadline).await;
                 if got.is_ok() {
                     cadence.arrived(b.engine.last_arrival());
@@ -2248,9 +2357,18 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                                 .join(" → ")
                         )));
                     }
-                    Err(e) => break Some(Err(e.to_string())),
+                    Err(e) => {
+                        if matches!(e, super::transport::RecvError::Closed(_)) {
+                            closed_at.get_or_insert_with(Instant::now);
+                        }
+                        break Some(Err(e.to_string()));
+                    }
                 }
+            };
+            if *stalled && !extension {
+                *stall_budget = stall_budget.saturating_sub(start.elapsed());
             }
+            got
         }
     };
     // What the agent sent is relayed: a later wait for this name owes only a later send.
@@ -2285,6 +2403,12 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         }),
         Some(Err(e)) => {
             *stalled = true;
+            *stall_budget = cfg.wait;
+            *stall_mark = Some((Instant::now(), arrivals.arrived.len()));
+            *stall_data = recorded
+                .get(live.len())
+                .filter(|r| r["event"] == want)
+                .map(|r| r["data"].clone());
             *first_stall = Some((view.len(), want.to_string(), *conn));
             *stall_sent_ago = agent_sent.get(want).map(|at| at.elapsed());
             json!({ "dir": "hub→browser", "missing": format!("{want}: {e}") })
@@ -2303,6 +2427,17 @@ fn tab_event(conn: Option<u64>, mut ev: Value) -> Value {
         ev["conn"] = json!(c);
     }
     ev
+}
+
+/// Two hub→browser events named `name` are the same once normalized (ids interned, times
+/// zeroed).
+fn same_event(name: &str, a: &Value, b: &Value) -> bool {
+    let norm = |d: &Value| {
+        BridleModel.normalize_events(vec![
+            json!({ "dir": "hub→browser", "event": name, "data": d }),
+        ])
+    };
+    norm(a) == norm(b)
 }
 
 /// Why an awaited event that came after its message's `stream_end` is missing.
@@ -2523,6 +2658,8 @@ impl Party {
             parked,
             first_stall,
             stall_sent_ago,
+            stall_mark,
+            stall_data,
             mut wrong,
             notes,
             ended,
@@ -2550,10 +2687,37 @@ impl Party {
                 .flat_map(|t| &t.arrivals.arrived)
                 .filter(|(_, n)| n == want)
                 .count();
+            // Where it came after the wait ended: after an event of the spec the replay awaited
+            // later (out of its place: not slowness), or first, the very event awaited (in its
+            // place, only later than the wait: a hub slower than the wait, a stall naming the
+            // wait, not "not a slow bridge").
+            let names = &tab.arrivals.arrived;
+            let (mark_at, mark) = stall_mark.unwrap_or((Instant::now(), names.len()));
+            let came: Option<(usize, Instant)> = names
+                .iter()
+                .enumerate()
+                .skip(mark)
+                .find(|(_, (_, n))| n == want)
+                .map(|(k, (t, _))| (k, *t));
+            let overtaken = came.is_some_and(|(k, _)| {
+                names[mark.min(k)..k]
+                    .iter()
+                    .any(|(_, n)| n != want && !super::model::is_extension_name("hub→browser", n))
+            });
+            let kept = tab.buffered.iter().find(|(n, _)| n == want).map(|(_, d)| d);
+            let same = matches!((kept, &stall_data), (Some(k), Some(r)) if same_event(want, r, k));
+            let mut slow: Option<String> = None;
             let cause = if tab.arrivals.match_late(want) {
                 // It came, but only after its message's end, where a client drops it.
                 Some(late_cause(want))
-            } else if tab.buffered.iter().any(|(n, _)| n == want) {
+            } else if let (Some((_, t)), false, true) = (came, overtaken, same) {
+                slow = Some(format!(
+                    "a {want} came {:.1} s after the wait ended, in its place: a hub slower \
+                     than the wait, not one that skipped it",
+                    t.saturating_duration_since(mark_at).as_secs_f64()
+                ));
+                None
+            } else if kept.is_some() {
                 let names = &tab.arrivals.arrived;
                 let last = names.iter().rposition(|(_, n)| n == want).unwrap_or(0);
                 let after = last
@@ -2601,14 +2765,17 @@ impl Party {
             };
             // No later event tells why; what the replayed agent sent does: the hub had it for
             // the whole wait. Still a stall (a hub slower than the wait looks the same).
-            let named = match (cause, stall_sent_ago) {
-                (Some(cause), _) => Some(format!("{m}{}{cause}", crate::parity::NOT_SLOW)),
-                (None, Some(ago)) if m.ends_with("no event within the wait") => Some(format!(
-                    "{m}; the replayed agent sent its {want} for this browser {:.1} s before and \
-                     the hub relayed none",
-                    ago.as_secs_f64()
-                )),
-                (None, _) => None,
+            let named = match (cause, slow, stall_sent_ago) {
+                (Some(cause), _, _) => Some(format!("{m}{}{cause}", crate::parity::NOT_SLOW)),
+                (None, Some(slow), _) => Some(format!("{m}; {slow}")),
+                (None, None, Some(ago)) if m.ends_with("no event within the wait") => {
+                    Some(format!(
+                        "{m}; the replayed agent sent its {want} for this browser {:.1} s before \
+                         and the hub relayed none",
+                        ago.as_secs_f64()
+                    ))
+                }
+                (None, None, _) => None,
             };
             if let Some(m) = named {
                 view[*at]["missing"] = json!(m);
@@ -2769,13 +2936,101 @@ async fn agent_recv(
     }
 }
 
-/// Normalized comparison of hub→browser events and HTTP answers (pong, whose place is free,
-/// left out) and of the rows both project to.
+/// The hub's forward of a browser's message to the agent (`live`), as compared with the
+/// recorded one's data: as sent, but a `messageId` the hub made (a non-empty string) takes the
+/// recorded one's place, since the hub makes it afresh for each message (its presence and type
+/// are compared, not its value); the clientId is interned as every id is.
+fn forwarded(recorded: &Value, live: &Value) -> Value {
+    let mut data = live.clone();
+    if let Some(o) = data.as_object_mut()
+        && o.get("messageId")
+            .and_then(Value::as_str)
+            .is_some_and(|m| !m.is_empty())
+        && recorded["messageId"].is_string()
+    {
+        o.insert("messageId".into(), recorded["messageId"].clone());
+    }
+    json!({ "dir": "hub→agent", "event": "message", "data": data })
+}
+
+/// The longest value a verdict shows whole; a longer one is shown as an excerpt around where
+/// the two first differ, with its size.
+const SHOWN_MAX: usize = 600;
+
+/// `recorded` and `live` as a verdict shows them: whole when short, else bounded excerpts
+/// (the start, and around the first byte where they differ) with their sizes.
+fn shown_pair(recorded: &str, live: &str) -> (String, String) {
+    if recorded.len() <= SHOWN_MAX && live.len() <= SHOWN_MAX {
+        return (recorded.to_string(), live.to_string());
+    }
+    let at = recorded
+        .bytes()
+        .zip(live.bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(recorded.len().min(live.len()));
+    let cut = |s: &str| -> String {
+        if s.len() <= SHOWN_MAX {
+            return s.to_string();
+        }
+        let floor = |mut i: usize| {
+            i = i.min(s.len());
+            while !s.is_char_boundary(i) {
+                i -= 1;
+            }
+            i
+        };
+        let head = floor(120);
+        let from = floor(at.saturating_sub(200)).max(head);
+        let to = floor(at + 200);
+        let gap = if from > head { "…" } else { "" };
+        let tail = if to < s.len() { "…" } else { "" };
+        format!(
+            "{}{gap}{}{tail} ({} bytes; first differs at byte {at})",
+            &s[..head],
+            &s[from..to],
+            s.len()
+        )
+    };
+    (cut(recorded), cut(live))
+}
+
+/// The JSON pointer of the first place two values differ (`""`: the whole value).
+fn first_difference(a: &Value, b: &Value) -> String {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys = x.keys().chain(y.keys().filter(|k| !x.contains_key(*k)));
+            for k in keys {
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) if p == q => {}
+                    (Some(p), Some(q)) => return format!("/{k}{}", first_difference(p, q)),
+                    _ => return format!("/{k}"),
+                }
+            }
+            String::new()
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                if p != q {
+                    return format!("/{i}{}", first_difference(p, q));
+                }
+            }
+            if x.len() != y.len() {
+                format!("/{}", x.len().min(y.len()))
+            } else {
+                String::new()
+            }
+        }
+        _ => String::new(),
+    }
+}
+
+/// Normalized comparison of hub→browser events (pong included: its place is free, as each
+/// event is awaited by name, and its `ts` is typed), the hub→agent messages, HTTP answers, and
+/// of the rows both project to.
 fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
-    let keep = |v: &&Value| v["event"] != "pong";
     let model = BridleModel;
     // The model's comparison view: extensions left out, the not-connected tail folded.
-    let norm = |list: &[Value]| model.normalize_events(list.iter().filter(keep).cloned().collect());
+    let norm = |list: &[Value]| model.normalize_events(list.to_vec());
     let (a, b) = (norm(recorded), norm(live));
     if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
         // After the first missing event the rest were looked for only briefly: counted, not
@@ -2791,10 +3046,22 @@ fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
                 "http→hub" => "http→hub request".to_string(),
                 d => format!("{d} event"),
             });
+        let (r, l) = shown_pair(
+            &a.get(i).map_or("(none)".into(), Value::to_string),
+            &b.get(i).map_or("(none)".into(), Value::to_string),
+        );
+        // Where they differ, when both are there and are events of one name.
+        let at = match (a.get(i), b.get(i)) {
+            (Some(x), Some(y)) if x.get("missing").is_none() && y.get("missing").is_none() => {
+                match first_difference(x, y) {
+                    p if p.is_empty() => String::new(),
+                    p => format!(" at {p}"),
+                }
+            }
+            _ => String::new(),
+        };
         return Outcome::Fail(format!(
-            "{side} #{i} differs: recorded {} vs live {}{}",
-            a.get(i).map_or("(none)".into(), Value::to_string),
-            b.get(i).map_or("(none)".into(), Value::to_string),
+            "{side} #{i} differs{at}: recorded {r} vs live {l}{}",
             if later > 0 {
                 format!("; {later} later event(s) not there either, not awaited after it")
             } else {
@@ -2811,11 +3078,8 @@ fn compare(recorded: &[Value], live: &[Value]) -> Outcome {
     };
     let (ra, rb) = (rows(recorded), rows(live));
     if ra != rb {
-        return Outcome::Fail(format!(
-            "rows differ: recorded {} vs live {}",
-            Value::from(ra),
-            Value::from(rb)
-        ));
+        let (r, l) = shown_pair(&Value::from(ra).to_string(), &Value::from(rb).to_string());
+        return Outcome::Fail(format!("rows differ: recorded {r} vs live {l}"));
     }
     Outcome::Pass {
         // What the hub sent: the requests in the lists are the replay's own.
@@ -3346,6 +3610,54 @@ mod tests {
 
     /// A recorded raw line is sent as it was; a cut one whole at its declared length, what came
     /// first and the rest filled in.
+    #[test]
+    fn a_huge_difference_is_shown_as_excerpts_and_named_by_its_field() {
+        let big = "x".repeat(3_000_000);
+        let a = json!({ "dir": "hub→browser", "event": "message", "data": { "text": format!("{big}A") } });
+        let b = json!({ "dir": "hub→browser", "event": "message", "data": { "text": format!("{big}B") } });
+        let out = match compare(&[a], &[b]) {
+            Outcome::Fail(m) => m,
+            o => panic!("{o:?}"),
+        };
+        assert!(out.len() < 3_000, "{} bytes", out.len());
+        assert!(out.contains("differs at /data/text: "), "{out}");
+        assert!(out.contains("bytes; first differs at byte 3000"), "{out}");
+        assert!(out.contains("xA\",") && out.contains("xB\","), "{out}");
+        // Short values are shown whole.
+        let (r, l) = shown_pair("{\"a\":1}", "{\"a\":2}");
+        assert_eq!((r.as_str(), l.as_str()), ("{\"a\":1}", "{\"a\":2}"));
+        assert_eq!(
+            first_difference(&json!({"a": [1, {"b": 2}]}), &json!({"a": [1, {"b": 3}]})),
+            "/a/1/b"
+        );
+    }
+
+    #[test]
+    fn the_forward_to_the_agent_is_compared_with_its_own_message_id() {
+        let recorded = json!({ "type": "message", "clientId": "alice", "text": "hi", "parts": [], "messageId": "r-1" });
+        let same = json!({ "type": "message", "clientId": "alice", "text": "hi", "parts": [], "messageId": "l-9" });
+        let ev = |d: &Value| json!({ "dir": "hub→agent", "event": "message", "data": d });
+        assert!(matches!(
+            compare(&[ev(&recorded)], &[forwarded(&recorded, &same)]),
+            Outcome::Pass { .. }
+        ));
+        let mut upper = same.clone();
+        upper["text"] = json!("HI");
+        let Outcome::Fail(m) = compare(&[ev(&recorded)], &[forwarded(&recorded, &upper)]) else {
+            panic!()
+        };
+        assert!(
+            m.starts_with("hub→agent event #0 differs at /data/text: "),
+            "{m}"
+        );
+        let mut no_id = same.clone();
+        no_id.as_object_mut().unwrap().remove("messageId");
+        let Outcome::Fail(m) = compare(&[ev(&recorded)], &[forwarded(&recorded, &no_id)]) else {
+            panic!()
+        };
+        assert!(m.contains("differs at /data/messageId: "), "{m}");
+    }
+
     #[test]
     fn a_cut_line_is_sent_at_the_length_it_declared() {
         use tokio_tungstenite::tungstenite::Message;

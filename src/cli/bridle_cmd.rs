@@ -573,7 +573,7 @@ pub struct ReplayBridleArgs {
 }
 
 pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
-    use crate::bridle::player::{Outcome, ReplayConfig, replay_group_into};
+    use crate::bridle::player::{Outcome, ReplayConfig, replay_group_traced};
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     // SIGINT/SIGTERM: the hub's tree is killed, the cells finished so far are summed up, exit
     // 130/143.
@@ -595,6 +595,25 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
     if cells.is_empty() {
         eprintln!("bridgewire replay bridle: no Bridle cells selected");
         return exit::NOTHING_SELECTED;
+    }
+    // Lane lines the reader cannot take (not JSON, not UTF-8, a wrong `dir`): the cell is an
+    // error naming file:line (exit 2), as pins, lanes and parity have it, not replayed with the
+    // line left out (which blamed the hub for a frame the recording lost). A cut last line (a
+    // recorder killed mid-write) is a warning.
+    let mut unreadable: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for c in &cells {
+        let mut lines = c.recorded();
+        lines.by_ref().for_each(drop);
+        let report = lines.into_report();
+        for w in &report.warnings {
+            eprintln!("warning: {}: {w}", c.key);
+        }
+        if !report.errors.is_empty() {
+            unreadable.insert(
+                c.key.clone(),
+                report.errors.iter().map(|e| e.to_string()).collect(),
+            );
+        }
     }
     let Some((jwt_secret, api_key, mut hub, url)) = start_hub(
         "replay bridle",
@@ -627,10 +646,10 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
             p + f
         );
     });
-    let (mut passed, mut failed) = (0, 0);
+    let (mut passed, mut failed, mut errors) = (0, 0, 0);
     // A hub that exited is named with its status, in the cell it exited in and in every later
-    // one (which are not replayed: nobody listens any more).
-    let mut gone: Option<std::process::ExitStatus> = None;
+    // one (which are not replayed: nobody listens any more), with the cell it exited during.
+    let mut gone: Option<(std::process::ExitStatus, String)> = None;
     // The cells of one agentId are replayed together, in their recorded order across them
     // (its connects live in its `__agent` cell): see `player::groups`.
     let refs: Vec<&crate::cell::Cell> = cells.iter().collect();
@@ -642,14 +661,40 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         let budget = members.iter().fold(Duration::ZERO, |b, c| {
             b + cfg.wait * 40 + crate::bridle::player::recorded_waits(c)
         });
-        let outcomes: Vec<Outcome> = match gone {
-            Some(st) => members
+        // A cell of the group that cannot be read: it is the error; the others are played with
+        // it (their order and the hub's counts depend on it), so they are not replayed either.
+        let bad: Vec<&str> = members
+            .iter()
+            .filter(|c| unreadable.contains_key(&c.key))
+            .map(|c| c.key.as_str())
+            .collect();
+        let outcomes: Vec<(Outcome, Option<std::time::Instant>)> = match &gone {
+            _ if !bad.is_empty() => members
+                .iter()
+                .map(|c| match unreadable.get(&c.key) {
+                    Some(e) => (
+                        Outcome::Fail(format!("unreadable recording: {}", e.join("; "))),
+                        None,
+                    ),
+                    None => (
+                        Outcome::NotReplayable(format!(
+                            "not replayed: it is replayed with {}, whose recording is unreadable",
+                            bad.join(", ")
+                        )),
+                        None,
+                    ),
+                })
+                .collect(),
+            Some((st, during)) => members
                 .iter()
                 .map(|_| {
-                    Outcome::Fail(format!(
-                        "not replayed: the hub {}{st}) during an earlier cell",
-                        crate::parity::EXITED
-                    ))
+                    (
+                        Outcome::Fail(format!(
+                            "not replayed: the hub {}{st}) during {during}",
+                            crate::parity::EXITED
+                        )),
+                        None,
+                    )
                 })
                 .collect(),
             None => {
@@ -657,37 +702,69 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                 rt.block_on(async {
                     tokio::time::timeout(
                         budget,
-                        replay_group_into(&members, &cfg, &bystanders, &mut views),
+                        replay_group_traced(&members, &cfg, &bystanders, &mut views),
                     )
                     .await
                 })
                 .unwrap_or_else(|_| {
                     members
                         .iter()
-                        .map(|_| Outcome::Fail(format!("timed out after {budget:?}")))
+                        .map(|_| (Outcome::Fail(format!("timed out after {budget:?}")), None))
                         .collect()
                 })
             }
         };
-        for (cell, outcome) in members.into_iter().zip(outcomes) {
-            let outcome = match outcome {
-                Outcome::Fail(why) if gone.is_none() => {
-                    // Given a moment to be reaped when a connection closed on the replay.
-                    let grace = if why.contains("connection closed") {
-                        crate::bridle::spawn::EXIT_GRACE
-                    } else {
-                        Duration::ZERO
-                    };
-                    match hub.as_mut().and_then(|h| h.exited_within(grace)) {
-                        Some(st) => {
-                            gone = Some(st);
-                            Outcome::Fail(format!(
-                                "the hub {}{st}) during this cell: {why}",
-                                crate::parity::EXITED
-                            ))
-                        }
-                        None => Outcome::Fail(why),
+        // A hub that exited during the group: named in the cell whose connection first found
+        // it gone (the cell it exited during, the first failing one when none did), and the
+        // cells that found it gone later are its consequence, not faults of their own (one
+        // fault, one verdict).
+        let mut outcomes = outcomes;
+        if gone.is_none() && bad.is_empty() {
+            let failing = |o: &Outcome| matches!(o, Outcome::Fail(_));
+            let closed = outcomes.iter().any(|(o, c)| failing(o) && c.is_some());
+            let any_fail = outcomes.iter().any(|(o, _)| failing(o));
+            // Given a moment to be reaped when a connection closed on the replay.
+            let grace = if closed
+                || outcomes
+                    .iter()
+                    .any(|(o, _)| matches!(o, Outcome::Fail(w) if w.contains("connection closed")))
+            {
+                crate::bridle::spawn::EXIT_GRACE
+            } else {
+                Duration::ZERO
+            };
+            if any_fail && let Some(st) = hub.as_mut().and_then(|h| h.exited_within(grace)) {
+                let first = outcomes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (o, c))| failing(o) && c.is_some())
+                    .min_by_key(|(_, (_, c))| *c)
+                    .or_else(|| outcomes.iter().enumerate().find(|(_, (o, _))| failing(o)))
+                    .map_or(0, |(k, _)| k);
+                let during = members[first].key.clone();
+                for (k, (o, c)) in outcomes.iter_mut().enumerate() {
+                    let Outcome::Fail(why) = o else { continue };
+                    if k == first {
+                        *why = format!(
+                            "the hub {}{st}) during this cell: {why}",
+                            crate::parity::EXITED
+                        );
+                    } else if c.is_some() {
+                        *why = format!(
+                            "not replayed past the hub's exit: the hub {}{st}) during {during}",
+                            crate::parity::EXITED
+                        );
                     }
+                }
+                gone = Some((st, during));
+            }
+        }
+        for (cell, (outcome, _)) in members.into_iter().zip(outcomes) {
+            let outcome = match outcome {
+                Outcome::Fail(why) if unreadable.contains_key(&cell.key) => {
+                    errors += 1;
+                    println!("ERROR {}: {}", cell.key, crate::redact::printable(&why));
+                    continue;
                 }
                 o => o,
             };
@@ -724,6 +801,10 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         }
     }
     rt.shutdown_timeout(Duration::from_secs(1));
+    if errors > 0 {
+        println!("{passed} passed, {failed} failed, {errors} unreadable");
+        return exit::INVALID_INPUT;
+    }
     println!("{passed} passed, {failed} failed");
     if failed == 0 { exit::OK } else { exit::FAILED }
 }

@@ -28,8 +28,9 @@ pub enum ReplayCommand {
     Bb(ReplayBbArgs),
     /// Replay Side Bridge cells (without --url or a command: the bundled sidebridge-ref).
     Sidebridge(super::ReplaySidebridgeArgs),
-    /// Play recorded Bridle cells (browser and agent) against a hub and compare what the
-    /// browser sees (normalized hub→browser events and rows) with the recording.
+    /// Play recorded Bridle cells (browser and agent) against a hub and compare what it sends
+    /// (normalized hub→browser events, the messages it forwards to the agent, HTTP answers, and
+    /// rows) with the recording.
     ///
     /// The cells of one agentId are played together, in the order recorded across them: the
     /// agent connects where its `__agent` cell recorded it and leaves after its last line when

@@ -81,6 +81,8 @@ const DIVERGENCES = {
   "http-drop-images": "POST /message and /message/sync build parts from text alone, dropping legacy images",
   "forward-no-text": "a browser message without text is forwarded to the agent without text",
   "pong-broadcast": "a browser's ping is answered with a pong to every browser on /ws/client",
+  "agent-text-upper": "the text of each message forwarded to the agent is upper-cased (its parts unchanged)",
+  "pong-ts-string": "a browser's ping is answered with a pong whose ts is a string of digits, not a number",
   "sync-in-turn-note": "POST /message/sync answers with the agent's first unmarked message, one sent mid-turn (after typing, before stream_end: a note) too",
 };
 const VARIANTS = {
@@ -215,7 +217,8 @@ function readBody(req) {
 function toAgent(agentId, clientId, text, parts) {
   const agent = agents.get(agentId);
   if (!agent) return false;
-  const out = { type: "message", clientId, agentId, text, parts, messageId: crypto.randomUUID() };
+  const sent = is("agent-text-upper") && typeof text === "string" ? text.toUpperCase() : text;
+  const out = { type: "message", clientId, agentId, text: sent, parts, messageId: crypto.randomUUID() };
   if (is("no-agent-id")) delete out.agentId;
   if (is("no-client-id")) delete out.clientId;
   if (is("any-agent")) {
@@ -324,6 +327,7 @@ io.of("/ws/client").on("connection", (socket) => {
 
   socket.on("ping", () => {
     if (is("pong-broadcast")) io.of("/ws/client").emit("pong", { ts: Date.now() });
+    else if (is("pong-ts-string")) socket.emit("pong", { ts: String(Date.now()) });
     else if (!is("no-browser-pong")) socket.emit("pong", { ts: Date.now() });
   });
   socket.on("message", (msg) => {
