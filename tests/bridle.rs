@@ -3237,7 +3237,7 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
                 "(typing: no event within the wait; the replayed agent sent its typing for this \
                  browser "
             )
-            && out.contains(" s before and the hub relayed none); ")
+            && out.contains(" s before and the hub had relayed none when the wait ended); ")
             && out.contains(" later hub→browser event(s) not there either, not awaited after it"),
         "{out}"
     );

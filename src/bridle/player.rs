@@ -2771,7 +2771,7 @@ impl Party {
                 (None, None, Some(ago)) if m.ends_with("no event within the wait") => {
                     Some(format!(
                         "{m}; the replayed agent sent its {want} for this browser {:.1} s before \
-                         and the hub relayed none",
+                         and the hub had relayed none when the wait ended",
                         ago.as_secs_f64()
                     ))
                 }
