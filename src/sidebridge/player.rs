@@ -949,7 +949,7 @@ fn hold_against_second(first: &mut CellReplay, again: CellReplay, fresh: bool) {
 
 /// Whether a value at `pointer` of a replayed event may differ between two runs of one build
 /// as a model's wording does: a message's text, a source's title, an id.
-fn may_vary(pointer: &str) -> bool {
+pub(crate) fn may_vary(pointer: &str) -> bool {
     let last = pointer.rsplit('/').next().unwrap_or("");
     matches!(last, "content" | "title" | "id" | "chatId")
 }
