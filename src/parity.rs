@@ -887,11 +887,17 @@ pub struct Varying {
     /// A layer whose length differed between the runs (`events 10 then 11`): past the shorter
     /// list nothing could be set aside.
     pub lengths: Vec<String>,
+    /// Event values that differ between the runs but may not vary ([`crate::protocol::Model::may_vary`]):
+    /// their events have nothing set aside.
+    pub shaped: Vec<VaryingValue>,
 }
 
 impl Varying {
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.rows.is_empty() && self.lengths.is_empty()
+        self.events.is_empty()
+            && self.rows.is_empty()
+            && self.lengths.is_empty()
+            && self.shaped.is_empty()
     }
 
     /// How many values were set aside.
@@ -918,6 +924,19 @@ model's do), set aside in {masked} as their kind: {}",
                 "{second} gave lists of other lengths ({}): past the shorter one nothing was set \
 aside",
                 self.lengths.join(", ")
+            ));
+        }
+        if !self.shaped.is_empty() {
+            let shown = Varying {
+                events: self.shaped.clone(),
+                ..Default::default()
+            };
+            out.push(format!(
+                "not set aside: {} value(s) that differ between {runs} but are no wording (who \
+sent a message, how many, the options, the status, an error): {}; a bridge that answers so \
+otherwise between two runs is flaky, and the difference stands",
+                shown.count(),
+                shown.describe(8)
             ));
         }
         out
@@ -995,6 +1014,24 @@ pub fn varying_between(
     };
     v.events = varying_values("events", first_events, &again_events, &mut v.lengths);
     v.rows = varying_values("rows", first_rows, &again_rows, &mut v.lengths);
+    // An event that differs between the runs in a value the model says may not vary (who sent
+    // a message, how many, the options…) has nothing set aside.
+    let shaped: std::collections::BTreeSet<usize> = v
+        .events
+        .iter()
+        .filter(|x| !model.may_vary(&x.pointer, x.key_varies))
+        .map(|x| x.index)
+        .collect();
+    if !shaped.is_empty() {
+        let (kept, set_aside): (Vec<_>, Vec<_>) = std::mem::take(&mut v.events)
+            .into_iter()
+            .partition(|x| shaped.contains(&x.index));
+        v.events = set_aside;
+        v.shaped = kept
+            .into_iter()
+            .filter(|x| !model.may_vary(&x.pointer, x.key_varies))
+            .collect();
+    }
     v
 }
 

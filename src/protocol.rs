@@ -158,6 +158,13 @@ pub trait RowProjector {
 /// The pure per-protocol half the core calls.
 pub trait Model: Sync {
     fn protocol(&self) -> Protocol;
+    /// Whether an event's value at `pointer` (`key_varies`: one run had the key, the other
+    /// not) may differ between two runs of one build, as a model's wording does. An event with
+    /// a value that may not has nothing set aside by parity's second run
+    /// ([`crate::parity::varying_between`]). Every value may, unless the protocol says.
+    fn may_vary(&self, _pointer: &str, _key_varies: bool) -> bool {
+        true
+    }
     /// Assembles a cell's merged view (entries in `(run, seq)` order) into `sink`.
     fn assemble(
         &self,

@@ -738,7 +738,7 @@ fn parity_of_node_builds_whose_answers_vary_compares_what_does_not_vary() {
 /// answers vary (`--odd modelish`) sets aside what differs between two replays and compares the
 /// rest (as peer.py's model-wording in replay_sets_aside_what_varies_between_two_replays…): the
 /// varying build passes naming the text, a changed sender still fails, and a running server
-/// reached by `--url` is replayed again as it is, which the line says. The plain server needs
+/// reached by `--url` is replayed again on new chat ids, which the line says. The plain server needs
 /// no second replay.
 #[test]
 fn replay_of_a_node_server_whose_answers_vary_compares_what_does_not_vary() {
@@ -786,7 +786,7 @@ fn replay_of_a_node_server_whose_answers_vary_compares_what_does_not_vary() {
         (1, afresh),
         (
             3,
-            "differ between two replays of the running bridge (the second after it had seen these chats once)",
+            "differ between two replays of the running bridge (the second on new chat ids, after it had seen these chats once)",
         ),
     ] {
         let (code, out) = &results[k];

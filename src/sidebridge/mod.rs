@@ -43,6 +43,12 @@ impl Model for SideBridgeModel {
         Protocol::SideBridge
     }
 
+    /// A message's text, a source's title, an id: never who sent it, how many, the options,
+    /// the status or an error (as `replay sidebridge`'s second run).
+    fn may_vary(&self, pointer: &str, key_varies: bool) -> bool {
+        !key_varies && player::may_vary(pointer)
+    }
+
     fn process_scope_skip(&self) -> &'static str {
         "requests without a chatId (GET/OPTIONS probes, bodies the bridge cannot place): the \
          app sends none, so no screen shows their replies to compare"

@@ -65,6 +65,16 @@ pub struct CellReplay {
     pub compared: Option<(Vec<Value>, Vec<Value>)>,
     /// What a second replay of a differing cell told ([`hold_against_second`]), as lines.
     pub second: Vec<String>,
+    /// What of the recording was not replayed (a last line cut short), as lines.
+    pub notes: Vec<String>,
+    /// The recording is unusable (a lane missing or empty, a reply missing): the cell was not
+    /// replayed, and the replay exits 2.
+    pub invalid: Option<String>,
+    /// Why the cell was not replayed (whole) though its recording is fine: the bridge exited
+    /// during another cell.
+    pub skip: Option<String>,
+    /// The bridge exited during this cell: this cell's verdict names it.
+    pub exited: bool,
 }
 
 /// Requests in a row the bridge answers none of (each waited the whole bound) after which the
@@ -113,9 +123,31 @@ fn pair_new(recorded: &[(String, Value)], replayed: &[(String, Value)]) -> Vec<(
     out
 }
 
-fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>) {
+/// A cell's recorded exchanges, what makes its recording unusable (each naming the file and
+/// the exchange; the cell is not replayed), and notes on what of it is not replayed (a last
+/// line cut short, also said on stderr by the caller).
+fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>, Vec<String>) {
     let mut out: Vec<Pair> = Vec::new();
     let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    let lane_path = |dir: &str| {
+        cell.lanes
+            .iter()
+            .find(|l| l.dir == dir)
+            .map(|l| l.path.clone())
+            .unwrap_or_else(|| cell.path.join(format!("{dir}.ndjson")))
+    };
+    for dir in Protocol::SideBridge.directions() {
+        if !cell.lanes.iter().any(|l| l.dir == *dir) {
+            problems.push(format!(
+                "{}: missing: the recording has no {dir} lane",
+                lane_path(dir).display()
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return (out, problems, notes);
+    }
     let mut merged = cell.recorded();
     for e in merged.by_ref() {
         let Some(env) = Envelope::parse(&e.line) else {
@@ -136,8 +168,53 @@ fn pairs(cell: &Cell) -> (Vec<Pair>, Vec<String>) {
             p.reply = Some((env, e.run, e.seq));
         }
     }
-    problems.extend(merged.into_report().errors.iter().map(|e| e.to_string()));
-    (fold_redirects(out), problems)
+    let report = merged.into_report();
+    problems.extend(report.errors.iter().map(|e| e.to_string()));
+    let requests = lane_path("client→bridge");
+    let replies = lane_path("bridge→client");
+    let cut = |path: &std::path::Path| {
+        let name = path.display().to_string();
+        report
+            .warnings
+            .iter()
+            .find(|w| w.starts_with(&name) && w.contains("last line is cut short"))
+            .map(|w| w.split(": last line").next().unwrap_or(w).to_string())
+    };
+    if let Some(at) = cut(&requests) {
+        notes.push(format!(
+            "the last recorded request ({at}) is cut short (a recorder stopped mid-write): it \
+             was not replayed"
+        ));
+    }
+    let reply_cut = cut(&replies);
+    if out.is_empty() && problems.is_empty() && notes.is_empty() {
+        problems.push(format!(
+            "{}: no request recorded: nothing to replay",
+            requests.display()
+        ));
+    }
+    let last = out.len().saturating_sub(1);
+    for (i, p) in out.iter().enumerate() {
+        if p.reply.is_some() {
+            continue;
+        }
+        match &reply_cut {
+            Some(at) if i == last => notes.push(format!(
+                "the last recorded reply ({at}) is cut short (a recorder stopped mid-write): \
+                 request #{} was replayed, its reply not compared",
+                i + 1
+            )),
+            _ => problems.push(format!(
+                "{}: no reply recorded for exchange {} (request #{} of the cell, {} seq {})",
+                replies.display(),
+                p.request.exchange,
+                i + 1,
+                requests.display(),
+                p.at.1
+            )),
+        }
+    }
+    (fold_redirects(out), problems, notes)
 }
 
 /// A recorded 307/308 (with a `Location`) and the request that followed it are one exchange
@@ -174,6 +251,9 @@ struct CellRun<'a> {
     unread: Vec<(usize, usize)>,
     /// Requests not sent because the bridge had stopped answering.
     unsent: usize,
+    notes: Vec<String>,
+    /// Requests not sent because the bridge had exited.
+    not_sent_exited: usize,
 }
 
 /// Sends one recorded request as the client would: the recorded method, path, headers
@@ -310,7 +390,9 @@ fn reply_envelope(exchange: u64, r: transport::HttpReply) -> Envelope {
 
 /// Replays `cells` against one bridge in the recorded order *across* them (by `(run, seq)` of
 /// each request), so two chats recorded interleaved are replayed interleaved and a bridge that
-/// mixes chats up is caught. Results come back in the order of `cells`.
+/// mixes chats up is caught. Results come back in the order of `cells`. With the spawned
+/// bridge's process, a request that meets a closed connection asks whether it exited (named in
+/// that cell, nothing more sent); with `new_chats`, each recorded chat id is sent as a new one.
 async fn replay_cells(
     cells: &[&Cell],
     target: &Target,
@@ -318,6 +400,7 @@ async fn replay_cells(
     limits: Limits,
     write_current: Option<u32>,
     keep: Keep<'_>,
+    (mut bridge, new_chats): (Option<&mut super::spawn::BridgeProcess>, bool),
 ) -> Vec<CellReplay> {
     // The replies written are redacted as the recording proxy redacts them, and the key this
     // replay sends is known up front (a bridge may echo it).
@@ -328,11 +411,13 @@ async fn replay_cells(
     let mut runs: Vec<CellRun> = cells
         .iter()
         .map(|c| {
-            let (pairs, problems) = pairs(c);
+            let (pairs, problems, notes) = pairs(c);
             CellRun {
                 cell: c,
                 pairs,
                 problems,
+                notes,
+                not_sent_exited: 0,
                 recorded: Vec::new(),
                 replayed: Vec::new(),
                 current: Vec::new(),
@@ -376,6 +461,26 @@ async fn replay_cells(
     });
     // Reply ids are UUIDs: one map serves every chat.
     let mut ids: HashMap<String, String> = HashMap::new();
+    // Replayed on chat ids of its own (a running bridge replayed again): each recorded chat id
+    // is renamed to a new one, so the bridge meets chats it has not seen.
+    if new_chats {
+        for r in &runs {
+            for p in &r.pairs {
+                if let Ok(v) = super::profiles::parse_json(&p.request.body)
+                    && let Some(chat) = v.get("chatId").and_then(Value::as_str)
+                {
+                    ids.entry(chat.to_ascii_uppercase()).or_insert_with(|| {
+                        uuid::Uuid::new_v4()
+                            .hyphenated()
+                            .to_string()
+                            .to_ascii_uppercase()
+                    });
+                }
+            }
+        }
+    }
+    // The bridge's exit, once seen: `(status, cell index, request number)`.
+    let mut exit_seen: Option<(std::process::ExitStatus, usize, usize, String)> = None;
     // Ids each side's chat already knows: those the client sent (the user's messages, the
     // history) and those the bridge answered with. A reply that re-sends or edits a message
     // in place reuses its id, so only ids new to their side are paired (a build that re-sends
@@ -388,6 +493,10 @@ async fn replay_cells(
     // The requests in a row that got no reply within the bound, as `<cell> #<n>`.
     let mut silent: Vec<String> = Vec::new();
     for (_, _, ci, pi) in order {
+        if exit_seen.is_some() {
+            runs[ci].not_sent_exited += 1;
+            continue;
+        }
         if silent.len() >= SILENT_IN_A_ROW {
             runs[ci].unsent += 1;
             continue;
@@ -395,6 +504,17 @@ async fn replay_cells(
         let (sent, new, failed) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         use transport::TransportError::{Idle, Timeout, TooLarge};
+        // A reply that met a closed or refused connection: the bridge may have exited (a
+        // crash). Then this request is where it did, and nothing more is sent: every later
+        // request would meet a refused connection, one failure per chat for one fault.
+        if let Some(err) = &new.error
+            && !matches!(failed, Some(TooLarge(_) | Idle { .. } | Timeout { .. }))
+            && let Some(b) = bridge.as_deref_mut()
+            && let Some(status) = b.exited_within(std::time::Duration::from_millis(700))
+        {
+            exit_seen = Some((status, ci, pi + 1, err.clone()));
+            continue;
+        }
         if matches!(failed, Some(Idle { .. } | Timeout { .. })) {
             silent.push(format!("{} #{}", runs[ci].cell.key, pi + 1));
         } else {
@@ -451,16 +571,55 @@ async fn replay_cells(
         .enumerate()
         .map(|(index, r)| {
             if !r.problems.is_empty() {
+                let why = format!("unreadable recording: {}", r.problems.join("; "));
                 return CellReplay {
                     key: r.cell.key.clone(),
-                    exchanges: 0,
-                    divergence: Some(format!("unreadable recording: {}", r.problems.join("; "))),
-                    events: Vec::new(),
-                    unread: Vec::new(),
-                    unsent: None,
-                    compared: None,
-                    second: Vec::new(),
+                    divergence: Some(why.clone()),
+                    invalid: Some(why),
+                    notes: r.notes,
+                    ..Default::default()
                 };
+            }
+            if r.pairs.is_empty() {
+                return CellReplay {
+                    key: r.cell.key.clone(),
+                    skip: Some("nothing to replay".into()),
+                    notes: r.notes,
+                    ..Default::default()
+                };
+            }
+            // The bridge exited: named once, in the cell whose request met it; a cell it left
+            // unreplayed is its consequence, not a fault of its own.
+            if let Some((status, at, n, err)) = &exit_seen {
+                let during = &cells[*at].key;
+                if *at == index {
+                    let why = format!(
+                        "the bridge exited ({status}) during this cell: its request #{n} got no \
+                         reply ({err}); no later request of any cell was sent"
+                    );
+                    return CellReplay {
+                        key: r.cell.key.clone(),
+                        exchanges: r.pairs.len(),
+                        divergence: Some(why),
+                        notes: r.notes,
+                        exited: true,
+                        ..Default::default()
+                    };
+                }
+                if r.not_sent_exited > 0 {
+                    return CellReplay {
+                        key: r.cell.key.clone(),
+                        exchanges: r.pairs.len(),
+                        skip: Some(format!(
+                            "not replayed: the bridge exited ({status}) during {during} \
+                             ({} of this cell's {} requests not sent)",
+                            r.not_sent_exited,
+                            r.pairs.len()
+                        )),
+                        notes: r.notes,
+                        ..Default::default()
+                    };
+                }
             }
             if let Some(mode) = write_current {
                 let path = r.cell.path.join(format!(
@@ -514,7 +673,8 @@ async fn replay_cells(
                 unread: r.unread,
                 unsent,
                 compared,
-                second: Vec::new(),
+                notes: r.notes,
+                ..Default::default()
             }
         })
         .collect()
@@ -640,6 +800,7 @@ pub fn replay_together_for_parity(
         limits,
         None,
         Keep::Nothing,
+        (None, false),
     ));
     // A bridge that exited during the replay: the chats whose requests then met no server say
     // so (the cause), beside the transport errors their replies show.
@@ -732,7 +893,7 @@ fn hold_against_second(first: &mut CellReplay, again: CellReplay, fresh: bool) {
     let builds = if fresh {
         "two replays of this build, each on a bridge started afresh"
     } else {
-        "two replays of the running bridge (the second after it had seen these chats once)"
+        "two replays of the running bridge (the second on new chat ids, after it had seen these chats once)"
     };
     v.events = crate::parity::varying_values("events", &replayed, &again_replayed, &mut v.lengths);
     if v.is_empty() {
@@ -743,6 +904,22 @@ fn hold_against_second(first: &mut CellReplay, again: CellReplay, fresh: bool) {
         );
         return;
     }
+    // Only wording varies between two runs of one build: a message's text, a source's title,
+    // an id. Who sent a message, how many there are, the options, the status, a reply turning
+    // into an error or a dropped body do not: an event with such a difference between the two
+    // replays is a bridge that answers otherwise from one start to the next (a flaky one), and
+    // nothing of it is set aside (its wording neither: a recorded answer and an error bubble
+    // are not one answer worded twice).
+    let shaped: std::collections::BTreeSet<usize> = v
+        .events
+        .iter()
+        .filter(|x| x.key_varies || !may_vary(&x.pointer))
+        .map(|x| x.index)
+        .collect();
+    let (kept, set_aside): (Vec<_>, Vec<_>) = std::mem::take(&mut v.events)
+        .into_iter()
+        .partition(|x| shaped.contains(&x.index));
+    v.events = set_aside;
     if v.count() > 0 {
         for list in [&mut recorded, &mut replayed] {
             crate::parity::mask_varying(list, &v.events);
@@ -752,6 +929,95 @@ fn hold_against_second(first: &mut CellReplay, again: CellReplay, fresh: bool) {
     first
         .second
         .extend(v.lines(builds, "the recording and the replay", "a second replay"));
+    if !kept.is_empty() {
+        let shown = crate::parity::Varying {
+            events: kept
+                .into_iter()
+                .filter(|x| x.key_varies || !may_vary(&x.pointer))
+                .collect(),
+            ..Default::default()
+        };
+        first.second.push(format!(
+            "not set aside: {} value(s) that differ between {builds} but are no wording (who \
+             sent a message, how many, the options, the status, an error): {}; a bridge that \
+             answers so otherwise between two runs is flaky, and the difference stands",
+            shown.count(),
+            shown.describe(8)
+        ));
+    }
+}
+
+/// Whether a value at `pointer` of a replayed event may differ between two runs of one build
+/// as a model's wording does: a message's text, a source's title, an id.
+pub(crate) fn may_vary(pointer: &str) -> bool {
+    let last = pointer.rsplit('/').next().unwrap_or("");
+    matches!(last, "content" | "title" | "id" | "chatId")
+}
+
+/// A verdict's diff with each line over 2000 bytes cut to its start, the place where it first
+/// differs from its counterpart (a `-` line's next `+` line) and its end, naming its length:
+/// a 3 MB answer that differs is not printed whole.
+fn shorten_diff(d: &str) -> std::borrow::Cow<'_, str> {
+    const LONG: usize = 2000;
+    if d.lines().all(|l| l.len() <= LONG) {
+        return std::borrow::Cow::Borrowed(d);
+    }
+    let at = |l: &str, mut k: usize| {
+        k = k.min(l.len());
+        while !l.is_char_boundary(k) {
+            k -= 1;
+        }
+        k
+    };
+    let lines: Vec<&str> = d.lines().collect();
+    let mut out = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.len() <= LONG {
+            out.push_str(l);
+            out.push('\n');
+            continue;
+        }
+        let other = if l.starts_with('-') {
+            lines[i + 1..].iter().find(|o| o.starts_with('+'))
+        } else if l.starts_with('+') {
+            lines[..i].iter().rev().find(|o| o.starts_with('-'))
+        } else {
+            None
+        };
+        let differs = other.map(|o| {
+            l.bytes()
+                .zip(o.bytes())
+                .skip(1)
+                .take_while(|(x, y)| x == y)
+                .count()
+                + 1
+        });
+        let head = at(l, 300);
+        let tail = at(l, l.len() - 200);
+        out.push_str(&l[..head]);
+        match differs {
+            Some(k) if k > head && k < tail => {
+                let (a, b) = (
+                    at(l, k.saturating_sub(100)).max(head),
+                    at(l, k + 100).min(tail),
+                );
+                out.push_str(&format!(
+                    " …[{} bytes]… {} …[{} bytes]… ",
+                    a - head,
+                    &l[a..b],
+                    tail - b
+                ));
+            }
+            _ => out.push_str(&format!(" …[{} bytes]… ", tail - head)),
+        }
+        out.push_str(&l[tail..]);
+        let first = match differs {
+            Some(k) => format!(", first differing from its counterpart at byte {k}"),
+            None => String::new(),
+        };
+        out.push_str(&format!("  (line of {} bytes cut{first})\n", l.len()));
+    }
+    std::borrow::Cow::Owned(out.trim_end().to_string())
 }
 
 /// The line of a cell whose second replay did not finish.
@@ -808,22 +1074,38 @@ pub fn replay(o: &ReplayOptions) -> u8 {
             SENT.load(std::sync::atomic::Ordering::SeqCst)
         );
     });
-    let (mut passed, mut failed) = (0, 0);
-    let refs: Vec<&Cell> = cells.iter().collect();
+    let key = o.bridge.key.as_deref();
+    // A cell recorded with the bridge's key (`[redacted]` in its requests) replayed without
+    // one would be sent without it and refused: a difference of the replay, not of the build.
+    // Not sent (the other chats are replayed as if it had not been recorded), named.
+    let keyless = |c: &Cell| key.is_none() && needs_key(c);
+    let refs: Vec<&Cell> = cells.iter().filter(|c| !keyless(c)).collect();
     let keep = if o.second_run {
         Keep::Differing
     } else {
         Keep::Nothing
     };
-    let key = o.bridge.key.as_deref();
-    let mut results = rt.block_on(replay_cells(
-        &refs,
-        &target,
-        key,
-        o.limits,
-        o.write_current,
-        keep,
-    ));
+    let mut guard = guard;
+    let mut results = if refs.is_empty() {
+        Vec::new()
+    } else {
+        rt.block_on(replay_cells(
+            &refs,
+            &target,
+            key,
+            o.limits,
+            o.write_current,
+            keep,
+            (guard.as_mut(), false),
+        ))
+    };
+    // A bridge that exited during the replay is named in its cell; nothing is replayed again
+    // (a second replay would meet the same exit, or tell nothing about the first one's).
+    if results.iter().any(|r| r.exited) {
+        for r in &mut results {
+            r.compared = None;
+        }
+    }
     // A bridge that answers for a model words its answers anew each time: where cells differ,
     // every cell is replayed once more, in the recorded order across them as the first time
     // (a differing cell replayed alone would miss what the others did to it: a build with one
@@ -834,7 +1116,10 @@ pub fn replay(o: &ReplayOptions) -> u8 {
     if !differing.is_empty() {
         // On a bridge of its own, started afresh from its command: one that was replayed these
         // chats once answers them as a chat it has seen (what it remembers would show as
-        // replies that vary). A bridge running at a URL is replayed again as it is.
+        // replies that vary). A bridge running at a URL cannot be started afresh: it is
+        // replayed again on new chat ids (chats it has not seen), and only where an event
+        // keeps its shape (who sent each message, how many, the options, the status) is the
+        // wording set aside ([`hold_against_second`]).
         let fresh = o.bridge.url.is_none();
         drop(guard);
         let again = match o
@@ -845,9 +1130,17 @@ pub fn replay(o: &ReplayOptions) -> u8 {
                 let t = Target::parse(&u).map_err(|e| e.to_string())?;
                 Ok((t, g))
             }) {
-            Ok((target, _guard)) => {
+            Ok((target, mut guard)) => {
                 let keep = Keep::These(&differing);
-                Ok(rt.block_on(replay_cells(&refs, &target, key, o.limits, None, keep)))
+                Ok(rt.block_on(replay_cells(
+                    &refs,
+                    &target,
+                    key,
+                    o.limits,
+                    None,
+                    keep,
+                    (guard.as_mut(), !fresh),
+                )))
             }
             Err(e) => Err(format!("the bridge did not start again: {e}")),
         };
@@ -867,21 +1160,90 @@ pub fn replay(o: &ReplayOptions) -> u8 {
             }
         }
     }
-    for r in results {
-        match &r.divergence {
-            None => {
-                passed += 1;
-                println!("PASS {} ({} exchanges)", r.key, r.exchanges);
+    let (mut passed, mut failed, mut skipped, mut invalid) = (0, 0, 0, 0);
+    let mut results = results.into_iter();
+    for c in &cells {
+        let r = if keyless(c) {
+            CellReplay {
+                key: c.key.clone(),
+                skip: Some(
+                    "not replayed: the cell was recorded with the bridge's key (`[redacted]` in \
+                     its requests) and no key was given: replay it with --key KEY (or \
+                     SIDEBRIDGE_KEY); sent without one, it would be refused for the key the \
+                     replay left out, not for the build"
+                        .into(),
+                ),
+                ..Default::default()
             }
-            Some(d) => {
-                failed += 1;
-                println!("FAIL {}: {}", r.key, crate::redact::printable(d.trim_end()));
+        } else {
+            match results.next() {
+                Some(r) => r,
+                None => break,
+            }
+        };
+        for n in &r.notes {
+            eprintln!(
+                "warning: {}: {}",
+                r.key,
+                crate::redact::printable(n.trim_end())
+            );
+        }
+        if let Some(why) = &r.invalid {
+            invalid += 1;
+            println!(
+                "ERROR {}: {}",
+                r.key,
+                crate::redact::printable(why.trim_end())
+            );
+        } else if let Some(why) = &r.skip {
+            skipped += 1;
+            println!(
+                "SKIP {}: {}",
+                r.key,
+                crate::redact::printable(why.trim_end())
+            );
+        } else {
+            match &r.divergence {
+                None => {
+                    passed += 1;
+                    println!("PASS {} ({} exchanges)", r.key, r.exchanges);
+                }
+                Some(d) => {
+                    failed += 1;
+                    println!(
+                        "FAIL {}: {}",
+                        r.key,
+                        crate::redact::printable(shorten_diff(d.trim_end()).as_ref())
+                    );
+                }
             }
         }
-        for line in &r.second {
+        for line in r.notes.iter().chain(&r.second) {
             println!("  {}", crate::redact::printable(line));
         }
     }
-    println!("{passed} passed, {failed} failed");
-    if failed > 0 { exit::FAILED } else { exit::OK }
+    let mut summary = format!("{passed} passed, {failed} failed");
+    if skipped > 0 {
+        summary.push_str(&format!(", {skipped} skipped"));
+    }
+    if invalid > 0 {
+        summary.push_str(&format!(", {invalid} with an unusable recording"));
+    }
+    println!("{summary}");
+    if invalid > 0 {
+        eprintln!(
+            "bridgewire replay sidebridge: {invalid} cell(s) have an unusable recording (named \
+             above): not replayed"
+        );
+        exit::INVALID_INPUT
+    } else if failed > 0 {
+        exit::FAILED
+    } else if passed == 0 {
+        eprintln!(
+            "bridgewire replay sidebridge: no cell was replayed and compared (skipped above)"
+        );
+        exit::NOTHING_SELECTED
+    } else {
+        exit::OK
+    }
 }

@@ -3,7 +3,11 @@
 
 Written by an audit of bridgewire's `parity` (stop 45) that read none of bridgewire's own
 peers; committed unchanged as a parity test peer (tests/sidebridge_audit_peer.rs), with the two
-chats it recorded through `bridgewire record sidebridge` without a key (cells/).
+chats it recorded through `bridgewire record sidebridge` without a key (cells/). Replaced later,
+unchanged, by the copy a second audit (of `replay sidebridge`, /work/audit-replay-net/sb/server.py)
+extended with more switches (flaky + f-*: a flaw on the first start only, FLAKY_MARK names the
+mark file; crash-first, end-again, random-tag, bom, bigcontent, …); the replay rows of
+tests/sidebridge_audit_peer.rs use them.
 
 Correct by default. Variants: env SB_V (comma-separated) or --v a,b,c.
 Phrases: "remember <word>" stores a word per chat; "what word" recalls it;
@@ -52,8 +56,13 @@ def msg(content, frm="assistant"):
     return m
 
 
+ENDED = set()
 def answer(chat, req):
     msgs = req.get("messages")
+    if "end-again" in V and chat in ENDED:
+        return {"messages": [msg("This chat has ended. Start a new one.", "system")], "options": {"endSession": True}}
+    if "end-again" in V and msgs and any(isinstance(m, dict) and m.get("content") == "bye" for m in msgs):
+        ENDED.add(chat)
     opts = {}
     out = []
     if msgs is None:  # session start
@@ -101,6 +110,10 @@ def answer(chat, req):
                 opts["endSession"] = "true" if "string-flag" in V else True
         else:
             reply = ("You typed: " if "text-differs" in V else "You said: ") + text
+            if "random-tag" in V:
+                reply += " [%s]" % uuid.uuid4().hex[:8]
+            if "bigcontent" in V:
+                reply += " " + "Z" * (3 * 1024 * 1024)
             if "error-answer" in V:
                 out.append(msg("Error: the assistant is unavailable.", "system"))
                 continue
@@ -132,10 +145,20 @@ def answer(chat, req):
 
 class H(BaseHTTPRequestHandler):
     server_version = "AuditBridge/2.0" if "banner2" in V else "AuditBridge/1.0"
+    def send_response(self, code, message=None):
+        super().send_response(code, message)
+
     protocol_version = "HTTP/1.0" if "close" in V else "HTTP/1.1"
 
     def log_message(self, *a):
         pass
+
+    def _log(self, d, b):
+        lp = os.environ.get("SB_LOG")
+        if lp:
+            import hashlib
+            with LOCK, open(lp, "a") as f:
+                f.write(json.dumps({"dir": d, "len": len(b), "sha": hashlib.sha256(b).hexdigest(), "head": b[:200].decode("utf-8", "replace")}) + "\n")
 
     def hdr(self, k, v):
         if "header-case" in V:
@@ -152,6 +175,45 @@ class H(BaseHTTPRequestHandler):
         if "escape-slash" in V:
             body = body.replace("/", "\\/")
         data = body.encode("utf-8")
+        if "big20" in V and getattr(self, "_is_send", False):
+            data = data[:-1] + b',"pad":"' + b"y" * (20 * 1024 * 1024) + b'"}'
+        if "random-tag" in V:
+            pass
+        if "latin1" in V:
+            data = body.replace("said", "s\u00e4id").encode("latin-1", "replace")
+        if "huge" in V and getattr(self, "_is_send", False):
+            data = data[:-1] + b',"pad":"' + b"x" * (12 * 1024 * 1024) + b'"}'
+        if "bigok" in V and getattr(self, "_is_send", False):
+            data = data[:-1] + b',"pad":"' + b"x" * (3 * 1024 * 1024) + b'"}'
+        if "truncate-bye" in V and getattr(self, "_is_bye", False):
+            self.send_response(status)
+            self.hdr("Content-Type", "application/json")
+            self.hdr("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2]); self.wfile.flush()
+            import socket as _s
+            self.connection.shutdown(_s.SHUT_RDWR); self.close_connection = True
+            return
+        if "endless-bye" in V and getattr(self, "_is_bye", False):
+            import time
+            self.send_response(status); self.hdr("Content-Type", "application/json"); self.end_headers()
+            self.wfile.write(b'{"messages":[');
+            try:
+                while True:
+                    self.wfile.write(b" "); self.wfile.flush(); time.sleep(0.2)
+            except Exception:
+                return
+        if "flood-bye" in V and getattr(self, "_is_bye", False):
+            self.send_response(status); self.hdr("Content-Type", "application/json"); self.hdr("Connection", "close"); self.end_headers()
+            try:
+                self.wfile.write(b'{"messages":[')
+                while True:
+                    self.wfile.write(b'{"id":"0","from":"assistant","content":"flood"},' * 1000)
+            except Exception:
+                return
+        self._log("sent", data)
+        if "early-hints" in V:
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x.css>; rel=preload\r\n\r\n")
         if "status-202" in V and status == 200:
             status = 202
         if "status-500" in V and status == 200:
@@ -165,7 +227,11 @@ class H(BaseHTTPRequestHandler):
         if "send-403" in V and status == 200 and getattr(self, "_is_send", False):
             status = 403
         self.send_response(status)
-        self.hdr("Content-Type", "application/json; charset=utf-8")
+        if "ctype-plain" in V: self.hdr("Content-Type", "text/plain")
+        elif "no-ctype" in V: pass
+        else: self.hdr("Content-Type", "application/json; charset=utf-8")
+        if "bom" in V: data = b"\xef\xbb\xbf" + data
+        if "trailing-ws" in V: data = data + b"\n\n"
         if "gzip" in V:
             data = gzip.compress(data)
             self.hdr("Content-Encoding", "gzip")
@@ -197,6 +263,7 @@ class H(BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n)
+        self._log("recv", raw)
         if KEY and self.headers.get("x-sidebridge-key") != KEY and "accept-any-key" not in V:
             return self.reply(401, {"messages": [msg("Wrong or missing key.", "system")],
                                     "options": {"endSession": True}})
@@ -206,6 +273,10 @@ class H(BaseHTTPRequestHandler):
         except Exception:
             return self.reply(400, {"messages": [msg("Bad request.", "system")],
                                     "options": {"endSession": True}})
+        if "crash-first" in V and req.get("messages") is not None:
+            os._exit(3)
+        if "hang-all" in V and req.get("messages") is not None:
+            import time; time.sleep(1000)
         if "html-error" in V:
             data = b"<html><body>Internal error</body></html>"
             self.send_response(500)
@@ -216,6 +287,9 @@ class H(BaseHTTPRequestHandler):
             return
         chat = req["chatId"].upper()
         self._is_send = req.get("messages") is not None
+        self._is_bye = any(isinstance(m, dict) and m.get("content") == "bye" for m in (req.get("messages") or []))
+        if "keepalive-drop" in V:
+            self.close_connection = True
         with LOCK:
             SEEN.setdefault(chat, len(SEEN))
         self._second_chat = SEEN[chat] == 1
@@ -234,6 +308,16 @@ def rev(o):
 
 
 def main():
+    if "flaky" in V:
+        mk = os.environ.get("FLAKY_MARK", "/tmp/flaky-mark")
+        if os.path.exists(mk):
+            os.remove(mk)
+            for x in list(V):
+                if x.startswith("f-"): V.discard(x)
+        else:
+            open(mk, "w").close()
+            for x in list(V):
+                if x.startswith("f-"): V.add(x[2:])
     srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
     port = srv.server_address[1]
     if "banner2" in V:
