@@ -305,6 +305,8 @@ struct Recorder {
     /// Directions of WebSocket relays whose bytes stopped parsing (a protocol error): their
     /// later frames were relayed but not recorded.
     unparsed: u64,
+    /// A text frame that was not UTF-8 was said on stderr (once per recording).
+    warned_not_utf8: bool,
     /// Messages parsed from the chunk at hand (kept to reuse its allocation).
     scratch: Vec<Message>,
 }
@@ -353,6 +355,7 @@ impl Recorder {
             sessions_opened: 0,
             conns: HashMap::new(),
             unparsed: 0,
+            warned_not_utf8: false,
             scratch: Vec::new(),
         }
     }
@@ -621,10 +624,20 @@ impl Recorder {
         }
     }
 
-    /// Records one text frame (UTF-8) of session `sid` (dropped, counted, when the session is
-    /// unknown).
+    /// Records one text frame of session `sid` (dropped, counted, when the session is unknown).
+    /// A text frame that is not UTF-8 (RFC 6455 §8.1: its receiver fails the connection) is a
+    /// fault of its sender, recorded as it came (the lane keeps its bytes as `lineBase64`) in
+    /// the connection's home scope, and said once on stderr: never lost.
     fn frame(&mut self, sid: &str, from_client: bool, bytes: &Bytes) {
         let Ok(text) = std::str::from_utf8(bytes) else {
+            if !self.warned_not_utf8 {
+                self.warned_not_utf8 = true;
+                eprintln!(
+                    "bridgewire record bridle: a {} WebSocket text frame of session {sid} is not UTF-8 (RFC 6455 §8.1: its receiver fails the connection); recorded as its bytes (lineBase64)",
+                    if from_client { "client" } else { "hub" },
+                );
+            }
+            self.write_home(sid, from_client, bytes.clone());
             return;
         };
         let Some(session) = self.sessions.get_mut(sid) else {
@@ -1508,6 +1521,29 @@ mod tests {
             up.iter().chain(&down).all(|l| l.2 == Some(1)),
             "{up:?} {down:?}"
         );
+    }
+
+    /// A hub text frame that is not UTF-8 is its fault (RFC 6455 §8.1), recorded as it came (its
+    /// bytes as `lineBase64`), not lost: it was silently dropped, and a hub close stood in its
+    /// place in the lane.
+    #[test]
+    fn a_text_frame_that_is_not_utf8_is_recorded_as_its_bytes() {
+        let bad = b"42/ws/client,[\"message\",{\"text\":\"bad \xff\xfe\"}]".to_vec();
+        let frame = bad.clone();
+        let (_, down) = recorded_around(move |_| {
+            vec![Event::WsChunk(
+                1,
+                false,
+                Bytes::from(encode(true, 1, &frame, None)),
+            )]
+        });
+        // The lane reader gives the line lossily; the file keeps its bytes.
+        let line = down
+            .iter()
+            .find(|l| l.1.contains("bad "))
+            .unwrap_or_else(|| panic!("the frame is not in the lane: {down:?}"));
+        assert!(line.1.contains('\u{fffd}'), "{line:?}");
+        assert_eq!(line.2, Some(1));
     }
 
     /// When the connection ends before the rest of that frame is relayed (the hub closed, the
