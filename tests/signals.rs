@@ -712,6 +712,10 @@ fn replay_sidebridge_is_interrupted_cleanly() {
                 &rec,
                 "--timeout",
                 "60",
+                // The bundled cells were recorded with the bridge's key: without one they are
+                // skipped (nothing to interrupt).
+                "--key",
+                "k",
                 "--",
                 "python3",
                 "-c",

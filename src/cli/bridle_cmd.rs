@@ -806,5 +806,13 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         return exit::INVALID_INPUT;
     }
     println!("{passed} passed, {failed} failed");
-    if failed == 0 { exit::OK } else { exit::FAILED }
+    if failed > 0 {
+        exit::FAILED
+    } else if passed == 0 {
+        // Every cell skipped (not replayable): nothing was compared.
+        eprintln!("bridgewire replay bridle: no cell was replayed and compared (skipped above)");
+        exit::NOTHING_SELECTED
+    } else {
+        exit::OK
+    }
 }

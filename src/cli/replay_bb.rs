@@ -379,6 +379,11 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         exit::INVALID_INPUT
     } else if failed > 0 {
         exit::FAILED
+    } else if passed == 0 {
+        // Every cell skipped (process-scoped, no runtime lane): nothing was compared, as
+        // `replay sidebridge` and `replay bridle` say it.
+        eprintln!("bridgewire replay bb: no cell was replayed and compared (skipped above)");
+        exit::NOTHING_SELECTED
     } else {
         exit::OK
     }
