@@ -689,7 +689,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                 .iter()
                 .map(|_| {
                     (
-                        Outcome::Fail(format!(
+                        Outcome::NotReplayable(format!(
                             "not replayed: the hub {}{st}) during {during}",
                             crate::parity::EXITED
                         )),
@@ -742,6 +742,8 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                     .or_else(|| outcomes.iter().enumerate().find(|(_, (o, _))| failing(o)))
                     .map_or(0, |(k, _)| k);
                 let during = members[first].key.clone();
+                // The others are skipped, naming that cell: the exit is one fault (as
+                // `replay sidebridge` names a bridge's exit once).
                 for (k, (o, c)) in outcomes.iter_mut().enumerate() {
                     let Outcome::Fail(why) = o else { continue };
                     if k == first {
@@ -750,10 +752,10 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                             crate::parity::EXITED
                         );
                     } else if c.is_some() {
-                        *why = format!(
+                        *o = Outcome::NotReplayable(format!(
                             "not replayed past the hub's exit: the hub {}{st}) during {during}",
                             crate::parity::EXITED
-                        );
+                        ));
                     }
                 }
                 gone = Some((st, during));
