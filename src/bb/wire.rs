@@ -830,30 +830,32 @@ impl WireJudge {
                     );
                 }
                 let not_run = match *rule {
+                    // The rules that read what the runtime sent cannot be judged without it.
+                    INTERRUPT_SETTLES_INTERRUPTED
+                    | INTERRUPT_CLOSES_ITEMS
+                    | SETTLES_BEFORE_RESULT
+                    | NOTHING_AFTER_STOP
+                    | IDENTITY_BEFORE_DELTAS
+                    | IDENTITY_ECHOES_HANDLE
+                        if !self.runtime_seen =>
+                    {
+                        Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
+                    }
                     // No pass on evidence not seen: a bridge that sent no valid delta (random
                     // bytes, say) has not shown it keeps deltas inside turns.
                     DELTA_OUTSIDE_TURN if self.deltas_seen == 0 => {
                         Some("no valid thread/delta was received to judge")
-                    }
-                    INTERRUPT_SETTLES_INTERRUPTED | INTERRUPT_CLOSES_ITEMS if !self.runtime_seen => {
-                        Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
                     }
                     INTERRUPT_SETTLES_INTERRUPTED | INTERRUPT_CLOSES_ITEMS
                         if self.interrupts == 0 =>
                     {
                         Some("no thread/stop {intent: \"interrupt\"} reached an open turn")
                     }
-                    SETTLES_BEFORE_RESULT if !self.runtime_seen => {
-                        Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
-                    }
                     SETTLES_BEFORE_RESULT if self.interrupts == 0 => {
                         Some("no thread/stop {intent: \"interrupt\"} reached an open turn")
                     }
                     SETTLES_BEFORE_RESULT if self.interrupts_answered == 0 => {
                         Some("no thread/stop {intent: \"interrupt\"} that reached an open turn was answered")
-                    }
-                    NOTHING_AFTER_STOP if !self.runtime_seen => {
-                        Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
                     }
                     NOTHING_AFTER_STOP if self.stops_answered == 0 => {
                         Some("no thread/stop was answered")
@@ -866,9 +868,6 @@ impl WireJudge {
                     }
                     HINT_NAMES_HOSTED_THREAD if self.hosted_overflow.is_some() && self.thread_hints > 0 => {
                         Some("the judge's bound on hosted threads was reached, so the hints were not judged")
-                    }
-                    IDENTITY_BEFORE_DELTAS | IDENTITY_ECHOES_HANDLE if !self.runtime_seen => {
-                        Some("no runtime→bridge lines to judge (the recording has no runtime lane)")
                     }
                     IDENTITY_ECHOES_HANDLE
                         if self.identities_seen > 0 && self.identities_paired == 0 =>

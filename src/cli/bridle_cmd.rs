@@ -805,16 +805,8 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
     rt.shutdown_timeout(Duration::from_secs(1));
     if errors > 0 {
         println!("{passed} passed, {failed} failed, {errors} unreadable");
-        return exit::INVALID_INPUT;
-    }
-    println!("{passed} passed, {failed} failed");
-    if failed > 0 {
-        exit::FAILED
-    } else if passed == 0 {
-        // Every cell skipped (not replayable): nothing was compared.
-        eprintln!("bridgewire replay bridle: no cell was replayed and compared (skipped above)");
-        exit::NOTHING_SELECTED
     } else {
-        exit::OK
+        println!("{passed} passed, {failed} failed");
     }
+    exit::of_replay("bridle", errors, failed, passed)
 }

@@ -374,19 +374,7 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
             cells.len()
         );
     }
-    if errors > 0 {
-        // Unreadable or malformed recordings: invalid input, as for pins, lanes and parity.
-        exit::INVALID_INPUT
-    } else if failed > 0 {
-        exit::FAILED
-    } else if passed == 0 {
-        // Every cell skipped (process-scoped, no runtime lane): nothing was compared, as
-        // `replay sidebridge` and `replay bridle` say it.
-        eprintln!("bridgewire replay bb: no cell was replayed and compared (skipped above)");
-        exit::NOTHING_SELECTED
-    } else {
-        exit::OK
-    }
+    exit::of_replay("bb", errors, failed, passed)
 }
 
 /// What `replay bb` says of a cell's live traffic beyond the recorded rules: the wire rules

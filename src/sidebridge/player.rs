@@ -1235,15 +1235,6 @@ pub fn replay(o: &ReplayOptions) -> u8 {
             "bridgewire replay sidebridge: {invalid} cell(s) have an unusable recording (named \
              above): not replayed"
         );
-        exit::INVALID_INPUT
-    } else if failed > 0 {
-        exit::FAILED
-    } else if passed == 0 {
-        eprintln!(
-            "bridgewire replay sidebridge: no cell was replayed and compared (skipped above)"
-        );
-        exit::NOTHING_SELECTED
-    } else {
-        exit::OK
     }
+    exit::of_replay("sidebridge", invalid, failed, passed)
 }
