@@ -33,6 +33,7 @@ pub fn manifest_handshake(cell: &Cell) -> Option<crate::protocol::Identity> {
             .get("refused")
             .and_then(Value::as_str)
             .map(str::to_string),
+        running: Vec::new(),
     })
 }
 

@@ -147,6 +147,20 @@ pub fn same_listener(a: &str, b: &str, deadline: Instant) -> Option<String> {
     })
 }
 
+/// Whether the server at the address a tree printed is the tree's own: the listening socket a
+/// connection to `url` reaches is held by one of its processes (not a running server whose
+/// address the command only printed). Bounded by `deadline`.
+pub fn serves(url: &str, tree: &ChildTree, deadline: Instant) -> bool {
+    let Some(target) = await_listening(url, deadline).ok().flatten() else {
+        return false;
+    };
+    let Some(inode) = serving_inode(target) else {
+        return false;
+    };
+    let members = crate::proc::tree_members(tree.mark(), true);
+    owners(&[inode]).iter().any(|p| members.contains(p))
+}
+
 /// The processes holding one of `inodes` open (readable ones only).
 fn owners(inodes: &[u64]) -> Vec<u32> {
     let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();

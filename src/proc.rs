@@ -596,3 +596,162 @@ mod tests {
         }
     }
 }
+
+/// Environment variables a shell sets for its own bookkeeping: a program started through
+/// `sh -c 'exec …'` carries them, the same program started directly does not.
+const SHELL_BOOKKEEPING: &[&str] = &["_", "SHLVL", "PWD", "OLDPWD"];
+
+/// Interpreter flags that change nothing a peer says on the wire (unbuffered output, no
+/// bytecode files, no banner): `python3 -u bridge.py` runs the program `python3 bridge.py` runs.
+const QUIET_INTERPRETER_FLAGS: &[&str] = &["-u", "-B", "-q"];
+
+/// What a started tree runs, read from `/proc` once it has answered (parity's same-program
+/// refusal): its processes but the launchers that started another (a wrapper's shell, `env`;
+/// a bridge that starts its provider is two programs, both kept), each as its executable,
+/// its arguments with every word that names a file as that file's canonical path, its
+/// directory when no word names a file, and its environment without the variables bridgewire
+/// set itself (the tree's marker and `ours`, e.g. a hub's generated secrets) or a shell's
+/// bookkeeping. Sorted; empty when `/proc` could not be read. Two legs with the same image run
+/// one program, however each command spelled it (`sh -c 'exec …'`, a wrapper script, `env`).
+pub fn tree_image(mark: &TreeMark, ours: &[&str]) -> Vec<RunningProcess> {
+    let members = tree_members(mark, true);
+    let parents: Vec<u32> = members
+        .iter()
+        .filter_map(|&p| proc_stat(p).map(|s| s.ppid))
+        .collect();
+    let mut image: Vec<RunningProcess> = members
+        .iter()
+        .filter(|&&p| !(parents.contains(&p) && is_launcher(p)))
+        .filter_map(|&p| process_image(p, ours))
+        .collect();
+    image.sort();
+    image
+}
+
+/// Programs that only start another (a shell running a wrapper script, `env`): when such a
+/// process has started a member of the tree, what it started is what runs.
+const LAUNCHERS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox", "env"];
+
+fn is_launcher(pid: u32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| {
+        exe.file_name()
+            .is_some_and(|n| LAUNCHERS.contains(&n.to_string_lossy().as_ref()))
+    })
+}
+
+/// One process of a [`tree_image`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RunningProcess {
+    /// The executable and its arguments (files as canonical paths), and `(in DIR)` when no
+    /// word names a file.
+    pub command: String,
+    /// Its environment, sorted, without what bridgewire or a shell set.
+    pub environment: Vec<String>,
+}
+
+/// One process of [`tree_image`], `None` when `/proc` does not show it (it exited).
+fn process_image(pid: u32, ours: &[&str]) -> Option<RunningProcess> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let cmdline = cmdline.strip_suffix(&[0]).unwrap_or(&cmdline);
+    let words: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    let interpreter = exe
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("python"));
+    let mut names_file = false;
+    let mut file = |w: &str| -> Option<String> {
+        let p = cwd.join(w);
+        if w.is_empty() || !p.is_file() {
+            return None;
+        }
+        names_file = true;
+        std::fs::canonicalize(&p)
+            .ok()
+            .map(|p| p.display().to_string())
+    };
+    let mut out = vec![exe.display().to_string()];
+    let mut flags = interpreter;
+    for w in words.iter().skip(1) {
+        if flags && QUIET_INTERPRETER_FLAGS.contains(&w.as_str()) {
+            continue;
+        }
+        flags = flags && w.starts_with('-');
+        out.push(match file(w) {
+            Some(f) => f,
+            None => match w.split_once('=') {
+                Some((flag, value)) if flag.starts_with('-') => match file(value) {
+                    Some(f) => format!("{flag}={f}"),
+                    None => w.clone(),
+                },
+                _ => w.clone(),
+            },
+        });
+    }
+    let mut env: Vec<String> = environ
+        .split(|&b| b == 0)
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| String::from_utf8_lossy(kv).into_owned())
+        .filter(|kv| {
+            let name = kv.split_once('=').map_or(kv.as_str(), |(n, _)| n);
+            // A shell drops the variables whose names it cannot hold (`CARGO_BIN_EXE_a-b`).
+            let shell_name = name.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic())
+                && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+            shell_name
+                && !name.starts_with(TREE_ENV_PREFIX)
+                && !ours.contains(&name)
+                && !SHELL_BOOKKEEPING.contains(&name)
+        })
+        .collect();
+    env.sort();
+    let mut command = out.join(" ");
+    if !names_file {
+        command.push_str(&format!(" (in {})", cwd.display()));
+    }
+    Some(RunningProcess {
+        command,
+        environment: env,
+    })
+}
+
+/// The command lines two started trees both run, when their [`tree_image`]s are one and the
+/// same (and not empty): two servers of one program, however each command spelled it.
+pub fn same_image(a: &TreeMark, b: &TreeMark, ours: &[&str]) -> Option<String> {
+    let image = tree_image(a, ours);
+    (!image.is_empty() && image == tree_image(b, ours)).then(|| {
+        image
+            .iter()
+            .map(|r| r.command.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// Runs `a` on another thread and `b` on this one, then `with` on both results while that
+/// thread still lives. A child spawned there gets `PR_SET_PDEATHSIG`, which fires when the
+/// *thread* that spawned it exits, not the process: a server started on a thread that returned
+/// would be killed before it is looked at. `None` from `a` when its thread panicked.
+pub fn side_by_side<A: Send, B, R>(
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B,
+    with: impl FnOnce(Option<A>, B) -> R,
+) -> R {
+    let (result_tx, result_rx) = std::sync::mpsc::channel::<A>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let _ = result_tx.send(a());
+            // Held until `with` returned (its sender dropped): the children stay alive.
+            let _ = done_rx.recv();
+        });
+        let rb = b();
+        let ra = result_rx.recv().ok();
+        let r = with(ra, rb);
+        drop(done_tx);
+        r
+    })
+}

@@ -404,6 +404,9 @@ pub struct Identity {
     /// Why the runtime would refuse this bridge at start (a protocol version it does not
     /// speak), said beside a difference in `facts`.
     pub refused: Option<String>,
+    /// What the live bridge's process tree ran when it answered ([`crate::proc::tree_image`]);
+    /// empty for a recorded handshake. Two legs with one image run one program.
+    pub running: Vec<crate::proc::RunningProcess>,
 }
 
 /// The live half each protocol implements (in `src/<protocol>/live.rs`, over its player): the

@@ -1461,6 +1461,73 @@ fn parity_reads_a_held_turn_recording_as_the_live_leg_reads_the_bridge() {
     }
 }
 
+/// Two live legs whose commands differ but run one program once started (through `sh -c`,
+/// with or without `exec`, or `python3 -u`) are refused before any cell runs: their
+/// comparison could not show a difference (each ran and passed before). A leg whose program
+/// gets another environment, and two bridges that start one helper program beside them, are
+/// two programs and are compared.
+#[test]
+fn parity_refuses_legs_that_run_one_program_however_spelled() {
+    let Some(py) = python("parity_refuses_legs_that_run_one_program_however_spelled") else {
+        return;
+    };
+    let cells = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/clean");
+    let plain = format!("cmd:{py} {PEER}");
+    // (base, head, exit code, what the output must say)
+    let rows: Vec<(String, String, i32, &str)> = vec![
+        (
+            plain.clone(),
+            format!("cmd:sh -c 'exec {py} {PEER}'"),
+            2,
+            "both legs ran the same program once started",
+        ),
+        (
+            plain.clone(),
+            format!("cmd:sh -c '{py} {PEER}'"),
+            2,
+            "both legs ran the same program once started",
+        ),
+        (
+            plain.clone(),
+            format!("cmd:{py} -u {PEER}"),
+            2,
+            "both legs ran the same program once started",
+        ),
+        (
+            plain.clone(),
+            format!("cmd:sh -c 'PY_BB_ODDITY=wire exec {py} {PEER}'"),
+            0,
+            "1 passed, 0 failed",
+        ),
+        // The helper alone would read as one program: the bridges that started it differ.
+        (
+            format!("cmd:sh -c 'sleep 60 & exec {py} {PEER}'"),
+            format!("cmd:sh -c 'sleep 60 & exec env PY_BB_ODDITY=wire {py} {PEER}'"),
+            0,
+            "1 passed, 0 failed",
+        ),
+    ];
+    for (base, head, want, says) in rows {
+        let (code, text) = parity(&[
+            "--timeout-ms",
+            "3000",
+            "--base",
+            &base,
+            "--head",
+            &head,
+            cells,
+        ]);
+        assert_eq!(code, Some(want), "{base} / {head}:\n{text}");
+        assert!(
+            text.contains(says),
+            "{base} / {head}: no {says:?} in\n{text}"
+        );
+        if want == 2 {
+            assert!(!text.contains("PASS "), "no cell ran: {text}");
+        }
+    }
+}
+
 /// `parity` of the peer against itself with a difference: a leg is `cmd:env VAR=value python3
 /// peer.py`, so the two legs run different commands (the same command on both legs is refused,
 /// last row). `PY_BB_ODDITY=wire` spells the same timeline differently and passes; content

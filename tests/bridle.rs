@@ -2964,7 +2964,7 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
     let (code, out) = run(&base, &head, &[]);
     assert_eq!(code, 2, "{out}");
     assert!(
-        out.contains("both legs would talk to the same bridle server")
+        out.contains("both legs would reach the same bridle server")
             && out.contains(&format!("both reach 127.0.0.1:{port}"))
             && out.contains("--allow-same-bridge"),
         "{out}"
@@ -3005,7 +3005,7 @@ fn parity_legs_that_reach_one_running_hub_are_refused() {
     );
     assert_eq!(code, 2, "{out}");
     assert!(
-        out.contains("both legs would talk to the same bridle server")
+        out.contains("both legs would reach the same bridle server")
             && out.contains(&format!(
                 "127.0.0.1:{port} and 127.0.0.2:{port} are served by one listening socket"
             )),

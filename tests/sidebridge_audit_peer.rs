@@ -141,6 +141,24 @@ fn legs_that_run_or_reach_one_server_are_refused() {
     let (code, out) = parity(&plain, &through_env);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("both legs would run the same files"), "{out}");
+    // The same program once started, spelled otherwise (both ran and passed before); with
+    // another environment it is another build, compared.
+    let server = peer().join("server.py");
+    for head in [
+        format!("cmd:sh -c 'exec {py} {}'", server.display()),
+        format!("cmd:{py} -u {}", server.display()),
+    ] {
+        let (code, out) = parity(&plain, &head);
+        assert_eq!(code, Some(2), "{head}: {out}");
+        assert!(
+            out.contains("each leg started a server of its own")
+                && out.contains("both run the same program"),
+            "{head}: {out}"
+        );
+    }
+    let other_env = format!("cmd:sh -c 'FOO=1 exec {py} {}'", server.display());
+    let (code, out) = parity(&plain, &other_env);
+    assert_eq!(code, Some(0), "{out}");
 
     let server = common::proc::Proc::spawn({
         let mut c = Command::new(py);
@@ -158,7 +176,7 @@ fn legs_that_run_or_reach_one_server_are_refused() {
     assert_eq!(code, Some(2), "{out}");
     let hostport = url.trim_start_matches("http://").trim_end_matches('/');
     assert!(
-        out.contains("both legs would talk to the same sidebridge server")
+        out.contains("both legs would reach the same sidebridge server")
             && out.contains(&format!("both reach {hostport}")),
         "{out}"
     );

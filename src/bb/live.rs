@@ -25,6 +25,7 @@ pub fn identity(result: &Value) -> crate::protocol::Identity {
         text: identity_of(result),
         facts: handshake_facts(result),
         refused: refusal(result),
+        running: Vec::new(),
     }
 }
 
@@ -169,7 +170,11 @@ impl Live for BbLive {
                         && v["id"] == "bridgewire-identify"
                     {
                         break match v.get("result") {
-                            Some(r) => Ok(Some(identity(r))),
+                            Some(r) => Ok(Some(crate::protocol::Identity {
+                                // Read while the bridge that answered still runs.
+                                running: crate::proc::tree_image(b.tree_mark(), &[]),
+                                ..identity(r)
+                            })),
                             None => Err(format!(
                                 "`{}` refused initialize: {}",
                                 bridge.display(),

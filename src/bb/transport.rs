@@ -171,6 +171,11 @@ impl Bridge {
         self.pid
     }
 
+    /// The bridge's process tree, for reading what it runs ([`crate::proc::tree_image`]).
+    pub fn tree_mark(&self) -> &crate::proc::TreeMark {
+        self.child.mark()
+    }
+
     /// Queues one line (a `\n` is appended) for the bridge's stdin. Never blocks.
     pub fn send_line(&self, line: &str) {
         if let Some(tx) = &self.stdin {

@@ -124,22 +124,41 @@ impl Live for BridleLive {
     ) -> Option<String> {
         let start = |bridge: &BridgeCommand| start_env_hub(bridge).ok();
         // Both alive at once: two hubs cannot listen on one address, so a shared one is one hub.
-        let (ha, hb) = std::thread::scope(|s| {
-            let ta = s.spawn(|| start(a));
-            let hb = start(b);
-            (ta.join().ok().flatten(), hb)
-        });
-        let (Some((_, _, _ga, ua)), Some((_, _, _gb, ub))) = (ha, hb) else {
-            // A hub that does not start is each cell's error to name; nothing to compare here.
-            return None;
-        };
-        same_hub(&ua, &ub)
-            .map(|at| format!("both reach {at}"))
-            .or_else(|| {
-                let soon = std::time::Instant::now() + Duration::from_secs(2);
-                crate::port_owner::same_listener(&ua, &ub, soon)
-            })
-            .map(|why| format!("base prints {ua}, head prints {ub}: {why}"))
+        crate::proc::side_by_side(
+            || start(a),
+            || start(b),
+            |ha, hb| {
+                let (Some((_, _, ga, ua)), Some((_, _, gb, ub))) = (ha.flatten(), hb) else {
+                    // A hub that does not start is each cell's error to name.
+                    return None;
+                };
+                same_hub(&ua, &ub)
+                    .map(|at| format!("both reach {at}"))
+                    .or_else(|| {
+                        let soon = std::time::Instant::now() + Duration::from_secs(2);
+                        crate::port_owner::same_listener(&ua, &ub, soon)
+                    })
+                    .map(|why| format!("base prints {ua}, head prints {ub}: {why}"))
+                    .or_else(|| {
+                        let (ga, gb) = (ga.as_ref()?, gb.as_ref()?);
+                        // Only hubs of the legs' own: two commands that print the addresses of two
+                        // running hubs may run one program to print them.
+                        let soon = std::time::Instant::now() + Duration::from_secs(2);
+                        let own = crate::port_owner::serves(&ua, ga.tree(), soon)
+                            && crate::port_owner::serves(&ub, gb.tree(), soon);
+                        own.then_some(())?;
+                        // The secrets and the sync timeout: bridgewire's, set on every hub.
+                        let ours = ["JWT_SECRET", "BRIDLE_API_KEY", "BRIDLE_SYNC_TIMEOUT_MS"];
+                        let (ma, mb) = (ga.tree().mark(), gb.tree().mark());
+                        crate::proc::same_image(ma, mb, &ours).map(|runs| {
+                            format!(
+                                "each leg started a hub of its own ({ua}, {ub}), and both run the \
+                             same program: {runs}"
+                            )
+                        })
+                    })
+            },
+        )
     }
 
     fn record(&self, req: &RecordRequest) -> Result<Vec<RecordedScenario>, String> {

@@ -271,8 +271,8 @@ check), pass --allow-same-bridge.",
         for &p in &protocols {
             if let Some(why) = p.live().same_server(b, h, timeout) {
                 eprintln!(
-                    "error: both legs would talk to the same {p} server, so the comparison could \
-not show a difference:\n  base: {}\n  head: {}\n  {why}\nGive each leg its own server; to \
+                    "error: both legs would reach the same {p} server or run the same program, so \
+the comparison could not show a difference:\n  base: {}\n  head: {}\n  {why}\nGive each leg its own server and build; to \
 compare a server with itself on purpose (a determinism check), pass --allow-same-bridge.",
                     b.display(),
                     h.display(),
@@ -339,6 +339,26 @@ stall. Record your own cells with `bridgewire record-cells {p}`. Cells: {}",
                         .join(", ")
                         + if foreign.len() > 8 { ", …" } else { "" }
                 )));
+            }
+        }
+    }
+    // Two commands that differ may still run one program once started (`sh -c 'exec …'`, a
+    // wrapper script, `python3 -u`): read from the trees that answered the handshakes.
+    if !a.allow_same_bridge {
+        for &p in &protocols {
+            let running = |side: &str| {
+                identities
+                    .iter()
+                    .find(|(q, s, _)| *q == p && *s == side)
+                    .map(|(_, _, i)| &i.running)
+                    .filter(|r| !r.is_empty())
+            };
+            if let (Some(b), Some(h)) = (running("base"), running("head"))
+                && b == h
+                && let (Some(bc), Some(hc)) = (base.runner.bridge(), head.runner.bridge())
+            {
+                refuse_same_program(&p.to_string(), bc, hc, b);
+                return exit::INVALID_INPUT;
             }
         }
     }
@@ -797,4 +817,27 @@ fn compare_one(
     result.problems.extend(refused);
     // Only lists that differ (with both legs complete) are worth a second run.
     (result, lists.filter(|_| keep_lists))
+}
+
+/// Says that both live legs ran one program once started, although their commands differ.
+fn refuse_same_program(
+    protocol: &str,
+    base: &crate::protocol::BridgeCommand,
+    head: &crate::protocol::BridgeCommand,
+    running: &[crate::proc::RunningProcess],
+) {
+    eprintln!(
+        "error: both legs ran the same program once started (the same executable, arguments, \
+files and environment), so the comparison could not show a difference:\n  base: {}\n  head: {}\n  \
+both ran: {}\nA leg that differs only in what it reads at run time (a file both commands name \
+but change between legs) is compared with --allow-same-bridge; so is a {protocol} bridge \
+compared with itself on purpose (a determinism check).",
+        base.display(),
+        head.display(),
+        running
+            .iter()
+            .map(|r| r.command.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
 }

@@ -33,16 +33,32 @@ impl Live for SideBridgeLive {
         let start =
             |bridge: &BridgeCommand| super::player::leg_spec(bridge, timeout).resolve().ok();
         // Both alive at once: two servers cannot listen on one socket.
-        let (sa, sb) = std::thread::scope(|s| {
-            let ta = s.spawn(|| start(a));
-            let sb = start(b);
-            (ta.join().ok().flatten(), sb)
-        });
-        // A bridge that does not start is each cell's error to name.
-        let ((ua, _pa), (ub, _pb)) = (sa?, sb?);
-        let soon = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        crate::port_owner::same_listener(&ua, &ub, soon)
-            .map(|why| format!("base prints {ua}, head prints {ub}: {why}"))
+        crate::proc::side_by_side(
+            || start(a),
+            || start(b),
+            |sa, sb| {
+                // A bridge that does not start is each cell's error to name.
+                let ((ua, pa), (ub, pb)) = (sa.flatten()?, sb?);
+                let soon = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                crate::port_owner::same_listener(&ua, &ub, soon)
+                    .map(|why| format!("base prints {ua}, head prints {ub}: {why}"))
+                    .or_else(|| {
+                        let (pa, pb) = (pa?, pb?);
+                        // Only servers of the legs' own: two commands that print the addresses of two
+                        // running servers may run one program to print them.
+                        let own = crate::port_owner::serves(&ua, pa.tree(), soon)
+                            && crate::port_owner::serves(&ub, pb.tree(), soon);
+                        own.then_some(())?;
+                        let (ma, mb) = (pa.tree().mark(), pb.tree().mark());
+                        crate::proc::same_image(ma, mb, &[]).map(|runs| {
+                        format!(
+                            "each leg started a server of its own ({ua}, {ub}), and both run the \
+                         same program: {runs}"
+                        )
+                    })
+                    })
+            },
+        )
     }
 
     /// Every cell of the selection on one bridge, in the recorded order across cells: chats

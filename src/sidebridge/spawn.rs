@@ -21,6 +21,13 @@ pub struct BridgeProcess {
     pub url: String,
 }
 
+impl BridgeProcess {
+    /// The bridge's process tree, for reading what it runs ([`crate::proc::tree_image`]).
+    pub fn tree(&self) -> &ChildTree {
+        &self.child
+    }
+}
+
 /// Where the bridge under test is.
 #[derive(Debug, Clone)]
 pub struct BridgeSpec {
