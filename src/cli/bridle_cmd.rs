@@ -572,8 +572,27 @@ pub struct ReplayBridleArgs {
     pub command: Vec<OsString>,
 }
 
+/// Whether the hub answers at all: `GET /api/agent/health` (the spec's hub-wide health) within
+/// the wait; any HTTP answer will do. `Err`: what the probe saw instead.
+async fn answers(cfg: &crate::bridle::player::ReplayConfig) -> Result<(), String> {
+    let url = format!("{}/api/agent/health", cfg.url.trim_end_matches('/'));
+    let probe = reqwest::Client::new().get(&url).timeout(cfg.wait).send();
+    match tokio::time::timeout(cfg.wait + Duration::from_millis(100), probe).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if e.is_timeout() => Err(format!(
+            "GET /api/agent/health: no answer within {:.1} s",
+            cfg.wait.as_secs_f64()
+        )),
+        Ok(Err(e)) => Err(format!("GET /api/agent/health: {e}")),
+        Err(_) => Err(format!(
+            "GET /api/agent/health: no answer within {:.1} s",
+            cfg.wait.as_secs_f64()
+        )),
+    }
+}
+
 pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
-    use crate::bridle::player::{Outcome, ReplayConfig, replay_group_traced};
+    use crate::bridle::player::{Outcome, ReplayConfig, Trace, replay_group_traced};
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     // SIGINT/SIGTERM: the hub's tree is killed, the cells finished so far are summed up, exit
     // 130/143.
@@ -650,6 +669,9 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
     // A hub that exited is named with its status, in the cell it exited in and in every later
     // one (which are not replayed: nobody listens any more), with the cell it exited during.
     let mut gone: Option<(std::process::ExitStatus, String)> = None;
+    // A hub that stopped answering (its event loop blocked): the cell that waited in vain
+    // first, and what the probe saw. Later groups are replayed once it answers again.
+    let mut hung: Option<(String, String)> = None;
     // The cells of one agentId are replayed together, in their recorded order across them
     // (its connects live in its `__agent` cell): see `player::groups`.
     let refs: Vec<&crate::cell::Cell> = cells.iter().collect();
@@ -668,20 +690,36 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
             .filter(|c| unreadable.contains_key(&c.key))
             .map(|c| c.key.as_str())
             .collect();
-        let outcomes: Vec<(Outcome, Option<std::time::Instant>)> = match &gone {
+        // Still not answering: the group is not replayed (every wait would run out, each cell
+        // blamed for the one fault).
+        if let Some((during, saw)) = &hung {
+            match rt.block_on(answers(&cfg)) {
+                Ok(()) => hung = None,
+                Err(now) => {
+                    for c in &members {
+                        println!(
+                            "SKIP {}: not replayed: the hub has answered nothing since {during} ({saw}; again now: {now})",
+                            c.key
+                        );
+                    }
+                    continue;
+                }
+            }
+        }
+        let outcomes: Vec<(Outcome, Trace)> = match &gone {
             _ if !bad.is_empty() => members
                 .iter()
                 .map(|c| match unreadable.get(&c.key) {
                     Some(e) => (
                         Outcome::Fail(format!("unreadable recording: {}", e.join("; "))),
-                        None,
+                        Trace::default(),
                     ),
                     None => (
                         Outcome::NotReplayable(format!(
                             "not replayed: it is replayed with {}, whose recording is unreadable",
                             bad.join(", ")
                         )),
-                        None,
+                        Trace::default(),
                     ),
                 })
                 .collect(),
@@ -693,7 +731,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                             "not replayed: the hub {}{st}) during {during}",
                             crate::parity::EXITED
                         )),
-                        None,
+                        Trace::default(),
                     )
                 })
                 .collect(),
@@ -709,7 +747,12 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                 .unwrap_or_else(|_| {
                     members
                         .iter()
-                        .map(|_| (Outcome::Fail(format!("timed out after {budget:?}")), None))
+                        .map(|_| {
+                            (
+                                Outcome::Fail(format!("timed out after {budget:?}")),
+                                Trace::default(),
+                            )
+                        })
                         .collect()
                 })
             }
@@ -721,7 +764,9 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         let mut outcomes = outcomes;
         if gone.is_none() && bad.is_empty() {
             let failing = |o: &Outcome| matches!(o, Outcome::Fail(_));
-            let closed = outcomes.iter().any(|(o, c)| failing(o) && c.is_some());
+            let closed = outcomes
+                .iter()
+                .any(|(o, t)| failing(o) && t.closed.is_some());
             let any_fail = outcomes.iter().any(|(o, _)| failing(o));
             // Given a moment to be reaped when a connection closed on the replay.
             let grace = if closed
@@ -737,21 +782,22 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                 let first = outcomes
                     .iter()
                     .enumerate()
-                    .filter(|(_, (o, c))| failing(o) && c.is_some())
-                    .min_by_key(|(_, (_, c))| *c)
+                    .filter(|(_, (o, t))| failing(o) && t.closed.is_some())
+                    .min_by_key(|(_, (_, t))| t.closed)
                     .or_else(|| outcomes.iter().enumerate().find(|(_, (o, _))| failing(o)))
                     .map_or(0, |(k, _)| k);
                 let during = members[first].key.clone();
                 // The others are skipped, naming that cell: the exit is one fault (as
                 // `replay sidebridge` names a bridge's exit once).
-                for (k, (o, c)) in outcomes.iter_mut().enumerate() {
+                // A cell that had failed on its own before it met the exit keeps its cause.
+                for (k, (o, t)) in outcomes.iter_mut().enumerate() {
                     let Outcome::Fail(why) = o else { continue };
                     if k == first {
                         *why = format!(
                             "the hub {}{st}) during this cell: {why}",
                             crate::parity::EXITED
                         );
-                    } else if c.is_some() {
+                    } else if t.closed.is_some() && !t.own_before_close {
                         *o = Outcome::NotReplayable(format!(
                             "not replayed past the hub's exit: the hub {}{st}) during {during}",
                             crate::parity::EXITED
@@ -759,6 +805,33 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                     }
                 }
                 gone = Some((st, during));
+            } else if any_fail
+                && outcomes
+                    .iter()
+                    .any(|(o, t)| failing(o) && t.stalled.is_some())
+                && let Err(saw) = rt.block_on(answers(&cfg))
+            {
+                // A hub that answers nothing (its event loop blocked): named in the cell that
+                // waited in vain first; the cells that waited in vain after it are its
+                // consequence (one fault, one verdict), those that failed otherwise keep theirs.
+                let (first, at) = outcomes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, (o, t))| Some((k, t.stalled.filter(|_| failing(o))?)))
+                    .min_by_key(|(_, at)| *at)
+                    .unwrap_or((0, std::time::Instant::now()));
+                let during = members[first].key.clone();
+                for (k, (o, t)) in outcomes.iter_mut().enumerate() {
+                    let Outcome::Fail(why) = o else { continue };
+                    if k == first {
+                        *why = format!("the hub stopped answering during this cell ({saw}): {why}");
+                    } else if t.stalled.is_some_and(|s| s >= at) {
+                        *o = Outcome::NotReplayable(format!(
+                            "not judged: the hub stopped answering during {during} ({saw})"
+                        ));
+                    }
+                }
+                hung = Some((during, saw));
             }
         }
         for (cell, (outcome, _)) in members.into_iter().zip(outcomes) {
