@@ -4374,3 +4374,171 @@ fn replay_compares_what_the_hub_forwards_to_the_agent_and_its_pongs() {
         "{out}"
     );
 }
+
+/// The cells of the fault fixture whose recorded browser got a `stream_end` (read from the
+/// recording, not assumed).
+fn fault_fixture_cells_with(event: &str) -> Vec<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-faults");
+    let mut out = Vec::new();
+    for folder in std::fs::read_dir(&root).expect("fixture").flatten() {
+        for cell in std::fs::read_dir(folder.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let lane = cell.path().join("hub→browser.ndjson");
+            let text = std::fs::read_to_string(&lane).unwrap_or_default();
+            if text.contains(&format!("[\\\"{event}\\\"")) {
+                out.push(format!(
+                    "{}/{}",
+                    folder.file_name().to_string_lossy(),
+                    cell.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The cell a verdict line is about (`FAIL audit/bot1__bob: …` → `audit/bot1__bob`).
+fn verdict_cell(line: &str) -> &str {
+    line.split_once(' ')
+        .map_or("", |(_, rest)| rest.split(": ").next().unwrap_or_default())
+}
+
+/// One hub fault, one verdict, in the cell that met it (stop-46 audit F5, F6, F9, F13), against
+/// the node hub (npm `socket.io`) replaying the audit's recording with one `--replay-fault`:
+/// - kick-mid: the kicked browser's cell fails naming the disconnect; the HTTP cell whose
+///   health answer then counts one browser fewer passes, saying whose connection it was
+///   (it failed on `browserClients` before);
+/// - bad-utf8-after-end: each cell whose browser got a stream_end (read from the recording)
+///   fails naming the non-UTF-8 text frame (they passed, and the HTTP cell failed, before);
+/// - hang-mid: the event loop blocked: one FAIL saying the hub stopped answering, every other
+///   cell skipped naming that cell (five FAILs with five causes before);
+/// - crash-mid with ts-string: a cell that failed on its own (the ts) before it met the exit
+///   keeps its cause (it was reworded as the exit's consequence);
+/// - slow-relay slower than --wait-ms: never told "not a slow bridge" (a `status` extension
+///   that came meanwhile was taken for what came in its place); with a wait longer than the
+///   delay it passes, as does the correct hub.
+#[test]
+fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
+    if !node_ready("replay_names_one_hub_fault_once_in_the_cell_that_met_it") {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-faults");
+    let run = |wait: &'static str,
+               args: &'static [&'static str],
+               env: &'static [(&'static str, &'static str)]| {
+        let root = root.clone();
+        Box::new(move || node_hub_replay(&root, wait, args, env))
+            as Box<dyn FnOnce() -> (i32, String) + Send>
+    };
+    let jobs = vec![
+        run("3000", &[], &[]),
+        run("3000", &["--replay-fault", "kick-mid"], &[]),
+        run("3000", &["--replay-fault", "bad-utf8-after-end"], &[]),
+        run(
+            "2000",
+            &["--replay-fault", "hang-mid"],
+            &[("HUB_HANG_MS", "30000")],
+        ),
+        run(
+            "3000",
+            &["--replay-fault", "crash-mid", "--diverge", "ts-string"],
+            &[],
+        ),
+        run(
+            "1000",
+            &["--replay-fault", "slow-relay"],
+            &[("HUB_SLOW_MS", "1500")],
+        ),
+        run(
+            "5000",
+            &["--replay-fault", "slow-relay"],
+            &[("HUB_SLOW_MS", "1500")],
+        ),
+    ];
+    let results = parallel(jobs);
+    let lines = |out: &str, kind: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with(kind))
+            .map(str::to_string)
+            .collect()
+    };
+    // The correct hub, and the slow one given a wait longer than its delay: legal.
+    for k in [0, 6] {
+        let (code, out) = &results[k];
+        assert_eq!(*code, 0, "{out}");
+        assert!(lines(out, "FAIL ").is_empty(), "{out}");
+    }
+    // kick-mid.
+    let (code, out) = &results[1];
+    assert_eq!(*code, 1, "{out}");
+    let fails = lines(out, "FAIL ");
+    assert_eq!(fails.len(), 1, "one fault, one verdict:\n{out}");
+    assert!(
+        fails[0].contains("the server disconnected the namespace"),
+        "{out}"
+    );
+    let kicked = verdict_cell(&fails[0]);
+    assert!(
+        lines(out, "PASS ").iter().any(|l| l.contains(&format!(
+            "the hub had ended the browser connection of {kicked} that the recording kept open"
+        ))),
+        "{out}"
+    );
+    // bad-utf8-after-end.
+    let (code, out) = &results[2];
+    assert_eq!(*code, 1, "{out}");
+    let fails = lines(out, "FAIL ");
+    let mut failed: Vec<&str> = fails.iter().map(|l| verdict_cell(l)).collect();
+    failed.sort();
+    assert_eq!(failed, fault_fixture_cells_with("stream_end"), "{out}");
+    for f in &fails {
+        assert!(
+            f.contains("the hub ended this browser's connection, which the recording kept open")
+                && f.contains("a WebSocket text frame that is not UTF-8"),
+            "{f}\n{out}"
+        );
+    }
+    // hang-mid.
+    let (code, out) = &results[3];
+    assert_eq!(*code, 1, "{out}");
+    let fails = lines(out, "FAIL ");
+    assert_eq!(fails.len(), 1, "one fault, one verdict:\n{out}");
+    assert!(
+        fails[0].contains(": the hub stopped answering during this cell ("),
+        "{out}"
+    );
+    let during = verdict_cell(&fails[0]);
+    let skips = lines(out, "SKIP ");
+    assert!(!skips.is_empty(), "{out}");
+    for s in &skips {
+        assert!(
+            s.contains(&format!("the hub stopped answering during {during} ("))
+                || s.contains(&format!("the hub has answered nothing since {during} (")),
+            "{s}\n{out}"
+        );
+    }
+    // crash-mid with ts-string: one cell names the exit, the others that failed keep their own
+    // cause (the ts), none of them reworded as the exit's consequence.
+    let (code, out) = &results[4];
+    assert_eq!(*code, 1, "{out}");
+    let fails = lines(out, "FAIL ");
+    let exit: Vec<&String> = fails
+        .iter()
+        .filter(|l| l.contains(": the hub exited (exit status: 3) during this cell: "))
+        .collect();
+    assert_eq!(exit.len(), 1, "{out}");
+    let own: Vec<&String> = fails.iter().filter(|l| !exit.contains(l)).collect();
+    assert!(!own.is_empty(), "{out}");
+    for f in &own {
+        assert!(f.contains(" differs at /data/ts: "), "{f}\n{out}");
+    }
+    // slow-relay slower than the wait.
+    let (code, out) = &results[5];
+    assert_eq!(*code, 1, "{out}");
+    assert!(!lines(out, "FAIL ").is_empty(), "{out}");
+    assert!(!out.contains("not a slow bridge"), "{out}");
+}
