@@ -4542,3 +4542,105 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
     assert!(!lines(out, "FAIL ").is_empty(), "{out}");
     assert!(!out.contains("not a slow bridge"), "{out}");
 }
+
+/// The fault fixture copied into `dir` with bob's answer streamed in `extra` more frames (each
+/// a longer accumulation, relayed as recorded), its stream_end carrying the last: a long stream
+/// recorded from a correct hub. Every seq is scaled to make room; nothing else changes.
+fn long_stream_fixture(dir: &std::path::Path, extra: usize) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-faults");
+    const SCALE: u64 = 100_000;
+    // The Socket.IO event inside a lane line (`42/ws/agent,[...]`), edited by `f`.
+    fn edit(line: &str, f: impl Fn(&mut serde_json::Value)) -> String {
+        let Some((head, body)) = line.split_once(",[") else {
+            return line.to_string();
+        };
+        let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&format!("[{body}")) else {
+            return line.to_string();
+        };
+        f(&mut v);
+        format!("{head},{v}")
+    }
+    let words = |k: usize| -> String { (1..=k).map(|i| format!(" w{i}")).collect() };
+    for folder in std::fs::read_dir(&root).expect("fixture").flatten() {
+        if !folder.path().is_dir() {
+            continue;
+        }
+        for cell in std::fs::read_dir(folder.path()).expect("cells").flatten() {
+            let to = dir.join(folder.file_name()).join(cell.file_name());
+            std::fs::create_dir_all(&to).unwrap();
+            for lane in std::fs::read_dir(cell.path()).expect("lanes").flatten() {
+                let text = std::fs::read_to_string(lane.path()).unwrap();
+                let name = lane.file_name().to_string_lossy().to_string();
+                let bob = cell.file_name() == "bot1__bob";
+                let mut out = String::new();
+                for l in text.lines() {
+                    let mut e: serde_json::Value = serde_json::from_str(l).unwrap();
+                    let seq = e["seq"].as_u64().unwrap();
+                    e["seq"] = json!(seq * SCALE);
+                    let line = e["line"].as_str().unwrap_or_default().to_string();
+                    let is = |ev: &str| line.contains(&format!(",[\"{ev}\","));
+                    let full = format!(
+                        "the quick brown fox jumps over the lazy dog{}",
+                        words(extra)
+                    );
+                    if bob && is("stream_end") {
+                        e["line"] = json!(edit(&line, |v| {
+                            v[1]["text"] = json!(full);
+                            v[1]["parts"] = json!([{ "type": "text", "text": full }]);
+                        }));
+                    }
+                    out.push_str(&e.to_string());
+                    out.push('\n');
+                    // After the last recorded stream's relay (agent side: after its send),
+                    // the extra frames, each sent and relayed in turn.
+                    let last = line.contains("the lazy dog\\\"") || line.contains("the lazy dog\"");
+                    if bob && is("stream") && last {
+                        let relay = name.starts_with("hub→browser");
+                        for k in 1..=extra {
+                            let mut x = e.clone();
+                            let at = (if relay { 2 * k + 1 } else { 2 * k }) as u64;
+                            // The relay's own recorded seq is one after the send's.
+                            let base = if relay { seq } else { seq + 1 };
+                            x["seq"] = json!(base * SCALE + at);
+                            let text =
+                                format!("the quick brown fox jumps over the lazy dog{}", words(k));
+                            x["line"] = json!(edit(&line, |v| {
+                                v[1]["text"] = json!(text);
+                                v[1]["parts"] = json!([{ "type": "text", "text": text }]);
+                            }));
+                            out.push_str(&x.to_string());
+                            out.push('\n');
+                        }
+                    }
+                }
+                std::fs::write(to.join(&name), out).unwrap();
+            }
+        }
+    }
+}
+
+/// A hub that drops every other frame of a long stream (audit F14: it held the replay about
+/// `--wait-ms`/10 per dropped frame, 462 s for 1500) fails once, in the stream's cell, within
+/// a bound set by the wait, not by the stream's length; the same long stream recorded from a
+/// correct hub passes it.
+#[test]
+fn replay_of_a_long_stream_a_hub_thins_is_bounded_by_the_wait() {
+    if !node_ready("replay_of_a_long_stream_a_hub_thins_is_bounded_by_the_wait") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    long_stream_fixture(tmp.path(), 400);
+    let wait = Duration::from_millis(2000);
+    let ms = "2000";
+    let (code, out) = node_hub_replay(tmp.path(), ms, &[], &[]);
+    assert_eq!(code, 0, "{out}");
+    let start = std::time::Instant::now();
+    let (code, out) = node_hub_replay(tmp.path(), ms, &["--replay-fault", "skip-odd"], &[]);
+    let took = start.elapsed();
+    assert_eq!(code, 1, "{out}");
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+    assert!(!fails.is_empty(), "{out}");
+    assert!(fails.iter().any(|l| l.contains("bot1__bob")), "{out}");
+    // Before: 200 dropped frames × the 200 ms quiet window = 40 s on top of the replay.
+    assert!(took < wait * 10, "took {took:?}\n{out}");
+}
