@@ -703,6 +703,21 @@ struct Prepared {
     probes_health: bool,
     /// It asks the hub-wide health (`GET /api/agent/health`: the proxy's `_hub__http`).
     hub_wide: bool,
+    /// What the reader warned of (a cut last line: a recorder killed mid-write).
+    warnings: Vec<String>,
+}
+
+/// The lines of a cell's lanes the reader cannot take (not JSON, not UTF-8, a wrong `dir`),
+/// each naming file:line, and its warnings, read once (the player reads the cells it replays
+/// itself, in [`prepare`]; this is for cells it does not replay).
+pub fn read_report(cell: &Cell) -> (Vec<String>, Vec<String>) {
+    let mut lines = cell.recorded();
+    lines.by_ref().for_each(drop);
+    let report = lines.into_report();
+    (
+        report.errors.iter().map(|e| e.to_string()).collect(),
+        report.warnings.iter().map(|w| w.to_string()).collect(),
+    )
 }
 
 /// Reads a cell for a replay: its lines, or why the player cannot replay it.
@@ -725,7 +740,8 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
     // kind).
     let mut token_why: Option<String> = None;
     let mut refused_why: Option<String> = None;
-    for entry in cell.recorded() {
+    let mut lines = cell.recorded();
+    for entry in lines.by_ref() {
         let line = peer_line(&entry, Peer::Browser);
         let connection = connections
             .entry(super::model::browser_conn(&entry))
@@ -767,6 +783,20 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
         }
         entries.push(entry);
     }
+    // Lines the reader cannot take: the cell is an error naming file:line (exit 2), as pins,
+    // lanes and parity have it, not replayed with the line left out (which blamed the hub for
+    // a frame the recording lost). A cut last line is a warning.
+    let report = lines.into_report();
+    let warnings: Vec<String> = report.warnings.iter().map(|w| w.to_string()).collect();
+    if !report.errors.is_empty() {
+        let errors: Vec<String> = report.errors.iter().map(|e| e.to_string()).collect();
+        return Err(Unplayed {
+            why: format!("unreadable recording: {}", errors.join("; ")),
+            browsers: false,
+            unreadable: true,
+            warnings,
+        });
+    }
     // Two connections open at once (two tabs) are played each on its own socket when the
     // recording says which connection each line is on (`conn`); without it they cannot be
     // told apart line by line, so their events could only stall.
@@ -800,6 +830,7 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
         connect_recorded: browser_connects > 0,
         probes_health,
         hub_wide,
+        warnings,
     })
 }
 
@@ -808,6 +839,9 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
 struct Unplayed {
     why: String,
     browsers: bool,
+    /// Its lanes hold lines the reader cannot take: an error, not a skip.
+    unreadable: bool,
+    warnings: Vec<String>,
 }
 
 impl Unplayed {
@@ -815,6 +849,8 @@ impl Unplayed {
         Unplayed {
             why,
             browsers: true,
+            unreadable: false,
+            warnings: Vec::new(),
         }
     }
 
@@ -822,6 +858,8 @@ impl Unplayed {
         Unplayed {
             why,
             browsers: false,
+            unreadable: false,
+            warnings: Vec::new(),
         }
     }
 }
@@ -1261,6 +1299,47 @@ pub async fn replay_group_traced(
     let mut merged: Vec<(crate::lane::SeqKey, usize, crate::lane::Entry)> = Vec::new();
     let mut agent_id = String::new();
     let prepared: Vec<Result<Prepared, Unplayed>> = cells.iter().map(|c| prepare(c)).collect();
+    let warnings: Vec<Vec<String>> = prepared
+        .iter()
+        .map(|p| match p {
+            Ok(p) => p.warnings.clone(),
+            Err(u) => u.warnings.clone(),
+        })
+        .collect();
+    // A cell of the group that cannot be read is the error; the others are played with it
+    // (their order and the hub's counts depend on it), so they are not replayed either.
+    let bad: Vec<&str> = cells
+        .iter()
+        .zip(&prepared)
+        .filter(|(_, p)| p.as_ref().is_err_and(|u| u.unreadable))
+        .map(|(c, _)| c.key.as_str())
+        .collect();
+    if !bad.is_empty() {
+        return prepared
+            .into_iter()
+            .zip(warnings)
+            .map(|(p, warnings)| match p {
+                Err(u) if u.unreadable => (
+                    Outcome::Fail(u.why),
+                    Trace {
+                        unreadable: true,
+                        warnings,
+                        ..Trace::default()
+                    },
+                ),
+                _ => (
+                    Outcome::NotReplayable(format!(
+                        "not replayed: it is replayed with {}, whose recording is unreadable",
+                        bad.join(", ")
+                    )),
+                    Trace {
+                        warnings,
+                        ..Trace::default()
+                    },
+                ),
+            })
+            .collect();
+    }
     // A browser cell not replayed leaves its browsers out of the hub: health answers that
     // counted them would differ for that alone, so a cell probing health is not replayed
     // either, naming the cell it depends on.
@@ -1758,8 +1837,12 @@ pub async fn replay_group_traced(
                 let r = &p.recorded[..n.min(p.recorded.len())];
                 matches!(compare(r, &p.live[..n]), Outcome::Fail(_))
             },
+            ..Trace::default()
         };
         outcomes[i] = Some(p.finish(&mut views[i]));
+    }
+    for (t, w) in traces.iter_mut().zip(warnings) {
+        t.warnings = w;
     }
     outcomes
         .into_iter()
@@ -1779,6 +1862,10 @@ pub struct Trace {
     /// What it got before [`Trace::closed`] already differed from the recording: its own
     /// fault, kept in its verdict, not reworded as the consequence of the hub's end.
     pub own_before_close: bool,
+    /// Its recording has lines the reader cannot take: its failure is an error (exit 2).
+    pub unreadable: bool,
+    /// What the reader warned of in its lanes.
+    pub warnings: Vec<String>,
 }
 
 /// A health answer whose `browserClients` is below the recorded count by no more than the

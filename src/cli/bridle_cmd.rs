@@ -615,25 +615,44 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         eprintln!("bridgewire replay bridle: no Bridle cells selected");
         return exit::NOTHING_SELECTED;
     }
-    // Lane lines the reader cannot take (not JSON, not UTF-8, a wrong `dir`): the cell is an
-    // error naming file:line (exit 2), as pins, lanes and parity have it, not replayed with the
-    // line left out (which blamed the hub for a frame the recording lost). A cut last line (a
-    // recorder killed mid-write) is a warning.
-    let mut unreadable: std::collections::HashMap<String, Vec<String>> = Default::default();
-    for c in &cells {
-        let mut lines = c.recorded();
-        lines.by_ref().for_each(drop);
-        let report = lines.into_report();
-        for w in &report.warnings {
-            eprintln!("warning: {}: {w}", c.key);
+    // Lane lines the reader cannot take (not JSON, not UTF-8, a wrong `dir`) make the cell an
+    // error naming file:line (exit 2): the player finds them as it reads a cell to replay it
+    // ([`Trace::unreadable`]), its warnings (a cut last line) with them; the cells it does not
+    // replay (the hub gone) are read for them here.
+    let unreadable_now = |members: &[&crate::cell::Cell]| -> Vec<(Outcome, Trace)> {
+        let reports: Vec<(Vec<String>, Vec<String>)> = members
+            .iter()
+            .map(|c| crate::bridle::player::read_report(c))
+            .collect();
+        let bad: Vec<&str> = members
+            .iter()
+            .zip(&reports)
+            .filter(|(_, r)| !r.0.is_empty())
+            .map(|(c, _)| c.key.as_str())
+            .collect();
+        if bad.is_empty() {
+            return Vec::new();
         }
-        if !report.errors.is_empty() {
-            unreadable.insert(
-                c.key.clone(),
-                report.errors.iter().map(|e| e.to_string()).collect(),
-            );
-        }
-    }
+        reports
+            .iter()
+            .map(|(errors, warnings)| {
+                let trace = Trace {
+                    unreadable: !errors.is_empty(),
+                    warnings: warnings.clone(),
+                    ..Trace::default()
+                };
+                let o = if errors.is_empty() {
+                    Outcome::NotReplayable(format!(
+                        "not replayed: it is replayed with {}, whose recording is unreadable",
+                        bad.join(", ")
+                    ))
+                } else {
+                    Outcome::Fail(format!("unreadable recording: {}", errors.join("; ")))
+                };
+                (o, trace)
+            })
+            .collect()
+    };
     let Some((jwt_secret, api_key, mut hub, url)) = start_hub(
         "replay bridle",
         a.url.as_deref(),
@@ -683,16 +702,18 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         let budget = members.iter().fold(Duration::ZERO, |b, c| {
             b + cfg.wait * 40 + crate::bridle::player::recorded_waits(c)
         });
-        // A cell of the group that cannot be read: it is the error; the others are played with
-        // it (their order and the hub's counts depend on it), so they are not replayed either.
-        let bad: Vec<&str> = members
-            .iter()
-            .filter(|c| unreadable.contains_key(&c.key))
-            .map(|c| c.key.as_str())
-            .collect();
+        // A group not replayed (the hub gone or not answering) is still read for unreadable
+        // lines: those are the recording's errors, whatever the hub did.
+        let bad = if gone.is_some() || hung.is_some() {
+            unreadable_now(&members)
+        } else {
+            Vec::new()
+        };
         // Still not answering: the group is not replayed (every wait would run out, each cell
         // blamed for the one fault).
-        if let Some((during, saw)) = &hung {
+        if let Some((during, saw)) = &hung
+            && bad.is_empty()
+        {
             match rt.block_on(answers(&cfg)) {
                 Ok(()) => hung = None,
                 Err(now) => {
@@ -707,22 +728,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
             }
         }
         let outcomes: Vec<(Outcome, Trace)> = match &gone {
-            _ if !bad.is_empty() => members
-                .iter()
-                .map(|c| match unreadable.get(&c.key) {
-                    Some(e) => (
-                        Outcome::Fail(format!("unreadable recording: {}", e.join("; "))),
-                        Trace::default(),
-                    ),
-                    None => (
-                        Outcome::NotReplayable(format!(
-                            "not replayed: it is replayed with {}, whose recording is unreadable",
-                            bad.join(", ")
-                        )),
-                        Trace::default(),
-                    ),
-                })
-                .collect(),
+            _ if !bad.is_empty() => bad,
             Some((st, during)) => members
                 .iter()
                 .map(|_| {
@@ -762,7 +768,13 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         // cells that found it gone later are its consequence, not faults of their own (one
         // fault, one verdict).
         let mut outcomes = outcomes;
-        if gone.is_none() && bad.is_empty() {
+        for (c, (_, t)) in members.iter().zip(&outcomes) {
+            for w in &t.warnings {
+                eprintln!("warning: {}: {w}", c.key);
+            }
+        }
+        let unreadable_group = outcomes.iter().any(|(_, t)| t.unreadable);
+        if gone.is_none() && !unreadable_group {
             let failing = |o: &Outcome| matches!(o, Outcome::Fail(_));
             let closed = outcomes
                 .iter()
@@ -834,9 +846,9 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                 hung = Some((during, saw));
             }
         }
-        for (cell, (outcome, _)) in members.into_iter().zip(outcomes) {
+        for (cell, (outcome, trace)) in members.into_iter().zip(outcomes) {
             let outcome = match outcome {
-                Outcome::Fail(why) if unreadable.contains_key(&cell.key) => {
+                Outcome::Fail(why) if trace.unreadable => {
                     errors += 1;
                     println!("ERROR {}: {}", cell.key, crate::redact::printable(&why));
                     continue;
