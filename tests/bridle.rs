@@ -1597,6 +1597,7 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         )],
     ),
     ("health-no-count", "http-health", "browserClients", &[]),
+    ("health-count-short", "http-health", "browserClients", &[]),
     (
         "no-agent-health",
         "http-health",
@@ -4437,6 +4438,16 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
     let jobs = vec![
         run("3000", &[], &[]),
         run("3000", &["--replay-fault", "kick-mid"], &[]),
+        run(
+            "3000",
+            &[
+                "--replay-fault",
+                "kick-mid",
+                "--diverge",
+                "health-count-short",
+            ],
+            &[],
+        ),
         run("3000", &["--replay-fault", "bad-utf8-after-end"], &[]),
         run(
             "2000",
@@ -4467,7 +4478,7 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
             .collect()
     };
     // The correct hub, and the slow one given a wait longer than its delay: legal.
-    for k in [0, 6] {
+    for k in [0, 7] {
         let (code, out) = &results[k];
         assert_eq!(*code, 0, "{out}");
         assert!(lines(out, "FAIL ").is_empty(), "{out}");
@@ -4489,7 +4500,17 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
         "{out}"
     );
     // bad-utf8-after-end.
+    // kick-mid on a hub whose health counts one browser short on its own: the HTTP cell fails
+    // on browserClients (the lost connection accounts for one browser, not two).
     let (code, out) = &results[2];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        lines(out, "FAIL ")
+            .iter()
+            .any(|l| l.contains(" differs at /http/body/browserClients: ")),
+        "{out}"
+    );
+    let (code, out) = &results[3];
     assert_eq!(*code, 1, "{out}");
     let fails = lines(out, "FAIL ");
     let mut failed: Vec<&str> = fails.iter().map(|l| verdict_cell(l)).collect();
@@ -4503,7 +4524,7 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
         );
     }
     // hang-mid.
-    let (code, out) = &results[3];
+    let (code, out) = &results[4];
     assert_eq!(*code, 1, "{out}");
     let fails = lines(out, "FAIL ");
     assert_eq!(fails.len(), 1, "one fault, one verdict:\n{out}");
@@ -4523,7 +4544,7 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
     }
     // crash-mid with ts-string: one cell names the exit, the others that failed keep their own
     // cause (the ts), none of them reworded as the exit's consequence.
-    let (code, out) = &results[4];
+    let (code, out) = &results[5];
     assert_eq!(*code, 1, "{out}");
     let fails = lines(out, "FAIL ");
     let exit: Vec<&String> = fails
@@ -4537,7 +4558,7 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
         assert!(f.contains(" differs at /data/ts: "), "{f}\n{out}");
     }
     // slow-relay slower than the wait.
-    let (code, out) = &results[5];
+    let (code, out) = &results[6];
     assert_eq!(*code, 1, "{out}");
     assert!(!lines(out, "FAIL ").is_empty(), "{out}");
     assert!(!out.contains("not a slow bridge"), "{out}");

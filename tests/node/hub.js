@@ -54,6 +54,7 @@ const DIVERGENCES = {
   "notes-no-kind": "notes reach browsers without their kind",
   "keep-dead-agent": "an agent's disconnect leaves its agentId registered (messages go nowhere)",
   "health-no-count": "/api/agent/health lacks browserClients",
+  "health-count-short": "GET /api/agent/:agentId/health counts one browser fewer than are connected (never below 0)",
   "never-register": "an agent is admitted and its frames relayed, but never registered under its agentId (browser messages are answered 'not connected')",
   "no-agent-health": "GET /api/agent/:agentId/health answers 404 (the hub-wide health still answers)",
   "message-202": "POST /message answers 202",
@@ -271,7 +272,7 @@ const server = http.createServer(async (req, res) => {
     if (is("no-agent-health")) return json(res, 404, { message: "Cannot GET " + url.pathname });
     const agentId = decodeURIComponent(m[1]);
     const connected = is("health-any-agent") ? agents.size > 0 : agents.has(agentId);
-    return json(res, 200, { ok: true, agentConnected: connected, browserClients: browserCount(agentId), agentId, uptimeMs: uptime() });
+    return json(res, 200, { ok: true, agentConnected: connected, browserClients: is("health-count-short") ? Math.max(0, browserCount(agentId) - 1) : browserCount(agentId), agentId, uptimeMs: uptime() });
   }
   if (req.method === "POST" && (m = /^\/api\/agent\/([^/]+)\/message(\/sync)?$/.exec(url.pathname))) {
     const agentId = decodeURIComponent(m[1]);
