@@ -1597,6 +1597,7 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
         )],
     ),
     ("health-no-count", "http-health", "browserClients", &[]),
+    ("health-count-short", "http-health", "browserClients", &[]),
     (
         "no-agent-health",
         "http-health",
@@ -4373,4 +4374,294 @@ fn replay_compares_what_the_hub_forwards_to_the_agent_and_its_pongs() {
         out.contains(" differs at /data/ts: recorded {\"dir\":\"hub→browser\",\"event\":\"pong\",\"data\":{\"ts\":0}} vs live {\"dir\":\"hub→browser\",\"event\":\"pong\",\"data\":{\"ts\":\"\"}}"),
         "{out}"
     );
+}
+
+/// The cells of the fault fixture whose recorded browser got a `stream_end` (read from the
+/// recording, not assumed).
+fn fault_fixture_cells_with(event: &str) -> Vec<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-faults");
+    let mut out = Vec::new();
+    for folder in std::fs::read_dir(&root).expect("fixture").flatten() {
+        for cell in std::fs::read_dir(folder.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let lane = cell.path().join("hub→browser.ndjson");
+            let text = std::fs::read_to_string(&lane).unwrap_or_default();
+            if text.contains(&format!("[\\\"{event}\\\"")) {
+                out.push(format!(
+                    "{}/{}",
+                    folder.file_name().to_string_lossy(),
+                    cell.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The cell a verdict line is about (`FAIL audit/bot1__bob: …` → `audit/bot1__bob`).
+fn verdict_cell(line: &str) -> &str {
+    line.split_once(' ')
+        .map_or("", |(_, rest)| rest.split(": ").next().unwrap_or_default())
+}
+
+/// One hub fault, one verdict, in the cell that met it (stop-46 audit F5, F6, F9, F13), against
+/// the node hub (npm `socket.io`) replaying the audit's recording with one `--replay-fault`:
+/// - kick-mid: the kicked browser's cell fails naming the disconnect; the HTTP cell whose
+///   health answer then counts one browser fewer passes, saying whose connection it was
+///   (it failed on `browserClients` before);
+/// - bad-utf8-after-end: each cell whose browser got a stream_end (read from the recording)
+///   fails naming the non-UTF-8 text frame (they passed, and the HTTP cell failed, before);
+/// - hang-mid: the event loop blocked: one FAIL saying the hub stopped answering, every other
+///   cell skipped naming that cell (five FAILs with five causes before);
+/// - crash-mid with ts-string: a cell that failed on its own (the ts) before it met the exit
+///   keeps its cause (it was reworded as the exit's consequence);
+/// - slow-relay slower than --wait-ms: never told "not a slow bridge" (a `status` extension
+///   that came meanwhile was taken for what came in its place); with a wait longer than the
+///   delay it passes, as does the correct hub.
+#[test]
+fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
+    if !node_ready("replay_names_one_hub_fault_once_in_the_cell_that_met_it") {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-faults");
+    let run = |wait: &'static str,
+               args: &'static [&'static str],
+               env: &'static [(&'static str, &'static str)]| {
+        let root = root.clone();
+        Box::new(move || node_hub_replay(&root, wait, args, env))
+            as Box<dyn FnOnce() -> (i32, String) + Send>
+    };
+    let jobs = vec![
+        run("3000", &[], &[]),
+        run("3000", &["--replay-fault", "kick-mid"], &[]),
+        run(
+            "3000",
+            &[
+                "--replay-fault",
+                "kick-mid",
+                "--diverge",
+                "health-count-short",
+            ],
+            &[],
+        ),
+        run("3000", &["--replay-fault", "bad-utf8-after-end"], &[]),
+        run(
+            "2000",
+            &["--replay-fault", "hang-mid"],
+            &[("HUB_HANG_MS", "30000")],
+        ),
+        run(
+            "3000",
+            &["--replay-fault", "crash-mid", "--diverge", "ts-string"],
+            &[],
+        ),
+        run(
+            "1000",
+            &["--replay-fault", "slow-relay"],
+            &[("HUB_SLOW_MS", "1500")],
+        ),
+        run(
+            "5000",
+            &["--replay-fault", "slow-relay"],
+            &[("HUB_SLOW_MS", "1500")],
+        ),
+    ];
+    let results = parallel(jobs);
+    let lines = |out: &str, kind: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with(kind))
+            .map(str::to_string)
+            .collect()
+    };
+    // The correct hub, and the slow one given a wait longer than its delay: legal.
+    for k in [0, 7] {
+        let (code, out) = &results[k];
+        assert_eq!(*code, 0, "{out}");
+        assert!(lines(out, "FAIL ").is_empty(), "{out}");
+    }
+    // kick-mid.
+    let (code, out) = &results[1];
+    assert_eq!(*code, 1, "{out}");
+    let fails = lines(out, "FAIL ");
+    assert_eq!(fails.len(), 1, "one fault, one verdict:\n{out}");
+    assert!(
+        fails[0].contains("the server disconnected the namespace"),
+        "{out}"
+    );
+    let kicked = verdict_cell(&fails[0]);
+    assert!(
+        lines(out, "PASS ").iter().any(|l| l.contains(&format!(
+            "the hub had ended the browser connection of {kicked} that the recording kept open"
+        ))),
+        "{out}"
+    );
+    // bad-utf8-after-end.
+    // kick-mid on a hub whose health counts one browser short on its own: the HTTP cell fails
+    // on browserClients (the lost connection accounts for one browser, not two).
+    let (code, out) = &results[2];
+    assert_eq!(*code, 1, "{out}");
+    assert!(
+        lines(out, "FAIL ")
+            .iter()
+            .any(|l| l.contains(" differs at /http/body/browserClients: ")),
+        "{out}"
+    );
+    let (code, out) = &results[3];
+    assert_eq!(*code, 1, "{out}");
+    let fails = lines(out, "FAIL ");
+    let mut failed: Vec<&str> = fails.iter().map(|l| verdict_cell(l)).collect();
+    failed.sort();
+    assert_eq!(failed, fault_fixture_cells_with("stream_end"), "{out}");
+    for f in &fails {
+        assert!(
+            f.contains("the hub ended this browser's connection, which the recording kept open")
+                && f.contains("a WebSocket text frame that is not UTF-8"),
+            "{f}\n{out}"
+        );
+    }
+    // hang-mid.
+    let (code, out) = &results[4];
+    assert_eq!(*code, 1, "{out}");
+    let fails = lines(out, "FAIL ");
+    assert_eq!(fails.len(), 1, "one fault, one verdict:\n{out}");
+    assert!(
+        fails[0].contains(": the hub stopped answering during this cell ("),
+        "{out}"
+    );
+    let during = verdict_cell(&fails[0]);
+    let skips = lines(out, "SKIP ");
+    assert!(!skips.is_empty(), "{out}");
+    for s in &skips {
+        assert!(
+            s.contains(&format!("the hub stopped answering during {during} ("))
+                || s.contains(&format!("the hub has answered nothing since {during} (")),
+            "{s}\n{out}"
+        );
+    }
+    // crash-mid with ts-string: one cell names the exit, the others that failed keep their own
+    // cause (the ts), none of them reworded as the exit's consequence.
+    let (code, out) = &results[5];
+    assert_eq!(*code, 1, "{out}");
+    let fails = lines(out, "FAIL ");
+    let exit: Vec<&String> = fails
+        .iter()
+        .filter(|l| l.contains(": the hub exited (exit status: 3) during this cell: "))
+        .collect();
+    assert_eq!(exit.len(), 1, "{out}");
+    let own: Vec<&String> = fails.iter().filter(|l| !exit.contains(l)).collect();
+    assert!(!own.is_empty(), "{out}");
+    for f in &own {
+        assert!(f.contains(" differs at /data/ts: "), "{f}\n{out}");
+    }
+    // slow-relay slower than the wait.
+    let (code, out) = &results[6];
+    assert_eq!(*code, 1, "{out}");
+    assert!(!lines(out, "FAIL ").is_empty(), "{out}");
+    assert!(!out.contains("not a slow bridge"), "{out}");
+}
+
+/// The fault fixture copied into `dir` with bob's answer streamed in `extra` more frames (each
+/// a longer accumulation, relayed as recorded), its stream_end carrying the last: a long stream
+/// recorded from a correct hub. Every seq is scaled to make room; nothing else changes.
+fn long_stream_fixture(dir: &std::path::Path, extra: usize) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-faults");
+    const SCALE: u64 = 100_000;
+    // The Socket.IO event inside a lane line (`42/ws/agent,[...]`), edited by `f`.
+    fn edit(line: &str, f: impl Fn(&mut serde_json::Value)) -> String {
+        let Some((head, body)) = line.split_once(",[") else {
+            return line.to_string();
+        };
+        let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&format!("[{body}")) else {
+            return line.to_string();
+        };
+        f(&mut v);
+        format!("{head},{v}")
+    }
+    let words = |k: usize| -> String { (1..=k).map(|i| format!(" w{i}")).collect() };
+    for folder in std::fs::read_dir(&root).expect("fixture").flatten() {
+        if !folder.path().is_dir() {
+            continue;
+        }
+        for cell in std::fs::read_dir(folder.path()).expect("cells").flatten() {
+            let to = dir.join(folder.file_name()).join(cell.file_name());
+            std::fs::create_dir_all(&to).unwrap();
+            for lane in std::fs::read_dir(cell.path()).expect("lanes").flatten() {
+                let text = std::fs::read_to_string(lane.path()).unwrap();
+                let name = lane.file_name().to_string_lossy().to_string();
+                let bob = cell.file_name() == "bot1__bob";
+                let mut out = String::new();
+                for l in text.lines() {
+                    let mut e: serde_json::Value = serde_json::from_str(l).unwrap();
+                    let seq = e["seq"].as_u64().unwrap();
+                    e["seq"] = json!(seq * SCALE);
+                    let line = e["line"].as_str().unwrap_or_default().to_string();
+                    let is = |ev: &str| line.contains(&format!(",[\"{ev}\","));
+                    let full = format!(
+                        "the quick brown fox jumps over the lazy dog{}",
+                        words(extra)
+                    );
+                    if bob && is("stream_end") {
+                        e["line"] = json!(edit(&line, |v| {
+                            v[1]["text"] = json!(full);
+                            v[1]["parts"] = json!([{ "type": "text", "text": full }]);
+                        }));
+                    }
+                    out.push_str(&e.to_string());
+                    out.push('\n');
+                    // After the last recorded stream's relay (agent side: after its send),
+                    // the extra frames, each sent and relayed in turn.
+                    let last = line.contains("the lazy dog\\\"") || line.contains("the lazy dog\"");
+                    if bob && is("stream") && last {
+                        let relay = name.starts_with("hub→browser");
+                        for k in 1..=extra {
+                            let mut x = e.clone();
+                            let at = (if relay { 2 * k + 1 } else { 2 * k }) as u64;
+                            // The relay's own recorded seq is one after the send's.
+                            let base = if relay { seq } else { seq + 1 };
+                            x["seq"] = json!(base * SCALE + at);
+                            let text =
+                                format!("the quick brown fox jumps over the lazy dog{}", words(k));
+                            x["line"] = json!(edit(&line, |v| {
+                                v[1]["text"] = json!(text);
+                                v[1]["parts"] = json!([{ "type": "text", "text": text }]);
+                            }));
+                            out.push_str(&x.to_string());
+                            out.push('\n');
+                        }
+                    }
+                }
+                std::fs::write(to.join(&name), out).unwrap();
+            }
+        }
+    }
+}
+
+/// A hub that drops every other frame of a long stream (audit F14: it held the replay about
+/// `--wait-ms`/10 per dropped frame, 462 s for 1500) fails once, in the stream's cell, within
+/// a bound set by the wait, not by the stream's length; the same long stream recorded from a
+/// correct hub passes it.
+#[test]
+fn replay_of_a_long_stream_a_hub_thins_is_bounded_by_the_wait() {
+    if !node_ready("replay_of_a_long_stream_a_hub_thins_is_bounded_by_the_wait") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    long_stream_fixture(tmp.path(), 400);
+    let wait = Duration::from_millis(2000);
+    let ms = "2000";
+    let (code, out) = node_hub_replay(tmp.path(), ms, &[], &[]);
+    assert_eq!(code, 0, "{out}");
+    let start = std::time::Instant::now();
+    let (code, out) = node_hub_replay(tmp.path(), ms, &["--replay-fault", "skip-odd"], &[]);
+    let took = start.elapsed();
+    assert_eq!(code, 1, "{out}");
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+    assert!(!fails.is_empty(), "{out}");
+    assert!(fails.iter().any(|l| l.contains("bot1__bob")), "{out}");
+    // Before: 200 dropped frames × the 200 ms quiet window = 40 s on top of the replay.
+    assert!(took < wait * 10, "took {took:?}\n{out}");
 }

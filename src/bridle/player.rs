@@ -703,6 +703,21 @@ struct Prepared {
     probes_health: bool,
     /// It asks the hub-wide health (`GET /api/agent/health`: the proxy's `_hub__http`).
     hub_wide: bool,
+    /// What the reader warned of (a cut last line: a recorder killed mid-write).
+    warnings: Vec<String>,
+}
+
+/// The lines of a cell's lanes the reader cannot take (not JSON, not UTF-8, a wrong `dir`),
+/// each naming file:line, and its warnings, read once (the player reads the cells it replays
+/// itself, in [`prepare`]; this is for cells it does not replay).
+pub fn read_report(cell: &Cell) -> (Vec<String>, Vec<String>) {
+    let mut lines = cell.recorded();
+    lines.by_ref().for_each(drop);
+    let report = lines.into_report();
+    (
+        report.errors.iter().map(|e| e.to_string()).collect(),
+        report.warnings.iter().map(|w| w.to_string()).collect(),
+    )
 }
 
 /// Reads a cell for a replay: its lines, or why the player cannot replay it.
@@ -725,7 +740,8 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
     // kind).
     let mut token_why: Option<String> = None;
     let mut refused_why: Option<String> = None;
-    for entry in cell.recorded() {
+    let mut lines = cell.recorded();
+    for entry in lines.by_ref() {
         let line = peer_line(&entry, Peer::Browser);
         let connection = connections
             .entry(super::model::browser_conn(&entry))
@@ -767,6 +783,20 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
         }
         entries.push(entry);
     }
+    // Lines the reader cannot take: the cell is an error naming file:line (exit 2), as pins,
+    // lanes and parity have it, not replayed with the line left out (which blamed the hub for
+    // a frame the recording lost). A cut last line is a warning.
+    let report = lines.into_report();
+    let warnings: Vec<String> = report.warnings.iter().map(|w| w.to_string()).collect();
+    if !report.errors.is_empty() {
+        let errors: Vec<String> = report.errors.iter().map(|e| e.to_string()).collect();
+        return Err(Unplayed {
+            why: format!("unreadable recording: {}", errors.join("; ")),
+            browsers: false,
+            unreadable: true,
+            warnings,
+        });
+    }
     // Two connections open at once (two tabs) are played each on its own socket when the
     // recording says which connection each line is on (`conn`); without it they cannot be
     // told apart line by line, so their events could only stall.
@@ -800,6 +830,7 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
         connect_recorded: browser_connects > 0,
         probes_health,
         hub_wide,
+        warnings,
     })
 }
 
@@ -808,6 +839,9 @@ fn prepare(cell: &Cell) -> Result<Prepared, Unplayed> {
 struct Unplayed {
     why: String,
     browsers: bool,
+    /// Its lanes hold lines the reader cannot take: an error, not a skip.
+    unreadable: bool,
+    warnings: Vec<String>,
 }
 
 impl Unplayed {
@@ -815,6 +849,8 @@ impl Unplayed {
         Unplayed {
             why,
             browsers: true,
+            unreadable: false,
+            warnings: Vec::new(),
         }
     }
 
@@ -822,6 +858,8 @@ impl Unplayed {
         Unplayed {
             why,
             browsers: false,
+            unreadable: false,
+            warnings: Vec::new(),
         }
     }
 }
@@ -919,6 +957,16 @@ struct Party {
     /// first found the hub gone (closed without a close, refused, reset): the cell a hub that
     /// exited exited during is the one that saw it first.
     closed_at: Option<Instant>,
+    /// How many live outputs the cell had when [`Party::closed_at`] was set: a difference
+    /// before them is the cell's own fault, not the hub's end's consequence.
+    closed_live: usize,
+    /// When the cell first waited in vain (an awaited event, forward or answer that did not
+    /// come within its wait): a hub that stopped answering is named in the cell that met it
+    /// first.
+    stalled_at: Option<Instant>,
+    /// A browser connection of the cell's the hub ended where the recording kept it open, no
+    /// longer counted (the recording ended it since, or the cell connected again): why.
+    lost_before: Option<String>,
     /// What was not played or compared, and why: said in a passing verdict.
     notes: Vec<String>,
     /// The cell's verdict when its replay ended early (its browser could not connect, the hub
@@ -963,6 +1011,9 @@ impl Party {
             stall_data: None,
             stall_budget: Duration::ZERO,
             closed_at: None,
+            closed_live: 0,
+            stalled_at: None,
+            lost_before: None,
             notes: Vec::new(),
             ended: None,
         }
@@ -1007,6 +1058,7 @@ impl Party {
                 return;
             }
         };
+        self.retire_lost();
         match Socket::connect(&cfg.url, CLIENT_NSP, Some(auth), opts).await {
             Ok(s) => self.tab.browser = Some(s),
             Err(_) if refused => self.tab.browser = None,
@@ -1022,6 +1074,7 @@ impl Party {
     /// The browser leaves, if it is still connected: what arrived meanwhile is kept for later
     /// steps.
     async fn leave_browser(&mut self, cfg: &ReplayConfig, cadence: &mut Cadence) {
+        self.retire_lost();
         let Some(mut b) = self.tab.browser.take() else {
             return;
         };
@@ -1056,6 +1109,7 @@ impl Party {
         }
         if ended {
             self.tab.browser = None;
+            self.retire_lost();
             return Ok(());
         }
         self.stall(cfg);
@@ -1116,7 +1170,52 @@ impl Party {
 
     /// A connection of this cell's found the hub gone: the first time is kept.
     fn saw_close(&mut self) {
-        self.closed_at.get_or_insert_with(Instant::now);
+        if self.closed_at.is_none() {
+            self.closed_at = Some(Instant::now());
+            self.closed_live = self.live.len();
+        }
+    }
+
+    /// The cell waited in vain: the first time is kept.
+    fn saw_stall(&mut self) {
+        self.stalled_at.get_or_insert_with(Instant::now);
+    }
+
+    /// Reads what already arrived on every open browser connection of the cell (without
+    /// waiting), keeping its events for later steps, so that a connection the hub ended is
+    /// known as lost ([`Tab::lost`]) before a health answer that counts browsers is judged.
+    async fn poll_browsers(&mut self) {
+        for tab in self.tabs_mut() {
+            let Some(b) = tab.browser.as_mut() else {
+                continue;
+            };
+            loop {
+                let until = Instant::now() + Duration::from_millis(1);
+                match b.recv_until(until).await {
+                    Ok(e) => tab.buffered.extend(tab.arrivals.admit(e)),
+                    Err(e) => {
+                        tab.note_end(&e);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The current connection ends in the recording too (or another replaces it): one the hub
+    /// ended before is no longer one the recording counts, its reason kept for the verdict.
+    fn retire_lost(&mut self) {
+        if let Some(w) = self.tab.lost.take() {
+            self.lost_before.get_or_insert(w);
+        }
+    }
+
+    /// The browser connections of the cell the hub ended where the recording kept them open.
+    fn lost(&self) -> usize {
+        std::iter::once(&self.tab)
+            .chain(&self.parked)
+            .filter(|t| t.lost.is_some())
+            .count()
     }
 }
 
@@ -1185,20 +1284,62 @@ pub async fn replay_group_into(
         .collect()
 }
 
-/// [`replay_group_into`], each outcome with when a connection of its cell's first found the
-/// hub gone (closed without a close, refused, reset): a hub that exited is named in the cell
-/// that saw it first, and the cells that saw it later are its consequence.
+/// [`replay_group_into`], each outcome with its [`Trace`]: a hub that exited is named in the
+/// cell that saw it gone first, and the cells that saw it later are its consequence (unless
+/// they had failed on their own before); a hub that stopped answering, in the cell that waited
+/// in vain first.
 pub async fn replay_group_traced(
     cells: &[&Cell],
     cfg: &ReplayConfig,
     bystanders: &Bystanders,
     views: &mut [Vec<Value>],
-) -> Vec<(Outcome, Option<std::time::Instant>)> {
+) -> Vec<(Outcome, Trace)> {
     let mut outcomes: Vec<Option<Outcome>> = cells.iter().map(|_| None).collect();
     let mut parties: Vec<Option<Party>> = Vec::new();
     let mut merged: Vec<(crate::lane::SeqKey, usize, crate::lane::Entry)> = Vec::new();
     let mut agent_id = String::new();
     let prepared: Vec<Result<Prepared, Unplayed>> = cells.iter().map(|c| prepare(c)).collect();
+    let warnings: Vec<Vec<String>> = prepared
+        .iter()
+        .map(|p| match p {
+            Ok(p) => p.warnings.clone(),
+            Err(u) => u.warnings.clone(),
+        })
+        .collect();
+    // A cell of the group that cannot be read is the error; the others are played with it
+    // (their order and the hub's counts depend on it), so they are not replayed either.
+    let bad: Vec<&str> = cells
+        .iter()
+        .zip(&prepared)
+        .filter(|(_, p)| p.as_ref().is_err_and(|u| u.unreadable))
+        .map(|(c, _)| c.key.as_str())
+        .collect();
+    if !bad.is_empty() {
+        return prepared
+            .into_iter()
+            .zip(warnings)
+            .map(|(p, warnings)| match p {
+                Err(u) if u.unreadable => (
+                    Outcome::Fail(u.why),
+                    Trace {
+                        unreadable: true,
+                        warnings,
+                        ..Trace::default()
+                    },
+                ),
+                _ => (
+                    Outcome::NotReplayable(format!(
+                        "not replayed: it is replayed with {}, whose recording is unreadable",
+                        bad.join(", ")
+                    )),
+                    Trace {
+                        warnings,
+                        ..Trace::default()
+                    },
+                ),
+            })
+            .collect();
+    }
     // A browser cell not replayed leaves its browsers out of the hub: health answers that
     // counted them would differ for that alone, so a cell probing health is not replayed
     // either, naming the cell it depends on.
@@ -1349,6 +1490,17 @@ pub async fn replay_group_traced(
                 tokio::time::sleep(gap).await;
             }
             continue;
+        }
+        // A health answer counts the group's browsers: the connections the hub ended where the
+        // recording kept them open (found on every cell's browsers, without waiting) are not
+        // counted by a hub that noticed, and are judged in their own cells.
+        let mut lost: Vec<String> = Vec::new();
+        if matches!(step, Step::HttpExpect) {
+            for (k, q) in parties.iter_mut().enumerate() {
+                let Some(q) = q.as_mut() else { continue };
+                q.poll_browsers().await;
+                lost.extend((0..q.lost()).map(|_| cells[k].key.clone()));
+            }
         }
         let Some(p) = parties[i].as_mut().filter(|p| p.ended.is_none()) else {
             continue;
@@ -1514,6 +1666,14 @@ pub async fn replay_group_traced(
                 if got.as_ref().is_ok_and(|v| v.get("error").is_some()) {
                     p.saw_close();
                 }
+                if got.is_err() {
+                    p.saw_stall();
+                }
+                let mut got = got;
+                if let Ok(v) = got.as_mut() {
+                    let recorded = p.recorded.get(p.live.len());
+                    counted_as_recorded(v, recorded, &lost, &mut p.notes);
+                }
                 // An answer that did not come within its bound is a stall, as a browser event
                 // that did not: not a difference of the answer.
                 let ev = match got {
@@ -1564,6 +1724,9 @@ pub async fn replay_group_traced(
                     Err(e) if want == "message" => {
                         if matches!(e, super::transport::RecvError::Closed(_)) {
                             p.saw_close();
+                        }
+                        if matches!(e, super::transport::RecvError::Timeout) {
+                            p.saw_stall();
                         }
                         p.ended = Some(Outcome::Fail(format!(
                             "the hub did not forward a recorded message to the agent: {e}"
@@ -1658,17 +1821,88 @@ pub async fn replay_group_traced(
         }
     }
     drop(agent);
-    let mut closed: Vec<Option<std::time::Instant>> = vec![None; cells.len()];
+    let mut traces: Vec<Trace> = (0..cells.len()).map(|_| Trace::default()).collect();
     for (i, party) in parties.into_iter().enumerate() {
-        let Some(p) = party else { continue };
-        closed[i] = p.closed_at.map(Instant::into_std);
+        let Some(mut p) = party else { continue };
+        // A connection the hub ended found only at the end (quiescence): the hub gone, as
+        // one found on a step.
+        if p.lost() > 0 || p.lost_before.is_some() {
+            p.saw_close();
+        }
+        traces[i] = Trace {
+            closed: p.closed_at.map(Instant::into_std),
+            stalled: p.stalled_at.map(Instant::into_std),
+            own_before_close: p.closed_at.is_some() && !p.hub_wide && {
+                let n = p.closed_live.min(p.live.len());
+                let r = &p.recorded[..n.min(p.recorded.len())];
+                matches!(compare(r, &p.live[..n]), Outcome::Fail(_))
+            },
+            ..Trace::default()
+        };
         outcomes[i] = Some(p.finish(&mut views[i]));
+    }
+    for (t, w) in traces.iter_mut().zip(warnings) {
+        t.warnings = w;
     }
     outcomes
         .into_iter()
         .map(|o| o.unwrap_or_else(|| Outcome::Fail("no replay".into())))
-        .zip(closed)
+        .zip(traces)
         .collect()
+}
+
+/// When a replayed cell met what it met, for naming one fault once across a group's cells.
+#[derive(Debug, Default, Clone)]
+pub struct Trace {
+    /// When a connection of its cell's first found the hub gone (closed without a close,
+    /// refused, reset, or a browser connection the hub ended that the recording kept open).
+    pub closed: Option<std::time::Instant>,
+    /// When it first waited in vain for the hub (an event, a forward, an answer).
+    pub stalled: Option<std::time::Instant>,
+    /// What it got before [`Trace::closed`] already differed from the recording: its own
+    /// fault, kept in its verdict, not reworded as the consequence of the hub's end.
+    pub own_before_close: bool,
+    /// Its recording has lines the reader cannot take: its failure is an error (exit 2).
+    pub unreadable: bool,
+    /// What the reader warned of in its lanes.
+    pub warnings: Vec<String>,
+}
+
+/// A health answer whose `browserClients` is below the recorded count by no more than the
+/// group's browser connections the hub ended where the recording kept them open (`lost`, their
+/// cells; a hub may not have noticed each yet): those connections' fault, judged in their own
+/// cells, not this answer's; the count is taken as recorded and said in `notes`. A count the
+/// lost connections do not account for stays a difference (a hub that counts wrong).
+fn counted_as_recorded(
+    answer: &mut Value,
+    recorded: Option<&Value>,
+    lost: &[String],
+    notes: &mut Vec<String>,
+) {
+    let Some(r) = recorded
+        .filter(|r| r["dir"] == "hub→http")
+        .and_then(|r| r.pointer("/http/body/browserClients"))
+        .and_then(Value::as_u64)
+    else {
+        return;
+    };
+    let Some(l) = answer
+        .pointer("/body/browserClients")
+        .and_then(Value::as_u64)
+    else {
+        return;
+    };
+    if lost.is_empty() || l >= r || l + (lost.len() as u64) < r {
+        return;
+    }
+    answer["body"]["browserClients"] = json!(r);
+    let mut cells = lost.to_vec();
+    cells.dedup();
+    notes.push(format!(
+        "a health answer counted {l} browser(s) where the recording counted {r}: the hub had \
+         ended the browser connection of {} that the recording kept open, judged in that cell",
+        cells.join(", ")
+    ));
 }
 
 /// The handshake of an agent the recording has none for: the replay's key and `agent_id`.
@@ -1802,17 +2036,20 @@ fn all_failed(
     outcomes: &[Option<Outcome>],
     parties: &[Option<Party>],
     why: &str,
-) -> Vec<(Outcome, Option<std::time::Instant>)> {
+) -> Vec<(Outcome, Trace)> {
     let now = std::time::Instant::now();
     (0..cells.len())
         .map(|i| match &outcomes[i] {
-            Some(Outcome::NotReplayable(r)) => (Outcome::NotReplayable(r.clone()), None),
+            Some(Outcome::NotReplayable(r)) => {
+                (Outcome::NotReplayable(r.clone()), Trace::default())
+            }
             _ => {
                 let seen = parties.get(i).and_then(|p| p.as_ref()?.closed_at);
-                (
-                    Outcome::Fail(why.to_string()),
-                    Some(seen.map_or(now, Instant::into_std)),
-                )
+                let trace = Trace {
+                    closed: Some(seen.map_or(now, Instant::into_std)),
+                    ..Trace::default()
+                };
+                (Outcome::Fail(why.to_string()), trace)
             }
         })
         .collect()
@@ -2275,6 +2512,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                 buffered,
                 arrivals,
                 absent_extensions,
+                lost,
             },
         stalled,
         first_stall,
@@ -2288,6 +2526,8 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         stall_data,
         stall_budget,
         closed_at,
+        closed_live,
+        stalled_at,
         recorded,
         claims,
         roles,
@@ -2326,7 +2566,11 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                     Ok(e) => match arrivals.admit(e) {
                         Some((n, d)) if n == want => break Some(Ok((n, d))),
                         Some((n, d)) => {
-                            instead.push(n.clone());
+                            // An extension is not compared, so none stands in for an awaited
+                            // event (a `status` while a slow hub's relay is on its way).
+                            if !super::model::is_extension_name("hub→browser", &n) {
+                                instead.push(n.clone());
+                            }
                             buffered.push_back((n, d));
                         }
                         // Dropped as it came (after its message's stream_end): not what was
@@ -2358,8 +2602,20 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                         )));
                     }
                     Err(e) => {
-                        if matches!(e, super::transport::RecvError::Closed(_)) {
-                            closed_at.get_or_insert_with(Instant::now);
+                        if matches!(e, super::transport::RecvError::Closed(_))
+                            && closed_at.is_none()
+                        {
+                            *closed_at = Some(Instant::now());
+                            *closed_live = live.len();
+                        }
+                        use super::transport::RecvError;
+                        if matches!(e, RecvError::Disconnected | RecvError::Closed(_))
+                            && lost.is_none()
+                        {
+                            *lost = Some(e.to_string());
+                        }
+                        if matches!(e, RecvError::Timeout) && !*stalled {
+                            stalled_at.get_or_insert_with(Instant::now);
                         }
                         break Some(Err(e.to_string()));
                     }
@@ -2505,9 +2761,21 @@ struct Tab {
     /// Extension events the recorded hub sent this browser that the live hub did not send
     /// when first awaited: later ones of the name are taken only if already here.
     absent_extensions: std::collections::HashSet<String>,
+    /// The hub ended this connection (a namespace disconnect, a close, a frame that broke it
+    /// such as a text frame that is not UTF-8) where the recording kept it open: why.
+    lost: Option<String>,
 }
 
 impl Tab {
+    /// A read that ended: when it ended the connection (not a quiet wait, not an invalid
+    /// frame), the connection is lost, with the first reason kept.
+    fn note_end(&mut self, e: &super::transport::RecvError) {
+        use super::transport::RecvError;
+        if matches!(e, RecvError::Disconnected | RecvError::Closed(_)) && self.lost.is_none() {
+            self.lost = Some(e.to_string());
+        }
+    }
+
     /// Keeps an event read from the connection for later steps, unless the grammar drops it
     /// as late.
     fn admit(&mut self, e: super::transport::Event) {
@@ -2638,7 +2906,10 @@ async fn quiesce(tab: &mut Tab, cfg: &ReplayConfig, cadence: &mut Cadence) {
             {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            Err(_) => break,
+            Err(e) => {
+                tab.note_end(&e);
+                break;
+            }
         }
     }
 }
@@ -2665,10 +2936,26 @@ impl Party {
             ended,
             hub_wide,
             client_id,
+            lost_before,
             ..
         } = self;
+        // A connection the hub ended that the recording kept open: the cell's fault when
+        // nothing else shows it (what came before it all came, as recorded).
+        let lost = std::iter::once(&tab)
+            .chain(&parked)
+            .find_map(|t| t.lost.clone())
+            .or(lost_before);
         if let Some(o) = ended {
             view_out.extend(view);
+            // What it got before its replay ended already differed: that is its first fault
+            // (its own), the end follows it.
+            if let Outcome::Fail(end) = &o
+                && !hub_wide
+                && let Outcome::Fail(own) =
+                    compare(&recorded[..live.len().min(recorded.len())], &live)
+            {
+                return Outcome::Fail(format!("{own}; then {end}"));
+            }
             return o;
         }
         // The first stall's cause, when the rest of the cell shows it: the awaited event came
@@ -2831,6 +3118,11 @@ impl Party {
             }
             said.dedup();
             *note = said.join("; ");
+        }
+        if let (Outcome::Pass { .. }, Some(w)) = (&outcome, &lost) {
+            outcome = Outcome::Fail(format!(
+                "the hub ended this browser's connection, which the recording kept open: {w}"
+            ));
         }
         if !unaccounted.is_empty() {
             // The hub's own late events: a difference, whatever else the cell showed.

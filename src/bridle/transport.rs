@@ -56,6 +56,12 @@ pub enum CloseReason {
     TooLarge,
     #[error("transport error: {0}")]
     Transport(String),
+    /// RFC 6455 §8.1: a text frame that is not UTF-8 fails the connection (a browser's does).
+    #[error(
+        "the server sent a WebSocket text frame that is not UTF-8 ({0}), which fails the \
+         connection (RFC 6455 §8.1)"
+    )]
+    NotUtf8(String),
 }
 
 /// What the reader hands over.
@@ -304,6 +310,7 @@ fn classify(e: &tokio_tungstenite::tungstenite::Error) -> CloseReason {
         E::Capacity(_) => CloseReason::TooLarge,
         E::ConnectionClosed | E::AlreadyClosed => CloseReason::WebSocketClose,
         E::Protocol(p) if p.to_string().contains("closing handshake") => CloseReason::Abrupt,
+        E::Utf8(m) => CloseReason::NotUtf8(m.clone()),
         e => CloseReason::Transport(e.to_string()),
     }
 }

@@ -572,8 +572,27 @@ pub struct ReplayBridleArgs {
     pub command: Vec<OsString>,
 }
 
+/// Whether the hub answers at all: `GET /api/agent/health` (the spec's hub-wide health) within
+/// the wait; any HTTP answer will do. `Err`: what the probe saw instead.
+async fn answers(cfg: &crate::bridle::player::ReplayConfig) -> Result<(), String> {
+    let url = format!("{}/api/agent/health", cfg.url.trim_end_matches('/'));
+    let probe = reqwest::Client::new().get(&url).timeout(cfg.wait).send();
+    match tokio::time::timeout(cfg.wait + Duration::from_millis(100), probe).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if e.is_timeout() => Err(format!(
+            "GET /api/agent/health: no answer within {:.1} s",
+            cfg.wait.as_secs_f64()
+        )),
+        Ok(Err(e)) => Err(format!("GET /api/agent/health: {e}")),
+        Err(_) => Err(format!(
+            "GET /api/agent/health: no answer within {:.1} s",
+            cfg.wait.as_secs_f64()
+        )),
+    }
+}
+
 pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
-    use crate::bridle::player::{Outcome, ReplayConfig, replay_group_traced};
+    use crate::bridle::player::{Outcome, ReplayConfig, Trace, replay_group_traced};
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     // SIGINT/SIGTERM: the hub's tree is killed, the cells finished so far are summed up, exit
     // 130/143.
@@ -596,25 +615,44 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         eprintln!("bridgewire replay bridle: no Bridle cells selected");
         return exit::NOTHING_SELECTED;
     }
-    // Lane lines the reader cannot take (not JSON, not UTF-8, a wrong `dir`): the cell is an
-    // error naming file:line (exit 2), as pins, lanes and parity have it, not replayed with the
-    // line left out (which blamed the hub for a frame the recording lost). A cut last line (a
-    // recorder killed mid-write) is a warning.
-    let mut unreadable: std::collections::HashMap<String, Vec<String>> = Default::default();
-    for c in &cells {
-        let mut lines = c.recorded();
-        lines.by_ref().for_each(drop);
-        let report = lines.into_report();
-        for w in &report.warnings {
-            eprintln!("warning: {}: {w}", c.key);
+    // Lane lines the reader cannot take (not JSON, not UTF-8, a wrong `dir`) make the cell an
+    // error naming file:line (exit 2): the player finds them as it reads a cell to replay it
+    // ([`Trace::unreadable`]), its warnings (a cut last line) with them; the cells it does not
+    // replay (the hub gone) are read for them here.
+    let unreadable_now = |members: &[&crate::cell::Cell]| -> Vec<(Outcome, Trace)> {
+        let reports: Vec<(Vec<String>, Vec<String>)> = members
+            .iter()
+            .map(|c| crate::bridle::player::read_report(c))
+            .collect();
+        let bad: Vec<&str> = members
+            .iter()
+            .zip(&reports)
+            .filter(|(_, r)| !r.0.is_empty())
+            .map(|(c, _)| c.key.as_str())
+            .collect();
+        if bad.is_empty() {
+            return Vec::new();
         }
-        if !report.errors.is_empty() {
-            unreadable.insert(
-                c.key.clone(),
-                report.errors.iter().map(|e| e.to_string()).collect(),
-            );
-        }
-    }
+        reports
+            .iter()
+            .map(|(errors, warnings)| {
+                let trace = Trace {
+                    unreadable: !errors.is_empty(),
+                    warnings: warnings.clone(),
+                    ..Trace::default()
+                };
+                let o = if errors.is_empty() {
+                    Outcome::NotReplayable(format!(
+                        "not replayed: it is replayed with {}, whose recording is unreadable",
+                        bad.join(", ")
+                    ))
+                } else {
+                    Outcome::Fail(format!("unreadable recording: {}", errors.join("; ")))
+                };
+                (o, trace)
+            })
+            .collect()
+    };
     let Some((jwt_secret, api_key, mut hub, url)) = start_hub(
         "replay bridle",
         a.url.as_deref(),
@@ -650,6 +688,9 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
     // A hub that exited is named with its status, in the cell it exited in and in every later
     // one (which are not replayed: nobody listens any more), with the cell it exited during.
     let mut gone: Option<(std::process::ExitStatus, String)> = None;
+    // A hub that stopped answering (its event loop blocked): the cell that waited in vain
+    // first, and what the probe saw. Later groups are replayed once it answers again.
+    let mut hung: Option<(String, String)> = None;
     // The cells of one agentId are replayed together, in their recorded order across them
     // (its connects live in its `__agent` cell): see `player::groups`.
     let refs: Vec<&crate::cell::Cell> = cells.iter().collect();
@@ -661,30 +702,33 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         let budget = members.iter().fold(Duration::ZERO, |b, c| {
             b + cfg.wait * 40 + crate::bridle::player::recorded_waits(c)
         });
-        // A cell of the group that cannot be read: it is the error; the others are played with
-        // it (their order and the hub's counts depend on it), so they are not replayed either.
-        let bad: Vec<&str> = members
-            .iter()
-            .filter(|c| unreadable.contains_key(&c.key))
-            .map(|c| c.key.as_str())
-            .collect();
-        let outcomes: Vec<(Outcome, Option<std::time::Instant>)> = match &gone {
-            _ if !bad.is_empty() => members
-                .iter()
-                .map(|c| match unreadable.get(&c.key) {
-                    Some(e) => (
-                        Outcome::Fail(format!("unreadable recording: {}", e.join("; "))),
-                        None,
-                    ),
-                    None => (
-                        Outcome::NotReplayable(format!(
-                            "not replayed: it is replayed with {}, whose recording is unreadable",
-                            bad.join(", ")
-                        )),
-                        None,
-                    ),
-                })
-                .collect(),
+        // A group not replayed (the hub gone or not answering) is still read for unreadable
+        // lines: those are the recording's errors, whatever the hub did.
+        let bad = if gone.is_some() || hung.is_some() {
+            unreadable_now(&members)
+        } else {
+            Vec::new()
+        };
+        // Still not answering: the group is not replayed (every wait would run out, each cell
+        // blamed for the one fault).
+        if let Some((during, saw)) = &hung
+            && bad.is_empty()
+        {
+            match rt.block_on(answers(&cfg)) {
+                Ok(()) => hung = None,
+                Err(now) => {
+                    for c in &members {
+                        println!(
+                            "SKIP {}: not replayed: the hub has answered nothing since {during} ({saw}; again now: {now})",
+                            c.key
+                        );
+                    }
+                    continue;
+                }
+            }
+        }
+        let outcomes: Vec<(Outcome, Trace)> = match &gone {
+            _ if !bad.is_empty() => bad,
             Some((st, during)) => members
                 .iter()
                 .map(|_| {
@@ -693,7 +737,7 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                             "not replayed: the hub {}{st}) during {during}",
                             crate::parity::EXITED
                         )),
-                        None,
+                        Trace::default(),
                     )
                 })
                 .collect(),
@@ -709,7 +753,12 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                 .unwrap_or_else(|_| {
                     members
                         .iter()
-                        .map(|_| (Outcome::Fail(format!("timed out after {budget:?}")), None))
+                        .map(|_| {
+                            (
+                                Outcome::Fail(format!("timed out after {budget:?}")),
+                                Trace::default(),
+                            )
+                        })
                         .collect()
                 })
             }
@@ -719,9 +768,17 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
         // cells that found it gone later are its consequence, not faults of their own (one
         // fault, one verdict).
         let mut outcomes = outcomes;
-        if gone.is_none() && bad.is_empty() {
+        for (c, (_, t)) in members.iter().zip(&outcomes) {
+            for w in &t.warnings {
+                eprintln!("warning: {}: {w}", c.key);
+            }
+        }
+        let unreadable_group = outcomes.iter().any(|(_, t)| t.unreadable);
+        if gone.is_none() && !unreadable_group {
             let failing = |o: &Outcome| matches!(o, Outcome::Fail(_));
-            let closed = outcomes.iter().any(|(o, c)| failing(o) && c.is_some());
+            let closed = outcomes
+                .iter()
+                .any(|(o, t)| failing(o) && t.closed.is_some());
             let any_fail = outcomes.iter().any(|(o, _)| failing(o));
             // Given a moment to be reaped when a connection closed on the replay.
             let grace = if closed
@@ -737,21 +794,22 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                 let first = outcomes
                     .iter()
                     .enumerate()
-                    .filter(|(_, (o, c))| failing(o) && c.is_some())
-                    .min_by_key(|(_, (_, c))| *c)
+                    .filter(|(_, (o, t))| failing(o) && t.closed.is_some())
+                    .min_by_key(|(_, (_, t))| t.closed)
                     .or_else(|| outcomes.iter().enumerate().find(|(_, (o, _))| failing(o)))
                     .map_or(0, |(k, _)| k);
                 let during = members[first].key.clone();
                 // The others are skipped, naming that cell: the exit is one fault (as
                 // `replay sidebridge` names a bridge's exit once).
-                for (k, (o, c)) in outcomes.iter_mut().enumerate() {
+                // A cell that had failed on its own before it met the exit keeps its cause.
+                for (k, (o, t)) in outcomes.iter_mut().enumerate() {
                     let Outcome::Fail(why) = o else { continue };
                     if k == first {
                         *why = format!(
                             "the hub {}{st}) during this cell: {why}",
                             crate::parity::EXITED
                         );
-                    } else if c.is_some() {
+                    } else if t.closed.is_some() && !t.own_before_close {
                         *o = Outcome::NotReplayable(format!(
                             "not replayed past the hub's exit: the hub {}{st}) during {during}",
                             crate::parity::EXITED
@@ -759,11 +817,38 @@ pub fn replay_cmd(a: &ReplayBridleArgs) -> u8 {
                     }
                 }
                 gone = Some((st, during));
+            } else if any_fail
+                && outcomes
+                    .iter()
+                    .any(|(o, t)| failing(o) && t.stalled.is_some())
+                && let Err(saw) = rt.block_on(answers(&cfg))
+            {
+                // A hub that answers nothing (its event loop blocked): named in the cell that
+                // waited in vain first; the cells that waited in vain after it are its
+                // consequence (one fault, one verdict), those that failed otherwise keep theirs.
+                let (first, at) = outcomes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, (o, t))| Some((k, t.stalled.filter(|_| failing(o))?)))
+                    .min_by_key(|(_, at)| *at)
+                    .unwrap_or((0, std::time::Instant::now()));
+                let during = members[first].key.clone();
+                for (k, (o, t)) in outcomes.iter_mut().enumerate() {
+                    let Outcome::Fail(why) = o else { continue };
+                    if k == first {
+                        *why = format!("the hub stopped answering during this cell ({saw}): {why}");
+                    } else if t.stalled.is_some_and(|s| s >= at) {
+                        *o = Outcome::NotReplayable(format!(
+                            "not judged: the hub stopped answering during {during} ({saw})"
+                        ));
+                    }
+                }
+                hung = Some((during, saw));
             }
         }
-        for (cell, (outcome, _)) in members.into_iter().zip(outcomes) {
+        for (cell, (outcome, trace)) in members.into_iter().zip(outcomes) {
             let outcome = match outcome {
-                Outcome::Fail(why) if unreadable.contains_key(&cell.key) => {
+                Outcome::Fail(why) if trace.unreadable => {
                     errors += 1;
                     println!("ERROR {}: {}", cell.key, crate::redact::printable(&why));
                     continue;

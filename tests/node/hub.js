@@ -54,6 +54,7 @@ const DIVERGENCES = {
   "notes-no-kind": "notes reach browsers without their kind",
   "keep-dead-agent": "an agent's disconnect leaves its agentId registered (messages go nowhere)",
   "health-no-count": "/api/agent/health lacks browserClients",
+  "health-count-short": "GET /api/agent/:agentId/health counts one browser fewer than are connected (never below 0)",
   "never-register": "an agent is admitted and its frames relayed, but never registered under its agentId (browser messages are answered 'not connected')",
   "no-agent-health": "GET /api/agent/:agentId/health answers 404 (the hub-wide health still answers)",
   "message-202": "POST /message answers 202",
@@ -93,12 +94,29 @@ const VARIANTS = {
   "status-per-frame": "browsers get three `status` events beside every frame relayed to them (extensions in step with the traffic: over 50 a second while a stream is relayed fast, none to a quiet browser)",
   "refuse-second-agent": "a second agent connection with an agentId already served is admitted, then disconnected (refused): the first keeps serving",
 };
+// Faults a replay meets mid-recording rather than spec rules `check` judges (`--replay-fault
+// NAME`, HUB_REPLAY_FAULT; `--list-replay-faults` prints them): what `replay bridle` must name
+// once, in the cell that met it. The hub is otherwise correct; they combine with --diverge.
+const REPLAY_FAULTS = {
+  "kick-mid": "the 4th stream frame relayed is not relayed: the addressed browser's connections are disconnected instead",
+  "hang-mid": "at the 4th stream frame relayed the event loop blocks for HUB_HANG_MS (30000) ms: the hub answers nothing meanwhile",
+  "crash-mid": "the process exits (status 3) at the 4th stream frame relayed",
+  "bad-utf8-after-end": "after each stream_end it relays, the browser gets a WebSocket text frame that is not UTF-8",
+  "slow-relay": "every frame for browsers is relayed HUB_SLOW_MS (1500) ms late, in order (legal; slower than a short --wait-ms)",
+  "skip-odd": "the 1st, 3rd, 5th… stream frame of each answer is not relayed (the accumulation still reaches browsers, in fewer frames)",
+};
+let replayFault = process.env.HUB_REPLAY_FAULT || "";
 let diverge = process.env.HUB_DIVERGE || "";
 let variant = process.env.HUB_VARIANT || "";
 let banner = false;
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   if (argv[i] === "--diverge") diverge = argv[++i] || "";
+  else if (argv[i] === "--replay-fault") replayFault = argv[++i] || "";
+  else if (argv[i] === "--list-replay-faults") {
+    for (const [k, v] of Object.entries(REPLAY_FAULTS)) console.log(`${k}\t${v}`);
+    process.exit(0);
+  }
   else if (argv[i] === "--variant") variant = argv[++i] || "";
   // Start-up logs before the address, and the address inside a sentence on a wildcard host,
   // as many servers print it.
@@ -120,7 +138,14 @@ if (variant && !VARIANTS[variant]) {
   console.error(`hub.js: unknown variant ${variant}`);
   process.exit(2);
 }
+if (replayFault && !REPLAY_FAULTS[replayFault]) {
+  console.error(`hub.js: unknown replay fault ${replayFault}`);
+  process.exit(2);
+}
 const is = (d) => diverge === d;
+const fault = (f) => replayFault === f;
+let streamRelays = 0; // stream frames relayed to browsers so far (the replay faults' clock)
+const streamFrames = new Map(); // skip-odd: `${clientId}/${messageId}` → stream frames seen
 
 const SECRET = process.env.JWT_SECRET || "";
 const API_KEY = process.env.BRIDLE_API_KEY || "";
@@ -247,7 +272,7 @@ const server = http.createServer(async (req, res) => {
     if (is("no-agent-health")) return json(res, 404, { message: "Cannot GET " + url.pathname });
     const agentId = decodeURIComponent(m[1]);
     const connected = is("health-any-agent") ? agents.size > 0 : agents.has(agentId);
-    return json(res, 200, { ok: true, agentConnected: connected, browserClients: browserCount(agentId), agentId, uptimeMs: uptime() });
+    return json(res, 200, { ok: true, agentConnected: connected, browserClients: is("health-count-short") ? Math.max(0, browserCount(agentId) - 1) : browserCount(agentId), agentId, uptimeMs: uptime() });
   }
   if (req.method === "POST" && (m = /^\/api\/agent\/([^/]+)\/message(\/sync)?$/.exec(url.pathname))) {
     const agentId = decodeURIComponent(m[1]);
@@ -441,6 +466,43 @@ function relay(agentId, event, data) {
 }
 
 function toBrowsers(agentId, clientId, event, out) {
+  if (fault("slow-relay")) {
+    setTimeout(() => sendToBrowsers(agentId, clientId, event, out), Number(process.env.HUB_SLOW_MS || 1500));
+    return;
+  }
+  if (event === "stream") {
+    if (fault("skip-odd")) {
+      const key = `${clientId}/${out.messageId}`;
+      const n = (streamFrames.get(key) || 0) + 1;
+      streamFrames.set(key, n);
+      if (n % 2 === 1) return;
+    }
+    streamRelays += 1;
+    if (streamRelays === 4 && fault("crash-mid")) process.exit(3);
+    if (streamRelays === 4 && fault("hang-mid")) {
+      const until = Date.now() + Number(process.env.HUB_HANG_MS || 30000);
+      while (Date.now() < until) {}
+    }
+    if (streamRelays === 4 && fault("kick-mid")) {
+      for (const b of browsers.get(agentId) || []) if (b.data.clientId === clientId) b.disconnect(true);
+      return;
+    }
+  }
+  sendToBrowsers(agentId, clientId, event, out);
+  if (event === "stream_end" && fault("bad-utf8-after-end")) {
+    for (const b of browsers.get(agentId) || []) {
+      if (b.data.clientId !== clientId) continue;
+      const frame = Buffer.concat([
+        Buffer.from('42/ws/client,["message",{"type":"message","text":"bad '),
+        Buffer.from([0xff, 0xfe]),
+        Buffer.from('","parts":[],"messageId":"zz","ts":1}]'),
+      ]);
+      b.conn.transport.socket.send(frame, { binary: false });
+    }
+  }
+}
+
+function sendToBrowsers(agentId, clientId, event, out) {
   for (const b of browsers.get(agentId) || []) {
     const addressed = b.data.clientId === clientId;
     if (is("misroute") ? !addressed : addressed || is("all-browsers")) {
