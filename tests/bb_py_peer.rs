@@ -2236,3 +2236,187 @@ fn replay_bb_judges_the_content_not_the_chunking() {
         assert!(text.contains(needle), "{var}: no {needle:?} in\n{text}");
     }
 }
+
+/// `replay bb --format json` of `cells` against the peer with `env`: exit code and document.
+fn replay_doc(py: &str, cells: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value) {
+    // A cut settling message leaves every later gate to time out: short waits (the start-up
+    // is waited for 10 s whatever this says).
+    let timeout = if env.iter().any(|(k, _)| *k == "PY_BB_CUT") {
+        "3000"
+    } else {
+        "10000"
+    };
+    let mut cmd = Command::new(BRIDGEWIRE);
+    cmd.args(["replay", "bb", "--format", "json", "--timeout-ms", timeout])
+        .args(cells)
+        .args(["--", py, PEER])
+        .env_remove("PY_BB_FLAW")
+        .env_remove("PY_BB_ODDITY")
+        .env_remove("PY_BB_GRAMMAR")
+        .env_remove("PY_BB_CUT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), doc)
+}
+
+/// The cell directories under recording folders (those holding a runtime lane): an
+/// independent count of the cells a replay selects.
+fn cell_dirs(roots: &[&str]) -> usize {
+    let mut n = 0;
+    for root in roots {
+        for provider in std::fs::read_dir(root).unwrap() {
+            for cell in std::fs::read_dir(provider.unwrap().path()).unwrap() {
+                n += cell.unwrap().path().join("runtime→bridge.ndjson").exists() as usize;
+            }
+        }
+    }
+    n
+}
+
+/// `replay bb` judges the bridge's live `initialize` answer with `check bb`'s
+/// `handshake/initialize` (audit: protocolVersion 1 or grammarVersions [2, 2] passed): said
+/// once for the run naming every cell it held for, each cell skipped naming it (bb's runtime
+/// refuses the bridge at spawn), exit 1. A wider range that includes 3, and extra capabilities,
+/// pass.
+#[test]
+fn replay_bb_judges_the_live_handshake_once() {
+    let Some(py) = python("replay_bb_judges_the_live_handshake_once") else {
+        return;
+    };
+    let roots = [
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/clean"),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/peers/bb/clean-first-turn"
+        ),
+    ];
+    let n = cell_dirs(&roots);
+    assert!(n >= 2, "two recordings, one cell each at least");
+    for (env, needle) in [
+        (
+            ("PY_BB_FLAW", "protocol-1"),
+            "protocolVersion 1, expected 2",
+        ),
+        (
+            ("PY_BB_GRAMMAR", "2,2"),
+            "grammar versions [2, 2] do not intersect the runtime's [3, 3]",
+        ),
+    ] {
+        let (code, doc) = replay_doc(py, &roots, &[env]);
+        assert_eq!(code, Some(1), "{env:?}: {doc:#}");
+        let cells = doc["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), n, "{env:?}: {doc:#}");
+        for c in cells {
+            assert_eq!(c["status"], "skip", "{env:?}: {c:#}");
+            assert!(
+                c["detail"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("not replayed past the handshake: handshake/initialize failed"),
+                "{env:?}: {c:#}"
+            );
+        }
+        let hs = doc["handshake"].as_array().unwrap();
+        assert_eq!(hs.len(), 1, "one fault, one verdict: {env:?}: {doc:#}");
+        assert_eq!(hs[0]["id"], "handshake/initialize");
+        assert_eq!(hs[0]["status"], "fail", "{env:?}: {doc:#}");
+        assert!(
+            hs[0]["detail"].as_str().unwrap().contains(needle),
+            "{env:?}: {doc:#}"
+        );
+        assert_eq!(hs[0]["cells"].as_array().unwrap().len(), n, "{doc:#}");
+    }
+    // The text form says it once, after the cells.
+    let out = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb"])
+        .args(roots)
+        .args(["--", py, PEER])
+        .env_remove("PY_BB_ODDITY")
+        .env_remove("PY_BB_GRAMMAR")
+        .env("PY_BB_FLAW", "protocol-1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("fail    handshake/initialize — protocolVersion 1"))
+            .count(),
+        1,
+        "{text}"
+    );
+    assert!(!text.contains("FAIL py/"), "no cell fails for it: {text}");
+
+    // Legal: a wider grammar range that includes 3; extra capabilities (and the rest of the
+    // wire oddities, which spell the same timeline).
+    for env in [("PY_BB_GRAMMAR", "2,4"), ("PY_BB_ODDITY", "wire")] {
+        let (code, doc) = replay_doc(py, &roots, &[env]);
+        assert_eq!(code, Some(0), "{env:?}: {doc:#}");
+        for c in doc["cells"].as_array().unwrap() {
+            assert_eq!(c["status"], "pass", "{env:?}: {c:#}");
+        }
+        let hs = doc["handshake"].as_array().unwrap();
+        assert_eq!(hs.len(), 1, "{env:?}: {doc:#}");
+        assert_eq!(hs[0]["status"], "pass", "{env:?}: {doc:#}");
+        assert_eq!(hs[0]["cells"].as_array().unwrap().len(), n, "{doc:#}");
+    }
+}
+
+/// A bridge stdout line that is JSON cut short (`PY_BB_CUT=1`: each settling message loses its
+/// last bytes, audit: only its consequence failed) is named as the cause: `replays` fails with
+/// `bridge stdout line <n>: not JSON: …`, the turn counts and the comparison are skipped naming
+/// it, nothing else fails. Stray text that is not JSON (`stray-stdout`, a SHOULD `check bb`
+/// judges) is no cut line and fails nothing.
+#[test]
+fn replay_bb_names_a_cut_stdout_line_as_the_cause() {
+    let Some(py) = python("replay_bb_names_a_cut_stdout_line_as_the_cause") else {
+        return;
+    };
+    let cells = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/clean");
+    let (code, doc) = replay_doc(py, &[cells], &[("PY_BB_CUT", "1")]);
+    assert_eq!(code, Some(1), "{doc:#}");
+    let c = &doc["cells"][0];
+    assert!(!c["cutLines"].as_array().unwrap().is_empty(), "{c:#}");
+    let not_pass: Vec<(&str, &str, &str)> = c["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(c["wireVerdicts"].as_array().unwrap())
+        .filter(|v| v["status"] != "pass")
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap(),
+                v["status"].as_str().unwrap(),
+                v["detail"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let fails: Vec<_> = not_pass.iter().filter(|v| v.1 == "fail").collect();
+    assert_eq!(fails.len(), 1, "one fault, one verdict: {not_pass:#?}");
+    let (id, _, detail) = fails[0];
+    assert_eq!(*id, "recorded/thr_conformance_1/replays");
+    assert!(
+        detail.starts_with("bridge stdout line ")
+            && detail.contains(": not JSON: {\"jsonrpc\":\"2.0\",\"method\":\"thread/delta\"")
+            && detail.contains("the JSON ends early"),
+        "{detail}"
+    );
+    for (id, status, detail) in &not_pass {
+        if *status != "fail" {
+            assert!(
+                detail.contains("bridge stdout line ") || detail.contains("/replays failed"),
+                "{id} {status} names neither the cut line nor replays: {detail}"
+            );
+        }
+    }
+
+    let (code, doc) = replay_doc(py, &[cells], &[("PY_BB_FLAW", "stray-stdout")]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let c = &doc["cells"][0];
+    assert_eq!(c["status"], "pass", "{c:#}");
+    assert_eq!(c["cutLines"], serde_json::json!([]), "{c:#}");
+}
