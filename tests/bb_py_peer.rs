@@ -2420,3 +2420,74 @@ fn replay_bb_names_a_cut_stdout_line_as_the_cause() {
     assert_eq!(c["status"], "pass", "{c:#}");
     assert_eq!(c["cutLines"], serde_json::json!([]), "{c:#}");
 }
+
+/// The replay audit's Python bridge (with a provider; not ours) and its recorded cell: a bridge
+/// that sends its provider an empty prompt (`--mode drop-prompt`) fails
+/// `matches-recording` alone, quoting the recorded and the live request (the provider double
+/// matches bridge→provider lines by method only, bb §6.11, and played the recorded answer all
+/// the same); one that words its provider request otherwise and keeps the prompt
+/// (`--mode prompt-wrapped`: content blocks under another field, a preamble) passes.
+#[test]
+fn replay_bb_fails_a_provider_request_that_lost_the_prompt() {
+    let Some(py) = python("replay_bb_fails_a_provider_request_that_lost_the_prompt") else {
+        return;
+    };
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb-audit");
+    let cell = format!("{dir}/audit/basic");
+    let replay = |mode: &str| {
+        let out = Command::new(BRIDGEWIRE)
+            .args(["replay", "bb", "--format", "json", "--timeout-ms", "10000"])
+            .arg(&cell)
+            .args(["--", py, &format!("{dir}/bridge.py"), "--mode", mode])
+            .env_remove("AUDIT_MODE")
+            .env_remove("AUDIT_IOLOG")
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), doc["cells"][0].clone())
+    };
+    // The prompts the recording's runtime sent (independent of the replay).
+    let prompts: Vec<String> = std::fs::read_to_string(format!("{cell}/runtime→bridge.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
+        .filter(|m| m["method"] == "turn/start")
+        .filter_map(|m| Some(m["params"]["input"][0]["text"].as_str()?.to_string()))
+        .collect();
+    assert!(!prompts.is_empty());
+
+    let (code, c) = replay("drop-prompt");
+    assert_eq!(code, Some(1), "{c:#}");
+    let not_pass: Vec<&Value> = c["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(c["wireVerdicts"].as_array().unwrap())
+        .filter(|v| v["status"] != "pass" && v["status"] != "not run")
+        .collect();
+    assert_eq!(not_pass.len(), 1, "one fault, one verdict: {not_pass:#?}");
+    assert_eq!(not_pass[0]["id"], "recorded/basic/matches-recording");
+    assert_eq!(not_pass[0]["status"], "fail");
+    let detail = not_pass[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("the bridge's provider request lost the user's prompt: bridge→provider session/prompt: the recorded line carried the runtime's prompt ")
+            && prompts.iter().any(|p| detail.contains(&format!("{p:?}")))
+            && detail.contains("(recorded: ")
+            && detail.contains("; live: ")
+            && detail.contains(r#""text":"""#),
+        "{detail}"
+    );
+    let lost: usize = c["doubles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["promptLost"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(lost, prompts.len(), "each prompt lost once: {c:#}");
+
+    let (code, c) = replay("prompt-wrapped");
+    assert_eq!(code, Some(0), "{c:#}");
+    assert_eq!(c["status"], "pass", "{c:#}");
+}

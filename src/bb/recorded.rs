@@ -438,6 +438,26 @@ pub fn recorded_verdicts_with(
         .find(|v| v.status == crate::rule::Status::Fail)
         .map(|v| v.id.clone());
     let m = id("matches-recording");
+    // What the bridge asked its provider is matched by key only (bb §6.11), so its wording is
+    // free; the runtime's prompt the recorded request carried is not: losing it is a fault of
+    // its own, whatever else failed (the double played the recorded answer all the same).
+    let lost: Vec<&String> = replay
+        .doubles
+        .iter()
+        .flat_map(|d| d.prompt_lost.iter())
+        .collect();
+    if let Some(first) = lost.first() {
+        let more = if lost.len() > 1 {
+            format!(" (and {} more line(s))", lost.len() - 1)
+        } else {
+            String::new()
+        };
+        out.push(Verdict::fail(
+            &m,
+            format!("the bridge's provider request lost the user's prompt: {first}{more}"),
+        ));
+        return out;
+    }
     out.push(match (failed, matches) {
         (Some(rule), _) => Verdict::skipped(
             &m,

@@ -333,6 +333,7 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                         "doubles": r.doubles.iter().map(|d| serde_json::json!({
                             "segment": d.segment, "generic": d.generic,
                             "stepsPlayed": d.steps_played, "steps": d.steps,
+                            "promptLost": d.prompt_lost,
                         })).collect::<Vec<_>>(),
                         "cutLines": r.cut_lines,
                     });
