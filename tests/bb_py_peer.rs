@@ -2491,3 +2491,79 @@ fn replay_bb_fails_a_provider_request_that_lost_the_prompt() {
     assert_eq!(code, Some(0), "{c:#}");
     assert_eq!(c["status"], "pass", "{c:#}");
 }
+
+/// A provider double the bridge kills (`--mode kill-no-cancel`: legal, the provider child is
+/// the bridge's own) has reported the steps it played (audit: `stepsPlayed 0`); the replay
+/// passes.
+#[test]
+fn a_provider_double_the_bridge_killed_reports_what_it_played() {
+    let Some(py) = python("a_provider_double_the_bridge_killed_reports_what_it_played") else {
+        return;
+    };
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb-audit");
+    let out = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb", "--format", "json", "--timeout-ms", "10000"])
+        .arg(format!("{dir}/audit/interrupt"))
+        .args([
+            "--",
+            py,
+            &format!("{dir}/bridge.py"),
+            "--mode",
+            "kill-no-cancel",
+        ])
+        .env_remove("AUDIT_MODE")
+        .env_remove("AUDIT_IOLOG")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let c = &doc["cells"][0];
+    assert_eq!(out.status.code(), Some(0), "{c:#}");
+    let doubles = c["doubles"].as_array().unwrap();
+    assert!(!doubles.is_empty(), "{c:#}");
+    for d in doubles {
+        assert!(d["stepsPlayed"].as_u64().unwrap() > 0, "{c:#}");
+    }
+}
+
+/// A replay ended by SIGTERM prints no verdict for the cell whose bridge the signal killed
+/// (audit: `FAIL … bridge exited`), only the handler's summary, and exits 143.
+#[test]
+fn a_signal_ends_a_replay_without_a_cell_verdict() {
+    let Some(py) = python("a_signal_ends_a_replay_without_a_cell_verdict") else {
+        return;
+    };
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb-audit");
+    let mut child = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb", "--timeout-ms", "20000"])
+        .arg(format!("{dir}/audit/interrupt"))
+        .args(["--", py, &format!("{dir}/bridge.py"), "--mode", "hang"])
+        .env_remove("AUDIT_MODE")
+        .env_remove("AUDIT_IOLOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The bridge answers the handshake at once and then hangs on turn/start (20 s waits).
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let start = std::time::Instant::now();
+    let out = loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(start.elapsed().as_secs() < 15, "no exit after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(143), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("bridgewire replay bb: interrupted by signal 15"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+}

@@ -530,6 +530,9 @@ struct Double {
     /// bound line whose recorded form carried one the live form lacks ([`prompt_lost`]).
     prompts: Vec<String>,
     prompt_lost: Vec<String>,
+    /// The `pos` the last report said: a double the bridge kills (SIGKILL, no exit path) has
+    /// reported how far it played each time it drained.
+    reported_pos: usize,
 }
 
 /// The double's idle/busy status for the player (`<state>/double-status-<pid>`).
@@ -966,6 +969,10 @@ impl Double {
             }
             // Nothing to play without the bridge, the cursor or a timer: drained.
             self.status.set(true);
+            if self.reported_pos != self.pos {
+                self.reported_pos = self.pos;
+                self.write_report();
+            }
             if !self.pending.is_empty() {
                 let quiet = self.last_live.elapsed();
                 if quiet >= STALL {
@@ -1119,6 +1126,7 @@ fn run_double(a: DoubleArgs, status: StatusFile) -> u8 {
         status,
         prompts: runtime_prompts(&recording),
         prompt_lost: Vec::new(),
+        reported_pos: 0,
     };
     if catalog {
         pi_catalog(&mut d, &segments, rx, term, parent);

@@ -217,6 +217,9 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         progress.record(r.0.is_ok());
         r
     });
+    // A signal killed the bridges under way: their cells' ends are the signal's, not theirs
+    // (no FAIL "bridge exited"); the handler's summary and exit code stand.
+    crate::signals::exit_if_interrupted();
     if a.stats {
         let lines: usize = results
             .iter()
@@ -631,6 +634,7 @@ pub fn run_rerecord(args: &RerecordBbArgs) -> u8 {
         progress.record(r.is_ok());
         r
     });
+    crate::signals::exit_if_interrupted();
     let (mut bad, mut unreadable) = (false, false);
     for (cell, res) in cells.iter().zip(results) {
         if let Ok(r) = &res {

@@ -4,9 +4,12 @@ Usage: bridge.py [--mode M[,M2]]   (or env AUDIT_MODE)
 Provider command from $BB_REF_PROVIDER_COMMAND (shlex-split).  I/O side log: $AUDIT_IOLOG.
 
 Committed copy of the replay audit's bridge (/work/audit-replay-bb), with its provider.py and
-its recorded cell audit/basic (bridge and provider lanes; `bridgewire record bb --no-redact`).
+its recorded cells audit/basic and audit/interrupt (bridge and provider lanes; `bridgewire
+record bb --no-redact`).
 tests/bb_py_peer.rs replays the cell with --mode drop-prompt (the provider gets an empty prompt)
-and --mode prompt-wrapped (legal: the prompt in content blocks under another field)."""
+and --mode prompt-wrapped (legal: the prompt in content blocks under another field), and the
+interrupt cell with --mode kill-no-cancel (legal: the provider child killed at the interrupt) and
+--mode hang (a replay ended by SIGTERM)."""
 import sys, os, json, threading, queue, subprocess, shlex, time, signal
 
 args = sys.argv[1:]
