@@ -2303,3 +2303,334 @@ fn replay_bb_judges_the_content_not_the_chunking() {
         assert!(text.contains(needle), "{var}: no {needle:?} in\n{text}");
     }
 }
+
+/// `replay bb --format json` of `cells` against the peer with `env`: exit code and document.
+fn replay_doc(py: &str, cells: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value) {
+    // A cut settling message leaves every later gate to time out: short waits (the start-up
+    // is waited for 10 s whatever this says).
+    let timeout = if env.iter().any(|(k, _)| *k == "PY_BB_CUT") {
+        "3000"
+    } else {
+        "10000"
+    };
+    let mut cmd = Command::new(BRIDGEWIRE);
+    cmd.args(["replay", "bb", "--format", "json", "--timeout-ms", timeout])
+        .args(cells)
+        .args(["--", py, PEER])
+        .env_remove("PY_BB_FLAW")
+        .env_remove("PY_BB_ODDITY")
+        .env_remove("PY_BB_GRAMMAR")
+        .env_remove("PY_BB_CUT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), doc)
+}
+
+/// The cell directories under recording folders (those holding a runtime lane): an
+/// independent count of the cells a replay selects.
+fn cell_dirs(roots: &[&str]) -> usize {
+    let mut n = 0;
+    for root in roots {
+        for provider in std::fs::read_dir(root).unwrap() {
+            for cell in std::fs::read_dir(provider.unwrap().path()).unwrap() {
+                n += cell.unwrap().path().join("runtime→bridge.ndjson").exists() as usize;
+            }
+        }
+    }
+    n
+}
+
+/// `replay bb` judges the bridge's live `initialize` answer with `check bb`'s
+/// `handshake/initialize` (audit: protocolVersion 1 or grammarVersions [2, 2] passed): said
+/// once for the run naming every cell it held for, each cell skipped naming it (bb's runtime
+/// refuses the bridge at spawn), exit 1. A wider range that includes 3, and extra capabilities,
+/// pass.
+#[test]
+fn replay_bb_judges_the_live_handshake_once() {
+    let Some(py) = python("replay_bb_judges_the_live_handshake_once") else {
+        return;
+    };
+    let roots = [
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/clean"),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/peers/bb/clean-first-turn"
+        ),
+    ];
+    let n = cell_dirs(&roots);
+    assert!(n >= 2, "two recordings, one cell each at least");
+    for (env, needle) in [
+        (
+            ("PY_BB_FLAW", "protocol-1"),
+            "protocolVersion 1, expected 2",
+        ),
+        (
+            ("PY_BB_GRAMMAR", "2,2"),
+            "grammar versions [2, 2] do not intersect the runtime's [3, 3]",
+        ),
+    ] {
+        let (code, doc) = replay_doc(py, &roots, &[env]);
+        assert_eq!(code, Some(1), "{env:?}: {doc:#}");
+        let cells = doc["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), n, "{env:?}: {doc:#}");
+        for c in cells {
+            assert_eq!(c["status"], "skip", "{env:?}: {c:#}");
+            assert!(
+                c["detail"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("not replayed past the handshake: handshake/initialize failed"),
+                "{env:?}: {c:#}"
+            );
+        }
+        let hs = doc["handshake"].as_array().unwrap();
+        assert_eq!(hs.len(), 1, "one fault, one verdict: {env:?}: {doc:#}");
+        assert_eq!(hs[0]["id"], "handshake/initialize");
+        assert_eq!(hs[0]["status"], "fail", "{env:?}: {doc:#}");
+        assert!(
+            hs[0]["detail"].as_str().unwrap().contains(needle),
+            "{env:?}: {doc:#}"
+        );
+        assert_eq!(hs[0]["cells"].as_array().unwrap().len(), n, "{doc:#}");
+    }
+    // The text form says it once, after the cells.
+    let out = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb"])
+        .args(roots)
+        .args(["--", py, PEER])
+        .env_remove("PY_BB_ODDITY")
+        .env_remove("PY_BB_GRAMMAR")
+        .env("PY_BB_FLAW", "protocol-1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("fail    handshake/initialize — protocolVersion 1"))
+            .count(),
+        1,
+        "{text}"
+    );
+    assert!(!text.contains("FAIL py/"), "no cell fails for it: {text}");
+
+    // Legal: a wider grammar range that includes 3; extra capabilities (and the rest of the
+    // wire oddities, which spell the same timeline).
+    for env in [("PY_BB_GRAMMAR", "2,4"), ("PY_BB_ODDITY", "wire")] {
+        let (code, doc) = replay_doc(py, &roots, &[env]);
+        assert_eq!(code, Some(0), "{env:?}: {doc:#}");
+        for c in doc["cells"].as_array().unwrap() {
+            assert_eq!(c["status"], "pass", "{env:?}: {c:#}");
+        }
+        let hs = doc["handshake"].as_array().unwrap();
+        assert_eq!(hs.len(), 1, "{env:?}: {doc:#}");
+        assert_eq!(hs[0]["status"], "pass", "{env:?}: {doc:#}");
+        assert_eq!(hs[0]["cells"].as_array().unwrap().len(), n, "{doc:#}");
+    }
+}
+
+/// A bridge stdout line that is JSON cut short (`PY_BB_CUT=1`: each settling message loses its
+/// last bytes, audit: only its consequence failed) is named as the cause: `replays` fails with
+/// `bridge stdout line <n>: not JSON: …`, the turn counts and the comparison are skipped naming
+/// it, nothing else fails. Stray text that is not JSON (`stray-stdout`, a SHOULD `check bb`
+/// judges) is no cut line and fails nothing.
+#[test]
+fn replay_bb_names_a_cut_stdout_line_as_the_cause() {
+    let Some(py) = python("replay_bb_names_a_cut_stdout_line_as_the_cause") else {
+        return;
+    };
+    let cells = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb/clean");
+    let (code, doc) = replay_doc(py, &[cells], &[("PY_BB_CUT", "1")]);
+    assert_eq!(code, Some(1), "{doc:#}");
+    let c = &doc["cells"][0];
+    assert!(!c["cutLines"].as_array().unwrap().is_empty(), "{c:#}");
+    let not_pass: Vec<(&str, &str, &str)> = c["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(c["wireVerdicts"].as_array().unwrap())
+        .filter(|v| v["status"] != "pass")
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap(),
+                v["status"].as_str().unwrap(),
+                v["detail"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let fails: Vec<_> = not_pass.iter().filter(|v| v.1 == "fail").collect();
+    assert_eq!(fails.len(), 1, "one fault, one verdict: {not_pass:#?}");
+    let (id, _, detail) = fails[0];
+    assert_eq!(*id, "recorded/thr_conformance_1/replays");
+    assert!(
+        detail.starts_with("bridge stdout line ")
+            && detail.contains(": not JSON: {\"jsonrpc\":\"2.0\",\"method\":\"thread/delta\"")
+            && detail.contains("the JSON ends early"),
+        "{detail}"
+    );
+    for (id, status, detail) in &not_pass {
+        if *status != "fail" {
+            assert!(
+                detail.contains("bridge stdout line ") || detail.contains("/replays failed"),
+                "{id} {status} names neither the cut line nor replays: {detail}"
+            );
+        }
+    }
+
+    let (code, doc) = replay_doc(py, &[cells], &[("PY_BB_FLAW", "stray-stdout")]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let c = &doc["cells"][0];
+    assert_eq!(c["status"], "pass", "{c:#}");
+    assert_eq!(c["cutLines"], serde_json::json!([]), "{c:#}");
+}
+
+/// The replay audit's Python bridge (with a provider; not ours) and its recorded cell: a bridge
+/// that sends its provider an empty prompt (`--mode drop-prompt`) fails
+/// `matches-recording` alone, quoting the recorded and the live request (the provider double
+/// matches bridge→provider lines by method only, bb §6.11, and played the recorded answer all
+/// the same); one that words its provider request otherwise and keeps the prompt
+/// (`--mode prompt-wrapped`: content blocks under another field, a preamble) passes.
+#[test]
+fn replay_bb_fails_a_provider_request_that_lost_the_prompt() {
+    let Some(py) = python("replay_bb_fails_a_provider_request_that_lost_the_prompt") else {
+        return;
+    };
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb-audit");
+    let cell = format!("{dir}/audit/basic");
+    let replay = |mode: &str| {
+        let out = Command::new(BRIDGEWIRE)
+            .args(["replay", "bb", "--format", "json", "--timeout-ms", "10000"])
+            .arg(&cell)
+            .args(["--", py, &format!("{dir}/bridge.py"), "--mode", mode])
+            .env_remove("AUDIT_MODE")
+            .env_remove("AUDIT_IOLOG")
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), doc["cells"][0].clone())
+    };
+    // The prompts the recording's runtime sent (independent of the replay).
+    let prompts: Vec<String> = std::fs::read_to_string(format!("{cell}/runtime→bridge.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
+        .filter(|m| m["method"] == "turn/start")
+        .filter_map(|m| Some(m["params"]["input"][0]["text"].as_str()?.to_string()))
+        .collect();
+    assert!(!prompts.is_empty());
+
+    let (code, c) = replay("drop-prompt");
+    assert_eq!(code, Some(1), "{c:#}");
+    let not_pass: Vec<&Value> = c["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(c["wireVerdicts"].as_array().unwrap())
+        .filter(|v| v["status"] != "pass" && v["status"] != "not run")
+        .collect();
+    assert_eq!(not_pass.len(), 1, "one fault, one verdict: {not_pass:#?}");
+    assert_eq!(not_pass[0]["id"], "recorded/basic/matches-recording");
+    assert_eq!(not_pass[0]["status"], "fail");
+    let detail = not_pass[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("the bridge's provider request lost the user's prompt: bridge→provider session/prompt: the recorded line carried the runtime's prompt ")
+            && prompts.iter().any(|p| detail.contains(&format!("{p:?}")))
+            && detail.contains("(recorded: ")
+            && detail.contains("; live: ")
+            && detail.contains(r#""text":"""#),
+        "{detail}"
+    );
+    let lost: usize = c["doubles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["promptLost"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(lost, prompts.len(), "each prompt lost once: {c:#}");
+
+    let (code, c) = replay("prompt-wrapped");
+    assert_eq!(code, Some(0), "{c:#}");
+    assert_eq!(c["status"], "pass", "{c:#}");
+}
+
+/// A provider double the bridge kills (`--mode kill-no-cancel`: legal, the provider child is
+/// the bridge's own) has reported the steps it played (audit: `stepsPlayed 0`); the replay
+/// passes.
+#[test]
+fn a_provider_double_the_bridge_killed_reports_what_it_played() {
+    let Some(py) = python("a_provider_double_the_bridge_killed_reports_what_it_played") else {
+        return;
+    };
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb-audit");
+    let out = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb", "--format", "json", "--timeout-ms", "10000"])
+        .arg(format!("{dir}/audit/interrupt"))
+        .args([
+            "--",
+            py,
+            &format!("{dir}/bridge.py"),
+            "--mode",
+            "kill-no-cancel",
+        ])
+        .env_remove("AUDIT_MODE")
+        .env_remove("AUDIT_IOLOG")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let c = &doc["cells"][0];
+    assert_eq!(out.status.code(), Some(0), "{c:#}");
+    let doubles = c["doubles"].as_array().unwrap();
+    assert!(!doubles.is_empty(), "{c:#}");
+    for d in doubles {
+        assert!(d["stepsPlayed"].as_u64().unwrap() > 0, "{c:#}");
+    }
+}
+
+/// A replay ended by SIGTERM prints no verdict for the cell whose bridge the signal killed
+/// (audit: `FAIL … bridge exited`), only the handler's summary, and exits 143.
+#[test]
+fn a_signal_ends_a_replay_without_a_cell_verdict() {
+    let Some(py) = python("a_signal_ends_a_replay_without_a_cell_verdict") else {
+        return;
+    };
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb-audit");
+    let mut child = Command::new(BRIDGEWIRE)
+        .args(["replay", "bb", "--timeout-ms", "20000"])
+        .arg(format!("{dir}/audit/interrupt"))
+        .args(["--", py, &format!("{dir}/bridge.py"), "--mode", "hang"])
+        .env_remove("AUDIT_MODE")
+        .env_remove("AUDIT_IOLOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The bridge answers the handshake at once and then hangs on turn/start (20 s waits).
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let start = std::time::Instant::now();
+    let out = loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(start.elapsed().as_secs() < 15, "no exit after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(143), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("bridgewire replay bb: interrupted by signal 15"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+}

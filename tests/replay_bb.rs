@@ -676,3 +676,38 @@ fn an_unreadable_lane_entry_is_an_error_with_exit_2() {
         "{stdout}"
     );
 }
+
+/// `rerecord bb` warns of a recorded runtime line cut short as `replay bb` does (audit: only
+/// `replay` said it), and still re-records the cell.
+#[test]
+fn rerecord_warns_of_a_cut_runtime_line_as_replay_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cell = tmp.path().join("bb-ref/trunc-rt");
+    std::fs::create_dir_all(&cell).unwrap();
+    for e in std::fs::read_dir(corrupt("trunc-rt")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), cell.join(e.file_name())).unwrap();
+    }
+    let out = Command::new(BRIDGEWIRE)
+        .args(["rerecord", "bb"])
+        .arg(&cell)
+        .arg("--")
+        .arg(BRIDGE)
+        .env_remove("BB_REF_BRIDGE_BREAK")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let lane = format!("{}:6", cell.join("runtime→bridge.ndjson").display());
+    assert!(
+        stderr.contains(&format!(
+            "warning: bb-ref/trunc-rt: {lane}: last line is cut short (no newline, not valid JSON): a recorder killed mid-write; ignored"
+        )),
+        "{stderr}"
+    );
+    assert!(stdout.contains("OK bb-ref/trunc-rt: "), "{stdout}");
+    assert!(cell.join("bridge→runtime.current.ndjson").exists());
+}

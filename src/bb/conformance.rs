@@ -1629,8 +1629,7 @@ impl Kit<'_> {
         );
         let caps = match self.c.wait_response(id) {
             None => Err(self.unanswered("initialize")),
-            Some(r) if is_error(&r) => Err(format!("initialize failed: {}", describe_answer(&r))),
-            Some(r) => check_initialize(r.get("result").unwrap_or(&Value::Null)),
+            Some(r) => initialize_answer(&r),
         };
         let caps = match caps {
             Ok(c) => {
@@ -2656,6 +2655,20 @@ fn parse_identity(resp: &Value) -> Result<String, String> {
     let res = resp.get("result").unwrap_or(&Value::Null);
     IDENTITY_RESULT.check(res)?;
     Ok(res["providerThreadId"].as_str().unwrap_or("").to_string())
+}
+
+/// `handshake/initialize` as `check bb` judges a bridge's answer to `initialize` (the response
+/// object): an error answer fails, a result is checked by [`check_initialize`]. `replay bb`
+/// judges each replay's live answer with it.
+pub fn judge_initialize_answer(resp: &Value) -> Result<(), String> {
+    initialize_answer(resp).map(|_| ())
+}
+
+fn initialize_answer(resp: &Value) -> Result<Caps, String> {
+    if is_error(resp) {
+        return Err(format!("initialize failed: {}", describe_answer(resp)));
+    }
+    check_initialize(resp.get("result").unwrap_or(&Value::Null))
 }
 
 /// Checks an `initialize` result: shape, `protocolVersion == 2`, grammar ranges intersect.

@@ -357,6 +357,104 @@ fn load_segments(recording: &Path, dialect: Dialect) -> Vec<Vec<Step>> {
     segments
 }
 
+/// The runtime's prompt texts in a cell: the text items of every recorded runtime→bridge
+/// `turn/start` / `turn/steer` input, trimmed, empty ones left out.
+fn runtime_prompts(recording: &Path) -> Vec<String> {
+    let lane = LaneFile {
+        dir: "runtime→bridge".into(),
+        path: recording.join("runtime→bridge.ndjson"),
+    };
+    if !lane.path.is_file() {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for e in MergedEntries::open(&[lane]) {
+        let Some(m) = super::msg::object(&e.line) else {
+            continue;
+        };
+        if !matches!(
+            m.get("method").and_then(Value::as_str),
+            Some("turn/start" | "turn/steer")
+        ) {
+            continue;
+        }
+        let items = m
+            .get("params")
+            .and_then(|p| p.get("input"))
+            .and_then(Value::as_array);
+        for t in items
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i.get("text")?.as_str())
+        {
+            let t = t.trim();
+            if !t.is_empty() && !out.iter().any(|o| o == t) {
+                out.push(t.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Every string value of a message (keys `jsonrpc`, `id` and `method` left out), in order.
+fn strings_of(m: &Map<String, Value>) -> Vec<&str> {
+    fn walk<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            Value::Object(o) => o.values().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (k, v) in m {
+        if !matches!(k.as_str(), "jsonrpc" | "id" | "method") {
+            walk(v, &mut out);
+        }
+    }
+    out
+}
+
+/// How many characters of a line [`prompt_lost`] quotes.
+const PROMPT_QUOTE: usize = 160;
+
+fn quote(s: &str) -> String {
+    match s.char_indices().nth(PROMPT_QUOTE) {
+        Some((end, _)) => format!("{}… ({} bytes)", &s[..end], s.len()),
+        None => s.to_string(),
+    }
+}
+
+/// Whether a live bridge→provider line lost the runtime's prompt its recorded form carried.
+/// bb §6.11 matches these lines on their key only, and a bridge may phrase its provider request
+/// as it likes; what it may not do is drop what the user said. So only a prompt the recorded
+/// line carried is looked for (a string value equal to it, or containing it when it is at least
+/// 8 characters), and the live line keeps it when any string value contains it or all of them
+/// joined do (wrapped, split over content blocks, in another field). `Some(quote)` names the
+/// prompt and quotes both lines.
+pub fn prompt_lost(
+    prompts: &[String],
+    recorded: &Map<String, Value>,
+    live: &Map<String, Value>,
+) -> Option<String> {
+    let rec = strings_of(recorded);
+    let carried = prompts.iter().find(|p| {
+        rec.iter()
+            .any(|s| s.trim() == p.as_str() || (p.chars().count() >= 8 && s.contains(p.as_str())))
+    })?;
+    let got = strings_of(live);
+    let joined: String = got.concat();
+    if got.iter().any(|s| s.contains(carried.as_str())) || joined.contains(carried.as_str()) {
+        return None;
+    }
+    Some(format!(
+        "the recorded line carried the runtime's prompt {:?}, the live one does not (recorded: {}; live: {})",
+        quote(carried),
+        quote(&crate::jsjson::to_string(&Value::Object(recorded.clone()))),
+        quote(&crate::jsjson::to_string(&Value::Object(live.clone())))
+    ))
+}
+
 /// The cursor's verdict for a spontaneous line at `(run, seq)`.
 pub fn cursor_allows(cursor: &Path, run: f64, seq: f64) -> bool {
     let text = match std::fs::read_to_string(cursor) {
@@ -428,6 +526,13 @@ struct Double {
     /// bb's kit gaps between emitted lines (`--pace kit`).
     paced: bool,
     status: StatusFile,
+    /// The runtime's prompt texts (the cell's `turn/start`/`turn/steer` input text), and each
+    /// bound line whose recorded form carried one the live form lacks ([`prompt_lost`]).
+    prompts: Vec<String>,
+    prompt_lost: Vec<String>,
+    /// The `pos` the last report said: a double the bridge kills (SIGKILL, no exit path) has
+    /// reported how far it played each time it drained.
+    reported_pos: usize,
 }
 
 /// The double's idle/busy status for the player (`<state>/double-status-<pid>`).
@@ -629,6 +734,7 @@ impl Double {
             "lookAheadJumps": self.jumps,
             "stepsPlayed": self.pos,
             "steps": self.steps.len(),
+            "promptLost": self.prompt_lost,
         });
         let path = self.report_path();
         let tmp = path.with_extension("json.tmp");
@@ -761,6 +867,17 @@ impl Double {
     }
 
     fn bind(&mut self, step: &Step, live: &Live) {
+        if let Some(rec) = &step.map
+            && let Some(lost) = prompt_lost(&self.prompts, rec, &live.map)
+        {
+            let what = match &live.kind {
+                Kind::Request { method, .. } | Kind::Notification { method } => method.clone(),
+                _ => "line".into(),
+            };
+            self.prompt_lost
+                .push(format!("bridge→provider {what}: {lost}"));
+            self.write_report();
+        }
         if let (Kind::Request { id: rec, .. }, Kind::Request { id: got, .. }) =
             (&step.kind, &live.kind)
             && let Some(t) = id_text(rec)
@@ -852,6 +969,10 @@ impl Double {
             }
             // Nothing to play without the bridge, the cursor or a timer: drained.
             self.status.set(true);
+            if self.reported_pos != self.pos {
+                self.reported_pos = self.pos;
+                self.write_report();
+            }
             if !self.pending.is_empty() {
                 let quiet = self.last_live.elapsed();
                 if quiet >= STALL {
@@ -1003,6 +1124,9 @@ fn run_double(a: DoubleArgs, status: StatusFile) -> u8 {
         broken_pipe: false,
         paced: a.pace.as_deref() != Some("none"),
         status,
+        prompts: runtime_prompts(&recording),
+        prompt_lost: Vec::new(),
+        reported_pos: 0,
     };
     if catalog {
         pi_catalog(&mut d, &segments, rx, term, parent);
@@ -1116,6 +1240,8 @@ pub struct DoubleReport {
     pub no_segment: u64,
     pub steps_played: u64,
     pub steps: u64,
+    /// Lines that lost the runtime's prompt their recorded form carried ([`prompt_lost`]).
+    pub prompt_lost: Vec<String>,
 }
 
 /// Reads every `double-report-*.json` in a state directory (sorted by file name).
@@ -1147,6 +1273,13 @@ pub fn read_reports(state: &Path) -> Vec<DoubleReport> {
                 no_segment: n("noSegment"),
                 steps_played: n("stepsPlayed"),
                 steps: n("steps"),
+                prompt_lost: v
+                    .get("promptLost")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect(),
             })
         })
         .collect()
@@ -1155,6 +1288,38 @@ pub fn read_reports(state: &Path) -> Vec<DoubleReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_prompt_is_named_and_other_phrasing_is_not() {
+        let prompts = vec!["hello there".to_string(), "hi".to_string()];
+        let rec = obj(
+            json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s","text":"hello there"}}),
+        );
+        let empty = obj(
+            json!({"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s","text":""}}),
+        );
+        let lost = prompt_lost(&prompts, &rec, &empty).expect("lost");
+        assert!(
+            lost.starts_with("the recorded line carried the runtime's prompt \"hello there\", the live one does not (recorded: ")
+                && lost.contains(r#""text":""}}"#),
+            "{lost}"
+        );
+        for live in [
+            json!({"id":7,"method":"session/prompt","params":{"sessionId":"s","text":"hello there"}}),
+            json!({"id":7,"method":"session/prompt","params":{"messages":[{"role":"user","content":"The user says: hello there"}]}}),
+            json!({"id":7,"method":"session/prompt","params":{"blocks":[{"text":"hello "},{"text":"there"}]}}),
+        ] {
+            assert_eq!(
+                prompt_lost(&prompts, &rec, &obj(live.clone())),
+                None,
+                "{live}"
+            );
+        }
+        // A recorded line that carried no prompt asks nothing of the live one; a short prompt
+        // is looked for as a whole value only.
+        let init = obj(json!({"id":1,"method":"initialize","params":{"client":"this bridge"}}));
+        assert_eq!(prompt_lost(&prompts, &init, &empty), None);
+    }
 
     #[test]
     fn args_ignore_unknown_and_find_version() {

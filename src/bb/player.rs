@@ -107,6 +107,11 @@ pub struct ReplayOptions {
     pub accept_main_run: bool,
     /// Permission bits of a lane `rerecord` writes.
     pub write_mode: u32,
+    /// End the replay after the handshake when the bridge's `initialize` answer fails
+    /// `handshake/initialize` ([`super::conformance::judge_initialize_answer`]): bb's runtime
+    /// refuses such a bridge at spawn, so nothing after it is traffic bb would see (`replay bb`,
+    /// `rerecord bb`). Off: the replay goes on (parity, `check bb`'s recorded rules).
+    pub stop_at_bad_handshake: bool,
 }
 
 impl Default for ReplayOptions {
@@ -125,6 +130,7 @@ impl Default for ReplayOptions {
             trace: std::env::var_os("BRIDGEWIRE_REPLAY_TRACE").is_some_and(|v| v == "1"),
             accept_main_run: true,
             write_mode: crate::lane::write::DEFAULT_FILE_MODE,
+            stop_at_bad_handshake: false,
         }
     }
 }
@@ -170,6 +176,17 @@ pub struct ReplayResult {
     pub lane_warnings: Vec<String>,
     /// Recorded runtime→bridge lines cut short (`file:line`): ignored, so not replayed.
     pub not_replayed: Vec<String>,
+    /// The bridge's answer to the replay's `initialize` (the response object), if it came.
+    pub initialize: Option<Value>,
+    /// `handshake/initialize` judged on [`ReplayResult::initialize`] as `check bb` judges it
+    /// ([`super::conformance::judge_initialize_answer`]); `None`: no answer came (a stall).
+    pub handshake: Option<Result<(), String>>,
+    /// Whether the replay ended after the handshake because it failed
+    /// ([`ReplayOptions::stop_at_bad_handshake`]).
+    pub stopped_at_handshake: bool,
+    /// Bridge stdout lines that are JSON cut short (`bridge stdout line N: not JSON: …`, the
+    /// text bounded): a message the runtime cannot read, so whatever it carried is lost.
+    pub cut_lines: Vec<String>,
 }
 
 impl ReplayResult {
@@ -470,6 +487,11 @@ struct Live {
     /// (live workspace, recorded cwd) when they differ.
     map_path: Option<(String, String)>,
     to_bridge: Sender<Option<Vec<u8>>>,
+    /// Bridge stdout lines read so far (kept or not): the `N` of [`ReplayResult::cut_lines`].
+    line_no: usize,
+    cut_lines: Vec<String>,
+    /// See [`ReplayResult::initialize`].
+    initialize: Option<Value>,
 }
 
 impl Live {
@@ -522,6 +544,7 @@ impl Live {
 
     fn on_line(&mut self, raw: &[u8]) {
         self.last_output = Instant::now();
+        self.line_no += 1;
         let mut line = String::from_utf8_lossy(raw).into_owned();
         if let Some((ws, rec)) = &self.map_path
             && line.contains(ws.as_str())
@@ -543,11 +566,19 @@ impl Live {
             }
         }
         let Some(m) = super::msg::object(&line) else {
-            return; // non-JSON lines are kept and otherwise ignored
+            // Non-JSON lines are kept and otherwise ignored; JSON cut short is named.
+            if let Some(cut) = cut_json(&line) {
+                self.cut_lines
+                    .push(format!("bridge stdout line {}: {cut}", self.line_no));
+            }
+            return;
         };
         match classify(&m) {
             Kind::Response { id } => {
                 if let Some(t) = id_text(&id) {
+                    if t == INITIALIZE_ID && self.initialize.is_none() {
+                        self.initialize = Some(Value::Object(m.clone()));
+                    }
                     self.answered.insert(t);
                 }
             }
@@ -629,6 +660,45 @@ impl Live {
             _ => {}
         }
     }
+}
+
+/// How many bytes of a cut line's start and end [`cut_json`] quotes.
+const CUT_HEAD: usize = 80;
+const CUT_TAIL: usize = 40;
+
+/// `not JSON: <quote> (…)` when `line` is JSON that ends early (a message cut short: the bridge
+/// died mid-write, or wrote a truncated line); `None` for JSON, blank lines and other text (a
+/// stray line, which `transport/stdout-protocol-only` judges, not the replay).
+pub fn cut_json(line: &str) -> Option<String> {
+    if line.trim().is_empty() {
+        return None;
+    }
+    match serde_json::from_str::<Value>(line) {
+        Err(e) if e.is_eof() => {}
+        _ => return None,
+    }
+    // Its start (what it was) and its end (where it was cut).
+    let quote = if line.len() > CUT_HEAD + CUT_TAIL {
+        let mut head = CUT_HEAD;
+        while !line.is_char_boundary(head) {
+            head -= 1;
+        }
+        let mut tail = line.len() - CUT_TAIL;
+        while !line.is_char_boundary(tail) {
+            tail += 1;
+        }
+        format!(
+            "{} … {} ({} bytes)",
+            &line[..head],
+            &line[tail..],
+            line.len()
+        )
+    } else {
+        line.to_string()
+    };
+    Some(format!(
+        "not JSON: {quote} (the JSON ends early: a message cut short, which the runtime cannot read)"
+    ))
 }
 
 /// Bytes waiting in a pipe (`FIONREAD`); an error counts as some.
@@ -953,6 +1023,9 @@ pub fn replay_cell(
         grammar: Grammar::new(),
         map_path,
         to_bridge: tx.clone(),
+        line_no: 0,
+        cut_lines: Vec::new(),
+        initialize: None,
     }));
     let reader = {
         let live = live.clone();
@@ -1025,6 +1098,14 @@ pub fn replay_cell(
             .contains(INITIALIZE_ID)),
         WaitEnd::Exited
     );
+    let handshake = live
+        .lock()
+        .expect("live")
+        .initialize
+        .as_ref()
+        .map(super::conformance::judge_initialize_answer);
+    let stopped_at_handshake = opts.stop_at_bad_handshake && matches!(handshake, Some(Err(_)));
+    gone |= stopped_at_handshake;
 
     // Steps.
     let mut written_ids: Vec<String> = Vec::new();
@@ -1132,7 +1213,13 @@ pub fn replay_cell(
         h.wait("the stream to settle", true, move |l| l.idle(settle));
     }
     let _ = tx.send(None); // close the bridge's stdin
-    let deadline = Instant::now() + opts.timeout;
+    // A bridge refused at the handshake is not waited for: nothing after it is judged.
+    let deadline = Instant::now()
+        + if stopped_at_handshake {
+            Duration::ZERO
+        } else {
+            opts.timeout
+        };
     loop {
         if h.status.is_some() {
             break;
@@ -1142,7 +1229,9 @@ pub fn replay_cell(
             break;
         }
         if Instant::now() >= deadline {
-            h.stall("bridge did not exit after stdin closed; killed".into());
+            if !stopped_at_handshake {
+                h.stall("bridge did not exit after stdin closed; killed".into());
+            }
             break;
         }
         std::thread::sleep(h.poll());
@@ -1200,6 +1289,10 @@ pub fn replay_cell(
         sent_before: std::mem::take(&mut l.sent_before),
         lane_warnings: plan.lane_warnings.clone(),
         not_replayed: plan.not_replayed.clone(),
+        initialize: l.initialize.take(),
+        handshake,
+        stopped_at_handshake,
+        cut_lines: std::mem::take(&mut l.cut_lines),
     })
 }
 
@@ -1339,7 +1432,7 @@ pub fn rerecord_cell(
     let mut o = opts.clone();
     o.exact_plan = false;
     let result = replay_cell(cell, bridge, &o)?;
-    if !result.stalls.is_empty() {
+    if !result.stalls.is_empty() || matches!(result.handshake, Some(Err(_))) {
         return Ok(Rerecord {
             result,
             written: None,

@@ -125,8 +125,13 @@ pub fn live_wire_verdicts(
         &mut Ignore,
         accept_main_run.then_some(&mut main_runs),
     );
-    if let Some(first) = replay.stalls.first() {
-        let more = replay.stalls.len() - 1;
+    // A cut line lost what it carried, as a stall loses the rest: named first.
+    let stalls: Vec<String> = cut_cause(replay, true)
+        .into_iter()
+        .chain(replay.stalls.iter().cloned())
+        .collect();
+    if let Some(first) = stalls.first() {
+        let more = stalls.len() - 1;
         judge.stalled = Some(if more > 0 {
             format!("the replay stalled: {first} (and {more} more)")
         } else {
@@ -197,6 +202,21 @@ pub fn is_gate_wait(stall: &str) -> bool {
     let planned =
         label.starts_with("all ") && label.ends_with(" planned events before closing the bridge");
     turn_gate || events_gate || planned
+}
+
+/// The cut stdout lines ([`ReplayResult::cut_lines`]) as the cause of what went wrong, when
+/// anything did (`consequence`, or a stall): the first named, the others counted.
+pub fn cut_cause(replay: &ReplayResult, consequence: bool) -> Option<String> {
+    let first = replay.cut_lines.first()?;
+    if !consequence && replay.stalls.is_empty() {
+        return None;
+    }
+    let more = replay.cut_lines.len() - 1;
+    Some(if more > 0 {
+        format!("{first} (and {more} more cut line(s))")
+    } else {
+        first.clone()
+    })
 }
 
 /// The first stall that is the bridge's own fault ([`is_gate_wait`]), if any.
@@ -310,7 +330,17 @@ pub fn recorded_verdicts_with(
     let (s, c) = (replay.count("turn/started"), replay.count("turn/completed"));
     let no_events = offline.events > 0 && replay.events.is_empty();
     let turns_differ = !(s == offline.turn_started && c == offline.turn_completed && s == c);
-    let fault = bridge_fault(&replay.stalls);
+    // A bridge stdout line that is JSON cut short is a message the runtime lost: when the
+    // replay went wrong (a stall, turns or events missing, content differing) it is named as
+    // the bridge's own fault, first; the rules it cut short are skipped naming `replays`.
+    // Without a consequence it fails nothing (what it carried was not needed).
+    let differs = matches
+        .is_some_and(|m| matches!(m.outcome(), parity::Outcome::Fail | parity::Outcome::Stall));
+    let mut stalls = replay.stalls.clone();
+    if let Some(cut) = cut_cause(replay, no_events || turns_differ || differs) {
+        stalls.insert(0, cut);
+    }
+    let fault = bridge_fault(&stalls);
     let owner = if no_events {
         Some("not-empty")
     } else if turns_differ {
@@ -325,15 +355,15 @@ pub fn recorded_verdicts_with(
         )
     };
     out.push(match owner {
-        _ if replay.stalls.is_empty() => Verdict::pass(&id("replays")),
+        _ if stalls.is_empty() => Verdict::pass(&id("replays")),
         Some(owner) if fault.is_none() => Verdict::skipped(
             &id("replays"),
             format!(
                 "could not be judged apart from recorded/{cell}/{owner}: every stall waited for turns or events the replay never produced (see {owner}): {}",
-                replay.stalls.join("; ")
+                stalls.join("; ")
             ),
         ),
-        _ => Verdict::fail(&id("replays"), replay.stalls.join("; ")),
+        _ => Verdict::fail(&id("replays"), stalls.join("; ")),
     });
 
     let bad = replay.events.iter().enumerate().find_map(|(i, e)| {
@@ -408,6 +438,26 @@ pub fn recorded_verdicts_with(
         .find(|v| v.status == crate::rule::Status::Fail)
         .map(|v| v.id.clone());
     let m = id("matches-recording");
+    // What the bridge asked its provider is matched by key only (bb §6.11), so its wording is
+    // free; the runtime's prompt the recorded request carried is not: losing it is a fault of
+    // its own, whatever else failed (the double played the recorded answer all the same).
+    let lost: Vec<&String> = replay
+        .doubles
+        .iter()
+        .flat_map(|d| d.prompt_lost.iter())
+        .collect();
+    if let Some(first) = lost.first() {
+        let more = if lost.len() > 1 {
+            format!(" (and {} more line(s))", lost.len() - 1)
+        } else {
+            String::new()
+        };
+        out.push(Verdict::fail(
+            &m,
+            format!("the bridge's provider request lost the user's prompt: {first}{more}"),
+        ));
+        return out;
+    }
     out.push(match (failed, matches) {
         (Some(rule), _) => Verdict::skipped(
             &m,
@@ -670,6 +720,57 @@ mod tests {
             "{}",
             v[5].detail
         );
+    }
+
+    /// A stdout line cut short is named as the cause when the replay went wrong (`replays`
+    /// fails naming it, the count rule it cut short is skipped naming `replays`), and fails
+    /// nothing when nothing went wrong.
+    #[test]
+    fn a_cut_stdout_line_is_the_cause_only_of_what_went_wrong() {
+        let off = counts(4, 2);
+        let cut = "bridge stdout line 7: not JSON: {\"jsonrpc\" (cut)".to_string();
+        let short = ReplayResult {
+            events: turn_events()[..1].to_vec(),
+            stalls: vec![
+                "timed out waiting for 1 turn/started and 1 turn/completed before turn/start"
+                    .into(),
+            ],
+            cut_lines: vec![cut.clone()],
+            ..Default::default()
+        };
+        let v = recorded_verdicts_with(
+            "c",
+            &short,
+            &off,
+            Some(&compared("p/c", true)),
+            event_structure_check,
+        );
+        assert_eq!(
+            statuses(&v),
+            [
+                ("replays", Status::Fail),
+                ("events-schema-valid", Status::Pass),
+                ("grammar", Status::Pass),
+                ("turn-lifecycle", Status::Skipped),
+                ("not-empty", Status::Pass),
+                ("matches-recording", Status::Skipped),
+            ]
+        );
+        assert!(v[0].detail.starts_with(&cut), "{}", v[0].detail);
+        assert!(v[3].detail.contains(&cut), "{}", v[3].detail);
+        let fine = ReplayResult {
+            events: turn_events(),
+            cut_lines: vec![cut],
+            ..Default::default()
+        };
+        let v = recorded_verdicts_with(
+            "c",
+            &fine,
+            &counts(2, 1),
+            Some(&compared("p/c", false)),
+            event_structure_check,
+        );
+        assert!(v.iter().all(|v| v.status == Status::Pass), "{v:?}");
     }
 
     /// With every other rule passing, the comparison decides `matches-recording` alone.

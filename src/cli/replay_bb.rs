@@ -126,6 +126,7 @@ impl ReplayBbArgs {
             provider_env: self.provider_env.clone(),
             dialect: self.dialect.clone(),
             fixed_windows: self.fixed_windows,
+            stop_at_bad_handshake: true,
             ..ReplayOptions::default()
         }
     }
@@ -216,6 +217,9 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         progress.record(r.0.is_ok());
         r
     });
+    // A signal killed the bridges under way: their cells' ends are the signal's, not theirs
+    // (no FAIL "bridge exited"); the handler's summary and exit code stand.
+    crate::signals::exit_if_interrupted();
     if a.stats {
         let lines: usize = results
             .iter()
@@ -238,7 +242,11 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
     let (mut passed, mut failed, mut skipped, mut errors) = (0, 0, 0, 0);
     let json = a.format == super::Format::Json;
     let mut docs = Vec::new();
+    let mut handshake = Handshake::default();
     for (cell, (res, offline)) in cells.iter().zip(results) {
+        if let Ok(r) = &res {
+            handshake.add(&cell.key, r);
+        }
         match res {
             Err(ReplayError::Skip(why)) => {
                 skipped += 1;
@@ -270,6 +278,23 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                     say!("FAIL {}: {why}", cell.key);
                 }
             }
+            Ok(r) if r.stopped_at_handshake => {
+                // One fault, one verdict: the handshake is judged once for the run (below);
+                // bb's runtime refuses the bridge at spawn, so the cell's traffic after it
+                // would be nothing bb sees.
+                skipped += 1;
+                let why = "not replayed past the handshake: handshake/initialize failed (below); bb's runtime refuses such a bridge at spawn, so no turn of this cell would run";
+                for w in &r.lane_warnings {
+                    eprintln!("warning: {}: {w}", cell.key);
+                }
+                if json {
+                    docs.push(
+                        serde_json::json!({"cell": cell.key, "status": "skip", "detail": why}),
+                    );
+                } else {
+                    say!("SKIP {}: {why}", cell.key);
+                }
+            }
             Ok(r) => {
                 let name = cell.provider_and_name().1;
                 let matches = recorded::compare_with_recording(cell, &r, &offline);
@@ -280,6 +305,12 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                 let rechunked = recorded::only_chunking_differs(&matches);
                 let live = LiveWire::judge(cell, &r, &opts);
                 let ok = verdicts.iter().all(|v| v.status == Status::Pass) && live.passes();
+                // Cut lines the verdicts did not name as the cause are said, failing nothing.
+                let named = r
+                    .cut_lines
+                    .first()
+                    .is_some_and(|c| verdicts.iter().any(|v| v.detail.contains(c.as_str())));
+                let cut_noted: &[String] = if named { &[] } else { &r.cut_lines };
                 if ok {
                     passed += 1;
                 } else {
@@ -305,7 +336,9 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                         "doubles": r.doubles.iter().map(|d| serde_json::json!({
                             "segment": d.segment, "generic": d.generic,
                             "stepsPlayed": d.steps_played, "steps": d.steps,
+                            "promptLost": d.prompt_lost,
                         })).collect::<Vec<_>>(),
+                        "cutLines": r.cut_lines,
                     });
                     live.add_json(&mut doc);
                     docs.push(doc);
@@ -328,6 +361,9 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
                     }
                 }
                 live.print(a.verbose);
+                for c in cut_noted {
+                    say!("  note: {c}; no rule failed for it");
+                }
                 if r.main_runs > 0 {
                     say!(
                         "  {} turn.mainRun delta(s): the protocol's held-turn signal, accepted and not assembled",
@@ -357,9 +393,16 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
             }
         }
     }
+    // The handshake's verdicts, once for the run; a failed one is a failure of the run.
+    let handshake_failed = handshake.failed();
+    if !json {
+        handshake.print(a.verbose);
+    }
+    failed += handshake_failed;
     if json {
         let doc = serde_json::json!({
             "passed": passed, "failed": failed, "skipped": skipped, "cells": docs,
+            "handshake": handshake.to_json(),
         });
         say!("{}", crate::jsjson::to_string_pretty(&doc).trim_end());
     } else {
@@ -369,12 +412,77 @@ pub fn run_replay(a: &ReplayBbArgs) -> u8 {
         } else {
             String::new()
         };
+        let handshake_text = if handshake_failed > 0 {
+            format!("; {handshake_failed} of the failures: handshake/initialize, above")
+        } else {
+            String::new()
+        };
         say!(
-            "{passed} passed, {failed} failed, {skipped} skipped{errors_text} ({} cells)",
+            "{passed} passed, {failed} failed, {skipped} skipped{errors_text} ({} cells{handshake_text})",
             cells.len()
         );
     }
     exit::of_replay("bb", errors, failed, passed)
+}
+
+/// `handshake/initialize` judged on each cell's live `initialize` answer as `check bb` judges
+/// it ([`crate::bb::conformance::judge_initialize_answer`]), said once per distinct outcome
+/// with the cells it held for: every cell spawns the same bridge, so one fault is one verdict.
+/// A cell whose bridge never answered is left to its `recorded/<cell>/replays` (a stall).
+#[derive(Default)]
+struct Handshake {
+    /// (status, detail) → cell keys, in first-seen order.
+    outcomes: Vec<((Status, String), Vec<String>)>,
+}
+
+impl Handshake {
+    const ID: &'static str = "handshake/initialize";
+
+    fn add(&mut self, cell: &str, r: &player::ReplayResult) {
+        let key = match &r.handshake {
+            Some(Ok(())) => (Status::Pass, String::new()),
+            Some(Err(d)) => (Status::Fail, d.clone()),
+            None => (
+                Status::Skipped,
+                "no answer to initialize came (the cell's recorded/<cell>/replays names why)"
+                    .to_string(),
+            ),
+        };
+        match self.outcomes.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, cells)) => cells.push(cell.to_string()),
+            None => self.outcomes.push((key, vec![cell.to_string()])),
+        }
+    }
+
+    fn failed(&self) -> usize {
+        self.outcomes
+            .iter()
+            .filter(|((s, _), _)| *s == Status::Fail)
+            .count()
+    }
+
+    fn print(&self, verbose: bool) {
+        for ((status, detail), cells) in &self.outcomes {
+            if *status != Status::Fail && !verbose {
+                continue;
+            }
+            let v = match status {
+                Status::Pass => crate::rule::Verdict::pass(Self::ID),
+                Status::Fail => crate::rule::Verdict::fail(Self::ID, detail.clone()),
+                _ => crate::rule::Verdict::skipped(Self::ID, detail.clone()),
+            };
+            say!("{} (cells: {})", v.line(), cells.join(", "));
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        self.outcomes
+            .iter()
+            .map(|((status, detail), cells)| {
+                serde_json::json!({"id": Self::ID, "status": status.label(), "detail": detail, "cells": cells})
+            })
+            .collect()
+    }
 }
 
 /// What `replay bb` says of a cell's live traffic beyond the recorded rules: the wire rules
@@ -514,8 +622,15 @@ pub fn run_rerecord(args: &RerecordBbArgs) -> u8 {
         progress.record(r.is_ok());
         r
     });
+    crate::signals::exit_if_interrupted();
     let (mut bad, mut unreadable) = (false, false);
     for (cell, res) in cells.iter().zip(results) {
+        if let Ok(r) = &res {
+            // The recorded lanes' warnings (a cut last line, not replayed), as `replay` says them.
+            for w in &r.result.lane_warnings {
+                eprintln!("warning: {}: {w}", cell.key);
+            }
+        }
         match res {
             Err(ReplayError::Skip(why)) => say!("SKIP {}: {why}", cell.key),
             Err(ReplayError::Unreadable(why)) => {
@@ -525,6 +640,17 @@ pub fn run_rerecord(args: &RerecordBbArgs) -> u8 {
             Err(ReplayError::Failed(why)) => {
                 bad = true;
                 say!("FAIL {}: {why}", cell.key);
+            }
+            Ok(r) if matches!(r.result.handshake, Some(Err(_))) => {
+                bad = true;
+                let d = match &r.result.handshake {
+                    Some(Err(d)) => d.as_str(),
+                    _ => "",
+                };
+                say!(
+                    "FAIL {}: handshake/initialize: {d} (current lane left untouched)",
+                    cell.key
+                );
             }
             Ok(r) => match r.written {
                 Some((_, n)) => say!(
