@@ -98,8 +98,7 @@ pub enum TransportError {
     #[error("i/o error: {0}")]
     Io(String),
     /// Nothing came within the app's timeout on a connection the bridge had left open after
-    /// its previous reply, while the same request on a fresh connection was answered. Its text
-    /// holds [`DEAF_ON_REUSE`] (a wait that more time would not end).
+    /// its previous reply, while the same request on a fresh connection was answered.
     #[error(
         "no data received for {limit:?} ({flag}) on the connection the bridge kept open after its previous reply: that reply left it open (no `Connection: close`), so the app's HTTP client sends the next request on the same connection (RFC 9112 §9.3: a server that does not keep connections open must send `close`), and the bridge never answered it there; the same request on a fresh connection was answered (status {fresh_status})"
     )]
@@ -111,10 +110,6 @@ pub enum TransportError {
     #[error("not sent: the bridge timed out {0} times in a row")]
     GaveUp(usize),
 }
-
-/// What the text of [`TransportError::DeafOnReuse`] says that no other error's does: the
-/// bridge answered the same request on a fresh connection (not a slow bridge).
-pub const DEAF_ON_REUSE: &str = "the same request on a fresh connection was answered";
 
 #[derive(Debug, Clone)]
 pub struct HttpReply {
@@ -260,7 +255,6 @@ pub async fn send_kept(
     limits: Limits,
 ) -> Result<HttpReply, TransportError> {
     let target = req.target;
-    let mut closed = None;
     if let Some(mut k) = kept.take().filter(|k| k.host_port == target.host_port) {
         let start = Instant::now();
         let deadline = tokio::time::Instant::now() + limits.total;
@@ -271,9 +265,7 @@ pub async fn send_kept(
                 }
                 return Ok(reply);
             }
-            // Nothing within the bound: the idle one, or the whole-exchange one where a
-            // single bound sets both (a parity leg's --timeout-ms) and it ran out first.
-            (Err(e @ (TransportError::Idle { .. } | TransportError::Timeout { .. })), 0) => {
+            (Err(e @ TransportError::Idle { .. }), 0) => {
                 drop(k);
                 return match send(target, req.method, req.headers, req.body, limits).await {
                     Ok(fresh) => Err(TransportError::DeafOnReuse {
@@ -286,21 +278,13 @@ pub async fn send_kept(
             }
             // Closed (or reset) before a byte of the reply: a new connection, as a client
             // opens one for a request its idle connection could not carry.
-            (Err(e @ (TransportError::Io(_) | TransportError::Malformed(_))), 0) => {
-                closed = Some(e);
-            }
+            (Err(TransportError::Io(_) | TransportError::Malformed(_)), 0) => {}
             (Err(e), _) => return Err(e),
         }
     }
     let start = Instant::now();
     let deadline = tokio::time::Instant::now() + limits.total;
-    let mut stream = match (connect(target, limits).await, closed) {
-        (Ok(s), _) => s,
-        // The bridge closed the kept connection without answering and now refuses new ones
-        // (it is gone): what the request met is the close.
-        (Err(TransportError::Refused | TransportError::Connect(_)), Some(e)) => return Err(e),
-        (Err(e), _) => return Err(e),
-    };
+    let mut stream = connect(target, limits).await?;
     let (reply, persists) = exchange_on(&mut stream, req, limits, false, start, deadline)
         .await
         .0?;
@@ -854,26 +838,5 @@ mod content_tests {
             decode_content(&h("gzip"), bomb, 64 * 1024),
             Err(TransportError::TooLarge(64 * 1024))
         );
-    }
-
-    /// A replay reads a deaf-on-reuse error by its text: the text holds the marker, and
-    /// `player::timed_out` does not take it for a wait that ran out.
-    #[test]
-    fn deaf_on_reuse_is_told_apart_from_a_timeout() {
-        use super::{DEAF_ON_REUSE, Duration};
-        let deaf = TransportError::DeafOnReuse {
-            limit: Duration::from_secs(3),
-            flag: "--timeout",
-            fresh_status: 200,
-        }
-        .to_string();
-        assert!(deaf.contains(DEAF_ON_REUSE), "{deaf}");
-        assert!(!super::super::player::timed_out(&deaf), "{deaf}");
-        let idle = TransportError::Idle {
-            limit: Duration::from_secs(3),
-            flag: "--timeout",
-        }
-        .to_string();
-        assert!(super::super::player::timed_out(&idle), "{idle}");
     }
 }
