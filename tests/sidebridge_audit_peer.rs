@@ -83,6 +83,9 @@ const ROWS: &[(&str, i32, &str)] = &[
         "2 passed, 0 failed, 0 skipped",
     ),
     ("banner2", 0, "2 passed, 0 failed, 0 skipped"),
+    // A UTF-8 byte order mark before every reply's JSON: the app's decoder (Foundation's
+    // JSONDecoder) skips it.
+    ("bom", 0, "2 passed, 0 failed, 0 skipped"),
     ("text-differs", 1, "/messages/0/content: "),
     ("from-bot", 1, "\"from\":\"unknown\""),
     ("global-memory", 1, "/messages/0/content: "),
@@ -317,6 +320,72 @@ fn replay_names_a_bridge_that_exits_once() {
     );
     assert!(
         out.contains("0 passed, 1 failed, 1 skipped") && !out.contains("connection refused"),
+        "{out}"
+    );
+}
+
+/// A bridge that exits at the first `bye` after chat B's earlier answers already differed from
+/// the recording (every `from` unknown): B fails naming that difference and the exit that left
+/// its last request unsent (it was skipped before, its difference never shown); the same exit
+/// with B's answers as recorded leaves B skipped, naming the chat that met the exit, and says
+/// what it answered matched.
+#[test]
+fn replay_fails_a_difference_seen_before_the_bridge_exited() {
+    let Some(py) = common::need::python("replay_fails_a_difference_seen_before_the_bridge_exited")
+    else {
+        return;
+    };
+    let (code, out) = replay(
+        &peer().join("cells"),
+        &[],
+        Some((py, "crash-bye,from-bot")),
+        &[],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    // Every chat of the recording that the exit did not meet fails on its own difference.
+    let chats = std::fs::read_dir(peer().join("cells/audit"))
+        .unwrap()
+        .count();
+    assert!(out.contains(&format!("0 passed, {chats} failed")), "{out}");
+    assert!(
+        out.contains("+      \"from\": \"unknown\"")
+            && out.contains(
+                "(compared up to the exit: the bridge exited (exit status: 3) during audit/"
+            )
+            && out.contains("before the exit, event "),
+        "{out}"
+    );
+    assert!(!out.contains("SKIP "), "{out}");
+    let (code, out) = replay(&peer().join("cells"), &[], Some((py, "crash-bye")), &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("; what it answered before the exit matches the recording")
+            && !out.contains("before the exit, event "),
+        "{out}"
+    );
+}
+
+/// A UTF-8 byte order mark before every reply's JSON (the audit's F12): the app's decoder,
+/// Foundation's JSONDecoder, skips it, so the replay passes (it failed every chat before,
+/// "not JSON … \u{feff}"); a reply the app cannot decode still fails.
+#[test]
+fn replay_passes_a_leading_byte_order_mark_as_the_app_decodes_it() {
+    let Some(py) =
+        common::need::python("replay_passes_a_leading_byte_order_mark_as_the_app_decodes_it")
+    else {
+        return;
+    };
+    let chats = std::fs::read_dir(peer().join("cells/audit"))
+        .unwrap()
+        .count();
+    let (code, out) = replay(&peer().join("cells"), &[], Some((py, "bom")), &[]);
+    assert!(
+        code == Some(0) && out.contains(&format!("{chats} passed, 0 failed")),
+        "{out}"
+    );
+    let (code, out) = replay(&peer().join("cells"), &[], Some((py, "bom,latin1")), &[]);
+    assert!(
+        code == Some(1) && out.contains("body is not UTF-8"),
         "{out}"
     );
 }

@@ -45,7 +45,6 @@ const FLAWS: &[Flaw] = &[
     ("top-array", "SB-D1", &[]),
     ("trailing-comma", "SB-D1", &[]),
     ("nan", "SB-D1", &[]),
-    ("bom", "SB-D1", &[]),
     ("single-quote", "SB-D1", &[]),
     ("latin1", "SB-D1", &[]),
     ("lone-surrogate", "SB-D1", &[]),
@@ -323,6 +322,23 @@ fn opt_in() -> Vec<String> {
 
 /// The server with no oddity, with every default oddity at once (`--odd all`), and with each
 /// opt-in oddity alone: every rule passes.
+/// A UTF-8 byte order mark before every reply's JSON (`--odd bom`, also in `--odd all`): the
+/// app's decoder (Foundation's JSONDecoder) skips it, so every rule passes and SB-D1 says so;
+/// it failed SB-D1, a MUST, as "not JSON" when this server listed it as a flaw.
+#[test]
+fn a_byte_order_mark_before_the_json_passes_every_rule_and_is_said() {
+    if !common::need::node("a_byte_order_mark_before_the_json_passes_every_rule_and_is_said") {
+        return;
+    }
+    let (code, out) = check(&["--odd", "bom"], &[]);
+    assert_eq!(short_of_pass(&out), vec![], "{out}");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("after a UTF-8 byte order mark, which the app's JSON decoder skips"),
+        "{out}"
+    );
+}
+
 #[test]
 fn every_legal_oddity_of_the_node_server_passes_every_rule() {
     if !common::need::node("every_legal_oddity_of_the_node_server_passes_every_rule") {

@@ -597,6 +597,12 @@ async fn replay_cells(
                         "the bridge exited ({status}) during this cell: its request #{n} got no \
                          reply ({err}); no later request of any cell was sent"
                     );
+                    // An earlier answer of this cell that differed is a fault of its own: said
+                    // beside the exit.
+                    let why = match earlier_divergence(&r.recorded, &r.replayed) {
+                        Some(d) => format!("{why}\nbefore the exit, {d}"),
+                        None => why,
+                    };
                     return CellReplay {
                         key: r.cell.key.clone(),
                         exchanges: r.pairs.len(),
@@ -607,14 +613,36 @@ async fn replay_cells(
                     };
                 }
                 if r.not_sent_exited > 0 {
+                    let exit_reached = format!(
+                        "the bridge exited ({status}) during {during} ({} of this cell's {} \
+                         requests not sent)",
+                        r.not_sent_exited,
+                        r.pairs.len()
+                    );
+                    // What it answered before the exit is a fault of its own where it differs
+                    // from the recording (compared as far as it went; no second replay can set
+                    // wording aside, a bridge that exited is not replayed again).
+                    if let Some(d) = earlier_divergence(&r.recorded, &r.replayed) {
+                        return CellReplay {
+                            key: r.cell.key.clone(),
+                            exchanges: r.pairs.len(),
+                            divergence: Some(format!(
+                                "{d}\n(compared up to the exit: {exit_reached})"
+                            )),
+                            notes: r.notes,
+                            ..Default::default()
+                        };
+                    }
                     return CellReplay {
                         key: r.cell.key.clone(),
                         exchanges: r.pairs.len(),
                         skip: Some(format!(
-                            "not replayed: the bridge exited ({status}) during {during} \
-                             ({} of this cell's {} requests not sent)",
-                            r.not_sent_exited,
-                            r.pairs.len()
+                            "not replayed: {exit_reached}{}",
+                            if r.recorded.is_empty() {
+                                String::new()
+                            } else {
+                                "; what it answered before the exit matches the recording".into()
+                            }
                         )),
                         notes: r.notes,
                         ..Default::default()
@@ -678,6 +706,21 @@ async fn replay_cells(
             }
         })
         .collect()
+}
+
+/// The first difference between the events a cell exchanged before the bridge exited and the
+/// recording's for the same requests, compared as a whole cell is ([`first_divergence`]).
+fn earlier_divergence(recorded: &[Value], replayed: &[Value]) -> Option<String> {
+    if recorded.is_empty() {
+        return None;
+    }
+    let (mut a, mut b) = (recorded.to_vec(), replayed.to_vec());
+    super::normalizer::ScreenOptions::fold_all(&mut a);
+    super::normalizer::ScreenOptions::fold_all(&mut b);
+    first_divergence(
+        &crate::normalize::normalize_list(a, SIDEBRIDGE_EVENTS),
+        &crate::normalize::normalize_list(b, SIDEBRIDGE_EVENTS),
+    )
 }
 
 /// Whether a reply's transport error, as a replayed event carries it (its text), is a bound

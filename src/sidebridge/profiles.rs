@@ -153,14 +153,24 @@ pub fn decode(profile: Profile, body: &[u8]) -> Result<Reply, String> {
 /// [`KEEP_DEPTH`] becomes `null` and an out-of-range number `0` (no field the app reads lies
 /// that deep, and each keeps its kind: a number stays a number). Nothing recurses: deeper
 /// input is an error found by a loop, never a recursion.
+///
+/// A UTF-8 byte order mark before the JSON is skipped, as the app's decoder skips it: the
+/// library decodes with Foundation's `JSONDecoder`, whose `withUTF8Representation` drops a
+/// leading `EF BB BF` before scanning (docs/sidebridge.md, "A byte order mark"). Only the one
+/// mark at the very start: a second one, or one after whitespace, is no JSON to the app either
+/// and is named as a mark ([`bom_note`]).
 pub fn parse_json(body: &[u8]) -> Result<Value, String> {
+    let body = body.strip_prefix(UTF8_BOM).unwrap_or(body);
     let text = std::str::from_utf8(body).map_err(|e| format!("body is not UTF-8 ({e})"))?;
     if text.trim().is_empty() {
         return Err("empty body".into());
     }
     let not_json = |e: String| {
         let head: String = text.chars().take(40).collect();
-        format!("not JSON ({e}); body starts {head:?}")
+        match bom_note(text) {
+            Some(mark) => format!("{mark}; not JSON ({e}); body starts {head:?}"),
+            None => format!("not JSON ({e}); body starts {head:?}"),
+        }
     };
     let edits = match scan_json(text.as_bytes()) {
         Ok(edits) => edits,
@@ -192,6 +202,32 @@ pub fn parse_json(body: &[u8]) -> Result<Value, String> {
         &sanitized
     };
     serde_json::from_str(text).map_err(|e| not_json(e.to_string()))
+}
+
+/// The UTF-8 encoding of U+FEFF, the byte order mark.
+pub const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Whether a body starts with a UTF-8 byte order mark (which [`parse_json`] skips, as the app's
+/// decoder does).
+pub fn starts_with_bom(body: &[u8]) -> bool {
+    body.starts_with(UTF8_BOM)
+}
+
+/// Names a byte order mark the app's decoder does not skip (what remains after the one it
+/// skips at the very start): one leading the rest, or one after leading whitespace.
+fn bom_note(text: &str) -> Option<&'static str> {
+    let after_ws = text.trim_start_matches([' ', '\t', '\n', '\r']);
+    if text.starts_with('\u{feff}') {
+        Some(
+            "a second UTF-8 byte order mark (U+FEFF): the app's decoder skips one at the very start only",
+        )
+    } else if after_ws.starts_with('\u{feff}') {
+        Some(
+            "a UTF-8 byte order mark (U+FEFF) after whitespace: the app's decoder skips one at the very start only",
+        )
+    } else {
+        None
+    }
 }
 
 /// The nesting the app's decoder accepts (Foundation's `JSONSerialization`: 512 levels).
@@ -938,5 +974,32 @@ mod tests {
         assert!(judge(Profile::AppDev, 500, b"{}").is_err());
         let bad_id = br#"{"messages":[{"id":"msg-1","from":"assistant","content":"hi"}]}"#;
         assert!(decode(Profile::Gamma, bad_id).is_err());
+    }
+
+    /// One UTF-8 byte order mark at the very start is skipped, as Foundation's `JSONDecoder`
+    /// skips it; a second one, or one after whitespace, is refused naming the mark.
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped_as_the_apps_decoder_skips_it() {
+        let reply = br#"{"messages":[{"id":"D2DF7849-0000-4000-8000-000000000000","from":"assistant","content":"hi","sources":[]}]}"#;
+        let with_bom = [UTF8_BOM, reply.as_slice()].concat();
+        assert_eq!(
+            decode(Profile::Gamma, &with_bom).unwrap(),
+            decode(Profile::Gamma, reply).unwrap()
+        );
+        assert!(starts_with_bom(&with_bom) && !starts_with_bom(reply));
+        assert_eq!(
+            decode(Profile::Gamma, UTF8_BOM).unwrap_err(),
+            "empty body",
+            "a mark alone is an empty body"
+        );
+        let twice = [UTF8_BOM, UTF8_BOM, b"{}"].concat();
+        let e = decode(Profile::Gamma, &twice).unwrap_err();
+        assert!(e.starts_with("a second UTF-8 byte order mark"), "{e}");
+        let after_ws = [b" ".as_slice(), UTF8_BOM, b"{}"].concat();
+        let e = decode(Profile::Gamma, &after_ws).unwrap_err();
+        assert!(
+            e.contains("byte order mark (U+FEFF) after whitespace"),
+            "{e}"
+        );
     }
 }

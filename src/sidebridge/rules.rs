@@ -2241,6 +2241,9 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
     // ([`fault_owner`]: shown skipped naming that rule, one fault, one verdict).
     let mut received = Tally::default();
     let mut decoded = Tally::default();
+    // Replies that decode after a UTF-8 byte order mark the app's decoder skips (said, not
+    // judged: the app shows them).
+    let mut boms: Vec<String> = Vec::new();
     // SB-D9's replies to the emulated client that do not decode: another rule's.
     let mut d9_skips = Vec::new();
     // SB-D3 judges the value of a string `from`; a `from` that is missing or not a string is
@@ -2356,6 +2359,9 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
             }
         } else {
             decoded.ok += 1;
+            if profiles::starts_with_bom(&r.body) {
+                boms.push(x.label.clone());
+            }
         }
         if r.opaque.is_some() {
             continue;
@@ -2466,7 +2472,18 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
                         "SB-D1",
                         vec![
                             received.subcheck("received", "reply received completely"),
-                            decoded.subcheck("decodes", "reply decodes under profile gamma"),
+                            {
+                                let mut d = decoded
+                                    .subcheck("decodes", "reply decodes under profile gamma");
+                                if !boms.is_empty() && d.status == Status::Pass {
+                                    d.evidence.push_str(&format!(
+                                        "; {} of them after a UTF-8 byte order mark, which the app's JSON decoder skips ({})",
+                                        boms.len(),
+                                        clipped(&boms)
+                                    ));
+                                }
+                                d
+                            },
                         ],
                     );
                 }
