@@ -2931,6 +2931,47 @@ fn parity_compares_each_connection_in_order_not_the_interleaving_of_connections(
     assert!(out.contains("a story! "), "{out}");
 }
 
+/// Two node hubs (canonical npm `socket.io`) of the legs' own that run one program once started
+/// (`sh -c 'exec node hub.js'` and `node hub.js`) are refused before any cell (both ran and
+/// passed before); the same program with another environment is another build, compared.
+#[test]
+fn parity_legs_whose_hubs_run_one_program_are_refused() {
+    if !node_ready("parity_legs_whose_hubs_run_one_program_are_refused") {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings/bridle");
+    let hub = node_dir().join("hub.js").display().to_string();
+    let run = |head: &str| {
+        bridgewire_keyed(
+            &[
+                "parity",
+                "--timeout-ms",
+                "5000",
+                "--cell",
+                "nobody__dave",
+                "--base",
+                &format!("cmd:node {hub}"),
+                "--head",
+                head,
+                root.to_str().unwrap(),
+            ],
+            &[],
+        )
+    };
+    let (code, out) = run(&format!("cmd:sh -c 'exec node {hub}'"));
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("each leg started a hub of its own")
+            && out.contains("both run the same program")
+            && out.contains("--allow-same-bridge"),
+        "{out}"
+    );
+    assert!(!out.contains("nobody__dave"), "no cell ran: {out}");
+    let (code, out) = run(&format!("cmd:sh -c 'OTHER_BUILD=1 exec node {hub}'"));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PASS ref-hub/nobody__dave"), "{out}");
+}
+
 /// Two live legs whose commands differ but which both print the address of one running hub
 /// (`http://127.0.0.1:P` and `http://localhost:P/`) compare the hub with itself: refused with
 /// exit 2 before any cell, unless `--allow-same-bridge`; so do two addresses that resolve apart

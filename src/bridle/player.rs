@@ -1108,8 +1108,10 @@ impl Party {
             self.tab.admit(e);
         }
         if ended {
+            // Ended here as recorded: not a connection the recording kept open, however early
+            // the close was read (a drain before this step may have seen it first).
             self.tab.browser = None;
-            self.retire_lost();
+            self.tab.lost = None;
             return Ok(());
         }
         self.stall(cfg);
@@ -1625,6 +1627,7 @@ pub async fn replay_group_traced(
                 }
             }
             Step::BrowserRaw(line) => {
+                p.tab.bad_input = true;
                 if let Some(b) = p.tab.browser.as_ref() {
                     b.engine.send_raw(raw_message(&line));
                     cadence.wrote();
@@ -1633,6 +1636,7 @@ pub async fn replay_group_traced(
             Step::BrowserPacket(ev) => p.view.push(ev),
             Step::Echo(ev) => p.view.push(ev),
             Step::BrowserSend(n, d) => {
+                p.tab.bad_input |= n == "message" && !d.is_object();
                 if let Some(b) = p.tab.browser.as_ref() {
                     b.emit(&n, d.clone());
                     cadence.wrote();
@@ -2513,6 +2517,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                 arrivals,
                 absent_extensions,
                 lost,
+                bad_input,
             },
         stalled,
         first_stall,
@@ -2611,6 +2616,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                         use super::transport::RecvError;
                         if matches!(e, RecvError::Disconnected | RecvError::Closed(_))
                             && lost.is_none()
+                            && !*bad_input
                         {
                             *lost = Some(e.to_string());
                         }
@@ -2764,6 +2770,11 @@ struct Tab {
     /// The hub ended this connection (a namespace disconnect, a close, a frame that broke it
     /// such as a text frame that is not UTF-8) where the recording kept it open: why.
     lost: Option<String>,
+    /// The browser sent this connection bad input (a malformed or unknown packet, a binary or
+    /// oversized frame, a nameless event, a `message` that is not an object): a hub may end
+    /// the connection for it (npm socket.io does, python-socketio does not), so an end after
+    /// it is not a connection lost.
+    bad_input: bool,
 }
 
 impl Tab {
@@ -2771,7 +2782,10 @@ impl Tab {
     /// frame), the connection is lost, with the first reason kept.
     fn note_end(&mut self, e: &super::transport::RecvError) {
         use super::transport::RecvError;
-        if matches!(e, RecvError::Disconnected | RecvError::Closed(_)) && self.lost.is_none() {
+        if matches!(e, RecvError::Disconnected | RecvError::Closed(_))
+            && self.lost.is_none()
+            && !self.bad_input
+        {
             self.lost = Some(e.to_string());
         }
     }

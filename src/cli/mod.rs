@@ -120,7 +120,8 @@ pub struct ParityArgs {
     #[arg(long, value_name = "REGEX", value_parser = args::parse_regex)]
     pub url_pattern: Option<regex::Regex>,
     /// Run even when both legs would execute the same files with the same arguments in the
-    /// same directory, or read the same recordings folder or the same single-list dump (a
+    /// same directory, run one program once started (however each command spells it), reach
+    /// one server, or read the same recordings folder or the same single-list dump (a
     /// determinism check of one bridge; refused otherwise).
     #[arg(long)]
     pub allow_same_bridge: bool,
