@@ -554,16 +554,6 @@ pub fn execution_identity(b: &BridgeCommand) -> (PathBuf, Vec<String>, bool) {
         .unwrap_or_default();
     let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
     let mut names_file = false;
-    let mut file = |w: &str| -> Option<String> {
-        let p = cwd.join(w);
-        if w.is_empty() || !p.is_file() {
-            return None;
-        }
-        names_file = true;
-        std::fs::canonicalize(&p)
-            .ok()
-            .map(|p| p.display().to_string())
-    };
     // `env [NAME=value…] program args` runs `program`: the same program whether or not it is
     // spelled through env, and the assignments (sorted) are part of what runs.
     let mut words = Vec::new();
@@ -591,15 +581,8 @@ pub fn execution_identity(b: &BridgeCommand) -> (PathBuf, Vec<String>, bool) {
     for (i, w) in argv.iter().enumerate() {
         let word = if i == 0 && !w.contains('/') {
             which(w).unwrap_or_else(|| w.clone())
-        } else if let Some(f) = file(w) {
-            f
-        } else if let Some((flag, value)) = w.split_once('=')
-            && flag.starts_with('-')
-            && let Some(f) = file(value)
-        {
-            format!("{flag}={f}")
         } else {
-            w.clone()
+            crate::proc::word_as_file(&cwd, w, &mut names_file)
         };
         words.push(word);
     }

@@ -628,6 +628,32 @@ pub fn tree_image(mark: &TreeMark, ours: &[&str]) -> Vec<RunningProcess> {
     image
 }
 
+/// A command word as what it runs with: one that names a file (relative to `cwd`) as that
+/// file's canonical path, `--flag=FILE` likewise, any other as written; `names_file` is set
+/// when it named one. What parity compares two legs' commands and processes by.
+pub fn word_as_file(cwd: &std::path::Path, w: &str, names_file: &mut bool) -> String {
+    let mut file = |w: &str| -> Option<String> {
+        let p = cwd.join(w);
+        if w.is_empty() || !p.is_file() {
+            return None;
+        }
+        *names_file = true;
+        std::fs::canonicalize(&p)
+            .ok()
+            .map(|p| p.display().to_string())
+    };
+    if let Some(f) = file(w) {
+        return f;
+    }
+    match w.split_once('=') {
+        Some((flag, value)) if flag.starts_with('-') => match file(value) {
+            Some(f) => format!("{flag}={f}"),
+            None => w.to_string(),
+        },
+        _ => w.to_string(),
+    }
+}
+
 /// Programs that only start another (a shell running a wrapper script, `env`): when such a
 /// process has started a member of the tree, what it started is what runs.
 const LAUNCHERS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox", "env"];
@@ -664,16 +690,6 @@ fn process_image(pid: u32, ours: &[&str]) -> Option<RunningProcess> {
         .file_name()
         .is_some_and(|n| n.to_string_lossy().starts_with("python"));
     let mut names_file = false;
-    let mut file = |w: &str| -> Option<String> {
-        let p = cwd.join(w);
-        if w.is_empty() || !p.is_file() {
-            return None;
-        }
-        names_file = true;
-        std::fs::canonicalize(&p)
-            .ok()
-            .map(|p| p.display().to_string())
-    };
     let mut out = vec![exe.display().to_string()];
     let mut flags = interpreter;
     for w in words.iter().skip(1) {
@@ -681,16 +697,7 @@ fn process_image(pid: u32, ours: &[&str]) -> Option<RunningProcess> {
             continue;
         }
         flags = flags && w.starts_with('-');
-        out.push(match file(w) {
-            Some(f) => f,
-            None => match w.split_once('=') {
-                Some((flag, value)) if flag.starts_with('-') => match file(value) {
-                    Some(f) => format!("{flag}={f}"),
-                    None => w.clone(),
-                },
-                _ => w.clone(),
-            },
-        });
+        out.push(word_as_file(&cwd, w, &mut names_file));
     }
     let mut env: Vec<String> = environ
         .split(|&b| b == 0)
