@@ -457,9 +457,14 @@ pub fn has_env_var_prefix(pid: u32, prefix: &str) -> bool {
 /// group id cannot have been reused), descendants of its root by parent links, and carriers of
 /// its marker. Never bridgewire itself.
 pub fn tree_members(mark: &TreeMark, root_alive: bool) -> Vec<u32> {
+    tree_stats(mark, root_alive).iter().map(|p| p.pid).collect()
+}
+
+/// [`tree_members`] as the `/proc/<pid>/stat` each was found by (its parent among them).
+fn tree_stats(mark: &TreeMark, root_alive: bool) -> Vec<ProcStat> {
     let me = std::process::id();
     let procs = all_processes();
-    let mut members: Vec<u32> = Vec::new();
+    let mut members: Vec<ProcStat> = Vec::new();
     let mut frontier: Vec<u32> = Vec::new();
     if root_alive {
         frontier.push(mark.pgid);
@@ -471,15 +476,19 @@ pub fn tree_members(mark: &TreeMark, root_alive: bool) -> Vec<u32> {
         if (root_alive && (p.pgrp == mark.pgid || p.pid == mark.pgid))
             || has_env_var(p.pid, &mark.var)
         {
-            members.push(p.pid);
+            members.push(*p);
             frontier.push(p.pid);
         }
     }
     // Descendants by parent link (one that cleared its environment and left the group).
     while let Some(parent) = frontier.pop() {
         for p in &procs {
-            if p.ppid == parent && p.pid != me && p.state != b'Z' && !members.contains(&p.pid) {
-                members.push(p.pid);
+            if p.ppid == parent
+                && p.pid != me
+                && p.state != b'Z'
+                && !members.iter().any(|m| m.pid == p.pid)
+            {
+                members.push(*p);
                 frontier.push(p.pid);
             }
         }
@@ -614,15 +623,14 @@ const QUIET_INTERPRETER_FLAGS: &[&str] = &["-u", "-B", "-q"];
 /// bookkeeping. Sorted; empty when `/proc` could not be read. Two legs with the same image run
 /// one program, however each command spelled it (`sh -c 'exec …'`, a wrapper script, `env`).
 pub fn tree_image(mark: &TreeMark, ours: &[&str]) -> Vec<RunningProcess> {
-    let members = tree_members(mark, true);
-    let parents: Vec<u32> = members
-        .iter()
-        .filter_map(|&p| proc_stat(p).map(|s| s.ppid))
-        .collect();
+    // The stats the members were found by: a member's parent as it was then, /proc read once.
+    let members = tree_stats(mark, true);
+    let parents: Vec<u32> = members.iter().map(|s| s.ppid).collect();
     let mut image: Vec<RunningProcess> = members
         .iter()
-        .filter(|&&p| !(parents.contains(&p) && is_launcher(p)))
-        .filter_map(|&p| process_image(p, ours))
+        .map(|s| s.pid)
+        .filter(|&p| !(parents.contains(&p) && is_launcher(p)))
+        .filter_map(|p| process_image(p, ours))
         .collect();
     image.sort();
     image
