@@ -435,17 +435,51 @@ pub fn describe(v: &Value) -> String {
         .map(|t| format!(":{t}"))
         .unwrap_or_default();
     let text = crate::jsjson::to_string(v);
-    // bb cuts at 160 UTF-16 units (JavaScript string length).
-    let units: Vec<u16> = text.encode_utf16().collect();
-    let cut = String::from_utf16_lossy(&units[..units.len().min(160)]);
-    let more = if units.len() > 160 { "…" } else { "" };
-    format!("{ty}{item} {cut}{more}")
+    let (cut, more) = first_utf16_units(&text, 160);
+    format!("{ty}{item} {cut}{}", if more { "…" } else { "" })
+}
+
+/// The first `n` UTF-16 units of `text`, as JavaScript's `slice(0, n)` cuts a string (bb's kit
+/// cuts at 160), and whether there was more. A pair cut in half leaves U+FFFD, as a lone
+/// surrogate decodes. Reads only as far as the cut: an event can hold megabytes of text.
+fn first_utf16_units(text: &str, n: usize) -> (std::borrow::Cow<'_, str>, bool) {
+    let mut units = 0;
+    for (i, ch) in text.char_indices() {
+        let w = ch.len_utf16();
+        if units + w > n {
+            return if units < n {
+                (format!("{}\u{FFFD}", &text[..i]).into(), true)
+            } else {
+                (text[..i].into(), true)
+            };
+        }
+        units += w;
+    }
+    (text.into(), false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The cut agrees with collecting every UTF-16 unit and decoding the first `n` (what
+    /// `describe` did before it stopped reading at the cut).
+    #[test]
+    fn the_first_utf16_units_are_cut_as_javascript_slices() {
+        for text in ["", "plain", "a😀b😀c", "😀😀😀", "é😀", "abcdefgh"] {
+            for n in 0..12 {
+                let units: Vec<u16> = text.encode_utf16().collect();
+                let want = String::from_utf16_lossy(&units[..units.len().min(n)]);
+                let (cut, more) = first_utf16_units(text, n);
+                assert_eq!(
+                    (cut.as_ref(), more),
+                    (want.as_str(), units.len() > n),
+                    "{text:?} {n}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn order_matters_and_the_reference_example_holds() {

@@ -195,31 +195,21 @@ pub fn format_f64(x: f64) -> String {
 
 /// Writes `s` as a JSON string literal with JS escaping.
 pub fn write_str(out: &mut String, s: &str) {
-    out.push('"');
     let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push('"');
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: Option<&str> = match b {
-            b'"' => Some("\\\""),
-            b'\\' => Some("\\\\"),
-            b'\n' => Some("\\n"),
-            b'\r' => Some("\\r"),
-            b'\t' => Some("\\t"),
-            0x08 => Some("\\b"),
-            0x0c => Some("\\f"),
-            0..=0x1f => None,
-            _ => continue,
-        };
+    loop {
+        // Escapes are ASCII, so `start` and `i` are always on character boundaries.
+        let i = next_escape(bytes, start);
         out.push_str(&s[start..i]);
-        match esc {
-            Some(e) => out.push_str(e),
-            None => {
-                let _ = write!(out, "\\u{:04x}", b);
-            }
+        if i == bytes.len() {
+            break;
         }
+        let (esc, len) = escape_of(bytes[i]);
+        out.extend(esc[..len].iter().map(|&b| b as char));
         start = i + 1;
     }
-    out.push_str(&s[start..]);
     out.push('"');
 }
 
@@ -275,23 +265,34 @@ pub fn write_str_bytes(out: &mut Vec<u8>, s: &str) {
 /// lane writer's fast escaper.
 #[inline]
 pub(crate) fn push_escape(out: &mut Vec<u8>, c: u8) {
+    let (esc, len) = escape_of(c);
+    out.extend_from_slice(&esc[..len]);
+}
+
+/// The escape of one byte that must be escaped, and its length.
+#[inline]
+fn escape_of(c: u8) -> ([u8; 6], usize) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    let short = |e: u8| ([b'\\', e, 0, 0, 0, 0], 2);
     match c {
-        b'"' => out.extend_from_slice(b"\\\""),
-        b'\\' => out.extend_from_slice(b"\\\\"),
-        b'\n' => out.extend_from_slice(b"\\n"),
-        b'\r' => out.extend_from_slice(b"\\r"),
-        b'\t' => out.extend_from_slice(b"\\t"),
-        0x08 => out.extend_from_slice(b"\\b"),
-        0x0c => out.extend_from_slice(b"\\f"),
-        c => out.extend_from_slice(&[
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[(c >> 4) as usize],
-            HEX[(c & 15) as usize],
-        ]),
+        b'"' => short(b'"'),
+        b'\\' => short(b'\\'),
+        b'\n' => short(b'n'),
+        b'\r' => short(b'r'),
+        b'\t' => short(b't'),
+        0x08 => short(b'b'),
+        0x0c => short(b'f'),
+        c => (
+            [
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(c >> 4) as usize],
+                HEX[(c & 15) as usize],
+            ],
+            6,
+        ),
     }
 }
 
@@ -327,15 +328,18 @@ mod tests {
         assert_eq!(to_string(&v), "{\"s\":\"a/b\u{2028}é\\\"\\\\\\n\\u0001\"}");
         let mut b = Vec::new();
         write_str_bytes(&mut b, "a/b\u{2028}é\"\\\n\u{1}");
-        // Every byte value, at every alignment, agrees with the simple writer.
+        // Every ASCII byte value, at every alignment, escaped as serde_json escapes it (as
+        // JSON.stringify does: short forms, else `\u00xx` in lower case), by both writers.
         for offset in 0..9 {
             let text: String =
                 " ".repeat(offset) + &(0u8..128).map(|c| c as char).collect::<String>() + "é€😀";
-            let mut fast = Vec::new();
-            write_str_bytes(&mut fast, &text);
-            let mut slow = String::new();
-            write_str(&mut slow, &text);
-            assert_eq!(String::from_utf8(fast).unwrap(), slow);
+            let want = serde_json::to_string(&text).unwrap();
+            let mut bytes = Vec::new();
+            write_str_bytes(&mut bytes, &text);
+            assert_eq!(String::from_utf8(bytes).unwrap(), want);
+            let mut string = String::new();
+            write_str(&mut string, &text);
+            assert_eq!(string, want);
         }
         assert_eq!(
             String::from_utf8(b).unwrap(),
