@@ -166,86 +166,94 @@ fn worktrees(repo: &Path) -> usize {
 /// the changed events; v3 against v3 passes: for each protocol.
 #[test]
 fn each_ref_runs_its_own_bridge_and_one_changed_reply_is_one_event() {
-    for p in PEERS {
-        let t = tempfile::tempdir().unwrap();
-        let (repo, cells) = scratch(t.path(), p);
-        let cells = cells.to_str().unwrap();
-        let ctx = p.protocol;
-
-        // The recorded bridge against its own cells: pins hold, parity with the recording passes.
-        let (code, out, err) = bw(&["pins", cells], &repo);
-        assert_eq!(code, 0, "{ctx}: {out}{err}");
-        let (code, out, err) = bw(
-            &[
-                "parity",
-                "--base",
-                &format!("rec:{cells}"),
-                "--head",
-                "ref:v2",
-                cells,
-            ],
-            &repo,
-        );
-        assert_eq!(code, 0, "{ctx}: {out}{err}");
-        assert!(out.contains("2 passed, 0 failed"), "{ctx}: {out}");
-
-        // v2 against v3, run from a working tree at v3: the caller's file is v3, so a leg that
-        // ran the caller's file would pass.
-        let (code, out, err) = bw(
-            &["parity", "--base", "ref:v2", "--head", "ref:v3", cells],
-            &repo,
-        );
-        assert_eq!(code, 1, "{ctx}: {out}{err}");
-        assert_eq!(
-            out.matches("\nFAIL ").count() + usize::from(out.starts_with("FAIL ")),
-            2,
-            "{ctx}: {out}"
-        );
-        let only = |side: &str| -> Vec<&str> {
-            out.lines()
-                .filter(|l| l.starts_with(&format!("  events only in {side}")))
-                .collect()
-        };
-        assert_eq!(only("base").len(), p.changed, "{ctx}: {out}");
-        assert_eq!(only("head").len(), p.changed, "{ctx}: {out}");
-        assert!(!out.contains("id differs"), "{ctx}: {out}");
-        if p.identity {
-            // The head leg is a different build than the cells' bridge: said before any cell.
-            let warn = out
-                .find("recorded from another bridge than the head leg's")
-                .expect("identity warning");
-            assert!(warn < out.find("FAIL ").unwrap(), "{out}");
-            assert!(
-                !out.contains("than the base leg's"),
-                "v2 recorded them: {out}"
-            );
+    // Each protocol has its own scratch repository and cells, and its legs mostly wait: the
+    // three run at once (a panic in one fails the test, naming its protocol).
+    std::thread::scope(|s| {
+        for p in PEERS {
+            s.spawn(move || refs_of_one_protocol(p));
         }
+    });
+}
 
-        // The same commit on both legs (two names of it): refused, nothing built (both ran and
-        // passed before); on purpose, two worktrees, two copies of the files, no difference.
-        let (code, out, err) = bw(
-            &["parity", "--base", "ref:v3", "--head", "ref:HEAD", cells],
-            &repo,
+fn refs_of_one_protocol(p: &Peer) {
+    let t = tempfile::tempdir().unwrap();
+    let (repo, cells) = scratch(t.path(), p);
+    let cells = cells.to_str().unwrap();
+    let ctx = p.protocol;
+
+    // The recorded bridge against its own cells: pins hold, parity with the recording passes.
+    let (code, out, err) = bw(&["pins", cells], &repo);
+    assert_eq!(code, 0, "{ctx}: {out}{err}");
+    let (code, out, err) = bw(
+        &[
+            "parity",
+            "--base",
+            &format!("rec:{cells}"),
+            "--head",
+            "ref:v2",
+            cells,
+        ],
+        &repo,
+    );
+    assert_eq!(code, 0, "{ctx}: {out}{err}");
+    assert!(out.contains("2 passed, 0 failed"), "{ctx}: {out}");
+
+    // v2 against v3, run from a working tree at v3: the caller's file is v3, so a leg that
+    // ran the caller's file would pass.
+    let (code, out, err) = bw(
+        &["parity", "--base", "ref:v2", "--head", "ref:v3", cells],
+        &repo,
+    );
+    assert_eq!(code, 1, "{ctx}: {out}{err}");
+    assert_eq!(
+        out.matches("\nFAIL ").count() + usize::from(out.starts_with("FAIL ")),
+        2,
+        "{ctx}: {out}"
+    );
+    let only = |side: &str| -> Vec<&str> {
+        out.lines()
+            .filter(|l| l.starts_with(&format!("  events only in {side}")))
+            .collect()
+    };
+    assert_eq!(only("base").len(), p.changed, "{ctx}: {out}");
+    assert_eq!(only("head").len(), p.changed, "{ctx}: {out}");
+    assert!(!out.contains("id differs"), "{ctx}: {out}");
+    if p.identity {
+        // The head leg is a different build than the cells' bridge: said before any cell.
+        let warn = out
+            .find("recorded from another bridge than the head leg's")
+            .expect("identity warning");
+        assert!(warn < out.find("FAIL ").unwrap(), "{out}");
+        assert!(
+            !out.contains("than the base leg's"),
+            "v2 recorded them: {out}"
         );
-        assert_eq!(code, 2, "{ctx}: {out}{err}");
-        assert!(err.contains("both legs are commit "), "{ctx}: {err}");
-        assert!(!out.contains("PASS"), "{ctx}: {out}");
-        let (code, out, err) = bw(
-            &[
-                "parity",
-                "--allow-same-bridge",
-                "--base",
-                "ref:v3",
-                "--head",
-                "ref:v3",
-                cells,
-            ],
-            &repo,
-        );
-        assert_eq!(code, 0, "{ctx}: {out}{err}");
-        assert!(out.contains("2 passed, 0 failed"), "{ctx}: {out}");
-        assert_eq!(worktrees(&repo), 1, "{ctx}: worktrees are removed");
     }
+
+    // The same commit on both legs (two names of it): refused, nothing built (both ran and
+    // passed before); on purpose, two worktrees, two copies of the files, no difference.
+    let (code, out, err) = bw(
+        &["parity", "--base", "ref:v3", "--head", "ref:HEAD", cells],
+        &repo,
+    );
+    assert_eq!(code, 2, "{ctx}: {out}{err}");
+    assert!(err.contains("both legs are commit "), "{ctx}: {err}");
+    assert!(!out.contains("PASS"), "{ctx}: {out}");
+    let (code, out, err) = bw(
+        &[
+            "parity",
+            "--allow-same-bridge",
+            "--base",
+            "ref:v3",
+            "--head",
+            "ref:v3",
+            cells,
+        ],
+        &repo,
+    );
+    assert_eq!(code, 0, "{ctx}: {out}{err}");
+    assert!(out.contains("2 passed, 0 failed"), "{ctx}: {out}");
+    assert_eq!(worktrees(&repo), 1, "{ctx}: worktrees are removed");
 }
 
 #[test]
