@@ -14,10 +14,16 @@ pub fn not_passed(out: &str) -> Vec<&str> {
 
 /// `f` over every item, two at a time (the machine's two cores), the results in item order.
 pub fn two_at_a_time<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    at_a_time(2, items, f)
+}
+
+/// `f` over every item, `n` at a time, the results in item order. More than the two cores
+/// for runs that mostly wait (a check's quiet windows), measured as such.
+pub fn at_a_time<T: Sync, R: Send>(n: usize, items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results = std::sync::Mutex::new(Vec::with_capacity(items.len()));
     std::thread::scope(|s| {
-        for _ in 0..2 {
+        for _ in 0..n.max(1) {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
