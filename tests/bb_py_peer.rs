@@ -43,6 +43,7 @@ fn run_with(
         .args(["--", py, PEER])
         .env_remove("PY_BB_FLAW")
         .env_remove("PY_BB_ODDITY")
+        .env_remove("PY_BB_GRAMMAR")
         .current_dir(dir.path());
     for (k, v) in env {
         cmd.env(k, v);
@@ -334,6 +335,33 @@ fn rows() -> Vec<Row> {
                 ),
             ],
         ),
+        // Two handshake faults at once: each named in the one verdict.
+        Row {
+            name: "protocol-1-grammar-1",
+            env: &[("PY_BB_FLAW", "protocol-1"), ("PY_BB_GRAMMAR", "1,1")],
+            not_pass: &[
+                (
+                    "handshake/initialize",
+                    "fail",
+                    "2 faults: (1) protocolVersion 1, expected 2; (2) grammar versions [1, 1] do not intersect the runtime's [3, 3]",
+                ),
+                (
+                    "skills/configure-declared",
+                    "not-run",
+                    "not reached: handshake/initialize did not pass",
+                ),
+                (
+                    "commands/list-declared",
+                    "not-run",
+                    "not reached: handshake/initialize did not pass",
+                ),
+                (
+                    "session/fork-identity",
+                    "not-run",
+                    "not reached: handshake/initialize did not pass",
+                ),
+            ],
+        },
         f(
             "skills-undeclared-ok",
             &[(
@@ -2430,6 +2458,62 @@ fn replay_bb_judges_the_live_handshake_once() {
         assert_eq!(hs.len(), 1, "{env:?}: {doc:#}");
         assert_eq!(hs[0]["status"], "pass", "{env:?}: {doc:#}");
         assert_eq!(hs[0]["cells"].as_array().unwrap().len(), n, "{doc:#}");
+    }
+
+    // The replay audit's bridge (not ours): every handshake fault is named in the one verdict
+    // (audit: only the first was); its legal extra capabilities and fields pass.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/bb-audit");
+    let cell = format!("{dir}/audit/basic");
+    for (mode, causes) in [
+        (
+            "bad-handshake",
+            &[
+                "initialize result is invalid: capabilities.fork: \"sometimes\" is not allowed",
+                "protocolVersion 1, expected 2",
+                "grammar versions [1, 1] do not intersect the runtime's [3, 3]",
+            ][..],
+        ),
+        (
+            "wrong-version",
+            &[
+                "protocolVersion 1, expected 2",
+                "grammar versions [2, 2] do not intersect the runtime's [3, 3]",
+            ][..],
+        ),
+        ("ext-fields", &[][..]),
+    ] {
+        let out = Command::new(BRIDGEWIRE)
+            .args(["replay", "bb", "--format", "json", "--timeout-ms", "10000"])
+            .arg(&cell)
+            .args(["--", py, &format!("{dir}/bridge.py"), "--mode", mode])
+            .env_remove("AUDIT_MODE")
+            .env_remove("AUDIT_IOLOG")
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let hs = doc["handshake"].as_array().unwrap();
+        assert_eq!(hs.len(), 1, "one verdict: {mode}: {doc:#}");
+        if causes.is_empty() {
+            assert_eq!(out.status.code(), Some(0), "{mode}: {doc:#}");
+            assert_eq!(hs[0]["status"], "pass", "{mode}: {doc:#}");
+            assert_eq!(doc["cells"][0]["status"], "pass", "{mode}: {doc:#}");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(1), "{mode}: {doc:#}");
+        assert_eq!(hs[0]["status"], "fail", "{mode}: {doc:#}");
+        let detail = hs[0]["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(&format!("{} faults: (1) ", causes.len())),
+            "each cause once: {mode}: {detail}"
+        );
+        for (i, c) in causes.iter().enumerate() {
+            assert!(
+                detail.contains(&format!("({}) {c}", i + 1)),
+                "{mode}: {c}: {detail}"
+            );
+        }
+        assert_eq!(doc["cells"][0]["status"], "skip", "{mode}: {doc:#}");
     }
 }
 

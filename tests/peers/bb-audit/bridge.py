@@ -9,7 +9,9 @@ record bb --no-redact`).
 tests/bb_py_peer.rs replays the cell with --mode drop-prompt (the provider gets an empty prompt)
 and --mode prompt-wrapped (legal: the prompt in content blocks under another field), and the
 interrupt cell with --mode kill-no-cancel (legal: the provider child killed at the interrupt) and
---mode hang (a replay ended by SIGTERM)."""
+--mode hang (a replay ended by SIGTERM); the handshake faults --mode wrong-version (protocolVersion 1,
+grammarVersions [2, 2]) and --mode bad-handshake (protocolVersion 1, grammarVersions [1, 1], fork
+"sometimes"), each fault named, and the legal --mode ext-fields (extra capabilities and fields)."""
 import sys, os, json, threading, queue, subprocess, shlex, time, signal
 
 args = sys.argv[1:]
@@ -372,6 +374,8 @@ def handle_rt(line):
             caps["xAuditCapability"] = {"enabled": True}
         if M("wrong-version"):
             respond(rid, {"protocolVersion": 1, "capabilities": dict(caps, grammarVersions=[2, 2])}); return
+        if M("bad-handshake"):   # flaw: three faults at once (version, range without 3, a fork no schema allows)
+            respond(rid, {"protocolVersion": 1, "capabilities": dict(caps, grammarVersions=[1, 1], fork="sometimes")}); return
         respond(rid, {"protocolVersion": 2, "capabilities": caps})
     elif meth in ("thread/start", "thread/resume"):
         open_session(rid, p, meth)
