@@ -2577,7 +2577,8 @@ fn replay_bb_names_a_cut_stdout_line_as_the_cause() {
 /// `matches-recording` alone, quoting the recorded and the live request (the provider double
 /// matches bridge→provider lines by method only, bb §6.11, and played the recorded answer all
 /// the same); one that words its provider request otherwise and keeps the prompt
-/// (`--mode prompt-wrapped`: content blocks under another field, a preamble) passes.
+/// (`--mode prompt-wrapped`: content blocks under another field, a preamble) passes, as does one
+/// whose ids differ run to run (`--mode fresh-ids`).
 #[test]
 fn replay_bb_fails_a_provider_request_that_lost_the_prompt() {
     let Some(py) = python("replay_bb_fails_a_provider_request_that_lost_the_prompt") else {
@@ -2639,6 +2640,13 @@ fn replay_bb_fails_a_provider_request_that_lost_the_prompt() {
     assert_eq!(lost, prompts.len(), "each prompt lost once: {c:#}");
 
     let (code, c) = replay("prompt-wrapped");
+    assert_eq!(code, Some(0), "{c:#}");
+    assert_eq!(c["status"], "pass", "{c:#}");
+
+    // What differs run to run by design (a providerThreadId minted per session, random
+    // provider request ids) is no difference from the recording: ids and handles are
+    // normalized, so `matches-recording` needs no second run to set them aside.
+    let (code, c) = replay("fresh-ids");
     assert_eq!(code, Some(0), "{c:#}");
     assert_eq!(c["status"], "pass", "{c:#}");
 }
