@@ -1068,6 +1068,22 @@ fn rec_rows() -> Vec<RecRow> {
                     "skipped",
                     "not compared: recorded/thr_conformance_1/turn-lifecycle failed",
                 ),
+                // The wire rules judge the live traffic, which the stall cut short.
+                (
+                    "stop/interrupt-closes-items",
+                    "skipped",
+                    "never settled, so what it left open was not seen",
+                ),
+                (
+                    "stop/interrupt-settles-before-result",
+                    "skipped",
+                    "could not be judged apart from the stall (the replay stalled: ",
+                ),
+                (
+                    "stop/interrupt-settles-interrupted",
+                    "skipped",
+                    "never settled, so its status was not seen",
+                ),
             ],
         ),
         // Cut after the first turn, so the flaw's every gate waits once, not a dozen times.
@@ -1095,6 +1111,17 @@ fn rec_rows() -> Vec<RecRow> {
                     "matches-recording",
                     "skipped",
                     "not compared: recorded/thr_conformance_1/not-empty failed",
+                ),
+                // The wire rules judge the live traffic: no delta came.
+                (
+                    "turn/delta-outside-turn",
+                    "not-run",
+                    "no valid thread/delta was received to judge (the traffic was cut short: the replay stalled: ",
+                ),
+                (
+                    "turn/vouched-key-opened",
+                    "not-run",
+                    "no valid thread/delta was received to judge (the traffic was cut short: the replay stalled: ",
                 ),
                 // The cut recording holds a release stop only.
                 (
@@ -1143,7 +1170,7 @@ fn rec_rows() -> Vec<RecRow> {
             &[(
                 "stop/interrupt-settles-before-result",
                 "fail",
-                "after the stop's answer at bridge→runtime run ",
+                "after the stop's answer at live message ",
             )],
         ),
         same(
@@ -1209,7 +1236,7 @@ fn rec_rows() -> Vec<RecRow> {
             &[(
                 "turn/vouched-key-opened",
                 "fail",
-                "item.open at bridge→runtime run ",
+                "item.open at live message ",
             )],
         ),
         same(
@@ -1217,7 +1244,7 @@ fn rec_rows() -> Vec<RecRow> {
             &[(
                 "session/identity-before-deltas",
                 "fail",
-                "thread/identity for thread \"thr_conformance_1\" at bridge→runtime run ",
+                "thread/identity for thread \"thr_conformance_1\" at live message ",
             )],
         ),
         same(
@@ -1225,17 +1252,49 @@ fn rec_rows() -> Vec<RecRow> {
             &[(
                 "session/identity-echoes-handle",
                 "fail",
-                "-announced\", but the result at bridge→runtime run ",
+                "-announced\", but the result at live message ",
             )],
         ),
-        // The turn/start hint names a thread never started, so it lands in that thread's
-        // scope (no runtime lane there); the main thread's cell holds the hint after release.
+        // `check bb --recordings` judges the wire rules on this bridge's replay, not on the
+        // recording (another run's traffic): a flawed bridge replaying a clean recording fails
+        // the rule (it passed, judged on the recording), a correct bridge replaying a flawed
+        // recording fails only matches-recording (the rule failed it too).
+        RecRow {
+            name: "interrupt-completed-on-clean",
+            cells: "clean",
+            env: flaw("interrupt-completed"),
+            not_pass: &[
+                (
+                    "matches-recording",
+                    "fail",
+                    "the replay differs from the recording",
+                ),
+                (
+                    "stop/interrupt-settles-interrupted",
+                    "fail",
+                    "settled with status \"completed\" at live message ",
+                ),
+            ],
+        },
+        RecRow {
+            name: "clean-on-interrupt-completed",
+            cells: "interrupt-completed",
+            env: &[],
+            not_pass: &[(
+                "matches-recording",
+                "fail",
+                "the replay differs from the recording",
+            )],
+        },
+        // Judged on the replay's live traffic, every hint the bridge sent: the first is the
+        // turn/start hint naming a thread never started (the recording files it under that
+        // thread's scope, no runtime lane there).
         same(
             "recovery-foreign",
             &[(
                 "recovery/hint-names-hosted-thread",
                 "fail",
-                "provider/recovery (authRequired) at bridge→runtime run ",
+                "provider/recovery (rateLimited) at live message ",
             )],
         ),
         // Legal: a held-turn recording (turn.mainRun, refused by bb's grammar-v3 validation,
