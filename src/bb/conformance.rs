@@ -140,6 +140,28 @@ impl Schema {
             Some(e) => Err(delta::describe(instance, &e)),
         }
     }
+
+    /// Every error the validator gives, each as `(field, description)`: the field is the
+    /// instance path of what is wrong (a missing property's own path, `/protocolVersion`),
+    /// the description as [`Schema::check`] words it. Empty when the instance is valid.
+    pub fn errors(&self, instance: &Value) -> Vec<(String, String)> {
+        if self.0.is_valid(instance) {
+            return Vec::new();
+        }
+        let mut out: Vec<(String, String)> = Vec::new();
+        for e in self.0.iter_errors(instance) {
+            let mut field = e.instance_path().to_string();
+            if let jsonschema::error::ValidationErrorKind::Required { property } = e.kind() {
+                field = format!("{field}/{}", property.as_str().unwrap_or("?"));
+            }
+            let d = delta::describe(instance, &e);
+            // Said once: a validator may reach one fault through two keywords' paths.
+            if !out.iter().any(|(_, o)| *o == d) {
+                out.push((field, d));
+            }
+        }
+        out
+    }
 }
 
 static INITIALIZE_RESULT: LazyLock<Schema> =
@@ -2672,33 +2694,64 @@ fn initialize_answer(resp: &Value) -> Result<Caps, String> {
 }
 
 /// Checks an `initialize` result: shape, `protocolVersion == 2`, grammar ranges intersect.
+/// Every sub-check runs and each fault is named (one verdict listing each cause, numbered when
+/// there are several: `2 faults: (1) …; (2) …`): every schema error, then the version, then
+/// the grammar range. A version or range
+/// the schema already found wrong (its field, or the object holding it) is not named twice.
 fn check_initialize(res: &Value) -> Result<Caps, String> {
-    INITIALIZE_RESULT
-        .check(res)
-        .map_err(|e| format!("initialize result is invalid: {e}"))?;
-    if super::msg::json_int(&res["protocolVersion"]) != Some(2) {
-        return Err(format!(
+    let schema = INITIALIZE_RESULT.errors(res);
+    // Whether the schema found `field` wrong itself, or the object holding it (`within`).
+    let flagged = |field: &str, within: &[&str]| {
+        schema.iter().any(|(f, _)| {
+            f.is_empty()
+                || within.contains(&f.as_str())
+                || f == field
+                || f.starts_with(&format!("{field}/"))
+        })
+    };
+    let mut faults: Vec<String> = schema
+        .iter()
+        .map(|(_, e)| format!("initialize result is invalid: {e}"))
+        .collect();
+    if !flagged("/protocolVersion", &[]) && super::msg::json_int(&res["protocolVersion"]) != Some(2)
+    {
+        faults.push(format!(
             "protocolVersion {}, expected 2",
             res["protocolVersion"]
         ));
     }
     let caps = res.get("capabilities").cloned().unwrap_or(json!({}));
-    let (lo, hi) = match caps.get("grammarVersions").and_then(Value::as_array) {
-        Some(a) => (
-            super::msg::json_int(&a[0]).unwrap_or(0),
-            super::msg::json_int(&a[1]).unwrap_or(0),
-        ),
-        None => (2, 2),
-    };
-    if lo.max(3) > hi.min(3) {
-        return Err(format!(
-            "grammar versions [{lo}, {hi}] do not intersect the runtime's [3, 3]{}",
-            if caps.get("grammarVersions").is_none() {
-                " (capabilities.grammarVersions absent: default [2, 2])"
-            } else {
-                ""
-            }
-        ));
+    if !flagged("/capabilities/grammarVersions", &["/capabilities"]) {
+        let (lo, hi) = match caps.get("grammarVersions").and_then(Value::as_array) {
+            Some(a) => (
+                a.first().and_then(super::msg::json_int).unwrap_or(0),
+                a.get(1).and_then(super::msg::json_int).unwrap_or(0),
+            ),
+            None => (2, 2),
+        };
+        if lo.max(3) > hi.min(3) {
+            faults.push(format!(
+                "grammar versions [{lo}, {hi}] do not intersect the runtime's [3, 3]{}",
+                if caps.get("grammarVersions").is_none() {
+                    " (capabilities.grammarVersions absent: default [2, 2])"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    match faults.len() {
+        0 => {}
+        1 => return Err(faults.remove(0)),
+        // Numbered: a schema error's own wording may hold "; ".
+        n => {
+            let each: Vec<String> = faults
+                .iter()
+                .enumerate()
+                .map(|(i, f)| format!("({}) {f}", i + 1))
+                .collect();
+            return Err(format!("{n} faults: {}", each.join("; ")));
+        }
     }
     Ok(Caps {
         fork: caps["fork"].as_str().unwrap_or("none").to_string(),

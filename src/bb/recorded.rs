@@ -68,23 +68,6 @@ pub fn offline_counts(cell: &Cell, accept_main_run: bool) -> OfflineCounts {
     sink.0
 }
 
-/// The wire rules ([`super::wire`]) judged offline on a cell's merged view, as
-/// `recorded/<cell>/<rule>` verdicts (a stop rule with nothing to judge is *not run*).
-pub fn wire_verdicts(cell: &Cell, name: &str, accept_main_run: bool) -> Vec<Verdict> {
-    struct Ignore;
-    impl EventSink for Ignore {
-        fn event(&mut self, _: Value) {}
-        fn grammar_drop(&mut self, _: GrammarDrop) {}
-        fn invalid(&mut self, _: String) {}
-    }
-    let judge = if accept_main_run {
-        super::assemble_judged_held(cell, &mut cell.merged(), &mut Ignore, &mut 0)
-    } else {
-        super::assemble_judged(cell, &mut cell.merged(), &mut Ignore)
-    };
-    judge.verdicts(|rule| format!("recorded/{name}/{rule}"))
-}
-
 /// The wire rules ([`super::wire`]) judged on a live replay's own traffic (what the runtime
 /// side wrote and what the bridge answered, in the order they crossed), as
 /// `recorded/<cell>/<rule>` verdicts. A replay that stalled lacks the rest of its traffic: a

@@ -172,7 +172,22 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
                     let offline = crate::bb::recorded::offline_counts(cell, !a.kit_only);
                     let matches =
                         crate::bb::recorded::compare_with_recording(cell, &result, &offline);
-                    crate::bb::recorded::recorded_verdicts(name, &result, &offline, Some(&matches))
+                    let mut vs = crate::bb::recorded::recorded_verdicts(
+                        name,
+                        &result,
+                        &offline,
+                        Some(&matches),
+                    );
+                    // The wire rules judge this bridge: its replay's own traffic, as `replay
+                    // bb` judges them (the recording's traffic is another run's, maybe another
+                    // bridge's: judged on it, a fault of the recording failed a correct bridge
+                    // and a fault of this bridge passed).
+                    if !a.kit_only {
+                        vs.extend(crate::bb::recorded::live_wire_verdicts(
+                            cell, name, &result, true,
+                        ));
+                    }
+                    vs
                 }
                 Err(ReplayError::Skip(reason)) => {
                     vec![Verdict::skipped(
@@ -184,11 +199,6 @@ fn recorded_rules(a: &CheckBbArgs, live: &Live) -> Result<Vec<Verdict>, String> 
                     vec![Verdict::fail(&format!("recorded/{name}/replays"), reason)]
                 }
             };
-            // The wire rules are judged on the recording itself (no bridge needed).
-            let mut vs = vs;
-            if !a.kit_only {
-                vs.extend(crate::bb::recorded::wire_verdicts(cell, name, true));
-            }
             // The cell's replay time goes on its first verdict; the others are offline.
             let vs: Vec<Verdict> = vs
                 .into_iter()

@@ -9,8 +9,12 @@ record bb --no-redact`).
 tests/bb_py_peer.rs replays the cell with --mode drop-prompt (the provider gets an empty prompt)
 and --mode prompt-wrapped (legal: the prompt in content blocks under another field), and the
 interrupt cell with --mode kill-no-cancel (legal: the provider child killed at the interrupt) and
---mode hang (a replay ended by SIGTERM)."""
-import sys, os, json, threading, queue, subprocess, shlex, time, signal
+--mode hang (a replay ended by SIGTERM); the handshake faults --mode wrong-version (protocolVersion 1,
+grammarVersions [2, 2]) and --mode bad-handshake (protocolVersion 1, grammarVersions [1, 1], fork
+"sometimes"), each fault named, and the legal --mode ext-fields (extra capabilities and fields);
+the legal --mode fresh-ids (a providerThreadId minted per session, random provider request ids:
+what differs run to run, which normalization sets aside) passes the replay of audit/basic."""
+import sys, os, json, threading, queue, subprocess, shlex, time, signal, uuid
 
 args = sys.argv[1:]
 MODES = set(filter(None, os.environ.get("AUDIT_MODE", "").split(",")))
@@ -117,6 +121,7 @@ class Thread:
         self.child_done = threading.Event()
 
 threads = {}
+handles = {}           # minted providerThreadId -> the provider's session id (--mode fresh-ids)
 runtime_pending = {}   # our request id -> callback
 rt_next = [1]
 
@@ -129,7 +134,9 @@ def prov_send(th, obj):
         err("provider write failed: %s" % e)
 
 def prov_request(th, method, params, cb):
-    if M("prov-string-ids"):
+    if M("fresh-ids"):   # legal (the bridge's own requests): a random id, other each run
+        rid = "req-" + uuid.uuid4().hex
+    elif M("prov-string-ids"):
         rid = "req-%d" % th.next_id
     else:
         rid = th.next_id + (1000 if M("ids") else 0)
@@ -194,11 +201,21 @@ def open_session(rid, p, method):
             if "error" in msg2:
                 respond_err(rid, -32000, "provider refused session"); return
             th.provider_thread_id = msg2["result"]["sessionId"]
-            notify("thread/identity", {"threadId": tid, "providerThreadId": th.provider_thread_id, "sessionRestorable": True})
+            handle = th.provider_thread_id
+            if M("fresh-ids"):
+                # legal (the handle is the bridge's to choose, unique on the host, never a
+                # per-process counter): a fresh handle per session, so it differs run to run
+                if method == "thread/resume":
+                    handle = p["providerThreadId"]
+                else:
+                    handle = "audit-" + uuid.uuid4().hex
+                handles[handle] = th.provider_thread_id
+            notify("thread/identity", {"threadId": tid, "providerThreadId": handle, "sessionRestorable": True})
             deltas(tid, [{"kind": "session.reset"}])
-            respond(rid, {"providerThreadId": th.provider_thread_id, "sessionRestorable": True})
+            respond(rid, {"providerThreadId": handle, "sessionRestorable": True})
         if method == "thread/resume":
-            prov_request(th, "session/load", {"sessionId": p["providerThreadId"], "cwd": p.get("cwd")}, after_session)
+            sid = handles.get(p["providerThreadId"], p["providerThreadId"])
+            prov_request(th, "session/load", {"sessionId": sid, "cwd": p.get("cwd")}, after_session)
         else:
             prov_request(th, "session/create" if M("wrong-prov-method") else "session/new", {"cwd": p.get("cwd")}, after_session)
     prov_request(th, "initialize", {"client": "audit-bridge"}, after_init)
@@ -372,6 +389,8 @@ def handle_rt(line):
             caps["xAuditCapability"] = {"enabled": True}
         if M("wrong-version"):
             respond(rid, {"protocolVersion": 1, "capabilities": dict(caps, grammarVersions=[2, 2])}); return
+        if M("bad-handshake"):   # flaw: three faults at once (version, range without 3, a fork no schema allows)
+            respond(rid, {"protocolVersion": 1, "capabilities": dict(caps, grammarVersions=[1, 1], fork="sometimes")}); return
         respond(rid, {"protocolVersion": 2, "capabilities": caps})
     elif meth in ("thread/start", "thread/resume"):
         open_session(rid, p, meth)
