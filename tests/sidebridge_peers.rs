@@ -1812,18 +1812,17 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
     };
     let parity = |head: &[&str]| {
         let out = Command::new(BW)
-            .args([
-                "parity",
-                "--allow-same-bridge",
-                "--timeout-ms",
-                "30s",
-                "--base",
-                &leg(&[]),
-                "--head",
-            ])
-            .arg(leg(
-                &head[..head.len() - usize::from(head.contains(&"keyless"))]
-            ))
+            .args(["parity", "--allow-same-bridge"])
+            .args(if head.contains(&"max-reply") {
+                &["--timeout-ms", "2s", "--max-reply-time", "3"][..]
+            } else {
+                &["--timeout-ms", "30s"][..]
+            })
+            .args(["--base", &leg(&[]), "--head"])
+            .arg(leg(&head[..head.len()
+                - usize::from(
+                    head.contains(&"keyless") || head.contains(&"max-reply"),
+                )]))
             .arg(&cells)
             // The cells' key was redacted when they were recorded; this is the one to send
             // (an empty one: none, the keyless case below).
@@ -1857,6 +1856,9 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
         // Without the key every keyed request would be refused alike on both legs: the flaw
         // must not pass on that; the cells are not run, naming SIDEBRIDGE_KEY.
         &["--flaw", "null-from", "keyless"],
+        // Its first reply trickles in for 4 s (a space every 0.5 s): never 2 s without data,
+        // but past a --max-reply-time of 3 s, which the leg's error names.
+        &["--oddity", "trickle", "max-reply"],
     ];
     // Four threads, not one per job: every job starts two interpreters per cell, and a 2-core
     // machine under load must still start each within the legs' bound.
@@ -1875,6 +1877,16 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
         .unwrap()
         .count();
     for (head, (code, out)) in results {
+        if head.contains(&"max-reply") {
+            assert_ne!(code, Some(0), "{head:?}: {out}");
+            assert!(
+                out.contains(
+                    "no complete reply within 3s: bridgewire's whole-reply limit (--max-reply-time)"
+                ),
+                "{head:?}: {out}"
+            );
+            continue;
+        }
         if head.contains(&"keyless") {
             assert_eq!(code, Some(2), "{head:?}: {out}");
             assert!(

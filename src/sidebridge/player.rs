@@ -867,7 +867,11 @@ pub fn replay_together_for_parity(
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
     let limits = Limits {
         max_body: limits.max_body,
-        ..Limits::one_bound(timeout, "--timeout-ms")
+        idle: timeout,
+        total: limits.max_reply.max(timeout),
+        idle_flag: "--timeout-ms",
+        total_flag: "--max-reply-time",
+        ..Limits::default()
     };
     let replays = super::spawn::runtime().block_on(replay_cells(
         cells,

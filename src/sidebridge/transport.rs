@@ -33,20 +33,6 @@ pub struct Limits {
 /// bridgewire's default bound on a whole reply (`--max-reply-time`).
 pub const DEFAULT_MAX_REPLY: Duration = Duration::from_secs(300);
 
-impl Limits {
-    /// One flag bounding every wait: the silence between bytes and the whole reply alike (the
-    /// commands that serve every protocol with one `--timeout-ms`: `record-cells`, `parity`).
-    pub fn one_bound(timeout: Duration, flag: &'static str) -> Limits {
-        Limits {
-            idle: timeout,
-            total: timeout,
-            idle_flag: flag,
-            total_flag: flag,
-            ..Limits::default()
-        }
-    }
-}
-
 impl Default for Limits {
     fn default() -> Self {
         Limits {
