@@ -1543,6 +1543,8 @@ pub struct LiveLeg {
     pub timeout_ms: u64,
     /// Largest reply body a live leg reads (`--max-body`; [`crate::protocol::LiveLimits`]).
     pub max_body: usize,
+    /// Bound on a whole Side Bridge reply (`--max-reply-time`; [`crate::protocol::LiveLimits`]).
+    pub max_reply: std::time::Duration,
 }
 
 impl LegRunner for LiveLeg {
@@ -1593,6 +1595,7 @@ impl LiveLeg {
         crate::protocol::LiveLimits {
             timeout: std::time::Duration::from_millis(self.timeout_ms),
             max_body: self.max_body,
+            max_reply: self.max_reply,
         }
     }
 }

@@ -327,6 +327,10 @@ pub struct LiveLimits {
     /// Largest reply body a Side Bridge leg reads, in bytes (bb and Bridle read lines and
     /// frames, bounded by their own limits, and ignore it).
     pub max_body: usize,
+    /// bridgewire's bound on a whole Side Bridge reply (`--max-reply-time`), never under
+    /// `timeout` (which bounds the silence between its bytes, as the app's timeout does); bb
+    /// and Bridle ignore it.
+    pub max_reply: std::time::Duration,
 }
 
 /// What a live replay of one cell produced. Events are raw (normalization is the core's).
@@ -493,6 +497,9 @@ pub struct RecordRequest<'a> {
     pub provider: &'a str,
     /// Bound of every wait.
     pub timeout: std::time::Duration,
+    /// bridgewire's bound on a whole Side Bridge reply (`--max-reply-time`), never under
+    /// `timeout`; bb and Bridle ignore it.
+    pub max_reply: std::time::Duration,
     /// `NAME=COMMAND`: environment variables the bridge reads its provider command from; each
     /// is pointed at a wrapper that runs the command under `bridgewire record child`, so the
     /// provider lanes are recorded too.

@@ -72,6 +72,7 @@ fn shared_flags_have_one_shape() {
         "jobs",
         "partition",
         "url-pattern",
+        "max-reply-time",
     ];
     let mut seen: BTreeMap<&str, BTreeMap<String, Vec<String>>> = BTreeMap::new();
     for (name, cmd) in commands() {

@@ -784,8 +784,20 @@ fn rows() -> Vec<Row> {
             Exact(&["SB-D1:fail"]),
             1,
         ),
-        // A server may close an idle connection at any time (RFC 9112 §9.5): the request
-        // goes out on a new one.
+        // This bridge reads the request sent on the connection its reply left open, then
+        // closes it without a reply: the app does not send a POST again (reference §1.1, RFC
+        // 9112 §9.3.1), and SB-D1 names the cause (the POST re-sent on a new connection passed
+        // it before).
+        row(
+            "hangs up a request on a kept-alive connection",
+            &["--flaw", "hangup-kept-post"],
+            true,
+            &["--timeout", "3", "--strict"],
+            Exact(&["SB-D1:fail"]),
+            1,
+        ),
+        // A server may close an idle connection at any time (RFC 9112 §9.5): seen before the
+        // request is written, which goes out on a new connection.
         row(
             "closes kept-alive connections unannounced",
             &["--oddity", "close-unannounced"],
@@ -1424,6 +1436,11 @@ fn independent_peers_get_exactly_their_verdicts() {
             "keep-alive/send: no data received for 3s (--timeout) on the connection the bridge kept open",
         ),
         (
+            "hangs up a request on a kept-alive connection",
+            "SB-D1",
+            "keep-alive/send: the bridge closed the kept connection after the request was sent, before any reply",
+        ),
+        (
             "body in the reply to HEAD",
             "SB-H4",
             "\"the server MUST NOT send content in the response\" to HEAD",
@@ -1795,18 +1812,17 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
     };
     let parity = |head: &[&str]| {
         let out = Command::new(BW)
-            .args([
-                "parity",
-                "--allow-same-bridge",
-                "--timeout-ms",
-                "30s",
-                "--base",
-                &leg(&[]),
-                "--head",
-            ])
-            .arg(leg(
-                &head[..head.len() - usize::from(head.contains(&"keyless"))]
-            ))
+            .args(["parity", "--allow-same-bridge"])
+            .args(if head.contains(&"max-reply") {
+                &["--timeout-ms", "2s", "--max-reply-time", "3"][..]
+            } else {
+                &["--timeout-ms", "30s"][..]
+            })
+            .args(["--base", &leg(&[]), "--head"])
+            .arg(leg(&head[..head.len()
+                - usize::from(
+                    head.contains(&"keyless") || head.contains(&"max-reply"),
+                )]))
             .arg(&cells)
             // The cells' key was redacted when they were recorded; this is the one to send
             // (an empty one: none, the keyless case below).
@@ -1840,6 +1856,9 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
         // Without the key every keyed request would be refused alike on both legs: the flaw
         // must not pass on that; the cells are not run, naming SIDEBRIDGE_KEY.
         &["--flaw", "null-from", "keyless"],
+        // Its first reply trickles in for 4 s (a space every 0.5 s): never 2 s without data,
+        // but past a --max-reply-time of 3 s, which the leg's error names.
+        &["--oddity", "trickle", "max-reply"],
     ];
     // Four threads, not one per job: every job starts two interpreters per cell, and a 2-core
     // machine under load must still start each within the legs' bound.
@@ -1858,6 +1877,16 @@ fn parity_of_two_peer_builds_passes_what_the_client_cannot_see_and_names_what_it
         .unwrap()
         .count();
     for (head, (code, out)) in results {
+        if head.contains(&"max-reply") {
+            assert_ne!(code, Some(0), "{head:?}: {out}");
+            assert!(
+                out.contains(
+                    "no complete reply within 3s: bridgewire's whole-reply limit (--max-reply-time)"
+                ),
+                "{head:?}: {out}"
+            );
+            continue;
+        }
         if head.contains(&"keyless") {
             assert_eq!(code, Some(2), "{head:?}: {out}");
             assert!(
@@ -2087,10 +2116,6 @@ const PARITY_BLIND_FLAWS: &[(&str, &str)] = &[
         "OPTIONS carries no chatId: the app sends none (`_process`, skipped)",
     ),
     (
-        "keepalive-deaf",
-        "a replay sends each request on a connection of its own; reuse is check's (SB-D1)",
-    ),
-    (
         "parse-before-auth",
         "the malformed bodies carry no chatId (`_process`, skipped)",
     ),
@@ -2176,12 +2201,19 @@ fn parity_over_a_recorded_check_run_fails_each_flaw_the_app_would_show() {
         l
     };
     let parity = |head: &[&str]| {
+        // A build deaf on the kept connection holds its request for the whole bound: a short
+        // one (the same request on a fresh connection, which names the cause, is answered at once).
+        let bound = if head.contains(&"keepalive-deaf") {
+            "5s"
+        } else {
+            "30s"
+        };
         let out = Command::new(BW)
             // The plain base answers alike every run: a second run of a differing cell could only
             // say so (parity_sets_aside_what_varies_between_two_runs_of_one_build shows it), at the
             // cost of another replay of every chat per switch.
             .args(["parity", "--allow-same-bridge", "--no-second-run"])
-            .args(["--timeout-ms", "30s"])
+            .args(["--timeout-ms", bound])
             .arg("--base")
             .arg(leg(&[]))
             .arg("--head")
@@ -2252,6 +2284,22 @@ fn parity_over_a_recorded_check_run_fails_each_flaw_the_app_would_show() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    // A leg replays on the connection each reply left open, as the app sends: a build deaf
+    // there, or one closing it once a request was written (the request is never sent again on
+    // a new one), fails naming that cause.
+    let closed =
+        "the bridge closed the kept connection after the request was sent, before any reply";
+    for (name, cause) in [
+        (
+            "keepalive-deaf",
+            "on the connection the bridge kept open after its previous reply",
+        ),
+        ("hangup-kept-post", closed),
+        ("hangup-second-post", closed),
+    ] {
+        let (_, out) = &results.iter().find(|((_, n), _)| n == name).unwrap().1;
+        assert!(out.contains(cause), "--flaw {name}: {out}");
+    }
     // F3 names the word the chat was not told: in the chat that recalls it, not elsewhere.
     let (_, out) = &results
         .iter()
@@ -2638,7 +2686,7 @@ fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_re
     ] {
         assert!(text.contains(needle), "lanes lack {needle}");
     }
-    let replay = |extra: &[&str]| {
+    let replay_with = |flags: &[&str], extra: &[&str]| {
         let out = Command::new(BW)
             .args([
                 "replay",
@@ -2648,6 +2696,7 @@ fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_re
                 "--key",
                 KEY,
             ])
+            .args(flags)
             .arg(tmp.path())
             .arg("--")
             .arg(py)
@@ -2661,9 +2710,13 @@ fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_re
             String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     };
-    // The same bridge, and bridges that differ only in ways the client cannot see.
+    let replay = |extra: &[&str]| replay_with(&[], extra);
+    // The same bridge, and bridges that differ only in ways the client cannot see (one that
+    // closes the connection after each reply without saying so: the replay sends on the
+    // connection a reply left open, as the app does, and on a new one once that is closed).
     for extra in [
         &[][..],
+        &["--oddity", "close-unannounced"][..],
         &["--oddity", "redirect-307"][..],
         &["--oddity", "options-null"][..],
         &["--oddity", "upper-ids"][..],
@@ -2672,6 +2725,25 @@ fn replay_keeps_the_recorded_order_across_chats_follows_307_and_the_key_never_re
         let (code, out) = replay(extra);
         assert_eq!(code, Some(0), "{extra:?}: {out}");
         assert_eq!(out.matches("PASS").count(), 2, "{out}");
+    }
+    // A bridge failing the kept connection the app sends on: closing it once the request was
+    // written there (not sent again on a new connection), or never reading it there (it passed
+    // before: every request had a connection of its own). Each fails, naming the cause.
+    for (flaw, flags, cause) in [
+        (
+            "hangup-second-post",
+            &[][..],
+            "the bridge closed the kept connection after the request was sent, before any reply",
+        ),
+        (
+            "keepalive-deaf",
+            &["--timeout", "2"][..],
+            "on the connection the bridge kept open after its previous reply",
+        ),
+    ] {
+        let (code, out) = replay_with(flags, &["--flaw", flaw]);
+        assert_eq!(code, Some(1), "{flaw}: {out}");
+        assert!(out.contains(cause) && out.contains("FAIL"), "{flaw}: {out}");
     }
     // One memory for both chats: only an interleaved replay makes chat A recall B's word.
     let (code, out) = replay(&["--flaw", "global-memory"]);

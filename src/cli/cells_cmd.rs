@@ -42,6 +42,10 @@ pub struct RecordCellsArgs {
     /// Bound of every wait.
     #[arg(long, value_name = "DURATION", default_value_t = 15000, value_parser = super::args::parse_ms)]
     pub timeout_ms: u64,
+    /// bridgewire's own bound on a whole reply of a Side Bridge bridge, in seconds (the app has
+    /// none: it waits as long as data keeps arriving); never under --timeout-ms.
+    #[arg(long, default_value_t = 300.0, value_name = "SECS", value_parser = super::args::parse_secs)]
+    pub max_reply_time: f64,
     /// How to find a Side Bridge bridge's URL in its start-up output, for a banner the default
     /// reading passes over (first capture group, else the whole match), as `check sidebridge
     /// --url-pattern`.
@@ -112,6 +116,7 @@ pub fn record_cells(a: &RecordCellsArgs) -> u8 {
         raw: &raw,
         provider: &a.provider,
         timeout: std::time::Duration::from_millis(a.timeout_ms),
+        max_reply: std::time::Duration::from_secs_f64(a.max_reply_time),
         provider_env: &provider_env,
     }) {
         Ok(r) => r,

@@ -110,6 +110,10 @@ pub struct ParityArgs {
     /// Bound of every wait in a live replay (`15s`, `750ms`; a bare number is milliseconds).
     #[arg(long, visible_alias = "timeout", value_name = "DURATION", default_value = "15000", value_parser = args::parse_ms)]
     pub timeout_ms: u64,
+    /// bridgewire's own bound on a whole reply of a Side Bridge live leg, in seconds (the app has
+    /// none: it waits as long as data keeps arriving); never under --timeout-ms.
+    #[arg(long, default_value_t = 300.0, value_name = "SECS", value_parser = args::parse_secs)]
+    pub max_reply_time: f64,
     /// Largest reply body a Side Bridge live leg reads, in bytes. A reply over it is not read
     /// whole: its cell is an ERROR naming the limit, never compared (the app reads any size).
     #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]

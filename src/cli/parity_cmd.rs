@@ -32,6 +32,7 @@ fn prepare(spec: &LegSpec, side: &'static str, a: &ParityArgs) -> Result<Prepare
                 bridge,
                 timeout_ms,
                 max_body,
+                max_reply: std::time::Duration::from_secs_f64(a.max_reply_time),
             }),
             _worktree: worktree,
         })

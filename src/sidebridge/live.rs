@@ -159,10 +159,16 @@ impl Live for SideBridgeLive {
             keep_key: false,
             key: key.clone(),
             timeout: req.timeout,
-            max_reply: req.timeout,
+            max_reply: req.max_reply.max(req.timeout),
             max_body: 64 * 1024 * 1024,
         };
-        let limits = super::transport::Limits::one_bound(req.timeout, "--timeout-ms");
+        let limits = super::transport::Limits {
+            idle: req.timeout,
+            total: req.max_reply.max(req.timeout),
+            idle_flag: "--timeout-ms",
+            total_flag: "--max-reply-time",
+            ..super::transport::Limits::default()
+        };
         super::spawn::runtime().block_on(async move {
             let proxy = super::proxy::Proxy::bind(cfg)
                 .await

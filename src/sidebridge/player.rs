@@ -256,6 +256,14 @@ struct CellRun<'a> {
     not_sent_exited: usize,
 }
 
+/// The connection a replay sends on, as the app's HTTP client does: the one the previous reply
+/// left open ([`transport::send_kept`]: HTTP/1.1 connections persist unless a side says
+/// `close`), until a bridge is found deaf on one; then one connection per request.
+struct Conn {
+    kept: Option<transport::Kept>,
+    reuse: bool,
+}
+
 /// Sends one recorded request as the client would: the recorded method, path, headers
 /// (hop-by-hop dropped, redaction markers replaced) and body (recorded reply ids rewritten to
 /// the replayed ones). A 307/308 is followed like the client follows it (same method and
@@ -264,7 +272,7 @@ struct CellRun<'a> {
 /// error when there was one, by its kind (a bound that ran out, bridgewire's own --max-body).
 async fn send_one(
     p: &Pair,
-    target: &Target,
+    (target, conn): (&Target, &mut Conn),
     key: Option<&str>,
     limits: Limits,
     ids: &HashMap<String, String>,
@@ -309,7 +317,24 @@ async fn send_one(
     let mut hops = 0;
     let mut failed = None;
     let new = loop {
-        match transport::send(&t, &method, &headers, body.as_bytes(), limits).await {
+        let got = if conn.reuse {
+            let req = transport::Req {
+                target: &t,
+                method: &method,
+                headers: &headers,
+                body: body.as_bytes(),
+            };
+            transport::send_kept(&mut conn.kept, &req, limits).await
+        } else {
+            transport::send(&t, &method, &headers, body.as_bytes(), limits).await
+        };
+        // Deaf on a kept connection: named once, in the reply that met it; later requests go
+        // on connections of their own (each would wait the app's timeout again for one fault).
+        if matches!(got, Err(transport::TransportError::DeafOnReuse { .. })) {
+            conn.reuse = false;
+            conn.kept = None;
+        }
+        match got {
             Ok(r) if matches!(r.status, 307 | 308) && hops < 5 => {
                 hops += 1;
                 match r.header("location").map(|l| t.join(l)) {
@@ -492,6 +517,10 @@ async fn replay_cells(
     let sent_keys = ["messages", "history"];
     // The requests in a row that got no reply within the bound, as `<cell> #<n>`.
     let mut silent: Vec<String> = Vec::new();
+    let mut conn = Conn {
+        kept: None,
+        reuse: true,
+    };
     for (_, _, ci, pi) in order {
         if exit_seen.is_some() {
             runs[ci].not_sent_exited += 1;
@@ -501,7 +530,8 @@ async fn replay_cells(
             runs[ci].unsent += 1;
             continue;
         }
-        let (sent, new, failed) = send_one(&runs[ci].pairs[pi], target, key, limits, &ids).await;
+        let (sent, new, failed) =
+            send_one(&runs[ci].pairs[pi], (target, &mut conn), key, limits, &ids).await;
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         use transport::TransportError::{Idle, Timeout, TooLarge};
         // A reply that met a closed or refused connection: the bridge may have exited (a
@@ -727,8 +757,11 @@ fn earlier_divergence(recorded: &[Value], replayed: &[Value]) -> Option<String> 
 /// running out: the app's timeout (no data for that long) or the whole-reply limit (no complete
 /// reply in time). The replay itself goes by the error's kind ([`send_one`]); a parity leg
 /// reads the events only.
+/// A bridge deaf on a kept connection is no wait that ran out: it answered the same request on
+/// a fresh connection ([`transport::DEAF_ON_REUSE`]), a fault of its own.
 pub fn timed_out(error: &str) -> bool {
-    error.starts_with("no complete reply within") || error.starts_with("no data received for")
+    (error.starts_with("no complete reply within") || error.starts_with("no data received for"))
+        && !error.contains(transport::DEAF_ON_REUSE)
 }
 
 /// Why replies over bridgewire's `--max-body` leave a cell uncompared, naming the requests, the
@@ -834,7 +867,11 @@ pub fn replay_together_for_parity(
     let target = Target::parse(&url).map_err(|e| e.to_string())?;
     let limits = Limits {
         max_body: limits.max_body,
-        ..Limits::one_bound(timeout, "--timeout-ms")
+        idle: timeout,
+        total: limits.max_reply.max(timeout),
+        idle_flag: "--timeout-ms",
+        total_flag: "--max-reply-time",
+        ..Limits::default()
     };
     let replays = super::spawn::runtime().block_on(replay_cells(
         cells,

@@ -943,9 +943,10 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     // reply does not say `Connection: close` has to read that request (RFC 9112 §9.3: "A
     // server that does not support persistent connections MUST send the "close" connection
     // option in every response message"). The requests above each had a connection of their
-    // own; here a new chat's session start and first send share one. A bridge that closes the
-    // connection is answered on a new one (legal); one that leaves it open and never answers
-    // there fails SB-D1 ("received completely") naming that cause.
+    // own; here a new chat's session start and first send share one. A bridge that closed the
+    // connection before the send was written is answered on a new one (legal); one that closes
+    // it once the send was written (never sent twice, as the app does not) or leaves it open
+    // and never answers there fails SB-D1 ("received completely") naming that cause.
     d.set_keep_alive(true);
     let mut s = Screen::new(&mut rng);
     s.start(&mut d, "keep-alive/start").await;

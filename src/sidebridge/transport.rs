@@ -5,8 +5,8 @@
 //! [`TransportError`] instead of a hang or a panic.
 //!
 //! [`send`]: one connection per request (`Connection: close`). [`send_kept`]: the next request
-//! on the connection the previous reply left open, as the app's HTTP client reuses one. Plain
-//! `http://` only.
+//! on the connection the previous reply left open, as the app's HTTP client reuses one, never
+//! sent twice. Plain `http://` only.
 
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -32,20 +32,6 @@ pub struct Limits {
 
 /// bridgewire's default bound on a whole reply (`--max-reply-time`).
 pub const DEFAULT_MAX_REPLY: Duration = Duration::from_secs(300);
-
-impl Limits {
-    /// One flag bounding every wait: the silence between bytes and the whole reply alike (the
-    /// commands that serve every protocol with one `--timeout-ms`: `record-cells`, `parity`).
-    pub fn one_bound(timeout: Duration, flag: &'static str) -> Limits {
-        Limits {
-            idle: timeout,
-            total: timeout,
-            idle_flag: flag,
-            total_flag: flag,
-            ..Limits::default()
-        }
-    }
-}
 
 impl Default for Limits {
     fn default() -> Self {
@@ -98,7 +84,8 @@ pub enum TransportError {
     #[error("i/o error: {0}")]
     Io(String),
     /// Nothing came within the app's timeout on a connection the bridge had left open after
-    /// its previous reply, while the same request on a fresh connection was answered.
+    /// its previous reply, while the same request on a fresh connection was answered. Its text
+    /// holds [`DEAF_ON_REUSE`] (a wait that more time would not end).
     #[error(
         "no data received for {limit:?} ({flag}) on the connection the bridge kept open after its previous reply: that reply left it open (no `Connection: close`), so the app's HTTP client sends the next request on the same connection (RFC 9112 §9.3: a server that does not keep connections open must send `close`), and the bridge never answered it there; the same request on a fresh connection was answered (status {fresh_status})"
     )]
@@ -107,9 +94,25 @@ pub enum TransportError {
         flag: &'static str,
         fresh_status: u16,
     },
+    /// The bridge closed (or reset) the connection it had kept open after its previous reply
+    /// once this request was written on it, before a byte of the reply: the app shows an error
+    /// (it does not send a request again, reference §1.1), and a bridge that wants no further
+    /// request on a connection says `Connection: close` in the reply before (RFC 9112 §9.6).
+    #[error(
+        "the bridge closed the kept connection after the request was sent, before any reply ({0}): its previous reply left the connection open (no `Connection: close`), so the app's HTTP client sent this request there, and does not send a POST again (RFC 9112 §9.3.1)"
+    )]
+    ClosedAfterRequest(String),
+    /// The request could not be written (the connection was closed or reset before it went out
+    /// whole): within the transport only, where a kept connection is replaced by a new one.
+    #[error("i/o error writing the request: {0}")]
+    Unwritten(String),
     #[error("not sent: the bridge timed out {0} times in a row")]
     GaveUp(usize),
 }
+
+/// What the text of [`TransportError::DeafOnReuse`] says that no other error's does: the
+/// bridge answered the same request on a fresh connection (not a slow bridge).
+pub const DEAF_ON_REUSE: &str = "the same request on a fresh connection was answered";
 
 #[derive(Debug, Clone)]
 pub struct HttpReply {
@@ -231,6 +234,10 @@ pub async fn send(
         .await
         .0
         .map(|(reply, _)| reply)
+        .map_err(|e| match e {
+            TransportError::Unwritten(why) => TransportError::Io(why),
+            e => e,
+        })
 }
 
 /// A connection the bridge left open after its reply, for the next request, as the app's HTTP
@@ -242,20 +249,34 @@ pub struct Kept {
 }
 
 /// Sends one request as the app's HTTP client does: on the connection `kept` holds when it
-/// leads to the same host, else on a new one, either without `Connection: close`; a reply
-/// that leaves the connection open (HTTP/1.1, no `close`, a framed body) leaves it in
-/// `kept`. A kept connection the bridge closed before answering (a server may close an idle
-/// connection at any time, RFC 9112 §9.5) is replaced by a new one and the request sent
-/// there. One on which nothing arrives within the app's timeout is the bridge's fault:
+/// leads to the same host and the bridge has not closed it, else on a new one, either without
+/// `Connection: close`; a reply that leaves the connection open (HTTP/1.1, no `close`, a framed
+/// body) leaves it in `kept`.
+///
+/// A request is never sent again once written. The reference (§1.1) says the app's client makes
+/// no retries, and RFC 9112 §9.3.1 says a client should not retry a non-idempotent request (a
+/// POST) automatically: a bridge that read it may have acted on it (answered the user's
+/// message). So the kept connection is tested before the request is written ([`still_open`]: a
+/// non-blocking peek that sees the end of the stream, a reset, or bytes no request asked for
+/// means the bridge closed it, which a server may do to an idle connection at any time, RFC
+/// 9112 §9.5): only then, or when the write itself fails (nothing of the request reached the
+/// bridge whole), is a new connection opened. Once the request is written, a close or reset
+/// before a byte of the reply is the bridge's: [`TransportError::ClosedAfterRequest`].
+///
+/// One on which nothing arrives within the app's timeout is the bridge's fault too:
 /// [`TransportError::DeafOnReuse`] when the same request on a fresh connection is answered
-/// (naming that cause), else the timeout as it ran out.
+/// (naming that cause), else the timeout as it ran out. That second send is a diagnosis after
+/// the exchange has already failed, never a retry: its outcome only names the failure.
 pub async fn send_kept(
     kept: &mut Option<Kept>,
     req: &Req<'_>,
     limits: Limits,
 ) -> Result<HttpReply, TransportError> {
     let target = req.target;
-    if let Some(mut k) = kept.take().filter(|k| k.host_port == target.host_port) {
+    if let Some(mut k) = kept
+        .take()
+        .filter(|k| k.host_port == target.host_port && still_open(&k.stream))
+    {
         let start = Instant::now();
         let deadline = tokio::time::Instant::now() + limits.total;
         match exchange_on(&mut k.stream, req, limits, false, start, deadline).await {
@@ -265,7 +286,9 @@ pub async fn send_kept(
                 }
                 return Ok(reply);
             }
-            (Err(e @ TransportError::Idle { .. }), 0) => {
+            // Nothing within the bound: the idle one, or the whole-exchange one where both
+            // are one bound and it ran out first.
+            (Err(e @ (TransportError::Idle { .. } | TransportError::Timeout { .. })), 0) => {
                 drop(k);
                 return match send(target, req.method, req.headers, req.body, limits).await {
                     Ok(fresh) => Err(TransportError::DeafOnReuse {
@@ -276,9 +299,12 @@ pub async fn send_kept(
                     Err(_) => Err(e),
                 };
             }
-            // Closed (or reset) before a byte of the reply: a new connection, as a client
-            // opens one for a request its idle connection could not carry.
-            (Err(TransportError::Io(_) | TransportError::Malformed(_)), 0) => {}
+            // The write failed: the bridge had closed the connection before the request
+            // reached it whole, so it cannot have acted on it; a new connection carries it.
+            (Err(TransportError::Unwritten(_)), 0) => {}
+            (Err(e @ (TransportError::Io(_) | TransportError::Malformed(_))), 0) => {
+                return Err(TransportError::ClosedAfterRequest(e.to_string()));
+            }
             (Err(e), _) => return Err(e),
         }
     }
@@ -287,7 +313,11 @@ pub async fn send_kept(
     let mut stream = connect(target, limits).await?;
     let (reply, persists) = exchange_on(&mut stream, req, limits, false, start, deadline)
         .await
-        .0?;
+        .0
+        .map_err(|e| match e {
+            TransportError::Unwritten(why) => TransportError::Io(why),
+            e => e,
+        })?;
     if persists {
         *kept = Some(Kept {
             host_port: target.host_port.clone(),
@@ -295,6 +325,35 @@ pub async fn send_kept(
         });
     }
     Ok(reply)
+}
+
+/// Whether the bridge still holds `stream` open for another request: a non-blocking peek
+/// finds nothing waiting. The end of the stream (the bridge closed it), an error (a reset) or
+/// bytes that no request asked for (a late `408`, a body after a reply's framing) each mean
+/// the connection cannot carry the next request.
+fn still_open(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    loop {
+        // SAFETY: `byte` is a valid buffer of 1 byte for the call's duration, and the file
+        // descriptor belongs to `stream`, borrowed for the call.
+        let n = unsafe {
+            libc::recv(
+                stream.as_raw_fd(),
+                byte.as_mut_ptr().cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            return false;
+        }
+        match std::io::Error::last_os_error().kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock => return true,
+            _ => return false,
+        }
+    }
 }
 
 /// One request's parts.
@@ -372,8 +431,11 @@ async fn exchange_on(
         stream
             .write_all(&out)
             .await
-            .map_err(|e| TransportError::Io(e.to_string()))?;
+            .map_err(|e| TransportError::Unwritten(e.to_string()))?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&*stream);
+        quick_ack(fd);
         let mut reader = IdleRead::new(&mut *stream, limits.idle, &watch);
+        reader.quick_ack = Some(fd);
         let ((status, headers, body), persists) =
             read_framed_conn(&mut reader, method == "HEAD", limits.max_body).await?;
         if method != "HEAD" {
@@ -443,6 +505,27 @@ struct Watch {
     received: std::sync::atomic::AtomicUsize,
 }
 
+/// Asks the kernel to acknowledge what arrives on `fd` at once rather than delay the ACK (Linux
+/// delays it up to 40 ms). A server that writes a reply's header section and body apart (Python's
+/// `http.server`) holds the body until its header segment is acknowledged (Nagle's algorithm): on
+/// a kept connection, where no close flushes it, every reply waited for the delayed ACK. Only
+/// the time a reply takes changes; the setting lasts until the kernel leaves quick-ACK mode, so
+/// it is set again after every read.
+fn quick_ack(fd: std::os::fd::RawFd) {
+    let on: libc::c_int = 1;
+    // SAFETY: `on` is a valid c_int for the call's duration and `fd` a socket the caller holds
+    // open; a failure only leaves the kernel's default in place.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
 /// A reader that fails when nothing arrives for `idle` (the app's timeout: time without
 /// receiving data, reset by every byte), setting `fired` so the caller can name it.
 struct IdleRead<'a, R> {
@@ -450,6 +533,8 @@ struct IdleRead<'a, R> {
     idle: Duration,
     sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
     watch: &'a Watch,
+    /// The socket to keep in quick-ACK mode ([`quick_ack`]), when `inner` is one.
+    quick_ack: Option<std::os::fd::RawFd>,
 }
 
 impl<'a, R> IdleRead<'a, R> {
@@ -459,6 +544,7 @@ impl<'a, R> IdleRead<'a, R> {
             idle,
             sleep: Box::pin(tokio::time::sleep(idle)),
             watch,
+            quick_ack: None,
         }
     }
 }
@@ -476,6 +562,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for IdleRead<'_, R> {
         match std::pin::Pin::new(&mut *this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
+                    if let Some(fd) = this.quick_ack {
+                        quick_ack(fd);
+                    }
                     this.watch.received.fetch_add(
                         buf.filled().len() - before,
                         std::sync::atomic::Ordering::Relaxed,

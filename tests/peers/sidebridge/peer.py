@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -101,6 +102,7 @@ FLAWS = {
     "end-on-1.1": "SB-R8: a \"sidebridge\":\"1.1\" send is answered alike, and the session ended",
     "source-no-host": "SB-D5: assistant messages cite `https:example.com/docs/peer` (no `//`, no host)",
     "keepalive-deaf": "SB-D1: answers over HTTP/1.1 without `Connection: close`, then never reads the next request on that connection",
+    "hangup-kept-post": "SB-D1: answers over HTTP/1.1 without `Connection: close`, then reads the next request on that connection whole and closes it without a reply",
     "head-body": "SB-H4: HEAD gets 405 with Allow: POST and the body a GET would get (HTTP forbids content in a reply to HEAD)",
 }
 ODDITIES = {
@@ -148,7 +150,7 @@ ODDITIES = {
     "huge-answers": "every answer to a send ends with 11 MiB of text (a legal body: the app reads a body of any size)",
     "trickle": "the reply to the first POST of the run is preceded by 8 spaces (JSON whitespace), one every 0.5 s: 4 s in all, never 1 s without data",
     "sources-unusual": "assistant messages cite legal unusual URLs: upper-case scheme and host, port, percent-encoding, an IPv6 host",
-    "close-unannounced": "the connection is closed after every reply that did not say `Connection: close` (a server may close an idle connection at any time)",
+    "close-unannounced": "the connection is closed after every reply that did not say `Connection: close` (a server may close an idle connection at any time), the end of the stream sent with the reply's last bytes",
 }
 
 HTML = b"<html><body><h1>Internal error</h1></body></html>"
@@ -272,10 +274,32 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(3600)
             self.close_connection = True
             return
+        if "hangup-kept-post" in self.st.flaws and getattr(self, "answered", False):
+            # The next request on the connection the reply left open is read whole (the
+            # bridge may have acted on it), then the connection is closed without a reply.
+            self.raw_requestline = self.rfile.readline(65537)
+            if self.raw_requestline and self.parse_request():
+                self.drain()
+            self.close_connection = True
+            return
+        closing = "close-unannounced" in self.st.oddities
+        cork = getattr(socket, "TCP_CORK", None) if closing else None
+        if cork is not None:
+            self.connection.setsockopt(socket.IPPROTO_TCP, cork, 1)
         super().handle_one_request()
         self.answered = True
-        if "close-unannounced" in self.st.oddities:
+        if closing:
             self.close_connection = True
+            # The end of the stream goes with the reply's last bytes (held back until the
+            # shutdown): no client can read the reply and find the connection still open,
+            # so none sends its next request on it (the close is not raced).
+            try:
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_WR)
+                if cork is not None:
+                    self.connection.setsockopt(socket.IPPROTO_TCP, cork, 0)
+            except OSError:
+                pass
 
     # --- replies -------------------------------------------------------------------------
     def send_bytes(self, status, body, ctype="application/json", extra=()):
