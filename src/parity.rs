@@ -1543,7 +1543,7 @@ pub struct LiveLeg {
     pub timeout_ms: u64,
     /// Largest reply body a live leg reads (`--max-body`; [`crate::protocol::LiveLimits`]).
     pub max_body: usize,
-    /// Bound on a whole Side Bridge reply (`--max-reply-time`; [`crate::protocol::LiveLimits`]).
+    /// Bound on a whole reply a live leg reads (`--max-reply-time`; [`crate::protocol::LiveLimits`]).
     pub max_reply: std::time::Duration,
 }
 
