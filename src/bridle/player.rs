@@ -949,6 +949,9 @@ struct Party {
     /// place in `live`, their messageId, and whether the hub relayed the message's end without
     /// them): one fault, named once with its count.
     not_relayed: Vec<(usize, String, bool)>,
+    /// Recorded events with no live entry (an extension the live hub did not send): the
+    /// recorded event a step awaits is at `live.len()` plus these.
+    unmatched: usize,
     /// How long before the first stall's wait ended the agent had sent the awaited event.
     stall_sent_ago: Option<Duration>,
     /// When the first stall's wait ended, and how many events its connection had brought by
@@ -1017,6 +1020,7 @@ impl Party {
             agent_sent: Default::default(),
             agent_streams: HashMap::new(),
             not_relayed: Vec::new(),
+            unmatched: 0,
             stall_sent_ago: None,
             stall_mark: None,
             stall_data: None,
@@ -2621,6 +2625,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         agent_sent,
         agent_streams,
         not_relayed,
+        unmatched,
         stall_sent_ago,
         stall_mark,
         stall_data,
@@ -2637,7 +2642,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
     let extension = super::model::is_extension_name("hub→browser", want);
     // The recorded event this step awaits.
     let awaited: Option<Value> = recorded
-        .get(live.len())
+        .get(live.len() + *unmatched)
         .filter(|r| r["event"] == want)
         .map(|r| r["data"].clone());
     let awaited_id = awaited
@@ -2661,6 +2666,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
             awaited.as_ref(),
             not_relayed,
             live.len(),
+            *conn,
         );
     }
     let got = match buffered.iter().position(|(n, _)| n == want) {
@@ -2709,6 +2715,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                                     awaited.as_ref(),
                                     not_relayed,
                                     live.len(),
+                                    *conn,
                                 )
                             {
                                 break Some(Err(why));
@@ -2774,7 +2781,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
     let mut got = got;
     if let (Some(Ok((n, d))), Some(r)) = (&got, &awaited)
         && n == "stream"
-        && let Some(why) = later_frame_instead(agent_streams, r, d)
+        && let Some(why) = later_frame_instead(agent_streams, r, d, *conn)
     {
         if let Some(Ok(kept)) = got.take() {
             buffered.push_front(kept);
@@ -2798,6 +2805,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
     }
     if extension && !matches!(got, Some(Ok(_))) {
         absent_extensions.insert(want.to_string());
+        *unmatched += 1;
         return;
     }
     if let Some(Ok((n, d))) = &got
@@ -2955,8 +2963,9 @@ struct AgentStream {
     frames: Vec<(String, Instant)>,
     /// When its `stream_end` was sent.
     end: Option<Instant>,
-    /// The frames before this one were relayed, or named as not relayed.
-    cursor: usize,
+    /// Per browser connection (two tabs of one user each get every frame): the frames before
+    /// this one were relayed to it, or named as not relayed.
+    cursor: HashMap<Option<u64>, usize>,
 }
 
 impl AgentStream {
@@ -2985,6 +2994,7 @@ fn after_end(
     awaited: Option<&Value>,
     not_relayed: &mut Vec<(usize, String, bool)>,
     place: usize,
+    conn: Option<u64>,
 ) -> Option<String> {
     if arrivals.match_late("stream") {
         return Some(format!(
@@ -2996,8 +3006,9 @@ fn after_end(
     let awaited = awaited?;
     let mid = awaited["messageId"].as_str()?;
     let s = streams.get_mut(mid)?;
-    let k = s.find(&text_of(awaited), s.cursor)?;
-    s.cursor = k + 1;
+    let from = s.cursor.get(&conn).copied().unwrap_or_default();
+    let k = s.find(&text_of(awaited), from)?;
+    s.cursor.insert(conn, k + 1);
     not_relayed.push((place, mid.to_string(), true));
     Some(format!(
         "not relayed{}the agent sent it ({}) before the stream_end the hub relayed without it",
@@ -3024,14 +3035,16 @@ fn later_frame_instead(
     streams: &mut HashMap<String, AgentStream>,
     recorded: &Value,
     got: &Value,
+    conn: Option<u64>,
 ) -> Option<String> {
     let mid = recorded["messageId"].as_str()?;
     if got["messageId"].as_str() != Some(mid) {
         return None;
     }
     let s = streams.get_mut(mid)?;
-    let want = s.find(&text_of(recorded), s.cursor)?;
-    s.cursor = want + 1;
+    let from = s.cursor.get(&conn).copied().unwrap_or_default();
+    let want = s.find(&text_of(recorded), from)?;
+    s.cursor.insert(conn, want + 1);
     if text_of(got) == text_of(recorded) {
         return None;
     }
