@@ -2321,6 +2321,13 @@ fn an_extension_the_hub_sends_the_agent_is_neither_lost_nor_owed() {
         out.contains("timed out waiting for hub→browser event") && out.contains("stream_end"),
         "{out}"
     );
+    // Named: the stream frames relayed and the stream_end the agent sent (it said only "no event
+    // within the wait" and "--timeout-ms raises the wait").
+    assert!(
+        out.contains("but not its stream_end, which the agent sent ")
+            && !out.contains("--timeout-ms raises the wait"),
+        "{out}"
+    );
     let (code, out) = &results[4];
     assert_eq!(*code, 1, "{out}");
     assert!(
@@ -3335,7 +3342,7 @@ fn replay_and_parity_against_the_node_hub_tolerate_what_the_spec_leaves_free() {
         ),
         (
             12,
-            "(stream: no event within the wait; not a slow bridge: a stream came only after its message's stream_end, where a client drops it (grammar: stream-after-end))",
+            "(stream: none in its place; not a slow bridge: a stream came only after its message's stream_end, where a client drops it (grammar: stream-after-end))",
         ),
         (
             13,
@@ -4462,7 +4469,16 @@ fn verdict_cell(line: &str) -> &str {
 ///   keeps its cause (it was reworded as the exit's consequence);
 /// - slow-relay slower than --wait-ms: never told "not a slow bridge" (a `status` extension
 ///   that came meanwhile was taken for what came in its place); with a wait longer than the
-///   delay it passes, as does the correct hub.
+///   delay it passes, as does the correct hub;
+/// - throttle-trailing (the latest frame of each window relayed at its end) and
+///   throttle-leading (frames within a window of the last relayed dropped): each cell whose
+///   stream they thinned fails naming a frame the agent sent that was not relayed, by its
+///   number and length, and the later one relayed in its place (the trailing throttle passed:
+///   the replay waited for each relay before the agent's next frame); jitter-relay (each relay
+///   a random few ms late, in order, none coalesced) passes;
+/// - drop-stream-end (a divergence): each cell whose browser got a stream_end (read from the
+///   recording) fails naming the stream frames the hub relayed for the message and the
+///   stream_end the agent sent that it did not (it said only "no event within the wait").
 #[test]
 fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
     if !node_ready("replay_names_one_hub_fault_once_in_the_cell_that_met_it") {
@@ -4510,6 +4526,10 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
             &["--replay-fault", "slow-relay"],
             &[("HUB_SLOW_MS", "1500")],
         ),
+        run("3000", &["--replay-fault", "throttle-trailing"], &[]),
+        run("3000", &["--replay-fault", "throttle-leading"], &[]),
+        run("3000", &["--replay-fault", "jitter-relay"], &[]),
+        run("3000", &["--diverge", "drop-stream-end"], &[]),
     ];
     let results = parallel(jobs);
     let lines = |out: &str, kind: &str| -> Vec<String> {
@@ -4518,8 +4538,9 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
             .map(str::to_string)
             .collect()
     };
-    // The correct hub, and the slow one given a wait longer than its delay: legal.
-    for k in [0, 7] {
+    // The correct hub, the slow one given a wait longer than its delay, and the jittery one:
+    // legal.
+    for k in [0, 7, 10] {
         let (code, out) = &results[k];
         assert_eq!(*code, 0, "{out}");
         assert!(lines(out, "FAIL ").is_empty(), "{out}");
@@ -4603,6 +4624,43 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
     assert_eq!(*code, 1, "{out}");
     assert!(!lines(out, "FAIL ").is_empty(), "{out}");
     assert!(!out.contains("not a slow bridge"), "{out}");
+    // The throttles: every failing cell names a frame not relayed and the later one in its
+    // place; only cells whose browser got a stream fail.
+    let streamed = fault_fixture_cells_with("stream");
+    for k in [8, 9] {
+        let (code, out) = &results[k];
+        assert_eq!(*code, 1, "{out}");
+        let fails = lines(out, "FAIL ");
+        assert!(!fails.is_empty(), "{out}");
+        for f in &fails {
+            assert!(
+                streamed.contains(&verdict_cell(f).to_string()),
+                "{f}\n{out}"
+            );
+            assert!(
+                f.contains("stream: not relayed; not a slow bridge: the agent sent it (frame ")
+                    && f.contains(
+                        " chars of text) and the hub relayed a later one in its place (frame "
+                    )
+                    && f.contains(" stream frames the agent sent for message "),
+                "{f}\n{out}"
+            );
+        }
+    }
+    // drop-stream-end: named with what the hub relayed of the message.
+    let (code, out) = &results[11];
+    assert_eq!(*code, 1, "{out}");
+    let fails = lines(out, "FAIL ");
+    let mut failed: Vec<&str> = fails.iter().map(|l| verdict_cell(l)).collect();
+    failed.sort();
+    assert_eq!(failed, fault_fixture_cells_with("stream_end"), "{out}");
+    for f in &fails {
+        assert!(
+            f.contains("stream_end: no event within the wait; not a slow bridge: the hub relayed ")
+                && f.contains(" but not its stream_end, which the agent sent "),
+            "{f}\n{out}"
+        );
+    }
 }
 
 /// The fault fixture copied into `dir` with bob's answer streamed in `extra` more frames (each

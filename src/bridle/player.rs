@@ -292,6 +292,9 @@ enum Step {
     /// (`None`, a recording without `conn` or without ends: the oldest still open, a takeover's
     /// replaced agent, [`take_ended_agent`]).
     AgentClose(Duration, Option<u64>),
+    /// The replayed agent waits this long before its next frame of a stream: the recorded gap
+    /// ([`paced_streams`]).
+    Pace(Duration),
 }
 
 impl Step {
@@ -940,6 +943,15 @@ struct Party {
     /// When the replayed agent last sent each event name for this cell: an awaited relay of
     /// one that never came names the hub's silence, not only the wait that ran out.
     agent_sent: std::collections::HashMap<String, tokio::time::Instant>,
+    /// The stream frames the replayed agent sent for this cell's browser, by messageId.
+    agent_streams: HashMap<String, AgentStream>,
+    /// The awaited `stream` relays the hub did not relay though the agent sent them (their
+    /// place in `live`, their messageId, and whether the hub relayed the message's end without
+    /// them): one fault, named once with its count.
+    not_relayed: Vec<(usize, String, bool)>,
+    /// Recorded events with no live entry (an extension the live hub did not send): the
+    /// recorded event a step awaits is at `live.len()` plus these.
+    unmatched: usize,
     /// How long before the first stall's wait ended the agent had sent the awaited event.
     stall_sent_ago: Option<Duration>,
     /// When the first stall's wait ended, and how many events its connection had brought by
@@ -1006,6 +1018,9 @@ impl Party {
             first_stall: None,
             wrong: Vec::new(),
             agent_sent: Default::default(),
+            agent_streams: HashMap::new(),
+            not_relayed: Vec::new(),
+            unmatched: 0,
             stall_sent_ago: None,
             stall_mark: None,
             stall_data: None,
@@ -1194,7 +1209,10 @@ impl Party {
             loop {
                 let until = Instant::now() + Duration::from_millis(1);
                 match b.recv_until(until).await {
-                    Ok(e) => tab.buffered.extend(tab.arrivals.admit(e)),
+                    Ok(e) => {
+                        let at = b.engine.last_arrival();
+                        tab.buffered.extend(tab.arrivals.admit(e, at))
+                    }
                     Err(e) => {
                         tab.note_end(&e);
                         break;
@@ -1524,6 +1542,7 @@ pub async fn replay_group_traced(
         }
         match step {
             Step::AgentClose(..) | Step::Bystander(_) => {}
+            Step::Pace(gap) => tokio::time::sleep(gap).await,
             Step::Tab(conn) => p.select(conn),
             Step::AgentConnect {
                 ev,
@@ -1757,6 +1776,15 @@ pub async fn replay_group_traced(
                     a.emit(&n, d.clone());
                     cadence.wrote();
                     p.agent_sent.insert(n.clone(), tokio::time::Instant::now());
+                    if let Some(m) = d["messageId"].as_str() {
+                        let s = p.agent_streams.entry(m.to_string()).or_default();
+                        let now = Instant::now();
+                        match n.as_str() {
+                            "stream" => s.frames.push((text_of(&d), now)),
+                            "stream_end" => s.end = Some(now),
+                            _ => {}
+                        }
+                    }
                     register_unsynced |= n == "register";
                 }
                 p.view
@@ -2342,13 +2370,82 @@ fn script(
     // After the closes are placed (by the logged order: a probe logged before the agent's
     // last line is answered before it leaves), so a register moved ahead of a probe does not
     // take the close with it.
-    let (out, _) = registers_before_probes(out, out_ts);
+    let (out, out_ts) = registers_before_probes(out, out_ts);
+    let out = paced_streams(out, &out_ts);
     Script {
         steps: out,
         recorded,
         registers,
         agent_connects,
     }
+}
+
+/// The longest pause the replayed agent takes between two frames of a stream
+/// ([`paced_streams`]): a recorded gap longer than this is played at this.
+const STREAM_GAP_CAP: Duration = Duration::from_millis(400);
+
+/// A stream the recorded agent sent and its browser got, played as the agent sent it: each run
+/// of one cell's `stream`/`stream_end` sends and their relays (contiguous steps) becomes the
+/// agent's sends, each after its recorded gap from the one before (at most
+/// [`STREAM_GAP_CAP`], [`Step::Pace`]), then the relays awaited in order. A lock-step replay
+/// (each relay awaited before the agent's next frame) gave a hub that coalesces frames sent
+/// close together (a trailing-edge throttle) one frame at a time, so it relayed each; the spec
+/// relays one browser `stream` per agent `stream` (its sequence diagrams), the batching it
+/// describes (100 ms) being the agent's own. A run with no relay (an HTTP client's answer) is
+/// played as it was.
+fn paced_streams(steps: Vec<(usize, Step)>, ts: &[f64]) -> Vec<(usize, Step)> {
+    let is_stream = |n: &str| n == "stream" || n == "stream_end";
+    let in_run = |cell: usize, s: &(usize, Step)| {
+        s.0 == cell
+            && match &s.1 {
+                Step::AgentSend(n, _) => is_stream(n),
+                Step::BrowserExpect(n) => is_stream(n) || n == "typing",
+                _ => false,
+            }
+    };
+    let mut out = Vec::with_capacity(steps.len());
+    let mut steps: Vec<Option<(usize, Step)>> = steps.into_iter().map(Some).collect();
+    let mut k = 0;
+    while k < steps.len() {
+        let Some(first) = steps[k].as_ref() else {
+            k += 1;
+            continue;
+        };
+        let cell = first.0;
+        let starts = matches!(&first.1, Step::AgentSend(n, _) if is_stream(n));
+        let end = if starts {
+            (k..steps.len())
+                .find(|&j| !steps[j].as_ref().is_some_and(|s| in_run(cell, s)))
+                .unwrap_or(steps.len())
+        } else {
+            k + 1
+        };
+        let relays = (k..end)
+            .filter(|&j| matches!(steps[j], Some((_, Step::BrowserExpect(_)))))
+            .count();
+        if end - k < 2 || relays == 0 {
+            out.extend(steps[k..end].iter_mut().filter_map(Option::take));
+            k = end;
+            continue;
+        }
+        let mut sent: Option<f64> = None;
+        for j in k..end {
+            if matches!(steps[j], Some((_, Step::AgentSend(..)))) {
+                if let Some(before) = sent {
+                    let gap = ((ts[j] - before) / 1000.0).clamp(0.0, 60.0);
+                    let gap = Duration::from_secs_f64(gap).min(STREAM_GAP_CAP);
+                    if gap >= Duration::from_millis(1) {
+                        out.push((cell, Step::Pace(gap)));
+                    }
+                }
+                sent = Some(ts[j]);
+                out.extend(steps[j].take());
+            }
+        }
+        out.extend(steps[k..end].iter_mut().filter_map(Option::take));
+        k = end;
+    }
+    out
 }
 
 /// Each HTTP request's answer, by the request's step: a cell's answers come in the order of
@@ -2526,6 +2623,9 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
         live,
         want_client,
         agent_sent,
+        agent_streams,
+        not_relayed,
+        unmatched,
         stall_sent_ago,
         stall_mark,
         stall_data,
@@ -2540,9 +2640,39 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
     } = p;
     let Some(b) = browser.as_mut() else { return };
     let extension = super::model::is_extension_name("hub→browser", want);
+    // The recorded event this step awaits.
+    let awaited: Option<Value> = recorded
+        .get(live.len() + *unmatched)
+        .filter(|r| r["event"] == want)
+        .map(|r| r["data"].clone());
+    let awaited_id = awaited
+        .as_ref()
+        .and_then(|d| d["messageId"].as_str())
+        .map(str::to_string);
+    // A stream frame whose message's stream_end came already: it cannot come in its place.
+    let end_came = |buffered: &VecDeque<(String, Value)>| {
+        want == "stream"
+            && awaited_id.as_deref().is_some_and(|m| {
+                buffered
+                    .iter()
+                    .any(|(n, d)| n == "stream_end" && d["messageId"].as_str() == Some(m))
+            })
+    };
+    let mut ended_without = None;
+    if end_came(buffered) && !buffered.iter().any(|(n, _)| n == want) {
+        ended_without = after_end(
+            arrivals,
+            agent_streams,
+            awaited.as_ref(),
+            not_relayed,
+            live.len(),
+            *conn,
+        );
+    }
     let got = match buffered.iter().position(|(n, _)| n == want) {
         Some(i) => buffered.remove(i).map(Ok),
         None if extension && absent_extensions.contains(want) => None,
+        None if ended_without.is_some() => ended_without.map(Err),
         None => {
             // The fixed quiet window, not the adaptive one: a hub that reacts slower than its
             // recent cadence would make the count vary from run to run.
@@ -2568,7 +2698,7 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                     cadence.arrived(b.engine.last_arrival());
                 }
                 match got {
-                    Ok(e) => match arrivals.admit(e) {
+                    Ok(e) => match arrivals.admit(e, b.engine.last_arrival()) {
                         Some((n, d)) if n == want => break Some(Ok((n, d))),
                         Some((n, d)) => {
                             // An extension is not compared, so none stands in for an awaited
@@ -2577,6 +2707,19 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
                                 instead.push(n.clone());
                             }
                             buffered.push_back((n, d));
+                            // Its message's end came first: it will not come in its place.
+                            if end_came(buffered)
+                                && let Some(why) = after_end(
+                                    arrivals,
+                                    agent_streams,
+                                    awaited.as_ref(),
+                                    not_relayed,
+                                    live.len(),
+                                    *conn,
+                                )
+                            {
+                                break Some(Err(why));
+                            }
                         }
                         // Dropped as it came (after its message's stream_end): not what was
                         // awaited, though it has its name.
@@ -2633,12 +2776,36 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
             got
         }
     };
+    // A later frame of the agent's stream came where this one was awaited: this one was not
+    // relayed. The later one is kept for its own step.
+    let mut got = got;
+    if let (Some(Ok((n, d))), Some(r)) = (&got, &awaited)
+        && n == "stream"
+        && let Some(why) = later_frame_instead(agent_streams, r, d, *conn)
+    {
+        if let Some(Ok(kept)) = got.take() {
+            buffered.push_front(kept);
+        }
+        not_relayed.push((live.len(), awaited_id.clone().unwrap_or_default(), false));
+        got = Some(Err(why));
+    }
+    // A stream_end the agent sent, not relayed within the wait after the message's stream
+    // frames were: named with what the hub relayed of that message.
+    if want == "stream_end"
+        && let Some(Err(e)) = &mut got
+        && *e == super::transport::RecvError::Timeout.to_string()
+        && let Some(m) = &awaited_id
+        && let Some(why) = end_not_relayed(agent_streams.get(m), arrivals.streams.get(m), m)
+    {
+        e.push_str(&why);
+    }
     // What the agent sent is relayed: a later wait for this name owes only a later send.
     if let Some(Ok((n, _))) = &got {
         agent_sent.remove(n);
     }
     if extension && !matches!(got, Some(Ok(_))) {
         absent_extensions.insert(want.to_string());
+        *unmatched += 1;
         return;
     }
     if let Some(Ok((n, d))) = &got
@@ -2679,6 +2846,43 @@ async fn browser_expect(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: 
     };
     live.push(ev.clone());
     view.push(tab_event(*conn, ev));
+}
+
+/// Why a `stream_end` the agent sent for message `mid` did not come, when the hub relayed its
+/// stream frames (`relayed`, as they came) and the agent had sent the end: said after the wait's
+/// own words. Not a slow hub when the end was sent more than 4× as long ago as the slowest of
+/// those relays took.
+fn end_not_relayed(
+    sent: Option<&AgentStream>,
+    relayed: Option<&Vec<(Instant, String)>>,
+    mid: &str,
+) -> Option<String> {
+    let sent = sent?;
+    let end = sent.end?;
+    let relayed = relayed.filter(|r| !r.is_empty())?;
+    // Each relay's delay after the agent's send of that text.
+    let slowest = relayed
+        .iter()
+        .filter_map(|(at, text)| {
+            let k = sent.frames.iter().position(|(t, _)| t == text)?;
+            Some(at.saturating_duration_since(sent.frames[k].1))
+        })
+        .max()?;
+    let ago = end.elapsed();
+    let not_slow = ago > slowest * CADENCE_FACTOR;
+    Some(format!(
+        "{}the hub relayed {} stream frame(s) for message {mid} (the slowest {} ms after the \
+         agent sent it) but not its stream_end, which the agent sent {:.1} s before the wait \
+         ended",
+        if not_slow {
+            crate::parity::NOT_SLOW
+        } else {
+            "; "
+        },
+        relayed.len(),
+        slowest.as_millis(),
+        ago.as_secs_f64()
+    ))
 }
 
 /// A hub→browser event as the view holds it: marked with the recorded connection it came on
@@ -2732,7 +2936,7 @@ async fn browser_late(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &m
                     break None;
                 };
                 cadence.arrived(b.engine.last_arrival());
-                match tab.arrivals.admit(e) {
+                match tab.arrivals.admit(e, b.engine.last_arrival()) {
                     Some((n, d)) if n == want => break Some((n, d)),
                     Some(other) => tab.buffered.push_back(other),
                     None if tab.arrivals.match_late(want) => break None,
@@ -2750,6 +2954,109 @@ async fn browser_late(p: &mut Party, want: &str, cfg: &ReplayConfig, cadence: &m
         judged["judged"] = json!(true);
         p.view.push(judged);
     }
+}
+
+/// The frames of one stream the replayed agent sent (a messageId's), as it sent them.
+#[derive(Default)]
+struct AgentStream {
+    /// Each `stream` frame's text and when it was sent.
+    frames: Vec<(String, Instant)>,
+    /// When its `stream_end` was sent.
+    end: Option<Instant>,
+    /// Per browser connection (two tabs of one user each get every frame): the frames before
+    /// this one were relayed to it, or named as not relayed.
+    cursor: HashMap<Option<u64>, usize>,
+}
+
+impl AgentStream {
+    /// The first frame from `from` on with this text.
+    fn find(&self, text: &str, from: usize) -> Option<usize> {
+        self.frames
+            .iter()
+            .skip(from)
+            .position(|(t, _)| t == text)
+            .map(|k| k + from)
+    }
+}
+
+/// A frame's `text` (empty when it has none).
+fn text_of(d: &Value) -> String {
+    d["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// Why an awaited `stream` frame (`awaited`) is missing when its message's `stream_end` came
+/// already: it came after the end (late, where a client drops it), or the agent sent it before
+/// the end and the hub relayed the end without it (noted in `not_relayed` at `place`). `None`
+/// when the agent did not send it.
+fn after_end(
+    arrivals: &mut Arrivals,
+    streams: &mut HashMap<String, AgentStream>,
+    awaited: Option<&Value>,
+    not_relayed: &mut Vec<(usize, String, bool)>,
+    place: usize,
+    conn: Option<u64>,
+) -> Option<String> {
+    if arrivals.match_late("stream") {
+        return Some(format!(
+            "none in its place{}{}",
+            crate::parity::NOT_SLOW,
+            late_cause("stream")
+        ));
+    }
+    let awaited = awaited?;
+    let mid = awaited["messageId"].as_str()?;
+    let s = streams.get_mut(mid)?;
+    let from = s.cursor.get(&conn).copied().unwrap_or_default();
+    let k = s.find(&text_of(awaited), from)?;
+    s.cursor.insert(conn, k + 1);
+    not_relayed.push((place, mid.to_string(), true));
+    Some(format!(
+        "not relayed{}the agent sent it ({}) before the stream_end the hub relayed without it",
+        crate::parity::NOT_SLOW,
+        frame_named(s, k, mid)
+    ))
+}
+
+/// The frame `k` (0-based) of the agent's stream `mid`, as a verdict names it.
+fn frame_named(s: &AgentStream, k: usize, mid: &str) -> String {
+    let chars = s.frames.get(k).map_or(0, |(t, _)| t.chars().count());
+    format!(
+        "frame {} of the {} stream frames the agent sent for message {mid}, {chars} chars of text",
+        k + 1,
+        s.frames.len()
+    )
+}
+
+/// An awaited `stream` relay (`recorded`) for which the hub relayed `got`, a later frame of the
+/// agent's stream: the awaited frame was not relayed (a hub that coalesces or throttles its
+/// relays). `None` when `got` is the awaited frame, or not a frame of the agent's stream that
+/// comes after it (a difference compared as such). The awaited frame is passed either way.
+fn later_frame_instead(
+    streams: &mut HashMap<String, AgentStream>,
+    recorded: &Value,
+    got: &Value,
+    conn: Option<u64>,
+) -> Option<String> {
+    let mid = recorded["messageId"].as_str()?;
+    if got["messageId"].as_str() != Some(mid) {
+        return None;
+    }
+    let s = streams.get_mut(mid)?;
+    let from = s.cursor.get(&conn).copied().unwrap_or_default();
+    let want = s.find(&text_of(recorded), from)?;
+    s.cursor.insert(conn, want + 1);
+    if text_of(got) == text_of(recorded) {
+        return None;
+    }
+    let instead = s.find(&text_of(got), want + 1)?;
+    Some(format!(
+        "not relayed{}the agent sent it ({}) and the hub relayed a later one in its place \
+         (frame {}, {} chars)",
+        crate::parity::NOT_SLOW,
+        frame_named(s, want, mid),
+        instead + 1,
+        text_of(got).chars().count(),
+    ))
 }
 
 /// One browser connection of a cell's, as the replay plays it (two tabs of one user are two).
@@ -2793,7 +3100,7 @@ impl Tab {
     /// Keeps an event read from the connection for later steps, unless the grammar drops it
     /// as late.
     fn admit(&mut self, e: super::transport::Event) {
-        self.buffered.extend(self.arrivals.admit(e));
+        self.buffered.extend(self.arrivals.admit(e, None));
     }
 }
 
@@ -2810,6 +3117,8 @@ struct Arrivals {
     arrived: Vec<(Instant, String)>,
     order: super::model::Grammar,
     late: Vec<Late>,
+    /// The `stream` frames that came, by messageId: when, and their text.
+    streams: HashMap<String, Vec<(Instant, String)>>,
 }
 
 struct Late {
@@ -2822,8 +3131,22 @@ struct Late {
 impl Arrivals {
     /// Notes an event read from the browser's connection: the event, unless the grammar drops
     /// it as late.
-    fn admit(&mut self, e: super::transport::Event) -> Option<(String, Value)> {
+    /// `at`: when it was read off the connection, when known.
+    fn admit(
+        &mut self,
+        e: super::transport::Event,
+        at: Option<Instant>,
+    ) -> Option<(String, Value)> {
         self.arrived.push((Instant::now(), e.name.clone()));
+        if e.name == "stream"
+            && let Some(m) = e.data["messageId"].as_str()
+        {
+            let at = at.unwrap_or_else(Instant::now);
+            self.streams
+                .entry(m.to_string())
+                .or_default()
+                .push((at, text_of(&e.data)));
+        }
         match self.order.accept("hub→browser", &e.name, &e.data) {
             Err(drop) if drop.rule == "stream-after-end" => {
                 self.late.push(Late {
@@ -2911,7 +3234,8 @@ async fn quiesce(tab: &mut Tab, cfg: &ReplayConfig, cadence: &mut Cadence) {
         match b.recv_until(until.min(end)).await {
             Ok(e) => {
                 cadence.arrived(b.engine.last_arrival());
-                tab.buffered.extend(tab.arrivals.admit(e));
+                tab.buffered
+                    .extend(tab.arrivals.admit(e, b.engine.last_arrival()));
             }
             // Quiet, but bytes arrived that the connection did not read yet (its task was not
             // scheduled): not idle.
@@ -2940,7 +3264,7 @@ impl Party {
             mut live,
             recorded,
             mut tab,
-            parked,
+            mut parked,
             first_stall,
             stall_sent_ago,
             stall_mark,
@@ -2951,8 +3275,50 @@ impl Party {
             hub_wide,
             client_id,
             lost_before,
+            not_relayed,
+            agent_streams,
             ..
         } = self;
+        // The first stream frame not relayed is the cell's fault: named with how many of the
+        // agent's frames of that message the hub did not relay.
+        // One named as relayed without it before its message's end that came after the end
+        // after all (a hub that holds each frame back): late, where a client drops it.
+        let mut not_relayed = not_relayed;
+        not_relayed.retain(|(at, _, before_end)| {
+            let late = *before_end
+                && std::iter::once(&mut tab)
+                    .chain(parked.iter_mut())
+                    .any(|t| t.arrivals.match_late("stream"));
+            if late && let Some(said) = live.get(*at).and_then(|e| e["missing"].as_str()) {
+                let said = said.to_string();
+                let m = format!(
+                    "stream: none in its place{}{}",
+                    crate::parity::NOT_SLOW,
+                    late_cause("stream")
+                );
+                live[*at]["missing"] = json!(m);
+                if let Some(v) = view.iter_mut().find(|e| e["missing"] == said.as_str()) {
+                    v["missing"] = json!(m);
+                }
+            }
+            !late
+        });
+        if let Some((at, mid, _)) = not_relayed.first()
+            && let Some(said) = live.get(*at).and_then(|e| e["missing"].as_str())
+        {
+            let said = said.to_string();
+            let missed = not_relayed.iter().filter(|(_, m, _)| m == mid).count();
+            let sent = agent_streams.get(mid).map_or(0, |s| s.frames.len());
+            let m = format!(
+                "{said}; {missed} of the {sent} stream frames the agent sent for message {mid} \
+                 were not relayed (the spec's hub relays each: one browser stream per agent \
+                 stream, the batching it describes being the agent's)"
+            );
+            live[*at]["missing"] = json!(m);
+            if let Some(v) = view.iter_mut().find(|e| e["missing"] == said.as_str()) {
+                v["missing"] = json!(m);
+            }
+        }
         // A connection the hub ended that the recording kept open: the cell's fault when
         // nothing else shows it (what came before it all came, as recorded).
         let lost = std::iter::once(&tab)
@@ -3764,15 +4130,15 @@ mod tests {
             data: json!({"text": text, "messageId": id}),
         };
         let mut a = Arrivals::default();
-        assert!(a.admit(e("stream", "He", "m1")).is_some());
-        assert!(a.admit(e("stream_end", "Hello", "m1")).is_some());
+        assert!(a.admit(e("stream", "He", "m1"), None).is_some());
+        assert!(a.admit(e("stream_end", "Hello", "m1"), None).is_some());
         // Another message's stream, and a typing, are not late.
-        assert!(a.admit(e("stream", "Hi", "m2")).is_some());
-        assert!(a.admit(e("typing", "", "m1")).is_some());
-        assert!(a.admit(e("stream", "Hell", "m1")).is_none());
-        assert!(a.admit(e("stream_end", "Hello", "m1")).is_none());
+        assert!(a.admit(e("stream", "Hi", "m2"), None).is_some());
+        assert!(a.admit(e("typing", "", "m1"), None).is_some());
+        assert!(a.admit(e("stream", "Hell", "m1"), None).is_none());
+        assert!(a.admit(e("stream_end", "Hello", "m1"), None).is_none());
         // A stream that does not extend the last is kept (its text shows the difference).
-        assert!(a.admit(e("stream", "Xyz", "m2")).is_some());
+        assert!(a.admit(e("stream", "Xyz", "m2"), None).is_some());
         assert_eq!(a.arrived.len(), 7);
         assert!(a.match_late("stream"));
         assert!(!a.match_late("stream"));

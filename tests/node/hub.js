@@ -104,6 +104,9 @@ const REPLAY_FAULTS = {
   "bad-utf8-after-end": "after each stream_end it relays, the browser gets a WebSocket text frame that is not UTF-8",
   "slow-relay": "every frame for browsers is relayed HUB_SLOW_MS (1500) ms late, in order (legal; slower than a short --wait-ms)",
   "skip-odd": "the 1st, 3rd, 5th… stream frame of each answer is not relayed (the accumulation still reaches browsers, in fewer frames)",
+  "throttle-leading": "stream relays are throttled on the leading edge: a stream frame within HUB_THROTTLE_MS (200) ms of the last one relayed for its answer is dropped (stream_end is relayed)",
+  "throttle-trailing": "stream relays are throttled on the trailing edge: an answer's stream frames are held and only the latest is relayed at the end of each HUB_THROTTLE_MS (200) ms window, the one held relayed before stream_end (every frame reaches browsers when the agent waits for each relay)",
+  "jitter-relay": "every frame for browsers is relayed a random 0 to HUB_JITTER_MS (8) ms late, in order, none coalesced (legal)",
 };
 let replayFault = process.env.HUB_REPLAY_FAULT || "";
 let diverge = process.env.HUB_DIVERGE || "";
@@ -146,6 +149,9 @@ const is = (d) => diverge === d;
 const fault = (f) => replayFault === f;
 let streamRelays = 0; // stream frames relayed to browsers so far (the replay faults' clock)
 const streamFrames = new Map(); // skip-odd: `${clientId}/${messageId}` → stream frames seen
+const throttles = new Map(); // throttle-*: `${clientId}/${messageId}` → { last, held, timer }
+const THROTTLE_MS = Number(process.env.HUB_THROTTLE_MS || 200);
+let jitterChain = Promise.resolve(); // jitter-relay: relays one after another, each delayed
 
 const SECRET = process.env.JWT_SECRET || "";
 const API_KEY = process.env.BRIDLE_API_KEY || "";
@@ -469,6 +475,38 @@ function toBrowsers(agentId, clientId, event, out) {
   if (fault("slow-relay")) {
     setTimeout(() => sendToBrowsers(agentId, clientId, event, out), Number(process.env.HUB_SLOW_MS || 1500));
     return;
+  }
+  if (fault("jitter-relay")) {
+    const delay = Math.random() * Number(process.env.HUB_JITTER_MS || 8);
+    jitterChain = jitterChain
+      .then(() => new Promise((done) => setTimeout(done, delay)))
+      .then(() => sendToBrowsers(agentId, clientId, event, out));
+    return;
+  }
+  if ((event === "stream" || event === "stream_end") && (fault("throttle-leading") || fault("throttle-trailing"))) {
+    const key = `${clientId}/${out.messageId}`;
+    const t = throttles.get(key) || {};
+    throttles.set(key, t);
+    if (event === "stream_end") {
+      clearTimeout(t.timer);
+      if (t.held) sendToBrowsers(agentId, clientId, "stream", t.held);
+      throttles.delete(key);
+    } else if (fault("throttle-leading")) {
+      const now = Date.now();
+      if (t.last !== undefined && now - t.last < THROTTLE_MS) return;
+      t.last = now;
+    } else {
+      t.held = out;
+      if (!t.timer) {
+        t.timer = setTimeout(() => {
+          t.timer = undefined;
+          const held = t.held;
+          t.held = undefined;
+          if (held) sendToBrowsers(agentId, clientId, "stream", held);
+        }, THROTTLE_MS);
+      }
+      return;
+    }
   }
   if (event === "stream") {
     if (fault("skip-odd")) {
