@@ -4479,6 +4479,8 @@ fn verdict_cell(line: &str) -> &str {
 /// - drop-stream-end (a divergence): each cell whose browser got a stream_end (read from the
 ///   recording) fails naming the stream frames the hub relayed for the message and the
 ///   stream_end the agent sent that it did not (it said only "no event within the wait").
+/// - no-agent-pong: the player's ping after the agent's register is never answered; every cell
+///   passes, and the wait it cost is said once (it was silent).
 #[test]
 fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
     if !node_ready("replay_names_one_hub_fault_once_in_the_cell_that_met_it") {
@@ -4530,8 +4532,21 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
         run("3000", &["--replay-fault", "throttle-leading"], &[]),
         run("3000", &["--replay-fault", "jitter-relay"], &[]),
         run("3000", &["--diverge", "drop-stream-end"], &[]),
+        run("2000", &["--replay-fault", "no-agent-pong"], &[]),
     ];
     let results = parallel(jobs);
+    // no-agent-pong: the wait for the pong that says the agent's register was handled ran
+    // out; every cell is judged as usual, and the wait is said once (it was silent). The
+    // correct hub answers: nothing said.
+    let unanswered = "the hub did not answer the agent's ping within 2s (no pong";
+    let (code, out) = &results[12];
+    assert_eq!(*code, 0, "{out}");
+    assert_eq!(out.matches(unanswered).count(), 1, "{out}");
+    assert!(
+        !results[0].1.contains("did not answer the agent's ping"),
+        "{}",
+        results[0].1
+    );
     let lines = |out: &str, kind: &str| -> Vec<String> {
         out.lines()
             .filter(|l| l.starts_with(kind))

@@ -107,6 +107,7 @@ const REPLAY_FAULTS = {
   "throttle-leading": "stream relays are throttled on the leading edge: a stream frame within HUB_THROTTLE_MS (200) ms of the last one relayed for its answer is dropped (stream_end is relayed)",
   "throttle-trailing": "stream relays are throttled on the trailing edge: an answer's stream frames are held and only the latest is relayed at the end of each HUB_THROTTLE_MS (200) ms window, the one held relayed before stream_end (every frame reaches browsers when the agent waits for each relay)",
   "jitter-relay": "every frame for browsers is relayed a random 0 to HUB_JITTER_MS (8) ms late, in order, none coalesced (legal)",
+  "no-agent-pong": "an agent's ping is not answered (a ping-pong fault check judges; a replay, which pings to learn a register was handled, waits out its wait once)",
 };
 let replayFault = process.env.HUB_REPLAY_FAULT || "";
 let diverge = process.env.HUB_DIVERGE || "";
@@ -573,7 +574,9 @@ io.of("/ws/agent").on("connection", (socket) => {
   register(); // one per agentId: the newest takes over
   if (variant !== "no-config") socket.emit("config", { heartbeatMs: 25000 });
   socket.on("register", register);
-  socket.on("ping", () => socket.emit("pong", {}));
+  socket.on("ping", () => {
+    if (replayFault !== "no-agent-pong") socket.emit("pong", {});
+  });
   for (const event of ["message", "typing", "stream", "stream_end"]) {
     socket.on(event, (data) => relay(agentId, event, data));
   }
