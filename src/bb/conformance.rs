@@ -1018,7 +1018,7 @@ impl Client {
                 };
                 if !id_value.is_null()
                     && rid != Some(STRAY_RESPONSE_ID)
-                    && !rid.is_some_and(|id| id < self.next_id)
+                    && rid.is_none_or(|id| id >= self.next_id)
                     && !spells_a_sent_id()
                 {
                     self.diag.answered_unsent += 1;
