@@ -198,6 +198,84 @@ fn walk(v: Value, rules: Rules<'_>, table: &mut HashMap<String, usize>) -> Value
     }
 }
 
+/// What a bridge's own words hold that differs run to run although nothing changed: the clock
+/// and the process it writes into a text (`"provider failed at 2026-12-07T01:02:03Z after 41 ms
+/// (pid 4242, log /tmp/bridge-Xa9/log)"`). Each becomes a label that stays itself when masked
+/// again: a date or date-time (ISO 8601, a zone or fraction optional) or a clock time `<time>`,
+/// a 13-digit epoch-milliseconds number `<time>`, a number with a time unit (`41 ms`, `1.5s`,
+/// `3 seconds`) `<duration>`, a `pid` and its number `pid <pid>`, and the first folder under
+/// the temporary directory (`/tmp/`, `/var/tmp/`, macOS `/var/folders/…/T/`, `$TMPDIR`: the
+/// part `mkdtemp` randomizes) `<temp>`, the rest of the path kept. Everything else in the text
+/// is compared: a bridge that words its error otherwise still differs. bb's §7 blanks time
+/// fields only, so bb's own parity flags such a text on every run.
+pub fn mask_volatile_text(v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if let Some(masked) = masked_text(s) {
+                *s = masked;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mask_volatile_text),
+        Value::Object(map) => map.values_mut().for_each(mask_volatile_text),
+        _ => {}
+    }
+}
+
+/// The label of a masked time, duration, pid and temporary folder ([`mask_volatile_text`]).
+pub const TEXT_TIME: &str = "<time>";
+pub const TEXT_DURATION: &str = "<duration>";
+pub const TEXT_PID: &str = "<pid>";
+pub const TEXT_TEMP: &str = "<temp>";
+
+fn volatile_pattern() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        let mut temp = String::from(
+            r"(?:/private)?/(?:tmp|var/tmp)/[^/\s]+|(?:/private)?/var/folders/[^/\s]+/[^/\s]+/T/[^/\s]+",
+        );
+        if let Some(dir) = std::env::var_os("TMPDIR")
+            .and_then(|d| d.into_string().ok())
+            .map(|d| d.trim_end_matches('/').to_string())
+            .filter(|d| d.len() > 1 && !d.contains(char::is_whitespace))
+        {
+            temp.push_str(&format!("|{}/[^/\\s]+", regex::escape(&dir)));
+        }
+        let pattern = format!(
+            concat!(
+                r"(?P<time>\b\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}}(?:[.,]\d+)?)?(?:Z|[+-]\d{{2}}(?::?\d{{2}})?)?)?",
+                r"|\b\d{{1,2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?\b|\b1\d{{12}}\b)",
+                r"|(?P<duration>\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|secs?|seconds?|milliseconds?|mins?|minutes?)\b)",
+                r"|(?P<pid>(?i:\bpid\b)[\s:=#]*\d+)",
+                r"|(?P<temp>{})",
+            ),
+            temp
+        );
+        regex::Regex::new(&pattern).expect("the volatile-text pattern compiles")
+    })
+}
+
+/// `s` with its volatile words masked, `None` when it holds none.
+fn masked_text(s: &str) -> Option<String> {
+    let re = volatile_pattern();
+    if !re.is_match(s) {
+        return None;
+    }
+    Some(
+        re.replace_all(s, |c: &regex::Captures<'_>| {
+            if c.name("time").is_some() {
+                TEXT_TIME.to_string()
+            } else if c.name("duration").is_some() {
+                TEXT_DURATION.to_string()
+            } else if c.name("pid").is_some() {
+                format!("pid {TEXT_PID}")
+            } else {
+                TEXT_TEMP.to_string()
+            }
+        })
+        .into_owned(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +351,64 @@ mod tests {
             },
         );
         assert_eq!(b[0], b[1]);
+    }
+
+    #[test]
+    fn a_bridges_clock_and_process_in_its_words_are_masked_and_the_rest_kept() {
+        let mask = |s: &str| {
+            let mut v = json!({ "m": s, "deep": [{ "x": s }] });
+            mask_volatile_text(&mut v);
+            assert_eq!(v["m"], v["deep"][0]["x"]);
+            v["m"].as_str().unwrap().to_string()
+        };
+        let a = mask(
+            "provider failed at 2026-12-07T01:02:03Z after 41 ms (pid 4242, log /tmp/bb-Xa9/err.log)",
+        );
+        let b = mask(
+            "provider failed at 2027-01-31T23:59:59.123+01:00 after 1.5s (pid=7, log /tmp/bb-Q77/err.log)",
+        );
+        assert_eq!(
+            a,
+            "provider failed at <time> after <duration> (pid <pid>, log <temp>/err.log)"
+        );
+        assert_eq!(a, b);
+        // Masked again, each label stays itself.
+        assert_eq!(mask(&a), a);
+        // Another wording, another file, another unit of work: still different.
+        assert_ne!(
+            a,
+            mask(
+                "provider crashed at 2026-12-07T01:02:03Z after 41 ms (pid 4242, log /tmp/bb-Xa9/err.log)"
+            )
+        );
+        assert_ne!(
+            a,
+            mask(
+                "provider failed at 2026-12-07T01:02:03Z after 41 ms (pid 4242, log /tmp/bb-Xa9/out.log)"
+            )
+        );
+        assert_eq!(
+            mask("at 01:02:03.5 on 2026-12-07, 1796574126521"),
+            "at <time> on <time>, <time>"
+        );
+        assert_eq!(
+            mask("took 3 seconds, 250ms, 12us"),
+            "took <duration>, <duration>, <duration>"
+        );
+        // Words that only look alike are kept.
+        for kept in [
+            "10 sections",
+            "3 items",
+            "version 1.2.3",
+            "port 8080",
+            "#12",
+            "rapid 5",
+            "/w/README.md",
+        ] {
+            assert_eq!(mask(kept), kept);
+        }
+        let mut n = json!(5);
+        mask_volatile_text(&mut n);
+        assert_eq!(n, json!(5));
     }
 }

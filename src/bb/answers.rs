@@ -19,6 +19,13 @@ const SESSION_REQUESTS: &[&str] = &["thread/start", "thread/resume", "thread/for
 /// not compared; `thread/identity` carries only ids, which are blanked.
 const COMPARED_NOTIFICATIONS: &[&str] = &["provider/recovery", "session/replaced"];
 
+/// A request id as a response names it: its text as bb's runtime compares ids
+/// ([`super::msg::id_text`]), so a response id written `5.0` answers request 5 (JSON has one
+/// number type, and the runtime reads it so).
+fn id_key(id: &Value) -> String {
+    super::msg::id_text(id).unwrap_or_else(|| id.to_string())
+}
+
 /// The outcomes of a cell's traffic, in a leg-independent order: each answered runtime request
 /// that names a thread (`answer turn/start → result`, `answer turn/start → error -32000`), in
 /// the order the runtime sent them, then the compared notifications in the order they came
@@ -54,14 +61,14 @@ pub fn wire_outcomes<'a>(lines: impl IntoIterator<Item = (bool, &'a str)>) -> Ve
                     sessions.insert(sent, Session::default());
                     session_of.insert(thread.to_string(), sent);
                 }
-                pending.insert(id.to_string(), (sent, method.to_string()));
+                pending.insert(id_key(id), (sent, method.to_string()));
                 sent += 1;
             }
             continue;
         }
         match (method, id) {
             (None, Some(id)) => {
-                if let Some((at, method)) = pending.remove(&id.to_string()) {
+                if let Some((at, method)) = pending.remove(&id_key(id)) {
                     if let Some(session) = sessions.get_mut(&at) {
                         session.returned = m
                             .get("result")
@@ -309,5 +316,17 @@ mod tests {
                 "answer thread/start → result; thread/identity names another providerThreadId",
             ]
         );
+    }
+
+    #[test]
+    fn a_response_id_written_with_a_zero_fraction_answers_its_request() {
+        let lines = [
+            (
+                true,
+                r#"{"jsonrpc":"2.0","id":3,"method":"turn/start","params":{"threadId":"t"}}"#,
+            ),
+            (false, r#"{"jsonrpc":"2.0","id":3.0,"result":{}}"#),
+        ];
+        assert_eq!(wire_outcomes(lines), ["answer turn/start → result"]);
     }
 }

@@ -311,6 +311,12 @@ struct Diag {
     /// Answers to a request already answered: how many, the first as (id, first, again).
     answered_again: usize,
     first_answered_again: Option<(u64, usize, usize)>,
+    /// Responses whose id no request of the run carried (not null, which JSON-RPC 2.0 gives an
+    /// error about a request whose id could not be read; not the stray response the
+    /// `rpc/response-not-request` probe sends, which that rule judges): how many, the first as
+    /// (message, id).
+    answered_unsent: usize,
+    first_answered_unsent: Option<(usize, String)>,
     /// Response ids written as a number with a fraction part of zero (`5.0`): read as the
     /// integer, as bb's runtime (JavaScript's `JSON.parse`) reads them. The first (message, id).
     float_ids: usize,
@@ -335,7 +341,7 @@ pub const MAX_INVALID_DELTAS: usize = 100;
 pub const LARGE_LINE: usize = 1 << 20;
 
 impl Diag {
-    /// `rpc/jsonrpc-envelope`: its three sub-checks over every message of the run.
+    /// `rpc/jsonrpc-envelope`: its four sub-checks over every message of the run.
     fn jsonrpc_envelope(&self) -> Verdict {
         let version = match &self.first_not_v2 {
             None => SubCheck::pass(
@@ -373,7 +379,20 @@ impl Diag {
                 ),
             ),
         };
-        Verdict::from_subchecks(JSONRPC_ENVELOPE, vec![version, outcome, once])
+        let sent = match &self.first_answered_unsent {
+            None => SubCheck::pass(
+                "answers-a-request",
+                "each response id names a request the runtime sent",
+            ),
+            Some((pos, id)) => SubCheck::fail(
+                "answers-a-request",
+                format!(
+                    "{} response(s) to an id the runtime never sent (first: id {id} at message {pos}); a JSON-RPC 2.0 response carries the id of the request it answers, and the runtime holds no request for it",
+                    self.answered_unsent
+                ),
+            ),
+        };
+        Verdict::from_subchecks(JSONRPC_ENVELOPE, vec![version, outcome, once, sent])
     }
 
     /// Names the non-JSON lines: how many were blank (empty or whitespace only, which would
@@ -990,6 +1009,23 @@ impl Client {
                         which,
                     ));
                 }
+                let id_value = v.get("id").unwrap_or(&Value::Null);
+                let spells_a_sent_id = || {
+                    id_value
+                        .as_str()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .is_some_and(|n| n < self.next_id)
+                };
+                if !id_value.is_null()
+                    && rid != Some(STRAY_RESPONSE_ID)
+                    && rid.is_none_or(|id| id >= self.next_id)
+                    && !spells_a_sent_id()
+                {
+                    self.diag.answered_unsent += 1;
+                    self.diag
+                        .first_answered_unsent
+                        .get_or_insert((pos, clip(&id_value.to_string(), 40)));
+                }
                 if let Some(id) = rid.filter(|id| *id < self.next_id) {
                     match self.diag.answered_at.get(&id) {
                         Some(&first) => {
@@ -1275,6 +1311,10 @@ impl Client {
 
 /// A response id as the kit's integer request id: an unsigned integer, or a number with a
 /// fraction part of zero (`5.0`: JSON has one number type, and bb's runtime reads it as 5).
+/// The id of the stray response `rpc/response-not-request` sends the bridge (a bridge that
+/// answers it is that rule's fault, not `rpc/jsonrpc-envelope`'s).
+const STRAY_RESPONSE_ID: u64 = 999_999;
+
 fn response_id(id: &Value) -> Option<u64> {
     id.as_u64()
         .or_else(|| super::msg::json_int(id).and_then(|n| u64::try_from(n).ok()))
@@ -1606,8 +1646,9 @@ impl Kit<'_> {
             self.skip("rpc/response-not-request", m, NO_PROBE);
         } else {
             let from = self.c.received;
-            self.c
-                .send_raw(r#"{"jsonrpc":"2.0","id":999999,"result":{}}"#);
+            self.c.send_raw(
+                &json!({"jsonrpc": "2.0", "id": STRAY_RESPONSE_ID, "result": {}}).to_string(),
+            );
             let id = self.c.request("bb/conformance/alive-probe", json!({}));
             match self.c.wait_response(id) {
                 None => {
@@ -2275,10 +2316,12 @@ impl Kit<'_> {
             let why = self.c.why_silent();
             return TurnOutcome::NeverSettled { turn: t, why };
         }
+        // An error answer that carries a result too is the envelope's fault, named by
+        // rpc/jsonrpc-envelope: one fault, one verdict, so the turn is not judged refused.
         let refused = self
             .c
             .wait_response(id)
-            .filter(is_error)
+            .filter(|r| is_error(r) && r.get("result").is_none())
             .map(|r| describe_answer(&r));
         TurnOutcome::Settled {
             turn: t,

@@ -57,21 +57,37 @@ pub fn refusal(result: &Value) -> Option<String> {
 
 /// The handshake as the runtime acts on it: the protocol version and the capabilities the
 /// protocol names, each as stated. A number is compared as a number (`2` and `2.0` are one
-/// version); unknown capability fields "pass through" and are left out.
+/// version, `[3.0, 3.0]` and `[3, 3]` one grammar range); unknown capability fields "pass
+/// through" and are left out.
 fn handshake_facts(result: &Value) -> Value {
     let caps = result.get("capabilities").and_then(Value::as_object);
     let facts: serde_json::Map<String, Value> = HANDSHAKE_FACTS
         .iter()
-        .filter_map(|k| Some((k.to_string(), caps?.get(*k)?.clone())))
+        .filter_map(|k| Some((k.to_string(), as_numbers(caps?.get(*k)?.clone()))))
         .collect();
-    let version = result.get("protocolVersion").map(|v| match v.as_f64() {
-        Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => Value::from(f as i64),
-        _ => v.clone(),
-    });
+    let version = result.get("protocolVersion").cloned().map(as_numbers);
     serde_json::json!({
         "protocolVersion": version,
         "capabilities": facts,
     })
+}
+
+/// `v` with every number that has a zero fraction written as an integer (`3.0` → `3`): JSON has
+/// one number type, and bb's runtime reads them as one.
+fn as_numbers(v: Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if !n.is_i64() && !n.is_u64() && f.fract() == 0.0 && f.abs() < 1e15 => {
+                Value::from(f as i64)
+            }
+            _ => Value::Number(n),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(as_numbers).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, as_numbers(v))).collect())
+        }
+        other => other,
+    }
 }
 
 /// The identity text of an `initialize` result.
@@ -509,5 +525,15 @@ mod tests {
         assert_ne!(identity_of(&base), identity_of(&narrowed));
         let named = json!({"protocolVersion": 2, "capabilities": {}, "serverInfo": {"name": "py", "version": "1"}});
         assert!(identity_of(&named).starts_with("py 1 handshake "));
+        // JSON has one number type: `2.0` and `[3.0, 3.0]` are the version and range of `base`
+        // (the Perl peer's --mode floats failed parity's handshake with `3 → 3`).
+        let floats = serde_json::from_str(r#"{"protocolVersion": 2.0, "capabilities": {"grammarVersions": [3.0, 3.0], "sessionRestore": true}}"#).unwrap();
+        assert_eq!(identity_of(&base), identity_of(&floats));
+        assert_ne!(
+            identity_of(&base),
+            identity_of(
+                &json!({"protocolVersion": 2, "capabilities": {"grammarVersions": [3, 3.5], "sessionRestore": true}})
+            )
+        );
     }
 }

@@ -127,19 +127,26 @@ impl Model for BbModel {
     ///
     /// A surrogate pair cut between two chunks ([`msg::parse`]) is joined here, once the chunks
     /// are one text, as bb's runtime joins the JavaScript strings.
+    ///
+    /// The bridge's clock and process in its own words (a time, a duration, a pid, a temporary
+    /// folder in an error's text) are masked once the text is whole
+    /// ([`crate::normalize::mask_volatile_text`]): they differ run to run.
     fn fold_events(&self, events: Vec<Value>) -> Vec<Value> {
         let mut events = coalesce_deltas(events);
         events.iter_mut().for_each(|e| {
             surrogate::join(e);
+            crate::normalize::mask_volatile_text(e);
         });
         events
     }
 
-    /// A row's text is its chunks': a surrogate pair cut between two is joined here.
+    /// A row's text is its chunks': a surrogate pair cut between two is joined here, and its
+    /// volatile words masked as an event's are.
     fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
         let mut rows = crate::normalize::normalize_list(rows, parity_rules(self.row_rules()));
         rows.iter_mut().for_each(|r| {
             surrogate::join(r);
+            crate::normalize::mask_volatile_text(r);
         });
         rows
     }

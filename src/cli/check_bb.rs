@@ -60,7 +60,9 @@ pub struct CheckBbArgs {
     /// Also replay the thread cells of these recordings folders against the bridge and add
     /// the recorded-traffic rules `recorded/<cell>/{replays, events-schema-valid, grammar,
     /// turn-lifecycle, not-empty}` (exact plan, as bb's kit) and `matches-recording` (the
-    /// replay's content compared with the recording, as parity compares them).
+    /// replay's content compared with the recording, as parity compares them). The wire rules
+    /// (`recorded/<cell>/<rule>`) judge the bridge's live traffic in the replay, as `replay bb`
+    /// does, not the recording: a recording is another run's traffic.
     #[arg(long, value_name = "DIR")]
     pub recordings: Vec<PathBuf>,
     #[command(flatten)]

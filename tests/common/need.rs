@@ -101,3 +101,25 @@ pub fn node_packages(test: &str, packages: &[&str]) -> bool {
         ),
     )
 }
+
+/// `/usr/bin/perl` with JSON::PP (core), for the Perl peer (`tests/peers/bb-perl`): `None` when
+/// it is missing ([`missing`] says so, or panics under CI).
+pub fn perl(test: &str) -> Option<&'static str> {
+    const PERL: &str = "/usr/bin/perl";
+    let ok = Command::new(PERL)
+        .args(["-MJSON::PP", "-MIO::Select", "-MFile::Temp", "-e1"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if ok
+        || missing(
+            test,
+            "perl",
+            "/usr/bin/perl with JSON::PP runs the Perl bb peer",
+        )
+    {
+        Some(PERL)
+    } else {
+        None
+    }
+}
