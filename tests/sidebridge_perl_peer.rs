@@ -142,19 +142,19 @@ fn check_judges_each_framing_as_the_default_build_or_names_its_flaw() {
 }
 
 /// `replay sidebridge` of the audit server's recorded chats (the same phrases): every legal
-/// framing passes on the kept connection; each flaw fails naming its cause.
+/// framing passes on the kept connection; a body stalled short of its Content-Length fails
+/// naming it.
 #[test]
-fn replay_passes_legal_framing_and_names_each_flaw() {
-    let Some(perl) = perl("replay_passes_legal_framing_and_names_each_flaw") else {
+fn replay_passes_legal_framing_and_names_a_stalled_body() {
+    let Some(perl) = perl("replay_passes_legal_framing_and_names_a_stalled_body") else {
         return;
     };
     let mut jobs: Vec<(&str, &str)> = vec![("", "")];
     jobs.extend(LEGAL.iter().map(|s| (*s, "")));
-    jobs.extend([
-        ("cl-long", "bytes its Content-Length announced"),
-        ("bare-lf", "ends in a bare LF, not CRLF"),
-        ("dup-cl", "Content-Length given as both"),
-    ]);
+    // The flaws that stall: replay's `not compared` names the cause of the silence. (Bare LF
+    // lines and two Content-Length values are named by the check and parity rows; a replay
+    // asks after each such reply whether the bridge exited, 0.7 s a request.)
+    jobs.push(("cl-long", "bytes its Content-Length announced"));
     let chats = std::fs::read_dir(audit_cells().join("audit"))
         .expect("the recorded chats")
         .count();

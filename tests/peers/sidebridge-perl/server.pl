@@ -11,7 +11,7 @@
 #
 # Usage: server.pl [--key KEY] [--v a,b,c]   (or env SB_V); prints its URL on stdout.
 # Legal framing switches:
-#   trickle        every reply written one byte at a time, 1 ms apart
+#   trickle        every reply written one byte at a time, a 1 ms pause every 16 bytes
 #   split          header section and body in two writes, 30 ms apart
 #   chunked-ext    Transfer-Encoding: chunked, 5-byte chunks with extensions (;ext=1;q="a b"),
 #                  trailer fields after the last chunk (announced in Trailer)
@@ -105,9 +105,10 @@ sub put {
     my ($c, $bytes) = @_;
     my $s = $c->{sock};
     if ($V{trickle}) {
+        my $i = 0;
         for my $b (split //, $bytes) {
             defined syswrite($s, $b) or return 0;
-            sleep 0.001;
+            sleep 0.001 if ++$i % 16 == 0;
         }
         return 1;
     }
