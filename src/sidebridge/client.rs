@@ -126,6 +126,9 @@ pub struct Driver {
     /// ([`transport::send_kept`]); off: one connection per request.
     keep_alive: bool,
     kept: Option<transport::Kept>,
+    /// The cause of the last timeout in a row when it was a body stalled short of its
+    /// Content-Length, said with [`TransportError::GaveUp`].
+    last_stall: Option<String>,
 }
 
 impl Driver {
@@ -145,6 +148,7 @@ impl Driver {
             timeouts_in_a_row: 0,
             keep_alive: false,
             kept: None,
+            last_stall: None,
         })
     }
 
@@ -190,7 +194,10 @@ impl Driver {
         let url = t.url.to_string();
         let mut redirects = Vec::new();
         let result = if self.give_up_after > 0 && self.timeouts_in_a_row >= self.give_up_after {
-            Err(TransportError::GaveUp(self.timeouts_in_a_row))
+            Err(TransportError::GaveUp(
+                self.timeouts_in_a_row,
+                self.last_stall.clone().unwrap_or_default(),
+            ))
         } else {
             loop {
                 let r = if self.keep_alive {
@@ -227,10 +234,18 @@ impl Driver {
         }
         if matches!(
             result,
-            Err(TransportError::Timeout { .. } | TransportError::Idle { .. })
+            Err(TransportError::Timeout { .. }
+                | TransportError::Idle { .. }
+                | TransportError::Stalled { .. },)
         ) {
             self.timeouts_in_a_row += 1;
-        } else if !matches!(result, Err(TransportError::GaveUp(_))) {
+            self.last_stall = match &result {
+                Err(TransportError::Stalled { got, expected, .. }) => Some(format!(
+                    " (the last: the body stopped after {got} of the {expected} bytes its Content-Length announced)"
+                )),
+                _ => None,
+            };
+        } else if !matches!(result, Err(TransportError::GaveUp(..))) {
             self.timeouts_in_a_row = 0;
         }
         self.log.push(Exchange {

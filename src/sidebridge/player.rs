@@ -533,19 +533,29 @@ async fn replay_cells(
         let (sent, new, failed) =
             send_one(&runs[ci].pairs[pi], (target, &mut conn), key, limits, &ids).await;
         SENT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        use transport::TransportError::{Idle, Timeout, TooLarge};
+        use transport::TransportError::{Idle, Stalled, Timeout, TooLarge};
         // A reply that met a closed or refused connection: the bridge may have exited (a
         // crash). Then this request is where it did, and nothing more is sent: every later
         // request would meet a refused connection, one failure per chat for one fault.
         if let Some(err) = &new.error
-            && !matches!(failed, Some(TooLarge(_) | Idle { .. } | Timeout { .. }))
+            && !matches!(
+                failed,
+                Some(TooLarge(_) | Idle { .. } | Timeout { .. } | Stalled { .. })
+            )
             && let Some(b) = bridge.as_deref_mut()
             && let Some(status) = b.exited_within(std::time::Duration::from_millis(700))
         {
             exit_seen = Some((status, ci, pi + 1, err.clone()));
             continue;
         }
-        if matches!(failed, Some(Idle { .. } | Timeout { .. })) {
+        // A body stalled short of its Content-Length is no complete answer either.
+        if let Some(Stalled { got, expected, .. }) = failed {
+            silent.push(format!(
+                "{} #{}: the body stopped after {got} of the {expected} bytes its Content-Length announced",
+                runs[ci].cell.key,
+                pi + 1
+            ));
+        } else if matches!(failed, Some(Idle { .. } | Timeout { .. })) {
             silent.push(format!("{} #{}", runs[ci].cell.key, pi + 1));
         } else {
             silent.clear();

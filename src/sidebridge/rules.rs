@@ -2245,6 +2245,11 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
     // Replies that decode after a UTF-8 byte order mark the app's decoder skips (said, not
     // judged: the app shows them).
     let mut boms: Vec<String> = Vec::new();
+    // Bytes past a reply's framing (a Content-Length short of the body sent) and bytes sent on
+    // a kept connection that no request asked for (an unsolicited 408 before an idle close):
+    // the app's client discards them and does not reuse the connection (RFC 9112 §6.3), so
+    // nothing the user sees changes. Said, not judged.
+    let mut framing_notes: Vec<String> = Vec::new();
     // SB-D9's replies to the emulated client that do not decode: another rule's.
     let mut d9_skips = Vec::new();
     // SB-D3 judges the value of a string `from`; a `from` that is missing or not a string is
@@ -2282,6 +2287,15 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
         };
         if x.kind == Kind::Client {
             received.ok += 1;
+        }
+        if r.extra > 0 {
+            framing_notes.push(format!(
+                "{}: {} byte(s) came after the reply's end as its framing gives it (a Content-Length short of the body sent), discarded as the app's client may (RFC 9112 §6.3), the connection not reused",
+                x.label, r.extra
+            ));
+        }
+        if let Some(why) = &r.unasked {
+            framing_notes.push(format!("{}: {why}", x.label));
         }
         // Only replies to a POST: the app sends nothing else. The GET/PUT/HEAD probes' bodies
         // are SB-H4's and the OPTIONS probe is SB-H5's record (one fault, one verdict; no
@@ -2472,7 +2486,17 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
                     return strict_from_subchecks(
                         "SB-D1",
                         vec![
-                            received.subcheck("received", "reply received completely"),
+                            {
+                                let mut r =
+                                    received.subcheck("received", "reply received completely");
+                                if !framing_notes.is_empty() && r.status == Status::Pass {
+                                    r.evidence.push_str(&format!(
+                                        "; note: {}",
+                                        clipped(&framing_notes)
+                                    ));
+                                }
+                                r
+                            },
                             {
                                 let mut d = decoded
                                     .subcheck("decodes", "reply decodes under profile gamma");

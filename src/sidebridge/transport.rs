@@ -75,6 +75,18 @@ pub enum TransportError {
         "body larger than {0} bytes: bridgewire's own --max-body limit, not the app's (it reads a body of any size); raise it with --max-body BYTES"
     )]
     TooLarge(usize),
+    /// The body stopped short of its `Content-Length` and nothing more came within the app's
+    /// timeout: the length announced more than was sent (RFC 9112 §6.3: the reply is
+    /// incomplete). Counted as a timeout, as [`TransportError::Idle`] is.
+    #[error(
+        "the body stopped after {got} of the {expected} bytes its Content-Length announced, and no data came for {limit:?}: the app's timeout ({flag}) ran out on an incomplete reply (RFC 9112 §6.3)"
+    )]
+    Stalled {
+        got: usize,
+        expected: usize,
+        limit: Duration,
+        flag: &'static str,
+    },
     #[error("truncated body: connection closed after {got} of {expected} bytes")]
     Truncated { got: usize, expected: usize },
     #[error("truncated chunked body: {0}")]
@@ -106,8 +118,10 @@ pub enum TransportError {
     /// whole): within the transport only, where a kept connection is replaced by a new one.
     #[error("i/o error writing the request: {0}")]
     Unwritten(String),
-    #[error("not sent: the bridge timed out {0} times in a row")]
-    GaveUp(usize),
+    /// Its text: the last of those timeouts' cause, when it was more than silence (a body
+    /// stalled short of its Content-Length), or empty.
+    #[error("not sent: the bridge timed out {0} times in a row{1}")]
+    GaveUp(usize, String),
 }
 
 /// What the text of [`TransportError::DeafOnReuse`] says that no other error's does: the
@@ -131,6 +145,14 @@ pub struct HttpReply {
     /// §9.3.2: "the server MUST NOT send content in the response" to HEAD): on a kept-alive
     /// connection they would be read as the start of the next reply.
     pub after_head: usize,
+    /// Bytes that arrived with the reply after its end as its framing gives it (a
+    /// `Content-Length` smaller than the body sent): the app's client may discard them (RFC
+    /// 9112 §6.3) and must not read them as a reply, so the connection is not reused.
+    pub extra: usize,
+    /// Why the connection the previous reply left open was not reused for this request, when
+    /// the bridge had sent bytes on it that no request asked for (an unsolicited `408` before
+    /// closing an idle connection, RFC 9110 §15.5.9, or what followed a reply's framing).
+    pub unasked: Option<String>,
 }
 
 /// How long the bytes after a HEAD reply's header section are waited for once none arrive.
@@ -246,6 +268,44 @@ pub async fn send(
 pub struct Kept {
     host_port: String,
     stream: TcpStream,
+    /// When the reply that left it open ended.
+    since: Instant,
+    /// How long the bridge said it keeps an idle connection (`Keep-Alive: timeout=N`).
+    keep_for: Option<Duration>,
+}
+
+impl Kept {
+    fn new(host_port: String, stream: TcpStream, reply: &HttpReply) -> Kept {
+        Kept {
+            host_port,
+            stream,
+            since: Instant::now(),
+            keep_for: reply.header("keep-alive").and_then(keep_alive_timeout),
+        }
+    }
+
+    /// Whether the bridge's `Keep-Alive: timeout=N` still leaves time to send on it: idle for
+    /// less than N less a margin (a quarter of N, at most 1 s), so the request never crosses
+    /// the close the bridge makes at N on the wire.
+    fn within_keep_alive(&self) -> bool {
+        self.keep_for.is_none_or(|t| {
+            let margin = (t / 4).min(Duration::from_secs(1));
+            self.since.elapsed() + margin < t
+        })
+    }
+}
+
+/// The `timeout` parameter of a `Keep-Alive` field value (`timeout=5, max=100`): how long the
+/// server keeps an idle connection open, in whole seconds.
+pub fn keep_alive_timeout(value: &str) -> Option<Duration> {
+    value.split(',').find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("timeout")
+            .then(|| v.trim().trim_matches('"').parse::<u64>().ok())
+            .flatten()
+            .map(Duration::from_secs)
+    })
 }
 
 /// Sends one request as the app's HTTP client does: on the connection `kept` holds when it
@@ -273,15 +333,21 @@ pub async fn send_kept(
     limits: Limits,
 ) -> Result<HttpReply, TransportError> {
     let target = req.target;
-    if let Some(mut k) = kept
-        .take()
-        .filter(|k| k.host_port == target.host_port && still_open(&k.stream))
-    {
+    let mut unasked = None;
+    if let Some(mut k) = kept.take().filter(|k| {
+        k.host_port == target.host_port && k.within_keep_alive() && {
+            let (open, bytes) = still_open(&k.stream);
+            unasked = bytes;
+            open
+        }
+    }) {
         let start = Instant::now();
         let deadline = tokio::time::Instant::now() + limits.total;
         match exchange_on(&mut k.stream, req, limits, false, start, deadline).await {
             (Ok((reply, persists)), _) => {
                 if persists {
+                    k.since = Instant::now();
+                    k.keep_for = reply.header("keep-alive").and_then(keep_alive_timeout);
                     *kept = Some(k);
                 }
                 return Ok(reply);
@@ -311,18 +377,16 @@ pub async fn send_kept(
     let start = Instant::now();
     let deadline = tokio::time::Instant::now() + limits.total;
     let mut stream = connect(target, limits).await?;
-    let (reply, persists) = exchange_on(&mut stream, req, limits, false, start, deadline)
+    let (mut reply, persists) = exchange_on(&mut stream, req, limits, false, start, deadline)
         .await
         .0
         .map_err(|e| match e {
             TransportError::Unwritten(why) => TransportError::Io(why),
             e => e,
         })?;
+    reply.unasked = unasked;
     if persists {
-        *kept = Some(Kept {
-            host_port: target.host_port.clone(),
-            stream,
-        });
+        *kept = Some(Kept::new(target.host_port.clone(), stream, &reply));
     }
     Ok(reply)
 }
@@ -330,28 +394,42 @@ pub async fn send_kept(
 /// Whether the bridge still holds `stream` open for another request: a non-blocking peek
 /// finds nothing waiting. The end of the stream (the bridge closed it), an error (a reset) or
 /// bytes that no request asked for (a late `408`, a body after a reply's framing) each mean
-/// the connection cannot carry the next request.
-fn still_open(stream: &TcpStream) -> bool {
+/// the connection cannot carry the next request; such bytes are named (the second value:
+/// how many were waiting, and the first of them).
+fn still_open(stream: &TcpStream) -> (bool, Option<String>) {
     use std::os::fd::AsRawFd;
-    let mut byte = [0u8; 1];
+    let mut peek = [0u8; 512];
     loop {
-        // SAFETY: `byte` is a valid buffer of 1 byte for the call's duration, and the file
-        // descriptor belongs to `stream`, borrowed for the call.
+        // SAFETY: `peek` is a valid buffer of its length for the call's duration, and the
+        // file descriptor belongs to `stream`, borrowed for the call.
         let n = unsafe {
             libc::recv(
                 stream.as_raw_fd(),
-                byte.as_mut_ptr().cast(),
-                1,
+                peek.as_mut_ptr().cast(),
+                peek.len(),
                 libc::MSG_PEEK | libc::MSG_DONTWAIT,
             )
         };
-        if n >= 0 {
-            return false;
+        if n > 0 {
+            let n = n as usize;
+            let first = String::from_utf8_lossy(&peek[..n]);
+            let first = first.lines().next().unwrap_or_default();
+            let first: String = first.chars().take(60).collect();
+            return (
+                false,
+                Some(format!(
+                    "the bridge had sent {n}{} byte(s) on the kept connection that no request asked for (starting {first:?}), so a new connection carried this request",
+                    if n == peek.len() { " or more" } else { "" }
+                )),
+            );
+        }
+        if n == 0 {
+            return (false, None);
         }
         match std::io::Error::last_os_error().kind() {
             std::io::ErrorKind::Interrupted => continue,
-            std::io::ErrorKind::WouldBlock => return true,
-            _ => return false,
+            std::io::ErrorKind::WouldBlock => return (true, None),
+            _ => return (false, None),
         }
     }
 }
@@ -436,10 +514,10 @@ async fn exchange_on(
         quick_ack(fd);
         let mut reader = IdleRead::new(&mut *stream, limits.idle, &watch);
         reader.quick_ack = Some(fd);
-        let ((status, headers, body), persists) =
+        let ((status, headers, body), persists, extra) =
             read_framed_conn(&mut reader, method == "HEAD", limits.max_body).await?;
         if method != "HEAD" {
-            return Ok(((status, headers, body), persists, 0));
+            return Ok(((status, headers, body), persists && extra == 0, 0, extra));
         }
         // A reply to HEAD has no body; what came after its header section anyway (`body`
         // holds what arrived with it), and whatever follows until the connection closes or
@@ -452,7 +530,12 @@ async fn exchange_on(
                 _ => break,
             }
         }
-        Ok(((status, headers, Vec::new()), persists && after == 0, after))
+        Ok((
+            (status, headers, Vec::new()),
+            persists && after == 0,
+            after,
+            0,
+        ))
     };
     let result = match tokio::time::timeout_at(deadline, io).await {
         Err(_) => Err(TransportError::Timeout {
@@ -460,6 +543,16 @@ async fn exchange_on(
             idle: limits.idle,
             flag: limits.total_flag,
         }),
+        Ok(Err(TransportError::Stalled { got, expected, .. }))
+            if watch.fired.load(std::sync::atomic::Ordering::Relaxed) =>
+        {
+            Err(TransportError::Stalled {
+                got,
+                expected,
+                limit: limits.idle,
+                flag: limits.idle_flag,
+            })
+        }
         Ok(Err(_)) if watch.fired.load(std::sync::atomic::Ordering::Relaxed) => {
             Err(TransportError::Idle {
                 limit: limits.idle,
@@ -467,7 +560,7 @@ async fn exchange_on(
             })
         }
         Ok(Err(e)) => Err(e),
-        Ok(Ok(((status, headers, body), persists, after_head))) => {
+        Ok(Ok(((status, headers, body), persists, after_head, extra))) => {
             let len = body.len();
             // A reply whose coding does not undo (a plain body labelled gzip) did arrive, with
             // its status and headers: an undecodable body (`opaque`, kept as none of its
@@ -486,6 +579,8 @@ async fn exchange_on(
                         elapsed: start.elapsed(),
                         opaque,
                         after_head,
+                        extra,
+                        unasked: None,
                     },
                     persists,
                 )
@@ -622,19 +717,44 @@ async fn read_framed<R: AsyncRead + Unpin>(
 ) -> Result<Parsed, TransportError> {
     read_framed_conn(stream, head_only, max_body)
         .await
-        .map(|((status, headers, body), _)| {
+        .map(|((status, headers, body), _, _)| {
             (status, headers, if head_only { Vec::new() } else { body })
         })
 }
 
-/// [`read_framed`], and whether the connection may carry another request (RFC 9112 §9.3): an
+/// Where the header section in `buf` ends, searching from `from`: the length of the section
+/// (without the line ending before its blank line) and where what follows it starts. The
+/// blank line is found whether lines end in CRLF or, against RFC 9112 §2.1, in a bare LF (so
+/// such a reply is named, not waited for until the timeout).
+fn head_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
+    memchr::memchr_iter(b'\n', &buf[from..])
+        .map(|p| from + p)
+        .find_map(|p| match &buf[p + 1..] {
+            [b'\n', ..] => Some((p, p + 2)),
+            [b'\r', b'\n', ..] => Some((p, p + 3)),
+            _ => None,
+        })
+        .map(|(p, rest)| {
+            (
+                if p > 0 && buf[p - 1] == b'\r' {
+                    p - 1
+                } else {
+                    p
+                },
+                rest,
+            )
+        })
+}
+
+/// [`read_framed`], whether the connection may carry another request (RFC 9112 §9.3): an
 /// HTTP/1.1 reply without the `close` option, or an HTTP/1.0 one with `keep-alive`, whose body
-/// ended by its framing (not by the connection closing).
+/// ended by its framing (not by the connection closing), and how many bytes arrived with the
+/// reply after its framing's end.
 async fn read_framed_conn<R: AsyncRead + Unpin>(
     stream: &mut R,
     head_only: bool,
     max_body: usize,
-) -> Result<(Parsed, bool), TransportError> {
+) -> Result<(Parsed, bool, usize), TransportError> {
     let mut buf = Vec::with_capacity(8192);
     let mut chunk = [0u8; 16384];
     // Head (skipping interim 1xx replies).
@@ -644,14 +764,13 @@ async fn read_framed_conn<R: AsyncRead + Unpin>(
         let end = loop {
             // Search only the new bytes (a reply trickling in byte by byte stays linear), and
             // judge the head by its length, not by how the reads happened to split it.
-            if let Some(p) = memchr::memmem::find(&buf[searched..], b"\r\n\r\n") {
-                let p = searched + p;
+            if let Some((p, rest)) = head_end(&buf, searched) {
                 if p > MAX_HEAD {
                     return Err(too_long());
                 }
-                break p;
+                break (p, rest);
             }
-            searched = buf.len().saturating_sub(3);
+            searched = buf.len().saturating_sub(2);
             if buf.len() > MAX_HEAD + 3 {
                 return Err(too_long());
             }
@@ -668,8 +787,21 @@ async fn read_framed_conn<R: AsyncRead + Unpin>(
             }
             buf.extend_from_slice(&chunk[..n]);
         };
+        let (end, rest_at) = end;
+        // RFC 9112 §2.1: every line of the header section ends in CRLF. A recipient MAY take
+        // a bare LF as one (§2.2), but the sender broke the grammar, and the app's client is
+        // not known to: named, not guessed.
+        if let Some(p) =
+            memchr::memchr_iter(b'\n', &buf[..rest_at]).find(|&p| p == 0 || buf[p - 1] != b'\r')
+        {
+            let line = buf[..p].rsplit(|&b| b == b'\n').next().unwrap_or_default();
+            return Err(TransportError::Malformed(format!(
+                "a line of the header section ends in a bare LF, not CRLF ({:?}): RFC 9112 §2.1 has the sender end every line in CRLF",
+                String::from_utf8_lossy(line)
+            )));
+        }
         let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-        let rest = buf[end + 4..].to_vec();
+        let rest = buf[rest_at..].to_vec();
         let mut lines = head.split("\r\n");
         let status_line = lines.next().unwrap_or_default();
         let mut parts = status_line.splitn(3, ' ');
@@ -699,29 +831,58 @@ async fn read_framed_conn<R: AsyncRead + Unpin>(
         if head_only {
             // The bytes that arrived after the header section (none, from a bridge that keeps
             // to HTTP): the caller counts them.
-            return Ok(((status, headers, rest), persists));
+            return Ok(((status, headers, rest), persists, 0));
         }
         if status == 204 || status == 304 {
-            return Ok(((status, headers, Vec::new()), persists));
+            let extra = rest.len();
+            return Ok(((status, headers, Vec::new()), persists, extra));
         }
         let chunked =
             get("transfer-encoding").is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
         let mut persists = persists;
+        let mut extra = 0;
+        // Every Content-Length field line, each possibly a list (`42, 42`).
+        let lengths: Vec<String> = headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .flat_map(|(_, v)| v.split(',').map(|l| l.trim().to_string()))
+            .collect();
         let body = if chunked {
-            read_chunked(stream, rest, max_body).await?
-        } else if let Some(len) = get("content-length") {
+            let (body, left) = read_chunked(stream, rest, max_body).await?;
+            extra = left;
+            body
+        } else if let Some(len) = lengths.first() {
             let len: usize = len
                 .parse()
                 .map_err(|_| TransportError::Malformed(format!("bad Content-Length {len:?}")))?;
+            // RFC 9110 §8.6 lets a recipient take `42, 42` as 42; differing values leave the
+            // framing undecidable, RFC 9112 §6.3 (5): an unrecoverable error.
+            if let Some(other) = lengths
+                .iter()
+                .find(|l| l.parse::<usize>().ok() != Some(len))
+            {
+                return Err(TransportError::Malformed(format!(
+                    "Content-Length given as both {len} and {other:?}: the reply's length cannot be known, RFC 9112 §6.3 has the client treat it as an unrecoverable error, close the connection and discard the reply"
+                )));
+            }
             if len > max_body {
                 return Err(TransportError::TooLarge(max_body));
             }
             let mut body = rest;
             while body.len() < len {
-                let n = stream
-                    .read(&mut chunk)
-                    .await
-                    .map_err(|e| TransportError::Io(e.to_string()))?;
+                let n = match stream.read(&mut chunk).await {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut && !body.is_empty() => {
+                        // Named by the caller with the app's timeout that ran out.
+                        return Err(TransportError::Stalled {
+                            got: body.len(),
+                            expected: len,
+                            limit: Duration::ZERO,
+                            flag: "",
+                        });
+                    }
+                    Err(e) => return Err(TransportError::Io(e.to_string())),
+                };
                 if n == 0 {
                     return Err(TransportError::Truncated {
                         got: body.len(),
@@ -730,6 +891,7 @@ async fn read_framed_conn<R: AsyncRead + Unpin>(
                 }
                 body.extend_from_slice(&chunk[..n]);
             }
+            extra = body.len() - len;
             body.truncate(len);
             body
         } else {
@@ -749,7 +911,7 @@ async fn read_framed_conn<R: AsyncRead + Unpin>(
                 body.extend_from_slice(&chunk[..n]);
             }
         };
-        return Ok(((status, headers, body), persists));
+        return Ok(((status, headers, body), persists, extra));
     }
 }
 
@@ -775,11 +937,14 @@ pub fn decode_content(
     })
 }
 
+/// A chunked body (RFC 9112 §7.1): chunk extensions ignored, the trailer section read to its
+/// blank line and discarded (§7.1.2), so the connection is left at the next reply. Returns the
+/// body and how many bytes arrived after the trailer section.
 async fn read_chunked<R: AsyncRead + Unpin>(
     stream: &mut R,
     mut buf: Vec<u8>,
     max_body: usize,
-) -> Result<Vec<u8>, TransportError> {
+) -> Result<(Vec<u8>, usize), TransportError> {
     let mut body = Vec::new();
     let mut chunk = [0u8; 16384];
     let mut pos = 0usize;
@@ -820,7 +985,33 @@ async fn read_chunked<R: AsyncRead + Unpin>(
             .map_err(|_| TransportError::BadChunks(format!("bad chunk size {size_text:?}")))?;
         pos = line_end + 2;
         if size == 0 {
-            return Ok(body);
+            // The trailer section: field lines up to a blank one, bounded like a header section.
+            let start = pos;
+            loop {
+                let end = loop {
+                    if let Some(p) = memchr::memmem::find(&buf[pos..], b"\r\n") {
+                        break pos + p;
+                    }
+                    if buf.len() - start > MAX_HEAD {
+                        return Err(TransportError::BadChunks(format!(
+                            "trailer section over {MAX_HEAD} bytes"
+                        )));
+                    }
+                    // A connection closed after the last chunk ends a body that is whole (as
+                    // before trailers were read): not a truncated reply.
+                    if fill(stream, &mut buf, &mut chunk, body.len())
+                        .await
+                        .is_err()
+                    {
+                        return Ok((body, 0));
+                    }
+                };
+                let blank = end == pos;
+                pos = end + 2;
+                if blank {
+                    return Ok((body, buf.len() - pos));
+                }
+            }
         }
         // `body.len() <= max_body` holds here; a size near `usize::MAX` must not overflow.
         if size > max_body - body.len() {

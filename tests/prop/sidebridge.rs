@@ -127,7 +127,9 @@ pub fn kind_of(e: &TransportError) -> &'static str {
         TransportError::Truncated { .. } => "truncated",
         TransportError::BadChunks(_) => "bad chunks",
         TransportError::Malformed(_) => "malformed",
-        TransportError::Timeout { .. } | TransportError::Idle { .. } => "timeout",
+        TransportError::Timeout { .. }
+        | TransportError::Idle { .. }
+        | TransportError::Stalled { .. } => "timeout",
         _ => "other",
     }
 }
