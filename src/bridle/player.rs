@@ -1450,7 +1450,7 @@ pub async fn replay_group_traced(
     let mut older_agents: VecDeque<(Option<u64>, Socket)> = VecDeque::new();
     let mut agent_conn: Option<u64> = None;
     // A ping the hub did not answer with a pong, to be said once ([`settle_register`]).
-    let (mut pong_missing, mut pong_said): (Option<String>, bool) = (None, false);
+    let mut pong_note = PongNote::Unsaid;
     if has_agent && agent_connects == 0 {
         match connect_agent(Some(agent_handshake(cfg, &agent_id)), opts.clone()).await {
             Ok(s) => {
@@ -1463,14 +1463,17 @@ pub async fn replay_group_traced(
                 cadence.wrote();
                 agent = Some(s);
                 let mut unsynced = true;
-                pong_missing = settle_register(
+                if let Some(why) = settle_register(
                     &mut agent,
                     &mut unsynced,
                     cfg,
                     &mut agent_early,
                     &mut cadence,
                 )
-                .await;
+                .await
+                {
+                    pong_note.missing(why);
+                }
             }
             Err(e) => return all_failed(cells, &outcomes, &parties, &agent_fail(e)),
         }
@@ -1541,15 +1544,13 @@ pub async fn replay_group_traced(
                 &mut cadence,
             )
             .await
-            && !pong_said
         {
-            pong_missing = Some(why);
+            pong_note.missing(why);
         }
         // Said once for the group, in the first cell that acts after the wait (the wait is
         // the group's, not a fault of a cell: each is judged on what it saw).
-        if let Some(why) = pong_missing.take() {
+        if let Some(why) = pong_note.say() {
             p.notes.push(why);
-            pong_said = true;
         }
         match step {
             Step::AgentClose(..) | Step::Bystander(_) => {}
@@ -1981,6 +1982,38 @@ async fn leave_bystander(
     if let Some(mut b) = bystander.take() {
         let got = leave(&mut b, cfg).await;
         strays.extend(got.into_iter().filter(|e| e.name == "message"));
+    }
+}
+
+/// The group's note that the hub left the agent's ping unanswered ([`settle_register`]): said
+/// once, in the first cell that acts after the wait.
+enum PongNote {
+    /// No wait for the pong has run out yet.
+    Unsaid,
+    /// A wait ran out: the note, for the next cell that acts.
+    Pending(String),
+    /// Said; later waits that run out are not said again.
+    Said,
+}
+
+impl PongNote {
+    /// A wait for the pong ran out (`why`): kept to be said unless already said.
+    fn missing(&mut self, why: String) {
+        if !matches!(self, PongNote::Said) {
+            *self = PongNote::Pending(why);
+        }
+    }
+
+    /// The note to say now, if one is pending; it is then said.
+    fn say(&mut self) -> Option<String> {
+        match std::mem::replace(self, PongNote::Said) {
+            PongNote::Pending(why) => Some(why),
+            PongNote::Unsaid => {
+                *self = PongNote::Unsaid;
+                None
+            }
+            PongNote::Said => None,
+        }
     }
 }
 
