@@ -88,8 +88,8 @@ fn browser_auth(
         Some(head) => format!("{head}{SIGNED}"),
         None => t.to_string(),
     };
-    let shift = ((crate::util::now_ms() as f64 - ts) / 1000.0).round() as i64;
-    auth["token"] = json!(replay_token(&t, &cfg.jwt_secret, shift.max(0))?);
+    let shift = super::token::shift_secs(crate::util::now_ms(), ts);
+    auth["token"] = json!(replay_token(&t, &cfg.jwt_secret, shift)?);
     Ok(auth)
 }
 
