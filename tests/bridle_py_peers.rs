@@ -286,6 +286,10 @@ const HUB_UNJUDGED: &[(&str, &str)] = &[
         "v-throttle-trailing",
         "a replay fault (frames coalesced per 200 ms window): replay bridle names it, in fault_fixture_replays_and_each_throttle_fails",
     ),
+    (
+        "v-refuse-second-browser",
+        "a replay fault (a browser refused that the recording admitted): replay bridle names it once, in fault_fixture_replays_and_each_throttle_fails",
+    ),
 ];
 
 /// The agent's rows.
@@ -606,6 +610,11 @@ fn a_recording_of_another_hub_replays_whatever_extensions_each_sends() {
 /// - `v-throttle-trailing`: the latest frame of each 200 ms window relayed at its end;
 /// - `v-throttle-leading`: frames within 200 ms of the last relayed dropped.
 ///
+/// - `v-refuse-second-browser` (a second browser of an agentId refused while the first is
+///   connected): one verdict, in the refused browser's cell; the HTTP cell whose health answer
+///   then counts one browser fewer passes, saying whose connection was refused (it failed on
+///   `browserClients`: one fault, two verdicts).
+///
 /// The correct hub failed here about one run in two: the player moved a token's `iat` by the
 /// time since the recording rounded to the nearest second, so a replayed `iat` could name a
 /// second still ahead of the clock, and PyJWT refuses a token issued in the future ("the
@@ -617,8 +626,13 @@ fn fault_fixture_replays_and_each_throttle_fails() {
     };
     let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-faults");
     let hub_py = peer_dir().join("hub.py");
-    let rows = ["", "v-throttle-trailing", "v-throttle-leading"];
-    let results = common::verdicts::at_a_time(3, &rows, |vary| {
+    let rows = [
+        "",
+        "v-throttle-trailing",
+        "v-throttle-leading",
+        "v-refuse-second-browser",
+    ];
+    let results = common::verdicts::at_a_time(rows.len(), &rows, |vary| {
         code_and_stdout(
             Command::new(BW)
                 .args(["replay", "bridle", "--wait-ms", "3000"])
@@ -634,7 +648,25 @@ fn fault_fixture_replays_and_each_throttle_fails() {
     let (code, out) = &results[0];
     assert_eq!(*code, 0, "{out}");
     assert!(!out.contains("FAIL "), "{out}");
-    for (code, out) in &results[1..] {
+    let (code, out) = &results[3];
+    assert_eq!(*code, 1, "{out}");
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+    assert!(
+        matches!(fails.as_slice(), [f] if f.contains(": the replayed browser could not connect: ")),
+        "one fault, one verdict:\n{out}"
+    );
+    let refused = fails[0]
+        .split_once(' ')
+        .and_then(|(_, rest)| rest.split_once(": "))
+        .map_or("", |(cell, _)| cell);
+    assert!(
+        out.lines().any(|l| l.starts_with("PASS ")
+            && l.contains(&format!(
+                "the hub had refused the browser connection of {refused} that the recording shows admitted"
+            ))),
+        "{out}"
+    );
+    for (code, out) in &results[1..3] {
         assert_eq!(*code, 1, "{out}");
         let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
         assert!(!fails.is_empty(), "{out}");

@@ -979,6 +979,9 @@ struct Party {
     /// A browser connection of the cell's the hub ended where the recording kept it open, no
     /// longer counted (the recording ended it since, or the cell connected again): why.
     lost_before: Option<String>,
+    /// The hub refused the cell's browser connection, which the recording shows admitted: the
+    /// cell's replay ended there, and a health answer that counts browsers does not count it.
+    refused_live: bool,
     /// What was not played or compared, and why: said in a passing verdict.
     notes: Vec<String>,
     /// The cell's verdict when its replay ended early (its browser could not connect, the hub
@@ -1029,6 +1032,7 @@ impl Party {
             closed_live: 0,
             stalled_at: None,
             lost_before: None,
+            refused_live: false,
             notes: Vec::new(),
             ended: None,
         }
@@ -1079,6 +1083,7 @@ impl Party {
             Err(_) if refused => self.tab.browser = None,
             Err(e) => {
                 self.saw_close();
+                self.refused_live = true;
                 self.ended = Some(Outcome::Fail(format!(
                     "the replayed browser could not connect: {e}"
                 )))
@@ -1517,14 +1522,19 @@ pub async fn replay_group_traced(
             continue;
         }
         // A health answer counts the group's browsers: the connections the hub ended where the
-        // recording kept them open (found on every cell's browsers, without waiting) are not
-        // counted by a hub that noticed, and are judged in their own cells.
+        // recording kept them open (found on every cell's browsers, without waiting), and those
+        // it refused where the recording admitted them, are not counted by the hub, and are
+        // judged in their own cells.
         let mut lost: Vec<String> = Vec::new();
+        let mut refused: Vec<String> = Vec::new();
         if matches!(step, Step::HttpExpect) {
             for (k, q) in parties.iter_mut().enumerate() {
                 let Some(q) = q.as_mut() else { continue };
                 q.poll_browsers().await;
                 lost.extend((0..q.lost()).map(|_| cells[k].key.clone()));
+                if q.refused_live {
+                    refused.push(cells[k].key.clone());
+                }
             }
         }
         let Some(p) = parties[i].as_mut().filter(|p| p.ended.is_none()) else {
@@ -1707,7 +1717,7 @@ pub async fn replay_group_traced(
                 let mut got = got;
                 if let Ok(v) = got.as_mut() {
                     let recorded = p.recorded.get(p.live.len());
-                    counted_as_recorded(v, recorded, &lost, &mut p.notes);
+                    counted_as_recorded(v, recorded, &lost, &refused, &mut p.notes);
                 }
                 // An answer that did not come within its bound is a stall, as a browser event
                 // that did not: not a difference of the answer.
@@ -1914,13 +1924,15 @@ pub struct Trace {
 
 /// A health answer whose `browserClients` is below the recorded count by no more than the
 /// group's browser connections the hub ended where the recording kept them open (`lost`, their
-/// cells; a hub may not have noticed each yet): those connections' fault, judged in their own
-/// cells, not this answer's; the count is taken as recorded and said in `notes`. A count the
-/// lost connections do not account for stays a difference (a hub that counts wrong).
+/// cells; a hub may not have noticed each yet) and those it refused where the recording
+/// admitted them (`refused`, their cells): those connections' fault, judged in their own
+/// cells, not this answer's; the count is taken as recorded and said in `notes`. A count they
+/// do not account for stays a difference (a hub that counts wrong).
 fn counted_as_recorded(
     answer: &mut Value,
     recorded: Option<&Value>,
     lost: &[String],
+    refused: &[String],
     notes: &mut Vec<String>,
 ) {
     let Some(r) = recorded
@@ -1936,16 +1948,33 @@ fn counted_as_recorded(
     else {
         return;
     };
-    if lost.is_empty() || l >= r || l + (lost.len() as u64) < r {
+    let uncounted = (lost.len() + refused.len()) as u64;
+    if uncounted == 0 || l >= r || l + uncounted < r {
         return;
     }
     answer["body"]["browserClients"] = json!(r);
-    let mut cells = lost.to_vec();
-    cells.dedup();
+    let cells = |c: &[String]| {
+        let mut c = c.to_vec();
+        c.dedup();
+        c.join(", ")
+    };
+    let mut why = Vec::new();
+    if !lost.is_empty() {
+        why.push(format!(
+            "the hub had ended the browser connection of {} that the recording kept open",
+            cells(lost)
+        ));
+    }
+    if !refused.is_empty() {
+        why.push(format!(
+            "the hub had refused the browser connection of {} that the recording shows admitted",
+            cells(refused)
+        ));
+    }
     notes.push(format!(
-        "a health answer counted {l} browser(s) where the recording counted {r}: the hub had \
-         ended the browser connection of {} that the recording kept open, judged in that cell",
-        cells.join(", ")
+        "a health answer counted {l} browser(s) where the recording counted {r}: {}, judged in \
+         that cell",
+        why.join("; ")
     ));
 }
 

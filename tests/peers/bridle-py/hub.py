@@ -209,6 +209,9 @@ async def client_connect(sid, environ, auth):
         browsers[sid] = None  # marked: drop everything
         asyncio.get_event_loop().create_task(_kick(sid, CLIENT))
         return True
+    if "v-refuse-second-browser" in VARY and any(b and b["agentId"] == agent_id for b in browsers.values()):
+        # a replay fault: a second browser of an agentId is refused while the first is connected
+        raise socketio.exceptions.ConnectionRefusedError("busy")
     browsers[sid] = {"clientId": client_id, "agentId": agent_id}
     await sio.enter_room(sid, room(agent_id, client_id), namespace=CLIENT)
     w = {"clientId": client_id}
