@@ -4424,8 +4424,8 @@ fn replay_compares_what_the_hub_forwards_to_the_agent_and_its_pongs() {
     );
 }
 
-/// The cells of the fault fixture whose recorded browser got a `stream_end` (read from the
-/// recording, not assumed).
+/// The cells of the fault fixture whose recorded browser got an `event` (`stream`,
+/// `stream_end`; read from the recording, not assumed), sorted.
 fn fault_fixture_cells_with(event: &str) -> Vec<String> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-faults");
     let mut out = Vec::new();
@@ -4448,6 +4448,16 @@ fn fault_fixture_cells_with(event: &str) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// The FAIL lines of `out`, after asserting that the cells they name, sorted, are those of the
+/// fault fixture whose browser got a `stream_end` (each failed once).
+fn failed_where_a_stream_ended(out: &str) -> Vec<&str> {
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+    let mut failed: Vec<&str> = fails.iter().map(|l| verdict_cell(l)).collect();
+    failed.sort();
+    assert_eq!(failed, fault_fixture_cells_with("stream_end"), "{out}");
+    fails
 }
 
 /// The cell a verdict line is about (`FAIL audit/bot1__bob: …` → `audit/bot1__bob`).
@@ -4589,10 +4599,7 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
     );
     let (code, out) = &results[3];
     assert_eq!(*code, 1, "{out}");
-    let fails = lines(out, "FAIL ");
-    let mut failed: Vec<&str> = fails.iter().map(|l| verdict_cell(l)).collect();
-    failed.sort();
-    assert_eq!(failed, fault_fixture_cells_with("stream_end"), "{out}");
+    let fails = failed_where_a_stream_ended(out);
     for f in &fails {
         assert!(
             f.contains("the hub ended this browser's connection, which the recording kept open")
@@ -4665,10 +4672,7 @@ fn replay_names_one_hub_fault_once_in_the_cell_that_met_it() {
     // drop-stream-end: named with what the hub relayed of the message.
     let (code, out) = &results[11];
     assert_eq!(*code, 1, "{out}");
-    let fails = lines(out, "FAIL ");
-    let mut failed: Vec<&str> = fails.iter().map(|l| verdict_cell(l)).collect();
-    failed.sort();
-    assert_eq!(failed, fault_fixture_cells_with("stream_end"), "{out}");
+    let fails = failed_where_a_stream_ended(out);
     for f in &fails {
         assert!(
             f.contains("stream_end: no event within the wait; not a slow bridge: the hub relayed ")

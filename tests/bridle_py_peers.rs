@@ -278,6 +278,18 @@ const HUB_UNJUDGED: &[(&str, &str)] = &[
         "v-ts-string",
         "the Node hub's ts-string divergence covers it",
     ),
+    (
+        "v-throttle-leading",
+        "a replay fault (frames dropped within 200 ms of a relay): replay bridle names it, in fault_fixture_replays_and_each_throttle_fails",
+    ),
+    (
+        "v-throttle-trailing",
+        "a replay fault (frames coalesced per 200 ms window): replay bridle names it, in fault_fixture_replays_and_each_throttle_fails",
+    ),
+    (
+        "v-refuse-second-browser",
+        "a replay fault (a browser refused that the recording admitted): replay bridle names it once, in fault_fixture_replays_and_each_throttle_fails",
+    ),
 ];
 
 /// The agent's rows.
@@ -588,6 +600,87 @@ fn a_recording_of_another_hub_replays_whatever_extensions_each_sends() {
         "{out}"
     );
     assert!(!out.contains("status: none"), "{out}");
+}
+
+/// The fault fixture (`tests/fixtures/bridle-faults`, recorded from hub, agent and browsers on
+/// npm socket.io) replays against the python-socketio hub, and the same hub throttling stream
+/// relays as `tests/node/hub.js --replay-fault throttle-*` does fails, in the cells whose
+/// browser got a stream, naming a frame the agent sent that was not relayed and the later one
+/// in its place (the player paces a stream's frames at their recorded gaps):
+/// - `v-throttle-trailing`: the latest frame of each 200 ms window relayed at its end;
+/// - `v-throttle-leading`: frames within 200 ms of the last relayed dropped.
+///
+/// - `v-refuse-second-browser` (a second browser of an agentId refused while the first is
+///   connected): one verdict, in the refused browser's cell; the HTTP cell whose health answer
+///   then counts one browser fewer passes, saying whose connection was refused (it failed on
+///   `browserClients`: one fault, two verdicts).
+///
+/// The correct hub failed here about one run in two: the player moved a token's `iat` by the
+/// time since the recording rounded to the nearest second, so a replayed `iat` could name a
+/// second still ahead of the clock, and PyJWT refuses a token issued in the future ("the
+/// replayed browser could not connect: the server refused the namespace").
+#[test]
+fn fault_fixture_replays_and_each_throttle_fails() {
+    let Some(py) = python("fault_fixture_replays_and_each_throttle_fails") else {
+        return;
+    };
+    let cells = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bridle-faults");
+    let hub_py = peer_dir().join("hub.py");
+    let rows = [
+        "",
+        "v-throttle-trailing",
+        "v-throttle-leading",
+        "v-refuse-second-browser",
+    ];
+    let results = common::verdicts::at_a_time(rows.len(), &rows, |vary| {
+        code_and_stdout(
+            Command::new(BW)
+                .args(["replay", "bridle", "--wait-ms", "3000"])
+                .arg(&cells)
+                .arg("--")
+                .arg(&py)
+                .arg(&hub_py)
+                .env("JWT_SECRET", "test-jwt-secret")
+                .env("BRIDLE_API_KEY", "test-api-key")
+                .env("HUB_VARY", *vary),
+        )
+    });
+    let (code, out) = &results[0];
+    assert_eq!(*code, 0, "{out}");
+    assert!(!out.contains("FAIL "), "{out}");
+    let (code, out) = &results[3];
+    assert_eq!(*code, 1, "{out}");
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+    assert!(
+        matches!(fails.as_slice(), [f] if f.contains(": the replayed browser could not connect: ")),
+        "one fault, one verdict:\n{out}"
+    );
+    let refused = fails[0]
+        .split_once(' ')
+        .and_then(|(_, rest)| rest.split_once(": "))
+        .map_or("", |(cell, _)| cell);
+    assert!(
+        out.lines().any(|l| l.starts_with("PASS ")
+            && l.contains(&format!(
+                "the hub had refused the browser connection of {refused} that the recording shows admitted"
+            ))),
+        "{out}"
+    );
+    for (code, out) in &results[1..3] {
+        assert_eq!(*code, 1, "{out}");
+        let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+        assert!(!fails.is_empty(), "{out}");
+        for f in &fails {
+            assert!(
+                f.contains("stream: not relayed; not a slow bridge: the agent sent it (frame ")
+                    && f.contains(
+                        " chars of text) and the hub relayed a later one in its place (frame "
+                    ),
+                "{f}\n{out}"
+            );
+        }
+        assert!(out.lines().any(|l| l.starts_with("PASS ")), "{out}");
+    }
 }
 
 /// The python-socketio hub's own traffic (`tests/peers/bridle-py/check-run`, recorded by

@@ -88,8 +88,8 @@ fn browser_auth(
         Some(head) => format!("{head}{SIGNED}"),
         None => t.to_string(),
     };
-    let shift = ((crate::util::now_ms() as f64 - ts) / 1000.0).round() as i64;
-    auth["token"] = json!(replay_token(&t, &cfg.jwt_secret, shift.max(0))?);
+    let shift = super::token::shift_secs(crate::util::now_ms(), ts);
+    auth["token"] = json!(replay_token(&t, &cfg.jwt_secret, shift)?);
     Ok(auth)
 }
 
@@ -979,6 +979,9 @@ struct Party {
     /// A browser connection of the cell's the hub ended where the recording kept it open, no
     /// longer counted (the recording ended it since, or the cell connected again): why.
     lost_before: Option<String>,
+    /// The hub refused the cell's browser connection, which the recording shows admitted: the
+    /// cell's replay ended there, and a health answer that counts browsers does not count it.
+    refused_live: bool,
     /// What was not played or compared, and why: said in a passing verdict.
     notes: Vec<String>,
     /// The cell's verdict when its replay ended early (its browser could not connect, the hub
@@ -1029,6 +1032,7 @@ impl Party {
             closed_live: 0,
             stalled_at: None,
             lost_before: None,
+            refused_live: false,
             notes: Vec::new(),
             ended: None,
         }
@@ -1079,6 +1083,7 @@ impl Party {
             Err(_) if refused => self.tab.browser = None,
             Err(e) => {
                 self.saw_close();
+                self.refused_live = true;
                 self.ended = Some(Outcome::Fail(format!(
                     "the replayed browser could not connect: {e}"
                 )))
@@ -1450,7 +1455,7 @@ pub async fn replay_group_traced(
     let mut older_agents: VecDeque<(Option<u64>, Socket)> = VecDeque::new();
     let mut agent_conn: Option<u64> = None;
     // A ping the hub did not answer with a pong, to be said once ([`settle_register`]).
-    let (mut pong_missing, mut pong_said): (Option<String>, bool) = (None, false);
+    let mut pong_note = PongNote::Unsaid;
     if has_agent && agent_connects == 0 {
         match connect_agent(Some(agent_handshake(cfg, &agent_id)), opts.clone()).await {
             Ok(s) => {
@@ -1463,14 +1468,17 @@ pub async fn replay_group_traced(
                 cadence.wrote();
                 agent = Some(s);
                 let mut unsynced = true;
-                pong_missing = settle_register(
+                if let Some(why) = settle_register(
                     &mut agent,
                     &mut unsynced,
                     cfg,
                     &mut agent_early,
                     &mut cadence,
                 )
-                .await;
+                .await
+                {
+                    pong_note.missing(why);
+                }
             }
             Err(e) => return all_failed(cells, &outcomes, &parties, &agent_fail(e)),
         }
@@ -1514,14 +1522,19 @@ pub async fn replay_group_traced(
             continue;
         }
         // A health answer counts the group's browsers: the connections the hub ended where the
-        // recording kept them open (found on every cell's browsers, without waiting) are not
-        // counted by a hub that noticed, and are judged in their own cells.
+        // recording kept them open (found on every cell's browsers, without waiting), and those
+        // it refused where the recording admitted them, are not counted by the hub, and are
+        // judged in their own cells.
         let mut lost: Vec<String> = Vec::new();
+        let mut refused: Vec<String> = Vec::new();
         if matches!(step, Step::HttpExpect) {
             for (k, q) in parties.iter_mut().enumerate() {
                 let Some(q) = q.as_mut() else { continue };
                 q.poll_browsers().await;
                 lost.extend((0..q.lost()).map(|_| cells[k].key.clone()));
+                if q.refused_live {
+                    refused.push(cells[k].key.clone());
+                }
             }
         }
         let Some(p) = parties[i].as_mut().filter(|p| p.ended.is_none()) else {
@@ -1541,15 +1554,13 @@ pub async fn replay_group_traced(
                 &mut cadence,
             )
             .await
-            && !pong_said
         {
-            pong_missing = Some(why);
+            pong_note.missing(why);
         }
         // Said once for the group, in the first cell that acts after the wait (the wait is
         // the group's, not a fault of a cell: each is judged on what it saw).
-        if let Some(why) = pong_missing.take() {
+        if let Some(why) = pong_note.say() {
             p.notes.push(why);
-            pong_said = true;
         }
         match step {
             Step::AgentClose(..) | Step::Bystander(_) => {}
@@ -1706,7 +1717,7 @@ pub async fn replay_group_traced(
                 let mut got = got;
                 if let Ok(v) = got.as_mut() {
                     let recorded = p.recorded.get(p.live.len());
-                    counted_as_recorded(v, recorded, &lost, &mut p.notes);
+                    counted_as_recorded(v, recorded, &lost, &refused, &mut p.notes);
                 }
                 // An answer that did not come within its bound is a stall, as a browser event
                 // that did not: not a difference of the answer.
@@ -1913,13 +1924,15 @@ pub struct Trace {
 
 /// A health answer whose `browserClients` is below the recorded count by no more than the
 /// group's browser connections the hub ended where the recording kept them open (`lost`, their
-/// cells; a hub may not have noticed each yet): those connections' fault, judged in their own
-/// cells, not this answer's; the count is taken as recorded and said in `notes`. A count the
-/// lost connections do not account for stays a difference (a hub that counts wrong).
+/// cells; a hub may not have noticed each yet) and those it refused where the recording
+/// admitted them (`refused`, their cells): those connections' fault, judged in their own
+/// cells, not this answer's; the count is taken as recorded and said in `notes`. A count they
+/// do not account for stays a difference (a hub that counts wrong).
 fn counted_as_recorded(
     answer: &mut Value,
     recorded: Option<&Value>,
     lost: &[String],
+    refused: &[String],
     notes: &mut Vec<String>,
 ) {
     let Some(r) = recorded
@@ -1935,16 +1948,33 @@ fn counted_as_recorded(
     else {
         return;
     };
-    if lost.is_empty() || l >= r || l + (lost.len() as u64) < r {
+    let uncounted = (lost.len() + refused.len()) as u64;
+    if uncounted == 0 || l >= r || l + uncounted < r {
         return;
     }
     answer["body"]["browserClients"] = json!(r);
-    let mut cells = lost.to_vec();
-    cells.dedup();
+    let cells = |c: &[String]| {
+        let mut c = c.to_vec();
+        c.dedup();
+        c.join(", ")
+    };
+    let mut why = Vec::new();
+    if !lost.is_empty() {
+        why.push(format!(
+            "the hub had ended the browser connection of {} that the recording kept open",
+            cells(lost)
+        ));
+    }
+    if !refused.is_empty() {
+        why.push(format!(
+            "the hub had refused the browser connection of {} that the recording shows admitted",
+            cells(refused)
+        ));
+    }
     notes.push(format!(
-        "a health answer counted {l} browser(s) where the recording counted {r}: the hub had \
-         ended the browser connection of {} that the recording kept open, judged in that cell",
-        cells.join(", ")
+        "a health answer counted {l} browser(s) where the recording counted {r}: {}, judged in \
+         that cell",
+        why.join("; ")
     ));
 }
 
@@ -1981,6 +2011,38 @@ async fn leave_bystander(
     if let Some(mut b) = bystander.take() {
         let got = leave(&mut b, cfg).await;
         strays.extend(got.into_iter().filter(|e| e.name == "message"));
+    }
+}
+
+/// The group's note that the hub left the agent's ping unanswered ([`settle_register`]): said
+/// once, in the first cell that acts after the wait.
+enum PongNote {
+    /// No wait for the pong has run out yet.
+    Unsaid,
+    /// A wait ran out: the note, for the next cell that acts.
+    Pending(String),
+    /// Said; later waits that run out are not said again.
+    Said,
+}
+
+impl PongNote {
+    /// A wait for the pong ran out (`why`): kept to be said unless already said.
+    fn missing(&mut self, why: String) {
+        if !matches!(self, PongNote::Said) {
+            *self = PongNote::Pending(why);
+        }
+    }
+
+    /// The note to say now, if one is pending; it is then said.
+    fn say(&mut self) -> Option<String> {
+        match std::mem::replace(self, PongNote::Said) {
+            PongNote::Pending(why) => Some(why),
+            PongNote::Unsaid => {
+                *self = PongNote::Unsaid;
+                None
+            }
+            PongNote::Said => None,
+        }
     }
 }
 

@@ -201,6 +201,15 @@ fn shifted_payload(t: &Jwt<'_>, shift_secs: i64) -> String {
     super::base64url_encode(&serde_json::to_vec(&Value::Object(claims)).unwrap_or_default())
 }
 
+/// How many whole seconds later than the recording (`recorded_ms`, the line's ts) a replay at
+/// `now_ms` runs: the shift [`replay_token`] moves time claims by. Rounded down, never up: an
+/// `iat` recorded as the second it was issued in, moved by a shift rounded up, named a second
+/// still ahead of the hub's clock, and a hub that refuses a token issued in the future (PyJWT's
+/// default, `ImmatureSignatureError`) refused the replayed browser (about one replay in two).
+pub fn shift_secs(now_ms: i64, recorded_ms: f64) -> i64 {
+    ((now_ms as f64 - recorded_ms) / 1000.0).floor().max(0.0) as i64
+}
+
 /// A JSON number moved by `by`, an integer kept an integer.
 fn shifted_number(v: &Value, by: i64) -> Option<Value> {
     if let Some(i) = v.as_i64() {
@@ -294,6 +303,27 @@ mod tests {
             let back = replay_token(&r, SECRET, 0).unwrap();
             assert_eq!(back, t, "{alg:?}");
         }
+    }
+
+    /// A token recorded with `iat` the second it was issued in, replayed 1.6 s after a
+    /// recording made at a whole second, is not issued after the replay's own second (the
+    /// shift was rounded up to 2 s: `iat` one second ahead of the clock).
+    #[test]
+    fn a_replayed_iat_is_never_ahead_of_the_clock() {
+        for (recorded_ms, now_ms) in [
+            (9_000.0_f64, 10_600),
+            (9_265.0, 11_000),
+            (9_999.0, 10_500),
+            (9_000.0, 9_000),
+        ] {
+            let iat = (recorded_ms / 1000.0).floor() as i64;
+            let moved = iat + shift_secs(now_ms, recorded_ms);
+            assert!(
+                moved <= now_ms / 1000,
+                "{recorded_ms} → {now_ms}: iat {moved}"
+            );
+        }
+        assert_eq!(shift_secs(1_000, 5_000.0), 0, "a recording from the future");
     }
 
     /// The time claims are kept and judged by the hub: an expired token signed right is

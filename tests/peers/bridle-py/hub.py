@@ -209,6 +209,9 @@ async def client_connect(sid, environ, auth):
         browsers[sid] = None  # marked: drop everything
         asyncio.get_event_loop().create_task(_kick(sid, CLIENT))
         return True
+    if "v-refuse-second-browser" in VARY and any(b and b["agentId"] == agent_id for b in browsers.values()):
+        # a replay fault: a second browser of an agentId is refused while the first is connected
+        raise socketio.exceptions.ConnectionRefusedError("busy")
     browsers[sid] = {"clientId": client_id, "agentId": agent_id}
     await sio.enter_room(sid, room(agent_id, client_id), namespace=CLIENT)
     w = {"clientId": client_id}
@@ -524,7 +527,50 @@ async def agent_frame(kind, sid, args):
         elif kind == "stream_end" and key in LAST_STREAM:
             payload["text"] = LAST_STREAM.pop(key)
             payload["parts"] = text_parts(payload["text"])
+    if kind in ("stream", "stream_end") and ("v-throttle-leading" in VARY or "v-throttle-trailing" in VARY):
+        if await _throttled(kind, payload, agent_id, client_id):
+            return
     await sio.emit(kind, payload, room=room(agent_id, client_id), namespace=CLIENT)
+
+
+THROTTLE_S = int(os.environ.get("HUB_THROTTLE_MS", "200")) / 1000.0
+THROTTLES = {}  # v-throttle-*: (agentId, clientId, messageId) -> {last, held, timer}
+
+
+async def _throttled(kind, payload, agent_id, client_id):
+    """Replay faults, as tests/node/hub.js's --replay-fault throttle-*: v-throttle-leading
+    drops a stream frame within THROTTLE_S of the last one relayed for its answer;
+    v-throttle-trailing holds an answer's frames and relays only the latest at the end of each
+    THROTTLE_S window, the one held relayed before stream_end. True: not relayed now."""
+    key = (agent_id, client_id, payload.get("messageId"))
+    t = THROTTLES.setdefault(key, {})
+    to = room(agent_id, client_id)
+    if kind == "stream_end":
+        THROTTLES.pop(key, None)
+        if t.get("timer") is not None:
+            t["timer"].cancel()
+        held = t.pop("held", None)
+        if held is not None:
+            await sio.emit("stream", held, room=to, namespace=CLIENT)
+        return False
+    if "v-throttle-leading" in VARY:
+        now = time.monotonic()
+        if "last" in t and now - t["last"] < THROTTLE_S:
+            return True
+        t["last"] = now
+        return False
+    t["held"] = payload
+    if t.get("timer") is None:
+
+        async def flush():
+            await asyncio.sleep(THROTTLE_S)
+            t["timer"] = None
+            held = t.pop("held", None)
+            if held is not None:
+                await sio.emit("stream", held, room=to, namespace=CLIENT)
+
+        t["timer"] = asyncio.get_event_loop().create_task(flush())
+    return True
 
 
 for _kind in ("message", "typing", "stream", "stream_end"):
