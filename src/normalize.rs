@@ -243,8 +243,9 @@ pub const BRIDGE_WORDED_KEYS: &[&str] = &[
     "stderr",
 ];
 
-/// A value under a bridge-worded key: its strings masked, an object in it walked by key again.
-fn mask_worded(v: &mut Value) {
+/// A value a bridge words itself (under a [`BRIDGE_WORDED_KEYS`] key, or a field a model knows
+/// to be one): its strings masked, an object in it walked by key again.
+pub fn mask_worded(v: &mut Value) {
     match v {
         Value::String(s) => {
             if let Some(masked) = masked_text(s) {

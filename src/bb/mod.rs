@@ -141,12 +141,19 @@ impl Model for BbModel {
     }
 
     /// A row's text is its chunks': a surrogate pair cut between two is joined here, and its
-    /// volatile words masked as an event's are.
+    /// volatile words masked as an event's are. A `system` row's `title` is the text of the
+    /// error, reconnect or operation event it shows: the bridge's words, masked as they are
+    /// there.
     fn normalize_rows(&self, rows: Vec<Value>) -> Vec<Value> {
         let mut rows = crate::normalize::normalize_list(rows, parity_rules(self.row_rules()));
         rows.iter_mut().for_each(|r| {
             surrogate::join(r);
             crate::normalize::mask_volatile_text(r);
+            if r["kind"] == "system"
+                && let Some(title) = r.get_mut("title")
+            {
+                crate::normalize::mask_worded(title);
+            }
         });
         rows
     }
