@@ -66,6 +66,11 @@ const FLAWED: &[(&str, &str)] = &[
     ("dup-cl", "the reply's length cannot be known"),
 ];
 
+/// The flaws that break the framing of every reply the server writes (not a stall): one fault,
+/// so SB-D1 is the only rule that fails or warns; the rules whose own exchanges meet it (SB-H1,
+/// SB-H2, SB-H3, SB-A1, SB-R10) show it skipped naming SB-D1.
+const ONE_VERDICT: &[&str] = &["bare-lf", "dup-cl"];
+
 /// `check sidebridge --format json` against the server with `switches`: each rule's status,
 /// and SB-D1's `received` evidence.
 fn check(perl: &str, switches: &str) -> (Vec<(String, String)>, String) {
@@ -122,6 +127,15 @@ fn check_judges_each_framing_as_the_default_build_or_names_its_flaw() {
                 if d1.map(|(_, s)| s.as_str()) != Some("fail") || !received.contains(says) {
                     problems.push(format!(
                         "--v {switch}: SB-D1 {d1:?}, want fail saying {says:?}: {received}"
+                    ));
+                }
+                let beside: Vec<_> = statuses
+                    .iter()
+                    .filter(|(id, st)| id != "SB-D1" && matches!(st.as_str(), "fail" | "warn"))
+                    .collect();
+                if ONE_VERDICT.contains(switch) && !beside.is_empty() {
+                    problems.push(format!(
+                        "--v {switch}: one fault, yet {beside:?} failed or warned beside SB-D1"
                     ));
                 }
             }

@@ -163,6 +163,10 @@ pub(super) fn over_max_body(x: &Exchange) -> Option<String> {
 /// The rule that judges why a reply to the emulated client cannot be read (one fault, one
 /// verdict), from the rules' wording (reference §9):
 /// * a body over bridgewire's own `--max-body`: [`OVER_MAX_BODY`], no rule;
+/// * a reply whose HTTP framing is broken ([`TransportError::Malformed`]: a head line not ended
+///   in CRLF, two Content-Lengths, …), wherever it is: SB-D1 ("received completely"), since a
+///   bridge that frames one reply so frames them all, and the rules of the exchanges it meets
+///   first (SB-H1, SB-H2) would otherwise fail beside it (one fault, one verdict);
 /// * no complete reply to the timed first request: SB-H2 ("full response in under 60 s");
 /// * no HTTP reply to the new chat's session start: SB-H1 (its own scenario; any status);
 /// * a message's required keys or their types: SB-D2; `sources`: SB-D5; `options` or a flag
@@ -175,6 +179,7 @@ pub(super) fn fault_owner(x: &Exchange) -> Option<String> {
     use profiles::Part;
     let r = match &x.result {
         Err(TransportError::TooLarge(_)) => return Some(OVER_MAX_BODY.into()),
+        Err(e) if e.is_broken_framing() => return Some("SB-D1".into()),
         Err(_) if x.label == TIMED_START => return Some("SB-H2".into()),
         Err(_) if x.label == NEW_CHAT_START => return Some("SB-H1".into()),
         Err(_) => return Some("SB-D1".into()),
@@ -246,6 +251,24 @@ pub(super) fn client_fault_like(log: &[Exchange], e: &str) -> Option<String> {
         let err = profiles::decode_reply(Profile::Gamma, r).err()?;
         (error_shape(&err) == shape).then(|| fault_owner(x).unwrap_or_else(|| "SB-D1".into()))
     })
+}
+
+/// Why a rule's own exchange `x` is not judged there: its reply's HTTP framing is broken as the
+/// framing of a reply to the emulated client is (the same error, its values left out), which
+/// SB-D1 judges ([`fault_owner`]). `None` for any other outcome, or a framing fault the
+/// client's replies do not share (then the rule judges it as its own).
+pub(super) fn framing_carried(log: &[Exchange], x: &Exchange) -> Option<String> {
+    let e = x.result.as_ref().err().filter(|e| e.is_broken_framing())?;
+    let shape = error_shape(&e.to_string());
+    log.iter()
+        .filter(|c| c.kind == Kind::Client)
+        .any(|c| matches!(&c.result, Err(f) if f.is_broken_framing() && error_shape(&f.to_string()) == shape))
+        .then(|| {
+            format!(
+                "{}: {e}, as replies to the emulated client are; SB-D1 carries that fault",
+                x.label
+            )
+        })
 }
 
 /// Why a reply to the emulated client cannot be read, for a rule that needs its content
@@ -468,6 +491,11 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         Err(e @ TransportError::TooLarge(_)) => {
             Verdict::skipped("SB-H2", format!("session start: {e}"))
         }
+        // Broken framing is SB-D1's ("received completely"), judged on this reply too.
+        Err(e) if e.is_broken_framing() => Verdict::skipped(
+            "SB-H2",
+            format!("session start: {e}; SB-D1 carries that fault"),
+        ),
         Err(e) => Verdict::fail("SB-H2", format!("session start: {e}")),
         Ok(r) if r.elapsed > SB_H2_WITHIN => Verdict::fail(
             "SB-H2",
@@ -499,6 +527,10 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 Err(e @ TransportError::TooLarge(_)) => {
                     SubCheck::skipped("status", format!("{}: {e}", x.label))
                 }
+                Err(e) if e.is_broken_framing() => SubCheck::skipped(
+                    "status",
+                    format!("{}: {e}; SB-D1 carries that fault", x.label),
+                ),
                 Err(e) => SubCheck::fail("status", format!("{}: no HTTP reply ({e})", x.label)),
             },
             decodes(x),
@@ -878,7 +910,10 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 continue;
             }
             Err(e) => {
-                r10.push(SubCheck::fail(name, e.to_string()));
+                r10.push(match framing_carried(&d.log, x) {
+                    Some(why) => SubCheck::skipped(name, why),
+                    None => SubCheck::fail(name, e.to_string()),
+                });
                 continue;
             }
             Ok(r) => r,
@@ -931,8 +966,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     }
     // Both probes are the rule's whole scenario (malformed JSON, wrong field types): neither
     // is ever "not applicable", so a sub-check that could not be judged is unseen evidence and
-    // the rule must not pass beside it (today every sub-check passes or fails: a probe with no
-    // HTTP reply fails, since the probes are SB-R10's own, not the emulated client's).
+    // the rule must not pass beside it (a probe with no HTTP reply fails, since the probes are
+    // SB-R10's own, not the emulated client's; one whose framing is broken as the client's
+    // replies' is is skipped naming SB-D1, which judges it, and the rule with it).
     v.push(strict_from_subchecks("SB-R10", r10));
 
     // The scenario rules (SB-R3, SB-R6, SB-R11, SB-S1…S4, SB-R12), driven by the fixture.
@@ -975,7 +1011,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             }
         }
     }
-    let h3_unread = over_max_body(&d.log[probe]);
+    let h3_unread = over_max_body(&d.log[probe]).or_else(|| framing_carried(&d.log, &d.log[probe]));
     if let (Err(e), None) = (&d.log[probe].result, &h3_unread) {
         h3.push(format!("{}: {e}", d.log[probe].label));
     }
@@ -1731,6 +1767,7 @@ fn refusal_owner_elsewhere(log: &[Exchange], x: &Exchange, why: Shortfall) -> Op
                 .then(|| "SB-D2".to_string())
         }
         Shortfall::NoReply if over_max_body(x).is_some() => Some(OVER_MAX_BODY.to_string()),
+        Shortfall::NoReply => framing_carried(log, x).map(|_| "SB-D1".to_string()),
         // A source SB-D5 rejects (it judges the refusals' messages too: [`reply_rules`]).
         Shortfall::Unreadable if fault_owner(x).as_deref() == Some("SB-D5") => {
             Some("SB-D5".to_string())

@@ -124,6 +124,19 @@ pub enum TransportError {
     GaveUp(usize, String),
 }
 
+/// How a connection that closed before its reply's head was whole is named in
+/// [`TransportError::Malformed`]: a hang-up, not a reply framed against HTTP/1.1.
+const CLOSED_EARLY: &str = "connection closed";
+
+impl TransportError {
+    /// A reply came whose framing breaks HTTP/1.1 (a head line not ended in CRLF, two
+    /// `Content-Length`s, a bad status line, a body coding that does not decode): a fault of
+    /// how the bridge writes every reply, not a connection that closed before a head.
+    pub fn is_broken_framing(&self) -> bool {
+        matches!(self, TransportError::Malformed(m) if !m.starts_with(CLOSED_EARLY))
+    }
+}
+
 /// What the text of [`TransportError::DeafOnReuse`] says that no other error's does: the
 /// bridge answered the same request on a fresh connection (not a slow bridge).
 pub const DEAF_ON_REUSE: &str = "the same request on a fresh connection was answered";
@@ -780,9 +793,9 @@ async fn read_framed_conn<R: AsyncRead + Unpin>(
                 .map_err(|e| TransportError::Io(e.to_string()))?;
             if n == 0 {
                 return Err(TransportError::Malformed(if buf.is_empty() {
-                    "connection closed before any reply".into()
+                    format!("{CLOSED_EARLY} before any reply")
                 } else {
-                    "connection closed inside the header section".into()
+                    format!("{CLOSED_EARLY} inside the header section")
                 }));
             }
             buf.extend_from_slice(&chunk[..n]);
