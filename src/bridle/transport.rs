@@ -78,11 +78,15 @@ pub enum Incoming {
     Closed(CloseReason),
 }
 
+/// How a refused WebSocket upgrade is named ([`ConnectError::Upgrade`]): a hub that serves no
+/// WebSocket transport at all, which the rules find in the text.
+pub const UPGRADE_FAILED: &str = "WebSocket upgrade failed";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("invalid URL {0:?}")]
     Url(String),
-    #[error("WebSocket upgrade failed: {0}")]
+    #[error("{UPGRADE_FAILED}: {0}")]
     Upgrade(String),
     #[error("timed out after {0:?}")]
     Timeout(Duration),

@@ -60,6 +60,7 @@ const DIVERGENCES = {
   "message-202": "POST /message answers 202",
   "sync-no-message-id": "POST /message/sync answers the agent's text as {text, ts}, without messageId",
   "stream-end-alias": "browsers get each stream_end twice: as stream_end and as `streamEnd`, a look-alike of the spec's name",
+  "polling-only": "serves HTTP long-polling only (socket.io `transports: ['polling']`): the WebSocket upgrade the spec's transport names (\"Socket.IO (WebSocket upgrade)\") is refused",
   "drop-typing": "typing is not relayed to browsers (stream and stream_end are)",
   "crash-on-null": "the process exits when a browser's message is null",
   "ts-string": "events relayed to browsers carry ts as a string of digits, not a number",
@@ -314,7 +315,10 @@ const server = http.createServer(async (req, res) => {
   json(res, 404, { message: "not found" });
 });
 
-const io = new Server(server, { maxHttpBufferSize: 1e6 });
+const io = new Server(server, {
+  maxHttpBufferSize: 1e6,
+  ...(is("polling-only") ? { transports: ["polling"] } : {}),
+});
 
 // --- Browsers: accept the namespace, then validate (the NestJS gateway way).
 io.of("/ws/client").on("connection", (socket) => {
