@@ -151,14 +151,10 @@ const TABLE: &[Expect] = &[
     },
     Expect {
         mode: "crash-on-non-json",
-        // The bridge is gone: the handshake and the start fail, the start cascade skips the rest.
-        fail: &[
-            "rpc/non-json-ignored",
-            "rpc/response-not-request",
-            "handshake/initialize",
-            "session/start-identity",
-        ],
-        skipped: START_CASCADE_NO_FORK,
+        // The bridge is gone: the rule that met the exit carries it; the probe, the handshake
+        // and the start after it are skipped naming it, the start cascade skips the rest.
+        fail: &["rpc/non-json-ignored"],
+        skipped: AFTER_NON_JSON_CRASH,
         absent: &[
             "skills/configure-declared",
             "commands/list-declared",
@@ -361,22 +357,21 @@ const TABLE: &[Expect] = &[
     },
     Expect {
         mode: "crash-mid-turn",
-        // The bridge doc: every later rule that needs an answer fails, from
-        // stop/release-not-interrupted on, while the event rules pass on what was received.
-        // The kit refines that: an unanswered thread/resume is *skipped*, with the uniqueness
-        // rule after it (§9.6).
-        fail: &[
-            "turn/lifecycle",
+        // The bridge doc: turn/lifecycle carries the exit; every later rule that needs an
+        // answer, from stop/release-not-interrupted on, is skipped naming it (one fault, one
+        // verdict; bb's kit fails each, kept under --kit-only), while the event rules pass on
+        // what was received. An unanswered thread/resume is skipped as the kit skips it, with
+        // the uniqueness rule after it (§9.6).
+        fail: &["turn/lifecycle"],
+        // The interrupted turn never settles (the bridge is gone): its status was not seen,
+        // so stop/interrupt-settles-interrupted is skipped, not passed.
+        skipped: &[
             "stop/release-not-interrupted",
             "session/fork-identity",
             "turn/settles-without-activity",
             "recovery/session-archived",
             "session/threads-independent",
             "stop/interrupt-settles-before-result",
-        ],
-        // The interrupted turn never settles (the bridge is gone): its status was not seen,
-        // so stop/interrupt-settles-interrupted is skipped, not passed.
-        skipped: &[
             "session/resume-identity",
             "session/resume-id-uniqueness",
             "stop/interrupt-settles-interrupted",
@@ -387,8 +382,13 @@ const TABLE: &[Expect] = &[
     },
 ];
 
-/// The start cascade when the handshake failed too (fork treated as `none`: no fork verdict).
-const START_CASCADE_NO_FORK: &[&str] = &[
+/// After a crash on the non-JSON probe: the rules the exit left unanswered, skipped naming the
+/// probe's rule, then the start cascade with the handshake failed too (fork treated as `none`:
+/// no fork verdict).
+const AFTER_NON_JSON_CRASH: &[&str] = &[
+    "rpc/response-not-request",
+    "handshake/initialize",
+    "session/start-identity",
     "turn/lifecycle",
     "events/schema-valid",
     "item/opens-before-delta",
@@ -789,6 +789,24 @@ fn crashing_bridge_is_named_and_its_group_is_reaped() {
             .contains("bridge exited (exit status 3)"),
         "{got:?}"
     );
+    // One fault, one verdict: one bridge process serves every rule, so the rule that met the
+    // exit carries it, and every later rule that got no answer is skipped naming that rule
+    // (before: each failed, `unanswered (bridge exited …)`).
+    let fails: Vec<&String> = got
+        .iter()
+        .filter(|(_, (st, _))| st == "fail")
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(fails, ["rpc/unknown-method"], "{got:?}");
+    for id in ["handshake/initialize", "session/start-identity"] {
+        assert_eq!(got[id].0, "skipped", "{id}: {got:?}");
+        assert!(
+            got[id].1.starts_with(
+                "not judged: the bridge had exited during rpc/unknown-method, which carries that fault: "
+            ),
+            "{id}: {got:?}"
+        );
+    }
     assert_eq!(report["target_exit"], "exit status 3");
     assert!(report["stderr_tail"].as_str().unwrap().contains("oops"));
     assert_all_gone(&pidfile);

@@ -231,6 +231,7 @@ pub fn run(
         unknown_method_code: None,
         schema_mark: None,
         start_mark: None,
+        exit_met: None,
     };
     kit.run_all();
     let mut c = kit.c;
@@ -1285,11 +1286,11 @@ impl Client {
         let mut parts = Vec::new();
         if self.diag.eof {
             match self.bridge.wait_status(Duration::from_millis(200)) {
-                Some(s) => parts.push(format!("bridge exited ({})", describe_status(s))),
+                Some(s) => parts.push(format!("{BRIDGE_EXITED}{})", describe_status(s))),
                 None => parts.push("bridge closed stdout".to_string()),
             }
         } else if let Some(s) = self.bridge.try_status() {
-            parts.push(format!("bridge exited ({})", describe_status(s)));
+            parts.push(format!("{BRIDGE_EXITED}{})", describe_status(s)));
         }
         parts.extend(self.diag.notes());
         let partial = self.bridge.partial_line_len();
@@ -1385,9 +1386,15 @@ struct Caps {
     commands_list: bool,
 }
 
+/// How a rule's detail says the bridge process had exited ([`Client::why_silent`]).
+const BRIDGE_EXITED: &str = "bridge exited (";
+
 struct Kit<'a> {
     c: Client,
     kit_only: bool,
+    /// The rule that first failed for want of answers from a bridge that had exited: the one
+    /// bridge process serves every rule, so the rules after it are skipped naming it.
+    exit_met: Option<String>,
     fx: &'a BbFixture,
     cwd: String,
     verdicts: Vec<Verdict>,
@@ -1461,6 +1468,23 @@ impl Kit<'_> {
                 super::wire::THREAD_ID_ECHOED,
                 v.detail
             );
+        }
+        // One fault, one verdict: one bridge process serves every rule, so once it has exited
+        // nothing after is answered. The first rule that failed for it carries the exit (a
+        // crash on its probe is its fault); a later one failing for want of answers is skipped
+        // naming it (still failing the run). bb's kit fails each: kept under --kit-only.
+        if v.status == Status::Fail && !self.kit_only && v.detail.contains(BRIDGE_EXITED) {
+            match &self.exit_met {
+                Some(first) if *first != v.id => {
+                    v.status = Status::Skipped;
+                    v.detail = format!(
+                        "not judged: the bridge had exited during {first}, which carries that fault: {}",
+                        v.detail
+                    );
+                }
+                Some(_) => {}
+                None => self.exit_met = Some(v.id.clone()),
+            }
         }
         if v.status != Status::Pass && v.context.is_empty() {
             v.context = self.c.context_since(mark);

@@ -78,7 +78,7 @@
 //! | --- | --- | --- |
 //! | `drop-unknown-method` | `rpc/unknown-method` (then `rpc/non-json-ignored` and `rpc/response-not-request` are skipped: no aliveness probe) | unknown methods get no answer |
 //! | `drop-invalid-params` | `rpc/invalid-params` | `-32602` answers are never written |
-//! | `crash-on-non-json` | `rpc/non-json-ignored`, then every later rule that needs an answer (`rpc/response-not-request`, `handshake/initialize`, `session/start-identity`; the other lifecycle rules are then skipped) | exits with status 3 on a non-JSON line |
+//! | `crash-on-non-json` | `rpc/non-json-ignored`; every later rule that needs an answer (`rpc/response-not-request`, `handshake/initialize`, `session/start-identity`) is skipped naming it (under `--kit-only` each fails, as bb's kit fails them), the other lifecycle rules after the start | exits with status 3 on a non-JSON line |
 //! | `error-on-response` | `rpc/response-not-request` | a response matching no pending request is answered with error `-32600` under its id |
 //! | `no-grammar-versions` | `handshake/initialize` (capabilities then unknown, so `skills/configure-declared` does not run) | capabilities omit `grammarVersions` (default `[2, 2]` misses 3) |
 //! | `wrong-protocol-version` | `handshake/initialize` (as above) | answers `protocolVersion: 1` |
@@ -104,7 +104,7 @@
 //! | `stray-stdout` | `rpc/unknown-method` (then `rpc/non-json-ignored`, `rpc/response-not-request` skipped) | writes `bb-ref-bridge: starting ` to stdout at startup without a newline: it is glued to the first response line (the kit's unknown-method probe answer), which the reader then ignores as non-JSON |
 //! | `search-reclassified` | none: legal (`events/grammar` passes naming it; pins count bb's drop) | a search item's `item.close` carries a `fileRead` shape: bb's assembler reclassifies it with two `item/completed` under one item id, and the host drops the second (`item/settles-once`), bb's own pair |
 //! | `reword-final-message` | no conformance rule (it is a protocol-valid change): parity against the plain bridge fails on exactly the final agent message's `item/completed` | appends ` (reworded)` to the provider-final text of the agent message's `item.textClose` |
-//! | `crash-mid-turn` | `turn/lifecycle`, then every later rule that needs an answer (from `stop/release-not-interrupted` on; `events/schema-valid`, `item/opens-before-delta` and the presentation rule still pass on the events received) | exits with status 7 right after the first turn's command output delta |
+//! | `crash-mid-turn` | `turn/lifecycle`; every later rule that needs an answer (from `stop/release-not-interrupted` on) is skipped naming it (under `--kit-only` each fails); `events/schema-valid`, `item/opens-before-delta` and the presentation rule still pass on the events received | exits with status 7 right after the first turn's command output delta |
 
 mod breaks;
 mod child;
