@@ -3895,8 +3895,27 @@ fn replay_bridle_idle_detection_reports_as_the_fixed_window_does() {
         }
     }
     let results = parallel(jobs);
+    // The player's note of an agent ping the hub left unanswered for the whole wait reports the
+    // hub's timing in that run (a hub starved of CPU under this test's parallel load once took
+    // over 3 s in one mode), not a verdict: left out of the comparison, everything else compared.
+    let without_ping_note = |(code, out): &(i32, String)| {
+        let lines: Vec<&str> = out
+            .lines()
+            .map(
+                |l| match l.find("; the hub did not answer the agent's ping within") {
+                    Some(at) => &l[..at],
+                    None => l,
+                },
+            )
+            .collect();
+        (*code, lines.join("\n"))
+    };
     for (hub, pair) in hubs.iter().zip(results.chunks(2)) {
-        assert_eq!(pair[0], pair[1], "{hub:?}: idle detection vs fixed window");
+        assert_eq!(
+            without_ping_note(&pair[0]),
+            without_ping_note(&pair[1]),
+            "{hub:?}: idle detection vs fixed window"
+        );
     }
     // The extension event is seen (listed, not compared: extensions are legal) and the deltas
     // are seen (they fail a cell), so both modes looked.
