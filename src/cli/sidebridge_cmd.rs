@@ -124,8 +124,11 @@ pub struct CheckSidebridgeArgs {
     /// Seed for chat ids, message ids and key order (the words to remember are fresh per run).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// After this many timeouts in a row, send nothing more (those exchanges fail at once;
-    /// 0: never give up).
+    /// After this many timeouts in a row, the bridge is taken as stopped and nothing more is
+    /// sent (SB-D1 fails once naming the stop; every other rule shows those requests skipped
+    /// naming it). After a timeout, session starts of fresh chats are sent until one is
+    /// answered (the timeout was that request's alone) or this many have timed out in all.
+    /// 0: never give up.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub give_up_after: usize,
     /// Print, per reply, what every client profile would do with it.

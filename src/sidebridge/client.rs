@@ -35,6 +35,10 @@ pub struct Exchange {
     /// What the chat showed when the reply came (its messages, the request's own included), for
     /// a request a [`Screen`] sent; `None` for probes.
     pub shown: Option<Vec<Msg>>,
+    /// Part of the bridge's stop: one of the timeouts in a row after which the driver gave up
+    /// ([`Driver::give_up_after`]), or an exchange not sent after it. One fault, wherever it
+    /// meets a rule: no rule judges such an exchange as its own.
+    pub stopped: bool,
 }
 
 impl Exchange {
@@ -121,6 +125,9 @@ pub struct Driver {
     /// at once with [`TransportError::GaveUp`] (so a hanging bridge costs a few timeouts, not
     /// one per exchange).
     pub give_up_after: usize,
+    /// Settle each timeout at once with [`LIVENESS`] requests ([`Driver::settle`]): on for a
+    /// check, off where every request sent is the recording's (`record`).
+    pub liveness: bool,
     timeouts_in_a_row: usize,
     /// Send on the connection the previous reply left open, as the app's HTTP client does
     /// ([`transport::send_kept`]); off: one connection per request.
@@ -145,6 +152,7 @@ impl Driver {
             rng: Rng::new(seed),
             log: Vec::new(),
             give_up_after: 3,
+            liveness: false,
             timeouts_in_a_row: 0,
             keep_alive: false,
             kept: None,
@@ -178,9 +186,30 @@ impl Driver {
     }
 
     /// Sends and logs one exchange; follows 307/308 (same method and body, as the platform
-    /// does) up to 5 times; a 301/302/303 is recorded and not followed.
+    /// does) up to 5 times; a 301/302/303 is recorded and not followed. A timeout is settled
+    /// at once ([`Driver::settle`]), so the rule that reads this exchange sees whether it was
+    /// the bridge's stop ([`Exchange::stopped`]) or this request's alone. Returns its index in
+    /// the log (settling logs after it).
     #[allow(clippy::too_many_arguments)]
     pub async fn exchange(
+        &mut self,
+        label: &str,
+        kind: Kind,
+        target: Option<Target>,
+        method: &str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        request_ids: Vec<String>,
+    ) -> usize {
+        let i = self
+            .exchange_once(label, kind, target, method, headers, body, request_ids)
+            .await;
+        self.settle().await;
+        i
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange_once(
         &mut self,
         label: &str,
         kind: Kind,
@@ -248,6 +277,7 @@ impl Driver {
         } else if !matches!(result, Err(TransportError::GaveUp(..))) {
             self.timeouts_in_a_row = 0;
         }
+        let not_sent = matches!(result, Err(TransportError::GaveUp(..)));
         self.log.push(Exchange {
             label: label.into(),
             kind,
@@ -258,10 +288,60 @@ impl Driver {
             redirects,
             result,
             shown: None,
+            stopped: not_sent,
         });
+        // The timeout that reaches the limit: it and the ones before it in the row are the stop.
+        if !not_sent && self.give_up_after > 0 && self.timeouts_in_a_row == self.give_up_after {
+            let n = self.log.len();
+            for x in &mut self.log[n - self.give_up_after..] {
+                x.stopped = true;
+            }
+        }
         self.log.len() - 1
     }
+
+    /// Whether the bridge has stopped answering: the limit of timeouts in a row was reached.
+    fn stopped(&self) -> bool {
+        self.give_up_after > 0 && self.timeouts_in_a_row >= self.give_up_after
+    }
+
+    /// Settles an open run of timeouts (when [`Driver::liveness`] is on): a bridge that
+    /// stalled on one request (slow there, or flawed on that input: a body it cannot parse)
+    /// and one that stopped answering altogether are told apart by sending [`LIVENESS`]
+    /// session starts of fresh chats, the plainest request there is, each on a connection of
+    /// its own, until one is answered (the run ends: each timeout is its own rule's) or the
+    /// limit is reached (the run is the stop, [`Exchange::stopped`]). Without it, three
+    /// malformed probes a bridge never answers read as a bridge that stopped, and the requests
+    /// after them were not sent. At most `give_up_after` requests, each bounded by the
+    /// transport's limits; nothing is sent when no run is open.
+    async fn settle(&mut self) {
+        if !self.liveness {
+            return;
+        }
+        let kept = std::mem::replace(&mut self.keep_alive, false);
+        let mut n = 0;
+        while self.timeouts_in_a_row > 0 && !self.stopped() && self.give_up_after > 0 {
+            n += 1;
+            let body = Request {
+                version: "1.0".into(),
+                chat_id: self.rng.uuid(),
+                messages: None,
+                history: Some(Vec::new()),
+                extra: Vec::new(),
+            }
+            .encode(Style::App, &mut self.rng);
+            let headers = self.client_headers();
+            let label = format!("{LIVENESS}/{n}");
+            self.exchange_once(&label, Kind::Probe, None, "POST", headers, body, vec![])
+                .await;
+        }
+        self.keep_alive = kept;
+    }
 }
+
+/// The label of a session start sent only to learn whether a bridge that timed out still
+/// answers ([`Driver::settle`]).
+pub const LIVENESS: &str = "liveness/session-start";
 
 /// One open assistant screen of one chat.
 #[derive(Debug, Clone)]

@@ -167,6 +167,10 @@ pub(super) fn over_max_body(x: &Exchange) -> Option<String> {
 ///   in CRLF, two Content-Lengths, …), wherever it is: SB-D1 ("received completely"), since a
 ///   bridge that frames one reply so frames them all, and the rules of the exchanges it meets
 ///   first (SB-H1, SB-H2) would otherwise fail beside it (one fault, one verdict);
+/// * the bridge's stop (the timeouts in a row after which bridgewire gave up, and the requests
+///   it did not send after them, [`Exchange::stopped`]), wherever it meets a rule: SB-D1
+///   ("received"), since a bridge that stopped answering stops for every rule, and the rules
+///   whose requests came first (SB-H2, SB-H1) would otherwise carry a fault of the whole run;
 /// * no complete reply to the timed first request: SB-H2 ("full response in under 60 s");
 /// * no HTTP reply to the new chat's session start: SB-H1 (its own scenario; any status);
 /// * a message's required keys or their types: SB-D2; `sources`: SB-D5; `options` or a flag
@@ -180,6 +184,7 @@ pub(super) fn fault_owner(x: &Exchange) -> Option<String> {
     let r = match &x.result {
         Err(TransportError::TooLarge(_)) => return Some(OVER_MAX_BODY.into()),
         Err(e) if e.is_broken_framing() => return Some("SB-D1".into()),
+        Err(_) if x.stopped => return Some("SB-D1".into()),
         Err(_) if x.label == TIMED_START => return Some("SB-H2".into()),
         Err(_) if x.label == NEW_CHAT_START => return Some("SB-H1".into()),
         Err(_) => return Some("SB-D1".into()),
@@ -269,6 +274,48 @@ pub(super) fn framing_carried(log: &[Exchange], x: &Exchange) -> Option<String> 
                 x.label
             )
         })
+}
+
+/// Why a rule's own exchange `x` is not judged there: the bridge had stopped answering
+/// ([`Exchange::stopped`]: one of the timeouts in a row after which bridgewire gave up, or a
+/// request not sent after them), which SB-D1 judges once for the run (the driver settles
+/// each timeout as it comes, so this is known when the exchange is read).
+pub(super) fn stop_carried(x: &Exchange) -> Option<String> {
+    let e = x.result.as_ref().err().filter(|_| x.stopped)?;
+    Some(match e {
+        TransportError::GaveUp(..) => format!("{}: {e}; SB-D1 carries that fault", x.label),
+        _ => format!(
+            "{}: {e}, one of the timeouts in a row after which the bridge was taken as stopped (nothing more was sent); SB-D1 carries that fault",
+            x.label
+        ),
+    })
+}
+
+/// SB-D1's word on the bridge's stop, when it cost a request of the emulated client: where it
+/// began (the first of the timeouts in a row after which bridgewire gave up), how many timed
+/// out, how many requests were not sent after them. `None` when the run had no stop, or only
+/// probes met it.
+fn stop_summary(log: &[Exchange]) -> Option<String> {
+    if !log.iter().any(|x| x.stopped && x.kind == Kind::Client) {
+        return None;
+    }
+    let first = log.iter().find(|x| x.stopped)?;
+    let e = first.result.as_ref().err()?;
+    let not_sent = log
+        .iter()
+        .filter(|x| matches!(x.result, Err(TransportError::GaveUp(..))))
+        .count();
+    let timed_out = log.iter().filter(|x| x.stopped).count() - not_sent;
+    let then = match timed_out - 1 {
+        0 => String::new(),
+        n => format!(
+            "; then {n} session start(s) of fresh chats, sent to learn whether it still answered, timed out too"
+        ),
+    };
+    Some(format!(
+        "the bridge stopped answering: {}: {e}{then} (--give-up-after {timed_out}); bridgewire sent none of the {not_sent} request(s) after them",
+        first.label
+    ))
 }
 
 /// Why a reply to the emulated client cannot be read, for a rule that needs its content
@@ -480,6 +527,7 @@ pub const SB_H2_WITHIN: Duration = Duration::from_secs(60);
 pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut d = Driver::new(&cfg.url, cfg.key.clone(), cfg.limits, cfg.seed)?;
     d.give_up_after = cfg.give_up_after;
+    d.liveness = true;
     // Each verdict is also handed to the live reporter (an interrupted run reports it).
     let mut v = VerdictLog::new(cfg.live.clone());
     let mut rng = Rng::new(cfg.seed ^ 0x5eed);
@@ -490,6 +538,10 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     v.push(match &d.log[i].result {
         Err(e @ TransportError::TooLarge(_)) => {
             Verdict::skipped("SB-H2", format!("session start: {e}"))
+        }
+        // A bridge that answers nothing stops for every rule: SB-D1 judges it once.
+        Err(_) if d.log[i].stopped => {
+            Verdict::skipped("SB-H2", stop_carried(&d.log[i]).unwrap_or_default())
         }
         // Broken framing is SB-D1's ("received completely"), judged on this reply too.
         Err(e) if e.is_broken_framing() => Verdict::skipped(
@@ -531,6 +583,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                     "status",
                     format!("{}: {e}; SB-D1 carries that fault", x.label),
                 ),
+                Err(_) if x.stopped => {
+                    SubCheck::skipped("status", stop_carried(x).unwrap_or_default())
+                }
                 Err(e) => SubCheck::fail("status", format!("{}: no HTTP reply ({e})", x.label)),
             },
             decodes(x),
@@ -596,6 +651,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         let x = &d.log[i];
         match &x.result {
             Err(TransportError::TooLarge(_)) => h4_skipped.extend(over_max_body(x)),
+            Err(_) if x.stopped => h4_skipped.extend(stop_carried(x)),
             Err(e) => h4_fail.push(format!("{m}: {e}")),
             Ok(r) => {
                 if r.status != 405 && r.status != 404 {
@@ -910,10 +966,12 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 continue;
             }
             Err(e) => {
-                r10.push(match framing_carried(&d.log, x) {
-                    Some(why) => SubCheck::skipped(name, why),
-                    None => SubCheck::fail(name, e.to_string()),
-                });
+                r10.push(
+                    match framing_carried(&d.log, x).or_else(|| stop_carried(x)) {
+                        Some(why) => SubCheck::skipped(name, why),
+                        None => SubCheck::fail(name, e.to_string()),
+                    },
+                );
                 continue;
             }
             Ok(r) => r,
@@ -1011,7 +1069,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             }
         }
     }
-    let h3_unread = over_max_body(&d.log[probe]).or_else(|| framing_carried(&d.log, &d.log[probe]));
+    let h3_unread = over_max_body(&d.log[probe])
+        .or_else(|| framing_carried(&d.log, &d.log[probe]))
+        .or_else(|| stop_carried(&d.log[probe]));
     if let (Err(e), None) = (&d.log[probe].result, &h3_unread) {
         h3.push(format!("{}: {e}", d.log[probe].label));
     }
@@ -1468,6 +1528,9 @@ async fn same_reply(
     let (Some(a), Some(b)) = (variant, base) else {
         return Verdict::skipped(id, "a session ended before the send");
     };
+    if let Some(why) = stop_carried(&d.log[a]) {
+        return Verdict::skipped(id, why);
+    }
     let (ra, rb) = match (
         d.log[a].judged(Profile::Gamma),
         d.log[b].judged(Profile::Gamma),
@@ -1767,6 +1830,7 @@ fn refusal_owner_elsewhere(log: &[Exchange], x: &Exchange, why: Shortfall) -> Op
                 .then(|| "SB-D2".to_string())
         }
         Shortfall::NoReply if over_max_body(x).is_some() => Some(OVER_MAX_BODY.to_string()),
+        Shortfall::NoReply if x.stopped => Some("SB-D1".to_string()),
         Shortfall::NoReply => framing_carried(log, x).map(|_| "SB-D1".to_string()),
         // A source SB-D5 rejects (it judges the refusals' messages too: [`reply_rules`]).
         Shortfall::Unreadable if fault_owner(x).as_deref() == Some("SB-D5") => {
@@ -2312,6 +2376,8 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
                     .map(|e| e.to_string())
                     .unwrap_or_default();
                 match fault_owner(x).as_deref() {
+                    // The stop is said once, below, not once per request it cost.
+                    _ if x.stopped => {}
                     Some("SB-D1") | None => received.fail.push(format!("{}: {e}", x.label)),
                     Some(OVER_MAX_BODY) => received.skip.push(format!("{}: {e}", x.label)),
                     Some(owner) => received.skip.push(format!(
@@ -2507,6 +2573,9 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
             sources_faults(m, &at, &mut fails);
         }
         issued.extend(fresh);
+    }
+    if let Some(stop) = stop_summary(log) {
+        received.fail.insert(0, stop);
     }
     for (all, more) in fails.iter_mut().zip(refusal_fails) {
         all.extend(more);

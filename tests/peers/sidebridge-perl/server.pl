@@ -31,6 +31,12 @@
 #   cl-short       Content-Length of the JSON, then 9 more bytes the length does not count
 #   bare-lf        the header section's lines end in a bare LF
 #   dup-cl         two Content-Length fields with different values
+# Flaws of answering (the framing polite):
+#   deaf-after-N   after N requests (any method), every request is read and never answered:
+#                  the server stops answering midway (a deadlock, a dead worker)
+#   hang-malformed a POST whose body is not JSON is never answered (the connection held open);
+#                  every other request is
+#   slow-first     the first POST is answered after 3 s (over a 2 s --timeout), the rest at once
 use strict;
 use warnings;
 use IO::Socket::INET;
@@ -50,6 +56,9 @@ $SIG{PIPE} = 'IGNORE';
 my $JSON = JSON::PP->new->canonical(0);
 my %MEM;    # upper-case chatId -> word
 my $SEQ = 0;
+my $SERVED = 0;     # requests read, for deaf-after-N
+my $SLOWED = 0;     # for slow-first
+my ($DEAF) = map { /^deaf-after-(\d+)$/ ? $1 : () } keys %V;
 
 sub new_id {
     my @h = map { sprintf '%04x', int rand 65536 } 1 .. 8;
@@ -180,6 +189,10 @@ sub reply {
 
 sub handle {
     my ($c, $method, $path, $hdr, $body) = @_;
+    if (defined $DEAF && ++$SERVED > $DEAF) {
+        $c->{stall} = 1;
+        return 1;
+    }
     if ($method ne 'POST') {
         my $b = $JSON->encode({ messages => [msg('Only POST is answered here.', 'system')] });
         my $h = "HTTP/1.1 405 Method Not Allowed\r\nAllow: POST\r\nContent-Type: application/json\r\n";
@@ -196,6 +209,11 @@ sub handle {
             { messages => [msg('Wrong or missing key.', 'system')], options => { endSession => JSON::PP::true } }, 1);
     }
     my $req = eval { $JSON->decode($body) };
+    if (!defined $req && $V{'hang-malformed'}) {
+        $c->{stall} = 1;
+        return 1;
+    }
+    sleep 3 if $V{'slow-first'} && !$SLOWED++;
     if (ref $req ne 'HASH' || !defined $req->{chatId} || ref $req->{chatId}) {
         return reply($c, 400,
             { messages => [msg('Bad request.', 'system')], options => { endSession => JSON::PP::true } }, 1);
