@@ -119,9 +119,22 @@ fn check_rows() -> Vec<(&'static str, Option<(&'static str, &'static str)>)> {
             "settle-twice",
             Some(("turn/delta-outside-turn", "no turn is open to settle")),
         ),
+        // One fault, one verdict: the first rule left unanswered once the bridge went deaf
+        // carries the stop (an alive probe went unanswered too); before, 5 rules failed.
+        (
+            "deaf-after-turn",
+            Some((
+                "stop/release-not-interrupted",
+                "release thread/stop unanswered; the bridge, still running, has stopped answering",
+            )),
+        ),
     ]);
     rows
 }
+
+/// The rows whose fault leaves the rules after it without answers: they are skipped naming the
+/// rule that carries it (at least one is), and none fails.
+const STOPS: &[&str] = &["deaf-after-turn"];
 
 /// `tests/peers/coverage.tsv`'s `perl:` entries are true of [`check_rows`]: a failing entry's
 /// row fails that rule, a passing one is a legal row (every rule passes).
@@ -179,6 +192,16 @@ fn check_bb_passes_the_perl_bridge_odd_and_fails_each_flaw_once() {
                 let got = check(py, &mode);
                 let ok = match want {
                     None => got.is_empty(),
+                    Some((id, phrase)) if STOPS.contains(&mode.as_str()) => {
+                        let fails: Vec<_> = got.iter().filter(|g| g.1 == "fail").collect();
+                        let naming = format!("the bridge had stopped answering during {id}");
+                        fails.len() == 1
+                            && fails[0].0 == id
+                            && fails[0].2.contains(phrase)
+                            && got
+                                .iter()
+                                .any(|g| g.1 == "skipped" && g.2.contains(&naming))
+                    }
                     Some((id, phrase)) => {
                         got.len() == 1
                             && got[0].0 == id

@@ -232,6 +232,8 @@ pub fn run(
         schema_mark: None,
         start_mark: None,
         exit_met: None,
+        stop_met: None,
+        probe_possible: false,
     };
     kit.run_all();
     let mut c = kit.c;
@@ -1195,6 +1197,15 @@ impl Client {
         while Instant::now() < deadline && self.pump(deadline) {}
     }
 
+    /// Whether the bridge answers an alive probe (an unknown method) within the per-wait
+    /// timeout: any answer counts, even under the wrong id type.
+    fn answers_alive_probe(&mut self) -> bool {
+        let id = self.request("bb/conformance/alive-probe", json!({}));
+        self.wait_response(id).is_some()
+            || self.diag.wrong_type_ids.contains_key(&id)
+            || self.diag.batched_ids.contains(&id)
+    }
+
     fn wait_response(&mut self, id: u64) -> Option<Value> {
         // An answer under the wrong id type ends the wait too: it is named, not waited out.
         self.wait(|c| {
@@ -1389,12 +1400,22 @@ struct Caps {
 /// How a rule's detail says the bridge process had exited ([`Client::why_silent`]).
 const BRIDGE_EXITED: &str = "bridge exited (";
 
+/// How the rule that met a bridge's stop (running, answering nothing) says so.
+const STOPPED_ANSWERING: &str = "the bridge, still running, has stopped answering";
+
 struct Kit<'a> {
     c: Client,
     kit_only: bool,
     /// The rule that first failed for want of answers from a bridge that had exited: the one
     /// bridge process serves every rule, so the rules after it are skipped naming it.
     exit_met: Option<String>,
+    /// The rule after whose failure the bridge, still running, answered no alive probe (an
+    /// unknown method, which it answered at the start of the run), with the count of messages
+    /// received then: while nothing more arrives, a later rule that fails is skipped naming it.
+    stop_met: Option<(String, usize)>,
+    /// Whether the bridge answers an unknown method (`rpc/unknown-method`): what an alive probe
+    /// needs. A bridge that drops them cannot be probed; its failures stand as they are.
+    probe_possible: bool,
     fx: &'a BbFixture,
     cwd: String,
     verdicts: Vec<Verdict>,
@@ -1484,6 +1505,36 @@ impl Kit<'_> {
                 }
                 Some(_) => {}
                 None => self.exit_met = Some(v.id.clone()),
+            }
+        }
+        // One fault, one verdict: a bridge still running that has stopped answering (a
+        // deadlocked stdin reader) leaves every later rule without answers. After a rule fails,
+        // an alive probe tells that bridge from a rule's own fault: unanswered, this rule
+        // carries the stop, and while nothing more arrives, a later rule that fails is skipped
+        // naming it (still failing the run). bb's kit fails each: kept under --kit-only.
+        // A rule skipped for want of answers after the stop names it too.
+        if (v.status == Status::Fail || lacks_evidence)
+            && !stands_alone
+            && !self.kit_only
+            && self.probe_possible
+            && !v.detail.contains(BRIDGE_EXITED)
+        {
+            match &self.stop_met {
+                Some((first, at)) if *first != v.id && *at == self.c.received => {
+                    v.status = Status::Skipped;
+                    v.detail = format!(
+                        "not judged: the bridge had stopped answering during {first}, which carries that fault, and has sent nothing since: {}",
+                        v.detail
+                    );
+                }
+                _ if v.status != Status::Fail => {}
+                _ if self.c.answers_alive_probe() => self.stop_met = None,
+                _ => {
+                    v.detail.push_str(&format!(
+                        "; {STOPPED_ANSWERING}: an alive probe sent after this rule (an unknown method, which it answered at the start of the run) went unanswered too"
+                    ));
+                    self.stop_met = Some((v.id.clone(), self.c.received));
+                }
             }
         }
         if v.status != Status::Pass && v.context.is_empty() {
@@ -1611,6 +1662,7 @@ impl Kit<'_> {
             .request("bb/conformance/definitely-unknown-method", json!({}));
         let resp = self.c.wait_response(id);
         let probe_possible = resp.is_some();
+        self.probe_possible = probe_possible;
         match resp {
             None => {
                 let d = match self.c.wrong_type_answer() {

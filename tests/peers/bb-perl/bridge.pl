@@ -30,6 +30,8 @@
 #   unknown-id  a response to an id the runtime never sent, after each turn/start answer
 #   settle-twice  a turn settled twice (`turn.boundary` again: the grammar's turn/settles-once)
 #   reworded    with stamp: the error worded otherwise (`provider crashed at …`)
+#   deaf-after-turn  once the first turn has settled, every line the runtime writes is read and
+#               none is answered (a bridge whose stdin reader deadlocked; it stays alive)
 use strict;
 use warnings;
 use IO::Handle;
@@ -47,6 +49,7 @@ for my $i (0 .. $#ARGV) {
     }
 }
 sub M { $MODE{ $_[0] } }
+my $DEAF = 0;    # deaf-after-turn: set once the first turn has settled
 
 $SIG{PIPE} = 'IGNORE';
 binmode STDIN;
@@ -298,6 +301,7 @@ sub start_turn {
             my $stop = ref $m->{result} eq 'HASH' ? ($m->{result}{stopReason} // '') : '';
             finish_turn($th, $stop eq 'cancelled' ? 'interrupted' : 'completed');
         }
+        $DEAF = 1 if M('deaf-after-turn');
         if (defined(my $sid = delete $th->{stop_id})) {
             release_provider($th);
             respond($sid, {});
@@ -333,6 +337,7 @@ sub stop {
 
 sub handle_runtime_line {
     my ($line) = @_;
+    return if $DEAF;
     my $m = eval { $json_in->decode($line) };
     return unless ref $m eq 'HASH';
     my ($method, $id) = ($m->{method}, $m->{id});
