@@ -104,7 +104,6 @@ pub const CONTEXT_LINES: usize = 16;
 pub const CONTEXT_HEAD: usize = 4;
 const CONTEXT_LINE_CHARS: usize = 400;
 const WIRE_RING: usize = 256;
-const PREREQ: &str = "prerequisite session/start-identity failed";
 
 /// Schemas (JSON Schema 2020-12) for the wire messages the kit validates.
 pub mod schema {
@@ -1544,6 +1543,17 @@ impl Kit<'_> {
         self.verdicts.push(v);
     }
 
+    /// Why the rules after `rule`, which did not pass, are skipped: it failed, or it was
+    /// skipped (its failure carried by another rule, [`Kit::emit`]).
+    fn prerequisite(&self, rule: &str) -> String {
+        match self.verdicts.iter().rev().find(|v| v.id == rule) {
+            Some(v) if v.status == Status::Skipped => {
+                format!("prerequisite {rule} was not judged (skipped)")
+            }
+            _ => format!("prerequisite {rule} failed"),
+        }
+    }
+
     fn pass(&mut self, id: &str, mark: u64) {
         self.emit(mark, Verdict::pass(id));
     }
@@ -1926,9 +1936,12 @@ impl Kit<'_> {
                     later.push("session/threads-independent");
                     later.push("stop/interrupt-settles-before-result");
                 }
+                // The start's failure may be skipped as another rule's fault (the bridge had
+                // exited or stopped answering): the prerequisite is named as it was shown.
+                let why = self.prerequisite("session/start-identity");
                 for r in later {
                     let m = self.mark();
-                    self.skip(r, m, PREREQ);
+                    self.skip(r, m, why.clone());
                 }
                 return;
             }
@@ -2138,11 +2151,8 @@ impl Kit<'_> {
                             m,
                             format!("thread/resume result: {e}"),
                         );
-                        self.skip(
-                            "session/resume-id-uniqueness",
-                            m,
-                            "prerequisite session/resume-identity failed",
-                        );
+                        let why = self.prerequisite("session/resume-identity");
+                        self.skip("session/resume-id-uniqueness", m, why);
                         false
                     }
                 },

@@ -32,6 +32,7 @@
 #   reworded    with stamp: the error worded otherwise (`provider crashed at …`)
 #   deaf-after-turn  once the first turn has settled, every line the runtime writes is read and
 #               none is answered (a bridge whose stdin reader deadlocked; it stays alive)
+#   exit-on-stop  exits with status 3 on the first thread/stop, whatever its params
 use strict;
 use warnings;
 use IO::Handle;
@@ -319,6 +320,7 @@ sub on_update {
 
 sub stop {
     my ($id, $p) = @_;
+    exit 3 if M('exit-on-stop');
     my $tid = $p->{threadId};
     my $intent = $p->{intent} // '';
     unless (defined $tid && !ref $tid && ($intent eq 'interrupt' || $intent eq 'release')) {
