@@ -66,6 +66,14 @@ const FLAWED: &[(&str, &str)] = &[
     ("bare-lf", "ends in a bare LF, not CRLF"),
     ("dup-cl", "the reply's length cannot be known"),
     ("deaf-after-20", "the bridge stopped answering: "),
+    (
+        "exit-after-20",
+        "the bridge stopped accepting connections after ",
+    ),
+    (
+        "exit-after-0",
+        "the bridge stopped accepting connections after timing/session-start",
+    ),
 ];
 
 /// The flaws of every reply the server writes from some point on: one fault, so SB-D1 is the
@@ -74,8 +82,17 @@ const FLAWED: &[(&str, &str)] = &[
 /// (every body stalls, or no request is answered after the 20th): every rule shows the requests
 /// that timed out in it, and the ones not sent after it, skipped naming SB-D1 (before: cl-long
 /// failed SB-D1, SB-H1 and SB-A1 and warned SB-H2, SB-H3, SB-H4 and SB-R10; deaf-after-20
-/// failed SB-D1 and SB-A1 and warned SB-R10).
-const ONE_VERDICT: &[&str] = &["bare-lf", "dup-cl", "cl-long", "deaf-after-20"];
+/// failed SB-D1 and SB-A1 and warned SB-R10). An exit midway (exit-after-N: the request it
+/// met is hung up on, the next connection refused) likewise (before: exit-after-20 failed
+/// SB-D1 and SB-A1 and warned SB-R10; exit-after-0 warned SB-H2 beside SB-D1).
+const ONE_VERDICT: &[&str] = &[
+    "bare-lf",
+    "dup-cl",
+    "cl-long",
+    "deaf-after-20",
+    "exit-after-20",
+    "exit-after-0",
+];
 
 /// A server that leaves one request unanswered and answers the next: the timeout is that
 /// request's rule's alone (`rule`, a SHOULD, fails (warns) saying `says`; SB-D1 does not fail:

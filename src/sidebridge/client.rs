@@ -36,8 +36,9 @@ pub struct Exchange {
     /// a request a [`Screen`] sent; `None` for probes.
     pub shown: Option<Vec<Msg>>,
     /// Part of the bridge's stop: one of the timeouts in a row after which the driver gave up
-    /// ([`Driver::give_up_after`]), or an exchange not sent after it. One fault, wherever it
-    /// meets a rule: no rule judges such an exchange as its own.
+    /// ([`Driver::give_up_after`]), a refused connection after accepted ones (and the request
+    /// before it, when it got no reply), or an exchange not sent after either. One fault,
+    /// wherever it meets a rule: no rule judges such an exchange as its own.
     pub stopped: bool,
 }
 
@@ -136,6 +137,9 @@ pub struct Driver {
     /// The cause of the last timeout in a row when it was a body stalled short of its
     /// Content-Length, said with [`TransportError::GaveUp`].
     last_stall: Option<String>,
+    /// The request whose connection was refused after earlier ones were accepted: the bridge
+    /// is gone (exited, or its port closed), and nothing more is sent ([`TransportError::Gone`]).
+    gone: Option<String>,
 }
 
 impl Driver {
@@ -157,6 +161,7 @@ impl Driver {
             keep_alive: false,
             kept: None,
             last_stall: None,
+            gone: None,
         })
     }
 
@@ -222,7 +227,9 @@ impl Driver {
         let mut t = target.unwrap_or_else(|| self.target.clone());
         let url = t.url.to_string();
         let mut redirects = Vec::new();
-        let result = if self.give_up_after > 0 && self.timeouts_in_a_row >= self.give_up_after {
+        let result = if let Some(refused) = &self.gone {
+            Err(TransportError::Gone(refused.clone()))
+        } else if self.give_up_after > 0 && self.timeouts_in_a_row >= self.give_up_after {
             Err(TransportError::GaveUp(
                 self.timeouts_in_a_row,
                 self.last_stall.clone().unwrap_or_default(),
@@ -277,7 +284,27 @@ impl Driver {
         } else if !matches!(result, Err(TransportError::GaveUp(..))) {
             self.timeouts_in_a_row = 0;
         }
-        let not_sent = matches!(result, Err(TransportError::GaveUp(..)));
+        let not_sent = matches!(
+            result,
+            Err(TransportError::GaveUp(..) | TransportError::Gone(_))
+        );
+        // A refusal after an accepted connection: the bridge is gone, and the request before,
+        // when it got no reply, is where it went (one stop, SB-D1's).
+        let refused = matches!(result, Err(TransportError::Refused))
+            && self.log.iter().any(|x| {
+                !matches!(
+                    x.result,
+                    Err(TransportError::Refused | TransportError::Connect(_))
+                )
+            });
+        if refused {
+            self.gone = Some(format!("`{label}`'s connection"));
+            if let Some(prev) = self.log.last_mut()
+                && prev.result.is_err()
+            {
+                prev.stopped = true;
+            }
+        }
         self.log.push(Exchange {
             label: label.into(),
             kind,
@@ -288,7 +315,7 @@ impl Driver {
             redirects,
             result,
             shown: None,
-            stopped: not_sent,
+            stopped: not_sent || refused,
         });
         // The timeout that reaches the limit: it and the ones before it in the row are the stop.
         if !not_sent && self.give_up_after > 0 && self.timeouts_in_a_row == self.give_up_after {
@@ -318,6 +345,7 @@ impl Driver {
         if !self.liveness {
             return;
         }
+        self.settle_hang_up().await;
         let kept = std::mem::replace(&mut self.keep_alive, false);
         let mut n = 0;
         while self.timeouts_in_a_row > 0 && !self.stopped() && self.give_up_after > 0 {
@@ -336,6 +364,30 @@ impl Driver {
                 .await;
         }
         self.keep_alive = kept;
+    }
+}
+
+impl Driver {
+    /// After a request the bridge hung up on, whether it is still there: a new connection
+    /// (no request on it), a moment later for a dying process to close its port. Refused: the
+    /// bridge is gone, the hang-up was where it went ([`Exchange::stopped`]), and nothing more
+    /// is sent; so the rule reading that request sees the exit as SB-D1's at once, not as
+    /// its own no-reply.
+    async fn settle_hang_up(&mut self) {
+        let Some(x) = self.log.last() else {
+            return;
+        };
+        if self.gone.is_some() || !matches!(&x.result, Err(e) if e.is_hang_up()) {
+            return;
+        }
+        let label = x.label.clone();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if transport::refuses(&self.target, self.limits).await {
+            self.gone = Some(format!("a connection opened after `{label}`"));
+            if let Some(x) = self.log.last_mut() {
+                x.stopped = true;
+            }
+        }
     }
 }
 

@@ -283,9 +283,17 @@ pub(super) fn framing_carried(log: &[Exchange], x: &Exchange) -> Option<String> 
 pub(super) fn stop_carried(x: &Exchange) -> Option<String> {
     let e = x.result.as_ref().err().filter(|_| x.stopped)?;
     Some(match e {
-        TransportError::GaveUp(..) => format!("{}: {e}; SB-D1 carries that fault", x.label),
-        _ => format!(
+        TransportError::GaveUp(..) | TransportError::Gone(_) | TransportError::Refused => {
+            format!("{}: {e}; SB-D1 carries that fault", x.label)
+        }
+        TransportError::Timeout { .. }
+        | TransportError::Idle { .. }
+        | TransportError::Stalled { .. } => format!(
             "{}: {e}, one of the timeouts in a row after which the bridge was taken as stopped (nothing more was sent); SB-D1 carries that fault",
+            x.label
+        ),
+        _ => format!(
+            "{}: {e}, where the bridge stopped (the next connection was refused: it exited, or closed its port); SB-D1 carries that fault",
             x.label
         ),
     })
@@ -303,8 +311,34 @@ fn stop_summary(log: &[Exchange]) -> Option<String> {
     let e = first.result.as_ref().err()?;
     let not_sent = log
         .iter()
-        .filter(|x| matches!(x.result, Err(TransportError::GaveUp(..))))
+        .filter(|x| {
+            matches!(
+                x.result,
+                Err(TransportError::GaveUp(..) | TransportError::Gone(_))
+            )
+        })
         .count();
+    let refused = log
+        .iter()
+        .find_map(|x| match &x.result {
+            Err(TransportError::Gone(r)) => Some(r.clone()),
+            _ => None,
+        })
+        .or_else(|| {
+            log.iter()
+                .find(|x| x.stopped && matches!(x.result, Err(TransportError::Refused)))
+                .map(|x| format!("`{}`", x.label))
+        });
+    if let Some(refused) = refused {
+        let before = if matches!(first.result, Err(TransportError::Refused)) {
+            String::new()
+        } else {
+            format!(" after {}: {e}", first.label)
+        };
+        return Some(format!(
+            "the bridge stopped accepting connections{before}: {refused} was refused (it exited, or closed its port); bridgewire sent none of the {not_sent} request(s) after it"
+        ));
+    }
     let timed_out = log.iter().filter(|x| x.stopped).count() - not_sent;
     let then = match timed_out - 1 {
         0 => String::new(),

@@ -122,6 +122,10 @@ pub enum TransportError {
     /// stalled short of its Content-Length), or empty.
     #[error("not sent: the bridge timed out {0} times in a row{1}")]
     GaveUp(usize, String),
+    /// Not sent: a connection to the bridge was refused after it had accepted earlier ones
+    /// (it exited, or closed its port); its text: the request that was refused.
+    #[error("not sent: the bridge no longer accepts connections ({0} was refused)")]
+    Gone(String),
 }
 
 /// How a connection that closed before its reply's head was whole is named in
@@ -134,6 +138,16 @@ impl TransportError {
     /// how the bridge writes every reply, not a connection that closed before a head.
     pub fn is_broken_framing(&self) -> bool {
         matches!(self, TransportError::Malformed(m) if !m.starts_with(CLOSED_EARLY))
+    }
+
+    /// The bridge's side of the connection went away before a whole reply (closed before or
+    /// inside the head, reset): a hang-up, or the bridge exiting.
+    pub fn is_hang_up(&self) -> bool {
+        matches!(self, TransportError::Malformed(m) if m.starts_with(CLOSED_EARLY))
+            || matches!(
+                self,
+                TransportError::Io(_) | TransportError::ClosedAfterRequest(_)
+            )
     }
 }
 
@@ -453,6 +467,12 @@ pub struct Req<'a> {
     pub method: &'a str,
     pub headers: &'a [(String, String)],
     pub body: &'a [u8],
+}
+
+/// Whether a new connection to `target` is refused (nothing listens there any more): the
+/// connection, when accepted, is closed at once without a byte sent.
+pub async fn refuses(target: &Target, limits: Limits) -> bool {
+    matches!(connect(target, limits).await, Err(TransportError::Refused))
 }
 
 async fn connect(target: &Target, limits: Limits) -> Result<TcpStream, TransportError> {

@@ -36,6 +36,8 @@
 #                  the server stops answering midway (a deadlock, a dead worker)
 #   hang-malformed a POST whose body is not JSON is never answered (the connection held open);
 #                  every other request is
+#   exit-after-N   after N requests (any method), the server exits (status 3) on the next one
+#                  before answering it: a crash midway
 #   slow-first     the first POST is answered after 3 s (over a 2 s --timeout), the rest at once
 use strict;
 use warnings;
@@ -59,6 +61,7 @@ my $SEQ = 0;
 my $SERVED = 0;     # requests read, for deaf-after-N
 my $SLOWED = 0;     # for slow-first
 my ($DEAF) = map { /^deaf-after-(\d+)$/ ? $1 : () } keys %V;
+my ($EXIT) = map { /^exit-after-(\d+)$/ ? $1 : () } keys %V;
 
 sub new_id {
     my @h = map { sprintf '%04x', int rand 65536 } 1 .. 8;
@@ -189,7 +192,9 @@ sub reply {
 
 sub handle {
     my ($c, $method, $path, $hdr, $body) = @_;
-    if (defined $DEAF && ++$SERVED > $DEAF) {
+    $SERVED++;
+    exit 3 if defined $EXIT && $SERVED > $EXIT;
+    if (defined $DEAF && $SERVED > $DEAF) {
         $c->{stall} = 1;
         return 1;
     }
