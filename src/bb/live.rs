@@ -76,11 +76,11 @@ fn handshake_facts(result: &Value) -> Value {
 /// one number type, and bb's runtime reads them as one.
 fn as_numbers(v: Value) -> Value {
     match v {
-        Value::Number(n) => match n.as_f64() {
-            Some(f) if !n.is_i64() && !n.is_u64() && f.fract() == 0.0 && f.abs() < 1e15 => {
-                Value::from(f as i64)
-            }
-            _ => Value::Number(n),
+        // One reading of an integral float for the whole bb module (`msg::json_int`, the
+        // range a double holds exactly), as the handshake and the ids read it.
+        Value::Number(n) if n.is_f64() => match super::msg::json_int(&Value::Number(n.clone())) {
+            Some(i) => Value::from(i),
+            None => Value::Number(n),
         },
         Value::Array(items) => Value::Array(items.into_iter().map(as_numbers).collect()),
         Value::Object(map) => {

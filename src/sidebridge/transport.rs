@@ -93,6 +93,11 @@ pub enum TransportError {
     BadChunks(String),
     #[error("malformed HTTP reply: {0}")]
     Malformed(String),
+    /// The connection closed before the reply's head was whole (`before any reply`, `inside
+    /// the header section`): a hang-up, or the bridge exiting, not a reply framed against
+    /// HTTP/1.1 ([`TransportError::is_hang_up`]). Worded as it always was.
+    #[error("malformed HTTP reply: connection closed {0}")]
+    ClosedEarly(&'static str),
     #[error("i/o error: {0}")]
     Io(String),
     /// Nothing came within the app's timeout on a connection the bridge had left open after
@@ -128,26 +133,23 @@ pub enum TransportError {
     Gone(String),
 }
 
-/// How a connection that closed before its reply's head was whole is named in
-/// [`TransportError::Malformed`]: a hang-up, not a reply framed against HTTP/1.1.
-const CLOSED_EARLY: &str = "connection closed";
-
 impl TransportError {
     /// A reply came whose framing breaks HTTP/1.1 (a head line not ended in CRLF, two
     /// `Content-Length`s, a bad status line, a body coding that does not decode): a fault of
     /// how the bridge writes every reply, not a connection that closed before a head.
     pub fn is_broken_framing(&self) -> bool {
-        matches!(self, TransportError::Malformed(m) if !m.starts_with(CLOSED_EARLY))
+        matches!(self, TransportError::Malformed(_))
     }
 
     /// The bridge's side of the connection went away before a whole reply (closed before or
     /// inside the head, reset): a hang-up, or the bridge exiting.
     pub fn is_hang_up(&self) -> bool {
-        matches!(self, TransportError::Malformed(m) if m.starts_with(CLOSED_EARLY))
-            || matches!(
-                self,
-                TransportError::Io(_) | TransportError::ClosedAfterRequest(_)
-            )
+        matches!(
+            self,
+            TransportError::ClosedEarly(_)
+                | TransportError::Io(_)
+                | TransportError::ClosedAfterRequest(_)
+        )
     }
 }
 
@@ -395,7 +397,14 @@ pub async fn send_kept(
             // The write failed: the bridge had closed the connection before the request
             // reached it whole, so it cannot have acted on it; a new connection carries it.
             (Err(TransportError::Unwritten(_)), 0) => {}
-            (Err(e @ (TransportError::Io(_) | TransportError::Malformed(_))), 0) => {
+            (
+                Err(
+                    e @ (TransportError::Io(_)
+                    | TransportError::Malformed(_)
+                    | TransportError::ClosedEarly(_)),
+                ),
+                0,
+            ) => {
                 return Err(TransportError::ClosedAfterRequest(e.to_string()));
             }
             (Err(e), _) => return Err(e),
@@ -812,10 +821,10 @@ async fn read_framed_conn<R: AsyncRead + Unpin>(
                 .await
                 .map_err(|e| TransportError::Io(e.to_string()))?;
             if n == 0 {
-                return Err(TransportError::Malformed(if buf.is_empty() {
-                    format!("{CLOSED_EARLY} before any reply")
+                return Err(TransportError::ClosedEarly(if buf.is_empty() {
+                    "before any reply"
                 } else {
-                    format!("{CLOSED_EARLY} inside the header section")
+                    "inside the header section"
                 }));
             }
             buf.extend_from_slice(&chunk[..n]);

@@ -126,7 +126,7 @@ pub fn kind_of(e: &TransportError) -> &'static str {
         TransportError::TooLarge(_) => "too large",
         TransportError::Truncated { .. } => "truncated",
         TransportError::BadChunks(_) => "bad chunks",
-        TransportError::Malformed(_) => "malformed",
+        TransportError::Malformed(_) | TransportError::ClosedEarly(_) => "malformed",
         TransportError::Timeout { .. }
         | TransportError::Idle { .. }
         | TransportError::Stalled { .. } => "timeout",
