@@ -68,11 +68,11 @@ const FLAWED: &[(&str, &str)] = &[
     ("deaf-after-20", "the bridge stopped answering: "),
     (
         "exit-after-20",
-        "the bridge stopped accepting connections after ",
+        "the bridge exited (exit status: 3) after `",
     ),
     (
         "exit-after-0",
-        "the bridge stopped accepting connections after timing/session-start",
+        "the bridge exited (exit status: 3) after `timing/session-start`",
     ),
 ];
 

@@ -355,7 +355,7 @@ pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
             super::Format::Json => crate::report::live::Lines::Stderr,
         },
     );
-    let (url, _guard) = match spec.resolve() {
+    let (url, guard) = match spec.resolve() {
         Ok(x) => x,
         Err(e) => {
             live.finish();
@@ -373,6 +373,8 @@ pub fn check_cmd(a: &CheckSidebridgeArgs) -> u8 {
         fixture,
         nonce: nonce(),
         live: Some(live.clone()),
+        // Held here and by the check's driver: the bridge's tree is killed when both let go.
+        process: guard.map(|g| std::sync::Arc::new(std::sync::Mutex::new(g))),
     };
     let checked =
         match crate::sidebridge::spawn::runtime().block_on(crate::sidebridge::rules::check(&cfg)) {

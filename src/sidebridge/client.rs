@@ -137,9 +137,11 @@ pub struct Driver {
     /// The cause of the last timeout in a row when it was a body stalled short of its
     /// Content-Length, said with [`TransportError::GaveUp`].
     last_stall: Option<String>,
-    /// The request whose connection was refused after earlier ones were accepted: the bridge
-    /// is gone (exited, or its port closed), and nothing more is sent ([`TransportError::Gone`]).
+    /// Why the bridge is gone (its process exited, or a connection was refused after earlier
+    /// ones were accepted): nothing more is sent ([`TransportError::Gone`]).
     gone: Option<String>,
+    /// The bridge's process, when this run started it: its exit is seen, with its status.
+    pub process: Option<std::sync::Arc<std::sync::Mutex<super::spawn::BridgeProcess>>>,
 }
 
 impl Driver {
@@ -162,6 +164,7 @@ impl Driver {
             kept: None,
             last_stall: None,
             gone: None,
+            process: None,
         })
     }
 
@@ -298,7 +301,12 @@ impl Driver {
                 )
             });
         if refused {
-            self.gone = Some(format!("`{label}`'s connection"));
+            self.gone = Some(match self.exit_status() {
+                Some(st) => format!("the bridge exited ({st}) before `{label}`"),
+                None => format!(
+                    "the bridge no longer accepts connections (`{label}`'s connection was refused)"
+                ),
+            });
             if let Some(prev) = self.log.last_mut()
                 && prev.result.is_err()
             {
@@ -368,11 +376,18 @@ impl Driver {
 }
 
 impl Driver {
-    /// After a request the bridge hung up on, whether it is still there: a new connection
-    /// (no request on it), a moment later for a dying process to close its port. Refused: the
-    /// bridge is gone, the hang-up was where it went ([`Exchange::stopped`]), and nothing more
-    /// is sent; so the rule reading that request sees the exit as SB-D1's at once, not as
-    /// its own no-reply.
+    /// The exit status of the bridge's process, when this run started it and it has exited.
+    fn exit_status(&self) -> Option<std::process::ExitStatus> {
+        let p = self.process.as_ref()?;
+        let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+        p.exited_within(Duration::ZERO)
+    }
+
+    /// After a request the bridge hung up on, whether it is still there: its process, when
+    /// this run started it (polled for 300 ms, the time a dying process takes to be reaped),
+    /// then a new connection (no request on it). Exited, or refused: the bridge is gone, the
+    /// hang-up was where it went ([`Exchange::stopped`]), and nothing more is sent; so the
+    /// rule reading that request sees the exit as SB-D1's at once, not as its own no-reply.
     async fn settle_hang_up(&mut self) {
         let Some(x) = self.log.last() else {
             return;
@@ -381,9 +396,24 @@ impl Driver {
             return;
         }
         let label = x.label.clone();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if transport::refuses(&self.target, self.limits).await {
-            self.gone = Some(format!("a connection opened after `{label}`"));
+        let mut gone = None;
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Some(st) = self.exit_status() {
+                gone = Some(format!("the bridge exited ({st}) after `{label}`"));
+                break;
+            }
+            if self.process.is_none() {
+                break;
+            }
+        }
+        if gone.is_none() && transport::refuses(&self.target, self.limits).await {
+            gone = Some(format!(
+                "the bridge no longer accepts connections (a connection opened after `{label}` was refused)"
+            ));
+        }
+        if gone.is_some() {
+            self.gone = gone;
             if let Some(x) = self.log.last_mut() {
                 x.stopped = true;
             }

@@ -46,6 +46,8 @@ pub struct CheckConfig {
     pub nonce: u64,
     /// Where verdicts go as they are reached (for the partial report of an interrupted run).
     pub live: Option<crate::report::live::Live>,
+    /// The bridge's process, when this run started it (its exit is seen, with its status).
+    pub process: Option<std::sync::Arc<std::sync::Mutex<super::spawn::BridgeProcess>>>,
 }
 
 /// One reply as each profile sees it.
@@ -293,7 +295,7 @@ pub(super) fn stop_carried(x: &Exchange) -> Option<String> {
             x.label
         ),
         _ => format!(
-            "{}: {e}, where the bridge stopped (the next connection was refused: it exited, or closed its port); SB-D1 carries that fault",
+            "{}: {e}, where the bridge went (it exited, or stopped accepting connections); SB-D1 carries that fault",
             x.label
         ),
     })
@@ -318,29 +320,34 @@ fn stop_summary(log: &[Exchange]) -> Option<String> {
             )
         })
         .count();
-    let refused = log
+    let gone = log
         .iter()
         .find_map(|x| match &x.result {
-            Err(TransportError::Gone(r)) => Some(r.clone()),
+            Err(TransportError::Gone(why)) => Some(why.clone()),
             _ => None,
         })
         .or_else(|| {
             log.iter()
                 .find(|x| x.stopped && matches!(x.result, Err(TransportError::Refused)))
-                .map(|x| format!("`{}`", x.label))
+                .map(|x| {
+                    format!(
+                        "the bridge no longer accepts connections (`{}`'s connection was refused)",
+                        x.label
+                    )
+                })
         });
-    if let Some(refused) = refused {
-        let before = if matches!(first.result, Err(TransportError::Refused)) {
+    if let Some(gone) = gone {
+        let went_on = if matches!(first.result, Err(TransportError::Refused)) {
             String::new()
         } else {
-            format!(" after {}: {e}", first.label)
+            format!("; the request it went on: {}: {e}", first.label)
         };
         return Some(format!(
-            "the bridge stopped accepting connections{before}: {refused} was refused (it exited, or closed its port); bridgewire sent none of the {not_sent} request(s) after it"
+            "{gone}{went_on}; bridgewire sent none of the {not_sent} request(s) after it"
         ));
     }
     let timed_out = log.iter().filter(|x| x.stopped).count() - not_sent;
-    let then = match timed_out - 1 {
+    let then = match timed_out.saturating_sub(1) {
         0 => String::new(),
         n => format!(
             "; then {n} session start(s) of fresh chats, sent to learn whether it still answered, timed out too"
@@ -562,6 +569,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut d = Driver::new(&cfg.url, cfg.key.clone(), cfg.limits, cfg.seed)?;
     d.give_up_after = cfg.give_up_after;
     d.liveness = true;
+    d.process = cfg.process.clone();
     // Each verdict is also handed to the live reporter (an interrupted run reports it).
     let mut v = VerdictLog::new(cfg.live.clone());
     let mut rng = Rng::new(cfg.seed ^ 0x5eed);

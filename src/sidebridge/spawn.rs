@@ -21,6 +21,14 @@ pub struct BridgeProcess {
     pub url: String,
 }
 
+impl std::fmt::Debug for BridgeProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BridgeProcess")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
 impl BridgeProcess {
     /// The bridge's process tree, for reading what it runs ([`crate::proc::tree_image`]).
     pub fn tree(&self) -> &ChildTree {

@@ -127,9 +127,9 @@ pub enum TransportError {
     /// stalled short of its Content-Length), or empty.
     #[error("not sent: the bridge timed out {0} times in a row{1}")]
     GaveUp(usize, String),
-    /// Not sent: a connection to the bridge was refused after it had accepted earlier ones
-    /// (it exited, or closed its port); its text: the request that was refused.
-    #[error("not sent: the bridge no longer accepts connections ({0} was refused)")]
+    /// Not sent: the bridge is gone (its process exited, or a connection to it was refused
+    /// after it had accepted earlier ones); its text says which, and after what.
+    #[error("not sent: {0}")]
     Gone(String),
 }
 
