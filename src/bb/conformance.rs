@@ -1575,8 +1575,7 @@ impl Kit<'_> {
     }
 
     fn run_all(&mut self) {
-        let probe_possible = self.hygiene();
-        let _ = probe_possible;
+        self.hygiene();
         let caps = self.handshake();
         self.lifecycle(caps);
         if !self.kit_only {
@@ -1664,15 +1663,14 @@ impl Kit<'_> {
         self.emit(m, v);
     }
 
-    fn hygiene(&mut self) -> bool {
+    fn hygiene(&mut self) {
         // rpc/unknown-method
         let m = self.begin("rpc/unknown-method");
         let id = self
             .c
             .request("bb/conformance/definitely-unknown-method", json!({}));
         let resp = self.c.wait_response(id);
-        let probe_possible = resp.is_some();
-        self.probe_possible = probe_possible;
+        self.probe_possible = resp.is_some();
         match resp {
             None => {
                 let d = match self.c.wrong_type_answer() {
@@ -1712,7 +1710,7 @@ impl Kit<'_> {
         const NO_PROBE: &str = "aliveness probe unavailable: bridge drops unknown methods";
         // rpc/non-json-ignored
         let m = self.begin("rpc/non-json-ignored");
-        if !probe_possible {
+        if !self.probe_possible {
             self.skip("rpc/non-json-ignored", m, NO_PROBE);
         } else {
             self.c.send_raw("this is { not json");
@@ -1728,7 +1726,7 @@ impl Kit<'_> {
 
         // rpc/response-not-request
         let m = self.begin("rpc/response-not-request");
-        if !probe_possible {
+        if !self.probe_possible {
             self.skip("rpc/response-not-request", m, NO_PROBE);
         } else {
             let from = self.c.received;
@@ -1766,7 +1764,6 @@ impl Kit<'_> {
                 }
             }
         }
-        probe_possible
     }
 
     /// `None`: the handshake failed (capabilities unknown, fork treated as `none`).

@@ -230,9 +230,9 @@ impl Driver {
         let mut t = target.unwrap_or_else(|| self.target.clone());
         let url = t.url.to_string();
         let mut redirects = Vec::new();
-        let result = if let Some(refused) = &self.gone {
-            Err(TransportError::Gone(refused.clone()))
-        } else if self.give_up_after > 0 && self.timeouts_in_a_row >= self.give_up_after {
+        let result = if let Some(gone) = &self.gone {
+            Err(TransportError::Gone(gone.clone()))
+        } else if self.stopped() {
             Err(TransportError::GaveUp(
                 self.timeouts_in_a_row,
                 self.last_stall.clone().unwrap_or_default(),
@@ -287,10 +287,7 @@ impl Driver {
         } else if !matches!(result, Err(TransportError::GaveUp(..))) {
             self.timeouts_in_a_row = 0;
         }
-        let not_sent = matches!(
-            result,
-            Err(TransportError::GaveUp(..) | TransportError::Gone(_))
-        );
+        let not_sent = result.as_ref().is_err_and(TransportError::is_not_sent);
         // A refusal after an accepted connection: the bridge is gone, and the request before,
         // when it got no reply, is where it went (one stop, SB-D1's).
         let refused = matches!(result, Err(TransportError::Refused))
@@ -303,9 +300,7 @@ impl Driver {
         if refused {
             self.gone = Some(match self.exit_status() {
                 Some(st) => format!("the bridge exited ({st}) before `{label}`"),
-                None => format!(
-                    "the bridge no longer accepts connections (`{label}`'s connection was refused)"
-                ),
+                None => refused_connection(label),
             });
             if let Some(prev) = self.log.last_mut()
                 && prev.result.is_err()
@@ -373,9 +368,7 @@ impl Driver {
         }
         self.keep_alive = kept;
     }
-}
 
-impl Driver {
     /// The exit status of the bridge's process, when this run started it and it has exited.
     fn exit_status(&self) -> Option<std::process::ExitStatus> {
         let p = self.process.as_ref()?;
@@ -419,6 +412,12 @@ impl Driver {
             }
         }
     }
+}
+
+/// Why the bridge is gone when the connection of the request `label` was refused after
+/// earlier ones were accepted ([`TransportError::Gone`]).
+pub fn refused_connection(label: &str) -> String {
+    format!("the bridge no longer accepts connections (`{label}`'s connection was refused)")
 }
 
 /// The label of a session start sent only to learn whether a bridge that timed out still

@@ -301,6 +301,13 @@ pub(super) fn stop_carried(x: &Exchange) -> Option<String> {
     })
 }
 
+/// Why a rule's own exchange `x`, which got no reply, is SB-D1's to judge: its framing is
+/// broken as the client's replies' is ([`framing_carried`]), or it is part of the bridge's
+/// stop ([`stop_carried`]).
+pub(super) fn d1_carries(log: &[Exchange], x: &Exchange) -> Option<String> {
+    framing_carried(log, x).or_else(|| stop_carried(x))
+}
+
 /// SB-D1's word on the bridge's stop, when it cost a request of the emulated client: where it
 /// began (the first of the timeouts in a row after which bridgewire gave up), how many timed
 /// out, how many requests were not sent after them. `None` when the run had no stop, or only
@@ -313,12 +320,7 @@ fn stop_summary(log: &[Exchange]) -> Option<String> {
     let e = first.result.as_ref().err()?;
     let not_sent = log
         .iter()
-        .filter(|x| {
-            matches!(
-                x.result,
-                Err(TransportError::GaveUp(..) | TransportError::Gone(_))
-            )
-        })
+        .filter(|x| x.result.as_ref().is_err_and(TransportError::is_not_sent))
         .count();
     let gone = log
         .iter()
@@ -329,12 +331,7 @@ fn stop_summary(log: &[Exchange]) -> Option<String> {
         .or_else(|| {
             log.iter()
                 .find(|x| x.stopped && matches!(x.result, Err(TransportError::Refused)))
-                .map(|x| {
-                    format!(
-                        "the bridge no longer accepts connections (`{}`'s connection was refused)",
-                        x.label
-                    )
-                })
+                .map(|x| super::client::refused_connection(&x.label))
         });
     if let Some(gone) = gone {
         let went_on = if matches!(first.result, Err(TransportError::Refused)) {
@@ -1008,12 +1005,10 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 continue;
             }
             Err(e) => {
-                r10.push(
-                    match framing_carried(&d.log, x).or_else(|| stop_carried(x)) {
-                        Some(why) => SubCheck::skipped(name, why),
-                        None => SubCheck::fail(name, e.to_string()),
-                    },
-                );
+                r10.push(match d1_carries(&d.log, x) {
+                    Some(why) => SubCheck::skipped(name, why),
+                    None => SubCheck::fail(name, e.to_string()),
+                });
                 continue;
             }
             Ok(r) => r,
@@ -1111,9 +1106,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
             }
         }
     }
-    let h3_unread = over_max_body(&d.log[probe])
-        .or_else(|| framing_carried(&d.log, &d.log[probe]))
-        .or_else(|| stop_carried(&d.log[probe]));
+    let h3_unread = over_max_body(&d.log[probe]).or_else(|| d1_carries(&d.log, &d.log[probe]));
     if let (Err(e), None) = (&d.log[probe].result, &h3_unread) {
         h3.push(format!("{}: {e}", d.log[probe].label));
     }
@@ -1872,8 +1865,7 @@ fn refusal_owner_elsewhere(log: &[Exchange], x: &Exchange, why: Shortfall) -> Op
                 .then(|| "SB-D2".to_string())
         }
         Shortfall::NoReply if over_max_body(x).is_some() => Some(OVER_MAX_BODY.to_string()),
-        Shortfall::NoReply if x.stopped => Some("SB-D1".to_string()),
-        Shortfall::NoReply => framing_carried(log, x).map(|_| "SB-D1".to_string()),
+        Shortfall::NoReply => d1_carries(log, x).map(|_| "SB-D1".to_string()),
         // A source SB-D5 rejects (it judges the refusals' messages too: [`reply_rules`]).
         Shortfall::Unreadable if fault_owner(x).as_deref() == Some("SB-D5") => {
             Some("SB-D5".to_string())

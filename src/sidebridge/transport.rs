@@ -141,6 +141,12 @@ impl TransportError {
         matches!(self, TransportError::Malformed(_))
     }
 
+    /// The request was not sent: the driver had given up on the bridge (timeouts in a row)
+    /// or found it gone.
+    pub fn is_not_sent(&self) -> bool {
+        matches!(self, TransportError::GaveUp(..) | TransportError::Gone(_))
+    }
+
     /// The bridge's side of the connection went away before a whole reply (closed before or
     /// inside the head, reset): a hang-up, or the bridge exiting.
     pub fn is_hang_up(&self) -> bool {
