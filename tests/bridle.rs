@@ -1274,6 +1274,10 @@ const NEVER_ROUTED: &str = "the hub's health did not show it connected, and a pr
 /// What a rule skipped for a hub whose hub→agent messages lack the sender's clientId names.
 const UNADDRESSED: &str = "browser messages reach the agent without the sender's clientId (a probe browser welcomed as \"address-probe\" reached it with clientId null): what this rule saw follows from that; not judged, client-routing carries that fault";
 
+/// What a rule skipped for a hub that closes connections on frames the check's traffic needs
+/// names.
+const SMALL_FRAMES: &str = "not judged, robustness carries that fault";
+
 /// What a rule skipped after the hub exited during agent-isolation names.
 const CRASHED: &str = "robustness carries that fault";
 
@@ -1641,6 +1645,44 @@ const NODE_HUB_DIVERGENCES: &[Divergence] = &[
     ("message-202", "http-message", "answered 202", &[]),
     ("sync-no-message-id", "http-sync", "messageId null", &[]),
     ("status-flood", "robustness", "(flood)", &[]),
+    // One configuration fault (Engine.IO's maxHttpBufferSize at 200 bytes), one verdict: the
+    // rules whose connections it closed are skipped naming it.
+    (
+        "small-frames",
+        "robustness",
+        "frames the spec's traffic takes: the hub closes connections on frames this run's spec traffic needs: an agent's message event of ",
+        &[
+            // Its refusal of a JWT not valid yet was a close of a CONNECT over the limit.
+            (
+                "skipped handshake-auth — the hub closes connections on frames",
+                SMALL_FRAMES,
+            ),
+            (
+                "skipped welcome — the hub closes connections on frames",
+                SMALL_FRAMES,
+            ),
+            (
+                "skipped client-routing — the hub closes connections on frames",
+                SMALL_FRAMES,
+            ),
+            (
+                "skipped stream-relay — the hub closes connections on frames",
+                SMALL_FRAMES,
+            ),
+            (
+                "skipped streaming-replace — the hub closes connections on frames",
+                SMALL_FRAMES,
+            ),
+            (
+                "skipped notes — the hub closes connections on frames",
+                SMALL_FRAMES,
+            ),
+            (
+                "skipped http-sync — the hub closes connections on frames",
+                SMALL_FRAMES,
+            ),
+        ],
+    ),
     ("message-flood", "robustness", "(flood)", &[FLOODED]),
     (
         "stream-end-alias",
@@ -1818,6 +1860,13 @@ const NODE_HUB_VARIANTS: &[(&str, &str, &str)] = &[
         "ts-fraction",
         "event-fields",
         "ok   hub→browser typing — type, ts",
+    ),
+    // A frame limit of the hub's own (4096 bytes, not socket.io's 1 MB), above every frame
+    // the check's spec traffic sends: the spec names no frame size.
+    (
+        "frame-limit",
+        "robustness",
+        "ok   frames the spec's traffic takes — frames up to ",
     ),
     // A second agent connection of a served agentId admitted, then disconnected: refused.
     (

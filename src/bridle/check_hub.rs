@@ -13,7 +13,8 @@
 //! extensions (new names: the spec does not forbid them) and fails only spec names misused.
 
 use super::rules::{self, id};
-use super::transport::{ConnectError, Event, Options, RecvError, Socket};
+use super::transport::{ConnectError, Event, FrameMeter, Options, RecvError, Socket};
+use super::wire::SioPacket;
 use super::{AGENT_NSP, CLIENT_NSP, NOT_CONNECTED, SYNC_TIMEOUT_TEXT, sign_claims, sign_jwt};
 use crate::rule::{SubCheck, Verdict};
 use crate::util::error_chain;
@@ -248,6 +249,10 @@ struct Ctx<'a> {
     client_ids: RefCell<Option<Option<String>>>,
     /// What [`unaddressed`] saw, once measured.
     unaddressed: RefCell<Option<Option<String>>>,
+    /// The largest frame this run's spec traffic sent (every connection's [`Options`]).
+    meter: std::sync::Arc<FrameMeter>,
+    /// What [`frame_capacity`] saw, once measured.
+    frames: RefCell<Option<Result<FrameCapacity, String>>>,
     /// The overall health before any rule connected anything, on a hub this run started.
     idle_health: Option<Result<(u16, Value), String>>,
 }
@@ -569,14 +574,18 @@ pub fn setup_failed(only: &[String], why: &str) -> Vec<Verdict> {
 
 /// [`check_hub`], saying whether the hub could be reached at all.
 pub async fn check_hub_run(c: &HubCheck) -> HubRun {
+    let meter = std::sync::Arc::new(FrameMeter::default());
     let mut ctx = Ctx {
         c,
         tag: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
         http: reqwest::Client::new(),
         opts: Options {
             open_timeout: c.wait,
+            meter: Some(meter.clone()),
             ..Options::default()
         },
+        meter,
+        frames: RefCell::new(None),
         tally: Tally::default(),
         flood: RefCell::new(None),
         probe_failed: std::cell::Cell::new(false),
@@ -688,6 +697,21 @@ pub async fn check_hub_run(c: &HubCheck) -> HubRun {
             if flood.status == crate::rule::Status::Fail {
                 v = flooded(rule, v, &flood);
             }
+        }
+        // A hub that closes connections on frames this run's spec traffic needs (an ADMIN
+        // browser's handshake, a long accumulation) leaves rules with closed connections and
+        // answers that never came: robustness's fault, seen by a probe of frame sizes.
+        // A refusal seen as a closed connection is none on such a hub, when the CONNECT was
+        // that large.
+        if rule != id::ROBUSTNESS
+            && v.subchecks.iter().any(|c| frame_explains(c, 0))
+            && let Ok(f) = frame_capacity(&ctx).await
+            && let Some(fault) = f.fault(&ctx.meter.largest())
+            && let Some((dropped, _)) = f.dropped
+        {
+            v = carried_by(rule, v, id::ROBUSTNESS, &fault, |c| {
+                frame_explains(c, dropped)
+            });
         }
         // What follows from a fault another rule judges is that rule's (one fault, one
         // verdict), seen by a probe: clientIds the hub makes up instead of the token's sub
@@ -837,16 +861,23 @@ async fn run_rule(ctx: &Ctx<'_>, rule: &str, subs: &Subs) {
 
 /// A handshake the spec says must fail: refused (CONNECT_ERROR), or admitted then disconnected
 /// at once (accept-then-reject), and in no case any spec event delivered.
-async fn refused(
-    ctx: &Ctx<'_>,
-    r: Result<Socket, ConnectError>,
-    side: &str,
-) -> Result<String, String> {
+async fn refused(ctx: &Ctx<'_>, side: &str, auth: Value) -> Result<String, String> {
     let wait = ctx.c.wait.min(Duration::from_millis(1500));
+    let nsp = if side == "agent" {
+        AGENT_NSP
+    } else {
+        CLIENT_NSP
+    };
+    // A close is a refusal only where the hub keeps frames this large (robustness measures
+    // that): the CONNECT's length is said for it.
+    let connect_len = SioPacket::connect(nsp, Some(auth.clone())).to_frame().len();
+    let r = Socket::connect(&ctx.c.url, nsp, Some(auth), &ctx.opts).await;
     match r {
         Err(ConnectError::Rejected(v)) => Ok(format!("refused with CONNECT_ERROR {v}")),
         Err(ConnectError::Disconnected) => Ok("disconnected during the handshake".into()),
-        Err(ConnectError::Closed(why)) => Ok(format!("connection closed ({why})")),
+        Err(ConnectError::Closed(why)) => Ok(format!(
+            "connection closed ({why}){CLOSED_AFTER_CONNECT}{connect_len} bytes"
+        )),
         Err(e) => Err(format!("unexpected handshake failure: {e}")),
         Ok(s) => {
             let mut p = match side {
@@ -915,7 +946,7 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
         ("browser without agentId", json!({ "token": good })),
     ];
     for (what, auth) in browsers {
-        let r = refused(ctx, ctx.browser_raw(auth).await, "browser").await;
+        let r = refused(ctx, "browser", auth).await;
         push(subs, judged(what, r));
     }
     let agents: [(&str, Value); 3] = [
@@ -927,7 +958,7 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
         ("agent without agentId", json!({ "apiKey": ctx.c.api_key })),
     ];
     for (what, auth) in agents {
-        let r = refused(ctx, ctx.agent_raw(auth).await, "agent").await;
+        let r = refused(ctx, "agent", auth).await;
         push(subs, judged(what, r));
     }
     // The spec validates the apiKey against BRIDLE_API_KEY: a key that differs only in case is
@@ -945,7 +976,7 @@ async fn handshake_auth(ctx: &Ctx<'_>, subs: &Subs) {
         );
     } else {
         let auth = json!({ "apiKey": flipped, "agentId": a });
-        let r = refused(ctx, ctx.agent_raw(auth).await, "agent").await;
+        let r = refused(ctx, "agent", auth).await;
         push(subs, judged(what, r));
     }
     // The passing half: proper credentials are admitted (and kept). Whether a welcome follows
@@ -3468,7 +3499,13 @@ const ADDRESSED: &[&str] = &[
 /// not the one wanted, nothing arriving, or a sync request the hub answered only at its
 /// timeout (the agent's answer named no waiting request).
 fn unaddressed_shortfall(evidence: &str) -> bool {
-    client_id_shortfall(evidence)
+    client_id_shortfall(evidence) || never_came(evidence)
+}
+
+/// Whether a sub-check's evidence is an answer that never came: nothing arriving, or a sync
+/// request the hub answered only at its timeout.
+fn never_came(evidence: &str) -> bool {
+    nothing_arrived(evidence)
         || evidence.contains("never reached")
         || evidence.contains("reached the browser within")
         || evidence.contains(SYNC_TIMEOUT_TEXT)
@@ -3532,7 +3569,7 @@ async fn own_client_ids(ctx: &Ctx<'_>) -> Option<String> {
     seen
 }
 
-/// A rule that fell short on a hub with a fault `owner` judges, `seen` by a probe: its
+/// A rule that fell short on a hub with a fault `owner` judges, `seen` by a probe: its failed
 /// sub-checks whose shortfall that fault `explains` are not judged, naming `owner`; a failure
 /// it cannot explain keeps the rule failed.
 fn explained(
@@ -3542,15 +3579,33 @@ fn explained(
     seen: &str,
     explains: fn(&str) -> bool,
 ) -> Verdict {
+    carried_by(rule, v, owner, seen, |c| {
+        c.status == crate::rule::Status::Fail && explains(&c.evidence)
+    })
+}
+
+/// A rule on a hub with a fault `owner` judges, `seen` by a probe: its sub-checks `follows`
+/// picks are not judged, naming `owner`; a failure left keeps the rule failed, and a rule
+/// with none is skipped naming `owner`.
+fn carried_by(
+    rule: &str,
+    v: Verdict,
+    owner: &str,
+    seen: &str,
+    follows: impl Fn(&SubCheck) -> bool,
+) -> Verdict {
     let subs: Vec<SubCheck> = v
         .subchecks
         .into_iter()
-        .map(|c| match c.status {
-            crate::rule::Status::Fail if explains(&c.evidence) => SubCheck::skipped(
-                c.name,
-                format!("not judged ({owner}'s fault): {}", c.evidence),
-            ),
-            _ => c,
+        .map(|c| {
+            if follows(&c) {
+                SubCheck::skipped(
+                    c.name,
+                    format!("not judged ({owner}'s fault): {}", c.evidence),
+                )
+            } else {
+                c
+            }
         })
         .collect();
     if subs.iter().any(|c| c.status == crate::rule::Status::Fail) {
@@ -3563,6 +3618,292 @@ fn explained(
         ),
     )
     .with_subchecks(subs)
+}
+
+/// What a hub's frame limit does to this run's traffic, measured by [`frame_capacity`].
+#[derive(Clone, Debug)]
+struct FrameCapacity {
+    /// The largest frame the probe sent that the hub kept (its connection still open, and
+    /// answering a ping where it answers one), in bytes.
+    kept: usize,
+    /// The first frame the hub closed a connection on, when one: its length and what was
+    /// seen.
+    dropped: Option<(usize, String)>,
+    /// The largest frame this run's spec traffic had sent when measured, and what it was.
+    needed: (usize, String),
+}
+
+impl FrameCapacity {
+    /// The fault, when the hub closes connections on frames no larger than this run's spec
+    /// traffic sends (`needed`: its largest frame by now, and what it was). The spec names no
+    /// frame size, so a limit above that traffic is the hub's own choice, judged nowhere.
+    fn fault(&self, needed: &(usize, String)) -> Option<String> {
+        let (len, seen) = self.dropped.as_ref()?;
+        let needed = needed.max(&self.needed);
+        (*len <= needed.0).then(|| {
+            format!(
+                "the hub closes connections on frames this run's spec traffic needs: {seen}, \
+                 after keeping one of {} bytes; this run sent frames up to {} bytes ({})",
+                self.kept, needed.0, needed.1
+            )
+        })
+    }
+}
+
+/// Frame sizes the probe tries on one connection: the smallest frame of its kind (`floor`),
+/// then powers of two above it, then `up_to` (when larger).
+fn frame_ladder(floor: usize, up_to: usize) -> Vec<usize> {
+    let mut sizes = vec![floor];
+    let mut size = (floor + 1).next_power_of_two();
+    while size < up_to {
+        sizes.push(size);
+        size *= 2;
+    }
+    if up_to > floor {
+        sizes.push(up_to);
+    }
+    sizes
+}
+
+/// The length of the frame that sends `data` as a `message` event on `nsp`.
+fn message_frame_len(nsp: &str, data: &Value) -> usize {
+    SioPacket::event(nsp, "message", data.clone())
+        .to_frame()
+        .len()
+}
+
+/// A `message` frame for `nsp` of about `size` bytes, its text padded; `None` when even an
+/// empty text is larger. `make` builds the frame's data around a text (its parts may mirror
+/// the text, so a padded character can cost more than one byte).
+fn sized_message(nsp: &str, size: usize, make: impl Fn(&str) -> Value) -> Option<(Value, usize)> {
+    let len = |v: &Value| message_frame_len(nsp, v);
+    let empty = len(&make(""));
+    let per_char = len(&make("x")).saturating_sub(empty).max(1);
+    let pad = size.checked_sub(empty)? / per_char;
+    let data = make(&"x".repeat(pad));
+    let n = len(&data);
+    Some((data, n))
+}
+
+/// Sends a `message` frame of each size in turn on one connection, each followed by a ping,
+/// until the hub closes the connection: the lengths of the frames kept, and the one closed on
+/// with what was seen. A ping that gets no pong within a short wait, on a connection still
+/// open, counts as kept (a hub that does not answer this side's pings is ping-pong's to judge).
+async fn send_sized(
+    ctx: &Ctx<'_>,
+    peer: &mut Peer<'_>,
+    who: &str,
+    sizes: &[usize],
+    make: &impl Fn(&str) -> Value,
+) -> (Vec<usize>, Option<(usize, String)>) {
+    let nsp = peer.sock.nsp.clone();
+    let mut kept = Vec::new();
+    let mut pongs = false;
+    for &size in sizes {
+        let Some((data, len)) = sized_message(&nsp, size, make) else {
+            continue;
+        };
+        peer.emit("message", data);
+        peer.emit("ping", json!({}));
+        // A close comes at once; a pong is awaited in full only while this side's pings have
+        // been answered.
+        let deadline = Instant::now()
+            + if pongs || kept.is_empty() {
+                ctx.short()
+            } else {
+                Duration::from_millis(150)
+            };
+        let closed = loop {
+            match peer.sock.recv_until(deadline).await {
+                Ok(e) if e.name == "pong" => {
+                    pongs = true;
+                    break None;
+                }
+                Ok(_) => continue,
+                Err(RecvError::Timeout) => break None,
+                Err(RecvError::Closed(r)) => break Some(format!("closed the connection ({r})")),
+                Err(RecvError::Disconnected) => break Some("disconnected it".to_string()),
+                Err(e) => break Some(format!("{e}")),
+            }
+        };
+        match closed {
+            None => kept.push(len),
+            Some(how) => {
+                let seen = format!("{who}'s message event of {len} bytes: the hub {how}");
+                return (kept, Some((len, seen)));
+            }
+        }
+    }
+    (kept, None)
+}
+
+/// One side's frame limit below `up_to` bytes, if any: `message` frames of growing size on
+/// one connection (the smallest of its kind, then powers of two); a close is confirmed on a
+/// new connection, where the largest frame kept must be kept again and the one closed on
+/// closed again (a hub that closes a connection after so many messages, whatever their size,
+/// has no frame limit). `Err` when nothing can be concluded: the smallest frame closed too,
+/// or the close did not repeat.
+async fn frame_limit_of<'c, P, F>(
+    ctx: &'c Ctx<'_>,
+    who: &str,
+    up_to: usize,
+    connect: impl Fn(u32) -> F,
+    make: impl Fn(&str) -> Value,
+) -> Result<(usize, Option<(usize, String)>), String>
+where
+    F: std::future::Future<Output = Result<P, String>>,
+    P: std::ops::DerefMut<Target = Peer<'c>>,
+{
+    let mut peer = connect(1).await?;
+    let floor = message_frame_len(&peer.sock.nsp, &make(""));
+    let (kept, dropped) = send_sized(ctx, &mut peer, who, &frame_ladder(floor, up_to), &make).await;
+    peer.disconnect();
+    let Some((len, seen)) = dropped else {
+        return Ok((kept.last().copied().unwrap_or(0), None));
+    };
+    let Some(&last) = kept.last() else {
+        return Err(format!(
+            "{seen}; it was the smallest tried: not a matter of size"
+        ));
+    };
+    let mut again = connect(2).await?;
+    let repeat = send_sized(ctx, &mut again, who, &[last, len], &make).await;
+    again.disconnect();
+    match repeat {
+        (k, Some((l, _))) if k == [last] && l == len => Ok((last, Some((len, seen)))),
+        (k, _) => Err(format!(
+            "{seen}, but on a new connection frames of {last} and {len} bytes gave {} kept: \
+             not a frame limit",
+            k.len()
+        )),
+    }
+}
+
+/// Whether the hub closes connections on frames as large as this run's spec traffic sent,
+/// measured once per run (again when the traffic has grown past what was measured and no
+/// limit was found): an agent's messages, then a browser's, of growing size. `Err` says why
+/// nothing could be concluded.
+async fn frame_capacity(ctx: &Ctx<'_>) -> Result<FrameCapacity, String> {
+    let needed = ctx.meter.largest();
+    if let Some(seen) = ctx.frames.borrow().clone() {
+        let settled = match &seen {
+            Err(_) => true,
+            Ok(f) => f.dropped.is_some() || f.needed.0 >= needed.0,
+        };
+        if settled {
+            return seen;
+        }
+    }
+    let seen = async {
+        let a = ctx.agent_id("frame-probe");
+        let up = frame_limit_of(
+            ctx,
+            "an agent",
+            needed.0,
+            |n| {
+                let a = format!("{a}-{n}");
+                async move { ctx.agent_unprobed(&a).await.map(Box::new) }
+            },
+            |t| text_frame("frame-probe", t, "frame-probe"),
+        )
+        .await?;
+        // A browser only when the agent's frames were all kept: its handshake is a frame too.
+        let (kept, dropped) = match up {
+            (kept, Some(d)) => (kept, Some(d)),
+            (_, None) => {
+                frame_limit_of(
+                    ctx,
+                    "a browser",
+                    needed.0,
+                    |n| {
+                        let a = a.clone();
+                        async move {
+                            ctx.browser(&format!("frame-probe-{n}"), &a)
+                                .await
+                                .map(Box::new)
+                        }
+                    },
+                    |t| json!({ "text": t }),
+                )
+                .await?
+            }
+        };
+        Ok(FrameCapacity {
+            kept,
+            dropped,
+            needed: needed.clone(),
+        })
+    }
+    .await;
+    *ctx.frames.borrow_mut() = Some(seen.clone());
+    seen
+}
+
+/// Whether a sub-check fell short the way a hub that closes connections on frames this run
+/// needs makes it: a connection closed or never made, or something waited for that never
+/// came.
+fn frame_shortfall(evidence: &str) -> bool {
+    never_came(evidence)
+        || [
+            "closed",
+            "could not connect",
+            " within ",
+            "error sending request",
+        ]
+        .iter()
+        .any(|w| evidence.contains(w))
+}
+
+/// Where a refusal was a closed connection: the words that give the CONNECT's length.
+const CLOSED_AFTER_CONNECT: &str = ", after a CONNECT of ";
+
+/// The length of the CONNECT a refusal seen as a closed connection followed ([`refused`]).
+fn closed_after_connect(evidence: &str) -> Option<usize> {
+    let (_, rest) = evidence.split_once(CLOSED_AFTER_CONNECT)?;
+    rest.split(' ').next()?.parse().ok()
+}
+
+/// Whether a sub-check's evidence is the hub closing a connection on a frame as large as the
+/// hub closes connections on whatever they carry: a shortfall that follows from it, or a
+/// refusal seen as a close of a CONNECT at least `dropped` bytes long (no refusal at all).
+fn frame_explains(c: &SubCheck, dropped: usize) -> bool {
+    match c.status {
+        crate::rule::Status::Fail | crate::rule::Status::Skipped => frame_shortfall(&c.evidence),
+        crate::rule::Status::Pass => {
+            closed_after_connect(&c.evidence).is_some_and(|n| n >= dropped)
+        }
+        _ => false,
+    }
+}
+
+/// Robustness's judgement of the hub's frame limit against this run's spec traffic.
+async fn spec_sized_frames(ctx: &Ctx<'_>) -> SubCheck {
+    const NAME: &str = "frames the spec's traffic takes";
+    match frame_capacity(ctx).await {
+        Err(why) => SubCheck::skipped(NAME, format!("not measured: {why}")),
+        Ok(f) => {
+            let needed = ctx.meter.largest();
+            match (f.fault(&needed), &f.dropped) {
+                (Some(fault), _) => SubCheck::fail(NAME, fault),
+                (None, None) => SubCheck::pass(
+                    NAME,
+                    format!(
+                        "frames up to {} bytes kept; the largest this run's spec traffic sent \
+                         is {} bytes ({}); the spec names no frame size, so none larger was tried",
+                        f.kept, needed.0, needed.1
+                    ),
+                ),
+                (None, Some((_, seen))) => SubCheck::pass(
+                    NAME,
+                    format!(
+                        "{seen}, larger than any frame this run's spec traffic sent ({} bytes, \
+                         {}); the spec names no frame size (not judged)",
+                        needed.0, needed.1
+                    ),
+                ),
+            }
+        }
+    }
 }
 
 async fn measure_flood(ctx: &Ctx<'_>) -> SubCheck {
@@ -3605,6 +3946,7 @@ async fn measure_flood(ctx: &Ctx<'_>) -> SubCheck {
 async fn robustness(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("robust");
     push(subs, flood_after_welcome(ctx).await);
+    push(subs, spec_sized_frames(ctx).await);
     let bad: [(&str, Message); 6] = [
         (
             "an oversized frame",

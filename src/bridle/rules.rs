@@ -246,6 +246,7 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
         id::ROBUSTNESS,
         &[
             "no flood after welcome",
+            "frames the spec's traffic takes",
             "an oversized frame",
             "invalid JSON in an event",
             "a binary frame",

@@ -30,6 +30,41 @@ pub struct Options {
     pub auto_pong: bool,
     /// Decoded frames buffered before the reader stops reading (backpressure onto TCP).
     pub buffer: usize,
+    /// Where the Socket.IO packets sent are measured, when something wants to know how large
+    /// the traffic got (`check bridle hub` judges a hub's frame limit against it).
+    pub meter: Option<std::sync::Arc<FrameMeter>>,
+}
+
+/// The largest Socket.IO frame sent through the connections that share it, and what it was
+/// (raw frames sent on purpose, such as a check's oversized one, are not counted).
+#[derive(Debug, Default)]
+pub struct FrameMeter {
+    largest: std::sync::Mutex<(usize, String)>,
+}
+
+impl FrameMeter {
+    fn record(&self, p: &SioPacket, len: usize) {
+        let mut largest = self.largest.lock().unwrap_or_else(|e| e.into_inner());
+        if len > largest.0 {
+            let what = match p.as_event() {
+                Some((name, _)) => format!("a {name} event on {}", p.nsp),
+                None => format!(
+                    "a {} packet on {}",
+                    format!("{:?}", p.kind).to_uppercase(),
+                    p.nsp
+                ),
+            };
+            *largest = (len, what);
+        }
+    }
+
+    /// The largest frame's length in bytes and what it was (`(0, "")` before any).
+    pub fn largest(&self) -> (usize, String) {
+        self.largest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 impl Default for Options {
@@ -39,6 +74,7 @@ impl Default for Options {
             max_frame: 16 << 20,
             auto_pong: true,
             buffer: 4096,
+            meter: None,
         }
     }
 }
@@ -118,6 +154,7 @@ pub struct Engine {
     arrived: Option<Instant>,
     /// The TCP socket, to see bytes that arrived but were not read yet.
     fd: Option<std::os::fd::RawFd>,
+    meter: Option<std::sync::Arc<FrameMeter>>,
 }
 
 impl Drop for Engine {
@@ -181,6 +218,7 @@ impl Engine {
             closed: None,
             arrived: None,
             fd,
+            meter: opts.meter.clone(),
         };
         match engine.next(deadline).await {
             Some(Incoming::Packet(EioPacket::Open(o), _)) => {
@@ -225,7 +263,11 @@ impl Engine {
     }
 
     pub fn send_packet(&self, p: &SioPacket) -> bool {
-        self.send_text(p.to_frame())
+        let frame = p.to_frame();
+        if let Some(m) = &self.meter {
+            m.record(p, frame.len());
+        }
+        self.send_text(frame)
     }
 
     /// Drops the TCP connection without a close frame.

@@ -85,6 +85,7 @@ const DIVERGENCES = {
   "pong-broadcast": "a browser's ping is answered with a pong to every browser on /ws/client",
   "agent-text-upper": "the text of each message forwarded to the agent is upper-cased (its parts unchanged)",
   "pong-ts-string": "a browser's ping is answered with a pong whose ts is a string of digits, not a number",
+  "small-frames": "Engine.IO's maxHttpBufferSize is 200 bytes: the hub closes any connection that sends it a larger frame (an ADMIN browser's handshake, an agent's reply with its parts, a long accumulation)",
   "sync-in-turn-note": "POST /message/sync answers with the agent's first unmarked message, one sent mid-turn (after typing, before stream_end: a note) too",
 };
 const VARIANTS = {
@@ -93,6 +94,7 @@ const VARIANTS = {
   "no-config": "agents get no `config` at connect (an extension: the spec owes them none)",
   "ts-fraction": "events relayed to browsers carry the hub's own clock, epoch milliseconds with a fraction (performance.timeOrigin + performance.now()), in place of the agent's ts (a number in milliseconds, as the spec types it)",
   "status-per-frame": "browsers get three `status` events beside every frame relayed to them (extensions in step with the traffic: over 50 a second while a stream is relayed fast, none to a quiet browser)",
+  "frame-limit": "Engine.IO's maxHttpBufferSize is 4096 bytes, not socket.io's 1 MB: a larger frame closes its connection (the spec names no frame size; the check's spec traffic stays under it)",
   "refuse-second-agent": "a second agent connection with an agentId already served is admitted, then disconnected (refused): the first keeps serving",
 };
 // Faults a replay meets mid-recording rather than spec rules `check` judges (`--replay-fault
@@ -316,7 +318,7 @@ const server = http.createServer(async (req, res) => {
 });
 
 const io = new Server(server, {
-  maxHttpBufferSize: 1e6,
+  maxHttpBufferSize: is("small-frames") ? 200 : variant === "frame-limit" ? 4096 : 1e6,
   ...(is("polling-only") ? { transports: ["polling"] } : {}),
 });
 
