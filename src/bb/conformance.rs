@@ -1493,7 +1493,17 @@ impl Kit<'_> {
         // nothing after is answered. The first rule that failed for it carries the exit (a
         // crash on its probe is its fault); a later one failing for want of answers is skipped
         // naming it (still failing the run). bb's kit fails each: kept under --kit-only.
-        if v.status == Status::Fail && !self.kit_only && v.detail.contains(BRIDGE_EXITED) {
+        // A rule left without evidence after the exit (nothing to judge) names it too.
+        if lacks_evidence
+            && !self.kit_only
+            && !v.detail.starts_with("not judged: ")
+            && let Some(first) = &self.exit_met
+        {
+            v.detail = format!(
+                "not judged: the bridge had exited during {first}, which carries that fault: {}",
+                v.detail
+            );
+        } else if v.status == Status::Fail && !self.kit_only && v.detail.contains(BRIDGE_EXITED) {
             match &self.exit_met {
                 Some(first) if *first != v.id => {
                     v.status = Status::Skipped;
@@ -1511,9 +1521,9 @@ impl Kit<'_> {
         // an alive probe tells that bridge from a rule's own fault: unanswered, this rule
         // carries the stop, and while nothing more arrives, a later rule that fails is skipped
         // naming it (still failing the run). bb's kit fails each: kept under --kit-only.
-        // A rule skipped for want of answers after the stop names it too.
-        if (v.status == Status::Fail || lacks_evidence)
-            && !stands_alone
+        // A rule skipped for want of answers after the stop names it too (a rule that stands
+        // alone when it fails included: what it lacks is traffic the stop kept away).
+        if ((v.status == Status::Fail && !stands_alone) || lacks_evidence)
             && !self.kit_only
             && self.probe_possible
             && !v.detail.contains(BRIDGE_EXITED)
@@ -1541,6 +1551,29 @@ impl Kit<'_> {
         }
         (self.progress)(&v);
         self.verdicts.push(v);
+    }
+
+    /// Whether the bridge has exited, or stopped answering and sent nothing since: the run
+    /// was cut short, so a rule over the whole wire that found nothing to judge, or passed
+    /// only because nothing of its kind was sent, saw no evidence ([`Kit::unseen`]).
+    fn cut_short(&self) -> bool {
+        !self.kit_only
+            && (self.exit_met.is_some()
+                || self
+                    .stop_met
+                    .as_ref()
+                    .is_some_and(|(_, at)| *at == self.c.received))
+    }
+
+    /// `v` as a rule over the whole wire reports it, made *skipped* when the run was cut short
+    /// and `v` rests on nothing seen: not run for want of traffic, or passed because nothing of
+    /// its kind was sent (`vacuous`). [`Kit::emit`] then names the exit or the stop.
+    fn unseen(&self, mut v: Verdict, vacuous: bool) -> Verdict {
+        if self.cut_short() && (v.status == Status::NotRun || (v.status == Status::Pass && vacuous))
+        {
+            v.status = Status::Skipped;
+        }
+        v
     }
 
     /// Why the rules after `rule`, which did not pass, are skipped: it failed, or it was
@@ -1621,7 +1654,7 @@ impl Kit<'_> {
             };
             self.emit(m, v);
             let m = self.mark();
-            let mut v = self.c.grammar.verdict();
+            let mut v = self.unseen(self.c.grammar.verdict(), false);
             if v.status == Status::NotRun
                 && self.c.grammar.assembled == 0
                 && let Some(first) = self.c.diag.invalid_deltas.first()
@@ -1647,6 +1680,7 @@ impl Kit<'_> {
             if v.id == super::wire::SETTLES_BEFORE_RESULT {
                 continue;
             }
+            let vacuous = self.c.judge.saw_none_for(&v.id);
             if v.status == Status::NotRun
                 && [
                     super::wire::INTERRUPT_SETTLES_INTERRUPTED,
@@ -1657,9 +1691,10 @@ impl Kit<'_> {
             {
                 continue;
             }
+            let v = self.unseen(v, vacuous);
             self.emit(m, v);
         }
-        let v = self.c.judge.thread_id_echoed();
+        let v = self.unseen(self.c.judge.thread_id_echoed(), false);
         self.emit(m, v);
     }
 

@@ -694,6 +694,18 @@ impl WireJudge {
         v
     }
 
+    /// Whether `rule` passes only because nothing of its kind was sent: no thread/identity
+    /// notification for the identity rules, no provider/recovery notification for the hint
+    /// rule (a pass then says so, and holds of a whole run; of a run cut short it is no
+    /// evidence).
+    pub fn saw_none_for(&self, rule: &str) -> bool {
+        match rule {
+            IDENTITY_BEFORE_DELTAS | IDENTITY_ECHOES_HANDLE => self.identities_seen == 0,
+            HINT_NAMES_HOSTED_THREAD => self.hints_seen == 0,
+            _ => false,
+        }
+    }
+
     /// One verdict per wire rule; `id` maps a rule to its verdict id (e.g. a cell prefix).
     /// A stop rule that saw no stop is *not run*, with the reason.
     /// When the traffic was cut short ([`WireJudge::stalled`]), a verdict that could not
