@@ -1997,6 +1997,37 @@ const NODE_AGENT_DIVERGENCES: &[Divergence] = &[
             "agent-reconnect carries that fault",
         )],
     ),
+    // One fault, one verdict: an agent that exits midway is gone for every rule after; the
+    // exit is named where it happened (not "when the hub went away"), seen when its connection
+    // ended (not after waiting out the answer), and the rules it cut short are skipped.
+    (
+        "exit-mid-answer",
+        "agent-reconnect",
+        "the agent exited (exit status: 4) during its first answer, before the hub went away",
+        &[
+            (
+                "skipped agent-register — after reconnecting: ",
+                "agent-reconnect carries that fault",
+            ),
+            (
+                "skipped streaming-replace — not judged: the agent exited",
+                "(agent-reconnect carries that fault): no complete answer: the agent exited (exit status: 4) after [\"typing\"",
+            ),
+            (
+                "skipped stream-end-final — not judged: the agent exited",
+                "agent-reconnect carries that fault",
+            ),
+        ],
+    ),
+    (
+        "exit-second-answer",
+        "agent-reconnect",
+        "the agent exited (exit status: 4) during its answer to a second browser, before the hub went away",
+        &[(
+            "skipped agent-register — after reconnecting: ",
+            "agent-reconnect carries that fault",
+        )],
+    ),
 ];
 
 /// `AGENT_VARIANT=NAME node tests/node/agent.js`: legal but unusual shapes that pass every rule.

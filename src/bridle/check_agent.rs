@@ -6,7 +6,7 @@ use super::rules::{self, id};
 use super::spawn::ChildGuard;
 use super::{AGENT_NSP, text_parts};
 use crate::report::live::VerdictLog;
-use crate::rule::{SubCheck, Verdict};
+use crate::rule::{Status, SubCheck, Verdict};
 use serde_json::{Value, json};
 use socketioxide::SocketIo;
 use socketioxide::extract::{Data, Event, SocketRef, TryData};
@@ -376,6 +376,9 @@ struct Turn {
     complete: bool,
     /// The agent's connection ended while waiting.
     disconnected: bool,
+    /// The agent process exited while waiting (seen when its connection ended): collecting
+    /// stopped at once, nothing more can come.
+    exited: Option<std::process::ExitStatus>,
     /// Over [`MAX_TURN_FRAMES`] frames without an end: collecting stopped.
     flooded: bool,
 }
@@ -422,7 +425,12 @@ impl Asking<'_> {
 /// unjudged.
 const PLAIN_GRACE: Duration = Duration::from_millis(1000);
 
-async fn collect_turn(hub: &mut FakeHub, wait: Duration, asking: &Asking<'_>) -> Turn {
+async fn collect_turn(
+    hub: &mut FakeHub,
+    child: &mut ChildGuard,
+    wait: Duration,
+    asking: &Asking<'_>,
+) -> Turn {
     let deadline = Instant::now() + wait;
     let mut frames = Vec::new();
     let mut aside = Vec::new();
@@ -437,7 +445,21 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration, asking: &Asking<'_>) ->
             break;
         };
         let Seen::Event { name, data, at } = seen else {
-            disconnected |= matches!(seen, Seen::Disconnected);
+            if matches!(seen, Seen::Disconnected) {
+                disconnected = true;
+                // A connection that ended because the process did: no answer can come.
+                if let Some(st) = child.exited_within(Duration::from_millis(300)) {
+                    return Turn {
+                        frames,
+                        aside,
+                        extensions,
+                        complete: false,
+                        disconnected,
+                        exited: Some(st),
+                        flooded: false,
+                    };
+                }
+            }
             continue;
         };
         if name == "ping" || name == "register" {
@@ -474,6 +496,7 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration, asking: &Asking<'_>) ->
                     extensions,
                     complete: true,
                     disconnected,
+                    exited: None,
                     flooded: false,
                 };
             }
@@ -485,6 +508,7 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration, asking: &Asking<'_>) ->
                 extensions,
                 complete: false,
                 disconnected,
+                exited: None,
                 flooded: true,
             };
         }
@@ -495,6 +519,7 @@ async fn collect_turn(hub: &mut FakeHub, wait: Duration, asking: &Asking<'_>) ->
         extensions,
         complete: plain_until.is_some() && !open,
         disconnected,
+        exited: None,
         flooded: false,
     }
 }
@@ -702,7 +727,11 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         "Tell me a story; think and use a tool if you need.",
     )
     .await;
-    let turn = collect_turn(&mut hub, c.turn_wait, &Asking::default()).await;
+    let turn = collect_turn(&mut hub, &mut child, c.turn_wait, &Asking::default()).await;
+    // Where the agent process exited before the hub went away, if it did: one fault, carried
+    // by agent-reconnect (the agent is gone; nothing after can be seen).
+    let mut exit: Option<(&str, std::process::ExitStatus)> =
+        turn.exited.map(|st| ("its first answer", st));
     // A completed stream: watch a short while for frames that continue it past its stream_end.
     let closed_stream = match turn.frames.last() {
         Some((n, d, at)) if turn.complete && n == "stream_end" => {
@@ -770,7 +799,10 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             earlier: &[client_id],
             closed: &closed,
         };
-        let mut t = collect_turn(&mut hub, c.turn_wait, &asking).await;
+        let mut t = collect_turn(&mut hub, &mut child, c.turn_wait, &asking).await;
+        if let Some(st) = t.exited {
+            exit = Some(("its answer to a second browser", st));
+        }
         t.aside.retain(|(n, d, at)| !late_after_end(n, d, *at));
         Some(t)
     } else {
@@ -786,6 +818,14 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         }
         let shown: Vec<&str> = names.iter().take(40).copied().collect();
         let more = names.len().saturating_sub(shown.len());
+        if let Some(st) = turn.exited {
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            return format!("no complete answer: the agent exited ({st}) after {shown:?}{more}");
+        }
         let dropped = hub.dropped();
         format!(
             "no complete answer within {:?} (saw {shown:?}{}{}{})",
@@ -805,6 +845,14 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
 
     // agent-reconnect: restart the hub on the same port (done before the rules over the
     // answers are judged: the answer after reconnecting is judged with them).
+    if exit.is_none()
+        && let Some(st) = child.exited()
+    {
+        exit = Some(("the pause after its answers", st));
+    }
+    let exit_cause = exit.map(|(during, st)| {
+        format!("the agent exited ({st}) during {during}, before the hub went away")
+    });
     let addr = hub.addr;
     let on_websocket = hub.settle_transport().await;
     hub.shutdown().await;
@@ -813,6 +861,10 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     // outgoing connection can hold the port briefly: retry the bind, bounded.
     let rebind_deadline = Instant::now() + Duration::from_secs(3);
     let restarted = loop {
+        // An agent already gone cannot reconnect: the hub is not restarted for it.
+        if exit_cause.is_some() {
+            break Err(std::io::Error::other("the agent had exited"));
+        }
         match FakeHub::start(addr, c.api_key.clone()).await {
             Err(e)
                 if e.kind() == std::io::ErrorKind::AddrInUse
@@ -824,6 +876,23 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         }
     };
     let (verdict, restarted) = match restarted {
+        Err(_) if let Some(cause) = &exit_cause => (
+            (
+                Verdict::fail(
+                    id::AGENT_RECONNECT,
+                    format!("{cause}: no agent was left to reconnect"),
+                ),
+                SubCheck::skipped(
+                    "after reconnecting",
+                    format!(
+                        "not judged: {cause} ({} carries that fault)",
+                        id::AGENT_RECONNECT
+                    ),
+                ),
+                None,
+            ),
+            None,
+        ),
         Err(e) => (
             (
                 Verdict::fail(
@@ -861,6 +930,28 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     // while the hub was gone are sent when it reconnects (socket.io-client buffers them), so
     // the rest of an earlier answer can arrive among this one's frames.
     let back_stream = own_stream(&back_frames);
+    // One fault, one verdict: a rule left short of its evidence by an exit during the first
+    // answer (nothing to judge, or the answer that never completed) is skipped naming it;
+    // agent-reconnect carries the exit.
+    let carried = |mut v: Verdict| -> Verdict {
+        let short = v.status == Status::NotRun
+            || (v.status != Status::Pass
+                && (incomplete
+                    .as_ref()
+                    .is_some_and(|t| v.detail.contains(t.as_str()))
+                    || v.detail.starts_with("no answer event to judge")));
+        if let (Some(cause), Some(_)) = (&exit_cause, turn.exited)
+            && short
+        {
+            v.status = Status::Skipped;
+            v.detail = format!(
+                "not judged: {cause} ({} carries that fault): {}",
+                id::AGENT_RECONNECT,
+                v.detail
+            );
+        }
+        v
+    };
     // agent-client-id
     let wrong_in = |frames: &[(String, Value)], want: &str| -> Vec<String> {
         // Grouped by the clientId carried: `typing, stream ×22, stream_end with clientId "x"`.
@@ -901,7 +992,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         .filter(|(n, _, _)| n == "message")
         .map(|(n, d, _)| (n.clone(), d.clone()))
         .collect();
-    out.push(if frames.is_empty() {
+    out.push(carried(if frames.is_empty() {
         Verdict::fail(id::AGENT_CLIENT_ID, incomplete.clone().unwrap_or_default())
     } else if wrong.is_empty() {
         let mut v = Verdict::pass(id::AGENT_CLIENT_ID);
@@ -920,10 +1011,13 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             .join("; ");
         }
         if let Some(t) = second.as_ref().filter(|t| t.frames.is_empty()) {
-            let why = if t.disconnected {
-                "the agent disconnected"
-            } else {
-                "none came"
+            let why = match (t.exited, t.disconnected) {
+                (Some(st), _) => format!(
+                    "the agent exited ({st}) meanwhile; {} carries that fault",
+                    id::AGENT_RECONNECT
+                ),
+                (None, true) => "the agent disconnected".to_string(),
+                (None, false) => "none came".to_string(),
             };
             v.detail = [
                 v.detail.clone(),
@@ -952,7 +1046,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
                 }
             ),
         )
-    });
+    }));
 
     // One clock reading for the rules that judge ts (epoch milliseconds within a day of now).
     let now_ms = crate::util::now_ms() as f64;
@@ -996,7 +1090,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
                 }
             })
             .collect();
-        out.push(if seen_events == 0 {
+        out.push(carried(if seen_events == 0 {
             Verdict::skipped(
                 id::AGENT_EVENT_FIELDS,
                 format!(
@@ -1022,7 +1116,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
                     }
                 ),
             )
-        });
+        }));
     }
 
     // A complete, non-streamed answer (the spec's `message` from the agent, no turn opened) is
@@ -1085,7 +1179,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     const STREAMED: &[&str] = &["stream", "stream_end"];
 
     // streaming-replace: the first answer, and the one after reconnecting where it streamed.
-    out.push(if plain_answer {
+    out.push(carried(if plain_answer {
         Verdict::not_run(id::STREAMING_REPLACE, PLAIN)
     } else {
         let first = match shape_fault(&frames, STREAMED) {
@@ -1150,10 +1244,10 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             .join("; ");
             v
         }
-    });
+    }));
 
     // stream-end-final
-    out.push(if plain_answer {
+    out.push(carried(if plain_answer {
         Verdict::not_run(id::STREAM_END_FINAL, PLAIN)
     } else if let Some(f) = shape_fault(&frames, &["stream_end"]) {
         Verdict::skipped(
@@ -1165,7 +1259,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         )
     } else {
         stream_end_final(&with_parts, incomplete.as_deref(), after_end.as_ref())
-    });
+    }));
 
     // notes: the turn's frames and the messages seen in the watch after it (a `kind` outside
     // the protocol's two is wrong wherever it comes).
@@ -1175,7 +1269,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     }
     with_after.extend(quiet_messages.iter().cloned());
     with_after.extend(aside_messages.iter().cloned());
-    out.push(notes(&with_after));
+    out.push(carried(notes(&with_after)));
 
     out.push(reconnect_verdict);
     out.insert(
@@ -1290,7 +1384,7 @@ async fn reconnect(
         earlier: &[first_client],
         closed: &[],
     };
-    let turn = collect_turn(hub, c.turn_wait, &asking).await;
+    let turn = collect_turn(hub, child, c.turn_wait, &asking).await;
     if turn.frames.is_empty() {
         let v = Verdict::fail(
             id::AGENT_RECONNECT,

@@ -13,6 +13,8 @@ const DIVERGENCES = {
   "end-new-id": "stream_end carries a messageId of its own, not the streams'",
   "notes-bad-kind": "notes are sent with kind \"reasoning\", which the spec does not give",
   "no-reconnect": "does not reconnect after the hub goes away",
+  "exit-mid-answer": "the process exits (status 4) during its first answer, after typing",
+  "exit-second-answer": "the process exits (status 4) when the second browser's message arrives, before answering it",
   "stream-after-end": "keeps streaming after its stream_end: one more stream and stream_end under the same messageId, 40 ms apart",
   "reconnect-other-id": "reconnects under BRIDLE_AGENT_ID with `-2` appended",
   "after-reconnect-delta": "after reconnecting, streams each flush as a delta (what arrived since the last flush), not the accumulation",
@@ -92,10 +94,16 @@ const parts = textParts;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let answers = 0;
+let asked = 0;
 let lastClient = null;
 async function streamSend(clientId, produce) {
   const messageId = require("crypto").randomUUID();
   const answer = ++answers;
+  if (diverge === "exit-mid-answer" && answer === 1) {
+    // Its typing and notes are on the wire; the stream never starts.
+    setTimeout(() => process.exit(4), 100);
+    return new Promise(() => {});
+  }
   let latest = "";
   let sent = "";
   let flushes = 0;
@@ -149,6 +157,8 @@ socket.on("message", async (m) => {
     const text = "Let me look into that.";
     socket.emit("message", { clientId, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
   }
+  asked += 1;
+  if (diverge === "exit-second-answer" && asked === 2) process.exit(4);
   socket.emit("typing", { clientId, ts: Date.now() });
   if (variant === "ext-events") socket.emit("status", { state: "thinking" });
   const note = (kind, text) =>
