@@ -432,11 +432,16 @@ async fn collect_turn(
     asking: &Asking<'_>,
 ) -> Turn {
     let deadline = Instant::now() + wait;
-    let mut frames = Vec::new();
-    let mut aside = Vec::new();
-    let mut extensions = Vec::new();
+    let mut t = Turn {
+        frames: Vec::new(),
+        aside: Vec::new(),
+        extensions: Vec::new(),
+        complete: false,
+        disconnected: false,
+        exited: None,
+        flooded: false,
+    };
     let mut open = false;
-    let mut disconnected = false;
     // Set by a plain answer: the turn is complete unless one opens before this instant.
     let mut plain_until: Option<Instant> = None;
     loop {
@@ -446,18 +451,11 @@ async fn collect_turn(
         };
         let Seen::Event { name, data, at } = seen else {
             if matches!(seen, Seen::Disconnected) {
-                disconnected = true;
+                t.disconnected = true;
                 // A connection that ended because the process did: no answer can come.
-                if let Some(st) = child.exited_within(Duration::from_millis(300)) {
-                    return Turn {
-                        frames,
-                        aside,
-                        extensions,
-                        complete: false,
-                        disconnected,
-                        exited: Some(st),
-                        flooded: false,
-                    };
+                t.exited = child.exited_within(Duration::from_millis(300));
+                if t.exited.is_some() {
+                    return t;
                 }
             }
             continue;
@@ -465,12 +463,12 @@ async fn collect_turn(
         if name == "ping" || name == "register" {
             continue;
         }
-        let flooded = frames.len() + aside.len() + extensions.len() + 1 >= MAX_TURN_FRAMES;
+        t.flooded = t.frames.len() + t.aside.len() + t.extensions.len() + 1 >= MAX_TURN_FRAMES;
         if !ANSWER_EVENTS.contains(&name.as_str()) {
             // Counted toward the flood bound too: an agent sending only extensions is cut off.
-            extensions.push(name);
+            t.extensions.push(name);
         } else if asking.sets_aside(&name, &data) {
-            aside.push((name, data, at));
+            t.aside.push((name, data, at));
         } else {
             let done = match name.as_str() {
                 "typing" | "stream" => {
@@ -488,40 +486,19 @@ async fn collect_turn(
                 }
                 _ => false,
             };
-            frames.push((name, data, at));
+            t.frames.push((name, data, at));
             if done {
-                return Turn {
-                    frames,
-                    aside,
-                    extensions,
-                    complete: true,
-                    disconnected,
-                    exited: None,
-                    flooded: false,
-                };
+                t.complete = true;
+                t.flooded = false;
+                return t;
             }
         }
-        if flooded {
-            return Turn {
-                frames,
-                aside,
-                extensions,
-                complete: false,
-                disconnected,
-                exited: None,
-                flooded: true,
-            };
+        if t.flooded {
+            return t;
         }
     }
-    Turn {
-        frames,
-        aside,
-        extensions,
-        complete: plain_until.is_some() && !open,
-        disconnected,
-        exited: None,
-        flooded: false,
-    }
+    t.complete = plain_until.is_some() && !open;
+    t
 }
 
 /// What came after the turn's closing `stream_end`, within a bounded window.
