@@ -3804,7 +3804,8 @@ async fn frame_capacity(ctx: &Ctx<'_>) -> Result<FrameCapacity, String> {
                 let a = format!("{a}-{n}");
                 async move { ctx.agent_unprobed(&a).await.map(Box::new) }
             },
-            |t| text_frame("frame-probe", t, "frame-probe"),
+            // The smallest frame an agent addresses to a browser: the probe is of size.
+            |t| json!({ "clientId": "frame-probe", "text": t }),
         )
         .await?;
         // A browser only when the agent's frames were all kept: its handshake is a frame too.
