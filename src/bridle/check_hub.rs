@@ -871,7 +871,11 @@ async fn refused(ctx: &Ctx<'_>, side: &str, auth: Value) -> Result<String, Strin
     // A close is a refusal only where the hub keeps frames this large (robustness measures
     // that): the CONNECT's length is said for it.
     let connect_len = SioPacket::connect(nsp, Some(auth.clone())).to_frame().len();
-    let r = Socket::connect(&ctx.c.url, nsp, Some(auth), &ctx.opts).await;
+    let r = if side == "agent" {
+        ctx.agent_raw(auth).await
+    } else {
+        ctx.browser_raw(auth).await
+    };
     match r {
         Err(ConnectError::Rejected(v)) => Ok(format!("refused with CONNECT_ERROR {v}")),
         Err(ConnectError::Disconnected) => Ok("disconnected during the handshake".into()),
