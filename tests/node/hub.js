@@ -86,6 +86,7 @@ const DIVERGENCES = {
   "agent-text-upper": "the text of each message forwarded to the agent is upper-cased (its parts unchanged)",
   "pong-ts-string": "a browser's ping is answered with a pong whose ts is a string of digits, not a number",
   "small-frames": "Engine.IO's maxHttpBufferSize is 200 bytes: the hub closes any connection that sends it a larger frame (an ADMIN browser's handshake, an agent's reply with its parts, a long accumulation)",
+  "tiny-frames": "Engine.IO's maxHttpBufferSize is 100 bytes: the hub closes any connection whose handshake is larger (a browser's CONNECT with its JWT, an agent's with a long agentId), so the spec's traffic cannot even connect",
   "sync-in-turn-note": "POST /message/sync answers with the agent's first unmarked message, one sent mid-turn (after typing, before stream_end: a note) too",
 };
 const VARIANTS = {
@@ -318,7 +319,7 @@ const server = http.createServer(async (req, res) => {
 });
 
 const io = new Server(server, {
-  maxHttpBufferSize: is("small-frames") ? 200 : variant === "frame-limit" ? 4096 : 1e6,
+  maxHttpBufferSize: is("tiny-frames") ? 100 : is("small-frames") ? 200 : variant === "frame-limit" ? 4096 : 1e6,
   ...(is("polling-only") ? { transports: ["polling"] } : {}),
 });
 
