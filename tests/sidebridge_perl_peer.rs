@@ -63,6 +63,9 @@ const LEGAL: &[&str] = &[
 /// saying this.
 const FLAWED: &[(&str, &str)] = &[
     ("cl-long", "bytes its Content-Length announced"),
+    ("chunk-stall", "the chunked body stopped after"),
+    ("chunk-no-crlf", "XY\\\", not CRLF"),
+    ("chunk-size-off", "not CRLF"),
     ("bare-lf", "ends in a bare LF, not CRLF"),
     ("dup-cl", "the reply's length cannot be known"),
     ("deaf-after-20", "the bridge stopped answering: "),
@@ -89,6 +92,9 @@ const ONE_VERDICT: &[&str] = &[
     "bare-lf",
     "dup-cl",
     "cl-long",
+    "chunk-stall",
+    "chunk-no-crlf",
+    "chunk-size-off",
     "deaf-after-20",
     "exit-after-20",
     "exit-after-0",
@@ -257,6 +263,7 @@ fn replay_passes_legal_framing_and_names_a_stalled_body() {
     // lines and two Content-Length values are named by the check and parity rows; a replay
     // asks after each such reply whether the bridge exited, 0.7 s a request.)
     jobs.push(("cl-long", "bytes its Content-Length announced"));
+    jobs.push(("chunk-stall", "before its last chunk"));
     let chats = std::fs::read_dir(audit_cells().join("audit"))
         .expect("the recorded chats")
         .count();

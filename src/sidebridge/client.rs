@@ -280,7 +280,8 @@ impl Driver {
             self.timeouts_in_a_row += 1;
             self.last_stall = match &result {
                 Err(TransportError::Stalled { got, expected, .. }) => Some(format!(
-                    " (the last: the body stopped after {got} of the {expected} bytes its Content-Length announced)"
+                    " (the last: {})",
+                    super::transport::stalled_body(*got, *expected)
                 )),
                 _ => None,
             };

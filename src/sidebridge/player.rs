@@ -548,12 +548,13 @@ async fn replay_cells(
             exit_seen = Some((status, ci, pi + 1, err.clone()));
             continue;
         }
-        // A body stalled short of its Content-Length is no complete answer either.
+        // A body stalled short of its end is no complete answer either.
         if let Some(Stalled { got, expected, .. }) = failed {
             silent.push(format!(
-                "{} #{}: the body stopped after {got} of the {expected} bytes its Content-Length announced",
+                "{} #{}: {}",
                 runs[ci].cell.key,
-                pi + 1
+                pi + 1,
+                transport::stalled_body(got, expected)
             ));
         } else if matches!(failed, Some(Idle { .. } | Timeout { .. })) {
             silent.push(format!("{} #{}", runs[ci].cell.key, pi + 1));

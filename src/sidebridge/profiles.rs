@@ -618,7 +618,23 @@ fn decode_message(profile: Profile, v: &Value) -> Result<Msg, String> {
                         title: t.into(),
                         url: u.into(),
                     }),
-                    _ => return Err(format!("sources[{i}] lacks a string title and url")),
+                    _ if !s.is_object() => {
+                        return Err(format!("sources[{i}] is {} not an object", kind(s)));
+                    }
+                    _ => {
+                        // Each field that is not a string, named (not both when one is wrong).
+                        let wrong: Vec<String> = [("title", title), ("url", url)]
+                            .into_iter()
+                            .filter(|(_, v)| v.is_none())
+                            .map(|(k, _)| match s.get(k) {
+                                None | Some(Value::Null) => format!("sources[{i}].{k} is missing"),
+                                Some(v) => {
+                                    format!("sources[{i}].{k} is {} not a string", kind(v))
+                                }
+                            })
+                            .collect();
+                        return Err(wrong.join(" and "));
+                    }
                 }
             }
             out

@@ -674,6 +674,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     let mut h4_undecoded = Vec::new();
     // Bodies over bridgewire's own --max-body: not judged.
     let mut h4_skipped: Vec<String> = Vec::new();
+    // Exchanges with no readable reply, judged below beside the client's.
+    let mut h4_unframed = Vec::new();
     for m in ["GET", "PUT", "HEAD"] {
         let h = d.client_headers();
         let i = d
@@ -691,7 +693,9 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
         match &x.result {
             Err(TransportError::TooLarge(_)) => h4_skipped.extend(over_max_body(x)),
             Err(_) if x.stopped => h4_skipped.extend(stop_carried(x)),
-            Err(e) => h4_fail.push(format!("{m}: {e}")),
+            // Judged once the client's own replies are in: framing broken as theirs is is
+            // SB-D1's (one fault, one verdict).
+            Err(_) => h4_unframed.push((m, i)),
             Ok(r) => {
                 if r.status != 405 && r.status != 404 {
                     h4_fail.push(format!("{m}: status {} (want 405 or 404)", r.status));
@@ -1120,6 +1124,14 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
     // SB-H4, now that the client's replies are in: a body that does not decode as they do not
     // is their rule's fault (one fault, one verdict).
     let mut h4_skips = h4_skipped;
+    for (m, i) in h4_unframed {
+        let x = &d.log[i];
+        match (framing_carried(&d.log, x), &x.result) {
+            (Some(why), _) => h4_skips.push(why),
+            (None, Err(e)) => h4_fail.push(format!("{m}: {e}")),
+            (None, Ok(_)) => {}
+        }
+    }
     for (m, e) in h4_undecoded {
         match client_fault_like(&d.log, &e) {
             Some(owner) => h4_skips.push(format!(
@@ -2426,8 +2438,22 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
             received.ok += 1;
         }
         if r.extra > 0 {
+            // What the framing was, so the note names why the bytes were past it.
+            let cause = if r.status == 204 || r.status == 304 {
+                format!(
+                    "a {} reply has no body, RFC 9112 §6.3: bytes after its head",
+                    r.status
+                )
+            } else if r
+                .header("transfer-encoding")
+                .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"))
+            {
+                "bytes after the chunked body's last chunk and trailer section".to_string()
+            } else {
+                "a Content-Length short of the body sent".to_string()
+            };
             framing_notes.push(format!(
-                "{}: {} byte(s) came after the reply's end as its framing gives it (a Content-Length short of the body sent), discarded as the app's client may (RFC 9112 §6.3), the connection not reused",
+                "{}: {} byte(s) came after the reply's end as its framing gives it ({cause}), discarded as the app's client may (RFC 9112 §6.3), the connection not reused",
                 x.label, r.extra
             ));
         }

@@ -75,22 +75,33 @@ pub enum TransportError {
         "body larger than {0} bytes: bridgewire's own --max-body limit, not the app's (it reads a body of any size); raise it with --max-body BYTES"
     )]
     TooLarge(usize),
-    /// The body stopped short of its `Content-Length` and nothing more came within the app's
-    /// timeout: the length announced more than was sent (RFC 9112 §6.3: the reply is
-    /// incomplete). Counted as a timeout, as [`TransportError::Idle`] is.
+    /// The reply's head came, and its body stopped short of its end (of its `Content-Length`,
+    /// `expected`, or of a chunked body's last chunk, `None`) with nothing more within the
+    /// app's timeout: the reply began and never ended (RFC 9112 §6.3, §7.1). Counted as a
+    /// timeout, as [`TransportError::Idle`] is.
     #[error(
-        "the body stopped after {got} of the {expected} bytes its Content-Length announced, and no data came for {limit:?}: the app's timeout ({flag}) ran out on an incomplete reply (RFC 9112 §6.3)"
+        "{}, and no data came for {limit:?}: the app's timeout ({flag}) ran out on an incomplete reply (RFC 9112 {})",
+        stalled_body(*got, *expected),
+        if expected.is_some() { "§6.3" } else { "§7.1" }
     )]
     Stalled {
         got: usize,
-        expected: usize,
+        expected: Option<usize>,
         limit: Duration,
         flag: &'static str,
     },
     #[error("truncated body: connection closed after {got} of {expected} bytes")]
     Truncated { got: usize, expected: usize },
-    #[error("truncated chunked body: {0}")]
+    /// A chunked body whose framing breaks RFC 9112 §7.1 (a chunk size that is not hex, data
+    /// not followed by CRLF, a size line or trailer section without end): as broken as a
+    /// head line without CRLF ([`TransportError::is_broken_framing`]).
+    #[error("malformed chunked body (RFC 9112 §7.1): {0}")]
     BadChunks(String),
+    /// The connection closed inside a chunked body, before its last chunk.
+    #[error(
+        "truncated chunked body: connection closed after {0} body bytes without the last chunk"
+    )]
+    ChunksTruncated(usize),
     #[error("malformed HTTP reply: {0}")]
     Malformed(String),
     /// The connection closed before the reply's head was whole (`before any reply`, `inside
@@ -138,7 +149,10 @@ impl TransportError {
     /// `Content-Length`s, a bad status line, a body coding that does not decode): a fault of
     /// how the bridge writes every reply, not a connection that closed before a head.
     pub fn is_broken_framing(&self) -> bool {
-        matches!(self, TransportError::Malformed(_))
+        matches!(
+            self,
+            TransportError::Malformed(_) | TransportError::BadChunks(_)
+        )
     }
 
     /// The request was not sent: the driver had given up on the bridge (timeouts in a row)
@@ -295,6 +309,17 @@ pub async fn send(
             TransportError::Unwritten(why) => TransportError::Io(why),
             e => e,
         })
+}
+
+/// Where a reply's body stopped ([`TransportError::Stalled`]): after `got` bytes of the
+/// `expected` its Content-Length announced, or of a chunked body before its last chunk.
+pub fn stalled_body(got: usize, expected: Option<usize>) -> String {
+    match expected {
+        Some(n) => {
+            format!("the body stopped after {got} of the {n} bytes its Content-Length announced")
+        }
+        None => format!("the chunked body stopped after {got} bytes, before its last chunk"),
+    }
 }
 
 /// A connection the bridge left open after its reply, for the next request, as the app's HTTP
@@ -924,7 +949,7 @@ async fn read_framed_conn<R: AsyncRead + Unpin>(
                         // Named by the caller with the app's timeout that ran out.
                         return Err(TransportError::Stalled {
                             got: body.len(),
-                            expected: len,
+                            expected: Some(len),
                             limit: Duration::ZERO,
                             flag: "",
                         });
@@ -1002,14 +1027,22 @@ async fn read_chunked<R: AsyncRead + Unpin>(
         chunk: &mut [u8],
         got: usize,
     ) -> Result<(), TransportError> {
-        let n = stream
-            .read(chunk)
-            .await
-            .map_err(|e| TransportError::Io(e.to_string()))?;
+        let n = stream.read(chunk).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                // The head came, the last chunk did not: named by the caller with the app's
+                // timeout that ran out.
+                TransportError::Stalled {
+                    got,
+                    expected: None,
+                    limit: Duration::ZERO,
+                    flag: "",
+                }
+            } else {
+                TransportError::Io(e.to_string())
+            }
+        })?;
         if n == 0 {
-            return Err(TransportError::BadChunks(format!(
-                "connection closed after {got} body bytes without the final chunk"
-            )));
+            return Err(TransportError::ChunksTruncated(got));
         }
         buf.extend_from_slice(&chunk[..n]);
         Ok(())
@@ -1067,6 +1100,15 @@ async fn read_chunked<R: AsyncRead + Unpin>(
         }
         while buf.len() < pos + size + 2 {
             fill(stream, &mut buf, &mut chunk, body.len()).await?;
+        }
+        // chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF: the CRLF is checked, not
+        // skipped (curl and Node's client refuse a reply without it).
+        if &buf[pos + size..pos + size + 2] != b"\r\n" {
+            return Err(TransportError::BadChunks(format!(
+                "a chunk of {size} bytes (at body byte {}) is followed by {:?}, not CRLF",
+                body.len(),
+                String::from_utf8_lossy(&buf[pos + size..pos + size + 2])
+            )));
         }
         body.extend_from_slice(&buf[pos..pos + size]);
         pos += size + 2;

@@ -105,7 +105,7 @@ impl GenReply {
                 if self.body.len() > max_body {
                     Err("too large")
                 } else if !finished {
-                    Err("bad chunks")
+                    Err("truncated")
                 } else {
                     Ok(self.body.clone())
                 }
@@ -124,7 +124,7 @@ impl GenReply {
 pub fn kind_of(e: &TransportError) -> &'static str {
     match e {
         TransportError::TooLarge(_) => "too large",
-        TransportError::Truncated { .. } => "truncated",
+        TransportError::Truncated { .. } | TransportError::ChunksTruncated(_) => "truncated",
         TransportError::BadChunks(_) => "bad chunks",
         TransportError::Malformed(_) | TransportError::ClosedEarly(_) => "malformed",
         TransportError::Timeout { .. }

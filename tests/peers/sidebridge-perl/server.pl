@@ -28,6 +28,10 @@
 #                  idle for 300 ms, then the close (as Node does on its idle connections)
 # Flawed framing switches:
 #   cl-long        Content-Length 10 over the body, then the connection stalls
+#   chunk-stall    Transfer-Encoding: chunked, the body's chunks but never the last chunk (0),
+#                  then the connection stalls (a stream that stopped before its end)
+#   chunk-no-crlf  Transfer-Encoding: chunked, each chunk's data followed by "XY", not CRLF
+#   chunk-size-off Transfer-Encoding: chunked, each chunk size 2 more than its data
 #   cl-short       Content-Length of the JSON, then 9 more bytes the length does not count
 #   bare-lf        the header section's lines end in a bare LF
 #   dup-cl         two Content-Length fields with different values
@@ -146,7 +150,21 @@ sub reply {
     push @h, $V{'odd-headers'} ? "cOnTeNt-TyPe:  \t$ct \t" : "Content-Type: $ct";
     my $tail = '';
     my $close = !$keep;
-    if ($V{'chunked-ext'}) {
+    if ($V{'chunk-stall'}) {
+        push @h, 'Transfer-Encoding: chunked';
+        $body = sprintf("%x\r\n%s\r\n", length $body, $body);
+        $c->{stall} = 1;
+    } elsif ($V{'chunk-no-crlf'} || $V{'chunk-size-off'}) {
+        push @h, 'Transfer-Encoding: chunked';
+        my $off = $V{'chunk-size-off'} ? 2 : 0;
+        my $end = $V{'chunk-no-crlf'} ? 'XY' : "\r\n";
+        my $chunks = '';
+        for (my $i = 0; $i < length $body; $i += 7) {
+            my $part = substr($body, $i, 7);
+            $chunks .= sprintf("%x\r\n%s%s", length($part) + $off, $part, $end);
+        }
+        $body = $chunks . "0\r\n\r\n";
+    } elsif ($V{'chunked-ext'}) {
         push @h, 'Transfer-Encoding: chunked', 'Trailer: X-Body-Bytes, X-Note';
         my $chunks = '';
         for (my $i = 0; $i < length $body; $i += 5) {
