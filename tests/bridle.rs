@@ -1203,7 +1203,41 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
             check_node_agent(&script, "AGENT_VARIANT", v)
         }));
     }
+    // A first answer that is a plain message whose turn opens 6 s later (past --wait-ms), while
+    // the second browser is answered at once: that late turn came among the second answer's
+    // frames, and was taken for it (agent-client-id failed: "answered bridgewire-browser-2
+    // with stream ×5 with clientId bridgewire-browser-1"), and the later answers' streams and
+    // notes went unjudged (streaming-replace and notes not run, "a plain message").
+    {
+        let script = script.clone();
+        jobs.push(Box::new(move || {
+            check_node_agent(&script, "AGENT_VARIANT", "first-turn-late")
+        }));
+    }
     let mut results = parallel(jobs);
+    {
+        let (code, out) = results.pop().expect("first-turn-late ran");
+        assert_eq!(code, 0, "AGENT_VARIANT=first-turn-late: {out}");
+        assert!(
+            out.contains("pass    agent-client-id — a turn under \"bridgewire-browser-1\" (")
+                && out.contains("came during a later browser's answer, which had its own"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "pass    streaming-replace — the first answer was a plain message (legal), with no stream to judge; the answers to the second browser"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("pass    notes\n"), "{out}");
+        let short = not_passed(&out);
+        assert!(
+            short.len() == 1
+                && short[0]
+                    .starts_with("not run stream-end-final — the first answer was a plain message"),
+            "{out}"
+        );
+    }
     // A complete, non-streamed answer with no notes is legal: the two streaming rules and
     // notes have nothing to judge and are not run, naming why, and the run passes
     // (stream-end-final was skipped, failing it, and the other two passed on nothing, before).
@@ -2059,7 +2093,9 @@ const NODE_AGENT_VARIANTS: &[(&str, &str, &str)] = &[
     (
         "unmarked-notes",
         "notes",
-        "pass    notes — 2 of 2 notes carry no kind, notes by their place in the turn",
+        // Two notes in each of its three answers (the first, the second browser's, the one
+        // after reconnecting): every answer's notes are judged.
+        "pass    notes — 6 of 6 notes carry no kind, notes by their place in the turn",
     ),
     // A message to the browser answered before, during the next one's answer: failed
     // agent-client-id before ("answered the second browser with the first's clientId").
@@ -2072,6 +2108,14 @@ const NODE_AGENT_VARIANTS: &[(&str, &str, &str)] = &[
     // before (streaming-replace and stream-end-final not run, "a plain message").
     (
         "plain-before-typing",
+        "streaming-replace",
+        "pass    streaming-replace — the answers to the second browser and after reconnecting judged too",
+    ),
+    // Its turn 1.5 s after the plain message: the 1 s watched before took the plain message
+    // for the whole answer and the turn for the second browser's (agent-client-id failed,
+    // streaming-replace and stream-end-final not run). Now watched for --wait-ms.
+    (
+        "slow-turn-after-plain",
         "streaming-replace",
         "pass    streaming-replace — the answers to the second browser and after reconnecting judged too",
     ),

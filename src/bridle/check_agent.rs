@@ -371,6 +371,11 @@ struct Turn {
     /// Frames that are not this answer's ([`Asking`]): a message to a browser answered before,
     /// a frame continuing a stream already closed. Judged by their own rules, not as the answer.
     aside: Vec<(String, Value, Instant)>,
+    /// A turn an earlier browser's answer opened late (typing, and streams under a messageId
+    /// of their own, all under that browser's clientId), arriving during this answer, which
+    /// had frames of its own: that browser's answer, not this one ([`settle_late`]). Judged by
+    /// the field rules, said by agent-client-id.
+    late: Vec<(String, Value, Instant)>,
     /// Extension events received during the turn (names, in order): not judged.
     extensions: Vec<String>,
     complete: bool,
@@ -406,6 +411,18 @@ struct Asking<'a> {
 }
 
 impl Asking<'_> {
+    /// Whether a turn frame is under the clientId of a browser that asked before and is not
+    /// part of a stream this answer opened (`own`: its messageIds): perhaps that browser's
+    /// answer opened late, perhaps this one misaddressed ([`settle_late`] tells them apart).
+    fn earlier_turn(&self, name: &str, data: &Value, own: &[Value]) -> bool {
+        matches!(name, "typing" | "stream" | "stream_end")
+            && data
+                .get("clientId")
+                .and_then(Value::as_str)
+                .is_some_and(|c| self.earlier.contains(&c))
+            && (name == "typing" || !own.contains(&data["messageId"]))
+    }
+
     fn sets_aside(&self, name: &str, data: &Value) -> bool {
         match name {
             "message" => data
@@ -420,21 +437,64 @@ impl Asking<'_> {
     }
 }
 
-/// How long a plain answer is watched for a turn that opens right after it (a runtime that
-/// says "Let me look into that" before it streams): without it, the streamed answer would go
-/// unjudged.
-const PLAIN_GRACE: Duration = Duration::from_millis(1000);
-
+/// Collects one answer within `wait`. A plain answer is watched for `grace` (the bound on a
+/// single frame, `--wait-ms`) for a turn that opens after it (a runtime that says "Let me look
+/// into that" before it streams): without it, the streamed answer would go unjudged, and
+/// taken for the next browser's (it came 1.5 s later from an independent Python agent, over
+/// the 1 s watched before).
 async fn collect_turn(
     hub: &mut FakeHub,
     child: &mut ChildGuard,
     wait: Duration,
+    grace: Duration,
+    asking: &Asking<'_>,
+) -> Turn {
+    let mut t = collect_frames(hub, child, wait, grace, asking).await;
+    settle_late(&mut t);
+    t
+}
+
+/// Keeps in [`Turn::late`] the streams under an earlier browser's clientId, with the typing
+/// under a clientId one of them carries, when this answer has frames of its own; any other
+/// frame set aside there (a lone typing, or all of them when nothing of this answer's came)
+/// was this answer's, sent under another browser's clientId: back among its frames, in the
+/// order they came, for agent-client-id to judge.
+fn settle_late(t: &mut Turn) {
+    if t.late.is_empty() {
+        return;
+    }
+    // Streams under an earlier browser's clientId and a messageId of their own are that
+    // browser's (closed or not: the answer may end before they do), when this answer has
+    // frames of its own; a typing is, beside such a stream under its clientId.
+    let own = !t.frames.is_empty();
+    let streaming: Vec<Value> = t
+        .late
+        .iter()
+        .filter(|(n, _, _)| n != "typing")
+        .map(|(_, d, _)| d["clientId"].clone())
+        .collect();
+    let (keep, back): (Vec<_>, Vec<_>) = std::mem::take(&mut t.late)
+        .into_iter()
+        .partition(|(n, d, _)| own && (n != "typing" || streaming.contains(&d["clientId"])));
+    t.late = keep;
+    if !back.is_empty() {
+        t.frames.extend(back);
+        t.frames.sort_by_key(|(_, _, at)| *at);
+    }
+}
+
+async fn collect_frames(
+    hub: &mut FakeHub,
+    child: &mut ChildGuard,
+    wait: Duration,
+    grace: Duration,
     asking: &Asking<'_>,
 ) -> Turn {
     let deadline = Instant::now() + wait;
     let mut t = Turn {
         frames: Vec::new(),
         aside: Vec::new(),
+        late: Vec::new(),
         extensions: Vec::new(),
         complete: false,
         disconnected: false,
@@ -442,6 +502,8 @@ async fn collect_turn(
         flooded: false,
     };
     let mut open = false;
+    // The messageIds of this answer's streams.
+    let mut own: Vec<Value> = Vec::new();
     // Set by a plain answer: the turn is complete unless one opens before this instant.
     let mut plain_until: Option<Instant> = None;
     loop {
@@ -463,13 +525,28 @@ async fn collect_turn(
         if name == "ping" || name == "register" {
             continue;
         }
-        t.flooded = t.frames.len() + t.aside.len() + t.extensions.len() + 1 >= MAX_TURN_FRAMES;
+        t.flooded = t.frames.len() + t.aside.len() + t.late.len() + t.extensions.len() + 1
+            >= MAX_TURN_FRAMES;
         if !ANSWER_EVENTS.contains(&name.as_str()) {
             // Counted toward the flood bound too: an agent sending only extensions is cut off.
             t.extensions.push(name);
         } else if asking.sets_aside(&name, &data) {
             t.aside.push((name, data, at));
+        } else if asking.earlier_turn(&name, &data, &own) {
+            let ends = name == "stream_end";
+            t.late.push((name, data, at));
+            if ends && t.frames.is_empty() {
+                // Nothing of this answer's own came, and a whole turn under the clientId of a
+                // browser answered before did: this answer, misaddressed (an agent that keeps
+                // the first clientId it saw), agent-client-id's to judge.
+                t.frames = std::mem::take(&mut t.late);
+                t.complete = true;
+                return t;
+            }
         } else {
+            if matches!(name.as_str(), "stream" | "stream_end") {
+                own.push(data["messageId"].clone());
+            }
             let done = match name.as_str() {
                 "typing" | "stream" => {
                     open = true;
@@ -480,7 +557,7 @@ async fn collect_turn(
                 "message" => {
                     if !open && data.get("kind").is_none_or(Value::is_null) && plain_until.is_none()
                     {
-                        plain_until = Some(Instant::now() + PLAIN_GRACE.min(wait));
+                        plain_until = Some(Instant::now() + grace.min(wait));
                     }
                     false
                 }
@@ -704,7 +781,14 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         "Tell me a story; think and use a tool if you need.",
     )
     .await;
-    let turn = collect_turn(&mut hub, &mut child, c.turn_wait, &Asking::default()).await;
+    let turn = collect_turn(
+        &mut hub,
+        &mut child,
+        c.turn_wait,
+        c.wait,
+        &Asking::default(),
+    )
+    .await;
     // Where the agent process exited before the hub went away, if it did: one fault, carried
     // by agent-reconnect (the agent is gone; nothing after can be seen).
     let mut exit: Option<(&str, std::process::ExitStatus)> =
@@ -776,7 +860,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             earlier: &[client_id],
             closed: &closed,
         };
-        let mut t = collect_turn(&mut hub, &mut child, c.turn_wait, &asking).await;
+        let mut t = collect_turn(&mut hub, &mut child, c.turn_wait, c.wait, &asking).await;
         if let Some(st) = t.exited {
             exit = Some(("its answer to a second browser", st));
         }
@@ -969,11 +1053,33 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         .filter(|(n, _, _)| n == "message")
         .map(|(n, d, _)| (n.clone(), d.clone()))
         .collect();
+    // Turns a browser that asked before had opened late, during a later browser's answer
+    // (which had its own): that browser's answers, set aside, said.
+    let late_turns: Vec<(String, Value)> = second
+        .iter()
+        .chain(&back_turn)
+        .flat_map(|t| &t.late)
+        .map(|(n, d, _)| (n.clone(), d.clone()))
+        .collect();
     out.push(carried(if frames.is_empty() {
         Verdict::fail(id::AGENT_CLIENT_ID, incomplete.clone().unwrap_or_default())
     } else if wrong.is_empty() {
         let mut v = Verdict::pass(id::AGENT_CLIENT_ID);
         v.detail = extension_events_note(&turn.extensions);
+        if !late_turns.is_empty() {
+            let names: Vec<String> = late_turns.iter().map(|(n, _)| n.clone()).collect();
+            v.detail = [
+                v.detail.clone(),
+                format!(
+                    "a turn under {client_id:?} ({}) came during a later browser's answer, which had its own: the first browser's answer opened late (nothing bounds when a turn opens), set aside, not judged as that answer",
+                    count_names(&names)
+                ),
+            ]
+            .into_iter()
+            .filter(|d| !d.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        }
         if !aside_messages.is_empty() {
             v.detail = [
                 v.detail.clone(),
@@ -1043,6 +1149,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             .chain(&quiet_messages)
             .chain(&second_frames)
             .chain(&aside_messages)
+            .chain(&late_turns)
             .chain(&back_frames)
         {
             seen_events += 1;
@@ -1156,16 +1263,16 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     const STREAMED: &[&str] = &["stream", "stream_end"];
 
     // streaming-replace: the first answer, and the one after reconnecting where it streamed.
-    out.push(carried(if plain_answer {
-        Verdict::not_run(id::STREAMING_REPLACE, PLAIN)
-    } else {
-        let first = match shape_fault(&frames, STREAMED) {
+    // A first answer that was plain leaves the later ones that streamed to judge: not run
+    // only when none did (the evidence was there otherwise).
+    out.push(carried({
+        let first = (!plain_answer).then(|| match shape_fault(&frames, STREAMED) {
             Some(f) => Err(Ok(apart(&f))),
             None => {
                 rules::streaming_replace_with(&replace_view(&with_parts), rules::EndText::MayExtend)
                     .map_err(|e| Err(incomplete.clone().unwrap_or(e)))
             }
-        };
+        });
         // The later answers where they streamed: to the second browser, and after reconnecting.
         let second_stream = own_stream(&second_frames);
         let later = [
@@ -1173,7 +1280,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             (BACK, back_turn.as_ref(), &back_frames, &back_stream),
         ];
         let mut judged_later = Vec::new();
-        let mut results = vec![first];
+        let mut results: Vec<_> = first.into_iter().collect();
         for (label, turn, frames, stream) in later {
             let streamed = turn.is_some_and(|t| t.complete)
                 && frames.iter().any(|(n, _)| STREAMED.contains(&n.as_str()));
@@ -1191,6 +1298,7 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             });
         }
         // Err(Err(fault)) fails; Err(Ok(why)) could not be judged apart from another rule.
+        let results_judged = results.len();
         let (mut failed, mut apart_from) = (Vec::new(), Vec::new());
         for r in results {
             match r {
@@ -1199,13 +1307,19 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
                 Ok(()) => {}
             }
         }
-        if !failed.is_empty() {
+        if results_judged == 0 {
+            Verdict::not_run(id::STREAMING_REPLACE, PLAIN)
+        } else if !failed.is_empty() {
             Verdict::fail(id::STREAMING_REPLACE, failed.join("; "))
         } else if !apart_from.is_empty() {
             Verdict::skipped(id::STREAMING_REPLACE, apart_from.join("; "))
         } else {
             let mut v = Verdict::pass(id::STREAMING_REPLACE);
             v.detail = [
+                plain_answer.then(|| {
+                    "the first answer was a plain message (legal), with no stream to judge"
+                        .to_string()
+                }),
                 (built > 0).then(|| {
                     format!(
                         "parts omitted on {built} frame(s): built from text, as receivers do \
@@ -1223,8 +1337,18 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         }
     }));
 
-    // stream-end-final
-    out.push(carried(if plain_answer {
+    // stream-end-final: the first answer's closing frame and the watch after it.
+    let later_streamed = [&second_frames, &back_frames]
+        .iter()
+        .any(|f| f.iter().any(|(n, _)| STREAMED.contains(&n.as_str())));
+    out.push(carried(if plain_answer && later_streamed {
+        Verdict::not_run(
+            id::STREAM_END_FINAL,
+            "the first answer was a plain message (a complete, non-streamed response, legal): \
+             this rule watches the first answer's stream_end and what follows it, and there was \
+             none (the later answers' streams were judged by streaming-replace)",
+        )
+    } else if plain_answer {
         Verdict::not_run(id::STREAM_END_FINAL, PLAIN)
     } else if let Some(f) = shape_fault(&frames, &["stream_end"]) {
         Verdict::skipped(
@@ -1246,7 +1370,13 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     }
     with_after.extend(quiet_messages.iter().cloned());
     with_after.extend(aside_messages.iter().cloned());
-    out.push(carried(notes(&with_after)));
+    // The later answers' notes too, each answer read on its own (a first answer with none, a
+    // plain one, left notes not run though the next answers reasoned out loud).
+    out.push(carried(notes_of(&[
+        &with_after,
+        &second_frames,
+        &back_frames,
+    ])));
 
     out.push(reconnect_verdict);
     out.insert(
@@ -1361,7 +1491,7 @@ async fn reconnect(
         earlier: &[first_client],
         closed: &[],
     };
-    let turn = collect_turn(hub, child, c.turn_wait, &asking).await;
+    let turn = collect_turn(hub, child, c.turn_wait, c.wait, &asking).await;
     if turn.frames.is_empty() {
         let v = Verdict::fail(
             id::AGENT_RECONNECT,
@@ -1541,34 +1671,38 @@ fn parts_from_text(frames: &[(String, Value)]) -> (Vec<(String, Value)>, usize) 
 /// Notes: a `kind`, where a frame has one, is `thinking` or `tool`. An unmarked frame inside
 /// the turn is a note by its place, which the spec makes legal ("Runtimes should set this";
 /// the place "lets existing runtimes get the work log without a change"): passed, and said.
-fn notes(frames: &[(String, Value)]) -> Verdict {
-    let mut open = false;
+/// [`notes`] over several answers, each read on its own (a turn left open by one does not
+/// hold the next one's plain message inside it).
+fn notes_of(answers: &[&[(String, Value)]]) -> Verdict {
     let mut count = 0;
     let mut unmarked = 0;
     // Every note with a wrong kind is shown, not only the first.
     let mut wrong = Vec::new();
-    for (n, d) in frames {
-        match n.as_str() {
-            "typing" => open = true,
-            "stream_end" => open = false,
-            "message" => match d.get("kind") {
-                None | Some(Value::Null) if open => {
-                    count += 1;
-                    unmarked += 1;
-                }
-                None | Some(Value::Null) => {}
-                Some(kind) => {
-                    count += 1;
-                    if !matches!(kind.as_str(), Some("thinking" | "tool")) {
-                        wrong.push(format!(
-                            "a note {} {} the turn has kind {kind}, want thinking or tool",
-                            d["text"],
-                            if open { "inside" } else { "outside" }
-                        ));
+    for frames in answers {
+        let mut open = false;
+        for (n, d) in frames.iter() {
+            match n.as_str() {
+                "typing" => open = true,
+                "stream_end" => open = false,
+                "message" => match d.get("kind") {
+                    None | Some(Value::Null) if open => {
+                        count += 1;
+                        unmarked += 1;
                     }
-                }
-            },
-            _ => {}
+                    None | Some(Value::Null) => {}
+                    Some(kind) => {
+                        count += 1;
+                        if !matches!(kind.as_str(), Some("thinking" | "tool")) {
+                            wrong.push(format!(
+                                "a note {} {} the turn has kind {kind}, want thinking or tool",
+                                d["text"],
+                                if open { "inside" } else { "outside" }
+                            ));
+                        }
+                    }
+                },
+                _ => {}
+            }
         }
     }
     if !wrong.is_empty() {
@@ -1584,7 +1718,7 @@ fn notes(frames: &[(String, Value)]) -> Verdict {
     if count == 0 {
         return Verdict::not_run(
             id::NOTES,
-            "no notes in the turn (notes are optional): nothing to judge",
+            "no notes in the answers (notes are optional): nothing to judge",
         );
     }
     if unmarked > 0 {
@@ -1684,7 +1818,7 @@ fn redact(auth: &Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::notes;
+    use super::notes_of;
     use crate::rule::Status;
     use serde_json::{Value, json};
 
@@ -1705,7 +1839,7 @@ mod tests {
             frame("stream_end", json!({"text": "x"})),
             frame("message", json!({"text": "d", "kind": "bogus"})),
         ];
-        let v = notes(&turn);
+        let v = notes_of(&[&turn]);
         assert_eq!(v.status, Status::Fail);
         assert!(
             v.detail
@@ -1725,7 +1859,7 @@ mod tests {
             .filter(|(_, d)| d["text"] != "a")
             .cloned()
             .collect();
-        let v = notes(&fine);
+        let v = notes_of(&[&fine]);
         assert_eq!(v.status, Status::Pass, "{}", v.detail);
         assert!(
             v.detail.contains("1 of 2 notes carry no kind"),

@@ -545,9 +545,17 @@ pub fn streaming_replace_with(frames: &[(String, Value)], end: EndText) -> Resul
                     _ => {}
                 }
             } else if !full.starts_with(prev_full.as_str()) {
+                // What it looks like, when it looks like something: an earlier accumulation
+                // (the previous text extends it: frames out of order, or one sent again late),
+                // or a delta (not a prefix of the previous one).
+                let looks = if prev_full.starts_with(&*full) {
+                    "an earlier accumulation: out of order?"
+                } else {
+                    "a delta?"
+                };
                 problems.push((
                     label.clone(),
-                    format!("{label} {text:?} does not extend the previous {p:?} (a delta?)"),
+                    format!("{label} {text:?} does not extend the previous {p:?} ({looks})"),
                 ));
             }
         }

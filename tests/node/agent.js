@@ -32,6 +32,8 @@ const VARIANTS = {
   "slow-upgrade": "answers as plain-answer does, on a slow network: its WebSocket upgrade probe is answered 600 ms late, so the upgrade is still under way after its answer",
   "late-followup": "when a second browser asks, first sends the browser it answered before a plain message under that browser's clientId, then answers the second",
   "plain-before-typing": "says \"Let me look into that.\" as a plain message (no turn open) before it opens its turn and streams",
+  "slow-turn-after-plain": "as plain-before-typing, but opens its turn 1.5 s after the plain message (a runtime that looks things up before it answers)",
+  "first-turn-late": "answers the first message with a plain \"Let me look into that.\" and opens that answer's turn 6 s later (past the check's --wait-ms 5000, while the next browser's question is answered at once)",
 };
 if (process.argv[2] === "--list") {
   for (const [k, v] of Object.entries(DIVERGENCES)) console.log(`${k}\t${v}`);
@@ -153,11 +155,14 @@ socket.on("message", async (m) => {
     socket.emit("message", { clientId: lastClient, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
   }
   lastClient = clientId;
-  if (variant === "plain-before-typing") {
+  const lateFirst = variant === "first-turn-late" && asked === 0;
+  if (variant === "plain-before-typing" || variant === "slow-turn-after-plain" || lateFirst) {
     const text = "Let me look into that.";
     socket.emit("message", { clientId, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
+    if (variant === "slow-turn-after-plain") await sleep(1500);
   }
   asked += 1;
+  if (lateFirst) await sleep(6000);
   if (diverge === "exit-second-answer" && asked === 2) process.exit(4);
   socket.emit("typing", { clientId, ts: Date.now() });
   if (variant === "ext-events") socket.emit("status", { state: "thinking" });
