@@ -986,7 +986,7 @@ fn parity_over_a_recorded_check_run_fails_each_flaw_the_app_would_show() {
                 code == Some(0) && out.contains(&format!("{chats} passed, 0 failed, 1 skipped"))
             } else {
                 code == Some(1)
-                    && (out.contains("\nFAIL ") || out.contains("not run (leg error)"))
+                    && (out.contains("\nFAIL ") || out.contains("\nSTALL ") || out.contains("not run (leg error)"))
                     && !out.contains("nothing was compared")
                     // The chat that recalls another chat's word, by name.
                     && (name != "global" || out.contains("/messages/0/content: "))

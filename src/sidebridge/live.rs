@@ -231,14 +231,12 @@ fn check(d: &super::client::Driver, i: usize, scenario: &str) -> Result<(), Stri
 }
 
 /// One cell's replayed events as a parity leg's result: a replay refused the key it was sent
-/// (or asked for one the recording never had), and the replies that never came (stalls).
+/// (or asked for one the recording never had), and the replies that never came and a bridge
+/// that stopped answering (stalls).
 /// Also whether it is a cell recorded without a key that the build refused whole (skipped:
 /// the caller knows whether the same build answered another chat without one).
-fn judged(
-    cell: &Cell,
-    replayed: Result<(Vec<serde_json::Value>, Option<String>), String>,
-) -> (LiveReplay, bool) {
-    let (events, crashed) = match replayed {
+fn judged(cell: &Cell, replayed: super::player::ChatReplay) -> (LiveReplay, bool) {
+    let (events, crashed, stopped) = match replayed {
         Err(e) => return (LiveReplay::failed(e), false),
         Ok(r) => r,
     };
@@ -286,6 +284,9 @@ fn judged(
                 "timed out waiting for the reply to request #{requests} ({err})"
             ));
         }
+    }
+    if let Some(why) = stopped {
+        stalls.push(format!("the bridge stopped answering: {why}"));
     }
     (
         LiveReplay {

@@ -771,7 +771,10 @@ fn earlier_divergence(recorded: &[Value], replayed: &[Value]) -> Option<String> 
 /// A bridge deaf on a kept connection is no wait that ran out: it answered the same request on
 /// a fresh connection ([`transport::DEAF_ON_REUSE`]), a fault of its own.
 pub fn timed_out(error: &str) -> bool {
-    (error.starts_with("no complete reply within") || error.starts_with("no data received for"))
+    (error.starts_with("no complete reply within")
+        || error.starts_with("no data received for")
+        // A body that began and stalled ([`transport::TransportError::Stalled`]).
+        || error.contains(", and no data came for "))
         && !error.contains(transport::DEAF_ON_REUSE)
 }
 
@@ -857,9 +860,10 @@ pub fn leg_spec(
     }
 }
 
-/// One cell's replay on a parity leg: its replayed events (raw) and, when the bridge exited
-/// during the replay, the line naming it; or why there is nothing to compare.
-pub type ChatReplay = Result<(Vec<Value>, Option<String>), String>;
+/// One cell's replay on a parity leg: its replayed events (raw), when the bridge exited during
+/// the replay the line naming it, and when it stopped answering (the driver gave up, the rest
+/// not sent) the line naming that; or why there is nothing to compare.
+pub type ChatReplay = Result<(Vec<Value>, Option<String>, Option<String>), String>;
 
 /// Replays cells against one bridge command for a parity leg: starts the bridge once,
 /// re-sends the recorded requests of every cell in the recorded order across them (as
@@ -928,11 +932,13 @@ pub fn replay_together_for_parity(
             // A leg that did not see a reply whole has nothing to compare: an error of the
             // leg (both legs over the limit would otherwise compare equal, one alone would
             // differ as if the bridge had failed).
-            if let Some(why) = unread_reason(&r.unread).or(r.unsent) {
+            if let Some(why) = unread_reason(&r.unread) {
                 return Err(why);
             }
+            // A bridge that stopped answering is this build's behaviour, not a leg that could
+            // not run: a stall, naming it (it was "nothing compared", exit 2).
             let crash = crashed(&r.events);
-            Ok((r.events, crash))
+            Ok((r.events, crash, r.unsent))
         })
         .collect())
 }
