@@ -313,3 +313,24 @@ fn a_surrogate_pair_cut_between_two_chunks_reads_as_the_character_it_encodes() {
     assert!(events.contains(r#""delta": "A\ud83d""#), "{events}");
     assert!(events.contains(r#""delta": "\ude00B""#), "{events}");
 }
+
+/// A bb leg whose program exits at once is named as exiting, with its status and stderr, not
+/// as a wait for `initialize` that ran out (it said "gave no initialize response within
+/// 10000 ms" 0.05 s after starting: an audit's `sh -c 'echo boom >&2; exit 7'`).
+#[test]
+fn a_bb_leg_that_exits_at_once_is_named_as_exiting() {
+    let recordings = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings/bb");
+    let out = bw()
+        .args(["parity", "--timeout-ms", "3000", "--base"])
+        .arg(format!("rec:{}", recordings.display()))
+        .args(["--head", "cmd:sh -c 'echo boom >&2; exit 7'"])
+        .arg(&recordings)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("exited (exit status: 7) before answering initialize (stderr: boom)"),
+        "{stderr}"
+    );
+}

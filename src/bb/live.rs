@@ -200,12 +200,27 @@ impl Live for BbLive {
                     }
                 }
                 Some(super::transport::Incoming::Eof) | None => {
-                    let tail = b.stderr_tail();
+                    // Its stdout closed: it exited (or is exiting) without answering, said as
+                    // such, not as a wait that ran out. Its stderr is read after the exit, so
+                    // its last words are in.
+                    let why = match b.wait_status(Duration::from_millis(300)) {
+                        Some(st) => format!("exited ({}) before answering initialize", st),
+                        None => format!(
+                            "gave no initialize response within {} ms",
+                            timeout.as_millis()
+                        ),
+                    };
+                    // Its stderr reader may still be copying what it wrote last (bounded).
+                    let read_by = Instant::now() + Duration::from_millis(200);
+                    let mut tail = b.stderr_tail();
+                    while tail.trim().is_empty() && Instant::now() < read_by {
+                        std::thread::sleep(Duration::from_millis(10));
+                        tail = b.stderr_tail();
+                    }
                     let tail = tail.trim();
                     break Err(format!(
-                        "`{}` gave no initialize response within {} ms{}",
+                        "`{}` {why}{}",
                         bridge.display(),
-                        timeout.as_millis(),
                         if tail.is_empty() {
                             String::new()
                         } else {

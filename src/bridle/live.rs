@@ -294,6 +294,18 @@ fn start_env_hub(
     )
 }
 
+/// For a hub that exited before printing its address: parity starts one hub per group of
+/// cells, several at a time, so a hub command with a fixed port collides with itself (the
+/// hub's own words, such as "Address already in use", are on its stderr, not read here).
+fn port_taken_hint(why: &str) -> &'static str {
+    if why.contains("before printing its address") {
+        "; if it listens on a fixed port: parity starts one hub per group of cells, several at \
+         a time, so they collide (give it port 0, as `bridle-ref-hub --listen 127.0.0.1:0`)"
+    } else {
+        ""
+    }
+}
+
 /// One group's cells replayed on a hub started for them: one result per cell.
 fn replay_group(
     cells: &[&Cell],
@@ -313,8 +325,9 @@ fn replay_group(
         Err(e) => {
             eprintln!("bridgewire parity: {e}");
             return failed(format!(
-                "the hub `{}` did not start (see stderr)",
-                bridge.display()
+                "the hub `{}` did not start: {e}{} (its stderr is on bridgewire's)",
+                bridge.display(),
+                port_taken_hint(&e)
             ));
         }
     };

@@ -548,7 +548,7 @@ pub fn streaming_replace_with(frames: &[(String, Value)], end: EndText) -> Resul
                 // What it looks like, when it looks like something: an earlier accumulation
                 // (the previous text extends it: frames out of order, or one sent again late),
                 // or a delta (not a prefix of the previous one).
-                let looks = if prev_full.starts_with(&*full) {
+                let looks = if prev_full.starts_with(full) {
                     "an earlier accumulation: out of order?"
                 } else {
                     "a delta?"
