@@ -423,10 +423,11 @@ pub fn visible(s: &str) -> String {
 
 /// bb's one-line description of an element: `<type>[:<item.type>] <first 160 chars>`.
 pub fn describe(v: &Value) -> String {
-    let ty = v
-        .get("type")
-        .or_else(|| v.get("kind"))
-        .and_then(Value::as_str)
+    // bb's events and rows name their type or kind; Bridle's events their Socket.IO event or
+    // packet, Side Bridge's rows the message's sender. "?" only when none does.
+    let ty = ["type", "kind", "event", "packet", "from"]
+        .iter()
+        .find_map(|k| v.get(*k).and_then(Value::as_str))
         .unwrap_or("?");
     let item = v
         .get("item")
@@ -462,6 +463,23 @@ fn first_utf16_units(text: &str, n: usize) -> (std::borrow::Cow<'_, str>, bool) 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Each protocol's entries are labelled by what names them (they all read "?" but bb's).
+    #[test]
+    fn entries_are_labelled_by_their_own_name_field() {
+        for (v, label) in [
+            (json!({"type": "turn.started"}), "turn.started "),
+            (json!({"dir": "hub→agent", "event": "message"}), "message "),
+            (
+                json!({"dir": "browser→hub", "packet": "connect"}),
+                "connect ",
+            ),
+            (json!({"id": "#2", "from": "assistant"}), "assistant "),
+            (json!({"id": "#2"}), "? "),
+        ] {
+            assert!(describe(&v).starts_with(label), "{v}: {}", describe(&v));
+        }
+    }
 
     /// The cut agrees with collecting every UTF-16 unit and decoding the first `n` (what
     /// `describe` did before it stopped reading at the cut).
