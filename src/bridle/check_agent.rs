@@ -1064,34 +1064,20 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     out.push(carried(if frames.is_empty() {
         Verdict::fail(id::AGENT_CLIENT_ID, incomplete.clone().unwrap_or_default())
     } else if wrong.is_empty() {
-        let mut v = Verdict::pass(id::AGENT_CLIENT_ID);
-        v.detail = extension_events_note(&turn.extensions);
+        // What the pass saw beside the answer, each said once, joined.
+        let mut notes = vec![extension_events_note(&turn.extensions)];
         if !late_turns.is_empty() {
             let names: Vec<String> = late_turns.iter().map(|(n, _)| n.clone()).collect();
-            v.detail = [
-                v.detail.clone(),
-                format!(
-                    "a turn under {client_id:?} ({}) came during a later browser's answer, which had its own: the first browser's answer opened late (nothing bounds when a turn opens), set aside, not judged as that answer",
-                    count_names(&names)
-                ),
-            ]
-            .into_iter()
-            .filter(|d| !d.is_empty())
-            .collect::<Vec<_>>()
-            .join("; ");
+            notes.push(format!(
+                "a turn under {client_id:?} ({}) came during a later browser's answer, which had its own: the first browser's answer opened late (nothing bounds when a turn opens), set aside, not judged as that answer",
+                count_names(&names)
+            ));
         }
         if !aside_messages.is_empty() {
-            v.detail = [
-                v.detail.clone(),
-                format!(
-                    "{} message(s) to {client_id:?} came during a later browser's answer: messages to the browser that asked before, under its clientId (legal: \"A plain message sent with no turn open is an ordinary answer bubble\"), not that answer",
-                    aside_messages.len()
-                ),
-            ]
-            .into_iter()
-            .filter(|d| !d.is_empty())
-            .collect::<Vec<_>>()
-            .join("; ");
+            notes.push(format!(
+                "{} message(s) to {client_id:?} came during a later browser's answer: messages to the browser that asked before, under its clientId (legal: \"A plain message sent with no turn open is an ordinary answer bubble\"), not that answer",
+                aside_messages.len()
+            ));
         }
         if let Some(t) = second.as_ref().filter(|t| t.frames.is_empty()) {
             let why = match (t.exited, t.disconnected) {
@@ -1102,18 +1088,14 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
                 (None, true) => "the agent disconnected".to_string(),
                 (None, false) => "none came".to_string(),
             };
-            v.detail = [
-                v.detail.clone(),
-                format!(
-                    "no answer to a second browser ({second_client:?}) within {:?} ({why}): only the first browser's answer was judged",
-                    c.turn_wait
-                ),
-            ]
-            .into_iter()
-            .filter(|d| !d.is_empty())
-            .collect::<Vec<_>>()
-            .join("; ");
+            notes.push(format!(
+                "no answer to a second browser ({second_client:?}) within {:?} ({why}): only the first browser's answer was judged",
+                c.turn_wait
+            ));
         }
+        notes.retain(|n| !n.is_empty());
+        let mut v = Verdict::pass(id::AGENT_CLIENT_ID);
+        v.detail = notes.join("; ");
         v
     } else {
         let more = wrong.len().saturating_sub(20);

@@ -2446,7 +2446,7 @@ pub fn reply_rules(log: &[Exchange], refusals: &[usize]) -> Vec<Verdict> {
                 )
             } else if r
                 .header("transfer-encoding")
-                .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"))
+                .is_some_and(super::transport::names_chunked)
             {
                 "bytes after the chunked body's last chunk and trailer section".to_string()
             } else {

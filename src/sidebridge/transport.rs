@@ -311,6 +311,12 @@ pub async fn send(
         })
 }
 
+/// Whether a `Transfer-Encoding` field value frames the body in chunks (RFC 9112 §7: coding
+/// names are case-insensitive).
+pub fn names_chunked(transfer_encoding: &str) -> bool {
+    transfer_encoding.to_ascii_lowercase().contains("chunked")
+}
+
 /// Where a reply's body stopped ([`TransportError::Stalled`]): after `got` bytes of the
 /// `expected` its Content-Length announced, or of a chunked body before its last chunk.
 pub fn stalled_body(got: usize, expected: Option<usize>) -> String {
@@ -910,8 +916,7 @@ async fn read_framed_conn<R: AsyncRead + Unpin>(
             let extra = rest.len();
             return Ok(((status, headers, Vec::new()), persists, extra));
         }
-        let chunked =
-            get("transfer-encoding").is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
+        let chunked = get("transfer-encoding").is_some_and(|t| names_chunked(&t));
         let mut persists = persists;
         let mut extra = 0;
         // Every Content-Length field line, each possibly a list (`42, 42`).
