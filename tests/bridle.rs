@@ -1203,8 +1203,8 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
             check_node_agent(&script, "AGENT_VARIANT", v)
         }));
     }
-    // A first answer that is a plain message whose turn opens 6 s later (past --wait-ms), while
-    // the second browser is answered at once: that late turn came among the second answer's
+    // A first answer that is a plain message whose turn opens late (past --wait-ms), during
+    // the second browser's answer: that late turn came among the second answer's
     // frames, and was taken for it (agent-client-id failed: "answered bridgewire-browser-2
     // with stream ×5 with clientId bridgewire-browser-1"), and the later answers' streams and
     // notes went unjudged (streaming-replace and notes not run, "a plain message").
@@ -1214,7 +1214,28 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
             check_node_agent(&script, "AGENT_VARIANT", "first-turn-late")
         }));
     }
+    // As above, but only the late turn's typing comes during the second answer, after that
+    // answer's own typing, and its stream after that answer's stream_end: the lone typing was
+    // taken for the second answer's, misaddressed (agent-client-id failed: "answered
+    // bridgewire-browser-2 with typing with clientId bridgewire-browser-1"; CI saw it once
+    // from first-turn-late itself, when that still opened its turn at a fixed 6 s).
+    {
+        let script = script.clone();
+        jobs.push(Box::new(move || {
+            check_node_agent(&script, "AGENT_VARIANT", "first-turn-late-typing")
+        }));
+    }
     let mut results = parallel(jobs);
+    {
+        let (code, out) = results.pop().expect("first-turn-late-typing ran");
+        assert_eq!(code, 0, "AGENT_VARIANT=first-turn-late-typing: {out}");
+        assert!(
+            out.contains(
+                "pass    agent-client-id — a turn under \"bridgewire-browser-1\" (typing) came during a later browser's answer, which had its own"
+            ),
+            "{out}"
+        );
+    }
     {
         let (code, out) = results.pop().expect("first-turn-late ran");
         assert_eq!(code, 0, "AGENT_VARIANT=first-turn-late: {out}");

@@ -455,10 +455,11 @@ async fn collect_turn(
 }
 
 /// Keeps in [`Turn::late`] the streams under an earlier browser's clientId, with the typing
-/// under a clientId one of them carries, when this answer has frames of its own; any other
-/// frame set aside there (a lone typing, or all of them when nothing of this answer's came)
-/// was this answer's, sent under another browser's clientId: back among its frames, in the
-/// order they came, for agent-client-id to judge.
+/// under a clientId one of them carries or after this answer's own turn opened, when this
+/// answer has frames of its own; any other frame set aside there (a typing before this
+/// answer's turn opened with no stream beside it, or all of them when nothing of this
+/// answer's came) was this answer's, sent under another browser's clientId: back among its
+/// frames, in the order they came, for agent-client-id to judge.
 fn settle_late(t: &mut Turn) {
     if t.late.is_empty() {
         return;
@@ -473,9 +474,24 @@ fn settle_late(t: &mut Turn) {
         .filter(|(n, _, _)| n != "typing")
         .map(|(_, d, _)| d["clientId"].clone())
         .collect();
-    let (keep, back): (Vec<_>, Vec<_>) = std::mem::take(&mut t.late)
-        .into_iter()
-        .partition(|(n, d, _)| own && (n != "typing" || streaming.contains(&d["clientId"])));
+    // A typing after this answer's own turn opened is not this answer's opening either: it
+    // opens the earlier browser's late turn, whose streams may come only after this answer's
+    // stream_end (an agent that opened its first answer's turn 120 ms into the second answer
+    // and streamed 1.5 s later failed agent-client-id: "answered … with typing with clientId
+    // …-1"; a fixed-delay variant of it did so in CI, once, under load).
+    let opened = t
+        .frames
+        .iter()
+        .find(|(n, _, _)| n == "typing" || n == "stream")
+        .map(|(_, _, at)| *at);
+    let (keep, back): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut t.late)
+            .into_iter()
+            .partition(|(n, d, at)| {
+                own && (n != "typing"
+                    || streaming.contains(&d["clientId"])
+                    || opened.is_some_and(|o| o <= *at))
+            });
     t.late = keep;
     if !back.is_empty() {
         t.frames.extend(back);

@@ -33,7 +33,8 @@ const VARIANTS = {
   "late-followup": "when a second browser asks, first sends the browser it answered before a plain message under that browser's clientId, then answers the second",
   "plain-before-typing": "says \"Let me look into that.\" as a plain message (no turn open) before it opens its turn and streams",
   "slow-turn-after-plain": "as plain-before-typing, but opens its turn 1.5 s after the plain message (a runtime that looks things up before it answers)",
-  "first-turn-late": "answers the first message with a plain \"Let me look into that.\" and opens that answer's turn 6 s later (past the check's --wait-ms 5000, while the next browser's question is answered at once)",
+  "first-turn-late": "answers the first message with a plain \"Let me look into that.\" and opens that answer's turn late (past the check's --wait-ms 5000): 120 ms into its answer to the next browser, which it answers at once",
+  "first-turn-late-typing": "as first-turn-late, but only that late turn's typing comes during the next browser's answer; its notes and stream follow 1.5 s later, after that answer's stream_end",
 };
 if (process.argv[2] === "--list") {
   for (const [k, v] of Object.entries(DIVERGENCES)) console.log(`${k}\t${v}`);
@@ -97,6 +98,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let answers = 0;
 let asked = 0;
+// Resolved when the second message arrives: first-turn-late opens its first answer's turn
+// during the second answer, whatever the check's timing (a fixed delay raced it under load).
+let secondAsked;
+const secondArrived = new Promise((resolve) => (secondAsked = resolve));
 let lastClient = null;
 async function streamSend(clientId, produce) {
   const messageId = require("crypto").randomUUID();
@@ -155,16 +160,21 @@ socket.on("message", async (m) => {
     socket.emit("message", { clientId: lastClient, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
   }
   lastClient = clientId;
-  const lateFirst = variant === "first-turn-late" && asked === 0;
+  const lateFirst = variant.startsWith("first-turn-late") && asked === 0;
   if (variant === "plain-before-typing" || variant === "slow-turn-after-plain" || lateFirst) {
     const text = "Let me look into that.";
     socket.emit("message", { clientId, text, parts: parts(text), messageId: require("crypto").randomUUID(), ts: Date.now() });
     if (variant === "slow-turn-after-plain") await sleep(1500);
   }
   asked += 1;
-  if (lateFirst) await sleep(6000);
+  if (asked === 2) secondAsked();
+  if (lateFirst) {
+    await Promise.race([secondArrived, sleep(15000)]);
+    await sleep(120);
+  }
   if (diverge === "exit-second-answer" && asked === 2) process.exit(4);
   socket.emit("typing", { clientId, ts: Date.now() });
+  if (lateFirst && variant === "first-turn-late-typing") await sleep(1500);
   if (variant === "ext-events") socket.emit("status", { state: "thinking" });
   const note = (kind, text) =>
     socket.emit("message", {
