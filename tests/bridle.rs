@@ -1251,6 +1251,14 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
             "{out}"
         );
         assert!(out.contains("pass    notes\n"), "{out}");
+        // Its first answer streamed nothing: the flush interval is measured on the second's
+        // (it said "0 stream frames: too few to measure", with 5 streams in the next answer).
+        assert!(
+            out.contains(
+                "pass    stream-cadence (INFO) — measured stream flush interval (in its answer to the second browser: the first had fewer than 3 streams): median "
+            ),
+            "{out}"
+        );
         let short = not_passed(&out);
         assert!(
             short.len() == 1

@@ -1385,7 +1385,14 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     );
 
     // stream-cadence (INFO)
-    out.push(cadence(&turn.frames));
+    // Measured on the first answer with enough streams to measure: a first answer that was a
+    // plain message (or too short) leaves the later answers' streams.
+    let answers = [
+        (None, Some(turn.frames.as_slice())),
+        (Some(SECOND), second.as_ref().map(|t| t.frames.as_slice())),
+        (Some(BACK), back_turn.as_ref().map(|t| t.frames.as_slice())),
+    ];
+    out.push(cadence(&answers));
     drop(child);
     if let Some(h) = restarted {
         h.shutdown().await;
@@ -1731,6 +1738,9 @@ fn notes_of(answers: &[&[(String, Value)]]) -> Verdict {
     Verdict::pass(id::NOTES)
 }
 
+/// A frame of an answer: its event name, its data, when it arrived.
+type TimedFrame = (String, Value, Instant);
+
 /// When each `stream` frame of a turn arrived.
 fn stream_times(frames: &[(String, Value, Instant)]) -> Vec<Instant> {
     frames
@@ -1747,16 +1757,33 @@ fn sorted_gaps(at: &[Instant]) -> Vec<Duration> {
     gaps
 }
 
-fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {
-    let at = stream_times(frames);
+/// The stream flush interval of the first of `answers` (labelled, the first answer without a
+/// label) with at least three streams; too few to measure when none has.
+fn cadence(answers: &[(Option<&str>, Option<&[TimedFrame]>)]) -> Verdict {
     let mut v = Verdict::pass(id::STREAM_CADENCE);
-    if at.len() < 3 {
-        v.detail = format!(
-            "{} stream frames: too few to measure (spec: 100 ms)",
-            at.len()
-        );
+    let measured = answers.iter().find_map(|(label, frames)| {
+        let at = stream_times((*frames)?);
+        (at.len() >= 3).then_some((*label, at))
+    });
+    let Some((label, at)) = measured else {
+        let counts: Vec<usize> = answers
+            .iter()
+            .filter_map(|(_, f)| f.map(|f| stream_times(f).len()))
+            .collect();
+        v.detail = match counts.as_slice() {
+            [n] => format!("{n} stream frames: too few to measure (spec: 100 ms)"),
+            _ => format!(
+                "{} stream frames in its answers ({}): too few in any one to measure (spec: 100 ms)",
+                counts.iter().sum::<usize>(),
+                counts
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         return v;
-    }
+    };
     // The last stream is the final flush, which need not wait a full interval.
     let gaps: Vec<u128> = sorted_gaps(&at[..at.len() - 1])
         .iter()
@@ -1765,7 +1792,10 @@ fn cadence(frames: &[(String, Value, Instant)]) -> Verdict {
     let median = gaps[gaps.len() / 2];
     let max = *gaps.last().unwrap_or(&0);
     v.detail = format!(
-        "measured stream flush interval: median {median} ms, min {} ms, max {max} ms over {} intervals (spec: 100 ms)",
+        "measured stream flush interval{}: median {median} ms, min {} ms, max {max} ms over {} intervals (spec: 100 ms)",
+        label.map_or(String::new(), |l| format!(
+            " (in its answer {l}: the first had fewer than 3 streams)"
+        )),
         gaps[0],
         gaps.len()
     );
