@@ -1225,14 +1225,42 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
             check_node_agent(&script, "AGENT_VARIANT", "first-turn-late-typing")
         }));
     }
+    // The same plain first answer, and a second answer that keeps streaming after its
+    // stream_end: stream-end-final fails on the second answer's stream, alone (it was not run,
+    // "the first answer was a plain message", and the run passed).
+    {
+        let script = script.clone();
+        jobs.push(Box::new(move || {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_bridgewire"));
+            c.args(["check", "bridle", "agent", "--wait-ms", "5000"])
+                .args(["--reconnect-wait-ms", "8000", "--", "node"])
+                .arg(&script)
+                .env("AGENT_VARIANT", "first-turn-late")
+                .env("AGENT_DIVERGE", "stream-after-end");
+            common::proc::code_and_stdout(&mut c)
+        }));
+    }
     let mut results = parallel(jobs);
+    {
+        let (code, out) = results
+            .pop()
+            .expect("first-turn-late with stream-after-end ran");
+        assert_eq!(code, 1, "first-turn-late, stream-after-end: {out}");
+        let short = not_passed(&out);
+        assert!(
+            short.len() == 1
+                && short[0].starts_with(
+                    "fail    stream-end-final — on the answer to the second browser (the first answer was a plain message, legal, closing no stream): nothing continues the stream after stream_end: after stream_end the agent sent stream +"
+                ),
+            "first-turn-late, stream-after-end: {out}"
+        );
+    }
     {
         let (code, out) = results.pop().expect("first-turn-late-typing ran");
         assert_eq!(code, 0, "AGENT_VARIANT=first-turn-late-typing: {out}");
         assert!(
-            out.contains(
-                "pass    agent-client-id — a turn under \"bridgewire-browser-1\" (typing) came during a later browser's answer, which had its own"
-            ),
+            out.contains("pass    agent-client-id — a turn under \"bridgewire-browser-1\" (typing")
+                && out.contains("came during a later browser's answer, which had its own"),
             "{out}"
         );
     }
@@ -1259,13 +1287,15 @@ fn canonical_socket_io_client_agent_passes_check_bridle_agent() {
             ),
             "{out}"
         );
-        let short = not_passed(&out);
+        // The first answer closed no stream: stream-end-final judges the second's (it was not
+        // run before, "the first answer was a plain message").
         assert!(
-            short.len() == 1
-                && short[0]
-                    .starts_with("not run stream-end-final — the first answer was a plain message"),
+            out.contains(
+                "pass    stream-end-final — on the answer to the second browser (the first answer was a plain message"
+            ),
             "{out}"
         );
+        assert!(not_passed(&out).is_empty(), "{out}");
     }
     // A complete, non-streamed answer with no notes is legal: the two streaming rules and
     // notes have nothing to judge and are not run, naming why, and the run passes

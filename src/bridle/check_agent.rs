@@ -847,6 +847,14 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     // of the second; what comes then joins the after-end messages notes judges.
     let second_client = "bridgewire-browser-2";
     let mut quiet_messages = Vec::new();
+    // A first answer that was a plain message closed no stream: stream-end-final judges the
+    // second answer's stream_end instead, watched after it as the first's would be.
+    let first_plain = turn.complete
+        && !turn
+            .frames
+            .iter()
+            .any(|(n, _, _)| matches!(n.as_str(), "typing" | "stream" | "stream_end"));
+    let mut second_after_end: Option<AfterEnd> = None;
     let second = if turn.complete {
         let bound = Instant::now() + c.wait.min(Duration::from_secs(2));
         loop {
@@ -881,6 +889,15 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             exit = Some(("its answer to a second browser", st));
         }
         t.aside.retain(|(n, d, at)| !late_after_end(n, d, *at));
+        if let Some((n, d, at)) = t.frames.last()
+            && first_plain
+            && t.complete
+            && n == "stream_end"
+        {
+            let window = after_end_window(&t.frames, c.wait);
+            let id = d["messageId"].clone();
+            second_after_end = Some(watch_after_end(&mut hub, &id, *at, window).await);
+        }
         Some(t)
     } else {
         None
@@ -1339,7 +1356,29 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     let later_streamed = [&second_frames, &back_frames]
         .iter()
         .any(|f| f.iter().any(|(n, _)| STREAMED.contains(&n.as_str())));
-    out.push(carried(if plain_answer && later_streamed {
+    let second_stream = own_stream(&second_frames);
+    out.push(carried(if plain_answer && let Some(a) = &second_after_end {
+        let on = "on the answer to the second browser (the first answer was a plain message, \
+                  legal, closing no stream)";
+        match shape_fault(&second_stream, &["stream_end"]) {
+            Some(f) => Verdict::skipped(
+                id::STREAM_END_FINAL,
+                format!(
+                    "{on}: not judged apart from {} ({f}): the closing frame's fields are not the spec's types",
+                    id::AGENT_EVENT_FIELDS
+                ),
+            ),
+            None => {
+                let mut v = stream_end_final(&parts_from_text(&second_stream).0, None, Some(a));
+                v.detail = if v.detail.is_empty() {
+                    on.to_string()
+                } else {
+                    format!("{on}: {}", v.detail)
+                };
+                v
+            }
+        }
+    } else if plain_answer && later_streamed {
         Verdict::not_run(
             id::STREAM_END_FINAL,
             "the first answer was a plain message (a complete, non-streamed response, legal): \
