@@ -402,6 +402,51 @@ pub const SPARE_ON_EXIT_ENV: &str = "BRIDGEWIRE_SPARE_ON_EXIT";
 /// grandchild that left its group). The per-tree cleanup normally got there first; this covers
 /// a cleanup the grace period cut short (a loaded machine) and trees started during the sweep.
 pub fn kill_everything_started() {
+    kill_started();
+}
+
+/// At a normal end: kills what the programs bridgewire ran left behind (a provider child a
+/// bridge started in a session of its own, with its environment cleared, and did not stop
+/// before exiting: no tree's cleanup can find it once its parent is gone, and it came back to
+/// bridgewire as subreaper), and names each (`pid (comm)`), so the leak is said, not hidden.
+pub fn sweep_left_behind() -> Vec<String> {
+    let me = std::process::id();
+    // Only what outlived its own parent: a process still parented by a live program of a tree
+    // is that tree's (none is left at a normal end).
+    let left: Vec<u32> = all_processes()
+        .iter()
+        .filter(|p| p.ppid == me && p.state != b'Z' && !has_env_var(p.pid, SPARE_ON_EXIT_ENV))
+        .map(|p| p.pid)
+        .collect();
+    if left.is_empty() {
+        return Vec::new();
+    }
+    let named: Vec<String> = left
+        .iter()
+        .map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            format!("{pid} ({})", comm.trim())
+        })
+        .collect();
+    kill_started();
+    // Reap them (they are bridgewire's children now), bounded.
+    let until = Instant::now() + Duration::from_millis(500);
+    for pid in &left {
+        while Instant::now() < until {
+            let mut status = 0;
+            // SAFETY: waitpid on a child of this process, non-blocking.
+            let r = unsafe { libc::waitpid(*pid as libc::pid_t, &mut status, libc::WNOHANG) };
+            if r != 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    named
+}
+
+/// [`kill_everything_started`]'s sweep; the pids it killed.
+fn kill_started() -> Vec<u32> {
     let me = std::process::id();
     let prefix = format!("{TREE_ENV_PREFIX}{me}_");
     let procs = all_processes();
@@ -435,13 +480,14 @@ pub fn kill_everything_started() {
             }
         }
     }
-    for pid in doomed {
+    for &pid in &doomed {
         // SAFETY: kill(2) on a pid just seen alive that bridgewire started (descendant or
         // marker carrier).
         unsafe {
             libc::kill(pid as libc::pid_t, libc::SIGKILL);
         }
     }
+    doomed
 }
 
 /// Whether process `pid` carries an environment variable whose name starts with `prefix`.

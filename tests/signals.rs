@@ -902,3 +902,57 @@ fn record_sidebridge_is_interrupted_cleanly() {
         },
     );
 }
+
+/// Live processes whose command line carries the argument `arg`.
+fn with_argument(arg: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rfind(')')
+            .is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
+        if !zombie && cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A program that starts a child in a session of its own with its environment cleared (no
+/// group, no tree marker, and its parent gone: nothing links it to the tree) and exits without
+/// stopping it: at bridgewire's normal exit the child is killed and named on stderr. It
+/// survived before (an audit's Node bridge left two `sleep 600` provider children behind after
+/// each `replay bb`).
+#[test]
+fn a_child_left_behind_by_a_program_that_exited_is_killed_and_named_at_exit() {
+    let tag = format!("599.{}", std::process::id());
+    let tmp = tempfile::tempdir().expect("tmp");
+    let script =
+        format!("setsid env -i /bin/sleep {tag} </dev/null >/dev/null 2>&1 & sleep 0.3; exit 0");
+    let out = Command::new(BRIDGEWIRE)
+        .current_dir(tmp.path())
+        .args(["check", "bb", "--", "sh", "-c", &script])
+        .output()
+        .expect("bridgewire runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let left = with_argument(&tag);
+    for &pid in &left {
+        // SAFETY: kill(2) on a pid found by its unique argument, started by this test.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    assert!(left.is_empty(), "left running: {left:?}\n{stderr}");
+    assert!(
+        stderr.contains(
+            "1 process(es) outlived the program that started them and were killed at exit: "
+        ) && stderr.contains(" (sleep) "),
+        "{stderr}"
+    );
+}

@@ -410,6 +410,16 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             bridle_cmd::check_agent_cmd(&a)
         }
     };
+    // A process a program under test started and left running past its own exit (a provider
+    // child in a session of its own) would outlive bridgewire: killed here, and named.
+    let left = crate::proc::sweep_left_behind();
+    if !left.is_empty() {
+        eprintln!(
+            "bridgewire: {} process(es) outlived the program that started them and were killed at exit: {} (a child started in a session of its own, which its program did not stop before it exited)",
+            left.len(),
+            left.join(", ")
+        );
+    }
     // A signal's handler decides the exit code (130/143) once it arrived.
     crate::signals::exit_if_interrupted();
     ExitCode::from(code)
