@@ -764,6 +764,10 @@ impl Assembler {
                     turn_scope(&t),
                     Fields::from([("status", json!("interrupted"))]),
                 ));
+                // Settled just above: not forgotten by the turn's end (an interrupt the real
+                // Claude bridge settles with session.ended alone failed
+                // stop/interrupt-closes-items, "2 item(s) still open").
+                st.open_items.retain(|(_, item)| item.thread_attached);
                 self.finish_turn(st);
             }
             _ => {}

@@ -67,14 +67,14 @@ pub const LIVE_RULES: &[&str] = &[
     super::wire::THREAD_ID_ECHOED,
     // Beyond the kit: every bridge message is a JSON-RPC 2.0 message.
     JSONRPC_ENVELOPE,
-    // Beyond the kit, SHOULD: nothing but protocol traffic on stdout.
+    // Beyond the kit: nothing but protocol traffic on stdout.
     STDOUT_PROTOCOL_ONLY,
     // Beyond the kit: bb's host grammar over every event of the run (`LiveGrammar`).
     EVENTS_GRAMMAR,
 ];
 
 /// Transport: "Anything written to stdout that is not protocol traffic is ignored by the reader;
-/// bridges must guard stdout against stray writes" (a lowercase must: SHOULD in the catalogue).
+/// bridges must guard stdout against stray writes" (a must, as every obligation of the document is written).
 pub const STDOUT_PROTOCOL_ONLY: &str = "transport/stdout-protocol-only";
 /// Transport: "Line-delimited JSON-RPC 2.0 … in both directions": every bridge message carries
 /// `"jsonrpc": "2.0"`, every response exactly one of `result` and `error`, and no request is
@@ -331,6 +331,10 @@ struct Diag {
     first_unpaired: Option<String>,
 }
 
+/// What a verdict's detail says when its request's answer did not reach the runtime as one: an
+/// id of another type, a batch line ([`Diag::jsonrpc_envelope`] judges both).
+const ENVELOPE_FAULTS: [&str; 2] = ["answered with the wrong id type", "JSON-RPC batch"];
+
 /// Received responses kept (a bridge answers the kit's requests; unsolicited ones past this are
 /// counted, not kept).
 pub const MAX_RESPONSES: usize = 100_000;
@@ -381,20 +385,45 @@ impl Diag {
                 ),
             ),
         };
-        let sent = match &self.first_answered_unsent {
-            None => SubCheck::pass(
+        // The first (lowest request id) of the answers under a string id.
+        let first_string_id = self
+            .wrong_type_ids
+            .iter()
+            .min_by_key(|(id, _)| **id)
+            .map(|(id, (sent, pos))| (*id, sent.clone(), *pos));
+        let sent = match (&self.first_answered_unsent, first_string_id) {
+            (None, None) => SubCheck::pass(
                 "answers-a-request",
                 "each response id names a request the runtime sent",
             ),
-            Some((pos, id)) => SubCheck::fail(
-                "answers-a-request",
+            (unsent, string) => {
+                let mut faults = Vec::new();
+                if let Some((id, sent, pos)) = string {
+                    faults.push(format!(
+                        "{} response(s) carry their request's numeric id as a string (first: id {sent} at message {pos}, for request id {id}); JSON-RPC matches ids by type and value, so the runtime never sees them as answers",
+                        self.wrong_type_ids.len()
+                    ));
+                }
+                if let Some((pos, id)) = unsent {
+                    faults.push(format!(
+                        "{} response(s) to an id the runtime never sent (first: id {id} at message {pos}); a JSON-RPC 2.0 response carries the id of the request it answers, and the runtime holds no request for it",
+                        self.answered_unsent
+                    ));
+                }
+                SubCheck::fail("answers-a-request", faults.join("; "))
+            }
+        };
+        let lines = match self.batches {
+            0 => SubCheck::pass("one-message-per-line", "no JSON array line"),
+            n => SubCheck::fail(
+                "one-message-per-line",
                 format!(
-                    "{} response(s) to an id the runtime never sent (first: id {id} at message {pos}); a JSON-RPC 2.0 response carries the id of the request it answers, and the runtime holds no request for it",
-                    self.answered_unsent
+                    "{n} line(s) are JSON arrays (JSON-RPC batches; first: {}): the bb protocol is line-delimited, one message per line, and has no batches: the runtime reads none of the messages inside",
+                    self.first_batch.as_deref().unwrap_or("")
                 ),
             ),
         };
-        Verdict::from_subchecks(JSONRPC_ENVELOPE, vec![version, outcome, once, sent])
+        Verdict::from_subchecks(JSONRPC_ENVELOPE, vec![version, outcome, once, sent, lines])
     }
 
     /// Names the non-JSON lines: how many were blank (empty or whitespace only, which would
@@ -1459,9 +1488,36 @@ impl Kit<'_> {
             JSONRPC_ENVELOPE,
         ]
         .contains(&v.id.as_str());
+        // One fault, one verdict: an answer under a string id never reaches the runtime as the
+        // answer, and the runtime reads nothing inside a batch line (a JSON array): both are
+        // rpc/jsonrpc-envelope's faults, judged at the end of the run. A rule whose request
+        // went unanswered for it, or that may only be missing what a batch carried, is skipped
+        // naming it (an audit's Node bridge echoing ids as strings failed four rules; one
+        // sending its deltas as batches failed two lifecycle rules, the envelope passing).
+        let envelope_fault = ENVELOPE_FAULTS.iter().any(|f| v.detail.contains(f));
+        let batches = self.c.diag.batches;
+        if !self.kit_only
+            && !stands_alone
+            && ((v.status == Status::Fail && envelope_fault)
+                || (batches > 0 && (v.status == Status::Fail || lacks_evidence)))
+        {
+            v.status = Status::Skipped;
+            v.detail = if envelope_fault {
+                format!(
+                    "could not be judged apart from {JSONRPC_ENVELOPE}, which fails for it: {}",
+                    v.detail
+                )
+            } else {
+                format!(
+                    "could not be judged: the runtime reads none of the messages inside the bridge's {batches} JSON array line(s) (batches; see {JSONRPC_ENVELOPE}); without them: {}",
+                    v.detail
+                )
+            };
+        }
         if (v.status == Status::Fail || lacks_evidence)
             && !stands_alone
             && !self.kit_only
+            && !v.detail.starts_with("could not be judged")
             && let Some(first) = self.c.diag.invalid_deltas.first()
         {
             let n = self.c.diag.invalid_deltas.len();
@@ -1742,11 +1798,16 @@ impl Kit<'_> {
             ),
         }
 
-        const NO_PROBE: &str = "aliveness probe unavailable: bridge drops unknown methods";
+        let no_probe = match self.c.wrong_type_answer() {
+            Some(d) => format!(
+                "aliveness probe unavailable: the bridge's answer to an unknown method does not reach the runtime as an answer ({d})"
+            ),
+            None => "aliveness probe unavailable: bridge drops unknown methods".to_string(),
+        };
         // rpc/non-json-ignored
         let m = self.begin("rpc/non-json-ignored");
         if !self.probe_possible {
-            self.skip("rpc/non-json-ignored", m, NO_PROBE);
+            self.skip("rpc/non-json-ignored", m, no_probe.clone());
         } else {
             self.c.send_raw("this is { not json");
             let id = self.c.request("bb/conformance/alive-probe", json!({}));
@@ -1762,7 +1823,7 @@ impl Kit<'_> {
         // rpc/response-not-request
         let m = self.begin("rpc/response-not-request");
         if !self.probe_possible {
-            self.skip("rpc/response-not-request", m, NO_PROBE);
+            self.skip("rpc/response-not-request", m, no_probe);
         } else {
             let from = self.c.received;
             self.c.send_raw(
@@ -2359,11 +2420,33 @@ impl Kit<'_> {
                 }
                 false
             });
+            // "A prompt the provider never took must not open a turn" (Turn lifecycle 1): a
+            // refusal beside a turn opened for the prompt is a fault, not a skip (a bridge that
+            // opened and settled a turn, then answered an error, passed).
+            const NEVER_TOOK: &str = "a prompt the provider never took must not open a turn (Turn lifecycle 1): refuse it without opening one, or take it and answer";
+            let opened = |c: &Client| {
+                c.find_event(MAIN_THREAD, from, |e| is_type(e, "turn/started"))
+                    .is_some()
+            };
             match done {
-                Some(Ok(())) => {
-                    self.c.wait_response(id);
-                    self.pass("turn/settles-without-activity", m)
-                }
+                Some(Ok(())) => match self.c.wait_response(id).filter(is_error) {
+                    Some(r) => self.fail(
+                        "turn/settles-without-activity",
+                        m,
+                        format!(
+                            "turn/start with the zero-work prompt opened a turn, settled it, and was then refused: {}; {NEVER_TOOK}",
+                            describe_answer(&r)
+                        ),
+                    ),
+                    None => self.pass("turn/settles-without-activity", m),
+                },
+                Some(Err(e)) if opened(&self.c) => self.fail(
+                    "turn/settles-without-activity",
+                    m,
+                    format!(
+                        "turn/start with the zero-work prompt was refused ({e}), yet a turn opened for it; {NEVER_TOOK}"
+                    ),
+                ),
                 Some(Err(e)) => self.skip(
                     "turn/settles-without-activity",
                     m,
