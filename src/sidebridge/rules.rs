@@ -880,6 +880,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 like: &canon,
                 text,
                 label: "bytes/canonical-control",
+                variant_like: &app,
+                variant_label: "bytes/app-control",
             },
             "the app's bytes (\\/, sources:[], shuffled keys)",
         )
@@ -908,6 +910,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                 like: &plain,
                 text: "hello keys",
                 label: "extra-keys/plain-control",
+                variant_like: &extra,
+                variant_label: "extra-keys/extra-control",
             },
             "a request with `type` and `futureField`",
         )
@@ -945,6 +949,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<CheckReport, TransportError> {
                     like: &v10,
                     text: "hello version",
                     label: "version/1.0-control",
+                    variant_like: &v11,
+                    variant_label: "version/1.1-control",
                 },
                 "a `\"sidebridge\":\"1.1\"` request",
             )
@@ -1551,13 +1557,35 @@ struct Control<'a> {
     like: &'a Screen,
     text: &'a str,
     label: &'a str,
+    /// The variant's own request, sent again (labelled `variant_label`) when the base's
+    /// control reproduced the base reply: a bridge whose replies vary can repeat one by chance.
+    variant_like: &'a Screen,
+    variant_label: &'a str,
+}
+
+/// A fresh chat of `like`'s style, version and keys, started, then sent `text`: the index of
+/// the send, `None` when its session ended at its start.
+async fn send_like(
+    d: &mut Driver,
+    rng: &mut Rng,
+    like: &Screen,
+    text: &str,
+    label: &str,
+) -> Option<usize> {
+    let mut c = Screen::new(rng);
+    c.style = like.style;
+    c.version = like.version.clone();
+    c.extra = like.extra.clone();
+    c.start(d, &format!("{label}-start")).await;
+    c.send(d, text, label).await
 }
 
 /// A variant request judged by the reply a base request got (SB-R5, SB-R7, SB-R8).
 ///
 /// Replies equal in content, status class and what their options do ([`effect`]) pass. When they differ, the base request is sent
 /// again in a fresh chat (lazily: a deterministic bridge sees no extra traffic). A control
-/// equal to the base reply puts the difference on the variant: failed. A control that differs
+/// equal to the base reply sends the variant again too: its reply reproduced puts the
+/// difference on the variant (failed); another reply shows replies that vary, as below. A control that differs
 /// too shows a bridge whose replies vary between identical requests (a model, a counter): the
 /// content cannot be compared (a sub-check skipped saying so) and the rule judges the shape the
 /// app acts on ([`Shape`]): the variant's against the base's. The rule passes or fails on that
@@ -1649,12 +1677,7 @@ async fn same_reply(
         )
     };
     // The control: the base request once more, in a chat of its own.
-    let mut c = Screen::new(rng);
-    c.style = control.like.style;
-    c.version = control.like.version.clone();
-    c.extra = control.like.extra.clone();
-    c.start(d, &format!("{}-start", control.label)).await;
-    let Some(ci) = c.send(d, control.text, control.label).await else {
+    let Some(ci) = send_like(d, rng, control.like, control.text, control.label).await else {
         return Verdict::skipped(
             id,
             format!(
@@ -1678,17 +1701,57 @@ async fn same_reply(
             );
         }
     };
-    if same(&d.log[ci], &rc, &d.log[b], &rb) {
-        return Verdict::fail(
-            id,
-            format!(
-                "{what} got {}, the plain request got {} twice (again as {})",
-                got(d, a),
-                got(d, b),
-                d.log[ci].label
-            ),
-        );
-    }
+    // The pair that shows the bridge's replies vary (two identical requests, two replies), if
+    // one does, and the variant's second reply when it was sent.
+    let mut again: Option<(usize, Reply)> = None;
+    let (vary_first, vary_then) = if same(&d.log[ci], &rc, &d.log[b], &rb) {
+        // The base reproduced: the variant once more too, before the difference is put on it.
+        // A model-like bridge can repeat one of its replies by chance (an audit's bridge with
+        // six endings failed 8 runs of 19 when only the base was sent again).
+        let vi = send_like(
+            d,
+            rng,
+            control.variant_like,
+            control.text,
+            control.variant_label,
+        )
+        .await;
+        let rv = vi.and_then(|vi| Some((vi, d.log[vi].judged(Profile::Gamma).ok()?)));
+        match rv {
+            Some((vi, rv)) if !same(&d.log[vi], &rv, &d.log[a], &ra) => {
+                let pair = (a, vi);
+                again = Some((vi, rv));
+                pair
+            }
+            // The variant reproduced its own reply (or could not be sent again, or its reply
+            // could not be read: the evidence is the base's reproduction alone).
+            Some((vi, _)) => {
+                return Verdict::fail(
+                    id,
+                    format!(
+                        "{what} got {} twice (again as {}), the plain request got {} twice (again as {})",
+                        got(d, a),
+                        d.log[vi].label,
+                        got(d, b),
+                        d.log[ci].label
+                    ),
+                );
+            }
+            None => {
+                return Verdict::fail(
+                    id,
+                    format!(
+                        "{what} got {}, the plain request got {} twice (again as {})",
+                        got(d, a),
+                        got(d, b),
+                        d.log[ci].label
+                    ),
+                );
+            }
+        }
+    } else {
+        (b, ci)
+    };
     let (sa, sb, sc) = (
         Shape::of(&d.log[a], &ra),
         Shape::of(&d.log[b], &rb),
@@ -1696,10 +1759,12 @@ async fn same_reply(
     );
     let varies = format!(
         "two identical requests got different replies ({} then {} as {})",
-        got(d, b),
-        got(d, ci),
-        d.log[ci].label
+        got(d, vary_first),
+        got(d, vary_then),
+        d.log[vary_then].label
     );
+    // The variant's second reply: its shape, where the app acts on it, may be the base's.
+    let sv = again.as_ref().map(|(vi, rv)| Shape::of(&d.log[*vi], rv));
     let content = SubCheck::skipped("content", format!("{varies}: content cannot be compared"));
     if sc != sb {
         return Verdict::skipped(
@@ -1713,8 +1778,9 @@ async fn same_reply(
             SubCheck::skipped("shape", format!("the plain request's shape varies: {sb}; then {sc}")),
         ]);
     }
-    let shape = if sa == sb {
-        SubCheck::pass("shape", format!("{what}: {sa}, as the plain request's"))
+    let shape = if sa == sb || sv.as_ref() == Some(&sb) {
+        let shown = if sa == sb { &sa } else { &sb };
+        SubCheck::pass("shape", format!("{what}: {shown}, as the plain request's"))
     } else {
         SubCheck::fail(
             "shape",
