@@ -1372,6 +1372,43 @@ async fn isolation(ctx: &Ctx<'_>, subs: &Subs) {
             },
         ),
     );
+    // The other way too: a hub that sends every browser message to one agent (the first
+    // connected: here a) passed a's direction (an audit's hub, seen only as agent-not-connected
+    // failing).
+    br_b.emit("message", json!({ "text": "for b" }));
+    push(
+        subs,
+        judged(
+            "agent b gets its browser's message",
+            match ag_b.expect("message", ctx.c.wait, "agent b").await {
+                Ok(m) if m["text"] == "for b" => Ok(format!("message {}", m["text"])),
+                Ok(m) => Err(format!("agent b got {m}")),
+                Err(e) => Err(e),
+            },
+        ),
+    );
+    // A copy of a's own message arriving late is event-fields' to judge (a hub forwarding
+    // each message twice), not a message from b's browser.
+    let until = Instant::now() + ctx.short();
+    let stray = loop {
+        match ag_a.recv_until(until).await {
+            Ok(e) if e.name == "message" && e.data["text"] == "for a" => continue,
+            other => break other.ok(),
+        }
+    };
+    push(
+        subs,
+        judged(
+            "agent a gets nothing from b's browser",
+            match stray {
+                None => Ok("silent".into()),
+                Some(e) => Err(format!(
+                    "agent a received {:?} {} from the browser of agentId b",
+                    e.name, e.data
+                )),
+            },
+        ),
+    );
 }
 
 async fn routing(ctx: &Ctx<'_>, subs: &Subs) {
@@ -2267,7 +2304,7 @@ async fn event_fields(ctx: &Ctx<'_>, subs: &Subs) {
 }
 
 /// Malformed browser payloads are rejected or ignored: never forwarded to the agent in a shape
-/// the spec does not allow, and never answered with an event the spec does not list.
+/// the spec does not allow; an answer with an event the spec does not list is said, not judged.
 async fn malformed(ctx: &Ctx<'_>, subs: &Subs) {
     let a = ctx.agent_id("malformed");
     let Some(mut ag) = setup(subs, ctx.agent(&a).await) else {
@@ -2315,14 +2352,30 @@ async fn malformed(ctx: &Ctx<'_>, subs: &Subs) {
             Err(RecvError::Disconnected | RecvError::Closed(_))
         );
         let mut problems = Vec::new();
-        let replies: Vec<&(String, Value)> = b
+        // An answer with an event the spec does not list is an extension: the spec gives no
+        // answer to malformed input and forbids no event (spec-events-only lists it). Said, not
+        // judged: an audit's hub answering `bridle_error` failed this rule before.
+        let replies: Vec<String> = b
             .extras
             .iter()
             .filter(|(n, _)| !baseline.contains(n))
+            .map(|(n, _)| n.clone())
             .collect();
-        for (n, d) in &replies {
-            problems.push(format!("answered with the non-spec event {n:?} {d}"));
+        let mut named: Vec<String> = Vec::new();
+        for n in &replies {
+            let quoted = format!("{n:?}");
+            if !named.contains(&quoted) {
+                named.push(quoted);
+            }
         }
+        let extension = if named.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; answered with the extension event {} (not judged: the spec gives no answer to malformed input and forbids no event)",
+                named.join(", ")
+            )
+        };
         // Anything the agent got for it must have the hub→agent shape.
         while let Ok(e) = ag.recv(Duration::from_millis(50)).await {
             if e.name != "message" {
@@ -2354,7 +2407,7 @@ async fn malformed(ctx: &Ctx<'_>, subs: &Subs) {
         push(
             subs,
             if problems.is_empty() {
-                SubCheck::pass(what, how)
+                SubCheck::pass(what, format!("{how}{extension}"))
             } else {
                 SubCheck::fail(what, format!("{payload}: {}", problems.join("; ")))
             },
@@ -2743,7 +2796,7 @@ async fn reconnect(ctx: &Ctx<'_>, subs: &Subs) {
                     Ok(Some(m)) if is_not_connected(&m) => SubCheck::fail(
                         gone,
                         format!(
-                            "{why}, although the hub answers {:?} for an agentId no agent ever served: it kept the gone agent",
+                            "{why}, although the hub answers {} for an agentId no agent ever served: it kept the gone agent",
                             m["text"]
                         ),
                     ),
@@ -3255,7 +3308,12 @@ async fn http_sync_timeout(ctx: &Ctx<'_>, subs: &Subs) {
                 && v["messageId"] == ""
                 && v["ts"].is_number()
             {
-                return Ok(format!("{v}"));
+                // The hub's own clock: epoch milliseconds, as every other ts (a timeout stamped
+                // in seconds passed, where a relayed event's failed event-fields).
+                return match rules::ts_not_ms(&v["ts"], None, crate::util::now_ms() as f64) {
+                    None => Ok(format!("{v}")),
+                    Some(unit) => Err(format!("the timeout answered {st} {v}: {unit}")),
+                };
             }
             let concat: String = streamed.concat();
             let why = if !streamed.is_empty() && v["text"] == concat.as_str() {

@@ -120,6 +120,8 @@ pub const HUB_SUBCHECKS: &[(&str, &[&str])] = &[
             "agent b gets nothing",
             "browser of a gets the reply",
             "browser of b gets nothing",
+            "agent b gets its browser's message",
+            "agent a gets nothing from b's browser",
         ],
     ),
     (
