@@ -7,7 +7,7 @@
 //! {"type":"request","method":"POST","path":"/","kind":"sessionStart"|"send"|"other","chatId":"…","sidebridge":"1.0","messages":[{id,from,content}]|null,"history":[…]|null}
 //! {"type":"reply","status":"2xx","httpStatus":200,"messages":[{id,from,content,sources}],"options":{"disableSendHistory":true,"endSession":null}|null}
 //! {"type":"reply","status":"non-2xx","httpStatus":500,"dropped":"<why the current app drops it>"}
-//! {"type":"reply","status":"non-2xx","httpStatus":502,"error":"<why the bridge gave no reply>"}
+//! {"type":"reply","status":"none","httpStatus":0,"error":"<why the bridge gave no reply>"}
 //! ```
 //!
 //! Every id is upper-cased (ids compare as UUID values) and then interned (`#1`, `#2`, … in
@@ -113,6 +113,9 @@ pub fn reply_event(e: &Envelope) -> Value {
     let code = e.status.unwrap_or(0);
     let status = status_class(code);
     if let Some(err) = &e.error {
+        // No status read (no reply, or one whose framing could not be read): "none", not the
+        // class of a status the reply never showed (a cut 200 read as "non-2xx" in parity).
+        let status = if code == 0 { "none" } else { status };
         return json!({"type": "reply", "status": status, "httpStatus": code, "error": err});
     }
     match profiles::judge(Profile::App, code, &e.body) {

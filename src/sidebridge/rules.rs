@@ -344,10 +344,15 @@ fn stop_summary(log: &[Exchange]) -> Option<String> {
         ));
     }
     let timed_out = log.iter().filter(|x| x.stopped).count() - not_sent;
-    let then = match timed_out.saturating_sub(1) {
+    // The liveness requests among them (session starts of fresh chats).
+    let probes = log
+        .iter()
+        .filter(|x| x.stopped && x.label.starts_with(super::client::LIVENESS))
+        .count();
+    let then = match probes {
         0 => String::new(),
         n => format!(
-            "; then {n} session start(s) of fresh chats, sent to learn whether it still answered, timed out too"
+            "; then {n} session start(s) of fresh chats, sent to learn whether it still answered, timed out too (a bridge deaf to session starts alone reads so: --give-up-after 0 sends every request, each bounded by --timeout)"
         ),
     };
     Some(format!(

@@ -151,7 +151,14 @@ impl TransportError {
     pub fn is_broken_framing(&self) -> bool {
         matches!(
             self,
-            TransportError::Malformed(_) | TransportError::BadChunks(_)
+            TransportError::Malformed(_)
+                | TransportError::BadChunks(_)
+                // An incomplete message (RFC 9112 §8): the body its framing announced was cut
+                // by the connection's close. Received incompletely is SB-D1's, as broken
+                // framing is (an audit's server cutting every body in half failed SB-H1, SB-A1
+                // and SB-D1 and warned on four more rules for it).
+                | TransportError::Truncated { .. }
+                | TransportError::ChunksTruncated(_)
         )
     }
 

@@ -34,6 +34,7 @@ const SW = {
   'f-title-num': 'FLAW: every answer cites a source whose title is a number (42)',
   'f-get-400': 'FLAW: GET/PUT/HEAD answered 400 (instead of 405/404) with Allow: POST',
   'f-chunk-size': 'FLAW: chunked replies whose chunk-size is 2 more than the chunk data (broken framing)',
+  'f-cut-body': 'FLAW: every reply with a body is cut: its Content-Length announced, half of the body sent, then the connection closed (an incomplete message, RFC 9112 §8)',
 };
 
 let KEY = null;
@@ -170,6 +171,11 @@ function respond(conn, status, headers, payload, opts = {}) {
       else { sock.write(bodyBuf); finish(); }
     };
     setTimeout(tick, 10);
+    return;
+  }
+  if (on.has('f-cut-body') && wire.length > 2) {
+    sock.write(Buffer.concat([Buffer.from(lines.join('') + head, 'latin1'), wire.subarray(0, wire.length >> 1)]));
+    sock.destroy();
     return;
   }
   sock.write(Buffer.concat([Buffer.from(lines.join('') + head, 'latin1'), wire]));
