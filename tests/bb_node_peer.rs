@@ -323,23 +323,6 @@ fn listed(kind: &str) -> Vec<String> {
     names
 }
 
-/// Runs `jobs` three at a time (each mostly waits on the bridge; the machine has 2 cores).
-fn in_parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T> {
-    let mut jobs = jobs;
-    let mut out = Vec::new();
-    while !jobs.is_empty() {
-        let batch: Vec<_> = jobs.drain(..jobs.len().min(3)).collect();
-        out.extend(std::thread::scope(|s| {
-            let handles: Vec<_> = batch.into_iter().map(|j| s.spawn(j)).collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
-        }));
-    }
-    out
-}
-
 /// The default and every legal switch pass: nothing fails, nothing is skipped, and only what
 /// [`ODD_NOT_RUN`] names is not run. `stop-session-ended` (an interrupt settled by
 /// `session.ended` alone, as the real Claude bridge's recording does) failed
@@ -362,7 +345,7 @@ fn every_legal_switch_passes_check_bb() {
         .map(|o| Box::new(move || check(&[("ODD", o)])) as Box<dyn FnOnce() -> Outcome + Send>)
         .collect();
     let mut problems = Vec::new();
-    for (o, (code, short)) in odd.iter().zip(in_parallel(jobs)) {
+    for (o, (code, short)) in odd.iter().zip(common::proc::three_at_a_time(jobs)) {
         let allowed: &[&str] = ODD_NOT_RUN
             .iter()
             .find(|(n, _)| n == o)
@@ -410,7 +393,7 @@ fn each_flaw_fails_its_rule_alone() {
     for &(f, _) in TWO_RULES {
         jobs.push(Box::new(move || check(&[env_of(f)])));
     }
-    let mut results = in_parallel(jobs).into_iter();
+    let mut results = common::proc::three_at_a_time(jobs).into_iter();
     let mut problems = Vec::new();
     for &(f, rule, phrase) in FLAWS {
         let (code, short) = results.next().unwrap();

@@ -39,23 +39,6 @@ const ODD: &[&str] = &[
     "spaces,keyorder,escapes,floats,interleave,ext,chatter,crlf",
 ];
 
-/// Runs `jobs` three at a time (each is mostly waiting on a bridge; the machine has 2 cores).
-fn in_parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T> {
-    let mut jobs = jobs;
-    let mut out = Vec::new();
-    while !jobs.is_empty() {
-        let batch: Vec<_> = jobs.drain(..jobs.len().min(3)).collect();
-        out.extend(std::thread::scope(|s| {
-            let handles: Vec<_> = batch.into_iter().map(|j| s.spawn(j)).collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
-        }));
-    }
-    out
-}
-
 /// `check bb` on the Perl bridge in `mode`: the verdicts that are not `pass`, as (id, status,
 /// detail).
 fn check_all(py: &str, mode: &str) -> Vec<(String, String, String)> {
@@ -266,7 +249,10 @@ fn check_bb_passes_the_perl_bridge_odd_and_fails_each_flaw_once() {
             }) as Box<dyn FnOnce() -> Vec<String> + Send>
         })
         .collect();
-    let problems: Vec<String> = in_parallel(jobs).into_iter().flatten().collect();
+    let problems: Vec<String> = common::proc::three_at_a_time(jobs)
+        .into_iter()
+        .flatten()
+        .collect();
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
@@ -344,7 +330,10 @@ fn replay_bb_masks_the_bridges_clock_in_its_words_and_not_its_wording() {
             }) as Box<dyn FnOnce() -> Vec<String> + Send>
         })
         .collect();
-    let problems: Vec<String> = in_parallel(jobs).into_iter().flatten().collect();
+    let problems: Vec<String> = common::proc::three_at_a_time(jobs)
+        .into_iter()
+        .flatten()
+        .collect();
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
