@@ -1068,6 +1068,9 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
         .collect();
     let second_frames: Vec<(String, Value)> =
         second.as_ref().map(Turn::untimed).unwrap_or_default();
+    // Its own stream, as the answer after reconnecting's ([`own_stream`]): read by
+    // streaming-replace, and by stream-end-final when the first answer was plain.
+    let second_stream = own_stream(&second_frames);
     wrong.extend(
         wrong_in(&second_frames, second_client)
             .into_iter()
@@ -1289,7 +1292,6 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
             }
         });
         // The later answers where they streamed: to the second browser, and after reconnecting.
-        let second_stream = own_stream(&second_frames);
         let later = [
             (SECOND, second.as_ref(), &second_frames, &second_stream),
             (BACK, back_turn.as_ref(), &back_frames, &back_stream),
@@ -1356,7 +1358,6 @@ async fn agent_rules(c: &AgentCheck, setup: &mut Option<String>) -> VerdictLog {
     let later_streamed = [&second_frames, &back_frames]
         .iter()
         .any(|f| f.iter().any(|(n, _)| STREAMED.contains(&n.as_str())));
-    let second_stream = own_stream(&second_frames);
     out.push(carried(if plain_answer && let Some(a) = &second_after_end {
         let on = "on the answer to the second browser (the first answer was a plain message, \
                   legal, closing no stream)";
